@@ -1,0 +1,51 @@
+/* cmd_unlock.c -- `rlock unlock --force NAME`: deletes a lock whoever holds
+ * it and wakes its waiters. Only --force exists: a CLI process ends when the
+ * command does, so it can never own a hold to release normally. */
+#include <getopt.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+    "Usage: rlock unlock --force NAME\n"
+    "Deletes the lock NAME whoever holds it (Redisson forceUnlock) and wakes its\n"
+    "waiters. A holder using a watchdog learns that it lost the lock at its next\n"
+    "renewal (an `rlock exec` holder then stops its command and exits 76).\n\n"
+    "  --force        required: a CLI process never owns a hold to release\n"
+    "  -u, --url URL  Redis URL\n";
+
+int cmd_unlock(cli_global_t *g, int argc, char **argv) {
+  static const struct option longopts[] = {{"force", no_argument, NULL, 'f'},
+                                           {"url", required_argument, NULL, 'u'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  int c, force = 0, ex;
+  while ((c = getopt_long(argc, argv, ":fu:h", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'f': force = 1; break;
+      case 'u': g->url = optarg; break;
+      case 'h': fputs(usage_text, stdout); return 0;
+      default: return cli_bad_option("unlock", c, argv);
+    }
+  }
+  if (!force)
+    return cli_usage("unlock", "only 'unlock --force NAME' is supported: a CLI process cannot own a "
+                               "hold (holds end with 'rlock exec')");
+  if (optind != argc - 1) return cli_usage("unlock", "expected exactly one lock NAME");
+  const char *name = argv[optind];
+  if ((ex = cli_name("unlock", name))) return ex;
+  rlock_client_t *client;
+  rlock_lock_t *lock;
+  if ((ex = cli_connect(g, NULL, &client))) return ex;
+  if (!(ex = cli_lock(client, name, &lock))) {
+    int was_locked = 0, rc = rlock_lock_force_unlock(lock, &was_locked);
+    if (rc)
+      ex = cli_fail(rc, "cannot force-unlock");
+    else if (was_locked)
+      printf("unlocked %s (was locked)\n", name);
+    else
+      printf("%s was not locked\n", name);
+    rlock_lock_free(lock);
+  }
+  rlock_client_free(client);
+  return ex;
+}

@@ -1,0 +1,41 @@
+/* demo.h -- what the `rlock demo` parent (cmd_demo.c) and its worker
+ * processes (demo_worker.c) share: key names and the report a worker sends
+ * over its pipe when it is done. */
+#ifndef RLOCK_DEMO_H
+#define RLOCK_DEMO_H
+
+#include <stdint.h>
+
+#define DEMO_LOCK "rlock:demo:lock"
+#define DEMO_STOCK "rlock:demo:stock"
+#define DEMO_LAST "rlock:demo:last" /* id of the worker that held the lock last */
+
+/* Sent once at the end, followed by `acquisitions` int64_t waits in µs. */
+typedef struct demo_report {
+  int64_t sales;        /* units this worker sold */
+  int64_t acquisitions; /* times it took the lock */
+  int64_t handoffs;     /* of those, times the previous holder was another worker */
+} demo_report_t;
+
+/* The parent's view of one worker process. */
+typedef struct worker {
+  int pid;
+  int fd;    /* read end of the worker's pipe */
+  char *buf; /* everything read from the worker after its ready byte */
+  size_t len, cap;
+  int status; /* its wait status */
+} worker_t;
+
+/* Checks and prints the outcome (final: stock left, -1 unknown); returns 0
+ * for PASS, 1 for FAIL. */
+int demo_report(const char *url, const worker_t *w, int n, long stock, long long final, double secs);
+
+/* A worker process: connects to url, writes one byte to out_fd when ready,
+ * starts when go_fd reaches end of file, sells until the stock is gone, then
+ * writes its report to out_fd. Returns the process exit code. */
+int demo_worker(const char *url, int id, int go_fd, int out_fd);
+
+/* CLOCK_MONOTONIC in microseconds. */
+int64_t demo_now_us(void);
+
+#endif /* RLOCK_DEMO_H */
