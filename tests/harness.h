@@ -1,0 +1,131 @@
+/* harness.h -- the test harness of the rlock suite: a tiny test framework
+ * (TEST/RUN, CHECK macros that stop the test with file:line), real
+ * redis-server processes on loopback (random free ports, temp dirs, always
+ * cleaned up), a raw hiredis client independent of the library under test,
+ * INFO commandstats counters and a throw-away TLS test CA. */
+#ifndef RLOCK_TEST_HARNESS_H
+#define RLOCK_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+/* ------------------------------------------------------------ framework */
+
+void th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);         \
+  } while (0)
+
+#define CHECK_MSG(cond, ...)                                              \
+  do {                                                                    \
+    if (!(cond)) th_fail(__FILE__, __LINE__, __VA_ARGS__);                \
+  } while (0)
+
+#define CHECK_EQ(a, b)                                                    \
+  do {                                                                    \
+    long long th_a_ = (long long)(a), th_b_ = (long long)(b);             \
+    if (th_a_ != th_b_)                                                   \
+      th_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a,   \
+              #b, th_a_, th_b_);                                          \
+  } while (0)
+
+#define CHECK_STREQ(a, b)                                                 \
+  do {                                                                    \
+    const char *th_a_ = (a), *th_b_ = (b);                                \
+    if (!th_a_ || !th_b_ || strcmp(th_a_, th_b_) != 0)                    \
+      th_fail(__FILE__, __LINE__, "CHECK_STREQ(%s, %s): \"%s\" != \"%s\"", \
+              #a, #b, th_a_ ? th_a_ : "(null)", th_b_ ? th_b_ : "(null)"); \
+  } while (0)
+
+/* An rlock call that must return `want` (0, RLOCK_E*). Prints the library's
+ * error name and rlock_last_error() on a mismatch. */
+#define CHECK_RC(expr, want) th_check_rc((expr), (want), #expr, __FILE__, __LINE__)
+#define CHECK_OK(expr) CHECK_RC(expr, 0)
+void th_check_rc(int got, int want, const char *expr, const char *file, int line);
+
+#define TEST(name) static void test_##name(void)
+#define RUN(name) th_run(#name, test_##name)
+void th_run(const char *name, void (*fn)(void));
+/* Call first in main(): installs cleanup (atexit, signals) and a watchdog
+ * alarm that fails the test binary after timeout_s seconds. */
+void th_init(int argc, char **argv, int timeout_s);
+/* Prints the summary; returns the exit status for main(). */
+int th_done(void);
+
+/* ------------------------------------------------------------ time, misc */
+
+int64_t th_now_ms(void);                 /* CLOCK_MONOTONIC */
+void th_sleep_ms(int64_t ms);
+pid_t th_gettid(void);
+/* Polls pred(arg) every few ms until it returns non-zero or timeout_ms pass;
+ * returns the last value. For conditions no event announces (a server-side
+ * state such as PUBSUB NUMSUB). */
+int th_wait_until(int (*pred)(void *), void *arg, int64_t timeout_ms);
+/* Forks a child that dies with the test process (PR_SET_PDEATHSIG) and
+ * never runs the harness cleanup; returns the pid (0 in the child). */
+pid_t th_fork(void);
+/* Waits for pid; returns its exit status, or 128+signal. */
+int th_wait_child(pid_t pid);
+/* Makes a fresh temp dir (removed at exit); returns a static-lifetime path. */
+const char *th_tempdir(void);
+/* Runs argv (NULL-terminated) with stdout/stderr to /dev/null; returns exit status. */
+int th_exec(const char *const *argv);
+
+/* ------------------------------------------------------------ redis-server */
+
+typedef struct th_server_opts {
+  const char *const *extra_args; /* NULL-terminated, appended to the command line */
+  int unixsocket;                /* also listen on dir/redis.sock */
+  int tls;                       /* also listen with TLS (certs from th_tls_certs) */
+  int tls_auth_clients;          /* with tls: require client certificates */
+  int appendonly;                /* appendonly yes + appendfsync always */
+  const char *raw_user;          /* credentials of the raw client (AUTH) */
+  const char *raw_password;
+} th_server_opts_t;
+
+typedef struct th_server {
+  pid_t pid;
+  int port;
+  int tls_port;
+  char dir[256];
+  char url[300];        /* redis://127.0.0.1:port */
+  char tls_url[300];    /* rediss://127.0.0.1:tls_port */
+  char sock[300];       /* dir/redis.sock */
+  th_server_opts_t opts;
+  redisContext *raw;    /* cached raw connection (th_cmd) */
+} th_server_t;
+
+th_server_t *th_server_start(const th_server_opts_t *opts); /* opts may be NULL */
+void th_server_kill(th_server_t *s);     /* SIGKILL and reap */
+void th_server_restart(th_server_t *s);  /* kill, then start again on the same ports */
+void th_server_stop(th_server_t *s);     /* kill, remove the dir, free */
+
+/* Raw commands (hiredis, blocking) on the server's plain TCP port. */
+redisContext *th_raw_connect(th_server_t *s);   /* a new, authenticated connection */
+redisReply *th_cmd(th_server_t *s, const char *arg0, ...); /* NULL-terminated string args */
+redisReply *th_cmdv(th_server_t *s, int argc, const char **argv, const size_t *lens);
+void th_reply_free(redisReply *r);
+/* Shortcuts: an integer reply (fails the test on another type). */
+long long th_cmd_int(th_server_t *s, const char *arg0, ...);
+/* Calls of one command (lower-case name: "evalsha") from INFO commandstats. */
+long long th_cmdstat(th_server_t *s, const char *cmd);
+/* PUBSUB NUMSUB channel. */
+long long th_numsub(th_server_t *s, const char *channel);
+
+/* ------------------------------------------------------------ TLS */
+
+typedef struct th_tls_certs {
+  char ca[300], server_cert[300], server_key[300], client_cert[300], client_key[300];
+} th_tls_certs_t;
+/* Generates (once per process) a CA and server/client certificates for
+ * 127.0.0.1 and localhost with the openssl CLI into a temp dir. */
+const th_tls_certs_t *th_tls_certs(void);
+
+#endif

@@ -1,0 +1,274 @@
+/* test_scripts.c -- the server-side Lua scripts (lua/ directory) on their own:
+ * each file is read at test time from the source tree and run through raw
+ * EVAL with hand-made KEYS/ARGV against a real redis-server, checking the
+ * Redisson data layout, the replies, the publishes and the request latches. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+
+static char *read_script(const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/lua/%s.lua", RLOCK_SOURCE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* EVAL <script file> numkeys args... (NULL-terminated). */
+static redisReply *eval(const char *script, int numkeys, ...) {
+  char *body = read_script(script);
+  char nk[16];
+  snprintf(nk, sizeof nk, "%d", numkeys);
+  const char *argv[64] = {"EVAL", body, nk};
+  int n = 3;
+  va_list ap;
+  va_start(ap, numkeys);
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 64;) argv[n++] = a;
+  va_end(ap);
+  redisReply *r = th_cmdv(srv, n, argv, NULL);
+  free(body);
+  CHECK_MSG(r->type != REDIS_REPLY_ERROR, "EVAL %s: %s", script, r->str);
+  return r;
+}
+
+static void want_nil(redisReply *r) {
+  CHECK_MSG(r->type == REDIS_REPLY_NIL, "want nil, got type %d (%lld)", r->type, r->integer);
+  th_reply_free(r);
+}
+
+static long long want_int(redisReply *r) {
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER, "want an integer, got type %d", r->type);
+  long long v = r->integer;
+  th_reply_free(r);
+  return v;
+}
+
+/* Value of a string/hash field as a number; -1000 when absent. */
+static long long get_num(const char *cmd, const char *key, const char *field) {
+  redisReply *r = field ? th_cmd(srv, cmd, key, field, NULL) : th_cmd(srv, cmd, key, NULL);
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : strtoll(r->str, NULL, 10);
+  th_reply_free(r);
+  return v;
+}
+
+static void flush(void) { th_reply_free(th_cmd(srv, "FLUSHALL", NULL)); }
+
+#define OWNER_A "3f2b8c1e-5d9f-4a4e-9c1b-0123456789ab:101"
+#define OWNER_B "3f2b8c1e-5d9f-4a4e-9c1b-0123456789ab:202"
+#define CHAN "redisson_lock__channel:{L}"
+
+TEST(acquire) {
+  flush();
+  const char *latch = "rlock_acquire_latch:{L}:r1";
+  want_nil(eval("lock_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "L", NULL), 1);
+  long long pttl = th_cmd_int(srv, "PTTL", "L", NULL);
+  CHECK(pttl > 25000 && pttl <= 30000);
+  CHECK_EQ(get_num("GET", latch, NULL), 1);
+  pttl = th_cmd_int(srv, "PTTL", latch, NULL);
+  CHECK(pttl > 50000 && pttl <= 60000);
+
+  /* A re-send of the same request: acquired, counted once. */
+  want_nil(eval("lock_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+
+  /* Reentrant acquire (new request id): count 2, lease reset. */
+  want_nil(eval("lock_acquire", 2, "L", "rlock_acquire_latch:{L}:r2", "50000", OWNER_A, "60000",
+                NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 40000);
+
+  /* Another owner: gets the PTTL, changes nothing, leaves no latch. */
+  long long ttl = want_int(
+      eval("lock_acquire", 2, "L", "rlock_acquire_latch:{L}:r3", "1000", OWNER_B, "60000", NULL));
+  CHECK(ttl > 40000 && ttl <= 50000);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", "L", OWNER_B, NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_acquire_latch:{L}:r3", NULL), 0);
+
+  /* A lock without TTL held by someone else: -1. */
+  th_reply_free(th_cmd(srv, "HSET", "M", OWNER_B, "1", NULL));
+  CHECK_EQ(want_int(eval("lock_acquire", 2, "M", "rlock_acquire_latch:{M}:r4", "1000", OWNER_A,
+                         "60000", NULL)),
+           -1);
+}
+
+TEST(acquire_after_undo_tombstone) {
+  flush();
+  const char *latch = "rlock_acquire_latch:{L}:t1";
+  /* The undo got there first (request not applied): plants a tombstone. */
+  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
+                         "60000", NULL)),
+           0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", latch, NULL), 1);
+  /* The late acquire never applies. */
+  CHECK_EQ(want_int(eval("lock_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL)), -3);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  /* A re-send of the undo. */
+  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
+                         "60000", NULL)),
+           2);
+}
+
+TEST(acquire_undo_applied) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  const char *l1 = "rlock_acquire_latch:{L}:u1", *l2 = "rlock_acquire_latch:{L}:u2";
+  want_nil(eval("lock_acquire", 2, "L", l1, "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("lock_acquire", 2, "L", l2, "30000", OWNER_A, "60000", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  /* Undo one of two holds: count 1, no publish. */
+  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
+                         NULL)),
+           1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 0);
+  /* A re-send changes nothing. */
+  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
+                         NULL)),
+           2);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* Undo the last hold: key deleted, waiters woken once. */
+  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l1, "0", OWNER_A, "publish", "60000",
+                         NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  /* Applied, but the lease already ran out: still 1, nothing else touched. */
+  const char *l3 = "rlock_acquire_latch:{L}:u3";
+  want_nil(eval("lock_acquire", 2, "L", l3, "30000", OWNER_A, "60000", NULL));
+  th_reply_free(th_cmd(srv, "DEL", "L", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_B, "1", NULL));
+  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l3, "0", OWNER_A, "publish", "60000",
+                         NULL)),
+           1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+}
+
+TEST(unlock) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", "L", "5000", NULL));
+  const char *u1 = "redisson_unlock_latch:{L}:q1", *u2 = "redisson_unlock_latch:{L}:q2";
+
+  /* Not the owner: nil, lock untouched. */
+  want_nil(eval("lock_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q0", "0", "30000",
+                OWNER_B, "publish", "60000", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+
+  /* 2 -> 1: still held, lease reset to ARGV[2], latch "0". */
+  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
+                         "60000", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 25000);
+  CHECK_EQ(get_num("GET", u1, NULL), 0);
+  long long lttl = th_cmd_int(srv, "PTTL", u1, NULL);
+  CHECK(lttl > 50000 && lttl <= 60000);
+  /* Re-send: same answer, no second release. */
+  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
+                         "60000", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 0);
+
+  /* Subscribe to the channel to see the release message. */
+  redisContext *sub = th_raw_connect(srv);
+  redisReply *r = redisCommand(sub, "SUBSCRIBE %s", CHAN);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  th_reply_free(r);
+
+  /* 1 -> 0: released, key deleted, "0" published once, latch "1". */
+  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
+                         "60000", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(get_num("GET", u2, NULL), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  void *m = NULL;
+  CHECK(redisGetReply(sub, &m) == REDIS_OK);
+  r = m;
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "message");
+  CHECK_STREQ(r->element[1]->str, CHAN);
+  CHECK_STREQ(r->element[2]->str, "0");
+  th_reply_free(r);
+  redisFree(sub);
+
+  /* Re-send after the release: 1 again, nothing published, nothing deleted
+   * (someone else may hold the lock by now). */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_B, "1", NULL));
+  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
+                         "60000", NULL)),
+           1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+
+  /* The publish command is a parameter (SPUBLISH for sharded pub/sub). */
+  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q3", "0",
+                         "30000", OWNER_B, "spublish", "60000", NULL)),
+           1);
+  CHECK_EQ(th_cmdstat(srv, "spublish"), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+}
+
+TEST(renew) {
+  flush();
+  th_reply_free(th_cmd(srv, "HSET", "k1", OWNER_A, "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", "k1", "1000", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "k2", OWNER_B, "3", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", "k2", "1000", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "k3", OWNER_B, "1", NULL)); /* held by B, we ask for A */
+  th_reply_free(th_cmd(srv, "PEXPIRE", "k3", "1000", NULL));
+  redisReply *r = eval("lock_renew", 4, "k1", "k2", "k3", "k4", "30000", OWNER_A, OWNER_B, OWNER_A,
+                       OWNER_A, NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+  long long want[] = {1, 1, 0, 0};
+  for (int i = 0; i < 4; i++) {
+    CHECK(r->element[i]->type == REDIS_REPLY_INTEGER);
+    CHECK_EQ(r->element[i]->integer, want[i]);
+  }
+  th_reply_free(r);
+  CHECK(th_cmd_int(srv, "PTTL", "k1", NULL) > 25000);
+  CHECK(th_cmd_int(srv, "PTTL", "k2", NULL) > 25000);
+  CHECK(th_cmd_int(srv, "PTTL", "k3", NULL) <= 1000);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "k4", NULL), 0);
+  CHECK_EQ(get_num("HGET", "k2", OWNER_B), 3); /* counts untouched */
+}
+
+TEST(force_unlock) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "1", OWNER_B, "2", NULL));
+  CHECK_EQ(want_int(eval("lock_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  CHECK_EQ(want_int(eval("lock_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 60);
+  srv = th_server_start(NULL);
+  RUN(acquire);
+  RUN(acquire_after_undo_tombstone);
+  RUN(acquire_undo_applied);
+  RUN(unlock);
+  RUN(renew);
+  RUN(force_unlock);
+  th_server_stop(srv);
+  return th_done();
+}
