@@ -1,0 +1,26 @@
+# scripts/lib.sh -- shared by scripts/demo and scripts/test: installs missing
+# Debian packages (apt-get update only when something is missing) and builds
+# the project with CMake. Sourced, not run.
+
+# ensure_packages PKG...: installs those of PKG that are not installed yet.
+ensure_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+BUILD_PACKAGES=(cmake gcc make pkg-config libc6-dev libhiredis-dev libevent-dev libssl-dev redis-server)
+
+# build DIR [CMAKE ARGS...]: configures and builds the project into DIR.
+build() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" "$@" >/dev/null && cmake --build "$dir" -j"$(nproc 2>/dev/null || echo 2)"
+}
