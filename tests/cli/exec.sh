@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tests/cli/exec.sh -- `rlock exec`: runs the command and returns its status,
+# releases the lock afterwards, times out (75) while another exec holds the
+# lock, forwards SIGTERM to the command, and cancels a wait on SIGTERM.
+. "$(dirname "$0")/common.sh"
+start_redis
+R() { "$RLOCK" -u "$URL" "$@"; }
+unlocked() { R status --json "$1" | grep -q '"locked":false'; }
+
+expect 0 "exec runs the command" R exec job -- sh -c "echo ran > $T/ran"
+[ -s "$T/ran" ] && pass "the command ran" || fail "the command did not run"
+expect 3 "exec returns the command's status" R exec job -- sh -c 'exit 3'
+expect 0 "exec without --" R exec job true
+expect 137 "killed command: 128+9" R exec job -- sh -c 'kill -KILL $$'
+expect 127 "command not found" R exec job -- /nonexistent/command
+contains "$T/err" "/nonexistent/command" "the failed command is named"
+unlocked job && pass "lock released after each exec" || fail "lock still held: $(R status job)"
+expect 0 "exec with --lease and --wait" R exec --lease 10s --wait 1s job -- true
+
+# Another exec holds the lock: a bounded wait times out.
+mkfifo "$T/held"
+bg "$T/holder" "$RLOCK" -u "$URL" exec job -- sh -c "echo > $T/held; exec sleep 60"
+holder=$BG
+ready "$T/held"
+expect 75 "wait times out while held" R exec --wait 300ms job -- true
+contains "$T/err" "timed out waiting for job" "timeout message"
+expect 75 "single attempt (--wait 0) fails while held" R exec --wait 0 job -- true
+
+# A waiter (waits forever) is interrupted by SIGTERM once it waits.
+bg "$T/waiter" "$RLOCK" -u "$URL" exec job -- true
+waiter=$BG
+waiting() { [ "$(redis-cli -p "$PORT" PUBSUB NUMSUB 'redisson_lock__channel:{job}' | tail -n 1)" -ge 1 ]; }
+until_true 10 waiting || fail "the waiter never subscribed to the lock's channel"
+kill -TERM "$waiter"
+await "$waiter"
+[ "$RC" = 143 ] && pass "SIGTERM while waiting: exit 143" || fail "SIGTERM while waiting: exit $RC"
+contains "$T/waiter.err" "interrupted" "interrupted wait is reported"
+
+# SIGTERM to the holder goes to its command; the lock is released after it.
+kill -TERM "$holder"
+await "$holder"
+[ "$RC" = 143 ] && pass "SIGTERM forwarded: exit 143 (the command's status)" || \
+  fail "holder after SIGTERM: exit $RC, stderr $(cat "$T/holder.err")"
+unlocked job && pass "lock released after the forwarded signal" || fail "lock still held"
+finish

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# tests/cli/install.sh -- `cmake --install` into a temp prefix, then two
+# consumers of the installed library: a C program built with
+# `pkg-config --cflags --libs rlock`, and a CMake project using
+# find_package(rlock). Arguments: BUILD_DIR [SANITIZE_FLAGS].
+set -u
+build=${1:?usage: $0 BUILD_DIR [SANITIZE]}
+san=${2:-}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+FAILS=0
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+cflags=()
+[ -n "$san" ] && cflags=("-fsanitize=$san")
+
+cmake --install "$build" --prefix "$T/prefix" >"$T/install.log" 2>&1 || { cat "$T/install.log"; exit 1; }
+pass "cmake --install"
+[ -x "$T/prefix/bin/rlock" ] && pass "rlock installed" || fail "no bin/rlock"
+pc=$(dirname "$(find "$T/prefix" -name rlock.pc | head -n 1)")
+libdir=$(dirname "$pc")
+[ -f "$pc/rlock.pc" ] && pass "rlock.pc installed in $pc" || fail "no rlock.pc"
+
+cat >"$T/use.c" <<'C'
+/* A consumer of the installed librlock: version and error strings. */
+#include <rlock.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+  if (strcmp(rlock_version(), RLOCK_VERSION_STRING) != 0) return 1;
+  printf("librlock %s: %s\n", rlock_version(), rlock_strerror(RLOCK_EBUSY));
+  return 0;
+}
+C
+flags=$(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs rlock) || fail "pkg-config rlock"
+case "$flags" in *"$T/prefix"*) pass "pkg-config points into the install prefix: $flags" ;;
+  *) fail "pkg-config flags do not point into the install prefix (rlock.pc hard-codes the configure-time prefix?): $flags" ;; esac
+# shellcheck disable=SC2086
+if gcc -std=c11 -Wall -Werror "${cflags[@]}" "$T/use.c" -o "$T/use" $flags; then
+  out=$(LD_LIBRARY_PATH="$libdir" "$T/use") && pass "pkg-config consumer runs: $out" || fail "pkg-config consumer failed"
+else
+  fail "pkg-config consumer does not compile"
+fi
+
+mkdir -p "$T/cm"
+cat >"$T/cm/CMakeLists.txt" <<'CM'
+# A CMake consumer of the installed rlock package.
+cmake_minimum_required(VERSION 3.18)
+project(use_rlock C)
+find_package(rlock 0.1 REQUIRED)
+add_executable(use use.c)
+target_link_libraries(use PRIVATE rlock::rlock_shared)
+add_executable(use_static use.c)
+target_link_libraries(use_static PRIVATE rlock::rlock_static)
+CM
+cp "$T/use.c" "$T/cm/use.c"
+if cmake -S "$T/cm" -B "$T/cm/build" -DCMAKE_PREFIX_PATH="$T/prefix" -DCMAKE_C_FLAGS="${cflags[*]}" \
+    >"$T/cm.log" 2>&1 && cmake --build "$T/cm/build" >>"$T/cm.log" 2>&1; then
+  "$T/cm/build/use" >/dev/null && pass "find_package consumer (shared) runs" || fail "find_package consumer (shared) failed"
+  "$T/cm/build/use_static" >/dev/null && pass "find_package consumer (static) runs" || fail "static consumer failed"
+else
+  cat "$T/cm.log"
+  fail "find_package(rlock) consumer does not build"
+fi
+((FAILS == 0)) && { echo "all checks passed"; exit 0; }
+exit 1

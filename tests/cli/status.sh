@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tests/cli/status.sh -- `rlock status` (text and --json, valid JSON with any
+# bytes in the name) and `rlock unlock --force` on free and held locks.
+. "$(dirname "$0")/common.sh"
+start_redis
+R() { "$RLOCK" -u "$URL" "$@"; }
+json_check() { # json_check FILE PYTHON-EXPR (on the parsed object o)
+  python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2"
+}
+
+expect 0 "status of a free lock" R status free
+contains "$T/out" "free: not locked" "text status of a free lock"
+expect 0 "status --json of a free lock" R status --json free
+python3 -m json.tool "$T/out" >/dev/null && pass "valid JSON" || fail "invalid JSON: $(cat "$T/out")"
+json_check "$T/out" 'o == {"name": "free", "locked": False, "holders": [], "ttl_ms": -2}' &&
+  pass "free lock JSON" || fail "free lock JSON: $(cat "$T/out")"
+[ "$(wc -l <"$T/out")" = 1 ] && pass "one line of JSON" || fail "JSON is not one line"
+
+# A name with quotes, a backslash, a tab, a newline, a non-UTF-8 byte and UTF-8.
+weird=$'we"ird\\na\tme\n\xff\xc3\xa9'
+mkfifo "$T/held"
+bg "$T/holder" "$RLOCK" -u "$URL" exec "$weird" -- sh -c "echo > $T/held; exec sleep 60"
+holder=$BG
+ready "$T/held"
+expect 0 "status --json of a held lock" R status --json "$weird"
+python3 -m json.tool "$T/out" >/dev/null && pass "valid JSON for a weird name" || fail "invalid JSON: $(cat "$T/out")"
+json_check "$T/out" 'o["name"] == "we\"ird\\na\tme\n\u00ff\u00e9"' && pass "name escaped exactly" ||
+  fail "name escaping: $(cat "$T/out")"
+json_check "$T/out" 'o["locked"] is True and len(o["holders"]) == 1 and o["holders"][0]["count"] == 1' &&
+  pass "one holder, count 1" || fail "holders: $(cat "$T/out")"
+json_check "$T/out" '__import__("re").fullmatch(r"[0-9a-f-]{36}:[0-9]+", o["holders"][0]["owner"])' &&
+  pass "owner is <uuid>:<thread>" || fail "owner: $(cat "$T/out")"
+json_check "$T/out" '0 < o["ttl_ms"] <= 30000' && pass "ttl within the watchdog lease" ||
+  fail "ttl: $(cat "$T/out")"
+expect 0 "text status of a held lock" R status "$weird"
+contains "$T/out" "locked, ttl" "text status shows the TTL"
+contains "$T/out" "count 1" "text status shows the holder"
+
+# unlock --force
+expect 0 "unlock --force of a free lock" R unlock --force free
+contains "$T/out" "free was not locked" "free lock reported as not locked"
+mkfifo "$T/held2"
+bg "$T/holder2" "$RLOCK" -u "$URL" exec --lease 60s plain -- sh -c "echo > $T/held2; exec sleep 60"
+holder2=$BG
+ready "$T/held2"
+expect 0 "unlock --force of a held lock" R unlock --force plain
+contains "$T/out" "unlocked plain (was locked)" "held lock reported as was locked"
+R status --json plain | grep -q '"locked":false' && pass "lock is free after unlock --force" ||
+  fail "still locked after unlock --force"
+kill -TERM "$holder" "$holder2"
+await "$holder"
+await "$holder2"
+finish
