@@ -47,26 +47,33 @@ static void on_signal(int sig, siginfo_t *si, void *ctx) {
 /* On the library's I/O thread: nothing blocking here. */
 static void on_lost(const char *name, size_t name_len, uint64_t owner, void *arg) {
   (void)name, (void)name_len, (void)owner, (void)arg;
-  atomic_store(&g_lost, 1);
   pthread_mutex_lock(&g_child_mu);
+  atomic_store(&g_lost, 1);
   pid_t child = atomic_load(&g_child);
   if (child > 0) kill(child, SIGTERM);
   pthread_mutex_unlock(&g_child_mu);
 }
 
-static const int handled[] = {SIGINT, SIGTERM, SIGHUP};
+#define NSIG_HANDLED 3
+static const int handled[NSIG_HANDLED] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction g_orig_action[NSIG_HANDLED];
 
-static void set_handlers(void (*fn)(int, siginfo_t *, void *)) {
+/* Installs on_signal for the handled signals, except those the caller of
+ * rlock ignores (they stay ignored, for rlock and the command). */
+static void install_handlers(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sigemptyset(&sa.sa_mask);
-  if (fn) {
-    sa.sa_sigaction = fn;
-    sa.sa_flags = SA_SIGINFO;
-  } else {
-    sa.sa_handler = SIG_DFL;
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
+  for (int i = 0; i < NSIG_HANDLED; i++) {
+    sigaction(handled[i], NULL, &g_orig_action[i]);
+    if (g_orig_action[i].sa_handler != SIG_IGN) sigaction(handled[i], &sa, NULL);
   }
-  for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++) sigaction(handled[i], &sa, NULL);
+}
+
+static void restore_handlers(void) {
+  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(handled[i], &g_orig_action[i], NULL);
 }
 
 /* Forks and execs cmd; returns its exit status (127 if it could not run). */
@@ -82,7 +89,7 @@ static int run_child(char **cmd, const sigset_t *orig_mask) {
   pthread_sigmask(SIG_BLOCK, &all, &before);
   pid_t pid = fork();
   if (pid == 0) {
-    set_handlers(NULL);
+    restore_handlers();
     sigprocmask(SIG_SETMASK, orig_mask, NULL);
     execvp(cmd[0], cmd);
     int e = errno;
@@ -90,7 +97,13 @@ static int run_child(char **cmd, const sigset_t *orig_mask) {
     _exit(127);
   }
   int fork_errno = errno;
-  if (pid > 0) atomic_store(&g_child, pid);
+  if (pid > 0) {
+    pthread_mutex_lock(&g_child_mu);
+    atomic_store(&g_child, pid);
+    if (atomic_load(&g_lost)) kill(pid, SIGTERM);
+    pthread_mutex_unlock(&g_child_mu);
+    if (g_signal) kill(pid, g_signal); /* came after the last check, before the fork */
+  }
   pthread_sigmask(SIG_SETMASK, &before, NULL);
   close(errpipe[1]);
   if (pid < 0) {
@@ -98,8 +111,6 @@ static int run_child(char **cmd, const sigset_t *orig_mask) {
     cli_err("fork: %s", strerror(fork_errno));
     return EX_OSERR;
   }
-  if (g_signal) kill(pid, g_signal);   /* arrived between the acquire and the fork */
-  if (atomic_load(&g_lost)) kill(pid, SIGTERM);
   int exec_errno = 0;
   ssize_t n;
   while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
@@ -187,9 +198,9 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   /* Block the signals while the client starts: its thread inherits the mask. */
   sigset_t sigs, orig_mask;
   sigemptyset(&sigs);
-  for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++) sigaddset(&sigs, handled[i]);
+  for (int i = 0; i < NSIG_HANDLED; i++) sigaddset(&sigs, handled[i]);
   pthread_sigmask(SIG_BLOCK, &sigs, &orig_mask);
-  set_handlers(on_signal);
+  install_handlers();
   rlock_client_t *client = NULL;
   rlock_lock_t *lock = NULL;
   ex = cli_connect(g, &opts, &client);
@@ -201,7 +212,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (!ex) ex = hold_and_run(lock, name, wait_ms, lease_ms, cmd, &orig_mask);
   if (lock) rlock_lock_free(lock);
   if (client) rlock_client_free(client);
-  set_handlers(NULL);
+  restore_handlers();
   rlock_cancel_free(g_cancel);
   g_cancel = NULL;
   return ex;
