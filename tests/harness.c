@@ -436,6 +436,57 @@ long long th_numsub(th_server_t *s, const char *channel) {
   return v;
 }
 
+char *th_cmd_str(th_server_t *s, const char *arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  redisReply *r = vcmd(s, arg0, ap);
+  va_end(ap);
+  if (r->type == REDIS_REPLY_NIL) {
+    freeReplyObject(r);
+    return NULL;
+  }
+  if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
+    th_fail(__FILE__, __LINE__, "raw %s: not a string reply (type %d: %s)", arg0, r->type,
+            r->str ? r->str : "");
+  char *v = strdup(r->str);
+  freeReplyObject(r);
+  return v;
+}
+
+long long th_hget_num(th_server_t *s, const char *key, const char *field) {
+  char *v = th_cmd_str(s, "HGET", key, field, NULL);
+  long long n = v ? strtoll(v, NULL, 10) : -1000;
+  free(v);
+  return n;
+}
+
+/* ------------------------------------------------------------ rlock helpers */
+
+rlock_client_t *th_client(const char *url, int64_t watchdog_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  if (watchdog_ms > 0) o.watchdog_timeout_ms = watchdog_ms;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  if (rc != 0)
+    th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc),
+            rlock_last_error());
+  return c;
+}
+
+rlock_lock_t *th_lock(rlock_client_t *c, const char *name) {
+  rlock_lock_t *l = NULL;
+  int rc = rlock_lock_new(c, name, strlen(name), &l);
+  if (rc != 0) th_fail(__FILE__, __LINE__, "rlock_lock_new(%s): %s", name, rlock_err_name(rc));
+  return l;
+}
+
+const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len) {
+  snprintf(buf, len, "%s:%llu", rlock_client_id(c), (unsigned long long)owner);
+  return buf;
+}
+
 /* ------------------------------------------------------------ TLS */
 
 static void write_file(const char *path, const char *text) {

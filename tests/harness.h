@@ -13,6 +13,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "rlock.h"
+
 /* ------------------------------------------------------------ framework */
 
 void th_fail(const char *file, int line, const char *fmt, ...)
@@ -118,6 +120,20 @@ long long th_cmd_int(th_server_t *s, const char *arg0, ...);
 long long th_cmdstat(th_server_t *s, const char *cmd);
 /* PUBSUB NUMSUB channel. */
 long long th_numsub(th_server_t *s, const char *channel);
+
+/* A string reply as a malloc'd copy (NULL for nil); free() it. */
+char *th_cmd_str(th_server_t *s, const char *arg0, ...);
+/* HGET key field as a number; -1000 when the field or key is absent. */
+long long th_hget_num(th_server_t *s, const char *key, const char *field);
+
+/* ------------------------------------------------------------ rlock helpers */
+
+/* A client on url (watchdog_ms 0: the default), failing the test on error. */
+rlock_client_t *th_client(const char *url, int64_t watchdog_ms);
+/* A lock handle on a NUL-terminated name. */
+rlock_lock_t *th_lock(rlock_client_t *c, const char *name);
+/* Writes the owner id "<client id>:<owner>" as stored in Redis into buf; returns buf. */
+const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len);
 
 /* ------------------------------------------------------------ TLS */
 

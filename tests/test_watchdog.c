@@ -1,0 +1,119 @@
+/* test_watchdog.c -- the watchdog: with watchdog_timeout_ms = 1000 a
+ * watchdog lock stays held for several timeouts (checked on the server
+ * through the raw client), valid_until advances, renewals are batched over
+ * the held locks, fixed-lease locks are not renewed, and renewals stop after
+ * unlock. Waiting out time is the point of this test. */
+#include <string.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+
+TEST(keeps_lock_alive) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_lock_t *l = th_lock(c, "wd:alive");
+  char owner[128];
+  th_owner_id(c, (uint64_t)th_gettid(), owner, sizeof owner);
+
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long pttl = th_cmd_int(srv, "PTTL", "wd:alive", NULL);
+  CHECK_MSG(pttl > 0 && pttl <= 1000, "PTTL %lld, want <= watchdog 1000", pttl);
+  int64_t until0 = 0, until = 0;
+  CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &until0));
+  CHECK(until0 > rlock_now_ms() && until0 <= rlock_now_ms() + 1000);
+
+  /* 3.5 timeouts: without renewals the key would be long gone. */
+  int64_t end = th_now_ms() + 3500;
+  long long min_pttl = 1000;
+  while (th_now_ms() < end) {
+    th_sleep_ms(100);
+    pttl = th_cmd_int(srv, "PTTL", "wd:alive", NULL);
+    CHECK_MSG(pttl > 0, "lock expired under the watchdog (PTTL %lld)", pttl);
+    CHECK_EQ(th_hget_num(srv, "wd:alive", owner), 1);
+    if (pttl < min_pttl) min_pttl = pttl;
+  }
+  /* Renewed every third of the timeout: never close to running out. */
+  CHECK_MSG(min_pttl > 200, "PTTL went down to %lld ms", min_pttl);
+  CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &until));
+  CHECK_MSG(until > until0 + 2000, "valid_until advanced by %lld ms only",
+            (long long)(until - until0));
+  CHECK(until > rlock_now_ms());
+
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_MSG(st.renewals >= 6 && st.renewals <= 40, "renewals %llu in 3.5 s",
+            (unsigned long long)st.renewals);
+  CHECK(st.renewed_locks >= st.renewals);
+  CHECK_EQ(st.locks_lost, 0);
+
+  /* After unlock: key gone, renewals stop. */
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:alive", NULL), 0);
+  rlock_client_stats(c, &st);
+  uint64_t renewed = st.renewed_locks;
+  th_sleep_ms(1500);
+  rlock_client_stats(c, &st);
+  CHECK_MSG(st.renewed_locks == renewed, "renewed_locks grew from %llu to %llu after unlock",
+            (unsigned long long)renewed, (unsigned long long)st.renewed_locks);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:alive", NULL), 0);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_EQ(st.held, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(batched_and_fixed_lease_not_renewed) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_lock_t *w[3] = {th_lock(c, "wd:b1"), th_lock(c, "wd:b2"), th_lock(c, "wd:b3")};
+  rlock_lock_t *fixed = th_lock(c, "wd:fixed");
+  for (int i = 0; i < 3; i++) CHECK_OK(rlock_lock_lock(w[i], RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_acquire(w[0], 9, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* 2nd owner */
+  CHECK_OK(rlock_lock_lock(fixed, 6000));
+
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  th_sleep_ms(2500);
+  rlock_client_stats(c, &s1);
+  const char *names[] = {"wd:b1", "wd:b2", "wd:b3"};
+  for (int i = 0; i < 3; i++)
+    CHECK_MSG(th_cmd_int(srv, "PTTL", names[i], NULL) > 0, "%s expired", names[i]);
+  /* The fixed lease ran down: 6000 minus the 2.5 s. */
+  long long f = th_cmd_int(srv, "PTTL", "wd:fixed", NULL);
+  CHECK_MSG(f > 0 && f < 4500, "fixed lease PTTL %lld: renewed by the watchdog?", f);
+
+  uint64_t calls = s1.renewals - s0.renewals, holds = s1.renewed_locks - s0.renewed_locks;
+  CHECK_MSG(calls >= 3, "only %llu renewals in 2.5 s", (unsigned long long)calls);
+  /* 4 watchdog holds per round, in fewer script calls than holds. */
+  CHECK_MSG(holds >= 4 * 3 && holds > calls, "renewals %llu renewed_locks %llu",
+            (unsigned long long)calls, (unsigned long long)holds);
+
+  CHECK_OK(rlock_lock_release(w[0], 9));
+  for (int i = 0; i < 3; i++) CHECK_OK(rlock_lock_unlock(w[i]));
+  CHECK_OK(rlock_lock_unlock(fixed));
+  for (int i = 0; i < 3; i++) rlock_lock_free(w[i]);
+  rlock_lock_free(fixed);
+  rlock_client_free(c);
+}
+
+TEST(free_client_stops_renewals) {
+  /* Locks still held at rlock_client_free are not released: their lease
+   * runs out on the server. */
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_lock_t *l = th_lock(c, "wd:abandoned");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:abandoned", NULL), 1);
+  th_sleep_ms(1600);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:abandoned", NULL), 0);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  srv = th_server_start(NULL);
+  RUN(keeps_lock_alive);
+  RUN(batched_and_fixed_lease_not_renewed);
+  RUN(free_client_stops_renewals);
+  th_server_stop(srv);
+  return th_done();
+}
