@@ -1,0 +1,300 @@
+/* api.c -- the public lock calls: argument checks on the caller's thread,
+ * then an op handed to the I/O thread. Each sync call is its async twin plus
+ * a wait on a condition variable (the curl "easy over multi" shape). */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ lock handles */
+
+RLOCK_API int rlock_lock_new(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!cl) return rlock__fail(RLOCK_EINVAL, "client is NULL");
+  if (!name || len == 0) return rlock__fail(RLOCK_EINVAL, "lock name is empty");
+  if (len > RLOCK_NAME_MAX)
+    return rlock__fail(RLOCK_EINVAL, "lock name is %zu bytes (the limit is %d)", len, RLOCK_NAME_MAX);
+  rlock_lock_t *l = calloc(1, sizeof *l);
+  if (!l || !(l->name = rlock__strndup(name, len)) ||
+      names_prefixed(&l->channel, "redisson_lock__channel", name, len)) {
+    if (l) free(l->name);
+    free(l);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  l->cl = cl;
+  l->len = len;
+  *out = l;
+  return 0;
+}
+
+RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
+  if (!l) return;
+  free(l->name);
+  free(l->channel.p);
+  free(l);
+}
+
+RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {
+  if (len) *len = l ? l->len : 0;
+  return l ? l->name : NULL;
+}
+
+/* ------------------------------------------------------------ ops */
+
+static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *rc) {
+  op_t *op = calloc(1, sizeof *op);
+  if (!op) {
+    *rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
+    return NULL;
+  }
+  op->kind = kind;
+  op->lock = l;
+  op->cl = l->cl;
+  op->owner = owner == RLOCK_OWNER_SELF ? rlock__gettid() : owner;
+  op->owner_len = client_owner_id(l->cl, op->owner, op->owner_id);
+  return op;
+}
+
+static int submit_async(op_t *op, rlock_cb cb, void *arg) {
+  op->cb = cb;
+  op->arg = arg;
+  int rc = client_submit(op->cl, op);
+  if (rc) free(op);
+  return rc;
+}
+
+/* Runs op and waits for it. value/ptr/n receive the result. */
+static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
+  if (client_on_io_thread(op->cl)) {
+    free(op);
+    return rlock__fail(RLOCK_EDEADLK, "blocking rlock call from the client's I/O thread (a callback)");
+  }
+  sync_wait_t s;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_cond_init(&s.cond, NULL);
+  op->sync = &s;
+  int rc = client_submit(op->cl, op);
+  if (rc) {
+    free(op);
+  } else {
+    pthread_mutex_lock(&s.mu);
+    while (!s.done) pthread_cond_wait(&s.cond, &s.mu);
+    pthread_mutex_unlock(&s.mu);
+    rc = s.status;
+    if (value) *value = s.value;
+    if (ptr) *ptr = s.ptr;
+    if (n) *n = s.n;
+    if (rc) rlock__set_msg(s.msg);
+  }
+  pthread_mutex_destroy(&s.mu);
+  pthread_cond_destroy(&s.cond);
+  return rc;
+}
+
+static int check_lock(rlock_lock_t *l) {
+  return l ? 0 : rlock__fail(RLOCK_EINVAL, "lock is NULL");
+}
+
+static int check_acquire(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
+  if (check_lock(l)) return RLOCK_EINVAL;
+  if (wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER)
+    return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is negative (use RLOCK_WAIT_FOREVER)", (long long)wait_ms);
+  if (lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG)
+    return rlock__fail(RLOCK_EINVAL, "lease %lld ms must be > 0 (or RLOCK_LEASE_WATCHDOG)", (long long)lease_ms);
+  return 0;
+}
+
+static op_t *acquire_op(rlock_lock_t *l, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                        rlock_cancel_t *cancel, int *rc) {
+  if ((*rc = check_acquire(l, wait_ms, lease_ms))) return NULL;
+  op_t *op = op_new(l, OP_ACQUIRE, owner, rc);
+  if (!op) return NULL;
+  op->wait_ms = wait_ms;
+  op->lease_ms = lease_ms;
+  op->cancel = cancel;
+  return op;
+}
+
+RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                 rlock_cancel_t *cancel) {
+  int rc;
+  op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
+  return op ? run_sync(op, NULL, NULL, NULL) : rc;
+}
+
+RLOCK_API int rlock_lock_lock(rlock_lock_t *l, int64_t lease_ms) {
+  return rlock_lock_acquire(l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, lease_ms, NULL);
+}
+
+RLOCK_API int rlock_lock_trylock(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
+  if (wait_ms == RLOCK_WAIT_FOREVER)
+    return rlock__fail(RLOCK_EINVAL, "trylock needs a wait time >= 0 (use rlock_lock_lock to wait forever)");
+  return rlock_lock_acquire(l, RLOCK_OWNER_SELF, wait_ms, lease_ms, NULL);
+}
+
+RLOCK_API int rlock_lock_acquire_async(rlock_lock_t *l, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                       rlock_cancel_t *cancel, rlock_cb cb, void *arg) {
+  int rc;
+  op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
+  return op ? submit_async(op, cb, arg) : rc;
+}
+
+/* The other calls share one shape: an op of a kind, for an owner. */
+static int sync_kind(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int64_t *value) {
+  int rc;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  op_t *op = op_new(l, kind, owner, &rc);
+  return op ? run_sync(op, value, NULL, NULL) : rc;
+}
+
+static int async_kind(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, rlock_cb cb, void *arg) {
+  int rc;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  op_t *op = op_new(l, kind, owner, &rc);
+  return op ? submit_async(op, cb, arg) : rc;
+}
+
+RLOCK_API int rlock_lock_release(rlock_lock_t *l, rlock_owner_t owner) {
+  return sync_kind(l, OP_RELEASE, owner, NULL);
+}
+RLOCK_API int rlock_lock_unlock(rlock_lock_t *l) { return rlock_lock_release(l, RLOCK_OWNER_SELF); }
+
+RLOCK_API int rlock_lock_force_unlock(rlock_lock_t *l, int *was_locked) {
+  int64_t v = 0;
+  int rc = sync_kind(l, OP_FORCE, RLOCK_OWNER_SELF, &v);
+  if (!rc && was_locked) *was_locked = (int)v;
+  return rc;
+}
+
+static int sync_int(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  int64_t v = 0;
+  int rc = sync_kind(l, kind, owner, &v);
+  if (!rc) *out = (int)v;
+  return rc;
+}
+
+static int sync_i64(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int64_t *out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  return sync_kind(l, kind, owner, out);
+}
+
+RLOCK_API int rlock_lock_is_locked(rlock_lock_t *l, int *out) {
+  return sync_int(l, OP_IS_LOCKED, RLOCK_OWNER_SELF, out);
+}
+RLOCK_API int rlock_lock_is_held(rlock_lock_t *l, rlock_owner_t owner, int *out) {
+  return sync_int(l, OP_IS_HELD, owner, out);
+}
+RLOCK_API int rlock_lock_hold_count(rlock_lock_t *l, rlock_owner_t owner, int64_t *out) {
+  return sync_i64(l, OP_COUNT, owner, out);
+}
+RLOCK_API int rlock_lock_ttl(rlock_lock_t *l, int64_t *out) { return sync_i64(l, OP_TTL, RLOCK_OWNER_SELF, out); }
+RLOCK_API int rlock_lock_valid_until(rlock_lock_t *l, rlock_owner_t owner, int64_t *out) {
+  return sync_i64(l, OP_VALID_UNTIL, owner, out);
+}
+
+RLOCK_API int rlock_lock_release_async(rlock_lock_t *l, rlock_owner_t owner, rlock_cb cb, void *arg) {
+  return async_kind(l, OP_RELEASE, owner, cb, arg);
+}
+RLOCK_API int rlock_lock_force_unlock_async(rlock_lock_t *l, rlock_cb cb, void *arg) {
+  return async_kind(l, OP_FORCE, RLOCK_OWNER_SELF, cb, arg);
+}
+RLOCK_API int rlock_lock_is_locked_async(rlock_lock_t *l, rlock_cb cb, void *arg) {
+  return async_kind(l, OP_IS_LOCKED, RLOCK_OWNER_SELF, cb, arg);
+}
+RLOCK_API int rlock_lock_is_held_async(rlock_lock_t *l, rlock_owner_t owner, rlock_cb cb, void *arg) {
+  return async_kind(l, OP_IS_HELD, owner, cb, arg);
+}
+RLOCK_API int rlock_lock_hold_count_async(rlock_lock_t *l, rlock_owner_t owner, rlock_cb cb, void *arg) {
+  return async_kind(l, OP_COUNT, owner, cb, arg);
+}
+RLOCK_API int rlock_lock_ttl_async(rlock_lock_t *l, rlock_cb cb, void *arg) {
+  return async_kind(l, OP_TTL, RLOCK_OWNER_SELF, cb, arg);
+}
+
+RLOCK_API int rlock_lock_holders(rlock_lock_t *l, rlock_holder_t **out, size_t *n) {
+  if (!out || !n) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  *n = 0;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  int rc;
+  op_t *op = op_new(l, OP_HOLDERS, RLOCK_OWNER_SELF, &rc);
+  void *p = NULL;
+  if (!op) return rc;
+  rc = run_sync(op, NULL, &p, n);
+  *out = p;
+  return rc;
+}
+
+RLOCK_API void rlock_holders_free(rlock_holder_t *h, size_t n) {
+  if (!h) return;
+  for (size_t i = 0; i < n; i++) free(h[i].owner);
+  free(h);
+}
+
+/* ------------------------------------------------------------ plain commands */
+
+RLOCK_API int rlock_client_command(rlock_client_t *cl, int argc, const char *const *argv,
+                                   const size_t *argvlen, rlock_reply_t **reply) {
+  if (!reply) return rlock__fail(RLOCK_EINVAL, "reply is NULL");
+  *reply = NULL;
+  if (!cl || argc < 1 || !argv) return rlock__fail(RLOCK_EINVAL, "command needs a client and argc >= 1");
+  for (int i = 0; i < argc; i++)
+    if (!argv[i]) return rlock__fail(RLOCK_EINVAL, "argv[%d] is NULL", i);
+  op_t *op = calloc(1, sizeof *op);
+  if (!op) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  op->kind = OP_COMMAND;
+  op->cl = cl;
+  op->raw = req_new(argc, (const char **)argv, argvlen, cl->opt.command_timeout_ms, NULL, op);
+  if (!op->raw) {
+    free(op);
+    return rlock__fail(RLOCK_ENOMEM, "cannot format the command");
+  }
+  op->raw->done = NULL; /* set on the I/O thread (lock.c) */
+  void *p = NULL;
+  int rc = run_sync(op, NULL, &p, NULL);
+  *reply = p;
+  return rc;
+}
+
+/* ------------------------------------------------------------ cancellation */
+
+RLOCK_API int rlock_cancel_new(rlock_cancel_t **out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  rlock_cancel_t *c = calloc(1, sizeof *c);
+  if (!c) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->fd < 0) {
+    free(c);
+    return rlock__fail(RLOCK_ESYS, "eventfd: %s", strerror(errno));
+  }
+  *out = c;
+  return 0;
+}
+
+RLOCK_API void rlock_cancel_trigger(rlock_cancel_t *c) {
+  if (!c) return;
+  int saved = errno; /* async-signal-safe: an atomic store and a write(2) */
+  if (!atomic_exchange(&c->triggered, 1)) {
+    uint64_t one = 1;
+    if (write(c->fd, &one, sizeof one) < 0) { /* cannot fail for a fresh eventfd */
+    }
+  }
+  errno = saved;
+}
+
+RLOCK_API int rlock_cancel_is_triggered(const rlock_cancel_t *c) {
+  return c ? atomic_load(&((rlock_cancel_t *)c)->triggered) : 0;
+}
+
+RLOCK_API void rlock_cancel_free(rlock_cancel_t *c) {
+  if (!c) return;
+  close(c->fd);
+  free(c);
+}

@@ -1,0 +1,347 @@
+/* client.c -- the client: options, the I/O thread and its event loop, the
+ * submit queue from user threads (mutex + eventfd wake-up; the I/O thread
+ * takes the whole queue at once, so requests of many threads leave in one
+ * write), clean shutdown, and the lock-lost callback. */
+#include "internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <openssl/err.h>
+
+RLOCK_API void rlock_options_init(rlock_options_t *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->url = "redis://127.0.0.1:6379";
+  o->tls_verify = 1;
+  o->connect_timeout_ms = 3000;
+  o->command_timeout_ms = 3000;
+  o->watchdog_timeout_ms = 30000;
+  o->reconnect_min_ms = 100;
+  o->reconnect_max_ms = 5000;
+  o->retry_attempts = 3;
+}
+
+int64_t client_latch_ttl(const client_t *cl) {
+  int64_t t = cl->opt.command_timeout_ms * (cl->opt.retry_attempts + 2);
+  return t < 10000 ? 10000 : t;
+}
+
+size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
+  return (size_t)snprintf(buf, 64, "%s:%" PRIu64, cl->id, owner);
+}
+
+void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner) {
+  pthread_mutex_lock(&cl->cbmu);
+  rlock_lost_cb cb = cl->lost_cb;
+  void *arg = cl->lost_arg;
+  pthread_mutex_unlock(&cl->cbmu);
+  if (cb) cb(name, len, owner, arg);
+}
+
+RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *arg) {
+  if (!cl) return;
+  pthread_mutex_lock(&cl->cbmu);
+  cl->lost_cb = cb;
+  cl->lost_arg = arg;
+  pthread_mutex_unlock(&cl->cbmu);
+}
+
+/* ------------------------------------------------------------ latch clean-up */
+
+void client_queue_del(client_t *cl, const char *key, size_t len) {
+  if (cl->ndels == cl->capdels) {
+    size_t cap = cl->capdels ? cl->capdels * 2 : 64;
+    bytes_t *d = realloc(cl->dels, cap * sizeof *d);
+    if (!d) return;
+    cl->dels = d;
+    cl->capdels = cap;
+  }
+  char *p = rlock__strndup(key, len);
+  if (!p) return;
+  cl->dels[cl->ndels].p = p;
+  cl->dels[cl->ndels++].n = len;
+  if (cl->ndels >= 256) client_flush(cl);
+}
+
+void client_flush(client_t *cl) {
+  if (cl->ndels && cl->cmd.state != CS_CLOSED) {
+    size_t n = cl->ndels + 1;
+    const char **argv = malloc(n * sizeof *argv);
+    size_t *lens = malloc(n * sizeof *lens);
+    if (argv && lens) {
+      argv[0] = "DEL", lens[0] = 3;
+      for (size_t i = 0; i < cl->ndels; i++) argv[i + 1] = cl->dels[i].p, lens[i + 1] = cl->dels[i].n;
+      req_t *r = req_new((int)n, argv, lens, cl->opt.command_timeout_ms, NULL, NULL);
+      if (r) conn_send(&cl->cmd, r); /* fire and forget: the latches expire anyway */
+    }
+    free(argv);
+    free(lens);
+  }
+  for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
+  cl->ndels = 0;
+  if (cl->batch_wrote) {
+    stat_add(cl, ST_WRITES, 1);
+    cl->batch_wrote = false;
+  }
+}
+
+/* ------------------------------------------------------------ I/O thread */
+
+static void shutdown_engine(client_t *cl) {
+  /* Order matters: closing the command connection completes every request in
+   * flight (their ops finish with RLOCK_ECLOSED); then the parked ops. */
+  conn_close(&cl->cmd);
+  op_fail_all(cl, RLOCK_ECLOSED);
+  pubsub_close(&cl->ps);
+  watchdog_close(&cl->wd);
+  for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
+  free(cl->dels);
+  cl->dels = NULL;
+  cl->ndels = 0;
+  event_base_loopbreak(cl->base);
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg) {
+  client_t *cl = arg;
+  uint64_t v;
+  if (read(cl->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) { /* nothing to do */
+  }
+  pthread_mutex_lock(&cl->qmu);
+  op_t *op = cl->qhead;
+  cl->qhead = cl->qtail = NULL;
+  bool closing = cl->closing;
+  pthread_mutex_unlock(&cl->qmu);
+  while (op) {
+    op_t *next = op->next;
+    op->next = NULL;
+    if (closing) {
+      rlock__set_msg("client closed");
+      op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+    } else {
+      op_start(op);
+    }
+    op = next;
+  }
+  if (closing) shutdown_engine(cl);
+  else client_flush(cl);
+}
+
+static void start_result(client_t *cl, int status, const char *msg) {
+  pthread_mutex_lock(&cl->smu);
+  if (cl->start_status == 1) {
+    cl->start_status = status;
+    snprintf(cl->start_msg, sizeof cl->start_msg, "%s", msg ? msg : "");
+    pthread_cond_broadcast(&cl->scond);
+  }
+  pthread_mutex_unlock(&cl->smu);
+}
+
+static void cmd_ready(conn_t *c) {
+  client_t *cl = c->cl;
+  start_result(cl, 0, NULL);
+  if (cl->wd.holds.count) watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
+}
+
+static void cmd_error(conn_t *c, int err, const char *msg) {
+  if (!c->ever_ready) start_result(c->cl, err, msg);
+}
+
+static void *io_main(void *arg) {
+  client_t *cl = arg;
+  conn_start(&cl->cmd);
+  conn_start(&cl->ps.conn);
+  event_base_dispatch(cl->base);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static int setup_tls(client_t *cl) {
+  cl->ssl_ctx = SSL_CTX_new(TLS_client_method());
+  if (!cl->ssl_ctx) return rlock__fail(RLOCK_ETLS, "SSL_CTX_new failed");
+  SSL_CTX_set_min_proto_version(cl->ssl_ctx, TLS1_2_VERSION);
+  if (cl->opt.tls_verify) {
+    SSL_CTX_set_verify(cl->ssl_ctx, SSL_VERIFY_PEER, NULL);
+    int ok = cl->s_ca ? SSL_CTX_load_verify_locations(cl->ssl_ctx, cl->s_ca, NULL)
+                      : SSL_CTX_set_default_verify_paths(cl->ssl_ctx);
+    if (ok != 1) return rlock__fail(RLOCK_ETLS, "cannot load CA file %s", cl->s_ca ? cl->s_ca : "(system)");
+  }
+  if (cl->s_cert && SSL_CTX_use_certificate_chain_file(cl->ssl_ctx, cl->s_cert) != 1)
+    return rlock__fail(RLOCK_ETLS, "cannot load client certificate %s", cl->s_cert);
+  if (cl->s_key && SSL_CTX_use_PrivateKey_file(cl->ssl_ctx, cl->s_key, SSL_FILETYPE_PEM) != 1)
+    return rlock__fail(RLOCK_ETLS, "cannot load client key %s", cl->s_key);
+  return 0;
+}
+
+static int validate(const rlock_options_t *o) {
+  if (o->connect_timeout_ms <= 0) return rlock__fail(RLOCK_EINVAL, "connect_timeout_ms must be > 0");
+  if (o->command_timeout_ms <= 0) return rlock__fail(RLOCK_EINVAL, "command_timeout_ms must be > 0");
+  if (o->watchdog_timeout_ms < 3) return rlock__fail(RLOCK_EINVAL, "watchdog_timeout_ms must be >= 3");
+  if (o->reconnect_min_ms <= 0 || o->reconnect_max_ms < o->reconnect_min_ms)
+    return rlock__fail(RLOCK_EINVAL, "reconnect_min_ms must be > 0 and <= reconnect_max_ms");
+  if (o->retry_attempts < 0 || o->retry_attempts > 100)
+    return rlock__fail(RLOCK_EINVAL, "retry_attempts must be 0..100");
+  if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+    return rlock__fail(RLOCK_EINVAL, "tls_cert_file and tls_key_file go together");
+  return 0;
+}
+
+static char *dup_or_null(const char *s, bool *fail) {
+  if (!s) return NULL;
+  char *d = strdup(s);
+  if (!d) *fail = true;
+  return d;
+}
+
+static void client_destroy(client_t *cl) {
+  if (cl->wake_ev) event_free(cl->wake_ev);
+  if (cl->base) event_base_free(cl->base);
+  if (cl->wake_fd >= 0) close(cl->wake_fd);
+  if (cl->ssl_ctx) SSL_CTX_free(cl->ssl_ctx);
+  url_free(&cl->url);
+  free(cl->s_url), free(cl->s_name), free(cl->s_ca), free(cl->s_cert), free(cl->s_key), free(cl->s_sni);
+  pthread_mutex_destroy(&cl->qmu);
+  pthread_mutex_destroy(&cl->smu);
+  pthread_mutex_destroy(&cl->cbmu);
+  pthread_cond_destroy(&cl->scond);
+  free(cl);
+}
+
+static void stop_thread(client_t *cl) {
+  pthread_mutex_lock(&cl->qmu);
+  cl->closing = true;
+  pthread_mutex_unlock(&cl->qmu);
+  uint64_t one = 1;
+  if (write(cl->wake_fd, &one, sizeof one) < 0) { /* the eventfd cannot be full here */
+  }
+  pthread_join(cl->thread, NULL);
+}
+
+RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  rlock_options_t defaults;
+  rlock_options_init(&defaults);
+  if (!opts) opts = &defaults;
+  int rc = validate(opts);
+  if (rc) return rc;
+  script_init();
+  client_t *cl = calloc(1, sizeof *cl);
+  if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  cl->wake_fd = -1;
+  pthread_mutex_init(&cl->qmu, NULL);
+  pthread_mutex_init(&cl->smu, NULL);
+  pthread_mutex_init(&cl->cbmu, NULL);
+  pthread_cond_init(&cl->scond, NULL);
+  cl->opt = *opts;
+  bool fail = false;
+  cl->s_url = dup_or_null(opts->url ? opts->url : defaults.url, &fail);
+  cl->s_name = dup_or_null(opts->client_name ? opts->client_name : "rlock", &fail);
+  cl->s_ca = dup_or_null(opts->tls_ca_file, &fail);
+  cl->s_cert = dup_or_null(opts->tls_cert_file, &fail);
+  cl->s_key = dup_or_null(opts->tls_key_file, &fail);
+  cl->s_sni = dup_or_null(opts->tls_server_name, &fail);
+  if (fail) {
+    client_destroy(cl);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  cl->opt.url = cl->s_url;
+  if ((rc = url_parse(&cl->url, cl->s_url)) || (cl->url.kind == URL_TLS && (rc = setup_tls(cl)))) {
+    client_destroy(cl);
+    return rc;
+  }
+  rlock__uuid(cl->id);
+  cl->base = event_base_new();
+  cl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (!cl->base || cl->wake_fd < 0) {
+    client_destroy(cl);
+    return rlock__fail(RLOCK_ESYS, "cannot create the event loop: %s", strerror(errno));
+  }
+  cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST, wake_cb, cl);
+  if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || conn_init(&cl->cmd, cl, CONN_CMD) ||
+      pubsub_init(&cl->ps, cl) || watchdog_init(&cl->wd, cl)) {
+    client_destroy(cl); /* events belong to the base; freed with it */
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  cl->cmd.on_ready = cmd_ready;
+  cl->cmd.on_error = cmd_error;
+  cl->start_status = 1;
+  if ((rc = pthread_create(&cl->thread, NULL, io_main, cl))) {
+    conn_close(&cl->cmd);
+    pubsub_close(&cl->ps);
+    watchdog_close(&cl->wd);
+    client_destroy(cl);
+    return rlock__fail(RLOCK_ESYS, "cannot start the I/O thread: %s", strerror(rc));
+  }
+  pthread_mutex_lock(&cl->smu);
+  while (cl->start_status == 1) pthread_cond_wait(&cl->scond, &cl->smu);
+  rc = cl->start_status;
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", cl->start_msg);
+  pthread_mutex_unlock(&cl->smu);
+  if (rc) {
+    stop_thread(cl);
+    client_destroy(cl);
+    return rlock__fail(rc, "%s", msg[0] ? msg : rlock_strerror(rc));
+  }
+  *out = cl;
+  return 0;
+}
+
+RLOCK_API void rlock_client_free(rlock_client_t *cl) {
+  if (!cl) return;
+  if (pthread_equal(pthread_self(), cl->thread)) return; /* documented misuse: refuse, don't crash */
+  stop_thread(cl);
+  client_destroy(cl);
+}
+
+RLOCK_API const char *rlock_client_id(const rlock_client_t *cl) { return cl ? cl->id : ""; }
+
+RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
+  if (!cl || !o) return;
+  uint64_t v[14];
+  for (int i = 0; i < 14; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
+  o->commands_sent = v[ST_COMMANDS];
+  o->writes = v[ST_WRITES];
+  o->scripts_sent = v[ST_SCRIPTS];
+  o->noscript_fallbacks = v[ST_NOSCRIPT];
+  o->subscribes = v[ST_SUBSCRIBES];
+  o->unsubscribes = v[ST_UNSUBSCRIBES];
+  o->messages = v[ST_MESSAGES];
+  o->acquire_attempts = v[ST_ATTEMPTS];
+  o->renewals = v[ST_RENEWALS];
+  o->renewed_locks = v[ST_RENEWED];
+  o->reconnects = v[ST_RECONNECTS];
+  o->timeouts = v[ST_TIMEOUTS];
+  o->locks_lost = v[ST_LOST];
+  o->held = v[ST_HELD];
+}
+
+/* ------------------------------------------------------------ submitting */
+
+int client_submit(client_t *cl, op_t *op) {
+  pthread_mutex_lock(&cl->qmu);
+  if (cl->closing) {
+    pthread_mutex_unlock(&cl->qmu);
+    return rlock__fail(RLOCK_ECLOSED, "client closed");
+  }
+  bool was_empty = cl->qhead == NULL;
+  op->next = NULL;
+  if (cl->qtail) cl->qtail->next = op;
+  else cl->qhead = op;
+  cl->qtail = op;
+  pthread_mutex_unlock(&cl->qmu);
+  if (was_empty) {
+    uint64_t one = 1;
+    if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */
+    }
+  }
+  return 0;
+}
+
+bool client_on_io_thread(const client_t *cl) { return pthread_equal(pthread_self(), cl->thread); }

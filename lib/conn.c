@@ -1,0 +1,523 @@
+/* conn.c -- one RESP connection to one Redis node, driven by the I/O thread.
+ *
+ * connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
+ * SETNAME, SCRIPT LOAD, pipelined) -> READY. Requests queued before READY wait
+ * in `pending`; written requests wait in `inflight` and replies are matched to
+ * them in order (Redis answers in order). Everything written in one pass of
+ * the loop leaves in one socket write: that is the automatic pipelining.
+ * A request that outlives the command timeout completes with RLOCK_ETIMEDOUT
+ * and its late reply is discarded. When the connection drops, written requests
+ * complete with RLOCK_ECONNLOST (never re-sent here: the layer above decides
+ * what is safe to re-send) and the connection comes back with capped
+ * exponential backoff. */
+#include "internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
+
+static void arm_timer(conn_t *c);
+static void drop(conn_t *c, int err, const char *msg);
+static void write_req(conn_t *c, req_t *r);
+
+/* ------------------------------------------------------------ requests */
+
+req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
+               req_done_fn done, void *ctx) {
+  req_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  int n = redisFormatCommandArgv(&r->cmd, argc, argv, argvlen);
+  if (n < 0) {
+    free(r);
+    return NULL;
+  }
+  r->len = (size_t)n;
+  r->deadline = rlock_now_ms() + timeout_ms;
+  r->done = done;
+  r->ctx = ctx;
+  return r;
+}
+
+void req_free(req_t *r) {
+  if (!r) return;
+  free(r->cmd);
+  free(r);
+}
+
+static void q_push(req_queue_t *q, req_t *r) {
+  r->next = NULL;
+  if (q->tail) q->tail->next = r;
+  else q->head = r;
+  q->tail = r;
+  q->n++;
+}
+
+static req_t *q_pop(req_queue_t *q) {
+  req_t *r = q->head;
+  if (!r) return NULL;
+  q->head = r->next;
+  if (!q->head) q->tail = NULL;
+  q->n--;
+  r->next = NULL;
+  return r;
+}
+
+/* Complete r with an error unless it already completed; then free it. */
+static void finish_err(req_t *r, int status) {
+  if (!r->completed) {
+    r->completed = true;
+    if (r->done) r->done(r, status, NULL);
+  }
+  req_free(r);
+}
+
+/* ------------------------------------------------------------ handshake */
+
+static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
+  conn_t *c = r->ctx;
+  if (status == 0 && reply && reply->type == RLOCK_REPLY_ERROR) {
+    /* CLIENT SETNAME and SCRIPT LOAD may be refused by proxies: harmless,
+     * unless the refusal says we are not authenticated. */
+    bool fatal = r->is_auth || reply_is_error(reply, "NOAUTH") || reply_is_error(reply, "WRONGPASS") ||
+                 reply_is_error(reply, "ERR DB index") || reply_is_error(reply, "ERR invalid DB") ||
+                 reply_is_error(reply, "NOPERM");
+    if (fatal) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "%s rejected: %.200s", r->is_auth ? "AUTH" : "handshake", reply->str);
+      rlock_reply_free(reply);
+      c->last_err = RLOCK_EAUTH;
+      drop(c, RLOCK_EAUTH, msg);
+      return;
+    }
+  }
+  rlock_reply_free(reply);
+  if (status != 0 || c->state != CS_HANDSHAKE) return; /* drop() reports */
+  if (--c->handshake_left > 0) return;
+  c->state = CS_READY;
+  c->backoff_ms = c->cl->opt.reconnect_min_ms;
+  if (c->ever_ready) stat_add(c->cl, ST_RECONNECTS, 1);
+  c->ever_ready = true;
+  c->last_err = 0;
+  req_t *p;
+  while ((p = q_pop(&c->pending))) write_req(c, p);
+  if (c->on_ready) c->on_ready(c);
+  client_flush(c->cl);
+}
+
+static void handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
+  req_t *r = req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, handshake_done, c);
+  if (!r) {
+    drop(c, RLOCK_ENOMEM, "out of memory");
+    return;
+  }
+  r->internal = true;
+  r->is_auth = is_auth;
+  c->handshake_left++;
+  write_req(c, r);
+}
+
+static void start_handshake(conn_t *c) {
+  client_t *cl = c->cl;
+  c->state = CS_HANDSHAKE;
+  c->handshake_left = 1; /* held until every command below is queued */
+  if (cl->url.password) {
+    const char *a[3] = {"AUTH", cl->url.user ? cl->url.user : cl->url.password, cl->url.password};
+    handshake_cmd(c, cl->url.user ? 3 : 2, a, true);
+  }
+  char db[16];
+  if (c->kind == CONN_CMD && cl->url.db) {
+    snprintf(db, sizeof db, "%d", cl->url.db);
+    const char *a[2] = {"SELECT", db};
+    handshake_cmd(c, 2, a, false);
+  }
+  const char *n[4] = {"CLIENT", "SETNAME", cl->s_name};
+  handshake_cmd(c, 3, n, false);
+  if (c->kind == CONN_CMD)
+    for (int s = 1; s <= SCRIPT_N; s++) {
+      const char *a[3] = {"SCRIPT", "LOAD", script_body(s)};
+      handshake_cmd(c, 3, a, false);
+    }
+  if (c->state != CS_HANDSHAKE) return;
+  c->handshake_left--;
+  arm_timer(c);
+}
+
+/* ------------------------------------------------------------ reading */
+
+static bool is_push(const rlock_reply_t *r) {
+  if (r->type != RLOCK_REPLY_ARRAY || r->elements < 3 || !r->element[0] ||
+      r->element[0]->type != RLOCK_REPLY_STRING)
+    return false;
+  const char *k = r->element[0]->str;
+  return !strcmp(k, "message") || !strcmp(k, "smessage") || (!strcmp(k, "pmessage") && r->elements >= 4);
+}
+
+static void on_reply(conn_t *c, rlock_reply_t *reply) {
+  if (c->kind == CONN_SUB && is_push(reply)) {
+    if (c->on_push) c->on_push(c, reply);
+    else rlock_reply_free(reply);
+    return;
+  }
+  req_t *r = q_pop(&c->inflight);
+  if (!r) {
+    rlock_reply_free(reply);
+    drop(c, RLOCK_EPROTO, "reply without a request (protocol out of sync)");
+    return;
+  }
+  if (r->script && !r->completed && reply_is_error(reply, "NOSCRIPT")) {
+    rlock_reply_free(reply);
+    stat_add(c->cl, ST_NOSCRIPT, 1);
+    if (script_to_eval(r) == 0) {
+      write_req(c, r);
+      return;
+    }
+    finish_err(r, RLOCK_ENOMEM);
+    return;
+  }
+  if (r->completed) {
+    rlock_reply_free(reply);
+  } else {
+    r->completed = true;
+    if (r->done) r->done(r, 0, reply);
+    else rlock_reply_free(reply);
+  }
+  req_free(r);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg) {
+  conn_t *c = arg;
+  struct evbuffer *in = bufferevent_get_input(bev);
+  size_t n;
+  while ((n = evbuffer_get_length(in)) > 0) {
+    struct evbuffer_iovec v;
+    if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) break;
+    if (redisReaderFeed(c->reader, v.iov_base, v.iov_len) != REDIS_OK) {
+      drop(c, RLOCK_ENOMEM, "out of memory reading a reply");
+      return;
+    }
+    evbuffer_drain(in, v.iov_len);
+    if (c->reader->len - c->reader->pos > MAX_UNREAD) {
+      drop(c, RLOCK_EPROTO, "reply larger than 1 GiB refused");
+      return;
+    }
+    for (;;) {
+      void *reply = NULL;
+      if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
+        drop(c, RLOCK_EPROTO, msg);
+        return;
+      }
+      if (!reply) break;
+      on_reply(c, reply);
+      if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return; /* dropped */
+    }
+  }
+  arm_timer(c);
+  client_flush(c->cl);
+}
+
+/* ------------------------------------------------------------ writing */
+
+static void write_req(conn_t *c, req_t *r) {
+  bufferevent_write(c->bev, r->cmd, r->len);
+  r->sent_at = rlock_now_ms();
+  if (!r->script) { /* only scripts may need re-formatting (NOSCRIPT) */
+    free(r->cmd);
+    r->cmd = NULL;
+  }
+  q_push(&c->inflight, r);
+  stat_add(c->cl, ST_COMMANDS, 1);
+  if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
+}
+
+void conn_send(conn_t *c, req_t *r) {
+  if (c->state == CS_CLOSED) {
+    finish_err(r, RLOCK_ECLOSED);
+    return;
+  }
+  if (c->state == CS_READY) write_req(c, r);
+  else q_push(&c->pending, r);
+  if (!evtimer_pending(c->timer, NULL)) arm_timer(c);
+}
+
+/* ------------------------------------------------------------ timers */
+
+static void arm_timer(conn_t *c) {
+  if (c->state == CS_CLOSED) return;
+  int64_t next = INT64_MAX;
+  if (c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) next = c->connect_deadline;
+  if (c->pending.head && c->pending.head->deadline < next) next = c->pending.head->deadline;
+  for (req_t *r = c->inflight.head; r; r = r->next)
+    if (!r->completed) {
+      if (r->deadline < next) next = r->deadline;
+      break;
+    }
+  if (next == INT64_MAX) {
+    evtimer_del(c->timer);
+    return;
+  }
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, next - rlock_now_ms() + 1);
+  evtimer_add(c->timer, &tv);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  int64_t now = rlock_now_ms();
+  if ((c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) && now >= c->connect_deadline) {
+    c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNECT, "connect timed out");
+    now = rlock_now_ms();
+  }
+  while (c->pending.head && c->pending.head->deadline <= now) {
+    req_t *r = q_pop(&c->pending);
+    rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)", rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
+    finish_err(r, RLOCK_ECONNECT);
+  }
+  for (req_t *r = c->inflight.head; r; r = r->next) {
+    if (r->completed) continue;
+    if (r->deadline > now) break;
+    r->completed = true; /* stays in the queue: its reply is still to come */
+    stat_add(c->cl, ST_TIMEOUTS, 1);
+    rlock__fail(RLOCK_ETIMEDOUT, "Redis did not answer within %lld ms", (long long)c->cl->opt.command_timeout_ms);
+    if (r->done) r->done(r, RLOCK_ETIMEDOUT, NULL);
+  }
+  arm_timer(c);
+  client_flush(c->cl);
+}
+
+/* ------------------------------------------------------------ connecting */
+
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+static int resolve(conn_t *c) {
+  const url_t *u = &c->cl->url;
+  if (c->addrs) freeaddrinfo(c->addrs);
+  c->addrs = NULL;
+  if (u->kind == URL_UNIX) return 0;
+  struct addrinfo hints = {0};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  char port[16];
+  snprintf(port, sizeof port, "%d", u->port);
+  int rc = getaddrinfo(u->host, port, &hints, &c->addrs);
+  if (rc) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "cannot resolve %.200s: %s", u->host, gai_strerror(rc));
+    c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNECT, msg);
+    return -1;
+  }
+  c->addr_next = c->addrs;
+  return 0;
+}
+
+static SSL *new_ssl(conn_t *c) {
+  client_t *cl = c->cl;
+  SSL *ssl = SSL_new(cl->ssl_ctx);
+  if (!ssl) return NULL;
+  const char *name = cl->s_sni ? cl->s_sni : cl->url.host;
+  unsigned char buf[sizeof(struct in6_addr)];
+  bool ip = inet_pton(AF_INET, name, buf) == 1 || inet_pton(AF_INET6, name, buf) == 1;
+  if (!ip) SSL_set_tlsext_host_name(ssl, name);
+  if (cl->opt.tls_verify) {
+    X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
+    if (ip) X509_VERIFY_PARAM_set1_ip_asc(p, name);
+    else X509_VERIFY_PARAM_set1_host(p, name, 0);
+  }
+  return ssl;
+}
+
+static void try_connect(conn_t *c) {
+  client_t *cl = c->cl;
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  char where[300];
+  if (cl->url.kind == URL_UNIX) {
+    struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+    memset(un, 0, sizeof *un);
+    un->sun_family = AF_UNIX;
+    if (strlen(cl->url.path) >= sizeof un->sun_path) {
+      c->last_err = RLOCK_EURL;
+      drop(c, RLOCK_ECONNECT, "unix socket path too long");
+      return;
+    }
+    strcpy(un->sun_path, cl->url.path);
+    sl = sizeof *un;
+    snprintf(where, sizeof where, "%.250s", cl->url.path);
+  } else {
+    if (!c->addr_next) {
+      drop(c, RLOCK_ECONNECT, "no address to connect to");
+      return;
+    }
+    memcpy(&ss, c->addr_next->ai_addr, c->addr_next->ai_addrlen);
+    sl = c->addr_next->ai_addrlen;
+    c->addr_next = c->addr_next->ai_next;
+  }
+  if (cl->url.kind == URL_TLS) {
+    SSL *ssl = new_ssl(c);
+    if (!ssl) {
+      c->last_err = RLOCK_ETLS;
+      drop(c, RLOCK_ETLS, "SSL_new failed");
+      return;
+    }
+    c->bev = bufferevent_openssl_socket_new(cl->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                            BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev) bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+    else SSL_free(ssl);
+  } else {
+    c->bev = bufferevent_socket_new(cl->base, -1, BEV_OPT_CLOSE_ON_FREE);
+  }
+  if (!c->bev) {
+    drop(c, RLOCK_ENOMEM, "cannot create a bufferevent");
+    return;
+  }
+  bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
+  bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+  if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) < 0) {
+    /* reported through event_cb for most errors; this path is immediate failure */
+    int e = errno;
+    char msg[300];
+    snprintf(msg, sizeof msg, "connect: %s", strerror(e));
+    c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNECT, msg);
+  }
+}
+
+static void describe_peer(conn_t *c, char *buf, size_t n) {
+  const url_t *u = &c->cl->url;
+  if (u->kind == URL_UNIX) snprintf(buf, n, "%.200s", u->path);
+  else snprintf(buf, n, "%.200s:%d", u->host, u->port);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg) {
+  conn_t *c = arg;
+  if (what & BEV_EVENT_CONNECTED) {
+    int fd = (int)bufferevent_getfd(bev), one = 1;
+    if (c->cl->url.kind != URL_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    start_handshake(c);
+    return;
+  }
+  char peer[256], msg[600];
+  describe_peer(c, peer, sizeof peer);
+  unsigned long ssl_err = c->cl->url.kind == URL_TLS ? bufferevent_get_openssl_error(bev) : 0;
+  int sock_err = EVUTIL_SOCKET_ERROR();
+  if (ssl_err) {
+    char e[256];
+    ERR_error_string_n(ssl_err, e, sizeof e);
+    snprintf(msg, sizeof msg, "TLS with %s failed: %s", peer, e);
+    if (c->state == CS_CONNECTING) c->last_err = RLOCK_ETLS;
+    drop(c, c->state == CS_CONNECTING ? RLOCK_ETLS : RLOCK_ECONNLOST, msg);
+    return;
+  }
+  if (c->state == CS_CONNECTING) {
+    if (c->cl->url.kind == URL_TLS && !sock_err) {
+      snprintf(msg, sizeof msg, "TLS handshake with %s failed (connection closed)", peer);
+      c->last_err = RLOCK_ETLS;
+      drop(c, RLOCK_ETLS, msg);
+      return;
+    }
+    if (c->addr_next) { /* try the next address of the host */
+      bufferevent_free(c->bev);
+      c->bev = NULL;
+      try_connect(c);
+      return;
+    }
+    snprintf(msg, sizeof msg, "connect %s: %s", peer, sock_err ? strerror(sock_err) : "failed");
+    c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNECT, msg);
+    return;
+  }
+  snprintf(msg, sizeof msg, "connection to %s %s%s%s", peer, (what & BEV_EVENT_EOF) ? "closed by the server" : "lost",
+           sock_err && !(what & BEV_EVENT_EOF) ? ": " : "", sock_err && !(what & BEV_EVENT_EOF) ? strerror(sock_err) : "");
+  if (c->state == CS_HANDSHAKE && !c->last_err) c->last_err = RLOCK_ECONNECT;
+  drop(c, RLOCK_ECONNLOST, msg);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg) { conn_start(arg); }
+
+void conn_start(conn_t *c) {
+  if (c->state != CS_IDLE) return;
+  c->state = CS_CONNECTING;
+  c->connect_deadline = rlock_now_ms() + c->cl->opt.connect_timeout_ms;
+  if (!c->reader && !(c->reader = reply_reader_new())) {
+    drop(c, RLOCK_ENOMEM, "out of memory");
+    return;
+  }
+  if (resolve(c)) return;
+  arm_timer(c);
+  try_connect(c);
+}
+
+/* The connection is gone (or never came up): fail what was written, keep
+ * what was not, and schedule the next attempt. */
+static void drop(conn_t *c, int err, const char *msg) {
+  if (c->state == CS_IDLE || c->state == CS_CLOSED) return;
+  bool was_ready = c->state == CS_READY;
+  c->state = CS_IDLE;
+  if (c->bev) {
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+  }
+  if (c->reader) {
+    redisReaderFree(c->reader);
+    c->reader = NULL;
+  }
+  rlock__set_msg(msg);
+  if (c->on_error && !was_ready) c->on_error(c, c->last_err ? c->last_err : err, msg);
+  req_t *r;
+  while ((r = q_pop(&c->inflight))) {
+    if (r->internal) r->completed = true;
+    rlock__set_msg(msg);
+    finish_err(r, RLOCK_ECONNLOST);
+  }
+  if (was_ready && c->on_down) c->on_down(c);
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, c->backoff_ms);
+  evtimer_add(c->retry, &tv);
+  c->backoff_ms = c->backoff_ms * 2 > c->cl->opt.reconnect_max_ms ? c->cl->opt.reconnect_max_ms : c->backoff_ms * 2;
+  arm_timer(c);
+}
+
+int conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
+  memset(c, 0, sizeof *c);
+  c->cl = cl;
+  c->kind = kind;
+  c->state = CS_IDLE;
+  c->backoff_ms = cl->opt.reconnect_min_ms;
+  c->timer = evtimer_new(cl->base, timer_cb, c);
+  c->retry = evtimer_new(cl->base, retry_cb, c);
+  return c->timer && c->retry ? 0 : RLOCK_ENOMEM;
+}
+
+void conn_close(conn_t *c) {
+  if (c->state == CS_CLOSED) return;
+  c->state = CS_CLOSED;
+  if (c->bev) bufferevent_free(c->bev);
+  c->bev = NULL;
+  req_t *r;
+  rlock__set_msg("client closed");
+  while ((r = q_pop(&c->inflight))) finish_err(r, RLOCK_ECLOSED);
+  while ((r = q_pop(&c->pending))) finish_err(r, RLOCK_ECLOSED);
+  if (c->timer) event_free(c->timer);
+  if (c->retry) event_free(c->retry);
+  c->timer = c->retry = NULL;
+  if (c->reader) redisReaderFree(c->reader);
+  c->reader = NULL;
+  if (c->addrs) freeaddrinfo(c->addrs);
+  c->addrs = NULL;
+}

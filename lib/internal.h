@@ -1,0 +1,344 @@
+/* internal.h -- the engine's private types and the seams between lib/ modules.
+ *
+ * Layers, bottom up (each only calls the ones below it):
+ *   util/map/names/url/reply  helpers: clock, errors, uuid, hash map, key names, URL, replies
+ *   conn      one RESP connection to one node: connect, TLS, handshake, pipelined
+ *             requests matched FIFO to replies, command timeouts, reconnect
+ *   script    the embedded Lua scripts: EVALSHA with the NOSCRIPT -> EVAL fallback
+ *   pubsub    the subscriber connection: ref-counted channels, wake-one waiters
+ *   watchdog  the hold registry: batched lease renewal, valid-until, lock-lost
+ *   lock      the reentrant lock: acquire state machine, release, queries
+ *   client    options, the I/O thread, the submit queue, sync-over-async
+ * Everything below "client" runs on the client's I/O thread only, so it needs no
+ * locks; user threads only touch the submit queue (client.c).
+ */
+#ifndef RLOCK_INTERNAL_H
+#define RLOCK_INTERNAL_H
+
+#include "rlock.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+#include <openssl/ssl.h>
+#include <hiredis/hiredis.h>
+
+#define RLOCK_API __attribute__((visibility("default")))
+
+/* ------------------------------------------------------------ util.c */
+int rlock__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int rlock__fail_keep(int err); /* err, keeping the detailed message already set */
+void rlock__uuid(char out[37]);
+void rlock__random_hex(char *out, size_t nbytes); /* 2*nbytes hex chars + NUL */
+uint64_t rlock__gettid(void);
+void *rlock__xmalloc(size_t n); /* NULL on failure */
+char *rlock__strndup(const char *s, size_t n);
+void rlock__tv_from_ms(struct timeval *tv, int64_t ms);
+/* Per-thread detailed message, copied to the waiting user thread by sync calls. */
+void rlock__set_msg(const char *msg);
+const char *rlock__msg(void);
+
+/* ------------------------------------------------------------ map.c */
+/* Hash map from byte strings to pointers (chained, power-of-two buckets). */
+typedef struct map_entry {
+  struct map_entry *next;
+  uint64_t hash;
+  size_t klen;
+  void *value;
+  char key[]; /* klen bytes */
+} map_entry_t;
+typedef struct map {
+  map_entry_t **buckets;
+  size_t nbuckets, count;
+} map_t;
+void map_init(map_t *m);
+void map_free(map_t *m); /* frees entries, not values */
+void *map_get(const map_t *m, const void *key, size_t klen);
+int map_put(map_t *m, const void *key, size_t klen, void *value); /* replaces */
+void *map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
+/* Iteration that tolerates deleting the current entry. */
+typedef struct map_iter {
+  const map_t *m;
+  size_t bucket;
+  map_entry_t *next;
+} map_iter_t;
+void map_iter_init(map_iter_t *it, const map_t *m);
+map_entry_t *map_iter_next(map_iter_t *it);
+
+/* ------------------------------------------------------------ names.c */
+/* A byte buffer for key names built from the lock name. */
+typedef struct bytes {
+  char *p;
+  size_t n;
+} bytes_t;
+/* "P:{NAME}" or "P:NAME" when NAME holds '{' (Redisson's prefix form). */
+int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
+/* prefix form plus ":" suffix: "P:{NAME}:S". */
+int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
+                          const char *suffix);
+uint16_t names_crc16(const char *p, size_t n);
+uint16_t names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
+
+/* ------------------------------------------------------------ url.c */
+typedef enum { URL_TCP, URL_TLS, URL_UNIX } url_kind_t;
+typedef struct url {
+  url_kind_t kind;
+  char *host; /* TCP/TLS; brackets removed for IPv6 */
+  int port;
+  char *path; /* unix socket */
+  char *user, *password;
+  int db;
+} url_t;
+int url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message */
+void url_free(url_t *u);
+
+/* ------------------------------------------------------------ reply.c */
+/* hiredis reader building rlock_reply_t trees, with bounds on sizes. */
+redisReader *reply_reader_new(void);
+/* A reply is an error whose text starts with prefix. */
+bool reply_is_error(const rlock_reply_t *r, const char *prefix);
+
+/* ------------------------------------------------------------ conn.c */
+typedef struct rlock_client client_t;
+typedef struct conn conn_t;
+typedef struct req req_t;
+
+/* Completion of a request: status 0 with reply (owned by the callee, may be
+ * an error reply), or RLOCK_ETIMEDOUT / RLOCK_ECONNLOST (it was written, the
+ * outcome is unknown) / RLOCK_ECONNECT (never written: not connected in time)
+ * / RLOCK_ECLOSED. Called exactly once, on the I/O thread. */
+typedef void (*req_done_fn)(req_t *r, int status, rlock_reply_t *reply);
+
+struct req {
+  req_t *next;
+  char *cmd; /* formatted RESP */
+  size_t len;
+  int64_t deadline; /* monotonic ms */
+  int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
+  req_done_fn done;
+  void *ctx;
+  int script; /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */
+  bool completed; /* done() already called (timed out): the reply is discarded */
+  bool internal;  /* handshake request: its errors fail the connection */
+  bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
+};
+
+typedef enum { CONN_CMD, CONN_SUB } conn_kind_t;
+typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
+
+typedef struct req_queue {
+  req_t *head, *tail;
+  size_t n;
+} req_queue_t;
+
+struct conn {
+  client_t *cl;
+  conn_kind_t kind;
+  conn_state_t state;
+  struct bufferevent *bev;
+  redisReader *reader;
+  req_queue_t pending;  /* not written yet: waiting for READY */
+  req_queue_t inflight; /* written, reply not yet read (FIFO) */
+  struct event *timer;  /* command timeouts / connect timeout */
+  struct event *retry;  /* reconnect backoff */
+  int64_t backoff_ms;
+  int64_t connect_deadline;
+  struct addrinfo *addrs, *addr_next;
+  int handshake_left;
+  bool ever_ready;
+  int last_err; /* why the last connection attempt failed */
+  /* Callbacks into the layer above. */
+  void (*on_ready)(conn_t *c);
+  void (*on_down)(conn_t *c);
+  void (*on_push)(conn_t *c, rlock_reply_t *msg); /* pub/sub messages (SUB only) */
+  void (*on_error)(conn_t *c, int err, const char *msg); /* a connection attempt failed */
+};
+
+int conn_init(conn_t *c, client_t *cl, conn_kind_t kind);
+void conn_start(conn_t *c);   /* begin connecting (I/O thread) */
+void conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
+/* Queue a request (takes ownership of r and r->cmd). */
+void conn_send(conn_t *c, req_t *r);
+req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
+               req_done_fn done, void *ctx);
+void req_free(req_t *r);
+
+/* ------------------------------------------------------------ script.c */
+enum {
+  SCRIPT_ACQUIRE = 1,
+  SCRIPT_ACQUIRE_UNDO,
+  SCRIPT_UNLOCK,
+  SCRIPT_RENEW,
+  SCRIPT_FORCE_UNLOCK,
+  SCRIPT_N = SCRIPT_FORCE_UNLOCK
+};
+void script_init(void); /* computes the SHA1s once (thread-safe) */
+const char *script_body(int script);
+const char *script_sha(int script);
+/* A request running `script` with keys and args (EVALSHA form). */
+req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
+                  const char **args, const size_t *arglens, int64_t timeout_ms,
+                  req_done_fn done, void *ctx);
+/* Rewrites an EVALSHA request into its EVAL form (for NOSCRIPT). */
+int script_to_eval(req_t *r);
+
+/* ------------------------------------------------------------ pubsub.c */
+typedef struct waiter waiter_t;
+typedef struct channel channel_t;
+/* A lock waiter parked on a channel. */
+struct waiter {
+  waiter_t *prev, *next;
+  channel_t *ch;
+  bool parked; /* waiting for a message (vs. an attempt in flight) */
+  void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
+};
+typedef struct pubsub {
+  client_t *cl;
+  conn_t conn;
+  map_t channels;
+} pubsub_t;
+int pubsub_init(pubsub_t *ps, client_t *cl);
+void pubsub_close(pubsub_t *ps);
+/* Join the channel: subscribes if first; w->on_wake is called once the
+ * subscription is confirmed (or failed: the waiter then falls back to its
+ * TTL-bounded retries). */
+int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len);
+void pubsub_leave(pubsub_t *ps, waiter_t *w);
+bool pubsub_park(waiter_t *w); /* true: a wake token was waiting: retry now */
+
+/* ------------------------------------------------------------ watchdog.c */
+typedef struct hold hold_t;
+typedef struct watchdog {
+  client_t *cl;
+  map_t holds;            /* (name, owner) -> hold_t */
+  struct event *tick;     /* renewal round every watchdog_timeout/3 */
+  uint64_t next_gen;
+} watchdog_t;
+int watchdog_init(watchdog_t *wd, client_t *cl);
+void watchdog_close(watchdog_t *wd);
+/* An acquire succeeded (sent at sent_at, reply at now). */
+void watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at);
+/* An unlock reply: released = key gone, else still held (count > 0) ; the
+ * lease to keep if still held is returned by watchdog_lease. */
+void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                       bool fully);
+int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
+int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                         int64_t *out);
+void watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
+
+/* ------------------------------------------------------------ client.c */
+typedef struct op op_t;
+
+struct rlock_client {
+  rlock_options_t opt;
+  char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
+  url_t url;
+  char id[37];
+  struct event_base *base;
+  pthread_t thread;
+  SSL_CTX *ssl_ctx;
+  /* submit queue: user threads -> I/O thread */
+  pthread_mutex_t qmu;
+  op_t *qhead, *qtail;
+  bool closing;
+  int wake_fd;
+  struct event *wake_ev;
+  /* first connection result, for rlock_client_new */
+  pthread_mutex_t smu;
+  pthread_cond_t scond;
+  int start_status; /* 1 = pending */
+  char start_msg[256];
+  /* engine (I/O thread only) */
+  conn_t cmd;
+  pubsub_t ps;
+  watchdog_t wd;
+  op_t *active; /* ops in progress (waiting, attempts), doubly linked */
+  bytes_t *dels; /* latch keys to delete in one DEL */
+  size_t ndels, capdels;
+  bool batch_wrote;
+  /* lock-lost callback */
+  pthread_mutex_t cbmu;
+  rlock_lost_cb lost_cb;
+  void *lost_arg;
+  /* stats (written on the I/O thread, read anywhere) */
+  _Atomic uint64_t st[14];
+};
+enum {
+  ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
+  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD
+};
+static inline void stat_add(client_t *cl, int i, int64_t n) {
+  atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
+}
+void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner);
+void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
+void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+int64_t client_latch_ttl(const client_t *cl);
+int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
+bool client_on_io_thread(const client_t *cl);
+/* Owner id "<client id>:<owner>" into buf (>= 64 bytes); returns length. */
+size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf);
+
+/* ------------------------------------------------------------ lock.c */
+typedef enum {
+  OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
+  OP_COMMAND, OP_CLOSE, OP_VALID_UNTIL
+} op_kind_t;
+
+/* Blocking callers wait on this (sync over async). */
+typedef struct sync_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  bool done;
+  int status;
+  int64_t value;
+  void *ptr; /* holders / reply */
+  size_t n;
+  char msg[256];
+} sync_wait_t;
+
+struct rlock_lock {
+  client_t *cl;
+  char *name;
+  size_t len;
+  bytes_t channel; /* redisson_lock__channel:{NAME} */
+};
+
+struct op {
+  op_t *next;               /* submit queue link */
+  op_t *aprev, *anext;      /* client->active link */
+  op_kind_t kind;
+  client_t *cl;
+  rlock_lock_t *lock;
+  uint64_t owner;
+  char owner_id[64];
+  size_t owner_len;
+  int64_t wait_ms, lease_ms, deadline; /* deadline -1: forever */
+  rlock_cancel_t *cancel;
+  struct event *cancel_ev, *timer;
+  rlock_cb cb;
+  void *arg;
+  sync_wait_t *sync;
+  char reqid[33];  /* latch request id of the current attempt */
+  int retries;     /* re-sends of the current attempt */
+  int64_t sent_at; /* of the current attempt's first send */
+  bool subscribed, cancelled, in_flight, finished;
+  waiter_t w;
+  /* OP_COMMAND */
+  req_t *raw;
+};
+
+void op_start(op_t *op);                       /* I/O thread: begin the operation */
+void op_fail_all(client_t *cl, int status);    /* closing: end every active op */
+void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
+
+struct rlock_cancel {
+  _Atomic int triggered;
+  int fd; /* eventfd, readable once triggered */
+};
+
+#endif

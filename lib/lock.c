@@ -1,0 +1,525 @@
+/* lock.c -- the reentrant lock (Redisson RLock) on the I/O thread: the
+ * acquire state machine, release, force unlock and the queries.
+ *
+ * Acquire:  try (lock_acquire.lua) -> acquired: register the hold (watchdog.c)
+ *           -> busy: subscribe to the lock's channel, try again, then park
+ *              until a message wakes us or min(PTTL, wait left) runs out, try
+ *              again... never a busy poll.
+ * Each try carries a request id (the latch): a try whose reply is lost (timeout,
+ * dropped connection) is re-sent with the same id and counts once; if we give
+ * up, or the caller cancelled, lock_acquire_undo.lua gives the hold back.
+ * Release: lock_unlock.lua with its own request id, re-sent on timeout the same
+ * way, so an unlock never applies twice. */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ACQUIRE_LATCH "rlock_acquire_latch"
+#define UNLOCK_LATCH "redisson_unlock_latch"
+
+static void attempt(op_t *op, bool fresh);
+
+static int64_t lease_of(const op_t *op) {
+  return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
+}
+
+static void op_free(op_t *op) {
+  if (op->timer) event_free(op->timer);
+  if (op->cancel_ev) event_free(op->cancel_ev);
+  req_free(op->raw);
+  free(op);
+}
+
+static void active_unlink(op_t *op) {
+  client_t *cl = op->cl;
+  if (op->aprev) op->aprev->anext = op->anext;
+  else if (cl->active == op) cl->active = op->anext;
+  if (op->anext) op->anext->aprev = op->aprev;
+  op->aprev = op->anext = NULL;
+}
+
+void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
+  if (op->finished) return;
+  op->finished = true;
+  if (op->w.ch) pubsub_leave(&op->cl->ps, &op->w);
+  if (op->timer) evtimer_del(op->timer);
+  if (op->cancel_ev) event_del(op->cancel_ev);
+  active_unlink(op);
+  if (status < 0) rlock__fail_keep(status);
+  if (op->sync) {
+    sync_wait_t *s = op->sync;
+    pthread_mutex_lock(&s->mu);
+    s->status = status;
+    s->value = value;
+    s->ptr = ptr;
+    s->n = n;
+    snprintf(s->msg, sizeof s->msg, "%s", status < 0 ? rlock__msg() : "");
+    s->done = true;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+  } else if (op->cb) {
+    op->cb(op->lock, status, value, op->arg);
+    if (ptr && op->kind == OP_HOLDERS) rlock_holders_free(ptr, n);
+    if (ptr && op->kind == OP_COMMAND) rlock_reply_free(ptr);
+  }
+  if (!op->in_flight) op_free(op);
+}
+
+void op_fail_all(client_t *cl, int status) {
+  while (cl->active) {
+    op_t *op = cl->active;
+    rlock__set_msg("client closed");
+    op_finish(op, status, 0, NULL, 0);
+  }
+}
+
+/* An in-flight reply for an op that already finished (closing): just free it. */
+static bool orphan(op_t *op) {
+  op->in_flight = false;
+  if (!op->finished) return false;
+  op_free(op);
+  return true;
+}
+
+/* ------------------------------------------------------------ undo */
+
+typedef struct undo {
+  client_t *cl;
+  bytes_t keys[3];
+  char owner_id[64];
+  int tries;
+} undo_t;
+
+static void undo_send(undo_t *u);
+
+static void undo_free(undo_t *u) {
+  for (int i = 0; i < 3; i++) free(u->keys[i].p);
+  free(u);
+}
+
+static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
+  undo_t *u = r->ctx;
+  rlock_reply_free(reply);
+  if ((status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST || status == RLOCK_ECONNECT) &&
+      u->tries++ < u->cl->opt.retry_attempts) {
+    undo_send(u);
+    return;
+  }
+  if (status == 0) client_queue_del(u->cl, u->keys[2].p, u->keys[2].n);
+  undo_free(u);
+}
+
+static void undo_send(undo_t *u) {
+  client_t *cl = u->cl;
+  char ttl[32];
+  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(cl));
+  const char *keys[3] = {u->keys[0].p, u->keys[1].p, u->keys[2].p};
+  size_t kl[3] = {u->keys[0].n, u->keys[1].n, u->keys[2].n};
+  const char *args[4] = {"0", u->owner_id, "publish", ttl};
+  req_t *r = script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 4, args, NULL, cl->opt.command_timeout_ms,
+                        undo_done, u);
+  if (!r) {
+    undo_free(u);
+    return;
+  }
+  stat_add(cl, ST_SCRIPTS, 1);
+  conn_send(&cl->cmd, r);
+}
+
+/* Give back the hold that the current try of op may have taken. */
+static void undo_attempt(op_t *op) {
+  undo_t *u = calloc(1, sizeof *u);
+  rlock_lock_t *l = op->lock;
+  if (!u) return;
+  u->cl = op->cl;
+  memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
+  if (!(u->keys[0].p = rlock__strndup(l->name, l->len)) ||
+      !(u->keys[1].p = rlock__strndup(l->channel.p, l->channel.n)) ||
+      names_prefixed_suffix(&u->keys[2], ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
+    undo_free(u);
+    return;
+  }
+  u->keys[0].n = l->len;
+  u->keys[1].n = l->channel.n;
+  undo_send(u);
+}
+
+/* ------------------------------------------------------------ acquire */
+
+static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
+
+static void send_attempt(op_t *op) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  bytes_t latch;
+  if (names_prefixed_suffix(&latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  char lease[32], ttl[32];
+  snprintf(lease, sizeof lease, "%lld", (long long)lease_of(op));
+  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(cl));
+  const char *keys[2] = {l->name, latch.p};
+  size_t kl[2] = {l->len, latch.n};
+  const char *args[3] = {lease, op->owner_id, ttl};
+  req_t *r = script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, cl->opt.command_timeout_ms,
+                        acquire_done, op);
+  free(latch.p);
+  if (!r) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  op->in_flight = true;
+  stat_add(cl, ST_ATTEMPTS, 1);
+  stat_add(cl, ST_SCRIPTS, 1);
+  conn_send(&cl->cmd, r);
+}
+
+static void attempt(op_t *op, bool fresh) {
+  if (fresh) {
+    rlock__random_hex(op->reqid, 16);
+    op->retries = 0;
+    op->sent_at = rlock_now_ms();
+  }
+  send_attempt(op);
+}
+
+static void park(op_t *op, int64_t ttl) {
+  if (pubsub_park(&op->w)) {
+    attempt(op, true);
+    return;
+  }
+  int64_t wait = -1;
+  if (op->deadline >= 0) wait = op->deadline - rlock_now_ms();
+  if (ttl >= 0 && (wait < 0 || ttl < wait)) wait = ttl;
+  if (wait >= 0) {
+    struct timeval tv;
+    rlock__tv_from_ms(&tv, wait + 1);
+    evtimer_add(op->timer, &tv);
+  }
+}
+
+static void on_wake(waiter_t *w) {
+  op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
+  if (op->in_flight || op->finished) return;
+  evtimer_del(op->timer);
+  attempt(op, true);
+}
+
+static void wait_timer_cb(evutil_socket_t fd, short what, void *arg) {
+  op_t *op = arg;
+  if (op->in_flight || op->finished) return;
+  op->w.parked = false;
+  attempt(op, true); /* one more try; its reply checks the deadline */
+}
+
+static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
+  op_t *op = arg;
+  op->cancelled = true;
+  event_del(op->cancel_ev);
+  if (!op->in_flight)
+    op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+  /* else: the reply of the try in flight decides (and gives a hold back) */
+}
+
+static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
+  op_t *op = r->ctx;
+  client_t *cl = op->cl;
+  if (orphan(op)) {
+    if (status == 0 && reply && reply->type == RLOCK_REPLY_NIL) undo_attempt(op);
+    rlock_reply_free(reply);
+    return;
+  }
+  if (status == RLOCK_ECLOSED) {
+    op_finish(op, status, 0, NULL, 0);
+    return;
+  }
+  if (status != 0) {
+    bool written = status != RLOCK_ECONNECT || op->retries > 0;
+    bool time_left = op->deadline < 0 || rlock_now_ms() < op->deadline;
+    if (status != RLOCK_ECONNECT && !op->cancelled && time_left && op->retries < cl->opt.retry_attempts) {
+      op->retries++; /* same request id: counts once even if both arrive */
+      attempt(op, false);
+      return;
+    }
+    if (written) undo_attempt(op);
+    op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
+    return;
+  }
+  if (reply->type == RLOCK_REPLY_NIL) {
+    rlock_reply_free(reply);
+    if (op->cancelled) {
+      undo_attempt(op);
+      op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+      return;
+    }
+    rlock_lock_t *l = op->lock;
+    watchdog_acquired(&cl->wd, l->name, l->len, op->owner, op->owner_id, lease_of(op),
+                      op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at);
+    bytes_t latch;
+    if (!names_prefixed_suffix(&latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
+      client_queue_del(cl, latch.p, latch.n);
+      free(latch.p);
+    }
+    op_finish(op, 0, 0, NULL, 0);
+    return;
+  }
+  if (reply->type == RLOCK_REPLY_ERROR) {
+    int rc = rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str);
+    rlock_reply_free(reply);
+    op_finish(op, rc, 0, NULL, 0);
+    return;
+  }
+  if (reply->type != RLOCK_REPLY_INTEGER || reply->integer == -3) {
+    rlock_reply_free(reply);
+    op_finish(op, rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply"), 0, NULL, 0);
+    return;
+  }
+  int64_t ttl = reply->integer;
+  rlock_reply_free(reply);
+  if (op->cancelled) {
+    op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+    return;
+  }
+  if (op->wait_ms == 0 || (op->deadline >= 0 && rlock_now_ms() >= op->deadline)) {
+    op_finish(op, rlock__fail(RLOCK_EBUSY, "timed out waiting for the lock"), 0, NULL, 0);
+    return;
+  }
+  if (!op->subscribed) {
+    op->subscribed = true;
+    op->w.on_wake = on_wake;
+    int rc = pubsub_join(&cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+    if (rc < 0) {
+      op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
+      return;
+    }
+    if (rc == 1) {
+      attempt(op, true); /* already subscribed: try again now */
+    } else if (op->deadline >= 0) { /* on_wake once the subscription is confirmed */
+      struct timeval tv;
+      rlock__tv_from_ms(&tv, op->deadline - rlock_now_ms() + 1);
+      evtimer_add(op->timer, &tv);
+    }
+    return;
+  }
+  park(op, ttl);
+}
+
+static void start_acquire(op_t *op) {
+  client_t *cl = op->cl;
+  if (op->cancel) {
+    if (atomic_load(&op->cancel->triggered)) {
+      op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+      return;
+    }
+    op->cancel_ev = event_new(cl->base, op->cancel->fd, EV_READ | EV_PERSIST, cancel_cb, op);
+    if (op->cancel_ev) event_add(op->cancel_ev, NULL);
+  }
+  op->timer = evtimer_new(cl->base, wait_timer_cb, op);
+  if (!op->timer) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
+  attempt(op, true);
+}
+
+/* ------------------------------------------------------------ release */
+
+static void release_done(req_t *r, int status, rlock_reply_t *reply);
+
+static void send_release(op_t *op) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  bytes_t latch;
+  if (names_prefixed_suffix(&latch, UNLOCK_LATCH, l->name, l->len, op->reqid)) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  char lease[32], ttl[32];
+  snprintf(lease, sizeof lease, "%lld", (long long)watchdog_lease(&cl->wd, l->name, l->len, op->owner_id));
+  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(cl));
+  const char *keys[3] = {l->name, l->channel.p, latch.p};
+  size_t kl[3] = {l->len, l->channel.n, latch.n};
+  const char *args[5] = {"0", lease, op->owner_id, "publish", ttl};
+  req_t *r = script_req(SCRIPT_UNLOCK, 3, keys, kl, 5, args, NULL, cl->opt.command_timeout_ms,
+                        release_done, op);
+  free(latch.p);
+  if (!r) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  op->in_flight = true;
+  stat_add(cl, ST_SCRIPTS, 1);
+  conn_send(&cl->cmd, r);
+}
+
+static void release_done(req_t *r, int status, rlock_reply_t *reply) {
+  op_t *op = r->ctx;
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  if (orphan(op)) {
+    rlock_reply_free(reply);
+    return;
+  }
+  if (status != 0) {
+    if ((status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST) && op->retries < cl->opt.retry_attempts) {
+      op->retries++; /* same request id: the latch answers a re-send */
+      send_release(op);
+      return;
+    }
+    op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
+    return;
+  }
+  bytes_t latch;
+  int rc = 0;
+  int64_t value = 0;
+  if (reply->type == RLOCK_REPLY_INTEGER && (reply->integer == 0 || reply->integer == 1)) {
+    value = reply->integer;
+    watchdog_released(&cl->wd, l->name, l->len, op->owner_id, value == 1);
+    if (!names_prefixed_suffix(&latch, UNLOCK_LATCH, l->name, l->len, op->reqid)) {
+      client_queue_del(cl, latch.p, latch.n);
+      free(latch.p);
+    }
+  } else if (reply->type == RLOCK_REPLY_NIL) {
+    watchdog_released(&cl->wd, l->name, l->len, op->owner_id, true);
+    rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
+                     l->name, op->owner_id);
+  } else if (reply->type == RLOCK_REPLY_ERROR) {
+    rc = rlock__fail(RLOCK_ESERVER, "unlock: %.200s", reply->str);
+  } else {
+    rc = rlock__fail(RLOCK_EPROTO, "unlock: unexpected reply");
+  }
+  rlock_reply_free(reply);
+  op_finish(op, rc, value, NULL, 0);
+}
+
+/* ------------------------------------------------------------ force unlock, queries, commands */
+
+static int64_t parse_i64(const rlock_reply_t *r, bool *ok) {
+  char *end;
+  *ok = r->str && r->len > 0;
+  long long v = *ok ? strtoll(r->str, &end, 10) : 0;
+  if (*ok && *end) *ok = false;
+  return v;
+}
+
+static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
+  op_t *op = r->ctx;
+  client_t *cl = op->cl;
+  if (orphan(op)) {
+    rlock_reply_free(reply);
+    return;
+  }
+  if (status != 0) {
+    /* queries are read-only, so re-sending is safe; force unlock is not */
+    if (op->kind != OP_FORCE && (status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST) &&
+        op->retries < cl->opt.retry_attempts) {
+      op->retries++;
+      op_start(op);
+      return;
+    }
+    op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
+    return;
+  }
+  if (op->kind == OP_COMMAND) {
+    op_finish(op, 0, 0, reply, 0);
+    return;
+  }
+  int rc = 0;
+  int64_t v = 0;
+  void *ptr = NULL;
+  size_t n = 0;
+  bool ok = true;
+  if (reply->type == RLOCK_REPLY_ERROR) {
+    rc = rlock__fail(RLOCK_ESERVER, "%.200s", reply->str);
+  } else if (op->kind == OP_COUNT) {
+    if (reply->type == RLOCK_REPLY_NIL) v = 0;
+    else if (reply->type == RLOCK_REPLY_STRING) v = parse_i64(reply, &ok);
+    else ok = false;
+  } else if (op->kind == OP_HOLDERS) {
+    ok = reply->type == RLOCK_REPLY_ARRAY && reply->elements % 2 == 0;
+    n = ok ? reply->elements / 2 : 0;
+    rlock_holder_t *hs = n ? calloc(n, sizeof *hs) : NULL;
+    if (n && !hs) rc = rlock__fail(RLOCK_ENOMEM, "out of memory"), n = 0;
+    for (size_t i = 0; ok && hs && i < n; i++) {
+      rlock_reply_t *f = reply->element[2 * i], *c = reply->element[2 * i + 1];
+      if (f->type != RLOCK_REPLY_STRING || c->type != RLOCK_REPLY_STRING) {
+        ok = false;
+        break;
+      }
+      hs[i].owner = rlock__strndup(f->str, f->len);
+      hs[i].count = parse_i64(c, &ok);
+    }
+    if (!ok && hs) rlock_holders_free(hs, n), hs = NULL, n = 0;
+    ptr = hs;
+  } else {
+    ok = reply->type == RLOCK_REPLY_INTEGER;
+    v = ok ? reply->integer : 0;
+  }
+  if (!ok && !rc) rc = rlock__fail(RLOCK_EPROTO, "unexpected reply (is the key a Redisson lock?)");
+  rlock_reply_free(reply);
+  op_finish(op, rc, v, ptr, n);
+}
+
+static void start_simple(op_t *op) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  req_t *r = NULL;
+  int64_t t = cl->opt.command_timeout_ms;
+  if (op->kind == OP_FORCE) {
+    const char *keys[2] = {l->name, l->channel.p};
+    size_t kl[2] = {l->len, l->channel.n};
+    const char *args[2] = {"0", "publish"};
+    r = script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 2, args, NULL, t, simple_done, op);
+    stat_add(cl, ST_SCRIPTS, 1);
+  } else if (op->kind == OP_COMMAND) {
+    r = op->raw;
+    op->raw = NULL;
+    r->deadline = rlock_now_ms() + t;
+  } else {
+    static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",
+                                  [OP_COUNT] = "HGET", [OP_TTL] = "PTTL", [OP_HOLDERS] = "HGETALL"};
+    const char *argv[3] = {verbs[op->kind], l->name, op->owner_id};
+    size_t lens[3] = {strlen(verbs[op->kind]), l->len, op->owner_len};
+    int argc = op->kind == OP_IS_HELD || op->kind == OP_COUNT ? 3 : 2;
+    r = req_new(argc, argv, lens, t, simple_done, op);
+  }
+  if (!r) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  op->in_flight = true;
+  conn_send(&cl->cmd, r);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+void op_start(op_t *op) {
+  client_t *cl = op->cl;
+  if (!op->aprev && cl->active != op) { /* first start: join the active list */
+    op->anext = cl->active;
+    if (cl->active) cl->active->aprev = op;
+    cl->active = op;
+  }
+  switch (op->kind) {
+  case OP_ACQUIRE:
+    start_acquire(op);
+    break;
+  case OP_RELEASE:
+    if (!op->reqid[0]) rlock__random_hex(op->reqid, 16);
+    send_release(op);
+    break;
+  case OP_VALID_UNTIL: {
+    int64_t v = 0;
+    int rc = watchdog_valid_until(&cl->wd, op->lock->name, op->lock->len, op->owner_id, &v);
+    op_finish(op, rc, v, NULL, 0);
+    break;
+  }
+  default:
+    start_simple(op);
+  }
+}

@@ -1,0 +1,107 @@
+/* map.c -- a small chained hash map from byte strings to pointers (FNV-1a),
+ * used for the channel table (pubsub.c) and the hold registry (watchdog.c). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash_bytes(const void *k, size_t n) {
+  const unsigned char *p = k;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+void map_init(map_t *m) { memset(m, 0, sizeof *m); }
+
+void map_free(map_t *m) {
+  for (size_t i = 0; i < m->nbuckets; i++) {
+    map_entry_t *e = m->buckets[i];
+    while (e) {
+      map_entry_t *n = e->next;
+      free(e);
+      e = n;
+    }
+  }
+  free(m->buckets);
+  map_init(m);
+}
+
+static map_entry_t **find(const map_t *m, const void *key, size_t klen, uint64_t h) {
+  if (!m->nbuckets) return NULL;
+  map_entry_t **pp = &m->buckets[h & (m->nbuckets - 1)];
+  for (; *pp; pp = &(*pp)->next)
+    if ((*pp)->hash == h && (*pp)->klen == klen && !memcmp((*pp)->key, key, klen)) return pp;
+  return pp;
+}
+
+void *map_get(const map_t *m, const void *key, size_t klen) {
+  map_entry_t **pp = find(m, key, klen, hash_bytes(key, klen));
+  return pp && *pp ? (*pp)->value : NULL;
+}
+
+static int grow(map_t *m) {
+  size_t nb = m->nbuckets ? m->nbuckets * 2 : 16;
+  map_entry_t **b = calloc(nb, sizeof *b);
+  if (!b) return RLOCK_ENOMEM;
+  for (size_t i = 0; i < m->nbuckets; i++) {
+    map_entry_t *e = m->buckets[i];
+    while (e) {
+      map_entry_t *n = e->next;
+      e->next = b[e->hash & (nb - 1)];
+      b[e->hash & (nb - 1)] = e;
+      e = n;
+    }
+  }
+  free(m->buckets);
+  m->buckets = b;
+  m->nbuckets = nb;
+  return 0;
+}
+
+int map_put(map_t *m, const void *key, size_t klen, void *value) {
+  if (m->count + 1 > m->nbuckets && grow(m)) return RLOCK_ENOMEM;
+  uint64_t h = hash_bytes(key, klen);
+  map_entry_t **pp = find(m, key, klen, h);
+  if (*pp) {
+    (*pp)->value = value;
+    return 0;
+  }
+  map_entry_t *e = malloc(sizeof *e + klen);
+  if (!e) return RLOCK_ENOMEM;
+  e->next = NULL;
+  e->hash = h;
+  e->klen = klen;
+  e->value = value;
+  memcpy(e->key, key, klen);
+  *pp = e;
+  m->count++;
+  return 0;
+}
+
+void *map_del(map_t *m, const void *key, size_t klen) {
+  map_entry_t **pp = find(m, key, klen, hash_bytes(key, klen));
+  if (!pp || !*pp) return NULL;
+  map_entry_t *e = *pp;
+  void *v = e->value;
+  *pp = e->next;
+  free(e);
+  m->count--;
+  return v;
+}
+
+void map_iter_init(map_iter_t *it, const map_t *m) {
+  it->m = m;
+  it->bucket = 0;
+  it->next = NULL;
+}
+
+map_entry_t *map_iter_next(map_iter_t *it) {
+  while (!it->next) {
+    if (it->bucket >= it->m->nbuckets) return NULL;
+    it->next = it->m->buckets[it->bucket++];
+  }
+  map_entry_t *e = it->next;
+  it->next = e->next;
+  return e;
+}

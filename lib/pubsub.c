@@ -1,0 +1,185 @@
+/* pubsub.c -- the subscriber connection of a client: one reference-counted
+ * subscription per channel however many waiters share it; a message wakes one
+ * parked waiter (or leaves a wake token for the next one to park), a
+ * (re)subscription wakes them all (messages sent while we were not subscribed
+ * are lost, so everyone re-tries). Waiters never depend on it alone: each
+ * also wakes after the lock's TTL (lock.c). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBED } ch_state_t;
+
+struct channel {
+  char *name;
+  size_t len;
+  uint64_t gen;
+  ch_state_t state;
+  waiter_t *head, *tail;
+  int wakes; /* a message came while no waiter was parked */
+};
+
+typedef struct sub_ctx {
+  pubsub_t *ps;
+  uint64_t gen;
+  size_t len;
+  char name[];
+} sub_ctx_t;
+
+static uint64_t next_gen;
+
+static void wake_all(channel_t *ch) {
+  ch->wakes = 1; /* for waiters whose attempt is in flight */
+  for (waiter_t *w = ch->head, *n; w; w = n) {
+    n = w->next;
+    if (w->parked) {
+      w->parked = false;
+      w->on_wake(w);
+    }
+  }
+}
+
+static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
+  sub_ctx_t *x = r->ctx;
+  channel_t *ch = map_get(&x->ps->channels, x->name, x->len);
+  if (ch && ch->gen == x->gen && ch->state == CH_SUBSCRIBING) {
+    bool ok = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
+    ch->state = ok ? CH_SUBSCRIBED : CH_UNSUBSCRIBED;
+    wake_all(ch);
+  }
+  rlock_reply_free(reply);
+  free(x);
+}
+
+static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
+  sub_ctx_t *x = NULL;
+  bool sub = verb[0] == 'S';
+  if (sub) {
+    if (!(x = malloc(sizeof *x + ch->len))) return;
+    x->ps = ps, x->gen = ch->gen, x->len = ch->len;
+    memcpy(x->name, ch->name, ch->len);
+    ch->state = CH_SUBSCRIBING;
+  }
+  const char *argv[2] = {verb, ch->name};
+  size_t lens[2] = {strlen(verb), ch->len};
+  req_t *r = req_new(2, argv, lens, ps->cl->opt.command_timeout_ms, sub ? sub_done : NULL, x);
+  if (!r) {
+    free(x);
+    if (sub) ch->state = CH_UNSUBSCRIBED;
+    return;
+  }
+  stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
+  conn_send(&ps->conn, r);
+}
+
+static void on_push(conn_t *c, rlock_reply_t *msg) {
+  pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
+  rlock_reply_t *chan = msg->element[msg->elements == 4 ? 2 : 1];
+  stat_add(ps->cl, ST_MESSAGES, 1);
+  channel_t *ch = chan && chan->str ? map_get(&ps->channels, chan->str, chan->len) : NULL;
+  if (ch) {
+    waiter_t *w = ch->head;
+    while (w && !w->parked) w = w->next;
+    if (w) {
+      w->parked = false;
+      w->on_wake(w);
+    } else {
+      ch->wakes = 1;
+    }
+  }
+  rlock_reply_free(msg);
+}
+
+static void on_down(conn_t *c) {
+  pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
+  map_iter_t it;
+  map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = map_iter_next(&it));) {
+    channel_t *ch = e->value;
+    if (ch->state == CH_SUBSCRIBED) ch->state = CH_UNSUBSCRIBED;
+  }
+}
+
+static void on_ready(conn_t *c) {
+  pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
+  map_iter_t it;
+  map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = map_iter_next(&it));) {
+    channel_t *ch = e->value;
+    if (ch->state == CH_UNSUBSCRIBED) send_sub(ps, ch, "SUBSCRIBE");
+  }
+}
+
+int pubsub_init(pubsub_t *ps, client_t *cl) {
+  ps->cl = cl;
+  map_init(&ps->channels);
+  int rc = conn_init(&ps->conn, cl, CONN_SUB);
+  ps->conn.on_push = on_push;
+  ps->conn.on_down = on_down;
+  ps->conn.on_ready = on_ready;
+  return rc;
+}
+
+void pubsub_close(pubsub_t *ps) {
+  conn_close(&ps->conn);
+  map_iter_t it;
+  map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = map_iter_next(&it));) {
+    channel_t *ch = e->value;
+    free(ch->name);
+    free(ch);
+  }
+  map_free(&ps->channels);
+}
+
+int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) {
+  channel_t *ch = map_get(&ps->channels, chan, len);
+  if (!ch) {
+    if (!(ch = calloc(1, sizeof *ch)) || !(ch->name = rlock__strndup(chan, len)) ||
+        map_put(&ps->channels, chan, len, ch)) {
+      if (ch) free(ch->name);
+      free(ch);
+      return RLOCK_ENOMEM;
+    }
+    ch->len = len;
+    ch->gen = ++next_gen;
+    ch->state = CH_UNSUBSCRIBED;
+    if (ps->conn.state == CS_CLOSED) return RLOCK_ECLOSED;
+    send_sub(ps, ch, "SUBSCRIBE");
+  }
+  w->ch = ch;
+  w->parked = ch->state == CH_SUBSCRIBING; /* woken when the subscription is confirmed */
+  w->next = NULL;
+  w->prev = ch->tail;
+  if (ch->tail) ch->tail->next = w;
+  else ch->head = w;
+  ch->tail = w;
+  return ch->state == CH_SUBSCRIBING ? 0 : 1; /* 1: go on now */
+}
+
+void pubsub_leave(pubsub_t *ps, waiter_t *w) {
+  channel_t *ch = w->ch;
+  if (!ch) return;
+  if (w->prev) w->prev->next = w->next;
+  else ch->head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  else ch->tail = w->prev;
+  w->ch = NULL;
+  w->prev = w->next = NULL;
+  w->parked = false;
+  if (ch->head) return;
+  map_del(&ps->channels, ch->name, ch->len);
+  if (ch->state != CH_UNSUBSCRIBED && ps->conn.state != CS_CLOSED) send_sub(ps, ch, "UNSUBSCRIBE");
+  free(ch->name);
+  free(ch);
+}
+
+bool pubsub_park(waiter_t *w) {
+  if (w->ch && w->ch->wakes) {
+    w->ch->wakes = 0;
+    return true; /* a message came while we were busy: try again now */
+  }
+  w->parked = true;
+  return false;
+}

@@ -1,0 +1,84 @@
+/* reply.c -- the RESP reader: hiredis's parser building rlock_reply_t trees
+ * directly (no copy), with bounds so a hostile server cannot make the client
+ * allocate without limit. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARRAY_ELEMENTS (4 * 1024 * 1024)
+
+static void *attach(const redisReadTask *task, rlock_reply_t *r) {
+  if (task->parent) {
+    rlock_reply_t *parent = task->parent->obj;
+    if (!parent || parent->type != RLOCK_REPLY_ARRAY || task->idx < 0 ||
+        (size_t)task->idx >= parent->elements) {
+      rlock_reply_free(r);
+      return NULL;
+    }
+    parent->element[task->idx] = r;
+  }
+  return r;
+}
+
+static void *create_string(const redisReadTask *task, char *str, size_t len) {
+  rlock_reply_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->type = task->type == REDIS_REPLY_ERROR    ? RLOCK_REPLY_ERROR
+            : task->type == REDIS_REPLY_STATUS ? RLOCK_REPLY_STATUS
+                                               : RLOCK_REPLY_STRING;
+  r->str = rlock__strndup(str, len);
+  if (!r->str) {
+    free(r);
+    return NULL;
+  }
+  r->len = len;
+  return attach(task, r);
+}
+
+static void *create_array(const redisReadTask *task, int elements) {
+  if (elements < 0 || elements > MAX_ARRAY_ELEMENTS) return NULL;
+  rlock_reply_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->type = RLOCK_REPLY_ARRAY;
+  if (elements > 0 && !(r->element = calloc((size_t)elements, sizeof *r->element))) {
+    free(r);
+    return NULL;
+  }
+  r->elements = (size_t)elements;
+  return attach(task, r);
+}
+
+static void *create_integer(const redisReadTask *task, long long v) {
+  rlock_reply_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->type = RLOCK_REPLY_INTEGER;
+  r->integer = v;
+  return attach(task, r);
+}
+
+static void *create_nil(const redisReadTask *task) {
+  rlock_reply_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->type = RLOCK_REPLY_NIL;
+  return attach(task, r);
+}
+
+static void free_object(void *p) { rlock_reply_free(p); }
+
+static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,
+                                        free_object};
+
+redisReader *reply_reader_new(void) { return redisReaderCreateWithFunctions(&fns); }
+
+RLOCK_API void rlock_reply_free(rlock_reply_t *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->elements; i++) rlock_reply_free(r->element[i]);
+  free(r->element);
+  free(r->str);
+  free(r);
+}
+
+bool reply_is_error(const rlock_reply_t *r, const char *prefix) {
+  return r && r->type == RLOCK_REPLY_ERROR && r->str && !strncmp(r->str, prefix, strlen(prefix));
+}

@@ -1,0 +1,21 @@
+-- lock_acquire.lua -- take or re-enter a reentrant lock (Redisson RLock format).
+-- KEYS[1]  NAME: a hash, owner id -> hold count; the key's TTL is the lease
+-- KEYS[2]  acquire latch "rlock_acquire_latch:{NAME}:<request id>"
+-- ARGV[1]  lease (ms)   ARGV[2] owner id   ARGV[3] latch TTL (ms)
+-- Reply: nil when acquired; otherwise the lock's PTTL (held by another owner:
+-- wait at most that long); -3 when lock_acquire_undo.lua cancelled this request.
+-- The latch makes a re-sent request (after a timeout) count only once.
+local latch = redis.call('get', KEYS[2])
+if latch == '1' then
+  return nil -- a re-send of a request that was already applied
+elseif latch then
+  return -3 -- undone by the client: never apply it
+end
+
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('set', KEYS[2], '1', 'px', ARGV[3])
+  return nil
+end
+return redis.call('pttl', KEYS[1])
