@@ -228,11 +228,13 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
   client_t *cl = op->cl;
-  if (orphan(op)) {
+  if (op->finished) { /* nobody waits for this try any more: give back what it took */
     if (status == 0 && reply && reply->type == RLOCK_REPLY_NIL) undo_attempt(op);
+    orphan(op);
     rlock_reply_free(reply);
     return;
   }
+  op->in_flight = false;
   if (status == RLOCK_ECLOSED) {
     op_finish(op, status, 0, NULL, 0);
     return;
