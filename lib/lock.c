@@ -481,6 +481,8 @@ static void start_simple(op_t *op) {
   } else if (op->kind == OP_COMMAND) {
     r = op->raw;
     op->raw = NULL;
+    r->done = simple_done;
+    r->ctx = op;
     r->deadline = rlock_now_ms() + t;
   } else {
     static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",
