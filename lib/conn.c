@@ -442,9 +442,15 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
     drop(c, RLOCK_ECONNECT, msg);
     return;
   }
+  if (c->state == CS_HANDSHAKE) {
+    snprintf(msg, sizeof msg, "connection to %s closed during the handshake%s", peer,
+             c->cl->url.kind == URL_TCP ? " (is it a TLS port? use rediss://)" : "");
+    if (!c->last_err) c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNLOST, msg);
+    return;
+  }
   snprintf(msg, sizeof msg, "connection to %s %s%s%s", peer, (what & BEV_EVENT_EOF) ? "closed by the server" : "lost",
            sock_err && !(what & BEV_EVENT_EOF) ? ": " : "", sock_err && !(what & BEV_EVENT_EOF) ? strerror(sock_err) : "");
-  if (c->state == CS_HANDSHAKE && !c->last_err) c->last_err = RLOCK_ECONNECT;
   drop(c, RLOCK_ECONNLOST, msg);
 }
 
