@@ -104,7 +104,7 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
   rlock_reply_free(reply);
   if ((status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST || status == RLOCK_ECONNECT) &&
-      u->tries++ < u->cl->opt.retry_attempts) {
+      u->tries++ < (u->cl->opt.retry_attempts > 3 ? u->cl->opt.retry_attempts : 3)) { /* the safety net: at least 3 */
     undo_send(u);
     return;
   }
