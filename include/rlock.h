@@ -99,7 +99,8 @@ typedef struct rlock_client rlock_client_t;
  * waiting at most connect_timeout_ms for the first connection (so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
  * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS). Afterwards the
- * client reconnects by itself whenever a connection drops. */
+ * client reconnects by itself whenever a connection drops. opts must not be
+ * NULL (RLOCK_EINVAL). */
 int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Locks it still holds are NOT
@@ -187,7 +188,8 @@ const char *rlock_lock_name(const rlock_lock_t *lock, size_t *len);
  * owner adds one to the hold count. */
 int rlock_lock_lock(rlock_lock_t *lock, int64_t lease_ms);
 
-/* try-lock: wait at most wait_ms (0: one attempt, no wait) for the lock.
+/* try-lock: wait at most wait_ms (0: one attempt, no wait; RLOCK_WAIT_FOREVER:
+ * like rlock_lock_lock) for the lock.
  * 0 = acquired; RLOCK_EBUSY = not acquired within wait_ms. */
 int rlock_lock_trylock(rlock_lock_t *lock, int64_t wait_ms, int64_t lease_ms);
 

@@ -133,8 +133,6 @@ RLOCK_API int rlock_lock_lock(rlock_lock_t *l, int64_t lease_ms) {
 }
 
 RLOCK_API int rlock_lock_trylock(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
-  if (wait_ms == RLOCK_WAIT_FOREVER)
-    return rlock__fail(RLOCK_EINVAL, "trylock needs a wait time >= 0 (use rlock_lock_lock to wait forever)");
   return rlock_lock_acquire(l, RLOCK_OWNER_SELF, wait_ms, lease_ms, NULL);
 }
 

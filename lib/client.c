@@ -225,9 +225,9 @@ static void stop_thread(client_t *cl) {
 RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
+  if (!opts) return rlock__fail(RLOCK_EINVAL, "options are NULL (start from rlock_options_init)");
   rlock_options_t defaults;
   rlock_options_init(&defaults);
-  if (!opts) opts = &defaults;
   int rc = validate(opts);
   if (rc) return rc;
   script_init();
