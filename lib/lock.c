@@ -417,8 +417,9 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   if (status != 0) {
-    /* queries are read-only, so re-sending is safe; force unlock is not */
-    if (op->kind != OP_FORCE && (status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST) &&
+    /* queries are read-only, so re-sending is safe; force unlock and plain
+     * commands are not */
+    if (op->kind != OP_FORCE && op->kind != OP_COMMAND && (status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST) &&
         op->retries < cl->opt.retry_attempts) {
       op->retries++;
       op_start(op);
