@@ -18,9 +18,11 @@ ensure_packages() {
 
 BUILD_PACKAGES=(cmake gcc make pkg-config libc6-dev libhiredis-dev libevent-dev libssl-dev redis-server)
 
-# build DIR [CMAKE ARGS...]: configures and builds the project into DIR.
+# build DIR [CMAKE ARGS...]: configures and builds the project into DIR
+# (only the targets named in $BUILD_TARGETS, if set).
 build() {
-  local dir=$1
+  local dir=$1 targets=()
   shift
-  cmake -S . -B "$dir" "$@" >/dev/null && cmake --build "$dir" -j"$(nproc 2>/dev/null || echo 2)"
+  [ -n "${BUILD_TARGETS:-}" ] && targets=(--target $BUILD_TARGETS)
+  cmake -S . -B "$dir" "$@" >/dev/null && cmake --build "$dir" -j"$(nproc 2>/dev/null || echo 2)" "${targets[@]}"
 }
