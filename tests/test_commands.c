@@ -142,7 +142,8 @@ TEST(binary_args) {
 
   /* The key is exactly those bytes on the server. */
   const char *ex[] = {"STRLEN", key};
-  redisReply *rr = th_cmdv(srv, 2, ex, glens);
+  size_t exlens[] = {6, sizeof key - 1};
+  redisReply *rr = th_cmdv(srv, 2, ex, exlens);
   CHECK_EQ(rr->integer, sizeof val);
   th_reply_free(rr);
 }

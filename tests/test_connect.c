@@ -74,8 +74,6 @@ TEST(bad_urls) {
     int rc = connect_url(bad[i]);
     CHECK_MSG(rc == RLOCK_EURL, "url \"%s\": %s, want RLOCK_EURL", bad[i], rlock_err_name(rc));
   }
-  rlock_client_t *c = NULL;
-  CHECK_RC(rlock_client_new(&c, NULL), RLOCK_EINVAL);
   rlock_options_t o;
   rlock_options_init(&o);
   CHECK_RC(rlock_client_new(NULL, &o), RLOCK_EINVAL);
@@ -119,7 +117,7 @@ TEST(password) {
   const char *extra[] = {"--requirepass", "p@ss:w/rd%x", NULL};
   th_server_opts_t so = {.extra_args = extra, .raw_password = "p@ss:w/rd%x"};
   th_server_t *s = th_server_start(&so);
-  char url[256];
+  char url[400];
 
   snprintf(url, sizeof url, "redis://:p%%40ss%%3Aw%%2Frd%%25x@127.0.0.1:%d", s->port);
   rlock_options_t o;
@@ -144,7 +142,7 @@ TEST(acl_user) {
                          "--user", "default", "off", NULL};
   th_server_opts_t so = {.extra_args = extra, .raw_user = "alice", .raw_password = "secret"};
   th_server_t *s = th_server_start(&so);
-  char url[256];
+  char url[400];
   snprintf(url, sizeof url, "redis://alice:secret@127.0.0.1:%d", s->port);
   rlock_options_t o;
   rlock_options_init(&o);
@@ -204,7 +202,7 @@ TEST(unix_socket) {
 
 TEST(select_db) {
   th_server_t *s = th_server_start(NULL);
-  char url[256];
+  char url[400];
   snprintf(url, sizeof url, "%s/5", s->url);
   rlock_client_t *c = th_client(url, 0);
   rlock_lock_t *l = th_lock(c, "db-lock");

@@ -293,7 +293,7 @@ TEST(bad_arguments) {
   CHECK_RC(rlock_lock_unlock(NULL), RLOCK_EINVAL);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "basic:args", NULL), 0);
   /* Valid special values. */
-  CHECK_OK(rlock_lock_trylock(l, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL));
   CHECK_OK(rlock_lock_unlock(l));
   rlock_lock_free(l);
 }

@@ -65,17 +65,18 @@ TEST(keeps_lock_alive) {
 TEST(batched_and_fixed_lease_not_renewed) {
   rlock_client_t *c = th_client(srv->url, 1000);
   rlock_lock_t *w[3] = {th_lock(c, "wd:b1"), th_lock(c, "wd:b2"), th_lock(c, "wd:b3")};
+  rlock_lock_t *w9 = th_lock(c, "wd:b9");
   rlock_lock_t *fixed = th_lock(c, "wd:fixed");
   for (int i = 0; i < 3; i++) CHECK_OK(rlock_lock_lock(w[i], RLOCK_LEASE_WATCHDOG));
-  CHECK_OK(rlock_lock_acquire(w[0], 9, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* 2nd owner */
+  CHECK_OK(rlock_lock_acquire(w9, 9, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* another owner */
   CHECK_OK(rlock_lock_lock(fixed, 6000));
 
   rlock_stats_t s0, s1;
   rlock_client_stats(c, &s0);
   th_sleep_ms(2500);
   rlock_client_stats(c, &s1);
-  const char *names[] = {"wd:b1", "wd:b2", "wd:b3"};
-  for (int i = 0; i < 3; i++)
+  const char *names[] = {"wd:b1", "wd:b2", "wd:b3", "wd:b9"};
+  for (int i = 0; i < 4; i++)
     CHECK_MSG(th_cmd_int(srv, "PTTL", names[i], NULL) > 0, "%s expired", names[i]);
   /* The fixed lease ran down: 6000 minus the 2.5 s. */
   long long f = th_cmd_int(srv, "PTTL", "wd:fixed", NULL);
@@ -87,7 +88,8 @@ TEST(batched_and_fixed_lease_not_renewed) {
   CHECK_MSG(holds >= 4 * 3 && holds > calls, "renewals %llu renewed_locks %llu",
             (unsigned long long)calls, (unsigned long long)holds);
 
-  CHECK_OK(rlock_lock_release(w[0], 9));
+  CHECK_OK(rlock_lock_release(w9, 9));
+  rlock_lock_free(w9);
   for (int i = 0; i < 3; i++) CHECK_OK(rlock_lock_unlock(w[i]));
   CHECK_OK(rlock_lock_unlock(fixed));
   for (int i = 0; i < 3; i++) rlock_lock_free(w[i]);

@@ -1,0 +1,140 @@
+/* test_pubsub_wait.c -- waiters are woken through pub/sub, not by polling:
+ * while 4 waiters wait ~1 s on a watchdog-held lock (30 s lease) the server
+ * sees only a handful of script calls (INFO commandstats), one PUBLISH per
+ * releasing unlock and few SUBSCRIBEs; force unlock wakes a waiter that
+ * waits forever at once, long before the holder's lease would run out. */
+#include <pthread.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define NWAITERS 4
+
+static th_server_t *srv;
+static rlock_lock_t *wlock;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int acquired_order[NWAITERS], nacquired, inside;
+
+static void *waiter(void *arg) {
+  long id = (long)arg;
+  CHECK_OK(rlock_lock_lock(wlock, RLOCK_LEASE_WATCHDOG));
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(inside, 0); /* one at a time */
+  inside = 1;
+  acquired_order[nacquired++] = (int)id;
+  pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&mu);
+  inside = 0;
+  pthread_mutex_unlock(&mu);
+  CHECK_OK(rlock_lock_unlock(wlock));
+  return NULL;
+}
+
+static rlock_client_t *wcli;
+static int all_waiting(void *arg) {
+  (void)arg;
+  rlock_stats_t st;
+  rlock_client_stats(wcli, &st);
+  return st.acquire_attempts >= NWAITERS &&
+         th_numsub(srv, "redisson_lock__channel:{pubsub:lock}") >= 1;
+}
+
+TEST(waiters_woken_by_pubsub) {
+  rlock_client_t *holder = th_client(srv->url, 0);
+  wcli = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(holder, "pubsub:lock");
+  wlock = th_lock(wcli, "pubsub:lock");
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+
+  pthread_t t[NWAITERS];
+  for (long i = 0; i < NWAITERS; i++) CHECK_EQ(pthread_create(&t[i], NULL, waiter, (void *)i), 0);
+  CHECK_MSG(th_wait_until(all_waiting, NULL, 10000), "waiters did not start waiting");
+  /* Hold ~1 s while they wait: polling would show up as script calls. */
+  th_sleep_ms(1000);
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(nacquired, 0);
+  pthread_mutex_unlock(&mu);
+  CHECK_OK(rlock_lock_unlock(hl));
+  for (int i = 0; i < NWAITERS; i++) pthread_join(t[i], NULL);
+  CHECK_EQ(nacquired, NWAITERS);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "pubsub:lock", NULL), 0);
+
+  long long scripts = th_cmdstat(srv, "evalsha") + th_cmdstat(srv, "eval");
+  long long publishes = th_cmdstat(srv, "publish");
+  long long subscribes = th_cmdstat(srv, "subscribe");
+  rlock_stats_t st;
+  rlock_client_stats(wcli, &st);
+  printf("# scripts %lld, publish %lld, subscribe %lld; waiter client: attempts %llu, "
+         "messages %llu, subscribes %llu\n",
+         scripts, publishes, subscribes, (unsigned long long)st.acquire_attempts,
+         (unsigned long long)st.messages, (unsigned long long)st.subscribes);
+  CHECK_MSG(scripts < 40, "%lld script calls for 1 holder + %d waiters", scripts, NWAITERS);
+  /* Every unlock that frees the lock publishes exactly once. */
+  CHECK_EQ(publishes, 1 + NWAITERS);
+  CHECK_MSG(subscribes >= 1 && subscribes <= NWAITERS, "%lld SUBSCRIBE calls", subscribes);
+  CHECK(st.subscribes >= 1 && st.subscribes <= NWAITERS);
+  CHECK(st.messages >= 1);
+  CHECK(st.acquire_attempts >= NWAITERS * 2 - 1 && st.acquire_attempts < 30);
+
+  rlock_lock_free(hl);
+  rlock_lock_free(wlock);
+  rlock_client_free(holder);
+  rlock_client_free(wcli);
+}
+
+struct forever {
+  rlock_lock_t *lock;
+  int rc;
+  int64_t done_at;
+};
+
+static void *wait_forever(void *p) {
+  struct forever *f = p;
+  f->rc = rlock_lock_acquire(f->lock, 5, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL);
+  f->done_at = th_now_ms();
+  return NULL;
+}
+
+static int subscribed(void *chan) { return th_numsub(srv, chan) >= 1; }
+
+TEST(force_unlock_wakes_waiter) {
+  rlock_client_t *holder = th_client(srv->url, 0), *w = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(holder, "pubsub:force");
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG)); /* 30 s, renewed */
+  struct forever f = {.lock = th_lock(w, "pubsub:force")};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, wait_forever, &f), 0);
+  CHECK(th_wait_until(subscribed, "redisson_lock__channel:{pubsub:force}", 10000));
+
+  /* A third party force-unlocks. */
+  rlock_client_t *admin = th_client(srv->url, 0);
+  rlock_lock_t *al = th_lock(admin, "pubsub:force");
+  int was = 0;
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_force_unlock(al, &was));
+  CHECK_EQ(was, 1);
+  pthread_join(t, NULL);
+  CHECK_OK(f.rc);
+  int64_t took = f.done_at - t0;
+  CHECK_MSG(took < 2000, "waiter acquired %lld ms after the force unlock", (long long)took);
+  char owner[128];
+  th_owner_id(w, 5, owner, sizeof owner);
+  CHECK_EQ(th_hget_num(srv, "pubsub:force", owner), 1);
+  CHECK_OK(rlock_lock_release(f.lock, 5));
+  rlock_lock_free(al);
+  rlock_lock_free(f.lock);
+  rlock_lock_free(hl);
+  rlock_client_free(admin);
+  rlock_client_free(w);
+  rlock_client_free(holder);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  srv = th_server_start(NULL);
+  RUN(waiters_woken_by_pubsub);
+  RUN(force_unlock_wakes_waiter);
+  th_server_stop(srv);
+  return th_done();
+}

@@ -1,0 +1,227 @@
+/* test_restart.c -- redis-server killed and started again on the same port
+ * while locks are held and waited for: without persistence the holder gets
+ * the lock-lost callback and a waiter recovers and acquires; with an AOF the
+ * waiter resubscribes after the reconnect and is woken by the next unlock's
+ * message (not by its 60 s retry timer). */
+#include <pthread.h>
+#include <string.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int lost_calls;
+static uint64_t lost_owner;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+  (void)arg;
+  CHECK(len == 12 && memcmp(name, "restart:lock", 12) == 0);
+  pthread_mutex_lock(&mu);
+  lost_calls++;
+  lost_owner = owner;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+struct waiter {
+  rlock_lock_t *lock;
+  rlock_owner_t owner;
+  int rc;
+  int done;
+  int64_t done_at;
+};
+
+static void *wait_thread(void *p) {
+  struct waiter *w = p;
+  int rc = rlock_lock_acquire(w->lock, w->owner, 30000, RLOCK_LEASE_WATCHDOG, NULL);
+  pthread_mutex_lock(&mu);
+  w->rc = rc;
+  w->done = 1;
+  w->done_at = th_now_ms();
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  return NULL;
+}
+
+/* Waits on the condvar until *flag >= want or timeout; returns *flag. */
+static int wait_flag(int *flag, int want, int64_t timeout_ms) {
+  int64_t deadline = th_now_ms() + timeout_ms;
+  pthread_mutex_lock(&mu);
+  while (*flag < want && th_now_ms() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&cv, &mu, &ts);
+  }
+  int v = *flag;
+  pthread_mutex_unlock(&mu);
+  return v;
+}
+
+static int subscribed(void *chan) { return th_numsub(srv, chan) >= 1; }
+
+TEST(restart_without_persistence) {
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.watchdog_timeout_ms = 1000;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  rlock_client_t *h = NULL, *w = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  CHECK_OK(rlock_client_new(&w, &o));
+  rlock_client_on_lost(h, on_lost, NULL);
+  rlock_lock_t *hl = th_lock(h, "restart:lock"), *wl = th_lock(w, "restart:lock");
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+
+  struct waiter wt = {.lock = wl, .owner = 31};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, wait_thread, &wt), 0);
+  CHECK(th_wait_until(subscribed, "redisson_lock__channel:{restart:lock}", 10000));
+
+  th_server_restart(srv); /* all data gone */
+
+  /* The waiter recovers and gets the lock (the holder's hold is gone). */
+  CHECK_MSG(wait_flag(&wt.done, 1, 15000) == 1, "waiter still waiting after the restart");
+  pthread_join(t, NULL);
+  CHECK_OK(wt.rc);
+  char owner[128];
+  th_owner_id(w, 31, owner, sizeof owner);
+  CHECK_EQ(th_hget_num(srv, "restart:lock", owner), 1);
+
+  /* The holder finds out: lost callback, once, for its thread. */
+  CHECK_MSG(wait_flag(&lost_calls, 1, 10000) == 1, "no lost callback after the restart");
+  CHECK_EQ(lost_owner, (uint64_t)th_gettid());
+  int64_t until;
+  CHECK_RC(rlock_lock_valid_until(hl, RLOCK_OWNER_SELF, &until), RLOCK_ENOTHELD);
+  CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
+
+  rlock_stats_t sh, sw;
+  rlock_client_stats(h, &sh);
+  rlock_client_stats(w, &sw);
+  CHECK(sh.reconnects > 0);
+  CHECK(sw.reconnects > 0);
+  CHECK_EQ(sh.locks_lost, 1);
+  CHECK_EQ(sh.held, 0);
+
+  /* Both clients work normally again; the waiter's hold is renewed. */
+  th_sleep_ms(1500);
+  CHECK_EQ(th_hget_num(srv, "restart:lock", owner), 1);
+  CHECK_OK(rlock_lock_release(wl, 31));
+  CHECK_OK(rlock_lock_lock(hl, 10000));
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_EQ(lost_calls, 1);
+
+  rlock_lock_free(hl);
+  rlock_lock_free(wl);
+  rlock_client_free(h);
+  rlock_client_free(w);
+  th_server_stop(srv);
+}
+
+/* Redisson-style unlock by a foreign holder: delete, publish "0". */
+static void foreign_unlock(const char *name) {
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+  th_reply_free(th_cmd(srv, "DEL", name, NULL));
+  th_reply_free(th_cmd(srv, "PUBLISH", chan, "0", NULL));
+}
+
+static int reconnected(void *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st.reconnects >= 1;
+}
+
+TEST(restart_resubscribe) {
+  th_server_opts_t so = {.appendonly = 1};
+  srv = th_server_start(&so);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  rlock_client_t *w = NULL;
+  CHECK_OK(rlock_client_new(&w, &o));
+  rlock_lock_t *wl = th_lock(w, "restart:aof");
+  const char *chan = "redisson_lock__channel:{restart:aof}";
+
+  /* A foreign holder with a 60 s lease (kept by the AOF across the restart). */
+  th_reply_free(th_cmd(srv, "HSET", "restart:aof", "foreign-uuid:1", "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", "restart:aof", "60000", NULL));
+
+  struct waiter wt = {.lock = wl, .owner = 32};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, wait_thread, &wt), 0);
+  CHECK(th_wait_until(subscribed, (void *)chan, 10000));
+
+  th_server_restart(srv);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", "restart:aof", "foreign-uuid:1", NULL), 1);
+  CHECK(th_cmd_int(srv, "PTTL", "restart:aof", NULL) > 30000);
+
+  /* The waiter reconnects and subscribes again on the new server. */
+  CHECK_MSG(th_wait_until(subscribed, (void *)chan, 15000), "waiter did not resubscribe");
+  CHECK(th_wait_until(reconnected, w, 5000));
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(wt.done, 0);
+  pthread_mutex_unlock(&mu);
+
+  /* The foreign holder unlocks: the message wakes the waiter at once. */
+  int64_t t0 = th_now_ms();
+  foreign_unlock("restart:aof");
+  CHECK_MSG(wait_flag(&wt.done, 1, 10000) == 1, "waiter not woken after the restart");
+  pthread_join(t, NULL);
+  CHECK_OK(wt.rc);
+  CHECK_MSG(wt.done_at - t0 < 3000, "woken %lld ms after the unlock",
+            (long long)(wt.done_at - t0));
+  char owner[128];
+  th_owner_id(w, 32, owner, sizeof owner);
+  CHECK_EQ(th_hget_num(srv, "restart:aof", owner), 1);
+  CHECK_OK(rlock_lock_release(wl, 32));
+  rlock_lock_free(wl);
+  rlock_client_free(w);
+  th_server_stop(srv);
+}
+
+TEST(calls_during_outage) {
+  /* While the server is down, calls fail (no hang beyond the timeouts);
+   * once it is back they work again. */
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 500;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "restart:outage");
+  th_server_kill(srv);
+  int64_t t0 = th_now_ms();
+  int rc = rlock_lock_trylock(l, 0, 5000);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(rc == RLOCK_ECONNLOST || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNECT,
+            "trylock while down: %s", rlock_err_name(rc));
+  CHECK_MSG(took < 5000, "trylock while down took %lld ms", (long long)took);
+  th_server_restart(srv);
+  /* Back: the client reconnects by itself. */
+  CHECK(th_wait_until(reconnected, c, 10000));
+  CHECK_OK(rlock_lock_trylock(l, 0, 5000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(srv);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  RUN(restart_without_persistence);
+  RUN(restart_resubscribe);
+  RUN(calls_during_outage);
+  return th_done();
+}
