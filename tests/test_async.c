@@ -67,6 +67,13 @@ static int calls_of(struct done *d) {
   return n;
 }
 
+/* Every hold of the shared client was given back (or never taken). */
+static void check_nothing_held(void) {
+  rlock_stats_t st;
+  rlock_client_stats(cli, &st);
+  CHECK_EQ(st.held, 0);
+}
+
 /* Completes an async call and checks status/value and a single callback. */
 #define EXPECT_DONE(d, want_status, want_value)                                         \
   do {                                                                                  \
@@ -124,6 +131,8 @@ TEST(every_call) {
   CHECK_OK(rlock_lock_force_unlock_async(l, on_done, &e[3]));
   EXPECT_DONE(&e[3], 0, 1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "async:all", NULL), 0);
+  /* Owner 7's hold is gone; its unlock says so (and the client forgets it). */
+  CHECK_RC(rlock_lock_release(l, 7), RLOCK_ENOTHELD);
 
   /* Exactly once: no late second call. */
   struct done last;
@@ -133,6 +142,7 @@ TEST(every_call) {
   for (int i = 0; i < 9; i++) CHECK_EQ(calls_of(&d[i]), 1);
   for (int i = 0; i < 4; i++) CHECK_EQ(calls_of(&e[i]), 1);
   rlock_lock_free(l);
+  check_nothing_held();
 }
 
 TEST(self_owner_is_calling_thread) {
@@ -152,6 +162,7 @@ TEST(self_owner_is_calling_thread) {
   CHECK_OK(rlock_lock_release_async(l, RLOCK_OWNER_SELF, on_done, &r));
   EXPECT_DONE(&r, 0, 1);
   rlock_lock_free(l);
+  check_nothing_held();
 }
 
 static int subscribed(void *chan) { return th_numsub(srv, chan) >= 1; }
@@ -188,6 +199,7 @@ TEST(acquire_waits_for_unlock) {
   rlock_lock_free(h);
   rlock_lock_free(l);
   rlock_client_free(other);
+  check_nothing_held();
 }
 
 struct sync_wait {
@@ -282,6 +294,7 @@ TEST(rejected_calls_never_call_back) {
   EXPECT_DONE(&ok, 0, 0);
   CHECK_EQ(calls_of(&d), 0);
   rlock_lock_free(l);
+  check_nothing_held();
 }
 
 TEST(sync_call_in_callback) {
@@ -293,6 +306,7 @@ TEST(sync_call_in_callback) {
   EXPECT_DONE(&d, 0, 0);
   CHECK_RC(d.sync_rc, RLOCK_EDEADLK);
   rlock_lock_free(l);
+  check_nothing_held();
 }
 
 TEST(free_completes_outstanding) {
