@@ -62,9 +62,7 @@ static void cleanup_all(int from_signal) {
       }
       if (p > 0) waitpid(p, NULL, 0);
     } else {
-      char cmd[300];
-      snprintf(cmd, sizeof cmd, "%s", dirs[i]);
-      const char *argv[] = {"rm", "-rf", cmd, NULL};
+      const char *argv[] = {"rm", "-rf", dirs[i], NULL};
       th_exec(argv);
     }
     dirs[i][0] = 0;
