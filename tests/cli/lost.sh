@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # tests/cli/lost.sh -- a lock lost while `rlock exec` runs its command: the
-# command gets SIGTERM and rlock exits 76. Lost by force-unlock (watchdog
+# command gets SIGTERM and rlock exits 76 (and a watchdog-renewed lock is not
+# lost while its command outlives one lease). Lost by force-unlock (watchdog
 # lease, noticed at the next renewal) and by a fixed lease running out.
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
 # The command: says it runs on fifo $1, records SIGTERM in file $2.
 child='trap "echo term > $2; exit 143" TERM; echo > $1; while :; do sleep 0.05; done'
+
+# Renewal keeps the lock: a command outliving its watchdog lease is not stopped.
+expect 0 "watchdog renews a 1s lease for a 2.5s command" R exec --watchdog 1s keep -- sleep 2.5
 
 mkfifo "$T/run1"
 bg "$T/x1" "$RLOCK" -u "$URL" exec --watchdog 1s job -- sh -c "$child" sh "$T/run1" "$T/term1"
