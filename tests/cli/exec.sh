@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/exec.sh -- `rlock exec`: runs the command and returns its status,
-# releases the lock afterwards, times out (75) while another exec holds the
+# releases the lock afterwards, excludes concurrent execs, times out (75) while another exec holds the
 # lock, forwards SIGTERM to the command, and cancels a wait on SIGTERM.
 . "$(dirname "$0")/common.sh"
 start_redis
@@ -16,6 +16,15 @@ expect 127 "command not found" R exec job -- /nonexistent/command
 contains "$T/err" "/nonexistent/command" "the failed command is named"
 unlocked job && pass "lock released after each exec" || fail "lock still held: $(R status job)"
 expect 0 "exec with --lease and --wait" R exec --lease 10s --wait 1s job -- true
+
+# Mutual exclusion: 4 concurrent loops of exec; mkdir fails if two overlap.
+cs='mkdir "$1" || exit 9; sleep 0.02; rmdir "$1"'
+loop() { for _ in 1 2 3 4 5; do R exec mutex -- sh -c "$cs" sh "$T/cs" || return $?; done; }
+pids=()
+for i in 1 2 3 4; do loop >"$T/loop$i.out" 2>&1 & pids+=($!); BG_PIDS+=($!); done
+overlap=0
+for p in "${pids[@]}"; do await "$p" 60; [ "$RC" = 0 ] || overlap=$RC; done
+[ "$overlap" = 0 ] && pass "20 concurrent execs never overlapped" || fail "concurrent execs: exit $overlap"
 
 # Another exec holds the lock: a bounded wait times out.
 mkfifo "$T/held"
