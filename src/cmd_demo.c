@@ -92,10 +92,21 @@ static void progress(rlock_client_t *c, long stock, int64_t t0) {
             s > 0 ? (double)(stock - left) / s : 0.0);
 }
 
+/* Makes room to read more from w; 0 if out of memory (its report is then
+ * incomplete and the worker counts as failed). */
+static int grow(worker_t *w) {
+  if (w->len < w->cap) return 1;
+  size_t cap = w->cap ? w->cap * 2 : 65536;
+  char *buf = realloc(w->buf, cap);
+  if (!buf) return 0;
+  w->buf = buf, w->cap = cap;
+  return 1;
+}
+
 /* Reads every worker's report until all pipes are closed, showing progress on
  * a terminal. */
 static void collect(rlock_client_t *c, worker_t *w, int n, long stock, int64_t t0) {
-  struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
+  struct pollfd pfd[DEMO_MAX_WORKERS];
   int open_fds = n, tty = isatty(2);
   for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = w[i].fd, .events = POLLIN};
   int64_t next = t0;
@@ -104,14 +115,13 @@ static void collect(rlock_client_t *c, worker_t *w, int n, long stock, int64_t t
     if (poll(pfd, (nfds_t)n, 200) <= 0) continue;
     for (int i = 0; i < n; i++) {
       if (pfd[i].fd < 0 || !pfd[i].revents) continue;
-      if (w[i].len == w[i].cap) w[i].buf = realloc(w[i].buf, w[i].cap = w[i].cap ? w[i].cap * 2 : 65536);
-      ssize_t r = read(w[i].fd, w[i].buf + w[i].len, w[i].cap - w[i].len);
+      ssize_t r = -1;
+      if (grow(&w[i])) r = read(w[i].fd, w[i].buf + w[i].len, w[i].cap - w[i].len);
       if (r > 0) w[i].len += (size_t)r;
       else if (r == 0 || errno != EINTR) close(w[i].fd), pfd[i].fd = -1, open_fds--;
     }
   }
   if (tty) fputs("\r                                                  \r", stderr);
-  free(pfd);
 }
 
 int cmd_demo(cli_global_t *g, int argc, char **argv) {
@@ -123,7 +133,7 @@ int cmd_demo(cli_global_t *g, int argc, char **argv) {
   int c, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'w': ex = cli_count("demo", "--workers", optarg, 1, 256, &workers); break;
+      case 'w': ex = cli_count("demo", "--workers", optarg, 1, DEMO_MAX_WORKERS, &workers); break;
       case 's': ex = cli_count("demo", "--stock", optarg, 1, 10000000, &stock); break;
       case 'u': g->url = optarg; break;
       case 'h': fputs(usage_text, stdout); return 0;

@@ -9,6 +9,7 @@
 #define DEMO_LOCK "rlock:demo:lock"
 #define DEMO_STOCK "rlock:demo:stock"
 #define DEMO_LAST "rlock:demo:last" /* id of the worker that held the lock last */
+#define DEMO_MAX_WORKERS 256
 
 /* Sent once at the end, followed by `acquisitions` int64_t waits in µs. */
 typedef struct demo_report {
