@@ -5,6 +5,8 @@
  * rejected calls never call back; sync calls from a callback fail with
  * RLOCK_EDEADLK; outstanding requests end with RLOCK_ECLOSED on free. */
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "harness.h"
@@ -279,6 +281,39 @@ TEST(cancel) {
   rlock_client_free(other);
 }
 
+static rlock_cancel_t *sig_token;
+static void on_sigusr1(int sig) {
+  (void)sig;
+  rlock_cancel_trigger(sig_token); /* async-signal-safe by contract */
+}
+
+TEST(cancel_from_signal_handler) {
+  rlock_client_t *other = th_client(srv->url, 0);
+  rlock_lock_t *h = th_lock(other, "async:signal"), *l = th_lock(cli, "async:signal");
+  CHECK_OK(rlock_lock_lock(h, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_cancel_new(&sig_token));
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigusr1;
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+  struct sync_wait w = {.lock = l, .cancel = sig_token};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, sync_waiter, &w), 0);
+  CHECK(th_wait_until(subscribed, "redisson_lock__channel:{async:signal}", 10000));
+  CHECK(kill(getpid(), SIGUSR1) == 0);
+  pthread_join(t, NULL);
+  CHECK_RC(w.rc, RLOCK_ECANCELED);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "async:signal", NULL), 1);
+  signal(SIGUSR1, SIG_DFL);
+  rlock_cancel_free(sig_token);
+  CHECK_OK(rlock_lock_unlock(h));
+  rlock_lock_free(h);
+  rlock_lock_free(l);
+  rlock_client_free(other);
+  check_nothing_held();
+}
+
 TEST(rejected_calls_never_call_back) {
   rlock_lock_t *l = th_lock(cli, "async:rejected");
   struct done d;
@@ -334,6 +369,7 @@ int main(int argc, char **argv) {
   RUN(self_owner_is_calling_thread);
   RUN(acquire_waits_for_unlock);
   RUN(cancel);
+  RUN(cancel_from_signal_handler);
   RUN(rejected_calls_never_call_back);
   RUN(sync_call_in_callback);
   rlock_client_free(cli);
