@@ -1,0 +1,559 @@
+/* rlock_bench.c -- the rlock side of the benchmark harness (issue 3), built
+ * only on the public header include/rlock.h. One program, one subcommand per
+ * scenario; bench/run.py drives it and does all the statistics:
+ *
+ *   rlock_bench s1 URL PAIRS WARMUP SAMPLES        uncontended lock+unlock pairs
+ *   rlock_bench s2 URL THREADS SECONDS WARMUP_S SAMPLES   many owners, own names
+ *   rlock_bench s3 URL NAME COUNTER ITERS SAMPLES  one hot-lock worker (run.py starts 8)
+ *   rlock_bench s4 URL NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES   two-process handoff
+ *   rlock_bench s5 URL LOCKS HOLD_S WATCHDOG_MS    watchdog at scale
+ *   rlock_bench s6 URL PAIRS                       plain loop for callgrind
+ *
+ * Each prints one JSON object on stdout; latency samples (microseconds, one
+ * per line) go to SAMPLES. Any unexpected library error is printed on stderr
+ * with rlock_last_error() and ends the program with status 2: the harness
+ * reports it, it never hides it. Every figure uses rlock's default options
+ * except where a scenario says otherwise (s5: watchdog_timeout_ms). */
+#define _GNU_SOURCE
+#include "rlock.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die_rc(const char *what, int rc) {
+  fprintf(stderr, "rlock_bench: %s failed: %s (%s): %s\n", what, rlock_err_name(rc),
+          rlock_strerror(rc), rlock_last_error());
+  fflush(stderr);
+  _exit(2);
+}
+
+#define CHECK(what, expr)          \
+  do {                             \
+    int rc_ = (expr);              \
+    if (rc_ != 0) die_rc(what, rc_); \
+  } while (0)
+
+static rlock_client_t *connect_client(const char *url, int64_t watchdog_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.client_name = "rlock-bench";
+  if (watchdog_ms > 0) o.watchdog_timeout_ms = watchdog_ms;
+  rlock_client_t *c = NULL;
+  CHECK("rlock_client_new", rlock_client_new(&c, &o));
+  return c;
+}
+
+static rlock_lock_t *new_lock(rlock_client_t *c, const char *name) {
+  rlock_lock_t *l = NULL;
+  CHECK("rlock_lock_new", rlock_lock_new(c, name, strlen(name), &l));
+  return l;
+}
+
+/* A growable array of samples in ns. */
+typedef struct {
+  int64_t *v;
+  size_t n, cap;
+} samples_t;
+
+static void samples_add(samples_t *s, int64_t x) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 4096;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    if (!s->v) {
+      fprintf(stderr, "rlock_bench: out of memory\n");
+      _exit(2);
+    }
+  }
+  s->v[s->n++] = x;
+}
+
+static void samples_write(FILE *f, const samples_t *s) {
+  for (size_t i = 0; i < s->n; i++) fprintf(f, "%.3f\n", (double)s->v[i] / 1000.0);
+}
+
+static FILE *open_out(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "rlock_bench: cannot write %s: %s\n", path, strerror(errno));
+    _exit(2);
+  }
+  return f;
+}
+
+static double cpu_s(void);
+
+/* ------------------------------------------------------------------ s1 */
+
+static int cmd_s1(int argc, char **argv) {
+  if (argc != 6) return 64;
+  const char *url = argv[2];
+  long pairs = atol(argv[3]), warm = atol(argv[4]);
+  rlock_client_t *c = connect_client(url, 0);
+  rlock_lock_t *l = new_lock(c, "bench:s1:rlock");
+  for (long i = 0; i < warm; i++) {
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK("unlock", rlock_lock_unlock(l));
+  }
+  rlock_stats_t st0;
+  rlock_client_stats(c, &st0);
+  samples_t s = {0};
+  double cpu0 = cpu_s();
+  int64_t t0 = now_ns();
+  for (long i = 0; i < pairs; i++) {
+    int64_t a = now_ns();
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK("unlock", rlock_lock_unlock(l));
+    samples_add(&s, now_ns() - a);
+  }
+  int64_t t1 = now_ns();
+  double cpu1 = cpu_s();
+  rlock_stats_t st1;
+  rlock_client_stats(c, &st1);
+  FILE *f = open_out(argv[5]);
+  samples_write(f, &s);
+  fclose(f);
+  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"cpu_us_per_pair\":%.2f,\"commands_per_pair\":%.3f,"
+         "\"writes_per_pair\":%.3f}\n",
+         pairs, (double)(t1 - t0) / 1e9, (cpu1 - cpu0) * 1e6 / (double)pairs,
+         (double)(st1.commands_sent - st0.commands_sent) / (double)pairs,
+         (double)(st1.writes - st0.writes) / (double)pairs);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ s2 */
+
+static atomic_int s2_phase; /* 0 warm-up, 1 measuring, 2 stop */
+
+typedef struct {
+  rlock_client_t *c;
+  int idx;
+  long counted;
+  samples_t s;
+} s2_thread_t;
+
+static void *s2_run(void *arg) {
+  s2_thread_t *t = arg;
+  char name[64];
+  snprintf(name, sizeof name, "bench:s2:rlock:%d", t->idx);
+  rlock_lock_t *l = new_lock(t->c, name);
+  for (;;) {
+    int ph = atomic_load(&s2_phase);
+    if (ph == 2) break;
+    int64_t a = now_ns();
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK("unlock", rlock_lock_unlock(l));
+    int64_t b = now_ns();
+    if (ph == 1 && atomic_load(&s2_phase) == 1) {
+      t->counted++;
+      samples_add(&t->s, b - a);
+    }
+  }
+  rlock_lock_free(l);
+  return NULL;
+}
+
+static void sleep_ns(int64_t ns) {
+  struct timespec ts = {ns / 1000000000, ns % 1000000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static int cmd_s2(int argc, char **argv) {
+  if (argc != 7) return 64;
+  const char *url = argv[2];
+  int nthreads = atoi(argv[3]);
+  double secs = atof(argv[4]), warm = atof(argv[5]);
+  rlock_client_t *c = connect_client(url, 0);
+  s2_thread_t *ts = calloc((size_t)nthreads, sizeof *ts);
+  pthread_t *th = calloc((size_t)nthreads, sizeof *th);
+  atomic_store(&s2_phase, 0);
+  for (int i = 0; i < nthreads; i++) {
+    ts[i].c = c;
+    ts[i].idx = i;
+    if (pthread_create(&th[i], NULL, s2_run, &ts[i]) != 0) {
+      fprintf(stderr, "rlock_bench: pthread_create failed\n");
+      return 2;
+    }
+  }
+  sleep_ns((int64_t)(warm * 1e9));
+  rlock_stats_t st0, st1;
+  struct rusage ru0, ru1;
+  rlock_client_stats(c, &st0);
+  getrusage(RUSAGE_SELF, &ru0);
+  int64_t t0 = now_ns();
+  atomic_store(&s2_phase, 1);
+  sleep_ns((int64_t)(secs * 1e9));
+  atomic_store(&s2_phase, 2);
+  int64_t t1 = now_ns();
+  rlock_client_stats(c, &st1);
+  getrusage(RUSAGE_SELF, &ru1);
+  long total = 0;
+  FILE *f = open_out(argv[6]);
+  for (int i = 0; i < nthreads; i++) {
+    pthread_join(th[i], NULL);
+    total += ts[i].counted;
+    samples_write(f, &ts[i].s);
+    free(ts[i].s.v);
+  }
+  fclose(f);
+  double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+                        ru0.ru_stime.tv_sec) +
+               (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
+                        ru0.ru_stime.tv_usec) / 1e6;
+  double el = (double)(t1 - t0) / 1e9;
+  uint64_t cmds = st1.commands_sent - st0.commands_sent, wr = st1.writes - st0.writes;
+  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"threads\":%d,\"commands\":%" PRIu64
+         ",\"writes\":%" PRIu64 ",\"commands_per_write\":%.2f,\"client_cpu_pct\":%.1f}\n",
+         total, el, nthreads, cmds, wr, wr ? (double)cmds / (double)wr : 0.0, 100.0 * cpu / el);
+  free(ts);
+  free(th);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ s3 */
+
+#define S3_WARMUP 20 /* lock+unlock pairs before "ready" */
+
+/* One hot-lock worker: after S3_WARMUP pairs prints "ready", waits for a line on stdin, then runs
+ * ITERS x (lock, GET counter, SET counter+1, unlock). SAMPLES gets one line
+ * per iteration: "<counter value read> <acquire wait in us>". */
+static int cmd_s3(int argc, char **argv) {
+  if (argc != 7) return 64;
+  const char *url = argv[2], *name = argv[3], *counter = argv[4];
+  long iters = atol(argv[5]);
+  rlock_client_t *c = connect_client(url, 0);
+  rlock_lock_t *l = new_lock(c, name);
+  long *vals = calloc((size_t)iters, sizeof *vals);
+  int64_t *waits = calloc((size_t)iters, sizeof *waits);
+  for (int i = 0; i < S3_WARMUP; i++) { /* warm-up: connection, scripts, code paths */
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK("unlock", rlock_lock_unlock(l));
+  }
+  rlock_stats_t st0;
+  rlock_client_stats(c, &st0);
+  printf("ready\n");
+  fflush(stdout);
+  char line[64];
+  if (!fgets(line, sizeof line, stdin)) return 2;
+  int64_t start = now_ns();
+  for (long i = 0; i < iters; i++) {
+    int64_t a = now_ns();
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    waits[i] = now_ns() - a;
+    const char *get[2] = {"GET", counter};
+    rlock_reply_t *r = NULL;
+    CHECK("GET", rlock_client_command(c, 2, get, NULL, &r));
+    long v = 0;
+    if (r->type == RLOCK_REPLY_STRING) v = atol(r->str);
+    else if (r->type != RLOCK_REPLY_NIL) {
+      fprintf(stderr, "rlock_bench: GET %s: unexpected reply type %d\n", counter, (int)r->type);
+      _exit(2);
+    }
+    rlock_reply_free(r);
+    vals[i] = v;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", v + 1);
+    const char *set[3] = {"SET", counter, buf};
+    CHECK("SET", rlock_client_command(c, 3, set, NULL, &r));
+    rlock_reply_free(r);
+    CHECK("unlock", rlock_lock_unlock(l));
+  }
+  int64_t end = now_ns();
+  FILE *f = open_out(argv[6]);
+  for (long i = 0; i < iters; i++) fprintf(f, "%ld %.3f\n", vals[i], (double)waits[i] / 1000.0);
+  fclose(f);
+  rlock_stats_t st1;
+  rlock_client_stats(c, &st1);
+  printf("{\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 ",\"iters\":%ld,\"acquire_tries\":%" PRIu64
+         ",\"subscribes\":%" PRIu64 "}\n",
+         start, end, iters, st1.acquire_attempts - st0.acquire_attempts, st1.subscribes - st0.subscribes);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ s4 */
+
+/* Two processes pass one lock back and forth. The holder tells the other
+ * (pipe) to start waiting, sleeps DELAY_US so that the waiter is parked, then
+ * unlocks; rel[h] = when its unlock call returned, acq[h] = when the other's
+ * acquire returned, for handoff h. Shared memory carries the times back. */
+typedef struct {
+  int64_t *rel, *acq;
+  atomic_long *done; /* handoffs completed */
+} s4_shared_t;
+
+static void s4_role(int first, int rd, int wr, const char *url, const char *name, long total,
+                    int64_t delay_ns, int64_t deadline_ns, s4_shared_t *sh, int *failed) {
+  rlock_client_t *c = connect_client(url, 0);
+  rlock_lock_t *l = new_lock(c, name);
+  long h = first ? 0 : 1; /* next handoff index this process hands off (as holder) */
+  char msg;
+  if (first) {
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  } else {
+    /* wait for the go of the first holder */
+    if (read(rd, &msg, 1) != 1 || msg != 'G') goto out;
+    int64_t a = now_ns();
+    (void)a;
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    sh->acq[0] = now_ns();
+    atomic_fetch_add(sh->done, 1);
+  }
+  for (;;) {
+    /* I hold the lock; handoff h goes from me to the other. */
+    if (h >= total || now_ns() > deadline_ns) {
+      msg = 'S';
+      if (write(wr, &msg, 1) != 1) *failed = 1;
+      CHECK("unlock", rlock_lock_unlock(l));
+      break;
+    }
+    msg = 'G';
+    if (write(wr, &msg, 1) != 1) break;
+    sleep_ns(delay_ns);
+    CHECK("unlock", rlock_lock_unlock(l));
+    sh->rel[h] = now_ns();
+    /* wait for my turn: the other acquires h, then hands h+1 back to me */
+    if (read(rd, &msg, 1) != 1 || msg != 'G') break;
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    sh->acq[h + 1] = now_ns();
+    atomic_fetch_add(sh->done, 1);
+    h += 2;
+  }
+out:
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+static int cmd_s4(int argc, char **argv) {
+  if (argc != 9) return 64;
+  const char *url = argv[2], *name = argv[3];
+  long handoffs = atol(argv[4]), warm = atol(argv[5]);
+  int64_t delay_ns = (int64_t)atol(argv[6]) * 1000;
+  double cap = atof(argv[7]);
+  long total = handoffs + warm;
+  size_t bytes = 2 * (size_t)(total + 2) * sizeof(int64_t) + sizeof(atomic_long);
+  void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return 2;
+  s4_shared_t sh = {mem, (int64_t *)mem + total + 2, (atomic_long *)((int64_t *)mem + 2 * (total + 2))};
+  atomic_store(sh.done, 0);
+  int ab[2], ba[2];
+  if (pipe(ab) || pipe(ba)) return 2;
+  int64_t t0 = now_ns(), deadline = t0 + (int64_t)(cap * 1e9);
+  pid_t pa = fork();
+  if (pa == 0) {
+    int failed = 0;
+    s4_role(1, ba[0], ab[1], url, name, total, delay_ns, deadline, &sh, &failed);
+    _exit(failed);
+  }
+  pid_t pb = fork();
+  if (pb == 0) {
+    int failed = 0;
+    s4_role(0, ab[0], ba[1], url, name, total, delay_ns, deadline, &sh, &failed);
+    _exit(failed);
+  }
+  close(ab[0]), close(ab[1]), close(ba[0]), close(ba[1]);
+  int sa = 0, sb = 0;
+  waitpid(pa, &sa, 0);
+  waitpid(pb, &sb, 0);
+  int64_t t1 = now_ns();
+  long done = atomic_load(sh.done);
+  FILE *f = open_out(argv[8]);
+  long recorded = 0;
+  for (long h = warm; h < done && h < total; h++) {
+    fprintf(f, "%.3f\n", (double)(sh.acq[h] - sh.rel[h]) / 1000.0);
+    recorded++;
+  }
+  fclose(f);
+  int ok = WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0;
+  printf("{\"handoffs\":%ld,\"recorded\":%ld,\"elapsed_s\":%.3f,\"capped\":%s,\"children_ok\":%s}\n",
+         done, recorded, (double)(t1 - t0) / 1e9, done < total ? "true" : "false",
+         ok ? "true" : "false");
+  if (!ok) {
+    fprintf(stderr, "rlock_bench s4: a child failed (status %d / %d)\n", sa, sb);
+    return 2;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ s5 */
+
+typedef struct {
+  atomic_long ok, failed, held;
+  atomic_long lost;
+} s5_counts_t;
+
+static s5_counts_t s5c;
+
+static void s5_acq_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  if (status == 0) atomic_fetch_add(&s5c.ok, 1);
+  else {
+    if (atomic_fetch_add(&s5c.failed, 1) < 5)
+      fprintf(stderr, "rlock_bench s5: acquire failed: %s\n", rlock_err_name(status));
+  }
+}
+
+static void s5_held_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  if (status == 0 && value == 1) atomic_fetch_add(&s5c.held, 1);
+  else atomic_fetch_add(&s5c.failed, 1);
+}
+
+static void s5_lost_cb(const char *name, size_t len, uint64_t owner, void *arg) {
+  atomic_fetch_add(&s5c.lost, 1);
+}
+
+static long rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+  fclose(f);
+  return kb;
+}
+
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Sum of the server's EVAL + EVALSHA calls (INFO commandstats). */
+static long long server_script_calls(rlock_client_t *c) {
+  const char *argv[2] = {"INFO", "commandstats"};
+  rlock_reply_t *r = NULL;
+  CHECK("INFO", rlock_client_command(c, 2, argv, NULL, &r));
+  long long n = 0;
+  if (r->type == RLOCK_REPLY_STRING) {
+    const char *keys[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int k = 0; k < 2; k++) {
+      const char *p = strstr(r->str, keys[k]);
+      if (p) n += atoll(p + strlen(keys[k]));
+    }
+  }
+  rlock_reply_free(r);
+  return n;
+}
+
+/* Waits until *counter + *failed reaches n (the async completions). */
+static void wait_count(atomic_long *counter, long n) {
+  while (atomic_load(counter) + atomic_load(&s5c.failed) < n) sleep_ns(1000000);
+}
+
+static int cmd_s5(int argc, char **argv) {
+  if (argc != 6) return 64;
+  const char *url = argv[2];
+  long n = atol(argv[3]);
+  double hold = atof(argv[4]);
+  int64_t wd = atol(argv[5]);
+  long rss0 = rss_kb();
+  rlock_client_t *c = connect_client(url, wd);
+  rlock_client_on_lost(c, s5_lost_cb, NULL);
+  long rss1 = rss_kb();
+  rlock_lock_t **locks = calloc((size_t)n, sizeof *locks);
+  char name[64];
+  int64_t a0 = now_ns();
+  for (long i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "bench:s5:rlock:%ld", i);
+    locks[i] = new_lock(c, name);
+    CHECK("acquire_async", rlock_lock_acquire_async(locks[i], (rlock_owner_t)1, RLOCK_WAIT_FOREVER,
+                                                    RLOCK_LEASE_WATCHDOG, NULL, s5_acq_cb, NULL));
+  }
+  wait_count(&s5c.ok, n);
+  int64_t a1 = now_ns();
+  long acquired = atomic_load(&s5c.ok);
+  long rss2 = rss_kb();
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  long long sc0 = server_script_calls(c);
+  double cpu0 = cpu_s();
+  int64_t t0 = now_ns();
+  sleep_ns((int64_t)(hold * 1e9));
+  int64_t t1 = now_ns();
+  double cpu1 = cpu_s();
+  long long sc1 = server_script_calls(c);
+  rlock_client_stats(c, &st1);
+  long rss3 = rss_kb();
+  /* verify: every lock still held by us (HEXISTS through is_held) */
+  for (long i = 0; i < n; i++)
+    CHECK("is_held_async", rlock_lock_is_held_async(locks[i], (rlock_owner_t)1, s5_held_cb, NULL));
+  wait_count(&s5c.held, n);
+  long held = atomic_load(&s5c.held);
+  /* release everything, so the next run starts clean */
+  atomic_store(&s5c.ok, 0);
+  for (long i = 0; i < n; i++)
+    CHECK("release_async", rlock_lock_release_async(locks[i], (rlock_owner_t)1, s5_acq_cb, NULL));
+  wait_count(&s5c.ok, n);
+  double el = (double)(t1 - t0) / 1e9;
+  printf("{\"locks\":%ld,\"acquired\":%ld,\"acquire_s\":%.3f,\"hold_s\":%.3f,"
+         "\"renewal_calls\":%" PRIu64 ",\"renewal_calls_per_s\":%.2f,\"renewed_locks_per_s\":%.1f,"
+         "\"server_script_calls_per_s\":%.2f,\"client_cpu_pct\":%.2f,"
+         "\"rss_kb_base\":%ld,\"rss_kb_client\":%ld,\"rss_kb_held\":%ld,\"rss_kb_end\":%ld,"
+         "\"rss_bytes_per_lock\":%.1f,\"still_held\":%ld,\"lost\":%ld,\"failed\":%ld}\n",
+         n, acquired, (double)(a1 - a0) / 1e9, el, st1.renewals - st0.renewals,
+         (double)(st1.renewals - st0.renewals) / el,
+         (double)(st1.renewed_locks - st0.renewed_locks) / el, (double)(sc1 - sc0) / el,
+         100.0 * (cpu1 - cpu0) / el, rss0, rss1, rss2, rss3,
+         (double)(rss3 - rss1) * 1024.0 / (double)n, held, atomic_load(&s5c.lost),
+         atomic_load(&s5c.failed));
+  for (long i = 0; i < n; i++) rlock_lock_free(locks[i]);
+  free(locks);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ s6 */
+
+static int cmd_s6(int argc, char **argv) {
+  if (argc != 4) return 64;
+  long pairs = atol(argv[3]);
+  rlock_client_t *c = connect_client(argv[2], 0);
+  rlock_lock_t *l = new_lock(c, "bench:s6:rlock");
+  for (long i = 0; i < pairs; i++) {
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK("unlock", rlock_lock_unlock(l));
+  }
+  printf("{\"pairs\":%ld}\n", pairs);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (argc < 2) goto usage;
+  int rc = 64;
+  if (!strcmp(argv[1], "s1")) rc = cmd_s1(argc, argv);
+  else if (!strcmp(argv[1], "s2")) rc = cmd_s2(argc, argv);
+  else if (!strcmp(argv[1], "s3")) rc = cmd_s3(argc, argv);
+  else if (!strcmp(argv[1], "s4")) rc = cmd_s4(argc, argv);
+  else if (!strcmp(argv[1], "s5")) rc = cmd_s5(argc, argv);
+  else if (!strcmp(argv[1], "s6")) rc = cmd_s6(argc, argv);
+  if (rc != 64) return rc;
+usage:
+  fprintf(stderr, "usage: rlock_bench s1|s2|s3|s4|s5|s6 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
+  return 64;
+}

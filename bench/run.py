@@ -1,0 +1,1051 @@
+#!/usr/bin/python3
+"""run.py -- the driver of the benchmark harness (issue 3), started by
+scripts/bench once everything is installed and built. It starts its own
+redis-server on a free loopback port in a temporary directory (always removed),
+measures the limits (hiredis PING loop; redis-benchmark EVALSHA of
+lua/lock_acquire.lua), runs scenarios 1-6 for rlock (bench/rlock_bench.c) and
+the peers (bench/peers/), and writes bench/results/latest.md plus PNG charts
+(gnuplot) of the latency distributions. Every figure comes from this run.
+
+usage: run.py --repo DIR --bindir DIR [--quick] [--out DIR]
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# ------------------------------------------------------------------ settings
+
+FULL = dict(
+    mode="full", reps=3,
+    ping_n=20000, ping_warm=2000,
+    ceil_n=400000,
+    s1_pairs=20000, s1_warm=1000,
+    s2_workers=50, s2_secs=10.0, s2_warm=1.0,
+    s3_workers=8, s3_iters=500, s3_cap=10.0,
+    s4_handoffs=10000, s4_warm=100, s4_warm_peer=3, s4_delay_us=500, s4_cap_rlock=60.0, s4_cap_peer=3.0,
+    s5_locks=100000, s5_hold=20.0, s5_watchdog_ms=3000, s5_reps_peer=1, s5_hold_peer=10.0,
+    s6_pairs=(300, 1300),
+)
+QUICK = dict(
+    mode="quick", reps=1,
+    ping_n=5000, ping_warm=500,
+    ceil_n=150000,
+    s1_pairs=3000, s1_warm=300,
+    s2_workers=50, s2_secs=2.0, s2_warm=0.5,
+    s3_workers=8, s3_iters=100, s3_cap=6.0,
+    s4_handoffs=1000, s4_warm=50, s4_warm_peer=3, s4_delay_us=500, s4_cap_rlock=20.0, s4_cap_peer=1.5,
+    s5_locks=10000, s5_hold=4.0, s5_watchdog_ms=3000, s5_reps_peer=1, s5_hold_peer=4.0,
+    s6_pairs=(200, 700),
+)
+
+# Implementations: (label, kind, setting). "best" = shortest retry delay.
+PEER_SETTINGS = {
+    "redis-py": {"default": "Lock(sleep=0.1) (redis-py default; no lease)",
+                 "best": "Lock(sleep=0.001)"},
+    "redlock": {"default": "retryDelay 200 ms, retryJitter 100 ms, retryCount 10 (defaults); lease 30 s",
+                "best": "retryDelay 1 ms, retryJitter 1 ms, retryCount -1 (unlimited); lease 30 s"},
+    "redis-semaphore": {"default": "Mutex: retryInterval 10 ms, acquireTimeout 10 s, lockTimeout 10 s (defaults)",
+                        "best": "Mutex: retryInterval 1 ms"},
+    "node-redisson": {"default": "watchdog lease 30 s, waits on pub/sub (defaults; it has no retry delay)"},
+}
+RLOCK_SETTING = "rlock_options_init() defaults; rlock_lock_lock(RLOCK_LEASE_WATCHDOG) (30 s watchdog lease)"
+
+CONTENDED = [("rlock", "default")] + [
+    (p, s) for p in ("redis-py", "redlock", "redis-semaphore", "node-redisson")
+    for s in PEER_SETTINGS[p]]
+UNCONTENDED = [("rlock", "default"), ("redis-py", "default"), ("redlock", "default"),
+               ("redis-semaphore", "default"), ("node-redisson", "default")]
+NODE_NAME = {"redlock": "redlock", "redis-semaphore": "semaphore", "node-redisson": "redisson"}
+
+problems = []  # library errors, stalls, wrong results: all go to the results file
+
+
+def log(msg):
+    sys.stderr.write("[bench %6.1fs] %s\n" % (time.monotonic() - T0, msg))
+    sys.stderr.flush()
+
+
+T0 = time.monotonic()
+
+# ------------------------------------------------------------------ redis
+
+
+class Redis:
+    """Our own redis-server on a free loopback port in a temp dir."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rlock-bench-")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+             "--logfile", os.path.join(self.dir, "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if self.cli("PING", check=False) == "PONG":
+                break
+            time.sleep(0.05)
+        else:
+            raise SystemExit("run.py: redis-server did not start")
+        self.url = "redis://127.0.0.1:%d" % self.port
+
+    def cli(self, *args, check=True, stdin=None):
+        r = subprocess.run(["redis-cli", "-p", str(self.port)] + list(args), input=stdin,
+                           capture_output=True, text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError("redis-cli %s: %s" % (args, r.stderr))
+        return r.stdout.strip()
+
+    def info(self, key):
+        out = self.cli("INFO", "server")
+        m = re.search(r"^%s:(.*)$" % key, out, re.M)
+        return m.group(1).strip() if m else "?"
+
+    def flush(self):
+        self.cli("FLUSHALL")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def pct(sorted_vals, p):
+    if not sorted_vals:
+        return float("nan")
+    k = min(len(sorted_vals) - 1, max(0, int(round(p / 100.0 * (len(sorted_vals) - 1)))))
+    return sorted_vals[k]
+
+
+def load_samples(path, col=0):
+    vals = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if parts:
+                    vals.append(float(parts[col]))
+    except FileNotFoundError:
+        pass
+    return vals
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def spread(xs):
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2:
+        return ""
+    m = statistics.median(xs)
+    if not m:
+        return ""
+    return " ±%.0f%%" % (100.0 * (max(xs) - min(xs)) / 2 / m)
+
+
+def fmt(x, nd=0):
+    if x is None or x != x:
+        return "n/a"
+    if nd == 0:
+        return "{:,.0f}".format(x)
+    return "{:,.{}f}".format(x, nd)
+
+
+def fmt_ms(us):
+    if us is None or us != us:
+        return "n/a"
+    if us >= 1000:
+        return "%.1f ms" % (us / 1000)
+    return "%.0f µs" % us
+
+
+class Ctx:
+    def __init__(self, args, cfg, redis):
+        self.args, self.cfg, self.redis = args, cfg, redis
+        self.tmp = tempfile.mkdtemp(prefix="rlock-bench-data-")
+        self.bindir = os.path.abspath(args.bindir)
+        self.repo = os.path.abspath(args.repo)
+        self.peers = os.path.join(self.repo, "bench", "peers")
+        self.n = 0
+
+    def path(self, stem):
+        self.n += 1
+        return os.path.join(self.tmp, "%03d-%s" % (self.n, stem))
+
+    def command(self, impl, setting, scen, args):
+        """argv for one run of scenario scen of one implementation."""
+        if impl == "rlock":
+            return [os.path.join(self.bindir, "rlock_bench"), scen, self.redis.url] + args
+        if impl == "redis-py":
+            return ["/usr/bin/python3", os.path.join(self.peers, "redis_py.py"), setting, scen,
+                    str(self.redis.port)] + args
+        return ["node", os.path.join(self.peers, "peers.js"), NODE_NAME[impl], setting, scen,
+                str(self.redis.port)] + args
+
+    def run_json(self, impl, setting, scen, args, timeout, what):
+        argv = self.command(impl, setting, scen, args)
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            problems.append("%s: %s (%s) did not finish within %.0f s (killed): hang?" %
+                            (what, impl, setting, timeout))
+            log("TIMEOUT %s %s %s" % (what, impl, setting))
+            return None
+        if r.returncode != 0:
+            problems.append("%s: %s (%s) failed with status %d: %s" %
+                            (what, impl, setting, r.returncode, r.stderr.strip()[-600:]))
+            log("FAILED %s %s %s: %s" % (what, impl, setting, r.stderr.strip()[-300:]))
+            return None
+        try:
+            return json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            problems.append("%s: %s (%s) printed no result: %r" % (what, impl, setting, r.stdout[-300:]))
+            return None
+
+
+# ------------------------------------------------------------------ limits
+
+
+def limit_ping(ctx):
+    cfg = ctx.cfg
+    reps = []
+    for _ in range(cfg["reps"]):
+        sp = ctx.path("ping.txt")
+        r = subprocess.run([os.path.join(ctx.bindir, "ping_rtt"), "127.0.0.1", str(ctx.redis.port),
+                            str(cfg["ping_n"]), str(cfg["ping_warm"]), sp],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise SystemExit("run.py: ping_rtt failed: " + r.stderr)
+        j = json.loads(r.stdout)
+        s = sorted(load_samples(sp))
+        reps.append(dict(mean_us=j["elapsed_s"] * 1e6 / j["pings"], p50_us=pct(s, 50),
+                         p99_us=pct(s, 99), samples=s))
+    reps.sort(key=lambda x: x["mean_us"])
+    mid = reps[len(reps) // 2]
+    return dict(mean_us=mid["mean_us"], p50_us=mid["p50_us"], p99_us=mid["p99_us"],
+                spread=spread([x["mean_us"] for x in reps]), samples=mid["samples"],
+                reps=[x["mean_us"] for x in reps])
+
+
+def limit_ceiling(ctx):
+    cfg = ctx.cfg
+    with open(os.path.join(ctx.repo, "lua", "lock_acquire.lua")) as f:
+        script = f.read()
+    sha = ctx.redis.cli("SCRIPT", "LOAD", script)
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise SystemExit("run.py: SCRIPT LOAD failed: " + sha)
+    # Each call takes a distinct, free lock: the lock name and the latch key
+    # carry independent random numbers out of 10^8 (what scenario 2 does).
+    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(ctx.redis.port), "-c", "50", "-P", "16",
+            "-n", str(cfg["ceil_n"]), "-r", "100000000", "--csv",
+            "EVALSHA", sha, "2", "bench:ceil:__rand_int__",
+            "rlock_acquire_latch:{bench:ceil:__rand_int__}:__rand_int__",
+            "30000", "00000000-0000-4000-8000-000000000000:1", "10000"]
+    rates = []
+    for _ in range(cfg["reps"]):
+        ctx.redis.flush()
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        rows = list(csv.reader(io.StringIO(r.stdout)))
+        rate = None
+        for i, row in enumerate(rows):
+            if row and row[0] == "test" and i + 1 < len(rows):
+                rate = float(rows[i + 1][row.index("rps")])
+        if rate is None:
+            raise SystemExit("run.py: redis-benchmark gave no rate: " + r.stdout + r.stderr)
+        rates.append(rate)
+    ctx.redis.flush()
+    return dict(rate=med(rates), spread=spread(rates), reps=rates, sha=sha,
+                cmd=" ".join(argv[:2] + ["127.0.0.1", "-p", "PORT"] + argv[5:]).replace(sha, "<sha>"))
+
+
+# ------------------------------------------------------------------ scenarios
+
+
+def scen_s1(ctx, impl, setting):
+    cfg = ctx.cfg
+    reps = []
+    for _ in range(cfg["reps"]):
+        ctx.redis.flush()
+        sp = ctx.path("s1-%s.txt" % impl)
+        j = ctx.run_json(impl, setting, "s1", [str(cfg["s1_pairs"]), str(cfg["s1_warm"]), sp],
+                         300, "scenario 1")
+        if j is None:
+            continue
+        s = sorted(load_samples(sp))
+        j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s)
+        reps.append(j)
+    return summarize(reps, "rate")
+
+
+def summarize(reps, key):
+    if not reps:
+        return None
+    reps.sort(key=lambda x: x[key])
+    mid = dict(reps[len(reps) // 2])
+    mid["median"] = med([x[key] for x in reps])
+    mid["spread"] = spread([x[key] for x in reps])
+    mid["reps"] = [x[key] for x in reps]
+    return mid
+
+
+def scen_s2(ctx, impl, setting):
+    cfg = ctx.cfg
+    reps = []
+    for _ in range(cfg["reps"]):
+        ctx.redis.flush()
+        sp = ctx.path("s2-%s.txt" % impl)
+        j = ctx.run_json(impl, setting, "s2", [str(cfg["s2_workers"]), str(cfg["s2_secs"]),
+                                                str(cfg["s2_warm"]), sp],
+                         cfg["s2_secs"] + cfg["s2_warm"] + 60, "scenario 2")
+        if j is None:
+            continue
+        s = load_samples(sp)
+        if len(s) > 200000:  # enough for the percentiles and the chart
+            s = s[:: len(s) // 200000 + 1]
+        s.sort()
+        j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s)
+        reps.append(j)
+    return summarize(reps, "rate")
+
+
+def s3_once(ctx, impl, setting):
+    cfg = ctx.cfg
+    ctx.redis.flush()
+    name, counter = "bench:s3:%s:%s" % (impl, setting), "bench:s3:counter"
+    files, procs = [], []
+    for w in range(cfg["s3_workers"]):
+        sp = ctx.path("s3-%s-%d.txt" % (impl, w))
+        files.append(sp)
+        argv = ctx.command(impl, setting, "s3", [name, counter, str(cfg["s3_iters"]), sp])
+        procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        line = p.stdout.readline()
+        if line.strip() != "ready":
+            for q in procs:
+                q.kill()
+            problems.append("scenario 3: %s (%s) worker did not start: %s" %
+                            (impl, setting, p.stderr.read()[-400:]))
+            return None
+    go = time.monotonic()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    deadline = go + cfg["s3_cap"]
+    stalled = False
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            outs.append((p.returncode, out, err))
+        except subprocess.TimeoutExpired:
+            stalled = True
+            outs.append(None)
+    if stalled:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            p.wait()
+    wall = time.monotonic() - go
+    starts, ends = [], []
+    tries = 0
+    for o in outs:
+        if o is None:
+            continue
+        rc, out, err = o
+        if rc != 0:
+            problems.append("scenario 3: %s (%s) worker failed (status %d): %s" %
+                            (impl, setting, rc, err.strip()[-400:]))
+            continue
+        j = json.loads(out.strip().splitlines()[-1])
+        starts.append(int(j["start_ns"]))
+        tries += j.get("acquire_tries", 0)
+        ends.append(int(j["end_ns"]))
+    owner_of, waits = {}, []
+    dup = False
+    for w, sp in enumerate(files):
+        try:
+            with open(sp) as f:
+                for line in f:
+                    v, wt = line.split()
+                    v = int(v)
+                    if v in owner_of:
+                        dup = True
+                    owner_of[v] = w
+                    waits.append(float(wt))
+        except FileNotFoundError:
+            pass  # a killed worker writes nothing
+    counter_val = int(ctx.redis.cli("GET", counter) or 0)
+    done = len(waits)
+    expected = cfg["s3_workers"] * cfg["s3_iters"]
+    if stalled:
+        # killed workers lose their sample files: count from the counter
+        exact = None
+        elapsed = wall
+        ops = counter_val
+    else:
+        exact = (not dup) and counter_val == done == expected and sorted(owner_of) == list(range(done))
+        elapsed = (max(ends) - min(starts)) / 1e9 if starts else wall
+        ops = done
+    changes = sum(1 for v in range(1, done) if v in owner_of and v - 1 in owner_of
+                  and owner_of[v] != owner_of[v - 1])
+    waits.sort()
+    if exact is False:
+        problems.append("scenario 3: %s (%s) counter NOT exact: counter=%d, critical sections=%d, "
+                        "expected %d, duplicate values read: %s" %
+                        (impl, setting, counter_val, done, expected, dup))
+    if stalled:
+        problems.append("scenario 3: %s (%s) did not finish %d iterations within %.0f s "
+                        "(counter reached %d); workers killed" %
+                        (impl, setting, expected, cfg["s3_cap"], counter_val))
+    return dict(rate=ops / elapsed if elapsed > 0 else 0, ops=ops, elapsed_s=elapsed,
+                changes=changes if not stalled else None, exact=exact, stalled=stalled,
+                p50=pct(waits, 50), p99=pct(waits, 99), max=waits[-1] if waits else None,
+                samples=waits, counter=counter_val,
+                tries_per_acquire=tries / ops if tries and ops and not stalled else None)
+
+
+def scen_s3(ctx, impl, setting):
+    reps = [r for r in (s3_once(ctx, impl, setting) for _ in range(ctx.cfg["reps"])) if r]
+    res = summarize(reps, "rate")
+    if res:
+        res["p50_med"] = med([r["p50"] for r in reps])
+        res["p99_med"] = med([r["p99"] for r in reps])
+        res["max_med"] = med([r["max"] for r in reps])
+        res["max_max"] = max(r["max"] for r in reps if r["max"] is not None) if any(
+            r["max"] is not None for r in reps) else None
+        res["changes_med"] = med([r["changes"] for r in reps])
+        res["tries_med"] = med([r["tries_per_acquire"] for r in reps])
+        res["exact_all"] = all(r["exact"] for r in reps)
+        res["stalled_any"] = any(r["stalled"] for r in reps)
+    return res
+
+
+def scen_s4(ctx, impl, setting):
+    cfg = ctx.cfg
+    cap = cfg["s4_cap_rlock"] if impl == "rlock" else cfg["s4_cap_peer"]
+    warm = cfg["s4_warm"] if impl == "rlock" else cfg["s4_warm_peer"]
+    reps = []
+    for _ in range(cfg["reps"]):
+        ctx.redis.flush()
+        sp = ctx.path("s4-%s.txt" % impl)
+        j = ctx.run_json(impl, setting, "s4", ["bench:s4:%s" % impl, str(cfg["s4_handoffs"]),
+                                                str(warm), str(cfg["s4_delay_us"]),
+                                                str(cap), sp], cap + 90, "scenario 4")
+        if j is None:
+            continue
+        s = sorted(load_samples(sp))
+        j.update(p50=pct(s, 50), p99=pct(s, 99), max=s[-1] if s else None, samples=s)
+        if j.get("stalled"):
+            problems.append("scenario 4: %s (%s) stalled: a waiter was not woken by the unlock "
+                            "and waited past the %.0f s cap (%d handoffs done)" %
+                            (impl, setting, cap, j["handoffs"]))
+        reps.append(j)
+    res = summarize([r for r in reps if r["p50"] == r["p50"]] or reps, "p50")
+    if res:
+        res["p99_med"] = med([r["p99"] for r in reps if r["p99"] == r["p99"]])
+        res["handoffs_med"] = med([r["handoffs"] for r in reps])
+        res["capped_any"] = any(r.get("capped") for r in reps)
+        res["stalled_any"] = any(r.get("stalled") for r in reps)
+    return res
+
+
+def scen_s5(ctx, impl, setting):
+    cfg = ctx.cfg
+    reps_n = cfg["reps"] if impl == "rlock" else cfg["s5_reps_peer"]
+    hold = cfg["s5_hold"] if impl == "rlock" else cfg["s5_hold_peer"]
+    reps = []
+    for _ in range(reps_n):
+        ctx.redis.flush()
+        args = [str(cfg["s5_locks"]), str(hold), str(cfg["s5_watchdog_ms"])]
+        j = ctx.run_json(impl, setting, "s5", args, hold + 300, "scenario 5")
+        if j is None:
+            continue
+        ok = j["still_held"] == cfg["s5_locks"] and j.get("lost", 0) == 0 and j.get("failed", 0) == 0
+        j["ok"] = ok
+        if not ok:
+            problems.append("scenario 5: %s (%s): %d of %d locks still held after %.0f s, %d lost "
+                            "notifications, %d failed calls" %
+                            (impl, setting, j["still_held"], cfg["s5_locks"], hold, j.get("lost", 0),
+                             j.get("failed", 0)))
+        j["cmd_rate"] = j.get("renewal_calls_per_s", j.get("server_script_calls_per_s"))
+        reps.append(j)
+    res = summarize(reps, "client_cpu_pct")
+    if res:
+        res["hold"] = hold
+        res["ok_all"] = all(r["ok"] for r in reps)
+        res["server_cmd_med"] = med([r.get("server_script_calls_per_s") for r in reps])
+        res["rss_med"] = med([r["rss_bytes_per_lock"] for r in reps])
+        res["acquire_med"] = med([r["acquire_s"] for r in reps])
+        res["nreps"] = len(reps)
+    return res
+
+
+def scen_s6(ctx):
+    cfg = ctx.cfg
+    n1, n2 = cfg["s6_pairs"]
+    per = []
+    for _ in range(cfg["reps"]):
+        irs = []
+        for n in (n1, n2):
+            ctx.redis.flush()
+            out = ctx.path("callgrind.out")
+            r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+                                os.path.join(ctx.bindir, "rlock_bench"), "s6", ctx.redis.url, str(n)],
+                               capture_output=True, text=True, timeout=600)
+            m = re.search(r"Collected\s*:\s*(\d+)", r.stderr)
+            if r.returncode != 0 or not m:
+                problems.append("scenario 6: callgrind run failed (status %d): %s" %
+                                (r.returncode, r.stderr.strip()[-400:]))
+                return None
+            irs.append(int(m.group(1)))
+        per.append((irs[1] - irs[0]) / (n2 - n1))
+    return dict(median=med(per), spread=spread(per), reps=per, n1=n1, n2=n2)
+
+
+# ------------------------------------------------------------------ charts
+
+
+def write_cdf(path, samples, points=400):
+    with open(path, "w") as f:
+        n = len(samples)
+        if not n:
+            f.write("1 0\n")
+            return
+        for i in range(points + 1):
+            q = i / points
+            v = samples[min(n - 1, int(q * (n - 1)))]
+            f.write("%.3f %.5f\n" % (max(v, 0.1), q))
+
+
+def chart(ctx, outdir, fname, title, series, xlabel="latency (µs, log scale)"):
+    """series: [(label, sorted samples)]. A CDF per series, log x."""
+    series = [(l, s) for l, s in series if s]
+    if not series:
+        return None
+    plots = []
+    for i, (label, s) in enumerate(series):
+        dat = os.path.join(ctx.tmp, "%s-%d.dat" % (fname, i))
+        write_cdf(dat, s)
+        plots.append("'%s' using 1:2 with lines lw 2 title '%s'" % (dat, label.replace("'", "")))
+    gp = os.path.join(ctx.tmp, fname + ".gp")
+    png = os.path.join(outdir, fname + ".png")
+    with open(gp, "w") as f:
+        f.write("set terminal pngcairo size 1000,600 font ',10'\n")
+        f.write("set output '%s'\n" % png)
+        f.write("set title '%s'\n" % title.replace("'", ""))
+        f.write("set logscale x\nset grid\nset key bottom right\n")
+        f.write("set xlabel '%s'\nset ylabel 'fraction of samples <= x (CDF)'\n" % xlabel)
+        f.write("set yrange [0:1]\n")
+        f.write("plot " + ", \\\n  ".join(plots) + "\n")
+    r = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+    if r.returncode != 0:
+        problems.append("chart %s: gnuplot failed: %s" % (fname, r.stderr[-300:]))
+        return None
+    return fname + ".png"
+
+
+# ------------------------------------------------------------------ report
+
+
+def label(impl, setting):
+    if impl == "rlock":
+        return "rlock"
+    if impl == "node-redisson":
+        return "node-redisson (default = best)"
+    return "%s (%s)" % (impl, setting)
+
+
+def versions(ctx):
+    v = {}
+    try:
+        with open(os.path.join(ctx.peers, "package-lock.json")) as f:
+            lock = json.load(f)
+        for p in ("redlock", "ioredis", "redis-semaphore", "node-redisson"):
+            v[p] = lock["packages"].get("node_modules/" + p, {}).get("version", "?")
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        v["redis-py"] = subprocess.run(["/usr/bin/python3", "-c", "import redis; print(redis.__version__)"],
+                                       capture_output=True, text=True).stdout.strip()
+    except OSError:
+        v["redis-py"] = "?"
+    v["node"] = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    v["python"] = platform.python_version()
+    v["redis"] = ctx.redis.info("redis_version")
+    v["git"] = subprocess.run(["git", "-C", ctx.repo, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ctx.repo, "status", "--porcelain", "lib", "include", "lua"],
+                           capture_output=True, text=True).stdout.strip()
+    v["git"] += " (lib/include/lua modified in the work tree)" if dirty else ""
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    v["cpu"] = "%s x %d" % (cpu, os.cpu_count() or 0)
+    v["load"] = "%.2f %.2f %.2f" % os.getloadavg()
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--bindir", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    cfg = dict(QUICK if args.quick else FULL)
+    outdir = os.path.abspath(args.out or os.path.join(args.repo, "bench", "results"))
+    os.makedirs(outdir, exist_ok=True)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    redis = Redis()
+    ctx = Ctx(args, cfg, redis)
+    try:
+        run_all(ctx, outdir)
+    finally:
+        redis.close()
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+
+
+def run_all(ctx, outdir):
+    cfg = ctx.cfg
+    R = {}
+    load_before = "%.2f %.2f %.2f" % os.getloadavg()
+    log("redis-server on 127.0.0.1:%d (%s mode)" % (ctx.redis.port, cfg["mode"]))
+    R["ping"] = limit_ping(ctx)
+    log("PING round trip: mean %.1f µs, p50 %.1f µs" % (R["ping"]["mean_us"], R["ping"]["p50_us"]))
+    R["ceil"] = limit_ceiling(ctx)
+    log("acquire-script ceiling: %.0f calls/s" % R["ceil"]["rate"])
+    for key, fn, impls in (("s1", scen_s1, UNCONTENDED), ("s2", scen_s2, UNCONTENDED),
+                           ("s3", scen_s3, CONTENDED), ("s4", scen_s4, CONTENDED)):
+        R[key] = {}
+        for impl, setting in impls:
+            R[key][(impl, setting)] = fn(ctx, impl, setting)
+            r = R[key][(impl, setting)]
+            log("%s %-16s %-8s %s" % (key, impl, setting,
+                                      "FAILED" if r is None else "median %.1f%s" % (r["median"], r["spread"])))
+    R["s5"] = {}
+    for impl, setting in (("rlock", "default"), ("redlock", "default"), ("redis-semaphore", "default"),
+                          ("node-redisson", "default")):
+        R["s5"][(impl, setting)] = scen_s5(ctx, impl, setting)
+        log("s5 %s done" % impl)
+    R["s6"] = scen_s6(ctx)
+    log("s6 done")
+    R["elapsed"] = time.monotonic() - T0
+    R["load_before"] = load_before
+    write_report(ctx, outdir, R)
+    log("wrote %s" % os.path.join(outdir, "latest.md"))
+
+
+def write_report(ctx, outdir, R):
+    cfg = ctx.cfg
+    v = versions(ctx)
+    ping, ceil = R["ping"], R["ceil"]
+    rtt = ping["mean_us"]
+    bound1 = 1e6 / (2 * rtt)
+    half_ceiling = ceil["rate"] / 2
+    L = []
+    w = L.append
+    w("# rlock benchmarks: latest run")
+    w("")
+    w("Written by `./scripts/bench%s` (bench/run.py) on %s; every figure below comes from this run "
+      "(nothing is typed in by hand). Mode: **%s** (%d repetition%s per figure; figures are the median, "
+      "± is half the min-max spread in %% of the median). Total run time %.0f s." %
+      (" --quick" if cfg["mode"] == "quick" else "", time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+       cfg["mode"], cfg["reps"], "" if cfg["reps"] == 1 else "s", R["elapsed"]))
+    w("")
+    w("| | |\n| --- | --- |")
+    w("| machine | %s; load average at start %s (other work on the machine shares the cores) |" %
+      (v["cpu"], R["load_before"]))
+    w("| redis-server | %s, our own instance on 127.0.0.1 (no persistence), same for every figure |" % v["redis"])
+    w("| rlock | %s, git %s, built RelWithDebInfo (the project's default) by scripts/bench |" %
+      (open(os.path.join(ctx.repo, "include", "rlock.h")).read().split('RLOCK_VERSION_STRING "')[1].split('"')[0],
+       v["git"]))
+    w("| peers | redis-py %s (Debian python3-redis, Python %s); node %s: redlock %s + ioredis %s, "
+      "redis-semaphore %s, node-redisson %s (pinned in bench/peers/package-lock.json) |" %
+      (v.get("redis-py"), v["python"], v["node"], v.get("redlock"), v.get("ioredis"),
+       v.get("redis-semaphore"), v.get("node-redisson")))
+    w("")
+    w("Settings. **rlock**: %s. Peers: *default* = the library's defaults, *best* = shortest retry delay:" %
+      RLOCK_SETTING)
+    w("")
+    for p, ss in PEER_SETTINGS.items():
+        for s, d in ss.items():
+            w("- %s *%s*: %s" % (p, s, d))
+    w("")
+    w("Scenarios 1 and 2 never wait for a lock (one owner per name), so a retry delay changes nothing there: "
+      "the peers run them at their defaults only. node-redisson waits on pub/sub and has no retry delay: its "
+      "default is its best.")
+    w("")
+
+    # ---- limits
+    w("## Limits (same run, same server)")
+    w("")
+    w("| limit | figure | settings |\n| --- | --- | --- |")
+    w("| loopback round trip (hiredis PING loop, 1 in flight) | mean **%.1f µs**%s, p50 %.1f µs, p99 %.1f µs "
+      "(= %s PING/s) | %d PINGs after %d warm-up, bench/ping_rtt.c |" %
+      (rtt, ping["spread"], ping["p50_us"], ping["p99_us"], fmt(1e6 / rtt), cfg["ping_n"], cfg["ping_warm"]))
+    w("| 2-round-trip bound for lock+unlock pairs (scenario 1) | **%s pairs/s** | 1 / (2 x mean round trip) |" %
+      fmt(bound1))
+    w("| server ceiling, rlock's acquire script (redis-benchmark EVALSHA) | **%s calls/s**%s | `%s`, "
+      "%s calls; SCRIPT LOAD of lua/lock_acquire.lua first; every call takes a **distinct, free** lock "
+      "(random name out of 10^8, random latch key), as in scenario 2 |" %
+      (fmt(ceil["rate"]), ceil["spread"], ceil["cmd"], fmt(cfg["ceil_n"])))
+    w("| ceiling / 2 (two scripts per lock+unlock pair) | **%s pairs/s** | the scenario 2 reference |" %
+      fmt(half_ceiling))
+    w("")
+
+    # ---- main table
+    s1, s2, s3, s4, s5 = R["s1"], R["s2"], R["s3"], R["s4"], R["s5"]
+    w("## Main table")
+    w("")
+    w("| implementation | 1: uncontended pairs/s | 2: 50 owners pairs/s | 3: hot lock ops/s | "
+      "3: max acquire wait | 4: handoff p50 / p99 | 5: watchdog client CPU |")
+    w("| --- | --- | --- | --- | --- | --- | --- |")
+    for impl, setting in CONTENDED:
+        a = s1.get((impl, setting)) if setting == "default" else None
+        b = s2.get((impl, setting)) if setting == "default" else None
+        c = s3.get((impl, setting))
+        d = s4.get((impl, setting))
+        e = s5.get((impl, setting)) if setting == "default" else None
+        cell1 = (fmt(a["median"]) + a["spread"]) if a else ("same as default" if setting == "best" else "failed")
+        cell2 = (fmt(b["median"]) + b["spread"]) if b else ("same as default" if setting == "best" else "failed")
+        cell3 = (fmt(c["median"]) + c["spread"] + (" (stalled)" if c["stalled_any"] else "")) if c else "failed"
+        cell3b = fmt_ms(c["max_med"]) if c else "n/a"
+        cell4 = ("%s / %s%s" % (fmt_ms(d["p50"]), fmt_ms(d["p99_med"]),
+                                " (stalled)" if d["stalled_any"] else "")) if d else "failed"
+        if impl == "redis-py":
+            cell5 = "n/a (no watchdog)" if setting == "default" else ""
+        elif setting == "best":
+            cell5 = ""
+        else:
+            cell5 = ("%.1f%%" % e["median"]) if e else "failed"
+        w("| %s | %s | %s | %s | %s | %s | %s |" % (label(impl, setting), cell1, cell2, cell3, cell3b, cell4, cell5))
+    w("")
+    if R["s6"]:
+        w("Scenario 6: rlock costs **%s instructions per lock+unlock pair** on the client (callgrind)." %
+          fmt(R["s6"]["median"]))
+        w("")
+
+    # ---- goals
+    goals = []
+    r1 = s1.get(("rlock", "default"))
+    if r1:
+        ratio = r1["median"] / bound1
+        why = ""
+        if ratio < 0.95:
+            why = (" Why: a pair costs %.0f µs against 2 x %.1f µs of round trips. rlock sends %.0f commands in "
+                   "%.0f socket writes per pair (the acquire and unlock scripts, each followed by a separate DEL of "
+                   "its latch key) and each sync call crosses threads twice (user thread -> I/O thread through the "
+                   "eventfd, reply -> user thread through a condition variable), so every round trip also pays "
+                   "two thread wake-ups and a libevent loop pass; on 2 cores shared with redis-server these "
+                   "wake-ups are the cost (client CPU %.0f µs per pair). What the engine would need: let the "
+                   "calling thread write the request and read the reply itself when no other request is in "
+                   "flight (no hand-off to the I/O thread for an idle connection), and piggy-back the latch "
+                   "DELs on the next request instead of sending them alone." %
+                   (1e6 / r1["median"], rtt, r1.get("commands_per_pair", 0), r1.get("writes_per_pair", 0),
+                    r1.get("cpu_us_per_pair", 0)))
+        goals.append(("1: uncontended >= 0.95 of the 2-round-trip bound",
+                      ratio >= 0.95, "%s pairs/s = %.2f of %s%s" % (fmt(r1["median"]), ratio, fmt(bound1), why)))
+    r2 = s2.get(("rlock", "default"))
+    if r2:
+        ratio = r2["median"] / half_ceiling
+        peers2 = [(k, x["median"]) for k, x in s2.items() if k[0] != "rlock" and x]
+        bestp = max(peers2, key=lambda kv: kv[1]) if peers2 else None
+        why = ""
+        if ratio < 0.6:
+            why = (" Why: rlock batched %.1f commands per write (automatic pipelining works), but its client used "
+                   "%.0f%% CPU on 2 cores shared with redis-server: the 50 user threads each block on a condition "
+                   "variable per call and are woken one by one, so the client runs out of CPU before the server "
+                   "does. What the engine would need: cheaper wake-ups (complete a whole batch of replies with "
+                   "one pass and one futex wake per waiting thread, no eventfd write per submit when the loop is "
+                   "busy), and fewer commands per pair (latch DELs: %d commands for %s pairs)." %
+                   (r2.get("commands_per_write", 0), r2.get("client_cpu_pct", 0), r2.get("commands", 0),
+                    fmt(r2.get("pairs", 0))))
+        goals.append(("2: 50 owners >= 0.6 of ceiling/2", ratio >= 0.6,
+                      "%s pairs/s = %.2f of %s%s" % (fmt(r2["median"]), ratio, fmt(half_ceiling), why)))
+        if bestp:
+            rr = r2["median"] / bestp[1]
+            why = ""
+            if rr < 3:
+                why = (" Why: the node peers also pipeline (one event loop, one socket, every task's command "
+                       "in the same tick leaves together) and pay no thread hand-off per call; rlock's 50 OS "
+                       "threads pay two wake-ups per call (see above).")
+            goals.append(("2: >= 3x the best peer", rr >= 3,
+                          "%.2fx %s (%s pairs/s)%s" % (rr, label(*bestp[0]), fmt(bestp[1]), why)))
+    r3 = s3.get(("rlock", "default"))
+    if r3:
+        peers3 = [(k, x) for k, x in s3.items() if k[0] != "rlock" and x and not x["stalled_any"]]
+        if peers3:
+            bk, bx = max(peers3, key=lambda kv: kv[1]["median"])
+            ok = r3["median"] >= bx["median"]
+            why = ""
+            if not ok:
+                why = (" Why: on a hot lock every hand-off goes unlock -> pub/sub message -> woken waiter "
+                       "-> acquire script (about 3 round trips plus the thread wake-ups of scenario 1), while a "
+                       "polling peer's owner often re-takes the lock it just released in one round trip (see its "
+                       "owner changes: %s vs rlock's %s); rlock trades throughput for fairness here." %
+                       (fmt(bx.get("changes_med")), fmt(r3.get("changes_med"))))
+            goals.append(("3: hot-lock throughput >= the best peer", ok,
+                          "%s ops/s vs %s %s ops/s%s" % (fmt(r3["median"]), label(*bk), fmt(bx["median"]), why)))
+        peers3d = [(k, x) for k, x in s3.items() if k[0] != "rlock" and k[1] == "default" and x
+                   and x["max_med"] is not None]
+        if peers3d:
+            lk, lx = min(peers3d, key=lambda kv: kv[1]["max_med"])
+            ok = r3["max_med"] is not None and r3["max_med"] * 4 <= lx["max_med"]
+            why = ""
+            if not ok:
+                why = (" Why: rlock's RLock (like Redisson's) is not fair: an unlock publishes one message, "
+                       "every waiting process retries, and the owner that just unlocked usually wins again "
+                       "because its next acquire reaches the server before the woken waiters' retries "
+                       "(%s acquire scripts per lock taken, %s owner changes in %s critical sections). A waiter "
+                       "can lose many rounds in a row. What the engine would need: a hand-off that favours "
+                       "waiters (the fair lock of a later issue, or a releasing owner that yields to a known "
+                       "waiter before re-acquiring)." %
+                       (fmt(r3.get("tries_med"), 2), fmt(r3.get("changes_med")), fmt(r3["ops"])))
+            goals.append(("3: max acquire wait far below the peers' defaults (criterion: <= 1/4 of the "
+                          "smallest peer max)", ok,
+                          "rlock %s vs smallest peer max %s (%s)%s" %
+                          (fmt_ms(r3["max_med"]), fmt_ms(lx["max_med"]), label(*lk), why)))
+        goals.append(("3: counter exact (rlock)", r3["exact_all"],
+                      "counter = %s after %s critical sections in every repetition" %
+                      (fmt(r3["counter"]), fmt(r3["ops"])) if r3["exact_all"] else "see problems below"))
+    r5 = s5.get(("rlock", "default"))
+    if r5:
+        goals.append(("5: no lock expired under the watchdog (rlock)", r5["ok_all"],
+                      "%s of %s still held after %.0f s, %d lost" %
+                      (fmt(r5["still_held"]), fmt(r5["locks"]), r5["hold"], r5.get("lost", 0))))
+    w("## Goals")
+    w("")
+    w("| goal | met? | figures and reason |\n| --- | --- | --- |")
+    for g, ok, txt in goals:
+        w("| %s | %s | %s |" % (g, "**yes**" if ok else "**NO**", txt))
+    w("")
+
+    # ---- charts
+    charts = {}
+    charts["s1"] = chart(ctx, outdir, "s1_pair_latency", "Scenario 1: uncontended lock+unlock pair latency",
+                         [("PING round trip (hiredis)", ping["samples"])] +
+                         [(label(*k), x["samples"]) for k, x in s1.items() if x])
+    charts["s2"] = chart(ctx, outdir, "s2_pair_latency", "Scenario 2: 50 owners, pair latency",
+                         [(label(*k), x["samples"]) for k, x in s2.items() if x])
+    charts["s3"] = chart(ctx, outdir, "s3_acquire_wait", "Scenario 3: hot lock, acquire wait",
+                         [(label(*k), x["samples"]) for k, x in s3.items() if x])
+    charts["s4"] = chart(ctx, outdir, "s4_handoff_latency", "Scenario 4: handoff latency (unlock returned -> acquire returned)",
+                         [(label(*k), x["samples"]) for k, x in s4.items() if x])
+
+    # ---- scenario tables
+    w("## 1. Uncontended: one owner, %s sequential lock+unlock pairs on one name" % fmt(cfg["s1_pairs"]))
+    w("")
+    w("%s warm-up pairs first. Bound = %s pairs/s (2 round trips per pair)." % (fmt(cfg["s1_warm"]), fmt(bound1)))
+    w("")
+    w("| implementation | pairs/s | ratio to bound | pair p50 | pair p99 | client CPU per pair | notes |")
+    w("| --- | --- | --- | --- | --- | --- | --- |")
+    for k, x in s1.items():
+        if not x:
+            w("| %s | failed | | | | | see problems |" % label(*k))
+            continue
+        note = ""
+        if k[0] == "rlock":
+            note = "%.1f commands, %.1f writes per pair" % (x.get("commands_per_pair", 0), x.get("writes_per_pair", 0))
+        w("| %s | %s%s | %.2f | %s | %s | %.0f µs | %s |" %
+          (label(*k), fmt(x["median"]), x["spread"], x["median"] / bound1, fmt_ms(x["p50"]), fmt_ms(x["p99"]),
+           x.get("cpu_us_per_pair", float("nan")), note))
+    w("")
+    if charts["s1"]:
+        w("![scenario 1](%s)" % charts["s1"])
+        w("")
+
+    w("## 2. Many owners, distinct names: %d threads (rlock) / %d concurrent tasks (peers), %.0f s" %
+      (cfg["s2_workers"], cfg["s2_workers"], cfg["s2_secs"]))
+    w("")
+    w("%.1f s warm-up first. rlock: %d threads sharing **one client** (one connection). Peers: %d async tasks "
+      "in one process sharing one connection (redis-py: redis.asyncio with its default pool). Reference: "
+      "ceiling / 2 = %s pairs/s." % (cfg["s2_warm"], cfg["s2_workers"], cfg["s2_workers"], fmt(half_ceiling)))
+    w("")
+    w("| implementation | pairs/s | ratio to ceiling/2 | pair p50 | pair p99 | client CPU | notes |")
+    w("| --- | --- | --- | --- | --- | --- | --- |")
+    for k, x in s2.items():
+        if not x:
+            w("| %s | failed | | | | | see problems |" % label(*k))
+            continue
+        note = ""
+        if k[0] == "rlock":
+            note = "%.1f commands per socket write (automatic pipelining)" % x.get("commands_per_write", 0)
+        w("| %s | %s%s | %.2f | %s | %s | %.0f%% | %s |" %
+          (label(*k), fmt(x["median"]), x["spread"], x["median"] / half_ceiling, fmt_ms(x["p50"]),
+           fmt_ms(x["p99"]), x.get("client_cpu_pct", float("nan")), note))
+    w("")
+    if charts["s2"]:
+        w("![scenario 2](%s)" % charts["s2"])
+        w("")
+
+    w("## 3. Hot lock: %d worker processes x %d iterations of lock, GET, SET counter+1, unlock" %
+      (cfg["s3_workers"], cfg["s3_iters"]))
+    w("")
+    w("All workers connect, then start together. Throughput = critical sections / (last end - first start). "
+      "Owner changes = consecutive critical sections (by counter value) run by different workers. Acquire "
+      "wait = time in the lock call. A run that has not finished after %.0f s is killed and marked stalled "
+      "(its throughput is then counter / elapsed)." % cfg["s3_cap"])
+    w("")
+    w("| implementation | lock ops/s | owner changes | wait p50 | wait p99 | wait max (median / worst rep) | counter exact | acquire scripts per lock |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for k, x in s3.items():
+        if not x:
+            w("| %s | failed | | | | | |" % label(*k))
+            continue
+        exact = "yes" if x["exact_all"] else ("unknown (stalled)" if x["stalled_any"] else "**NO**")
+        w("| %s | %s%s%s | %s | %s | %s | %s / %s | %s | %s |" %
+          (label(*k), fmt(x["median"]), x["spread"], " (stalled)" if x["stalled_any"] else "",
+           fmt(x["changes_med"]), fmt_ms(x["p50_med"]), fmt_ms(x["p99_med"]), fmt_ms(x["max_med"]),
+           fmt_ms(x["max_max"]), exact, fmt(x["tries_med"], 2) if x.get("tries_med") else ""))
+    w("")
+    w("The fair lock is not implemented yet; it will add its rows here.")
+    w("")
+    if charts["s3"]:
+        w("![scenario 3](%s)" % charts["s3"])
+        w("")
+
+    w("## 4. Handoff latency: two processes pass one lock back and forth")
+    w("")
+    w("Target %s handoffs (+%d warm-up for rlock, %d for the peers, not counted). Before each unlock the holder tells the other process "
+      "(pipe / IPC) to start waiting and sleeps %d µs so that the waiter is parked; the figure is the time "
+      "from the unlock call returning in one process to the acquire call returning in the other "
+      "(CLOCK_MONOTONIC in both). Round trip unit = PING p50 %.1f µs. rlock runs to the end (cap %.0f s); a "
+      "peer run stops after %.1f s (a slow poller would need hours for %s handoffs), so peers have fewer "
+      "samples (column 'handoffs')." %
+      (fmt(cfg["s4_handoffs"]), cfg["s4_warm"], cfg["s4_warm_peer"], cfg["s4_delay_us"], ping["p50_us"], cfg["s4_cap_rlock"],
+       cfg["s4_cap_peer"], fmt(cfg["s4_handoffs"])))
+    w("")
+    w("| implementation | handoffs | p50 | p99 | p50 in round trips | p99 in round trips | max |")
+    w("| --- | --- | --- | --- | --- | --- | --- |")
+    for k, x in s4.items():
+        if not x:
+            w("| %s | failed | | | | | |" % label(*k))
+            continue
+        w("| %s | %s%s | %s%s | %s | %.1f | %.1f | %s |" %
+          (label(*k), fmt(x["handoffs_med"]), " (stalled)" if x["stalled_any"] else "",
+           fmt_ms(x["p50"]), x["spread"], fmt_ms(x["p99_med"]), x["p50"] / ping["p50_us"],
+           (x["p99_med"] or float("nan")) / ping["p50_us"], fmt_ms(x["max"])))
+    w("")
+    if charts["s4"]:
+        w("![scenario 4](%s)" % charts["s4"])
+        w("")
+
+    w("## 5. Watchdog at scale: %s locks held under the watchdog (lease %d ms)" %
+      (fmt(cfg["s5_locks"]), cfg["s5_watchdog_ms"]))
+    w("")
+    w("rlock: one client, watchdog_timeout_ms = %d (**non-default**, the scenario's setting; renewal every "
+      "third of it), all locks taken with rlock_lock_acquire_async, held %.0f s, %d repetition(s). Peers (1 "
+      "repetition, held %.0f s, to stay in the time budget): node-redisson lockWatchdogTimeout %d ms; "
+      "redis-semaphore Mutex lockTimeout %d ms (refresh every 0.8 of it); redlock `using()` with duration %d ms "
+      "(auto-extension 500 ms before expiry). redis-py's Lock has no automatic renewal: not applicable. "
+      "Renewal commands/s: rlock's own counter (renew script calls) and, for all, the server's EVAL/EVALSHA "
+      "calls per second during the hold. RSS per lock = (RSS after the hold - RSS after connecting) / locks. "
+      "Verified after the hold: every lock key still exists and is held." %
+      (cfg["s5_watchdog_ms"], cfg["s5_hold"], cfg["reps"], cfg["s5_hold_peer"], cfg["s5_watchdog_ms"],
+       cfg["s5_watchdog_ms"], cfg["s5_watchdog_ms"]))
+    w("")
+    w("| implementation | acquire all | renewal commands/s (client) | server script calls/s | client CPU | "
+      "RSS per held lock | still held | lost |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for k, x in s5.items():
+        if not x:
+            w("| %s | failed | | | | | | |" % label(*k))
+            continue
+        w("| %s | %.1f s | %s | %s | %.1f%%%s | %s B | %s / %s | %d |" %
+          (label(*k), x["acquire_med"], fmt(x.get("renewal_calls_per_s"), 1) if "renewal_calls_per_s" in x else "n/a",
+           fmt(x["server_cmd_med"], 1), x["median"], x["spread"], fmt(x["rss_med"]),
+           fmt(x["still_held"]), fmt(x["locks"]), x.get("lost", 0)))
+    w("| redis-py | n/a | | | | | | no watchdog |")
+    w("")
+    if r5 and "renewed_locks_per_s" in r5:
+        w("rlock renewed %s holds per second with %s renew-script calls per second (batches of up to 500)." %
+          (fmt(r5["renewed_locks_per_s"]), fmt(r5["renewal_calls_per_s"], 1)))
+        w("")
+
+    w("## 6. Client cost per pair (callgrind)")
+    w("")
+    s6 = R["s6"]
+    if s6:
+        w("`valgrind --tool=callgrind bench/build/bin/rlock_bench s6 URL N` for N = %d and N = %d "
+          "lock+unlock pairs; instructions per pair = (Ir(N2) - Ir(N1)) / (N2 - N1), so connection set-up "
+          "and exit cancel out. Counts every thread of the client (user and I/O thread, libevent, libc, "
+          "kernel excluded)." % (s6["n1"], s6["n2"]))
+        w("")
+        w("| implementation | instructions per pair | repetitions |\n| --- | --- | --- |")
+        w("| rlock | **%s**%s | %s |" % (fmt(s6["median"]), s6["spread"], ", ".join(fmt(x) for x in s6["reps"])))
+        w("")
+        w("The peers run on JIT-compiling (node) or interpreting (Python) runtimes where a callgrind count "
+          "measures the runtime more than the library; their client cost is the CPU per pair of scenario 1 "
+          "(table above).")
+    else:
+        w("callgrind failed: see problems.")
+    w("")
+
+    w("## Problems seen in this run")
+    w("")
+    mine = [p for p in problems if ": rlock (" in p or not re.search(r": [a-z-]+ \(", p)]
+    theirs = [p for p in problems if p not in mine]
+    w("rlock (library errors, hangs, stalls, wrong results, harness failures):")
+    w("")
+    for p in mine or ["none: no library error, hang, stall or wrong counter in this run."]:
+        w("- " + p.replace("\n", " "))
+    w("")
+    w("Peers:")
+    w("")
+    for p in theirs or ["none"]:
+        w("- " + p.replace("\n", " "))
+    w("")
+    w("## Notes on the peers")
+    w("")
+    w("- node-redisson (from reading its code): it tries the lock, and only then subscribes to the unlock channel; an unlock published "
+      "between the two is lost and the waiter sleeps until its next try after the lock's TTL (30 s with the "
+      "watchdog lease). Runs that hit this show as *stalled* above (the harness kills them at the cap).")
+    w("- redlock's default retryCount (10) makes an acquire give up after about 2 s under contention; the "
+      "harness calls it again (waiting forever, as the other libraries do) and the time counts as wait.")
+    w("- redis-py's Lock has no lease by default (timeout=None): a crashed holder keeps the lock forever.")
+    with open(os.path.join(outdir, "latest.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.stderr.write("run.py: interrupted\n")
+        sys.exit(130)
