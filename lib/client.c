@@ -99,6 +99,7 @@ static void shutdown_engine(client_t *cl) {
   op_fail_all(cl, RLOCK_ECLOSED);
   pubsub_close(&cl->ps);
   watchdog_close(&cl->wd);
+  handoff_clear(cl);
   for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
   free(cl->dels);
   cl->dels = NULL;

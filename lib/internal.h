@@ -257,6 +257,7 @@ struct rlock_client {
   pubsub_t ps;
   watchdog_t wd;
   op_t *active; /* ops in progress (waiting, attempts), doubly linked */
+  map_t handoff; /* lock name -> int64_t* deadline: let notified waiters go first */
   bytes_t *dels; /* latch keys to delete in one DEL */
   size_t ndels, capdels;
   bool batch_wrote;
@@ -333,6 +334,7 @@ struct op {
 };
 
 void op_start(op_t *op);                       /* I/O thread: begin the operation */
+void handoff_clear(client_t *cl);
 void op_fail_all(client_t *cl, int status);    /* closing: end every active op */
 void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 

@@ -19,6 +19,44 @@
 
 #define ACQUIRE_LATCH "rlock_acquire_latch"
 #define UNLOCK_LATCH "redisson_unlock_latch"
+#define HANDOFF_MS 2        /* how long a releaser lets notified waiters go first */
+#define HANDOFF_MAX 4096    /* entries kept before the table is reset */
+
+/* ------------------------------------------------------------ handoff
+ * Redisson's lock is unfair: the process that just released is one round trip
+ * ahead of the waiters its unlock message wakes, so in a hot loop it wins
+ * again and again and they starve. When an unlock reached subscribers (reply
+ * 2), this client's next acquire of that name lets them go first: it waits
+ * for the next unlock message or HANDOFF_MS, whichever comes first. */
+
+static void handoff_mark(client_t *cl, const rlock_lock_t *l) {
+  if (cl->handoff.count >= HANDOFF_MAX) handoff_clear(cl);
+  int64_t *until = map_get(&cl->handoff, l->name, l->len);
+  if (!until) {
+    if (!(until = malloc(sizeof *until))) return;
+    if (map_put(&cl->handoff, l->name, l->len, until)) {
+      free(until);
+      return;
+    }
+  }
+  *until = rlock_now_ms() + HANDOFF_MS;
+}
+
+/* ms left of this client's handoff window for l (0: none), consuming it. */
+static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
+  int64_t *until = map_del(&cl->handoff, l->name, l->len);
+  if (!until) return 0;
+  int64_t left = *until - rlock_now_ms();
+  free(until);
+  return left > 0 ? left : 0;
+}
+
+void handoff_clear(client_t *cl) {
+  map_iter_t it;
+  map_iter_init(&it, &cl->handoff);
+  for (map_entry_t *e; (e = map_iter_next(&it));) free(e->value);
+  map_free(&cl->handoff);
+}
 
 static void attempt(op_t *op, bool fresh);
 
@@ -326,6 +364,24 @@ static void start_acquire(op_t *op) {
     return;
   }
   op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
+  int64_t yield = op->wait_ms != 0 ? handoff_take(cl, op->lock) : 0;
+  if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
+    op->subscribed = true;
+    op->w.on_wake = on_wake;
+    int rc = pubsub_join(&cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+    if (rc < 0) {
+      op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
+      return;
+    }
+    if (rc == 1) {
+      park(op, yield);
+    } else {
+      struct timeval tv;
+      rlock__tv_from_ms(&tv, yield);
+      evtimer_add(op->timer, &tv);
+    }
+    return;
+  }
   attempt(op, true);
 }
 
@@ -379,8 +435,9 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   bytes_t latch;
   int rc = 0;
   int64_t value = 0;
-  if (reply->type == RLOCK_REPLY_INTEGER && (reply->integer == 0 || reply->integer == 1)) {
-    value = reply->integer;
+  if (reply->type == RLOCK_REPLY_INTEGER && reply->integer >= 0 && reply->integer <= 2) {
+    value = reply->integer > 0;
+    if (reply->integer == 2) handoff_mark(cl, l);
     watchdog_released(&cl->wd, l->name, l->len, op->owner_id, value == 1);
     if (!names_prefixed_suffix(&latch, UNLOCK_LATCH, l->name, l->len, op->reqid)) {
       client_queue_del(cl, latch.p, latch.n);

@@ -3,8 +3,11 @@
 -- KEYS[3]  unlock latch "redisson_unlock_latch:{NAME}:<request id>"
 -- ARGV[1]  message ('0')   ARGV[2] lease (ms) kept while still held
 -- ARGV[3]  owner id   ARGV[4] publish command (publish / spublish)   ARGV[5] latch TTL (ms)
--- Reply: 1 released (key deleted, one waiter woken); 0 still held (count > 0);
---        nil this owner does not hold it. A re-sent request gets its first answer.
+-- Reply: 1 released (key deleted, message published, nobody subscribed);
+--        2 released and the message reached subscribers (waiters exist: the client
+--          then lets them go first, see docs/architecture.md "handoff");
+--        0 still held (count > 0); nil this owner does not hold it.
+-- A re-sent request gets its first answer (the latch).
 local done = redis.call('get', KEYS[3])
 if done then
   return tonumber(done)
@@ -20,6 +23,9 @@ if left > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-return 1
+local released = 1
+if redis.call(ARGV[4], KEYS[2], ARGV[1]) > 0 then
+  released = 2
+end
+redis.call('set', KEYS[3], released, 'px', ARGV[5])
+return released
