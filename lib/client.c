@@ -51,6 +51,18 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
   pthread_mutex_unlock(&cl->cbmu);
 }
 
+/* ------------------------------------------------------------ routing */
+
+/* The one place that picks the connection for a request about `key`. Today a
+ * client talks to one node; Cluster will route by names_slot(key) to the
+ * node that owns the slot (and follow MOVED/ASK), Sentinel to the current
+ * master: the lock objects above never change. key may be NULL (any node). */
+void client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
+  (void)key;
+  (void)klen;
+  conn_send(&cl->cmd, r);
+}
+
 /* ------------------------------------------------------------ latch clean-up */
 
 void client_queue_del(client_t *cl, const char *key, size_t len) {

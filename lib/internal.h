@@ -280,6 +280,7 @@ void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean
 void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 int64_t client_latch_ttl(const client_t *cl);
 int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
+void client_send(client_t *cl, const char *key, size_t klen, req_t *r); /* route a request */
 bool client_on_io_thread(const client_t *cl);
 /* Owner id "<client id>:<owner>" into buf (>= 64 bytes); returns length. */
 size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf);

@@ -164,7 +164,7 @@ static void undo_send(undo_t *u) {
     return;
   }
   stat_add(cl, ST_SCRIPTS, 1);
-  conn_send(&cl->cmd, r);
+  client_send(cl, u->keys[0].p, u->keys[0].n, r);
 }
 
 /* Give back the hold that the current try of op may have taken. */
@@ -213,7 +213,7 @@ static void send_attempt(op_t *op) {
   op->in_flight = true;
   stat_add(cl, ST_ATTEMPTS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
-  conn_send(&cl->cmd, r);
+  client_send(cl, l->name, l->len, r);
 }
 
 static void attempt(op_t *op, bool fresh) {
@@ -412,7 +412,7 @@ static void send_release(op_t *op) {
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  conn_send(&cl->cmd, r);
+  client_send(cl, l->name, l->len, r);
 }
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -555,7 +555,7 @@ static void start_simple(op_t *op) {
     return;
   }
   op->in_flight = true;
-  conn_send(&cl->cmd, r);
+  client_send(cl, l ? l->name : NULL, l ? l->len : 0, r);
 }
 
 /* ------------------------------------------------------------ dispatch */

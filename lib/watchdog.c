@@ -206,7 +206,7 @@ static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
   if (!r) goto out;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
-  conn_send(&cl->cmd, r);
+  client_send(cl, keys[0], kl[0], r); /* Cluster: batches will be grouped per node */
   b = NULL;
 out:
   if (b) batch_free(b);
