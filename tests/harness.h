@@ -104,12 +104,15 @@ typedef struct th_server {
   redisContext *raw;    /* cached raw connection (th_cmd) */
 } th_server_t;
 
+/* Start, restart and stop servers from the main thread: a server dies with
+ * the thread that started it (PR_SET_PDEATHSIG). */
 th_server_t *th_server_start(const th_server_opts_t *opts); /* opts may be NULL */
 void th_server_kill(th_server_t *s);     /* SIGKILL and reap */
 void th_server_restart(th_server_t *s);  /* kill, then start again on the same ports */
 void th_server_stop(th_server_t *s);     /* kill, remove the dir, free */
 
-/* Raw commands (hiredis, blocking) on the server's plain TCP port. */
+/* Raw commands (hiredis, blocking) on the server's plain TCP port. th_cmd*
+ * share one cached connection per server: use them from one thread at a time. */
 redisContext *th_raw_connect(th_server_t *s);   /* a new, authenticated connection */
 redisReply *th_cmd(th_server_t *s, const char *arg0, ...); /* NULL-terminated string args */
 redisReply *th_cmdv(th_server_t *s, int argc, const char **argv, const size_t *lens);

@@ -191,7 +191,8 @@ TEST(connection_killed_while_paused) {
    * connection: the request never ran; the client re-sends it. */
   CHECK_MSG(th_wait_until(retry_client_blocked, NULL, 5000), "unlock never blocked");
   th_reply_free(th_cmd(srv, "CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal", NULL));
-  th_sleep_ms(200); /* the re-send reaches the (still paused) server */
+  /* The re-send on a new connection is held back by the pause too. */
+  CHECK_MSG(th_wait_until(retry_client_blocked, NULL, 5000), "unlock not re-sent");
   unpause();
   pthread_join(t, NULL);
   CHECK_OK(b.rc);
