@@ -229,6 +229,8 @@ int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char 
 int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                          int64_t *out);
 void watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
+/* Force unlock succeeded: every hold of name tracked here is lost (callback). */
+void watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
 /* ------------------------------------------------------------ client.c */
 typedef struct op op_t;

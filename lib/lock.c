@@ -279,8 +279,9 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   }
   if (status != 0) {
     bool written = status != RLOCK_ECONNECT || op->retries > 0;
-    bool time_left = op->deadline < 0 || rlock_now_ms() < op->deadline;
-    if (status != RLOCK_ECONNECT && !op->cancelled && time_left && op->retries < cl->opt.retry_attempts) {
+    /* the wait bound is about waiting for the lock, not about the transport:
+     * a try whose answer was lost is re-sent even when wait_ms is over */
+    if (status != RLOCK_ECONNECT && !op->cancelled && op->retries < cl->opt.retry_attempts) {
       op->retries++; /* same request id: counts once even if both arrive */
       attempt(op, false);
       return;
@@ -489,6 +490,8 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
     op_finish(op, 0, 0, reply, 0);
     return;
   }
+  if (op->kind == OP_FORCE && reply->type == RLOCK_REPLY_INTEGER && reply->integer == 1)
+    watchdog_forget(&cl->wd, op->lock->name, op->lock->len); /* our own holds of it are gone */
   int rc = 0;
   int64_t v = 0;
   void *ptr = NULL;

@@ -145,6 +145,17 @@ int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const cha
   return 0;
 }
 
+void watchdog_forget(watchdog_t *wd, const char *name, size_t len) {
+  map_iter_t it;
+  map_iter_init(&it, &wd->holds);
+  for (map_entry_t *e; (e = map_iter_next(&it));) {
+    hold_t *h = e->value;
+    size_t hl;
+    const char *hn = hold_name(h, &hl);
+    if (hl == len && !memcmp(hn, name, len)) lost(h);
+  }
+}
+
 static void batch_free(batch_t *b) {
   for (size_t i = 0; i < b->n; i++) free(b->keys[i]);
   free(b->keys);

@@ -44,6 +44,9 @@ static void check_works(rlock_client_t *c) {
 }
 
 TEST(options_defaults) {
+  rlock_client_t *none = NULL;
+  CHECK_RC(rlock_client_new(&none, NULL), RLOCK_EINVAL); /* options are required */
+  CHECK(none == NULL);
   rlock_options_t o;
   memset(&o, 0x5a, sizeof o);
   rlock_options_init(&o);

@@ -295,6 +295,8 @@ TEST(bad_arguments) {
   /* Valid special values. */
   CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL));
   CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_trylock(l, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG)); /* = lock */
+  CHECK_OK(rlock_lock_unlock(l));
   rlock_lock_free(l);
 }
 

@@ -154,12 +154,35 @@ TEST(callback_removed) {
   rlock_client_free(c);
 }
 
+TEST(force_unlocked_by_same_client) {
+  /* A fixed-lease hold (never renewed) force-unlocked through the same
+   * client: the loss is reported at once, not when the 60 s lease ends. */
+  reset();
+  rlock_client_t *c = th_client(srv->url, 30000);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "lost:self-force");
+  CHECK_OK(rlock_lock_acquire(l, 7, 0, 60000, NULL));
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(l, &was));
+  CHECK_EQ(was, 1);
+  CHECK_MSG(wait_calls(1) == 1, "lost callback not called after our own force unlock");
+  CHECK_EQ(last_owner, 7);
+  int64_t until;
+  CHECK_RC(rlock_lock_valid_until(l, 7, &until), RLOCK_ENOTHELD);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   srv = th_server_start(NULL);
   RUN(deleted_behind_back);
   RUN(force_unlocked_and_taken_over);
   RUN(callback_removed);
+  RUN(force_unlocked_by_same_client);
   th_server_stop(srv);
   return th_done();
 }
