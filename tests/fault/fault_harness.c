@@ -1,0 +1,397 @@
+/* fault_harness.c -- the fault suite's shared machinery (see
+ * fault_harness.h): the deployment and lock-kind rows, worker processes that
+ * run a lock loop and record their history, the parent's control of them and
+ * the async completion latch. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fault_harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ deployments */
+
+static void *single_start(const fh_deploy_opts_t *o) {
+  th_server_opts_t so = {0};
+  so.appendonly = o ? o->appendonly : 0;
+  so.extra_args = o ? o->extra_args : NULL;
+  return th_server_start(&so);
+}
+static const char *single_url(void *d) { return ((th_server_t *)d)->url; }
+static void single_restart(void *d) { th_server_restart(d); }
+static void single_stop(void *d) { th_server_stop(d); }
+static th_server_t *single_raw(void *d) { return d; }
+
+const fh_deploy_t fh_deploy_single = {"single", single_start, single_url, single_restart,
+                                      single_stop, single_raw};
+const fh_deploy_t *const fh_deployments[] = {&fh_deploy_single, NULL};
+
+/* ------------------------------------------------------------ lock kinds */
+
+static int re_open(fh_worker_ctx_t *w) {
+  return rlock_lock_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
+}
+static int re_valid_until(fh_worker_ctx_t *w, int64_t *out) {
+  return rlock_lock_valid_until(w->lock, RLOCK_OWNER_SELF, out);
+}
+static int re_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu,
+                      uint64_t *token) {
+  int rc = rlock_lock_acquire(w->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, NULL);
+  *token = 0;
+  *vu = 0;
+  if (rc == 0 && re_valid_until(w, vu) != 0) *vu = 0;
+  return rc;
+}
+static int re_release(fh_worker_ctx_t *w) { return rlock_lock_unlock(w->lock); }
+static void re_close(fh_worker_ctx_t *w) {
+  rlock_lock_free(w->lock);
+  w->lock = NULL;
+}
+
+const fh_kind_t fh_kind_reentrant = {"reentrant", HIST_MUTEX_LEASE, re_open, re_acquire,
+                                     re_valid_until, re_release, re_close};
+const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, NULL};
+
+/* ------------------------------------------------------------ workers */
+
+
+static void emit(fh_worker_ctx_t *w, int kind, int rc, int64_t value) {
+  fh_event_t e = {(int16_t)w->id, (int16_t)kind, rc, hist_now_ns(), value};
+  ssize_t n;
+  do {
+    n = write(w->ev_fd, &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+}
+
+static void wlog(fh_worker_ctx_t *w, int kind, int status, int64_t vu_ms, uint64_t token) {
+  const char *name = w->spec->lock_name;
+  if (hist_log(w->hist_fd, kind, w->id, name, strlen(name), status, vu_ms * 1000000, token) != 0)
+    th_fail(__FILE__, __LINE__, "worker %d: history write failed", w->id);
+}
+
+static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+  fh_worker_ctx_t *w = arg;
+  if (hist_log(w->hist_fd, HK_LOST, w->id, name, len, 0, 0, owner) != 0) return;
+  emit(w, HK_LOST, 0, 0);
+}
+
+/* Reads one command byte within timeout_ms (-1: forever). 0 on timeout, -1 on EOF. */
+static int read_cmd(int fd, int64_t timeout_ms) {
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  int r = poll(&pfd, 1, timeout_ms < 0 ? -1 : (int)timeout_ms);
+  if (r < 0 && errno == EINTR) return 0;
+  if (r <= 0) return 0;
+  char c;
+  ssize_t n = read(fd, &c, 1);
+  if (n < 0 && errno == EINTR) return 0;
+  return n == 1 ? (unsigned char)c : -1;
+}
+
+static void answer_valid(fh_worker_ctx_t *w) {
+  int64_t vu = 0;
+  int rc = w->spec->kind->valid_until(w, &vu);
+  wlog(w, HK_VALID, rc, rc == 0 ? vu : 0, 0);
+  emit(w, HK_VALID, rc, rc == 0 ? vu : 0);
+}
+
+static void worker_main(fh_worker_ctx_t *w) {
+  const fh_worker_spec_t *s = w->spec;
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = s->url;
+  if (s->watchdog_ms > 0) o.watchdog_timeout_ms = s->watchdog_ms;
+  if (s->command_timeout_ms > 0) o.command_timeout_ms = s->command_timeout_ms;
+  if (s->reconnect_max_ms > 0) o.reconnect_max_ms = s->reconnect_max_ms;
+  int rc = rlock_client_new(&w->client, &o);
+  if (rc != 0) th_fail(__FILE__, __LINE__, "worker %d: client: %s", w->id, rlock_last_error());
+  rlock_client_on_lost(w->client, on_lost, w);
+  if ((rc = s->kind->open(w)) != 0)
+    th_fail(__FILE__, __LINE__, "worker %d: open: %s", w->id, rlock_err_name(rc));
+  int quit = 0;
+  for (int it = 0; !quit && (s->iterations == 0 || it < s->iterations); it++) {
+    int c;
+    while ((c = read_cmd(w->ctl_fd, 0)) != 0) {
+      if (c == FH_CMD_QUIT || c < 0) quit = 1;
+      else if (c == FH_CMD_VALID) answer_valid(w);
+    }
+    if (quit) break;
+    wlog(w, HK_ATTEMPT, 0, 0, 0);
+    emit(w, HK_ATTEMPT, 0, 0);
+    int64_t vu = 0;
+    uint64_t token = 0;
+    rc = s->kind->acquire(w, s->wait_ms, s->lease_ms, &vu, &token);
+    if (rc != 0) {
+      wlog(w, HK_FAIL, rc, 0, 0);
+      emit(w, HK_FAIL, rc, 0);
+      continue;
+    }
+    wlog(w, HK_GRANT, 0, vu, token);
+    wlog(w, HK_ENTER, 0, 0, 0);
+    emit(w, HK_ENTER, 0, vu);
+    /* inside the critical section */
+    int64_t until = s->hold_ms >= 0 ? rlock_now_ms() + s->hold_ms : -1;
+    for (;;) {
+      int64_t left = until < 0 ? -1 : until - rlock_now_ms();
+      if (until >= 0 && left <= 0) break;
+      c = read_cmd(w->ctl_fd, left);
+      if (c == FH_CMD_VALID) answer_valid(w);
+      else if (c == FH_CMD_QUIT || c < 0) {
+        quit = 1;
+        if (until < 0) break;
+      } else if (c == FH_CMD_EXIT && until < 0) break;
+    }
+    int64_t now = rlock_now_ms(), cur = 0;
+    int stale = s->kind->valid_until(w, &cur) != 0 || now >= cur;
+    wlog(w, HK_EXIT, stale, 0, 0);
+    emit(w, HK_EXIT, stale, 0);
+    rc = s->kind->release(w);
+    wlog(w, HK_RELEASE, rc, 0, 0);
+    emit(w, HK_RELEASE, rc, 0);
+  }
+  emit(w, HK_MAX, 0, 0);
+  s->kind->close(w);
+  rlock_client_free(w->client);
+  close(w->hist_fd);
+  close(w->ev_fd);
+  _exit(0);
+}
+
+static void evlog_reset(void);
+
+void fh_pool_init(fh_pool_t *p) {
+  memset(p, 0, sizeof *p);
+  evlog_reset(); /* events of an earlier pool must not match this one's workers */
+  snprintf(p->hist_path, sizeof p->hist_path, "%s/history.bin", th_tempdir());
+  if (hist_create(p->hist_path) != 0 || (p->hist_fd = hist_open(p->hist_path)) < 0)
+    th_fail(__FILE__, __LINE__, "cannot create %s", p->hist_path);
+  int ev[2];
+  if (pipe2(ev, O_CLOEXEC) != 0) th_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+  p->ev_rd = ev[0], p->ev_wr = ev[1];
+}
+
+/* Events read so far (the parent's view), consumed by fh_await in any order. */
+typedef struct evlog {
+  fh_event_t *e;
+  char *used;
+  size_t n, cap;
+} evlog_t;
+static evlog_t g_ev;
+static void evlog_reset(void) { g_ev.n = 0; }
+
+int fh_spawn(fh_pool_t *p, const fh_worker_spec_t *spec) {
+  if (p->nworkers >= FH_MAX_WORKERS) th_fail(__FILE__, __LINE__, "too many workers");
+  int id = p->nworkers++;
+  int ctl[2];
+  if (pipe2(ctl, O_CLOEXEC) != 0) th_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+  pid_t pid = th_fork();
+  if (pid == 0) {
+    close(ctl[1]);
+    close(p->ev_rd);
+    for (int i = 0; i < id; i++)
+      if (p->w[i].ctl >= 0) close(p->w[i].ctl);
+    static fh_worker_ctx_t w;
+    memset(&w, 0, sizeof w);
+    w.id = id;
+    w.spec = spec;
+    w.ctl_fd = ctl[0];
+    w.ev_fd = p->ev_wr;
+    w.hist_fd = hist_open(p->hist_path);
+    if (w.hist_fd < 0) _exit(3);
+    worker_main(&w);
+  }
+  close(ctl[0]);
+  p->w[id].pid = pid;
+  p->w[id].ctl = ctl[1];
+  p->w[id].alive = 1;
+  return id;
+}
+
+void fh_send(fh_pool_t *p, int id, char cmd) {
+  if (!p->w[id].alive) return;
+  if (write(p->w[id].ctl, &cmd, 1) != 1 && errno != EPIPE) /* EPIPE: it already ended */
+    th_fail(__FILE__, __LINE__, "worker %d: control write: %s", id, strerror(errno));
+}
+
+static int ev_take(int id, int kind, fh_event_t *out) {
+  for (size_t i = 0; i < g_ev.n; i++)
+    if (!g_ev.used[i] && (id < 0 || g_ev.e[i].worker == id) && g_ev.e[i].kind == kind) {
+      g_ev.used[i] = 1;
+      *out = g_ev.e[i];
+      return 1;
+    }
+  return 0;
+}
+
+/* Reads the events available within timeout_ms into the log; 0 on timeout. */
+static int ev_read(fh_pool_t *p, int64_t timeout_ms) {
+  struct pollfd pfd = {.fd = p->ev_rd, .events = POLLIN};
+  int r = poll(&pfd, 1, (int)(timeout_ms < 0 ? 0 : timeout_ms));
+  if (r <= 0) return 0;
+  fh_event_t e;
+  ssize_t n = read(p->ev_rd, &e, sizeof e);
+  if (n != (ssize_t)sizeof e) return 0;
+  if (g_ev.n == g_ev.cap) {
+    g_ev.cap = g_ev.cap ? g_ev.cap * 2 : 256;
+    g_ev.e = realloc(g_ev.e, g_ev.cap * sizeof *g_ev.e);
+    g_ev.used = realloc(g_ev.used, g_ev.cap);
+    if (!g_ev.e || !g_ev.used) th_fail(__FILE__, __LINE__, "out of memory");
+  }
+  g_ev.e[g_ev.n] = e;
+  g_ev.used[g_ev.n++] = 0;
+  p->events_seen++;
+  return 1;
+}
+
+fh_event_t fh_await(fh_pool_t *p, int id, int kind, int64_t timeout_ms) {
+  int64_t deadline = rlock_now_ms() + timeout_ms;
+  fh_event_t e;
+  for (;;) {
+    if (ev_take(id, kind, &e)) return e;
+    int64_t left = deadline - rlock_now_ms();
+    if (left <= 0) break;
+    ev_read(p, left);
+  }
+  th_fail(__FILE__, __LINE__, "no '%s' event from worker %d within %lld ms", hist_kind_name(kind),
+          id, (long long)timeout_ms);
+}
+
+int fh_poll_event(fh_pool_t *p, int id, int kind, fh_event_t *ev) {
+  while (ev_read(p, 0)) {
+  }
+  return ev_take(id, kind, ev);
+}
+
+void fh_kill9(fh_pool_t *p, int id) {
+  kill(p->w[id].pid, SIGKILL);
+  th_wait_child(p->w[id].pid);
+  hist_log(p->hist_fd, HK_DIED, id, "", 0, 0, 0, 0);
+  p->w[id].alive = 0;
+  close(p->w[id].ctl);
+  p->w[id].ctl = -1;
+}
+
+void fh_stop(fh_pool_t *p, int id) {
+  kill(p->w[id].pid, SIGSTOP);
+  /* wait until it is really stopped (WUNTRACED), not just signalled */
+  int st;
+  while (waitpid(p->w[id].pid, &st, WUNTRACED) < 0 && errno == EINTR) {
+  }
+  p->w[id].stopped = 1;
+}
+
+void fh_cont(fh_pool_t *p, int id) {
+  kill(p->w[id].pid, SIGCONT);
+  p->w[id].stopped = 0;
+}
+
+void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms) {
+  for (int i = 0; i < p->nworkers; i++) {
+    if (!p->w[i].alive) continue;
+    if (p->w[i].stopped) fh_cont(p, i);
+    fh_send(p, i, FH_CMD_QUIT);
+    fh_send(p, i, FH_CMD_EXIT);
+  }
+  int64_t deadline = rlock_now_ms() + timeout_ms;
+  for (int i = 0; i < p->nworkers; i++) {
+    if (!p->w[i].alive) continue;
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(p->w[i].pid, &st, WNOHANG)) == 0 && rlock_now_ms() < deadline)
+      ev_read(p, 20); /* drain events while waiting: the pipe must not fill up */
+    if (r == 0) {
+      kill(p->w[i].pid, SIGKILL);
+      th_wait_child(p->w[i].pid);
+      th_fail(__FILE__, __LINE__, "worker %d did not finish within %lld ms", i,
+              (long long)timeout_ms);
+    }
+    p->w[i].alive = 0;
+    close(p->w[i].ctl);
+    p->w[i].ctl = -1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      th_fail(__FILE__, __LINE__, "worker %d ended badly (status 0x%x)", i, st);
+  }
+  while (ev_read(p, 0)) {
+  }
+  close(p->ev_rd), close(p->ev_wr), close(p->hist_fd);
+  p->ev_rd = p->ev_wr = p->hist_fd = -1;
+}
+
+int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep) {
+  hist_check_opts_t o = {mode, 0};
+  int v = hist_check_file(p->hist_path, &o, rep);
+  hist_report_print(stdout, rep);
+  return v;
+}
+
+/* ------------------------------------------------------------ latch */
+
+void fh_latch_init(fh_latch_t *l) {
+  memset(l, 0, sizeof *l);
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(&l->cond, &a);
+  pthread_condattr_destroy(&a);
+}
+
+void fh_latch_destroy(fh_latch_t *l) {
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cond);
+}
+
+void fh_latch_cb(rlock_lock_t *lock, int status, int64_t value, void *arg) {
+  fh_latch_t *l = arg;
+  pthread_mutex_lock(&l->mu);
+  l->done = 1;
+  l->status = status;
+  l->value = value;
+  pthread_cond_broadcast(&l->cond);
+  pthread_mutex_unlock(&l->mu);
+}
+
+int fh_latch_wait(fh_latch_t *l, int64_t timeout_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(timeout_ms / 1000);
+  ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&l->mu);
+  while (!l->done && pthread_cond_timedwait(&l->cond, &l->mu, &ts) == 0) {
+  }
+  int d = l->done;
+  pthread_mutex_unlock(&l->mu);
+  return d;
+}
+
+rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_timeout_ms,
+                          int retry_attempts) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  if (watchdog_ms > 0) o.watchdog_timeout_ms = watchdog_ms;
+  if (command_timeout_ms > 0) o.command_timeout_ms = command_timeout_ms;
+  if (retry_attempts >= 0) o.retry_attempts = retry_attempts;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 200;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  if (rc != 0)
+    th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc),
+            rlock_last_error());
+  return c;
+}
+
+void fh_result(const char *fault, const char *deploy, const char *kind, const char *outcome,
+               size_t violations) {
+  printf("RESULT fault=%s deployment=%s kind=%s violations=%zu outcome=%s\n", fault, deploy, kind,
+         violations, outcome);
+}

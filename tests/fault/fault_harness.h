@@ -1,0 +1,164 @@
+/* fault_harness.h -- what the fault-injection tests share on top of
+ * tests/harness.h: the tables that make the suite grow by rows (deployments
+ * x lock kinds), worker processes that run a lock loop and record a history
+ * (history.h), the parent's control of them (commands, awaited events,
+ * kill -9 / SIGSTOP / SIGCONT), and a completion latch for async calls.
+ *
+ * Adding a deployment (Sentinel, Cluster, RedLock) = one more fh_deploy_t row
+ * (start / url / restart / stop); adding a lock type (fenced, fair, rw,
+ * semaphore) = one more fh_kind_t row (acquire / release / checker mode).
+ * The fault scenarios iterate over the rows and need no change. */
+#ifndef RLOCK_FAULT_HARNESS_H
+#define RLOCK_FAULT_HARNESS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "harness.h"
+#include "history.h"
+
+/* ------------------------------------------------------------ deployments */
+
+typedef struct fh_deploy_opts {
+  int appendonly;                /* AOF with appendfsync always */
+  const char *const *extra_args; /* extra redis-server arguments */
+} fh_deploy_opts_t;
+
+typedef struct fh_deploy fh_deploy_t;
+struct fh_deploy {
+  const char *name; /* "single", later "sentinel", "cluster", "redlock" */
+  /* Starts the deployment; returns an opaque handle. */
+  void *(*start)(const fh_deploy_opts_t *o);
+  /* The URL clients use (one node for now). */
+  const char *(*url)(void *d);
+  /* kill -9 every data node and start it again on the same ports. */
+  void (*restart)(void *d);
+  void (*stop)(void *d);
+  /* The raw server for state checks (HGET...), where it is one server. */
+  th_server_t *(*raw)(void *d);
+};
+
+extern const fh_deploy_t fh_deploy_single;
+/* Every deployment the suite runs against (NULL-terminated). */
+extern const fh_deploy_t *const fh_deployments[];
+
+/* ------------------------------------------------------------ lock kinds */
+
+typedef struct fh_worker_ctx fh_worker_ctx_t;
+
+typedef struct fh_kind {
+  const char *name;   /* "reentrant", later "fenced", "fair", "read", "write", "semaphore" */
+  hist_mode_t mode;   /* the checker mode its histories are checked in (with leases) */
+  int (*open)(fh_worker_ctx_t *w);     /* makes w->lock (and whatever else it needs) */
+  /* Acquires; on 0 fills *valid_until_ms (0 unknown) and *token (0 none). */
+  int (*acquire)(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *valid_until_ms,
+                 uint64_t *token);
+  int (*valid_until)(fh_worker_ctx_t *w, int64_t *out_ms);
+  int (*release)(fh_worker_ctx_t *w);
+  void (*close)(fh_worker_ctx_t *w);
+} fh_kind_t;
+
+extern const fh_kind_t fh_kind_reentrant;
+extern const fh_kind_t *const fh_kinds[];
+
+/* ------------------------------------------------------------ workers */
+
+/* Parent -> worker command bytes. */
+#define FH_CMD_EXIT 'x'  /* leave the critical section (hold_ms < 0) */
+#define FH_CMD_VALID 'v' /* log HK_VALID with the current valid-until, answer FH_EV */
+#define FH_CMD_QUIT 'q'  /* stop before the next attempt */
+
+typedef struct fh_worker_spec {
+  const char *url;
+  const fh_kind_t *kind;
+  const char *lock_name;
+  int64_t lease_ms;          /* RLOCK_LEASE_WATCHDOG or a fixed lease */
+  int64_t watchdog_ms;       /* 0: library default */
+  int64_t command_timeout_ms;/* 0: library default */
+  int64_t reconnect_max_ms;  /* 0: library default */
+  int64_t wait_ms;           /* per acquire: RLOCK_WAIT_FOREVER or a bound */
+  int64_t hold_ms;           /* time inside; < 0: until the parent sends FH_CMD_EXIT */
+  int iterations;            /* 0: until FH_CMD_QUIT */
+} fh_worker_spec_t;
+
+/* A worker -> parent event (one atomic pipe write). */
+typedef struct fh_event {
+  int16_t worker;
+  int16_t kind; /* hist_kind_t; HK_MAX = the worker ended its loop */
+  int32_t rc;
+  int64_t t_ns;
+  int64_t value; /* HK_VALID: valid-until ms */
+} fh_event_t;
+
+#define FH_MAX_WORKERS 32
+
+typedef struct fh_pool {
+  char hist_path[300];
+  int hist_fd;      /* parent's own append fd (HK_DIED records) */
+  int ev_rd, ev_wr; /* event pipe */
+  int nworkers;
+  struct {
+    pid_t pid;
+    int ctl; /* write end of its control pipe */
+    int alive, stopped;
+  } w[FH_MAX_WORKERS];
+  size_t events_seen;
+} fh_pool_t;
+
+/* Inside a worker process. */
+struct fh_worker_ctx {
+  int id;
+  const fh_worker_spec_t *spec;
+  rlock_client_t *client;
+  rlock_lock_t *lock;
+  void *extra; /* lock kinds with more state */
+  int hist_fd, ev_fd, ctl_fd;
+};
+
+/* A pool with a fresh history file in a temp dir. No thread or client may
+ * exist in the parent when workers are spawned (fork). */
+void fh_pool_init(fh_pool_t *p);
+/* Forks worker `id` (its index) running spec; returns the id. */
+int fh_spawn(fh_pool_t *p, const fh_worker_spec_t *spec);
+void fh_send(fh_pool_t *p, int id, char cmd);
+/* Waits (bounded) for an event of worker id (-1: any) and kind; events that
+ * do not match are consumed. Fails the test on timeout. */
+fh_event_t fh_await(fh_pool_t *p, int id, int kind, int64_t timeout_ms);
+/* Non-blocking: 1 and *ev if an event of (id, kind) is already queued. */
+int fh_poll_event(fh_pool_t *p, int id, int kind, fh_event_t *ev);
+/* kill -9 a worker, reap it and record HK_DIED at the reaping time. */
+void fh_kill9(fh_pool_t *p, int id);
+void fh_stop(fh_pool_t *p, int id); /* SIGSTOP */
+void fh_cont(fh_pool_t *p, int id); /* SIGCONT */
+/* Sends quit (and exit, in case it is inside), then reaps every live worker
+ * (bounded); fails the test if a worker does not exit 0. */
+void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms);
+/* Checks the pool's history; prints the report; returns the verdict. */
+int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep);
+
+/* ------------------------------------------------------------ async completion */
+
+typedef struct fh_latch {
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  int done, status;
+  int64_t value;
+} fh_latch_t;
+void fh_latch_init(fh_latch_t *l);
+void fh_latch_destroy(fh_latch_t *l);
+/* An rlock_cb that completes the latch passed as arg. */
+void fh_latch_cb(rlock_lock_t *lock, int status, int64_t value, void *arg);
+/* Waits at most timeout_ms; returns 1 if completed. */
+int fh_latch_wait(fh_latch_t *l, int64_t timeout_ms);
+
+/* A client with explicit timeouts (0: library defaults). */
+rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_timeout_ms,
+                          int retry_attempts);
+
+/* Prints one machine-readable result line for docs/guarantees.md:
+ * "RESULT fault=<f> deployment=<d> kind=<k> outcome=<...> violations=<n>". */
+void fh_result(const char *fault, const char *deploy, const char *kind, const char *outcome,
+               size_t violations);
+
+#endif

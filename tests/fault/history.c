@@ -1,0 +1,364 @@
+/* history.c -- recording and checking lock histories (see history.h): the
+ * fixed-size record writer used by worker processes, and the checker that
+ * rebuilds every critical section from the records and reports overlaps. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "history.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(hist_rec_t) == 128, "history records are 128 bytes");
+
+static atomic_uint seq_counter;
+
+int64_t hist_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *hist_kind_name(int kind) {
+  static const char *names[HK_MAX] = {"?",       "attempt", "grant", "enter", "exit",
+                                      "release", "lost",    "fail",  "valid", "died"};
+  return kind > 0 && kind < HK_MAX ? names[kind] : "?";
+}
+
+int hist_create(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  close(fd);
+  return 0;
+}
+
+int hist_open(const char *path) { return open(path, O_WRONLY | O_APPEND | O_CLOEXEC); }
+
+int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, size_t name_len,
+                int status, int64_t valid_until_ns, uint64_t token) {
+  hist_rec_t r;
+  memset(&r, 0, sizeof r);
+  r.magic = HIST_MAGIC;
+  r.kind = (uint16_t)kind;
+  r.worker = (uint16_t)worker;
+  r.seq = atomic_fetch_add(&seq_counter, 1);
+  r.status = status;
+  r.t_ns = t_ns;
+  r.valid_until_ns = valid_until_ns;
+  r.token = token;
+  if (name_len > HIST_NAME_MAX) name_len = HIST_NAME_MAX;
+  r.name_len = (uint16_t)name_len;
+  if (name_len) memcpy(r.name, name, name_len);
+  ssize_t w;
+  do {
+    w = write(fd, &r, sizeof r);
+  } while (w < 0 && errno == EINTR);
+  return w == (ssize_t)sizeof r ? 0 : -1;
+}
+
+int hist_log(int fd, int kind, int worker, const void *name, size_t name_len, int status,
+             int64_t valid_until_ns, uint64_t token) {
+  return hist_log_at(fd, hist_now_ns(), kind, worker, name, name_len, status, valid_until_ns, token);
+}
+
+/* ------------------------------------------------------------ checker */
+
+static int by_time(const void *pa, const void *pb) {
+  const hist_rec_t *a = pa, *b = pb;
+  if (a->t_ns != b->t_ns) return a->t_ns < b->t_ns ? -1 : 1;
+  /* same stamp: keep a worker's own order (exit before enter, etc.) */
+  if (a->worker != b->worker) return a->worker < b->worker ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int by_enter(const void *pa, const void *pb) {
+  const hist_section_t *a = pa, *b = pb;
+  if (a->name_len != b->name_len) return a->name_len < b->name_len ? -1 : 1;
+  int c = memcmp(a->name, b->name, a->name_len);
+  if (c) return c;
+  return a->enter_ns < b->enter_ns ? -1 : a->enter_ns > b->enter_ns;
+}
+
+static int bad(hist_report_t *rep, const char *msg) {
+  snprintf(rep->msg, sizeof rep->msg, "malformed history: %s", msg);
+  rep->verdict = HIST_BADHIST;
+  return rep->verdict;
+}
+
+/* Per (worker, lock) state while scanning. */
+typedef struct cur {
+  int worker;
+  char name[HIST_NAME_MAX];
+  size_t name_len;
+  int64_t grant_ns, valid_until_ns;
+  uint64_t token;
+  long open; /* index of the open section, -1 none */
+  long last; /* index of the last section of the current hold, -1 none */
+} cur_t;
+
+static cur_t *find_cur(cur_t **curs, size_t *n, size_t *cap, const hist_rec_t *r) {
+  for (size_t i = 0; i < *n; i++)
+    if ((*curs)[i].worker == r->worker && (*curs)[i].name_len == r->name_len &&
+        memcmp((*curs)[i].name, r->name, r->name_len) == 0)
+      return &(*curs)[i];
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    cur_t *p = realloc(*curs, nc * sizeof *p);
+    if (!p) return NULL;
+    *curs = p, *cap = nc;
+  }
+  cur_t *c = &(*curs)[(*n)++];
+  memset(c, 0, sizeof *c);
+  c->worker = r->worker;
+  c->name_len = r->name_len;
+  memcpy(c->name, r->name, r->name_len);
+  c->open = c->last = -1;
+  return c;
+}
+
+int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hist_report_t *rep) {
+  memset(rep, 0, sizeof *rep);
+  rep->records = n;
+  if (!opts) return bad(rep, "no options");
+  if (opts->mode == HIST_FIFO || opts->mode == HIST_RW || opts->mode == HIST_PERMITS) {
+    snprintf(rep->msg, sizeof rep->msg,
+             "checker mode %d (%s) is not implemented yet: nothing was checked", (int)opts->mode,
+             opts->mode == HIST_FIFO ? "FIFO / fair lock"
+             : opts->mode == HIST_RW ? "read-write rules"
+                                     : "permit bound");
+    rep->verdict = HIST_NOTYET;
+    return rep->verdict;
+  }
+  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE) return bad(rep, "unknown mode");
+
+  hist_rec_t *r = malloc((n ? n : 1) * sizeof *r);
+  hist_section_t *secs = NULL;
+  size_t nsecs = 0, capsecs = 0;
+  cur_t *curs = NULL;
+  size_t ncurs = 0, capcurs = 0;
+  int verdict = HIST_OK;
+  if (!r) return bad(rep, "out of memory");
+  memcpy(r, in, n * sizeof *r);
+  qsort(r, n, sizeof *r, by_time);
+  int maxw = -1;
+
+  for (size_t i = 0; i < n && verdict == HIST_OK; i++) {
+    const hist_rec_t *e = &r[i];
+    if (e->magic != HIST_MAGIC || e->kind == 0 || e->kind >= HK_MAX || e->name_len > HIST_NAME_MAX) {
+      verdict = bad(rep, "bad record (magic/kind/name length)");
+      break;
+    }
+    if (e->worker > maxw) maxw = e->worker;
+    if (e->kind == HK_DIED) { /* closes every open section of that worker */
+      rep->died++;
+      for (size_t k = 0; k < ncurs; k++)
+        if (curs[k].worker == e->worker && curs[k].open >= 0) {
+          secs[curs[k].open].exit_ns = e->t_ns;
+          secs[curs[k].open].died = 1;
+          curs[k].open = -1;
+        }
+      continue;
+    }
+    cur_t *c = find_cur(&curs, &ncurs, &capcurs, e);
+    if (!c) {
+      verdict = bad(rep, "out of memory");
+      break;
+    }
+    char what[200];
+    switch (e->kind) {
+    case HK_GRANT:
+      rep->grants++;
+      c->grant_ns = e->t_ns;
+      c->valid_until_ns = e->valid_until_ns;
+      c->token = e->token;
+      c->last = -1;
+      break;
+    case HK_VALID:
+      if (e->status == 0 && e->valid_until_ns > c->valid_until_ns) {
+        c->valid_until_ns = e->valid_until_ns;
+        if (c->last >= 0) secs[c->last].valid_until_ns = e->valid_until_ns;
+      }
+      break;
+    case HK_ENTER:
+      if (c->open >= 0) {
+        snprintf(what, sizeof what, "worker %d entered '%.*s' twice without an exit", e->worker,
+                 (int)e->name_len, e->name);
+        verdict = bad(rep, what);
+        break;
+      }
+      if (!c->grant_ns) {
+        snprintf(what, sizeof what, "worker %d entered '%.*s' without a grant", e->worker,
+                 (int)e->name_len, e->name);
+        verdict = bad(rep, what);
+        break;
+      }
+      if (nsecs == capsecs) {
+        size_t nc = capsecs ? capsecs * 2 : 64;
+        hist_section_t *p = realloc(secs, nc * sizeof *p);
+        if (!p) {
+          verdict = bad(rep, "out of memory");
+          break;
+        }
+        secs = p, capsecs = nc;
+      }
+      {
+        hist_section_t *s = &secs[nsecs];
+        memset(s, 0, sizeof *s);
+        s->worker = e->worker;
+        memcpy(s->name, e->name, e->name_len);
+        s->name_len = e->name_len;
+        s->grant_ns = c->grant_ns;
+        s->enter_ns = e->t_ns;
+        s->exit_ns = INT64_MAX;
+        s->valid_until_ns = c->valid_until_ns;
+        s->token = c->token;
+        c->open = c->last = (long)nsecs++;
+      }
+      break;
+    case HK_EXIT:
+      if (c->open < 0) {
+        snprintf(what, sizeof what, "worker %d left '%.*s' without entering", e->worker,
+                 (int)e->name_len, e->name);
+        verdict = bad(rep, what);
+        break;
+      }
+      secs[c->open].exit_ns = e->t_ns;
+      secs[c->open].stale_exit = e->status == 1;
+      c->open = -1;
+      break;
+    case HK_LOST:
+      rep->lost++;
+      if (c->last >= 0 && !secs[c->last].lost_ns) secs[c->last].lost_ns = e->t_ns;
+      break;
+    case HK_FAIL:
+      rep->fails++;
+      break;
+    case HK_RELEASE:
+      c->grant_ns = 0; /* a new grant is needed for the next section */
+      break;
+    default:
+      break;
+    }
+  }
+  rep->workers = (size_t)(maxw + 1);
+  rep->sections = nsecs;
+
+  if (verdict == HIST_OK) {
+    qsort(secs, nsecs, sizeof *secs, by_enter);
+    size_t capo = 0;
+    for (size_t i = 0; i < nsecs; i++) {
+      if (i == 0 || secs[i].name_len != secs[i - 1].name_len ||
+          memcmp(secs[i].name, secs[i - 1].name, secs[i].name_len))
+        rep->locks++;
+      for (size_t j = i + 1; j < nsecs; j++) {
+        hist_section_t *a = &secs[i], *b = &secs[j];
+        if (b->name_len != a->name_len || memcmp(b->name, a->name, a->name_len)) break;
+        if (b->enter_ns >= a->exit_ns) continue; /* sorted by enter: later ones may still overlap a */
+        if (b->worker == a->worker) continue;    /* impossible (one open section per worker) */
+        hist_overlap_t o;
+        memset(&o, 0, sizeof o);
+        o.a = *a, o.b = *b;
+        o.from_ns = b->enter_ns;
+        o.to_ns = a->exit_ns < b->exit_ns ? a->exit_ns : b->exit_ns;
+        if (opts->mode == HIST_MUTEX_LEASE && a->valid_until_ns > 0 &&
+            b->grant_ns >= a->valid_until_ns && a->lost_ns > 0) {
+          o.permitted = 1;
+          snprintf(o.why, sizeof o.why,
+                   "permitted: B was granted %.3f ms after A's lease ran out; A was told %.3f ms "
+                   "after B entered",
+                   (double)(b->grant_ns - a->valid_until_ns) / 1e6,
+                   (double)(a->lost_ns - b->enter_ns) / 1e6);
+        } else if (a->valid_until_ns > 0 && b->grant_ns < a->valid_until_ns) {
+          snprintf(o.why, sizeof o.why,
+                   "VIOLATION: B was granted %.3f ms BEFORE A's lease ran out",
+                   (double)(a->valid_until_ns - b->grant_ns) / 1e6);
+        } else {
+          snprintf(o.why, sizeof o.why, "VIOLATION: overlap%s%s",
+                   opts->mode == HIST_MUTEX ? " (strict mutual exclusion)" : "",
+                   opts->mode == HIST_MUTEX_LEASE && !a->lost_ns ? ": A was never told its lock was lost" : "");
+        }
+        if (rep->nlist == capo) {
+          size_t nc = capo ? capo * 2 : 8;
+          hist_overlap_t *p = realloc(rep->list, nc * sizeof *p);
+          if (!p) {
+            verdict = bad(rep, "out of memory");
+            goto done;
+          }
+          rep->list = p, capo = nc;
+        }
+        rep->list[rep->nlist++] = o;
+        rep->overlaps++;
+        if (o.permitted) rep->permitted++;
+        else rep->violations++;
+      }
+    }
+    verdict = rep->violations ? HIST_VIOLATION : HIST_OK;
+    snprintf(rep->msg, sizeof rep->msg,
+             "%zu records, %zu workers, %zu locks, %zu critical sections, %zu grants, %zu "
+             "failed acquires, %zu lost, %zu died: %zu overlaps (%zu permitted, %zu violations)",
+             rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails,
+             rep->lost, rep->died, rep->overlaps, rep->permitted, rep->violations);
+  }
+done:
+  rep->verdict = verdict;
+  free(r);
+  free(secs);
+  free(curs);
+  return verdict;
+}
+
+int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep) {
+  memset(rep, 0, sizeof *rep);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return bad(rep, "cannot open the history file");
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size % (off_t)sizeof(hist_rec_t) != 0) {
+    close(fd);
+    return bad(rep, "history file size is not a multiple of the record size");
+  }
+  size_t n = (size_t)st.st_size / sizeof(hist_rec_t);
+  hist_rec_t *recs = malloc((n ? n : 1) * sizeof *recs);
+  size_t got = 0;
+  while (recs && got < n * sizeof *recs) {
+    ssize_t k = read(fd, (char *)recs + got, n * sizeof *recs - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  close(fd);
+  if (!recs || got != n * sizeof *recs) {
+    free(recs);
+    return bad(rep, "short read of the history file");
+  }
+  int v = hist_check(recs, n, opts, rep);
+  free(recs);
+  return v;
+}
+
+void hist_report_print(FILE *f, const hist_report_t *rep) {
+  static const char *verdicts[] = {"OK", "VIOLATION", "NOT YET IMPLEMENTED", "MALFORMED HISTORY"};
+  fprintf(f, "history: %s: %s\n", verdicts[rep->verdict & 3], rep->msg);
+  for (size_t i = 0; i < rep->nlist; i++) {
+    const hist_overlap_t *o = &rep->list[i];
+    fprintf(f,
+            "  overlap on '%.*s': A=worker %d [%+.3f, %s) B=worker %d [%+.3f, %s) ms, shared "
+            "%.3f ms: %s\n",
+            (int)o->a.name_len, o->a.name, o->a.worker, 0.0,
+            o->a.exit_ns == INT64_MAX ? "open" : "exit", o->b.worker,
+            (double)(o->b.enter_ns - o->a.enter_ns) / 1e6,
+            o->b.exit_ns == INT64_MAX ? "open" : "exit",
+            o->to_ns == INT64_MAX ? -1.0 : (double)(o->to_ns - o->from_ns) / 1e6, o->why);
+  }
+}
+
+void hist_report_free(hist_report_t *rep) {
+  free(rep->list);
+  rep->list = NULL;
+  rep->nlist = 0;
+}
