@@ -32,7 +32,18 @@ int64_t client_latch_ttl(const client_t *cl) {
 }
 
 size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
-  return (size_t)snprintf(buf, 64, "%s:%" PRIu64, cl->id, owner);
+  memcpy(buf, cl->id, 36);
+  buf[36] = ':';
+  char tmp[24];
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + owner % 10);
+    owner /= 10;
+  } while (owner);
+  size_t o = 37;
+  while (n) buf[o++] = tmp[--n];
+  buf[o] = 0;
+  return o;
 }
 
 void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner) {
@@ -65,6 +76,9 @@ void client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
 
 /* ------------------------------------------------------------ latch clean-up */
 
+#define DEL_BATCH 128
+#define DEL_DELAY_MS 20
+
 void client_queue_del(client_t *cl, const char *key, size_t len) {
   if (cl->ndels == cl->capdels) {
     size_t cap = cl->capdels ? cl->capdels * 2 : 64;
@@ -77,10 +91,14 @@ void client_queue_del(client_t *cl, const char *key, size_t len) {
   if (!p) return;
   cl->dels[cl->ndels].p = p;
   cl->dels[cl->ndels++].n = len;
-  if (cl->ndels >= 256) client_flush(cl);
+  if (cl->ndels == 1 && cl->del_timer) {
+    struct timeval tv = {0, DEL_DELAY_MS * 1000};
+    evtimer_add(cl->del_timer, &tv);
+  }
 }
 
-void client_flush(client_t *cl) {
+static void send_dels(client_t *cl) {
+  if (cl->del_timer) evtimer_del(cl->del_timer);
   if (cl->ndels && cl->cmd.state != CS_CLOSED) {
     size_t n = cl->ndels + 1;
     const char **argv = malloc(n * sizeof *argv);
@@ -96,6 +114,15 @@ void client_flush(client_t *cl) {
   }
   for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
   cl->ndels = 0;
+}
+
+static void del_timer_cb(evutil_socket_t fd, short what, void *arg) { send_dels(arg); }
+
+/* End of a pass of the loop. Latch keys are deleted in one DEL of many keys,
+ * sent when enough have gathered or DEL_DELAY_MS after the first: they are
+ * dead weight with a TTL, not worth a command (or a write) each. */
+void client_flush(client_t *cl) {
+  if (cl->ndels >= DEL_BATCH) send_dels(cl);
   if (cl->batch_wrote) {
     stat_add(cl, ST_WRITES, 1);
     cl->batch_wrote = false;
@@ -112,7 +139,9 @@ static void shutdown_engine(client_t *cl) {
   pubsub_close(&cl->ps);
   watchdog_close(&cl->wd);
   handoff_clear(cl);
-  for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
+  send_dels(cl); /* the command connection is closed: just frees them */
+  if (cl->del_timer) event_free(cl->del_timer);
+  cl->del_timer = NULL;
   free(cl->dels);
   cl->dels = NULL;
   cl->ndels = 0;
@@ -269,6 +298,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     return rc;
   }
   rlock__uuid(cl->id);
+  rlock__prng_seed(&cl->prng);
   cl->base = event_base_new();
   cl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (!cl->base || cl->wake_fd < 0) {
@@ -281,6 +311,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
+  cl->del_timer = evtimer_new(cl->base, del_timer_cb, cl);
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;

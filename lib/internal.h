@@ -32,6 +32,14 @@ int rlock__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 
 int rlock__fail_keep(int err); /* err, keeping the detailed message already set */
 void rlock__uuid(char out[37]);
 void rlock__random_hex(char *out, size_t nbytes); /* 2*nbytes hex chars + NUL */
+void rlock__random_bytes(void *out, size_t n);
+size_t rlock__i64toa(int64_t v, char *out); /* decimal, NUL-terminated; returns length */
+typedef struct rlock_prng {
+  uint64_t s[4];
+} rlock_prng_t;
+void rlock__prng_seed(rlock_prng_t *p);
+uint64_t rlock__prng_next(rlock_prng_t *p);
+void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
 uint64_t rlock__gettid(void);
 void *rlock__xmalloc(size_t n); /* NULL on failure */
 char *rlock__strndup(const char *s, size_t n);
@@ -260,6 +268,8 @@ struct rlock_client {
   watchdog_t wd;
   op_t *active; /* ops in progress (waiting, attempts), doubly linked */
   map_t handoff; /* lock name -> int64_t* deadline: let notified waiters go first */
+  rlock_prng_t prng; /* request ids (I/O thread) */
+  struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
   bytes_t *dels; /* latch keys to delete in one DEL */
   size_t ndels, capdels;
   bool batch_wrote;

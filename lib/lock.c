@@ -94,7 +94,7 @@ void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
     s->value = value;
     s->ptr = ptr;
     s->n = n;
-    snprintf(s->msg, sizeof s->msg, "%s", status < 0 ? rlock__msg() : "");
+    if (status < 0) snprintf(s->msg, sizeof s->msg, "%s", rlock__msg());
     s->done = true;
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->mu);
@@ -153,7 +153,7 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
 static void undo_send(undo_t *u) {
   client_t *cl = u->cl;
   char ttl[32];
-  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(cl));
+  rlock__i64toa(client_latch_ttl(cl), ttl);
   const char *keys[3] = {u->keys[0].p, u->keys[1].p, u->keys[2].p};
   size_t kl[3] = {u->keys[0].n, u->keys[1].n, u->keys[2].n};
   const char *args[4] = {"0", u->owner_id, "publish", ttl};
@@ -198,8 +198,8 @@ static void send_attempt(op_t *op) {
     return;
   }
   char lease[32], ttl[32];
-  snprintf(lease, sizeof lease, "%lld", (long long)lease_of(op));
-  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(cl));
+  rlock__i64toa(lease_of(op), lease);
+  rlock__i64toa(client_latch_ttl(cl), ttl);
   const char *keys[2] = {l->name, latch.p};
   size_t kl[2] = {l->len, latch.n};
   const char *args[3] = {lease, op->owner_id, ttl};
@@ -218,7 +218,7 @@ static void send_attempt(op_t *op) {
 
 static void attempt(op_t *op, bool fresh) {
   if (fresh) {
-    rlock__random_hex(op->reqid, 16);
+    rlock__prng_hex(&op->cl->prng, op->reqid);
     op->retries = 0;
     op->sent_at = rlock_now_ms();
   }
@@ -399,8 +399,8 @@ static void send_release(op_t *op) {
     return;
   }
   char lease[32], ttl[32];
-  snprintf(lease, sizeof lease, "%lld", (long long)watchdog_lease(&cl->wd, l->name, l->len, op->owner_id));
-  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(cl));
+  rlock__i64toa(watchdog_lease(&cl->wd, l->name, l->len, op->owner_id), lease);
+  rlock__i64toa(client_latch_ttl(cl), ttl);
   const char *keys[3] = {l->name, l->channel.p, latch.p};
   size_t kl[3] = {l->len, l->channel.n, latch.n};
   const char *args[5] = {"0", lease, op->owner_id, "publish", ttl};
@@ -575,7 +575,7 @@ void op_start(op_t *op) {
     start_acquire(op);
     break;
   case OP_RELEASE:
-    if (!op->reqid[0]) rlock__random_hex(op->reqid, 16);
+    if (!op->reqid[0]) rlock__prng_hex(&op->cl->prng, op->reqid);
     send_release(op);
     break;
   case OP_VALID_UNTIL: {

@@ -44,7 +44,7 @@ req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylen
   req_t *r = NULL;
   char nk[16];
   if (!argv || !argl) goto out;
-  snprintf(nk, sizeof nk, "%d", nkeys);
+  rlock__i64toa(nkeys, nk);
   argv[0] = "EVALSHA", argl[0] = 7;
   argv[1] = shas[script], argl[1] = 40;
   argv[2] = nk, argl[2] = strlen(nk);

@@ -43,21 +43,70 @@ int rlock__fail_keep(int err) {
   return err;
 }
 
+void rlock__random_bytes(void *out, size_t n) {
+  if (RAND_bytes(out, (int)n) != 1) {
+    /* OpenSSL's RNG failed: fall back to the kernel's */
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(out, 1, n, f) != n) memset(out, 0x5a, n);
+    if (f) fclose(f);
+  }
+}
+
 void rlock__random_hex(char *out, size_t nbytes) {
   unsigned char buf[64];
   static const char hx[] = "0123456789abcdef";
   if (nbytes > sizeof buf) nbytes = sizeof buf;
-  if (RAND_bytes(buf, (int)nbytes) != 1) {
-    /* OpenSSL's RNG failing is fatal for uniqueness; fall back to the kernel */
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(buf, 1, nbytes, f) != nbytes) memset(buf, 0x5a, nbytes);
-    if (f) fclose(f);
-  }
+  rlock__random_bytes(buf, nbytes);
   for (size_t i = 0; i < nbytes; i++) {
     out[2 * i] = hx[buf[i] >> 4];
     out[2 * i + 1] = hx[buf[i] & 15];
   }
   out[2 * nbytes] = 0;
+}
+
+size_t rlock__i64toa(int64_t v, char *out) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  size_t o = 0;
+  if (v < 0) out[o++] = '-';
+  while (n) out[o++] = tmp[--n];
+  out[o] = 0;
+  return o;
+}
+
+/* xoshiro256** (Blackman & Vigna), seeded from OpenSSL's RNG: request ids must
+ * be unique, not secret, and RAND_bytes costs thousands of instructions. */
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+void rlock__prng_seed(rlock_prng_t *p) {
+  rlock__random_bytes(p->s, sizeof p->s);
+  if (!(p->s[0] | p->s[1] | p->s[2] | p->s[3])) p->s[0] = 0x9e3779b97f4a7c15ULL;
+}
+
+uint64_t rlock__prng_next(rlock_prng_t *p) {
+  uint64_t *s = p->s;
+  uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return r;
+}
+
+void rlock__prng_hex(rlock_prng_t *p, char out[33]) {
+  static const char hx[] = "0123456789abcdef";
+  for (int w = 0; w < 2; w++) {
+    uint64_t v = rlock__prng_next(p);
+    for (int i = 0; i < 16; i++, v >>= 4) out[w * 16 + i] = hx[v & 15];
+  }
+  out[32] = 0;
 }
 
 void rlock__uuid(char out[37]) {

@@ -200,7 +200,7 @@ static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
   b->klens = malloc(n * sizeof *b->klens);
   b->gens = malloc(n * sizeof *b->gens);
   if (!b->keys || !b->klens || !b->gens) goto out;
-  snprintf(lease, sizeof lease, "%lld", (long long)cl->opt.watchdog_timeout_ms);
+  rlock__i64toa(cl->opt.watchdog_timeout_ms, lease);
   args[0] = lease, al[0] = strlen(lease);
   for (size_t i = 0; i < n; i++) {
     keys[i] = hold_name(hs[i], &kl[i]);
