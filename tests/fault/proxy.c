@@ -1,1 +1,314 @@
-/* proxy.c placeholder */
+/* proxy.c -- the loopback TCP fault proxy (see proxy.h): one thread, one
+ * poll(2) loop over the listening socket, a wake pipe and every (client,
+ * server) socket pair, with per-direction queues of time-stamped chunks. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "proxy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_PAIRS 64
+#define QUEUE_MAX (4u << 20) /* stop reading a side when this much waits */
+
+typedef struct chunk {
+  struct chunk *next;
+  size_t len, off;
+  int64_t release_ms;
+  char data[];
+} chunk_t;
+
+typedef struct dirq {
+  chunk_t *head, *tail;
+  size_t bytes;
+} dirq_t;
+
+typedef struct pair {
+  int fd[2]; /* 0 client, 1 server */
+  dirq_t q[2]; /* q[0]: client -> server (UP), q[1]: server -> client (DOWN) */
+} pair_t;
+
+struct fp_proxy {
+  int lfd, port, upstream;
+  int wake[2];
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  /* config (mu) */
+  int64_t delay_ms;
+  int blackhole, refuse, quit;
+  uint64_t cut_req, cut_done;
+  /* stats (mu) */
+  int nconn;
+  uint64_t accepted, bytes[2];
+  /* thread only */
+  pair_t pairs[MAX_PAIRS];
+  int npairs;
+};
+
+static void wake(fp_proxy_t *p) {
+  char c = 1;
+  ssize_t n = write(p->wake[1], &c, 1);
+  (void)n;
+}
+
+static void q_clear(dirq_t *q) {
+  chunk_t *c = q->head;
+  while (c) {
+    chunk_t *n = c->next;
+    free(c);
+    c = n;
+  }
+  q->head = q->tail = NULL;
+  q->bytes = 0;
+}
+
+static void pair_close(fp_proxy_t *p, int i) {
+  pair_t *pr = &p->pairs[i];
+  close(pr->fd[0]);
+  close(pr->fd[1]);
+  q_clear(&pr->q[0]);
+  q_clear(&pr->q[1]);
+  p->pairs[i] = p->pairs[--p->npairs];
+}
+
+static int connect_upstream(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0) return -1;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  return fd;
+}
+
+static void do_accept(fp_proxy_t *p, int refuse) {
+  int fd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) return;
+  pthread_mutex_lock(&p->mu);
+  p->accepted++;
+  pthread_mutex_unlock(&p->mu);
+  int up = refuse || p->npairs == MAX_PAIRS ? -1 : connect_upstream(p->upstream);
+  if (up < 0) {
+    close(fd);
+    return;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  pair_t *pr = &p->pairs[p->npairs++];
+  memset(pr, 0, sizeof *pr);
+  pr->fd[0] = fd;
+  pr->fd[1] = up;
+}
+
+/* Reads what side `from` of pair i has into its queue. -1: the pair is gone. */
+static int do_read(fp_proxy_t *p, int i, int from, int64_t delay) {
+  pair_t *pr = &p->pairs[i];
+  char buf[65536];
+  ssize_t n = read(pr->fd[from], buf, sizeof buf);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (n <= 0) return -1;
+  chunk_t *c = malloc(sizeof *c + (size_t)n);
+  if (!c) return -1;
+  c->next = NULL;
+  c->len = (size_t)n;
+  c->off = 0;
+  c->release_ms = th_now_ms() + delay;
+  memcpy(c->data, buf, (size_t)n);
+  dirq_t *q = &pr->q[from];
+  if (q->tail) q->tail->next = c;
+  else q->head = c;
+  q->tail = c;
+  q->bytes += (size_t)n;
+  return 0;
+}
+
+/* Writes the due chunks of direction d (0 up, 1 down) of pair i. */
+static int do_write(fp_proxy_t *p, int i, int d) {
+  pair_t *pr = &p->pairs[i];
+  dirq_t *q = &pr->q[d];
+  int64_t now = th_now_ms();
+  while (q->head && q->head->release_ms <= now) {
+    chunk_t *c = q->head;
+    ssize_t n = write(pr->fd[1 - d], c->data + c->off, c->len - c->off);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    if (n <= 0) return -1;
+    pthread_mutex_lock(&p->mu);
+    p->bytes[d] += (uint64_t)n;
+    pthread_mutex_unlock(&p->mu);
+    c->off += (size_t)n;
+    q->bytes -= (size_t)n;
+    if (c->off < c->len) return 0;
+    q->head = c->next;
+    if (!q->head) q->tail = NULL;
+    free(c);
+  }
+  return 0;
+}
+
+static void *run(void *arg) {
+  fp_proxy_t *p = arg;
+  struct pollfd pfd[2 + 2 * MAX_PAIRS];
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    int64_t delay = p->delay_ms;
+    int bh = p->blackhole, refuse = p->refuse, quit = p->quit;
+    uint64_t cut = p->cut_req;
+    pthread_mutex_unlock(&p->mu);
+    if (cut != p->cut_done || quit) {
+      while (p->npairs) pair_close(p, p->npairs - 1);
+      pthread_mutex_lock(&p->mu);
+      p->cut_done = cut;
+      p->nconn = 0;
+      pthread_cond_broadcast(&p->cond);
+      pthread_mutex_unlock(&p->mu);
+      if (quit) return NULL;
+    }
+    int n = 0;
+    pfd[n++] = (struct pollfd){.fd = p->wake[0], .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = p->lfd, .events = POLLIN};
+    int64_t now = th_now_ms(), next = -1;
+    for (int i = 0; i < p->npairs; i++) {
+      pair_t *pr = &p->pairs[i];
+      for (int side = 0; side < 2; side++) {
+        /* side s reads into q[s] (direction s) and writes q[1-s] */
+        int dir_in = side, dir_out = 1 - side;
+        short ev = 0;
+        if (!(bh & (1 << dir_in)) && pr->q[dir_in].bytes < QUEUE_MAX) ev |= POLLIN;
+        if (!(bh & (1 << dir_out)) && pr->q[dir_out].head) {
+          if (pr->q[dir_out].head->release_ms <= now) ev |= POLLOUT;
+          else if (next < 0 || pr->q[dir_out].head->release_ms < next)
+            next = pr->q[dir_out].head->release_ms;
+        }
+        pfd[n++] = (struct pollfd){.fd = pr->fd[side], .events = ev};
+      }
+    }
+    int timeout = next < 0 ? -1 : (int)(next - now + 1);
+    if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR) return NULL;
+    if (pfd[0].revents) {
+      char b[64];
+      while (read(p->wake[0], b, sizeof b) > 0) {
+      }
+    }
+    /* pairs first (their pollfd indexes), then accept */
+    for (int i = p->npairs - 1; i >= 0; i--) {
+      int dead = 0;
+      for (int side = 0; side < 2 && !dead; side++) {
+        short re = pfd[2 + 2 * i + side].revents;
+        if (re & (POLLERR | POLLNVAL)) dead = 1;
+        else if ((re & (POLLIN | POLLHUP)) && !(bh & (1 << side)))
+          dead = do_read(p, i, side, delay) < 0;
+      }
+      for (int d = 0; d < 2 && !dead; d++)
+        if (!(bh & (1 << d))) dead = do_write(p, i, d) < 0;
+      if (dead) pair_close(p, i);
+    }
+    if (pfd[1].revents & POLLIN) do_accept(p, refuse);
+    pthread_mutex_lock(&p->mu);
+    p->nconn = p->npairs;
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+fp_proxy_t *fp_start(int upstream_port) {
+  fp_proxy_t *p = calloc(1, sizeof *p);
+  if (!p) th_fail(__FILE__, __LINE__, "out of memory");
+  p->upstream = upstream_port;
+  p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(p->lfd, 64) != 0 ||
+      getsockname(p->lfd, (struct sockaddr *)&a, &len) != 0)
+    th_fail(__FILE__, __LINE__, "proxy listen: %s", strerror(errno));
+  p->port = ntohs(a.sin_port);
+  if (pipe2(p->wake, O_CLOEXEC | O_NONBLOCK) != 0) th_fail(__FILE__, __LINE__, "pipe");
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cond, NULL);
+  if (pthread_create(&p->thread, NULL, run, p) != 0) th_fail(__FILE__, __LINE__, "proxy thread");
+  return p;
+}
+
+int fp_port(const fp_proxy_t *p) { return p->port; }
+
+void fp_delay(fp_proxy_t *p, int64_t ms) {
+  pthread_mutex_lock(&p->mu);
+  p->delay_ms = ms;
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+}
+
+void fp_blackhole(fp_proxy_t *p, int dirs) {
+  pthread_mutex_lock(&p->mu);
+  p->blackhole = dirs & FP_BOTH;
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+}
+
+void fp_refuse(fp_proxy_t *p, int on) {
+  pthread_mutex_lock(&p->mu);
+  p->refuse = on;
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+}
+
+void fp_cut(fp_proxy_t *p) {
+  pthread_mutex_lock(&p->mu);
+  uint64_t want = ++p->cut_req;
+  wake(p);
+  while (p->cut_done < want) pthread_cond_wait(&p->cond, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+}
+
+int fp_connections(fp_proxy_t *p) {
+  pthread_mutex_lock(&p->mu);
+  int n = p->nconn;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+uint64_t fp_accepted(fp_proxy_t *p) {
+  pthread_mutex_lock(&p->mu);
+  uint64_t n = p->accepted;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+uint64_t fp_bytes(fp_proxy_t *p, int dir) {
+  pthread_mutex_lock(&p->mu);
+  uint64_t n = p->bytes[dir == FP_DOWN ? 1 : 0];
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+void fp_stop(fp_proxy_t *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->quit = 1;
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+  pthread_join(p->thread, NULL);
+  close(p->lfd);
+  close(p->wake[0]);
+  close(p->wake[1]);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cond);
+  free(p);
+}

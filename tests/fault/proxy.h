@@ -1,0 +1,34 @@
+/* proxy.h -- a loopback TCP fault proxy for the fault suite: clients connect
+ * to 127.0.0.1:fp_port() and each connection is forwarded to the real
+ * redis-server by one poll(2) thread, which can, on command:
+ *   delay      hold every chunk for N ms before forwarding it (each way);
+ *   blackhole  stop forwarding in one or both directions while keeping the
+ *              sockets open (bytes wait, as TCP would keep retransmitting
+ *              them; fp_blackhole(p, 0) heals and delivers them late);
+ *   cut        close every current connection at once;
+ *   refuse     accept new connections and close them at once (server "down").
+ * Only 127.0.0.1. */
+#ifndef RLOCK_FAULT_PROXY_H
+#define RLOCK_FAULT_PROXY_H
+
+#include <stdint.h>
+
+typedef struct fp_proxy fp_proxy_t;
+
+#define FP_UP 1   /* client -> server (requests) */
+#define FP_DOWN 2 /* server -> client (replies, pub/sub messages) */
+#define FP_BOTH 3
+
+fp_proxy_t *fp_start(int upstream_port); /* fails the test on error */
+int fp_port(const fp_proxy_t *p);
+void fp_delay(fp_proxy_t *p, int64_t ms);
+void fp_blackhole(fp_proxy_t *p, int dirs); /* 0: heal */
+void fp_refuse(fp_proxy_t *p, int on);
+void fp_cut(fp_proxy_t *p); /* returns once every connection is closed */
+int fp_connections(fp_proxy_t *p);
+uint64_t fp_accepted(fp_proxy_t *p);
+/* Bytes forwarded so far in a direction. */
+uint64_t fp_bytes(fp_proxy_t *p, int dir);
+void fp_stop(fp_proxy_t *p);
+
+#endif

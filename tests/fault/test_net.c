@@ -1,0 +1,302 @@
+/* test_net.c -- network faults between the client and Redis through the
+ * loopback fault proxy (proxy.c): cut connections (reconnect, resubscribe,
+ * waiters recover, also when the unlock message fell into the gap), a
+ * blackhole longer than the command timeout during acquire and unlock (the
+ * re-sends with the same latch count once: no double-counted hold, no hold
+ * left behind, checked with HGET on the real server), a partition longer
+ * than the lease (the holder is told) and added latency. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fault_harness.h"
+#include "proxy.h"
+
+static th_server_t *srv;
+static fp_proxy_t *px;
+static char purl[64];
+static atomic_int lost_calls;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+  atomic_fetch_add(&lost_calls, 1);
+}
+
+typedef struct numsub_arg {
+  const char *chan;
+  long long want;
+} numsub_arg_t;
+static int numsub_is(void *a) {
+  numsub_arg_t *n = a;
+  return th_numsub(srv, n->chan) == n->want;
+}
+static int conns_are(void *a) { return fp_connections(px) == *(int *)a; }
+static int key_gone(void *a) { return th_cmd_int(srv, "EXISTS", (const char *)a, NULL) == 0; }
+
+static rlock_stats_t stats(rlock_client_t *c) {
+  rlock_stats_t s;
+  rlock_client_stats(c, &s);
+  return s;
+}
+
+/* A round trip on the client's command connection: replies come in order,
+ * so once PING answers, every request written before it has been applied. */
+static void ping(rlock_client_t *c) {
+  const char *argv[1] = {"PING"};
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_command(c, 1, argv, NULL, &r));
+  CHECK(r->type == RLOCK_REPLY_STATUS);
+  rlock_reply_free(r);
+}
+
+static const char *owner(rlock_client_t *c, char *buf) {
+  return th_owner_id(c, (uint64_t)th_gettid(), buf, 128);
+}
+
+TEST(cut_reconnect_resubscribe) {
+  rlock_client_t *h = fh_client(purl, 1000, 1000, 3), *w = fh_client(purl, 1000, 1000, 3);
+  rlock_client_on_lost(h, on_lost, NULL);
+  rlock_lock_t *lh = th_lock(h, "net:cut"), *lw = th_lock(w, "net:cut");
+  CHECK_OK(rlock_lock_lock(lh, RLOCK_LEASE_WATCHDOG));
+  fh_latch_t got;
+  fh_latch_init(&got);
+  CHECK_OK(rlock_lock_acquire_async(lw, 777, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL,
+                                    fh_latch_cb, &got));
+  numsub_arg_t ns = {"redisson_lock__channel:{net:cut}", 1};
+  CHECK(th_wait_until(numsub_is, &ns, 5000));
+  rlock_stats_t h0 = stats(h), w0 = stats(w);
+  int64_t t_cut = rlock_now_ms();
+  fp_cut(px);
+  int four = 4;
+  CHECK_MSG(th_wait_until(conns_are, &four, 5000), "clients did not reconnect");
+  CHECK(th_wait_until(numsub_is, &ns, 5000)); /* resubscribed */
+  /* the hold survived and is renewed through the new connection */
+  int64_t vu = 0;
+  for (int i = 0; i < 300 && vu <= t_cut + 1000; i++) {
+    CHECK_OK(rlock_lock_valid_until(lh, RLOCK_OWNER_SELF, &vu));
+    if (vu <= t_cut + 1000) th_sleep_ms(10); /* no event announces a renewal */
+  }
+  CHECK_MSG(vu > t_cut + 1000, "no renewal after the cut");
+  char o[128];
+  CHECK_EQ(th_hget_num(srv, "net:cut", owner(h, o)), 1);
+  CHECK_EQ(atomic_load(&lost_calls), 0);
+  CHECK(!got.done);
+  CHECK(stats(h).reconnects >= h0.reconnects + 2); /* command + subscriber connection */
+  CHECK(stats(w).reconnects >= w0.reconnects + 2);
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(fh_latch_wait(&got, 5000), "the waiter did not recover after the cut");
+  CHECK_OK(got.status);
+  printf("waiter acquired %lld ms after the unlock\n", (long long)(rlock_now_ms() - t0));
+  CHECK_OK(rlock_lock_release(lw, 777));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:cut", NULL), 0);
+  fh_result("proxy-cut", "single", "reentrant", "reconnect+resubscribe; hold kept; waiter proceeds", 0);
+  fh_latch_destroy(&got);
+  rlock_lock_free(lh), rlock_lock_free(lw);
+  rlock_client_free(h), rlock_client_free(w);
+}
+
+/* The unlock message is published while the waiter has no connection: the
+ * resubscription wakes it. Outage shorter than the command timeout. */
+TEST(cut_message_lost_in_gap) {
+  rlock_client_t *h = fh_client(srv->url, 1000, 1000, 3), *w = fh_client(purl, 1000, 1000, 3);
+  rlock_lock_t *lh = th_lock(h, "net:gap"), *lw = th_lock(w, "net:gap");
+  CHECK_OK(rlock_lock_lock(lh, 60000)); /* fixed lease: the waiter does not wake on PTTL soon */
+  fh_latch_t got;
+  fh_latch_init(&got);
+  CHECK_OK(rlock_lock_acquire_async(lw, 5, RLOCK_WAIT_FOREVER, 60000, NULL, fh_latch_cb, &got));
+  numsub_arg_t ns = {"redisson_lock__channel:{net:gap}", 1};
+  CHECK(th_wait_until(numsub_is, &ns, 5000));
+  fp_refuse(px, 1);
+  fp_cut(px);
+  ns.want = 0;
+  CHECK(th_wait_until(numsub_is, &ns, 5000));
+  CHECK_OK(rlock_lock_unlock(lh)); /* publishes while w is disconnected */
+  CHECK(!got.done);
+  fp_refuse(px, 0);
+  CHECK_MSG(fh_latch_wait(&got, 5000), "the waiter missed the unlock and never retried");
+  CHECK_OK(got.status);
+  CHECK_OK(rlock_lock_release(lw, 5));
+  fh_result("proxy-cut-message-in-gap", "single", "reentrant", "resubscribe wakes the waiter", 0);
+  fh_latch_destroy(&got);
+  rlock_lock_free(lh), rlock_lock_free(lw);
+  rlock_client_free(h), rlock_client_free(w);
+}
+
+/* An outage longer than the command timeout while a waiter waits forever:
+ * what does the waiter get? (bounded: it must not hang) */
+TEST(refused_longer_than_timeout) {
+  rlock_client_t *h = fh_client(srv->url, 1000, 500, 3), *w = fh_client(purl, 1000, 500, 3);
+  rlock_lock_t *lh = th_lock(h, "net:down"), *lw = th_lock(w, "net:down");
+  CHECK_OK(rlock_lock_lock(lh, 1500));
+  fh_latch_t got;
+  fh_latch_init(&got);
+  CHECK_OK(rlock_lock_acquire_async(lw, 6, RLOCK_WAIT_FOREVER, 60000, NULL, fh_latch_cb, &got));
+  numsub_arg_t ns = {"redisson_lock__channel:{net:down}", 1};
+  CHECK(th_wait_until(numsub_is, &ns, 5000));
+  fp_refuse(px, 1);
+  fp_cut(px);
+  /* the waiter's PTTL wake comes at ~1.5 s; its try cannot be written */
+  int done = fh_latch_wait(&got, 6000);
+  fp_refuse(px, 0);
+  if (done) {
+    printf("waiter ended with %s during a 6 s outage\n", rlock_err_name(got.status));
+    CHECK(got.status == RLOCK_ECONNECT || got.status == 0);
+  } else {
+    CHECK_MSG(fh_latch_wait(&got, 10000), "the waiter hangs after the outage ended");
+    printf("waiter kept waiting through the outage and ended with %s\n", rlock_err_name(got.status));
+  }
+  if (got.status == 0) CHECK_OK(rlock_lock_release(lw, 6));
+  char outcome[160];
+  snprintf(outcome, sizeof outcome, "wait-forever waiter ends with %s (no hang)",
+           done ? rlock_err_name(got.status) : "a grant after the outage");
+  fh_result("proxy-refuse-6s", "single", "reentrant", outcome, 0);
+  CHECK(th_wait_until(key_gone, "net:down", 5000));
+  fh_latch_destroy(&got);
+  rlock_lock_free(lh), rlock_lock_free(lw);
+  rlock_client_free(h), rlock_client_free(w);
+}
+
+/* Reentrant acquire during a blackhole: ETIMEDOUT, and the count is back to
+ * exactly what it was (not 2 = applied and not given back, not 3 = each
+ * re-send counted, not 0 = given back twice). */
+static void blackhole_acquire(int dirs, const char *label) {
+  rlock_client_t *c = fh_client(purl, 30000, 300, 2);
+  rlock_lock_t *l = th_lock(c, "net:bh");
+  char o[128];
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  CHECK_EQ(th_hget_num(srv, "net:bh", owner(c, o)), 1);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  fp_blackhole(px, dirs);
+  int64_t t0 = rlock_now_ms();
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ETIMEDOUT);
+  int64_t took = rlock_now_ms() - t0;
+  printf("ETIMEDOUT after %lld ms (timeout 300, 2 re-sends)\n", (long long)took);
+  CHECK(took >= 800 && took < 3000);
+  th_sleep_ms(1500); /* the blackhole lasts: the undo's own re-sends pile up too */
+  fp_blackhole(px, 0);
+  ping(c);
+  long long sends = th_cmdstat(srv, "evalsha") - ev0;
+  printf("%s: %lld script calls reached the server (3 acquire sends + undo sends)\n", label, sends);
+  CHECK(sends >= 4);
+  CHECK_EQ(th_hget_num(srv, "net:bh", o), 1);
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &n));
+  CHECK_EQ(n, 1);
+  rlock_stats_t s = stats(c);
+  CHECK_EQ(s.held, 1);
+  CHECK(s.timeouts >= 3);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:bh", NULL), 0);
+  fh_result(label, "single", "reentrant", "ETIMEDOUT; count unchanged (1) after re-sends + undo", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(blackhole_both_acquire) { blackhole_acquire(FP_BOTH, "proxy-blackhole-both-acquire"); }
+TEST(blackhole_replies_acquire) { blackhole_acquire(FP_DOWN, "proxy-blackhole-replies-acquire"); }
+
+/* Unlock during a blackhole: ETIMEDOUT after re-sends; applied exactly once. */
+static void blackhole_unlock(int dirs, const char *label) {
+  rlock_client_t *c = fh_client(purl, 30000, 300, 2);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "net:bhu");
+  char o[128];
+  owner(c, o);
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  CHECK_EQ(th_hget_num(srv, "net:bhu", o), 2);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  fp_blackhole(px, dirs);
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ETIMEDOUT);
+  fp_blackhole(px, 0);
+  ping(c);
+  long long sends = th_cmdstat(srv, "evalsha") - ev0;
+  printf("%s: %lld unlock sends reached the server\n", label, sends);
+  CHECK_EQ(sends, 3);
+  CHECK_EQ(th_hget_num(srv, "net:bhu", o), 1); /* 2 - 1, once */
+  /* the last hold: unlock under blackhole, outcome unknown to the client */
+  int lost0 = atomic_load(&lost_calls);
+  fp_blackhole(px, dirs);
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ETIMEDOUT);
+  fp_blackhole(px, 0);
+  ping(c);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:bhu", NULL), 0); /* released once, nothing left */
+  /* The client could not know: a plain unlock by the user now says ENOTHELD. */
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
+  printf("%s: lost callbacks after the unknown-outcome unlock: %d\n", label,
+         atomic_load(&lost_calls) - lost0);
+  fh_result(label, "single", "reentrant",
+            "ETIMEDOUT; 3 sends applied once (count 2->1); last-hold unlock released once", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(blackhole_both_unlock) { blackhole_unlock(FP_BOTH, "proxy-blackhole-both-unlock"); }
+TEST(blackhole_replies_unlock) { blackhole_unlock(FP_DOWN, "proxy-blackhole-replies-unlock"); }
+
+/* A partition longer than the watchdog lease: the holder is told; the server
+ * frees the lock (no renewal reached it). */
+TEST(partition_longer_than_lease) {
+  rlock_client_t *c = fh_client(purl, 1000, 300, 2);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "net:part");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  int lost0 = atomic_load(&lost_calls);
+  int64_t vu = 0;
+  CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu));
+  fp_blackhole(px, FP_BOTH);
+  CHECK(th_wait_until(key_gone, "net:part", 3000)); /* the server lets it expire */
+  int64_t gone_at = rlock_now_ms();
+  for (int i = 0; i < 300 && atomic_load(&lost_calls) == lost0; i++) th_sleep_ms(10);
+  CHECK_MSG(atomic_load(&lost_calls) == lost0 + 1, "the holder was not told");
+  printf("key expired %lld ms after valid_until; holder told %lld ms after that\n",
+         (long long)(gone_at - vu), (long long)(rlock_now_ms() - gone_at));
+  CHECK(gone_at >= vu - 20); /* not freed before the holder's valid-until (poll granularity) */
+  CHECK_RC(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu), RLOCK_ENOTHELD);
+  fp_blackhole(px, 0);
+  ping(c);
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
+  CHECK_EQ(stats(c).held, 0);
+  fh_result("proxy-partition>lease", "single", "reentrant", "lost callback; lock freed after valid_until", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(delay) {
+  rlock_client_t *c = fh_client(purl, 30000, 1000, 2);
+  rlock_lock_t *l = th_lock(c, "net:delay");
+  fp_delay(px, 50);
+  int64_t t0 = rlock_now_ms();
+  for (int i = 0; i < 5; i++) {
+    CHECK_OK(rlock_lock_lock(l, 30000));
+    CHECK_OK(rlock_lock_unlock(l));
+  }
+  int64_t per = (rlock_now_ms() - t0) / 10;
+  printf("lock/unlock with 50 ms each way: %lld ms per call\n", (long long)per);
+  CHECK(per >= 100);
+  CHECK_EQ(stats(c).timeouts, 0);
+  fp_delay(px, 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:delay", NULL), 0);
+  fh_result("proxy-delay-50ms", "single", "reentrant", "works, slower; no timeouts", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 240);
+  srv = th_server_start(NULL);
+  px = fp_start(srv->port);
+  snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
+  RUN(cut_reconnect_resubscribe);
+  RUN(cut_message_lost_in_gap);
+  RUN(blackhole_both_acquire);
+  RUN(blackhole_replies_acquire);
+  RUN(blackhole_both_unlock);
+  RUN(blackhole_replies_unlock);
+  RUN(partition_longer_than_lease);
+  RUN(delay);
+  RUN(refused_longer_than_timeout);
+  fp_stop(px);
+  th_server_stop(srv);
+  return th_done();
+}
