@@ -148,16 +148,25 @@ static void shutdown_engine(client_t *cl) {
   event_base_loopbreak(cl->base);
 }
 
+/* Everything submitted so far, oldest first. */
+static op_t *take_submitted(client_t *cl) {
+  op_t *op = atomic_exchange(&cl->submitted, NULL), *fifo = NULL;
+  while (op) {
+    op_t *next = op->next;
+    op->next = fifo;
+    fifo = op;
+    op = next;
+  }
+  return fifo;
+}
+
 static void wake_cb(evutil_socket_t fd, short what, void *arg) {
   client_t *cl = arg;
   uint64_t v;
   if (read(cl->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) { /* nothing to do */
   }
-  pthread_mutex_lock(&cl->qmu);
-  op_t *op = cl->qhead;
-  cl->qhead = cl->qtail = NULL;
-  bool closing = cl->closing;
-  pthread_mutex_unlock(&cl->qmu);
+  bool closing = atomic_load(&cl->closing);
+  op_t *op = take_submitted(cl);
   while (op) {
     op_t *next = op->next;
     op->next = NULL;
@@ -247,7 +256,6 @@ static void client_destroy(client_t *cl) {
   if (cl->ssl_ctx) SSL_CTX_free(cl->ssl_ctx);
   url_free(&cl->url);
   free(cl->s_url), free(cl->s_name), free(cl->s_ca), free(cl->s_cert), free(cl->s_key), free(cl->s_sni);
-  pthread_mutex_destroy(&cl->qmu);
   pthread_mutex_destroy(&cl->smu);
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
@@ -255,13 +263,17 @@ static void client_destroy(client_t *cl) {
 }
 
 static void stop_thread(client_t *cl) {
-  pthread_mutex_lock(&cl->qmu);
-  cl->closing = true;
-  pthread_mutex_unlock(&cl->qmu);
+  atomic_store(&cl->closing, true);
   uint64_t one = 1;
   if (write(cl->wake_fd, &one, sizeof one) < 0) { /* the eventfd cannot be full here */
   }
   pthread_join(cl->thread, NULL);
+  /* A call that raced with the close (a misuse, but no hang): fail it. */
+  rlock__set_msg("client closed");
+  for (op_t *op = take_submitted(cl), *next; op; op = next) {
+    next = op->next;
+    op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+  }
 }
 
 RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
@@ -276,7 +288,6 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   cl->wake_fd = -1;
-  pthread_mutex_init(&cl->qmu, NULL);
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
@@ -369,17 +380,12 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
 /* ------------------------------------------------------------ submitting */
 
 int client_submit(client_t *cl, op_t *op) {
-  pthread_mutex_lock(&cl->qmu);
-  if (cl->closing) {
-    pthread_mutex_unlock(&cl->qmu);
-    return rlock__fail(RLOCK_ECLOSED, "client closed");
-  }
-  bool was_empty = cl->qhead == NULL;
-  op->next = NULL;
-  if (cl->qtail) cl->qtail->next = op;
-  else cl->qhead = op;
-  cl->qtail = op;
-  pthread_mutex_unlock(&cl->qmu);
+  if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
+  op_t *head = atomic_load(&cl->submitted);
+  do
+    op->next = head;
+  while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
+  bool was_empty = head == NULL;
   if (was_empty) {
     uint64_t one = 1;
     if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */

@@ -251,10 +251,11 @@ struct rlock_client {
   struct event_base *base;
   pthread_t thread;
   SSL_CTX *ssl_ctx;
-  /* submit queue: user threads -> I/O thread */
-  pthread_mutex_t qmu;
-  op_t *qhead, *qtail;
-  bool closing;
+  /* submit queue: user threads -> I/O thread. A lock-free stack (push by CAS,
+   * the I/O thread takes it all with one exchange and reverses it to FIFO);
+   * the eventfd is written only by the push that found it empty. */
+  _Atomic(op_t *) submitted;
+  atomic_bool closing;
   int wake_fd;
   struct event *wake_ev;
   /* first connection result, for rlock_client_new */
