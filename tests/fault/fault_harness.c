@@ -220,15 +220,17 @@ void fh_send(fh_pool_t *p, int id, char cmd) {
     th_fail(__FILE__, __LINE__, "worker %d: control write: %s", id, strerror(errno));
 }
 
-static int ev_take(int id, int kind, fh_event_t *out) {
+static int ev_take_since(int id, int kind, int64_t since_ns, fh_event_t *out) {
   for (size_t i = 0; i < g_ev.n; i++)
     if (!g_ev.used[i] && (id < 0 || g_ev.e[i].worker == id) && g_ev.e[i].kind == kind) {
       g_ev.used[i] = 1;
+      if (g_ev.e[i].t_ns <= since_ns) continue;
       *out = g_ev.e[i];
       return 1;
     }
   return 0;
 }
+static int ev_take(int id, int kind, fh_event_t *out) { return ev_take_since(id, kind, -1, out); }
 
 /* Reads the events available within timeout_ms into the log; 0 on timeout. */
 static int ev_read(fh_pool_t *p, int64_t timeout_ms) {
@@ -251,10 +253,14 @@ static int ev_read(fh_pool_t *p, int64_t timeout_ms) {
 }
 
 fh_event_t fh_await(fh_pool_t *p, int id, int kind, int64_t timeout_ms) {
+  return fh_await_since(p, id, kind, -1, timeout_ms);
+}
+
+fh_event_t fh_await_since(fh_pool_t *p, int id, int kind, int64_t since_ns, int64_t timeout_ms) {
   int64_t deadline = rlock_now_ms() + timeout_ms;
   fh_event_t e;
   for (;;) {
-    if (ev_take(id, kind, &e)) return e;
+    if (ev_take_since(id, kind, since_ns, &e)) return e;
     int64_t left = deadline - rlock_now_ms();
     if (left <= 0) break;
     ev_read(p, left);

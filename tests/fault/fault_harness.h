@@ -125,6 +125,8 @@ void fh_send(fh_pool_t *p, int id, char cmd);
 /* Waits (bounded) for an event of worker id (-1: any) and kind; events that
  * do not match are consumed. Fails the test on timeout. */
 fh_event_t fh_await(fh_pool_t *p, int id, int kind, int64_t timeout_ms);
+/* The same, for an event stamped after since_ns (older matches are consumed). */
+fh_event_t fh_await_since(fh_pool_t *p, int id, int kind, int64_t since_ns, int64_t timeout_ms);
 /* Non-blocking: 1 and *ev if an event of (id, kind) is already queued. */
 int fh_poll_event(fh_pool_t *p, int id, int kind, fh_event_t *ev);
 /* kill -9 a worker, reap it and record HK_DIED at the reaping time. */
