@@ -328,12 +328,14 @@ async function s5(peer, setting, port, [n, hold, leaseMs]) {
       if (peer === 'redlock') {
         keys.push(name);
         // using(): redlock's auto-extension routine; the lock is held until `released`.
+        let ok; // per lock: true = held to the end, undefined = lost or never acquired
         batch.push(new Promise((acquired) => {
           holders.push(p.lib.using([name], +leaseMs, async (signal) => {
             acquired();
             await released;
-            if (signal.aborted) lost++;
-          }).catch(() => { lost++; acquired(); }));
+            if (signal.aborted) { lost++; ok = false; } // counted once, even if using() then rejects
+            else ok = true;
+          }).catch(() => { if (ok === undefined) lost++; acquired(); }));
         }));
       } else {
         keys.push(peer === 'semaphore' ? `mutex:${name}` : name);
