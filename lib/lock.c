@@ -185,35 +185,53 @@ static void undo_attempt(op_t *op) {
   undo_send(u);
 }
 
-/* ------------------------------------------------------------ acquire */
+/* ------------------------------------------------------------ latched scripts
+ * Acquire and unlock carry the op's request id in a latch key (the last key):
+ * a re-send of the same request is answered by the latch, never applied twice. */
 
-static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
-
-static void send_attempt(op_t *op) {
+/* Sends `script` for op with keys[0..nkeys-2] and the latch "<prefix>:{NAME}:<id>" last. */
+static void send_latched(op_t *op, int script, const char *prefix, int nkeys, const char **keys,
+                         size_t *kl, int nargs, const char **args, req_done_fn done) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
   bytes_t latch;
-  if (names_prefixed_suffix(&latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
-    return;
+  req_t *r = NULL;
+  if (!names_prefixed_suffix(&latch, prefix, l->name, l->len, op->reqid)) {
+    keys[nkeys - 1] = latch.p, kl[nkeys - 1] = latch.n;
+    r = script_req(script, nkeys, keys, kl, nargs, args, NULL, cl->opt.command_timeout_ms, done, op);
+    free(latch.p);
   }
-  char lease[32], ttl[32];
-  rlock__i64toa(lease_of(op), lease);
-  rlock__i64toa(client_latch_ttl(cl), ttl);
-  const char *keys[2] = {l->name, latch.p};
-  size_t kl[2] = {l->len, latch.n};
-  const char *args[3] = {lease, op->owner_id, ttl};
-  req_t *r = script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, cl->opt.command_timeout_ms,
-                        acquire_done, op);
-  free(latch.p);
   if (!r) {
     op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   op->in_flight = true;
-  stat_add(cl, ST_ATTEMPTS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
   client_send(cl, l->name, l->len, r);
+}
+
+/* The request got its answer: its latch is dead weight (batched DEL). */
+static void drop_latch(op_t *op, const char *prefix) {
+  bytes_t latch;
+  if (!names_prefixed_suffix(&latch, prefix, op->lock->name, op->lock->len, op->reqid)) {
+    client_queue_del(op->cl, latch.p, latch.n);
+    free(latch.p);
+  }
+}
+
+/* ------------------------------------------------------------ acquire */
+
+static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
+
+static void send_attempt(op_t *op) {
+  char lease[32], ttl[32];
+  rlock__i64toa(lease_of(op), lease);
+  rlock__i64toa(client_latch_ttl(op->cl), ttl);
+  const char *keys[2] = {op->lock->name, NULL};
+  size_t kl[2] = {op->lock->len, 0};
+  const char *args[3] = {lease, op->owner_id, ttl};
+  stat_add(op->cl, ST_ATTEMPTS, 1);
+  send_latched(op, SCRIPT_ACQUIRE, ACQUIRE_LATCH, 2, keys, kl, 3, args, acquire_done);
 }
 
 static void attempt(op_t *op, bool fresh) {
@@ -300,11 +318,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     rlock_lock_t *l = op->lock;
     watchdog_acquired(&cl->wd, l->name, l->len, op->owner, op->owner_id, lease_of(op),
                       op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at);
-    bytes_t latch;
-    if (!names_prefixed_suffix(&latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
-      client_queue_del(cl, latch.p, latch.n);
-      free(latch.p);
-    }
+    drop_latch(op, ACQUIRE_LATCH);
     op_finish(op, 0, 0, NULL, 0);
     return;
   }
@@ -391,29 +405,14 @@ static void start_acquire(op_t *op) {
 static void release_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_release(op_t *op) {
-  client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
-  bytes_t latch;
-  if (names_prefixed_suffix(&latch, UNLOCK_LATCH, l->name, l->len, op->reqid)) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
-    return;
-  }
   char lease[32], ttl[32];
-  rlock__i64toa(watchdog_lease(&cl->wd, l->name, l->len, op->owner_id), lease);
-  rlock__i64toa(client_latch_ttl(cl), ttl);
-  const char *keys[3] = {l->name, l->channel.p, latch.p};
-  size_t kl[3] = {l->len, l->channel.n, latch.n};
+  rlock__i64toa(watchdog_lease(&op->cl->wd, l->name, l->len, op->owner_id), lease);
+  rlock__i64toa(client_latch_ttl(op->cl), ttl);
+  const char *keys[3] = {l->name, l->channel.p, NULL};
+  size_t kl[3] = {l->len, l->channel.n, 0};
   const char *args[5] = {"0", lease, op->owner_id, "publish", ttl};
-  req_t *r = script_req(SCRIPT_UNLOCK, 3, keys, kl, 5, args, NULL, cl->opt.command_timeout_ms,
-                        release_done, op);
-  free(latch.p);
-  if (!r) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
-    return;
-  }
-  op->in_flight = true;
-  stat_add(cl, ST_SCRIPTS, 1);
-  client_send(cl, l->name, l->len, r);
+  send_latched(op, SCRIPT_UNLOCK, UNLOCK_LATCH, 3, keys, kl, 5, args, release_done);
 }
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -433,17 +432,13 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
     return;
   }
-  bytes_t latch;
   int rc = 0;
   int64_t value = 0;
   if (reply->type == RLOCK_REPLY_INTEGER && reply->integer >= 0 && reply->integer <= 2) {
     value = reply->integer > 0;
     if (reply->integer == 2) handoff_mark(cl, l);
     watchdog_released(&cl->wd, l->name, l->len, op->owner_id, value == 1);
-    if (!names_prefixed_suffix(&latch, UNLOCK_LATCH, l->name, l->len, op->reqid)) {
-      client_queue_del(cl, latch.p, latch.n);
-      free(latch.p);
-    }
+    drop_latch(op, UNLOCK_LATCH);
   } else if (reply->type == RLOCK_REPLY_NIL) {
     watchdog_released(&cl->wd, l->name, l->len, op->owner_id, true);
     rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
