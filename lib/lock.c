@@ -12,6 +12,7 @@
  * way, so an unlock never applies twice. */
 #include "internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +296,12 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     op_finish(op, status, 0, NULL, 0);
     return;
   }
+  if (status == RLOCK_ECONNECT && !op->cancelled && (op->deadline < 0 || rlock_now_ms() < op->deadline)) {
+    /* not connected: this copy was never written. Queue it again (same id):
+     * it waits for the reconnect, up to a command timeout each time. */
+    attempt(op, false);
+    return;
+  }
   if (status != 0) {
     bool written = status != RLOCK_ECONNECT || op->retries > 0;
     /* the wait bound is about waiting for the lock, not about the transport:
@@ -457,8 +464,9 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
 static int64_t parse_i64(const rlock_reply_t *r, bool *ok) {
   char *end;
   *ok = r->str && r->len > 0;
+  errno = 0;
   long long v = *ok ? strtoll(r->str, &end, 10) : 0;
-  if (*ok && *end) *ok = false;
+  if (*ok && (*end || errno == ERANGE)) *ok = false;
   return v;
 }
 
