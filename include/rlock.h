@@ -120,7 +120,8 @@ const char *rlock_last_error(void);
 /* The lock-lost notification: called (on the I/O thread) when a hold of this
  * client ends without an unlock by its owner: a renewal found the hold gone
  * (deleted, force-unlocked, expired, server restarted), renewals failed until
- * the lease had certainly run out, or a fixed lease ran out while held.
+ * the lease had certainly run out, a fixed lease ran out while held, or this
+ * client force-unlocked it.
  * name is not NUL-terminated; use name_len. owner is the owner's integer
  * (thread id or the explicit owner). Replaces any earlier callback; NULL
  * removes it. */
@@ -130,7 +131,8 @@ void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 /* Counters of what the client sent, for tests and monitoring. */
 typedef struct rlock_stats {
   uint64_t commands_sent;     /* every command written on the command connection */
-  uint64_t writes;            /* socket writes of the command connection (pipelining: < commands) */
+  uint64_t writes;            /* passes of the I/O loop that wrote commands: each leaves in
+                                 one socket write (pipelining: commands_sent / writes) */
   uint64_t scripts_sent;      /* EVAL/EVALSHA commands */
   uint64_t noscript_fallbacks;/* EVALSHA answered NOSCRIPT and re-sent as EVAL */
   uint64_t subscribes;        /* SUBSCRIBE commands */
@@ -194,7 +196,12 @@ int rlock_lock_lock(rlock_lock_t *lock, int64_t lease_ms);
 int rlock_lock_trylock(rlock_lock_t *lock, int64_t wait_ms, int64_t lease_ms);
 
 /* The general form: an explicit owner, RLOCK_WAIT_FOREVER or a bound, and an
- * optional cancel token (NULL: none). */
+ * optional cancel token (NULL: none). Waiting never polls: the waiter wakes on
+ * the unlock message (pub/sub) or after the holder's remaining TTL. A try whose
+ * answer was lost (timeout, dropped connection) is re-sent up to
+ * retry_attempts times and counts once; if the client gives up, the hold it may
+ * have taken is given back. While the server is unreachable a bounded wait ends
+ * with RLOCK_ECONNECT; RLOCK_WAIT_FOREVER keeps waiting until it is back. */
 int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                        rlock_cancel_t *cancel);
 
