@@ -779,15 +779,17 @@ def write_report(ctx, outdir, R):
         ratio = r1["median"] / bound1
         why = ""
         if ratio < 0.95:
-            why = (" Why: a pair costs %.0f µs against 2 x %.1f µs of round trips. rlock sends %.0f commands in "
-                   "%.0f socket writes per pair (the acquire and unlock scripts, each followed by a separate DEL of "
-                   "its latch key) and each sync call crosses threads twice (user thread -> I/O thread through the "
+            cpp = r1.get("commands_per_pair", 0)
+            dels = (" (the acquire and unlock scripts, plus %.1f DELs of latch keys sent alone)" % (cpp - 2)
+                    if cpp > 2.05 else " (just the two scripts)")
+            why = ((" Why: a pair costs %.0f µs against 2 x %.1f µs of round trips. rlock sends %.0f commands in "
+                   "%.0f socket writes per pair" + dels.replace("%", "%%") + " and each sync call crosses threads twice (user thread -> I/O thread through the "
                    "eventfd, reply -> user thread through a condition variable), so every round trip also pays "
                    "two thread wake-ups and a libevent loop pass; on 2 cores shared with redis-server these "
                    "wake-ups are the cost (client CPU %.0f µs per pair). What the engine would need: let the "
                    "calling thread write the request and read the reply itself when no other request is in "
                    "flight (no hand-off to the I/O thread for an idle connection), and piggy-back the latch "
-                   "DELs on the next request instead of sending them alone." %
+                   "DELs (if any) on the next request instead of sending them alone.") %
                    (1e6 / r1["median"], rtt, r1.get("commands_per_pair", 0), r1.get("writes_per_pair", 0),
                     r1.get("cpu_us_per_pair", 0)))
         goals.append(("1: uncontended >= 0.95 of the 2-round-trip bound",
@@ -843,14 +845,16 @@ def write_report(ctx, outdir, R):
             ok = r3["max_med"] is not None and r3["max_med"] * 4 <= lx["max_med"]
             why = ""
             if not ok:
+                herd = (r3.get("changes_med") or 0) > 0.5 * max(1, r3["ops"])
                 why = (" Why: rlock's RLock (like Redisson's) is not fair: an unlock publishes one message, "
-                       "every waiting process retries, and the owner that just unlocked usually wins again "
-                       "because its next acquire reaches the server before the woken waiters' retries "
-                       "(%s acquire scripts per lock taken, %s owner changes in %s critical sections). A waiter "
-                       "can lose many rounds in a row. What the engine would need: a hand-off that favours "
-                       "waiters (the fair lock of a later issue, or a releasing owner that yields to a known "
-                       "waiter before re-acquiring)." %
-                       (fmt(r3.get("tries_med"), 2), fmt(r3.get("changes_med")), fmt(r3["ops"])))
+                       "every waiting process retries and only one wins (%s acquire scripts per lock taken, "
+                       "%s owner changes in %s critical sections); %s, so an unlucky waiter can lose many "
+                       "rounds in a row. What the engine would need: a hand-off that favours the longest "
+                       "waiter (the fair lock of a later issue: a queue, one waiter woken per unlock)." %
+                       (fmt(r3.get("tries_med"), 2), fmt(r3.get("changes_med")), fmt(r3["ops"]),
+                        "the winner among the woken waiters is whoever's retry reaches the server first"
+                        if herd else "the owner that just unlocked often wins again because its next acquire "
+                        "reaches the server before the woken waiters' retries"))
             goals.append(("3: max acquire wait far below the peers' defaults (criterion: <= 1/4 of the "
                           "smallest max of a peer at its defaults that did not stall)", ok,
                           "rlock %s vs smallest peer max %s (%s)%s" %
