@@ -126,6 +126,7 @@ void client_flush(client_t *cl) {
   if (cl->batch_wrote) {
     stat_add(cl, ST_WRITES, 1);
     cl->batch_wrote = false;
+    conn_flush(&cl->cmd);
   }
 }
 

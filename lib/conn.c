@@ -244,6 +244,17 @@ static void write_req(conn_t *c, req_t *r) {
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
 
+/* End of a pass: write what the pass queued now, in one write, instead of
+ * waiting for the loop's next turn to report the socket writable (a whole
+ * epoll round per request on an idle connection). Plain sockets only: TLS
+ * bufferevents write through OpenSSL on their own. */
+void conn_flush(conn_t *c) {
+  if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  if (evbuffer_get_length(out)) evbuffer_write(out, bufferevent_getfd(c->bev));
+  /* a partial write leaves the rest to the bufferevent (EV_WRITE) */
+}
+
 void conn_send(conn_t *c, req_t *r) {
   if (c->state == CS_CLOSED) {
     finish_err(r, RLOCK_ECLOSED);

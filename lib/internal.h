@@ -169,6 +169,7 @@ void conn_start(conn_t *c);   /* begin connecting (I/O thread) */
 void conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
 /* Queue a request (takes ownership of r and r->cmd). */
 void conn_send(conn_t *c, req_t *r);
+void conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
 req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
 void req_free(req_t *r);
