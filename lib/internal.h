@@ -207,6 +207,7 @@ typedef struct pubsub {
   client_t *cl;
   conn_t conn;
   map_t channels;
+  uint64_t next_gen; /* channel generations: a late reply never touches a newer channel */
 } pubsub_t;
 int pubsub_init(pubsub_t *ps, client_t *cl);
 void pubsub_close(pubsub_t *ps);

@@ -27,8 +27,6 @@ typedef struct sub_ctx {
   char name[];
 } sub_ctx_t;
 
-static uint64_t next_gen;
-
 static void wake_all(channel_t *ch) {
   ch->wakes = 1; /* for waiters whose attempt is in flight */
   for (waiter_t *w = ch->head, *n; w; w = n) {
@@ -143,7 +141,7 @@ int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) {
       return RLOCK_ENOMEM;
     }
     ch->len = len;
-    ch->gen = ++next_gen;
+    ch->gen = ++ps->next_gen;
     ch->state = CH_UNSUBSCRIBED;
     if (ps->conn.state == CS_CLOSED) return RLOCK_ECLOSED;
     send_sub(ps, ch, "SUBSCRIBE");
