@@ -130,11 +130,47 @@ TEST(force_unlock_wakes_waiter) {
   rlock_client_free(holder);
 }
 
+/* Several clients in one process, each with its own I/O thread, wait and
+ * subscribe at the same time: the engine shares no mutable state between
+ * clients (TSan runs this test). */
+#define NCLIENTS 3
+TEST(clients_wait_side_by_side) {
+  rlock_client_t *holder = th_client(srv->url, 0), *cs[NCLIENTS];
+  rlock_lock_t *hl[NCLIENTS];
+  struct forever fs[NCLIENTS];
+  pthread_t ts[NCLIENTS];
+  const char *names[NCLIENTS] = {"pubsub:side:0", "pubsub:side:1", "pubsub:side:2"};
+  for (int i = 0; i < NCLIENTS; i++) {
+    hl[i] = th_lock(holder, names[i]);
+    CHECK_OK(rlock_lock_lock(hl[i], RLOCK_LEASE_WATCHDOG));
+    cs[i] = th_client(srv->url, 0);
+    memset(&fs[i], 0, sizeof fs[i]);
+    fs[i].lock = th_lock(cs[i], names[i]);
+    CHECK_EQ(pthread_create(&ts[i], NULL, wait_forever, &fs[i]), 0);
+  }
+  char chan[64];
+  for (int i = 0; i < NCLIENTS; i++) {
+    snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", names[i]);
+    CHECK(th_wait_until(subscribed, chan, 10000));
+  }
+  for (int i = 0; i < NCLIENTS; i++) CHECK_OK(rlock_lock_unlock(hl[i]));
+  for (int i = 0; i < NCLIENTS; i++) {
+    pthread_join(ts[i], NULL);
+    CHECK_OK(fs[i].rc);
+    CHECK_OK(rlock_lock_release(fs[i].lock, 5));
+    rlock_lock_free(fs[i].lock);
+    rlock_lock_free(hl[i]);
+    rlock_client_free(cs[i]);
+  }
+  rlock_client_free(holder);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   srv = th_server_start(NULL);
   RUN(waiters_woken_by_pubsub);
   RUN(force_unlock_wakes_waiter);
+  RUN(clients_wait_side_by_side);
   th_server_stop(srv);
   return th_done();
 }
