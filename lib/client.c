@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,7 +328,15 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
-  if ((rc = pthread_create(&cl->thread, NULL, io_main, cl))) {
+  /* The I/O thread starts with every signal blocked: the application's
+   * signals go to its own threads, and a write to a connection the server
+   * closed gives EPIPE there instead of a SIGPIPE that would kill the process. */
+  sigset_t all, caller;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &caller);
+  rc = pthread_create(&cl->thread, NULL, io_main, cl);
+  pthread_sigmask(SIG_SETMASK, &caller, NULL);
+  if (rc) {
     conn_close(&cl->cmd);
     pubsub_close(&cl->ps);
     watchdog_close(&cl->wd);
