@@ -105,7 +105,8 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Locks it still holds are NOT
  * released (their leases run out on the server); outstanding async requests
- * complete with RLOCK_ECLOSED. Must not be called from a callback. */
+ * complete with RLOCK_ECLOSED. Must not be called from a callback (on the
+ * I/O thread it cannot join itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);
 
 /* The client's random RFC 4122 id (36 characters), the first part of its
