@@ -244,6 +244,13 @@ static void attempt(op_t *op, bool fresh) {
   send_attempt(op);
 }
 
+/* Wake op after ms (the wait bound, the TTL, a handoff window). */
+static void arm_wait(op_t *op, int64_t ms) {
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, ms + 1);
+  evtimer_add(op->timer, &tv);
+}
+
 static void park(op_t *op, int64_t ttl) {
   if (pubsub_park(&op->w)) {
     attempt(op, true);
@@ -252,11 +259,7 @@ static void park(op_t *op, int64_t ttl) {
   int64_t wait = -1;
   if (op->deadline >= 0) wait = op->deadline - rlock_now_ms();
   if (ttl >= 0 && (wait < 0 || ttl < wait)) wait = ttl;
-  if (wait >= 0) {
-    struct timeval tv;
-    rlock__tv_from_ms(&tv, wait + 1);
-    evtimer_add(op->timer, &tv);
-  }
+  if (wait >= 0) arm_wait(op, wait);
 }
 
 static void on_wake(waiter_t *w) {
@@ -280,6 +283,16 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
   if (!op->in_flight)
     op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
   /* else: the reply of the try in flight decides (and gives a hold back) */
+}
+
+/* Join the lock's channel: 1 subscribed already, 0 subscribing (on_wake
+ * follows), < 0 failed (op finished). */
+static int join_channel(op_t *op) {
+  op->subscribed = true;
+  op->w.on_wake = on_wake;
+  int rc = pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+  if (rc < 0) op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
+  return rc;
 }
 
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -351,20 +364,10 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   if (!op->subscribed) {
-    op->subscribed = true;
-    op->w.on_wake = on_wake;
-    int rc = pubsub_join(&cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
-    if (rc < 0) {
-      op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
-      return;
-    }
-    if (rc == 1) {
-      attempt(op, true); /* already subscribed: try again now */
-    } else if (op->deadline >= 0) { /* on_wake once the subscription is confirmed */
-      struct timeval tv;
-      rlock__tv_from_ms(&tv, op->deadline - rlock_now_ms() + 1);
-      evtimer_add(op->timer, &tv);
-    }
+    int rc = join_channel(op);
+    if (rc == 1) attempt(op, true); /* already subscribed: try again now */
+    else if (rc == 0 && op->deadline >= 0) arm_wait(op, op->deadline - rlock_now_ms());
+    /* rc 0: on_wake once the subscription is confirmed */
     return;
   }
   park(op, ttl);
@@ -388,20 +391,9 @@ static void start_acquire(op_t *op) {
   op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
   int64_t yield = op->wait_ms != 0 ? handoff_take(cl, op->lock) : 0;
   if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
-    op->subscribed = true;
-    op->w.on_wake = on_wake;
-    int rc = pubsub_join(&cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
-    if (rc < 0) {
-      op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
-      return;
-    }
-    if (rc == 1) {
-      park(op, yield);
-    } else {
-      struct timeval tv;
-      rlock__tv_from_ms(&tv, yield);
-      evtimer_add(op->timer, &tv);
-    }
+    int rc = join_channel(op);
+    if (rc == 1) park(op, yield);
+    else if (rc == 0) arm_wait(op, yield);
     return;
   }
   attempt(op, true);
