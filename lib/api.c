@@ -76,24 +76,18 @@ static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
   }
   sync_wait_t s;
   memset(&s, 0, sizeof s);
-  pthread_mutex_init(&s.mu, NULL);
-  pthread_cond_init(&s.cond, NULL);
   op->sync = &s;
   int rc = client_submit(op->cl, op);
   if (rc) {
     free(op);
   } else {
-    pthread_mutex_lock(&s.mu);
-    while (!s.done) pthread_cond_wait(&s.cond, &s.mu);
-    pthread_mutex_unlock(&s.mu);
+    while (!atomic_load_explicit(&s.done, memory_order_acquire)) rlock__futex_wait(&s.done, 0);
     rc = s.status;
     if (value) *value = s.value;
     if (ptr) *ptr = s.ptr;
     if (n) *n = s.n;
     if (rc) rlock__set_msg(s.msg);
   }
-  pthread_mutex_destroy(&s.mu);
-  pthread_cond_destroy(&s.cond);
   return rc;
 }
 

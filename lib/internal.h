@@ -40,7 +40,9 @@ typedef struct rlock_prng {
 void rlock__prng_seed(rlock_prng_t *p);
 uint64_t rlock__prng_next(rlock_prng_t *p);
 void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
-uint64_t rlock__gettid(void);
+uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
+void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
+void rlock__futex_wake(_Atomic uint32_t *word);
 void *rlock__xmalloc(size_t n); /* NULL on failure */
 char *rlock__strndup(const char *s, size_t n);
 void rlock__tv_from_ms(struct timeval *tv, int64_t ms);
@@ -306,11 +308,10 @@ typedef enum {
   OP_COMMAND, OP_CLOSE, OP_VALID_UNTIL
 } op_kind_t;
 
-/* Blocking callers wait on this (sync over async). */
+/* Blocking callers wait on this (sync over async): a futex word, set to 1
+ * (release) by the I/O thread once the result fields are filled in. */
 typedef struct sync_wait {
-  pthread_mutex_t mu;
-  pthread_cond_t cond;
-  bool done;
+  _Atomic uint32_t done;
   int status;
   int64_t value;
   void *ptr; /* holders / reply */

@@ -90,15 +90,13 @@ void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
   if (status < 0) rlock__fail_keep(status);
   if (op->sync) {
     sync_wait_t *s = op->sync;
-    pthread_mutex_lock(&s->mu);
     s->status = status;
     s->value = value;
     s->ptr = ptr;
     s->n = n;
     if (status < 0) snprintf(s->msg, sizeof s->msg, "%s", rlock__msg());
-    s->done = true;
-    pthread_cond_signal(&s->cond);
-    pthread_mutex_unlock(&s->mu);
+    atomic_store_explicit(&s->done, 1, memory_order_release);
+    rlock__futex_wake(&s->done); /* s may be gone already: a stray wake is harmless */
   } else if (op->cb) {
     op->cb(op->lock, status, value, op->arg);
     if (ptr && op->kind == OP_HOLDERS) rlock_holders_free(ptr, n);

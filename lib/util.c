@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,7 +118,27 @@ void rlock__uuid(char out[37]) {
   snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
 }
 
-uint64_t rlock__gettid(void) { return (uint64_t)syscall(SYS_gettid); }
+/* gettid is a system call; the owner id of every call needs it. */
+static _Thread_local uint64_t cached_tid;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void forget_tid(void) { cached_tid = 0; } /* the forking thread's copy in the child */
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_tid); }
+
+uint64_t rlock__gettid(void) {
+  if (!cached_tid) {
+    pthread_once(&atfork_once, register_atfork);
+    cached_tid = (uint64_t)syscall(SYS_gettid);
+  }
+  return cached_tid;
+}
+
+void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, while_value, NULL, NULL, 0);
+}
+
+void rlock__futex_wake(_Atomic uint32_t *word) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 void *rlock__xmalloc(size_t n) { return malloc(n ? n : 1); }
 
