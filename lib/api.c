@@ -1,6 +1,6 @@
 /* api.c -- the public lock calls: argument checks on the caller's thread,
  * then an op handed to the I/O thread. Each sync call is its async twin plus
- * a wait on a condition variable (the curl "easy over multi" shape). */
+ * a wait on a futex word (the curl "easy over multi" shape). */
 #include "internal.h"
 
 #include <errno.h>
