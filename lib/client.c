@@ -35,16 +35,7 @@ int64_t client_latch_ttl(const client_t *cl) {
 size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
   memcpy(buf, cl->id, 36);
   buf[36] = ':';
-  char tmp[24];
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + owner % 10);
-    owner /= 10;
-  } while (owner);
-  size_t o = 37;
-  while (n) buf[o++] = tmp[--n];
-  buf[o] = 0;
-  return o;
+  return 37 + rlock__u64toa(owner, buf + 37);
 }
 
 void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner) {
@@ -369,8 +360,8 @@ RLOCK_API const char *rlock_client_id(const rlock_client_t *cl) { return cl ? cl
 
 RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   if (!cl || !o) return;
-  uint64_t v[14];
-  for (int i = 0; i < 14; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
+  uint64_t v[ST_COUNT];
+  for (int i = 0; i < ST_COUNT; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
   o->commands_sent = v[ST_COMMANDS];
   o->writes = v[ST_WRITES];
   o->scripts_sent = v[ST_SCRIPTS];

@@ -34,6 +34,7 @@ void rlock__uuid(char out[37]);
 void rlock__random_hex(char *out, size_t nbytes); /* 2*nbytes hex chars + NUL */
 void rlock__random_bytes(void *out, size_t n);
 size_t rlock__i64toa(int64_t v, char *out); /* decimal, NUL-terminated; returns length */
+size_t rlock__u64toa(uint64_t v, char *out);
 typedef struct rlock_prng {
   uint64_t s[4];
 } rlock_prng_t;
@@ -43,7 +44,6 @@ void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 he
 uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
-void *rlock__xmalloc(size_t n); /* NULL on failure */
 char *rlock__strndup(const char *s, size_t n);
 void rlock__tv_from_ms(struct timeval *tv, int64_t ms);
 /* Per-thread detailed message, copied to the waiting user thread by sync calls. */
@@ -187,7 +187,6 @@ enum {
 };
 void script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *script_body(int script);
-const char *script_sha(int script);
 /* A request running `script` with keys and args (EVALSHA form). */
 req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
                   const char **args, const size_t *arglens, int64_t timeout_ms,
@@ -247,6 +246,12 @@ void watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 /* ------------------------------------------------------------ client.c */
 typedef struct op op_t;
 
+/* Counters behind rlock_client_stats (index into client->st). */
+enum {
+  ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
+  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD, ST_COUNT
+};
+
 struct rlock_client {
   rlock_options_t opt;
   char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
@@ -283,11 +288,7 @@ struct rlock_client {
   rlock_lost_cb lost_cb;
   void *lost_arg;
   /* stats (written on the I/O thread, read anywhere) */
-  _Atomic uint64_t st[14];
-};
-enum {
-  ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
-  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD
+  _Atomic uint64_t st[ST_COUNT];
 };
 static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
@@ -305,7 +306,7 @@ size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 /* ------------------------------------------------------------ lock.c */
 typedef enum {
   OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
-  OP_COMMAND, OP_CLOSE, OP_VALID_UNTIL
+  OP_COMMAND, OP_VALID_UNTIL
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word, set to 1

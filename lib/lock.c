@@ -30,34 +30,24 @@
  * 2), this client's next acquire of that name lets them go first: it waits
  * for the next unlock message or HANDOFF_MS, whichever comes first. */
 
+/* The deadline is stored in the map's value pointer itself (never 0: the
+ * monotonic clock is far past HANDOFF_MS), so a mark costs no allocation. */
 static void handoff_mark(client_t *cl, const rlock_lock_t *l) {
   if (cl->handoff.count >= HANDOFF_MAX) handoff_clear(cl);
-  int64_t *until = map_get(&cl->handoff, l->name, l->len);
-  if (!until) {
-    if (!(until = malloc(sizeof *until))) return;
-    if (map_put(&cl->handoff, l->name, l->len, until)) {
-      free(until);
-      return;
-    }
-  }
-  *until = rlock_now_ms() + HANDOFF_MS;
+  map_put(&cl->handoff, l->name, l->len, (void *)(uintptr_t)(rlock_now_ms() + HANDOFF_MS));
 }
 
 /* ms left of this client's handoff window for l (0: none), consuming it. */
 static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
-  int64_t *until = map_del(&cl->handoff, l->name, l->len);
-  if (!until) return 0;
-  int64_t left = *until - rlock_now_ms();
-  free(until);
+  int64_t until = (int64_t)(uintptr_t)map_del(&cl->handoff, l->name, l->len);
+  int64_t left = until ? until - rlock_now_ms() : 0;
   return left > 0 ? left : 0;
 }
 
-void handoff_clear(client_t *cl) {
-  map_iter_t it;
-  map_iter_init(&it, &cl->handoff);
-  for (map_entry_t *e; (e = map_iter_next(&it));) free(e->value);
-  map_free(&cl->handoff);
-}
+void handoff_clear(client_t *cl) { map_free(&cl->handoff); }
+
+/* A request whose outcome is unknown: written, but its answer never came. */
+static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
 
 static void attempt(op_t *op, bool fresh);
 
@@ -140,7 +130,7 @@ static void undo_free(undo_t *u) {
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
   rlock_reply_free(reply);
-  if ((status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST || status == RLOCK_ECONNECT) &&
+  if ((answer_lost(status) || status == RLOCK_ECONNECT) &&
       u->tries++ < (u->cl->opt.retry_attempts > 3 ? u->cl->opt.retry_attempts : 3)) { /* the safety net: at least 3 */
     undo_send(u);
     return;
@@ -317,7 +307,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     bool written = status != RLOCK_ECONNECT || op->retries > 0;
     /* the wait bound is about waiting for the lock, not about the transport:
      * a try whose answer was lost is re-sent even when wait_ms is over */
-    if (status != RLOCK_ECONNECT && !op->cancelled && op->retries < cl->opt.retry_attempts) {
+    if (answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts) {
       op->retries++; /* same request id: counts once even if both arrive */
       attempt(op, false);
       return;
@@ -421,7 +411,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   if (status != 0) {
-    if ((status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST) && op->retries < cl->opt.retry_attempts) {
+    if (answer_lost(status) && op->retries < cl->opt.retry_attempts) {
       op->retries++; /* same request id: the latch answers a re-send */
       send_release(op);
       return;
@@ -470,7 +460,7 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status != 0) {
     /* queries are read-only, so re-sending is safe; force unlock and plain
      * commands are not */
-    if (op->kind != OP_FORCE && op->kind != OP_COMMAND && (status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST) &&
+    if (op->kind != OP_FORCE && op->kind != OP_COMMAND && answer_lost(status) &&
         op->retries < cl->opt.retry_attempts) {
       op->retries++;
       op_start(op);

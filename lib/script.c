@@ -31,7 +31,6 @@ static void compute(void) {
 
 void script_init(void) { pthread_once(&once, compute); }
 const char *script_body(int s) { return bodies[s]; }
-const char *script_sha(int s) { return shas[s]; }
 
 req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
                   const char **args, const size_t *arglens, int64_t timeout_ms, req_done_fn done,

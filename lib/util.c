@@ -65,19 +65,22 @@ void rlock__random_hex(char *out, size_t nbytes) {
   out[2 * nbytes] = 0;
 }
 
-size_t rlock__i64toa(int64_t v, char *out) {
+size_t rlock__u64toa(uint64_t u, char *out) {
   char tmp[24];
-  size_t n = 0;
-  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  size_t n = 0, o = 0;
   do {
     tmp[n++] = (char)('0' + u % 10);
     u /= 10;
   } while (u);
-  size_t o = 0;
-  if (v < 0) out[o++] = '-';
   while (n) out[o++] = tmp[--n];
   out[o] = 0;
   return o;
+}
+
+size_t rlock__i64toa(int64_t v, char *out) {
+  if (v >= 0) return rlock__u64toa((uint64_t)v, out);
+  out[0] = '-';
+  return 1 + rlock__u64toa((uint64_t)0 - (uint64_t)v, out + 1);
 }
 
 /* xoshiro256** (Blackman & Vigna), seeded from OpenSSL's RNG: request ids must
@@ -139,8 +142,6 @@ void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value) {
 void rlock__futex_wake(_Atomic uint32_t *word) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
-
-void *rlock__xmalloc(size_t n) { return malloc(n ? n : 1); }
 
 char *rlock__strndup(const char *s, size_t n) {
   char *p = malloc(n + 1);

@@ -39,14 +39,18 @@ static const char *hold_name(const hold_t *h, size_t *len) {
   return h->key + h->olen + 1;
 }
 
-static char *make_key(const char *owner_id, const char *name, size_t len, size_t *klen) {
+/* The registry key "<owner id>\n<name>" into k (strlen(owner_id) + 1 + len bytes). */
+static size_t fill_key(char *k, const char *owner_id, const char *name, size_t len) {
   size_t ol = strlen(owner_id);
-  char *k = malloc(ol + 1 + len);
-  if (!k) return NULL;
   memcpy(k, owner_id, ol);
   k[ol] = '\n';
   memcpy(k + ol + 1, name, len);
-  *klen = ol + 1 + len;
+  return ol + 1 + len;
+}
+
+static char *make_key(const char *owner_id, const char *name, size_t len, size_t *klen) {
+  char *k = malloc(strlen(owner_id) + 1 + len);
+  if (k) *klen = fill_key(k, owner_id, name, len);
   return k;
 }
 
@@ -110,12 +114,15 @@ void watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t ow
   arm_expire(h, lease_ms);
 }
 
+/* Lookups run on every unlock: short keys are built on the stack. */
 static hold_t *find(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
-  size_t klen;
-  char *key = make_key(owner_id, name, len, &klen);
+  char stack[512];
+  size_t klen = strlen(owner_id) + 1 + len;
+  char *key = klen <= sizeof stack ? stack : malloc(klen);
   if (!key) return NULL;
+  fill_key(key, owner_id, name, len);
   hold_t *h = map_get(&wd->holds, key, klen);
-  free(key);
+  if (key != stack) free(key);
   return h;
 }
 
