@@ -1,0 +1,397 @@
+/* test_user_commands.c -- what a user sends with rlock_client_command never
+ * affects the lock traffic. User commands run on their own connection
+ * (opened on first use), so a blocking command (BLPOP 0) stalls neither the
+ * watchdog's renewals nor another thread's acquire; commands that would
+ * change that connection's state or its reply stream (MULTI, SUBSCRIBE,
+ * SELECT, HELLO, CLIENT REPLY, QUIT, RESET...) are refused with RLOCK_EINVAL
+ * and a message naming them; a command that outlives its timeout does not
+ * leave later ones stuck behind it; the user connection comes back after a
+ * server-side CLIENT KILL. Usage: test_user_commands [test name]. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+static rlock_client_t *cli;
+
+static rlock_client_t *client_with(int64_t watchdog_ms, int64_t command_timeout_ms, const char *name) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  if (watchdog_ms) o.watchdog_timeout_ms = watchdog_ms;
+  if (command_timeout_ms) o.command_timeout_ms = command_timeout_ms;
+  if (name) o.client_name = name;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static rlock_reply_t *ucmd(rlock_client_t *c, int argc, const char *const *argv) {
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_command(c, argc, argv, NULL, &r));
+  CHECK(r != NULL);
+  return r;
+}
+
+static int64_t client_id(rlock_client_t *c) {
+  const char *argv[] = {"CLIENT", "ID"};
+  rlock_reply_t *r = ucmd(c, 2, argv);
+  CHECK_EQ(r->type, RLOCK_REPLY_INTEGER);
+  int64_t id = r->integer;
+  rlock_reply_free(r);
+  return id;
+}
+
+static void ping(rlock_client_t *c) {
+  const char *argv[] = {"PING"};
+  rlock_reply_t *r = ucmd(c, 1, argv);
+  CHECK_EQ(r->type, RLOCK_REPLY_STATUS);
+  CHECK_STREQ(r->str, "PONG");
+  rlock_reply_free(r);
+}
+
+/* A number from INFO (e.g. "blocked_clients"). */
+static long long info_num(const char *section, const char *field) {
+  char *s = th_cmd_str(srv, "INFO", section, NULL);
+  CHECK(s != NULL);
+  char key[64];
+  snprintf(key, sizeof key, "%s:", field);
+  char *p = strstr(s, key);
+  CHECK_MSG(p != NULL, "INFO %s has no %s", section, field);
+  long long v = strtoll(p + strlen(key), NULL, 10);
+  free(s);
+  return v;
+}
+
+static int some_client_blocked(void *arg) {
+  (void)arg;
+  return info_num("clients", "blocked_clients") >= 1;
+}
+static int no_client_blocked(void *arg) {
+  (void)arg;
+  return info_num("clients", "blocked_clients") == 0;
+}
+
+/* A trylock from its own thread: the result and what the client tracks. */
+typedef struct tryer {
+  rlock_lock_t *lock;
+  int rc, rc_valid;
+  int64_t valid_until, tid;
+} tryer_t;
+
+static void *trylock_thread(void *arg) {
+  tryer_t *t = arg;
+  t->tid = th_gettid();
+  t->rc = rlock_lock_trylock(t->lock, 0, RLOCK_LEASE_WATCHDOG);
+  t->rc_valid = rlock_lock_valid_until(t->lock, RLOCK_OWNER_SELF, &t->valid_until);
+  return NULL;
+}
+
+/* MULTI on the old shared connection made every lock script "+QUEUED". */
+TEST(multi_refused_and_locks_unaffected) {
+  const char *multi[] = {"MULTI"};
+  rlock_reply_t *r = NULL;
+  int rc = rlock_client_command(cli, 1, multi, NULL, &r);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", rlock_last_error());
+  rlock_reply_free(r);
+
+  rlock_lock_t *l = th_lock(cli, "uc:multi");
+  tryer_t t = {.lock = l};
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, trylock_thread, &t), 0);
+  pthread_join(th, NULL);
+  CHECK_OK(t.rc);
+  CHECK_OK(t.rc_valid);
+  CHECK(t.valid_until > rlock_now_ms());
+  char owner[128];
+  th_owner_id(cli, (uint64_t)t.tid, owner, sizeof owner);
+  CHECK_EQ(th_hget_num(srv, "uc:multi", owner), 1);
+  rlock_stats_t st;
+  rlock_client_stats(cli, &st);
+  CHECK_EQ(st.held, 1);
+
+  CHECK_RC(rc, RLOCK_EINVAL);
+  CHECK_MSG(strstr(msg, "MULTI") != NULL, "message does not name the command: %s", msg);
+  CHECK_OK(rlock_lock_release(l, (rlock_owner_t)t.tid));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:multi", NULL), 0);
+  rlock_client_stats(cli, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_lock_free(l);
+  ping(cli);
+}
+
+typedef struct refused {
+  int argc;
+  const char *argv[4];
+  const char *named; /* what the message must name */
+} refused_t;
+
+static const refused_t refused[] = {
+    {2, {"SUBSCRIBE", "uc:ch"}, "SUBSCRIBE"},
+    {2, {"psubscribe", "uc:*"}, "PSUBSCRIBE"},
+    {2, {"SSubscribe", "uc:s"}, "SSUBSCRIBE"},
+    {1, {"UNSUBSCRIBE"}, "UNSUBSCRIBE"},
+    {1, {"punsubscribe"}, "PUNSUBSCRIBE"},
+    {1, {"SUNSUBSCRIBE"}, "SUNSUBSCRIBE"},
+    {1, {"MONITOR"}, "MONITOR"},
+    {2, {"SELECT", "1"}, "SELECT"},
+    {2, {"select", "0"}, "SELECT"},
+    {2, {"HELLO", "3"}, "HELLO"},
+    {1, {"hello"}, "HELLO"},
+    {2, {"AUTH", "secret"}, "AUTH"},
+    {3, {"CLIENT", "REPLY", "OFF"}, "CLIENT REPLY"},
+    {3, {"client", "reply", "skip"}, "CLIENT REPLY"},
+    {3, {"Client", "Tracking", "on"}, "CLIENT TRACKING"},
+    {3, {"CLIENT", "CACHING", "yes"}, "CLIENT CACHING"},
+    {3, {"CLIENT", "SETNAME", "x"}, "CLIENT SETNAME"},
+    {3, {"CLIENT", "NO-EVICT", "on"}, "CLIENT NO-EVICT"},
+    {1, {"QUIT"}, "QUIT"},
+    {1, {"reset"}, "RESET"},
+    {1, {"MULTI"}, "MULTI"},
+    {1, {"EXEC"}, "EXEC"},
+    {1, {"DISCARD"}, "DISCARD"},
+    {2, {"WATCH", "uc:k"}, "WATCH"},
+    {1, {"UNWATCH"}, "UNWATCH"},
+    {1, {"SYNC"}, "SYNC"},
+    {3, {"PSYNC", "?", "-1"}, "PSYNC"},
+    {3, {"REPLCONF", "listening-port", "1"}, "REPLCONF"},
+    {1, {"READONLY"}, "READONLY"},
+    {1, {"READWRITE"}, "READWRITE"},
+    {1, {"ASKING"}, "ASKING"},
+};
+
+TEST(connection_state_commands_refused) {
+  rlock_stats_t st0, st1;
+  rlock_client_stats(cli, &st0);
+  int64_t id = client_id(cli);
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    const refused_t *f = &refused[i];
+    rlock_reply_t *r = (rlock_reply_t *)1;
+    int rc = rlock_client_command(cli, f->argc, f->argv, NULL, &r);
+    CHECK_MSG(rc == RLOCK_EINVAL, "%s %s: got %s, want RLOCK_EINVAL", f->argv[0], f->argc > 1 ? f->argv[1] : "",
+              rlock_err_name(rc));
+    CHECK(r == NULL);
+    CHECK_MSG(strstr(rlock_last_error(), f->named) != NULL, "message for %s does not name it: %s", f->named,
+              rlock_last_error());
+  }
+  /* Lengths are honoured: "MULTIPLY" cut to 5 bytes is MULTI. */
+  const char *cut[] = {"MULTIPLY"};
+  size_t cutlen[] = {5};
+  rlock_reply_t *r = NULL;
+  CHECK_RC(rlock_client_command(cli, 1, cut, cutlen, &r), RLOCK_EINVAL);
+  /* Harmless look-alikes and read-only CLIENT subcommands go through. */
+  const char *pub[] = {"PUBLISH", "uc:ch", "x"};
+  r = ucmd(cli, 3, pub);
+  CHECK_EQ(r->type, RLOCK_REPLY_INTEGER);
+  rlock_reply_free(r);
+  const char *getname[] = {"client", "getname"};
+  r = ucmd(cli, 2, getname);
+  CHECK(r->type == RLOCK_REPLY_STRING || r->type == RLOCK_REPLY_NIL);
+  rlock_reply_free(r);
+  const char *selectx[] = {"SELECTX"}; /* unknown to Redis: its error reply */
+  r = ucmd(cli, 1, selectx);
+  CHECK_EQ(r->type, RLOCK_REPLY_ERROR);
+  rlock_reply_free(r);
+
+  /* Still the same connection, in the same state, and the locks work. */
+  CHECK_EQ(client_id(cli), id);
+  ping(cli);
+  rlock_lock_t *l = th_lock(cli, "uc:after-refused");
+  CHECK_OK(rlock_lock_trylock(l, 0, 5000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_stats(cli, &st1);
+  CHECK_EQ(st1.reconnects, st0.reconnects);
+}
+
+/* BLPOP 0 in flight on one thread. */
+typedef struct popper {
+  rlock_client_t *c;
+  int rc;
+  rlock_reply_t *reply;
+  atomic_int done;
+} popper_t;
+
+static void *blpop_thread(void *arg) {
+  popper_t *p = arg;
+  const char *argv[] = {"BLPOP", "uc:queue", "0"};
+  p->rc = rlock_client_command(p->c, 3, argv, NULL, &p->reply);
+  atomic_store(&p->done, 1);
+  return NULL;
+}
+
+typedef struct renew_wait {
+  rlock_client_t *c;
+  uint64_t want;
+} renew_wait_t;
+
+static int renewed_enough(void *arg) {
+  renew_wait_t *w = arg;
+  rlock_stats_t st;
+  rlock_client_stats(w->c, &st);
+  return st.renewed_locks >= w->want;
+}
+
+#define WATCHDOG_MS 600 /* renewal every 200 ms */
+
+TEST(blocking_command_does_not_stall_lock_traffic) {
+  /* A command timeout far above the watchdog: a BLPOP on the lock
+   * connection would hold back every renewal for that long. */
+  rlock_client_t *c = client_with(WATCHDOG_MS, 20000, NULL);
+  rlock_lock_t *held = th_lock(c, "uc:renewed"), *other = th_lock(c, "uc:other");
+  char owner[128];
+  th_owner_id(c, (uint64_t)th_gettid(), owner, sizeof owner);
+  CHECK_OK(rlock_lock_lock(held, RLOCK_LEASE_WATCHDOG));
+
+  popper_t p = {.c = c};
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, blpop_thread, &p), 0);
+  CHECK_MSG(th_wait_until(some_client_blocked, NULL, 10000), "BLPOP never blocked on the server");
+
+  /* Renewals go on: several periods' worth while the BLPOP blocks. */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  renew_wait_t w = {c, st.renewed_locks + 4};
+  CHECK_MSG(th_wait_until(renewed_enough, &w, 8 * WATCHDOG_MS),
+            "renewals stalled behind the BLPOP (renewed_locks %llu, want %llu)",
+            (unsigned long long)st.renewed_locks, (unsigned long long)w.want);
+  CHECK_EQ(th_hget_num(srv, "uc:renewed", owner), 1);
+  CHECK(th_cmd_int(srv, "PTTL", "uc:renewed", NULL) > 0);
+  int64_t until = 0;
+  CHECK_OK(rlock_lock_valid_until(held, RLOCK_OWNER_SELF, &until));
+  CHECK(until > rlock_now_ms());
+
+  /* A concurrent acquire is answered while the BLPOP still blocks. */
+  CHECK_OK(rlock_lock_trylock(other, 0, 5000));
+  CHECK_EQ(atomic_load(&p.done), 0);
+  CHECK_OK(rlock_lock_unlock(other));
+  CHECK_EQ(atomic_load(&p.done), 0);
+
+  /* The BLPOP itself still gets its element. */
+  CHECK_EQ(th_cmd_int(srv, "RPUSH", "uc:queue", "v1", NULL), 1);
+  pthread_join(th, NULL);
+  CHECK_OK(p.rc);
+  CHECK_EQ(p.reply->type, RLOCK_REPLY_ARRAY);
+  CHECK_EQ(p.reply->elements, 2);
+  CHECK_STREQ(p.reply->element[0]->str, "uc:queue");
+  CHECK_STREQ(p.reply->element[1]->str, "v1");
+  rlock_reply_free(p.reply);
+
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_OK(rlock_lock_unlock(held));
+  rlock_lock_free(held);
+  rlock_lock_free(other);
+  rlock_client_free(c);
+}
+
+/* A blocking command that outlives the command timeout must not leave the
+ * commands after it waiting behind it forever. */
+TEST(timed_out_blocking_command_does_not_block_later_ones) {
+  rlock_client_t *c = client_with(0, 300, NULL);
+  const char *blpop[] = {"BLPOP", "uc:never", "0"};
+  rlock_reply_t *r = NULL;
+  CHECK_RC(rlock_client_command(c, 3, blpop, NULL, &r), RLOCK_ETIMEDOUT);
+  CHECK(r == NULL);
+  for (int i = 0; i < 3; i++) ping(c);
+  /* The server let go of the abandoned BLPOP. */
+  CHECK_MSG(th_wait_until(no_client_blocked, NULL, 5000), "the timed-out BLPOP still blocks on the server");
+  rlock_lock_t *l = th_lock(c, "uc:after-timeout");
+  CHECK_OK(rlock_lock_trylock(l, 0, 5000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Connections of the test server named `name`. */
+typedef struct named {
+  const char *name;
+  int want;
+} named_t;
+
+static int count_named(const char *name) {
+  char *list = th_cmd_str(srv, "CLIENT", "LIST", NULL);
+  CHECK(list != NULL);
+  char needle[128];
+  snprintf(needle, sizeof needle, " name=%s ", name);
+  int n = 0;
+  for (char *p = list; (p = strstr(p, needle)); p++) n++;
+  free(list);
+  return n;
+}
+
+static int named_count_is(void *arg) {
+  named_t *n = arg;
+  return count_named(n->name) == n->want;
+}
+
+typedef struct reconnect_wait {
+  rlock_client_t *c;
+  uint64_t want;
+} reconnect_wait_t;
+
+static int reconnected(void *arg) {
+  reconnect_wait_t *w = arg;
+  rlock_stats_t st;
+  rlock_client_stats(w->c, &st);
+  return st.reconnects >= w->want;
+}
+
+TEST(own_connection_survives_client_kill) {
+  rlock_client_t *c = client_with(0, 0, "uc-kill");
+  /* Opened on first use only: the lock and subscriber connections first. */
+  named_t two = {"uc-kill", 2}, three = {"uc-kill", 3};
+  CHECK_MSG(th_wait_until(named_count_is, &two, 5000), "want 2 connections before any command, have %d",
+            count_named("uc-kill"));
+  rlock_lock_t *l = th_lock(c, "uc:kill");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  int64_t id = client_id(c);
+  CHECK_MSG(named_count_is(&three), "want 3 connections after a command, have %d", count_named("uc-kill"));
+
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  char ids[32];
+  snprintf(ids, sizeof ids, "%lld", (long long)id);
+  CHECK_EQ(th_cmd_int(srv, "CLIENT", "KILL", "ID", ids, NULL), 1);
+  reconnect_wait_t w = {c, st.reconnects + 1};
+  CHECK_MSG(th_wait_until(reconnected, &w, 10000), "the user connection did not come back");
+  int64_t id2 = client_id(c);
+  CHECK(id2 != id);
+  ping(c);
+  CHECK_EQ(count_named("uc-kill"), 3);
+  /* Only the user connection went down: the hold is untouched. */
+  rlock_stats_t st2;
+  rlock_client_stats(c, &st2);
+  CHECK_EQ(st2.reconnects, st.reconnects + 1);
+  CHECK_EQ(st2.locks_lost, 0);
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+static int selected(int argc, char **argv, const char *name) { return argc < 2 || strcmp(argv[1], name) == 0; }
+#define RUN_SEL(name)                                                     \
+  do {                                                                    \
+    if (selected(argc, argv, #name)) RUN(name);                           \
+  } while (0)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 120);
+  srv = th_server_start(NULL);
+  cli = th_client(srv->url, 0);
+  RUN_SEL(multi_refused_and_locks_unaffected);
+  RUN_SEL(connection_state_commands_refused);
+  RUN_SEL(blocking_command_does_not_stall_lock_traffic);
+  RUN_SEL(timed_out_blocking_command_does_not_block_later_ones);
+  RUN_SEL(own_connection_survives_client_kill);
+  rlock_client_free(cli);
+  th_server_stop(srv);
+  return th_done();
+}
