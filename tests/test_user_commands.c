@@ -6,7 +6,9 @@
  * SELECT, HELLO, CLIENT REPLY, QUIT, RESET...) are refused with RLOCK_EINVAL
  * and a message naming them; a command that outlives its timeout does not
  * leave later ones stuck behind it; the user connection comes back after a
- * server-side CLIENT KILL. Usage: test_user_commands [test name]. */
+ * server-side CLIENT KILL; transactions run as one unit beside the lock
+ * traffic; per-call timeouts; user commands counted apart in the stats.
+ * Usage: test_user_commands [test name]. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -376,6 +378,231 @@ TEST(own_connection_survives_client_kill) {
   rlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ transactions */
+
+static rlock_reply_t *tx(rlock_client_t *c, size_t n, const rlock_command_t *cmds) {
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_transaction(c, n, cmds, &r));
+  CHECK(r != NULL);
+  return r;
+}
+
+TEST(transaction_results) {
+  const char *set[] = {"SET", "uc:tx", "1"}, *incr[] = {"INCR", "uc:tx"}, *get[] = {"GET", "uc:tx"};
+  rlock_command_t ok[] = {{3, set, NULL}, {2, incr, NULL}, {2, get, NULL}};
+  rlock_reply_t *r = tx(cli, 3, ok);
+  CHECK_EQ(r->type, RLOCK_REPLY_ARRAY);
+  CHECK_EQ(r->elements, 3);
+  CHECK_EQ(r->element[0]->type, RLOCK_REPLY_STATUS);
+  CHECK_EQ(r->element[1]->integer, 2);
+  CHECK_STREQ(r->element[2]->str, "2");
+  rlock_reply_free(r);
+
+  /* A command failing while it runs: an error element, the others ran. */
+  const char *sets[] = {"SET", "uc:txs", "abc"}, *incrs[] = {"INCR", "uc:txs"}, *set2[] = {"SET", "uc:txs2", "x"};
+  rlock_command_t runtime[] = {{3, sets, NULL}, {2, incrs, NULL}, {3, set2, NULL}};
+  r = tx(cli, 3, runtime);
+  CHECK_EQ(r->type, RLOCK_REPLY_ARRAY);
+  CHECK_EQ(r->elements, 3);
+  CHECK_EQ(r->element[1]->type, RLOCK_REPLY_ERROR);
+  CHECK_EQ(r->element[2]->type, RLOCK_REPLY_STATUS);
+  rlock_reply_free(r);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:txs2", NULL), 1);
+
+  /* A command Redis refuses while queueing: EXECABORT, nothing ran. */
+  const char *seta[] = {"SET", "uc:txa", "1"}, *bad[] = {"INCR"};
+  rlock_command_t aborted[] = {{3, seta, NULL}, {1, bad, NULL}};
+  r = tx(cli, 2, aborted);
+  CHECK_EQ(r->type, RLOCK_REPLY_ERROR);
+  CHECK_MSG(strncmp(r->str, "EXECABORT", 9) == 0, "reply %s", r->str);
+  rlock_reply_free(r);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:txa", NULL), 0);
+
+  /* A refused command inside: nothing is sent at all. */
+  const char *sub[] = {"subscribe", "uc:ch"};
+  rlock_command_t refused_inside[] = {{3, seta, NULL}, {2, sub, NULL}};
+  r = (rlock_reply_t *)1;
+  CHECK_RC(rlock_client_transaction(cli, 2, refused_inside, &r), RLOCK_EINVAL);
+  CHECK(r == NULL);
+  CHECK_MSG(strstr(rlock_last_error(), "SUBSCRIBE") != NULL, "message: %s", rlock_last_error());
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:txa", NULL), 0);
+
+  /* Bad arguments. */
+  CHECK_RC(rlock_client_transaction(cli, 0, ok, &r), RLOCK_EINVAL);
+  CHECK_RC(rlock_client_transaction(cli, 1, NULL, &r), RLOCK_EINVAL);
+  CHECK_RC(rlock_client_transaction(cli, 1, ok, NULL), RLOCK_EINVAL);
+  CHECK_RC(rlock_client_transaction(NULL, 1, ok, &r), RLOCK_EINVAL);
+  rlock_command_t empty[] = {{0, set, NULL}};
+  CHECK_RC(rlock_client_transaction(cli, 1, empty, &r), RLOCK_EINVAL);
+  ping(cli);
+}
+
+#define TX_THREADS 4
+#define TX_ROUNDS 150
+#define LOCK_THREADS 2
+#define LOCK_ROUNDS 100
+
+static atomic_int tx_errors, lock_errors, inside;
+
+static void *tx_thread(void *arg) {
+  (void)arg;
+  const char *a[] = {"INCR", "uc:ta"}, *b[] = {"INCR", "uc:tb"};
+  rlock_command_t cmds[] = {{2, a, NULL}, {2, b, NULL}};
+  for (int i = 0; i < TX_ROUNDS; i++) {
+    rlock_reply_t *r = NULL;
+    int rc = rlock_client_transaction(cli, 2, cmds, &r);
+    /* uc:ta and uc:tb only ever move together: equal inside every EXEC. */
+    if (rc || r->type != RLOCK_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->integer != r->element[1]->integer)
+      atomic_fetch_add(&tx_errors, 1);
+    rlock_reply_free(r);
+  }
+  return NULL;
+}
+
+static void *lock_thread(void *arg) {
+  rlock_lock_t *l = arg;
+  for (int i = 0; i < LOCK_ROUNDS; i++) {
+    if (rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)) {
+      atomic_fetch_add(&lock_errors, 1);
+      continue;
+    }
+    if (atomic_fetch_add(&inside, 1) != 0) atomic_fetch_add(&lock_errors, 1);
+    atomic_fetch_sub(&inside, 1);
+    if (rlock_lock_unlock(l)) atomic_fetch_add(&lock_errors, 1);
+  }
+  return NULL;
+}
+
+TEST(transactions_beside_lock_traffic) {
+  rlock_lock_t *l = th_lock(cli, "uc:txlock");
+  rlock_stats_t st0, st1;
+  rlock_client_stats(cli, &st0);
+  pthread_t t[TX_THREADS + LOCK_THREADS];
+  for (int i = 0; i < TX_THREADS; i++) CHECK_EQ(pthread_create(&t[i], NULL, tx_thread, NULL), 0);
+  for (int i = 0; i < LOCK_THREADS; i++) CHECK_EQ(pthread_create(&t[TX_THREADS + i], NULL, lock_thread, l), 0);
+  for (int i = 0; i < TX_THREADS + LOCK_THREADS; i++) pthread_join(t[i], NULL);
+  CHECK_EQ(atomic_load(&tx_errors), 0);
+  CHECK_EQ(atomic_load(&lock_errors), 0);
+  char *a = th_cmd_str(srv, "GET", "uc:ta", NULL), *b = th_cmd_str(srv, "GET", "uc:tb", NULL);
+  CHECK_EQ(strtoll(a, NULL, 10), TX_THREADS * TX_ROUNDS);
+  CHECK_EQ(strtoll(b, NULL, 10), TX_THREADS * TX_ROUNDS);
+  free(a);
+  free(b);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:txlock", NULL), 0);
+  rlock_client_stats(cli, &st1);
+  CHECK_EQ(st1.user_commands - st0.user_commands, TX_THREADS * TX_ROUNDS * 4);
+  CHECK_EQ(st1.held, 0);
+  CHECK_EQ(st1.locks_lost, 0);
+  rlock_lock_free(l);
+}
+
+/* ------------------------------------------------------------ per-call timeouts, stats, db */
+
+static int popper_done(void *arg) { return atomic_load(&((popper_t *)arg)->done); }
+
+typedef struct timed_popper {
+  popper_t p;
+  int64_t timeout_ms;
+  const char *key;
+} timed_popper_t;
+
+static void *timed_blpop_thread(void *arg) {
+  timed_popper_t *t = arg;
+  const char *argv[] = {"BLPOP", t->key, "0"};
+  t->p.rc = rlock_client_command_timeout(t->p.c, t->timeout_ms, 3, argv, NULL, &t->p.reply);
+  atomic_store(&t->p.done, 1);
+  return NULL;
+}
+
+#define SHORT_TIMEOUT_MS 300
+
+TEST(per_call_timeout) {
+  rlock_client_t *c = client_with(0, SHORT_TIMEOUT_MS, NULL);
+  /* Outlives the client's command timeout when asked to. */
+  timed_popper_t t = {.p = {.c = c}, .timeout_ms = 30000, .key = "uc:slow"};
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, timed_blpop_thread, &t), 0);
+  CHECK_MSG(th_wait_until(some_client_blocked, NULL, 10000), "BLPOP never blocked on the server");
+  CHECK_MSG(!th_wait_until(popper_done, &t.p, 3 * SHORT_TIMEOUT_MS), "ended after %s: %s",
+            rlock_err_name(t.p.rc), rlock_last_error());
+  CHECK_EQ(th_cmd_int(srv, "RPUSH", "uc:slow", "v", NULL), 1);
+  pthread_join(th, NULL);
+  CHECK_OK(t.p.rc);
+  CHECK_EQ(t.p.reply->elements, 2);
+  CHECK_STREQ(t.p.reply->element[1]->str, "v");
+  rlock_reply_free(t.p.reply);
+
+  /* A shorter one times out with its own figure in the message. */
+  const char *blpop[] = {"BLPOP", "uc:never", "0"}, *pingv[] = {"PING"};
+  rlock_reply_t *r = NULL;
+  CHECK_RC(rlock_client_command_timeout(c, 100, 3, blpop, NULL, &r), RLOCK_ETIMEDOUT);
+  CHECK_MSG(strstr(rlock_last_error(), "100 ms") != NULL, "message: %s", rlock_last_error());
+  ping(c);
+  CHECK_OK(rlock_client_command_timeout(c, RLOCK_WAIT_FOREVER, 1, pingv, NULL, &r));
+  CHECK_STREQ(r->str, "PONG");
+  rlock_reply_free(r);
+  CHECK_RC(rlock_client_command_timeout(c, 0, 1, pingv, NULL, &r), RLOCK_EINVAL);
+  CHECK_RC(rlock_client_command_timeout(c, -5, 1, pingv, NULL, &r), RLOCK_EINVAL);
+  CHECK_RC(rlock_client_command_timeout(NULL, 100, 1, pingv, NULL, &r), RLOCK_EINVAL);
+  CHECK_MSG(th_wait_until(no_client_blocked, NULL, 5000), "a timed-out BLPOP still blocks on the server");
+  rlock_client_free(c);
+}
+
+/* Freeing the client ends a user command that would wait forever. */
+TEST(free_ends_a_blocked_command) {
+  rlock_client_t *c = client_with(0, 0, NULL);
+  timed_popper_t t = {.p = {.c = c}, .timeout_ms = RLOCK_WAIT_FOREVER, .key = "uc:forever"};
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, timed_blpop_thread, &t), 0);
+  CHECK_MSG(th_wait_until(some_client_blocked, NULL, 10000), "BLPOP never blocked on the server");
+  rlock_client_free(c);
+  pthread_join(th, NULL);
+  CHECK_RC(t.p.rc, RLOCK_ECLOSED);
+  CHECK(t.p.reply == NULL);
+  CHECK_MSG(th_wait_until(no_client_blocked, NULL, 5000), "the BLPOP still blocks after the client was freed");
+}
+
+TEST(stats_count_user_commands_apart) {
+  rlock_client_t *c = client_with(0, 0, "uc-stats");
+  named_t two = {"uc-stats", 2};
+  CHECK(th_wait_until(named_count_is, &two, 5000)); /* both lock connections' handshakes written */
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  for (int i = 0; i < 3; i++) ping(c);
+  rlock_client_stats(c, &st1);
+  CHECK_EQ(st1.commands_sent, st0.commands_sent);
+  CHECK_EQ(st1.writes, st0.writes);
+  /* 3 PINGs, and the user connection's own handshake (CLIENT SETNAME). */
+  CHECK_EQ(st1.user_commands - st0.user_commands, 4);
+  rlock_client_free(c);
+}
+
+/* The user connection selects the URL's database, as the lock connection does. */
+TEST(user_connection_uses_the_url_db) {
+  char url[400];
+  snprintf(url, sizeof url, "%s/3", srv->url);
+  rlock_client_t *c = th_client(url, 0);
+  const char *set[] = {"SET", "uc:db", "three"};
+  rlock_reply_free(ucmd(c, 3, set));
+  rlock_lock_t *l = th_lock(c, "uc:dblock");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  redisContext *raw = th_raw_connect(srv);
+  redisReply *rr = redisCommand(raw, "SELECT 3");
+  freeReplyObject(rr);
+  rr = redisCommand(raw, "GET uc:db");
+  CHECK(rr && rr->type == REDIS_REPLY_STRING && strcmp(rr->str, "three") == 0);
+  freeReplyObject(rr);
+  rr = redisCommand(raw, "EXISTS uc:dblock");
+  CHECK(rr && rr->integer == 1);
+  freeReplyObject(rr);
+  redisFree(raw);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:db", NULL), 0); /* not in db 0 */
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 static int selected(int argc, char **argv, const char *name) { return argc < 2 || strcmp(argv[1], name) == 0; }
 #define RUN_SEL(name)                                                     \
   do {                                                                    \
@@ -391,6 +618,12 @@ int main(int argc, char **argv) {
   RUN_SEL(blocking_command_does_not_stall_lock_traffic);
   RUN_SEL(timed_out_blocking_command_does_not_block_later_ones);
   RUN_SEL(own_connection_survives_client_kill);
+  RUN_SEL(transaction_results);
+  RUN_SEL(transactions_beside_lock_traffic);
+  RUN_SEL(per_call_timeout);
+  RUN_SEL(free_ends_a_blocked_command);
+  RUN_SEL(stats_count_user_commands_apart);
+  RUN_SEL(user_connection_uses_the_url_db);
   rlock_client_free(cli);
   th_server_stop(srv);
   return th_done();
