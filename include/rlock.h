@@ -290,15 +290,17 @@ int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
  * for). Use PUBLISH freely; subscribe with another Redis client.
  *
  * Timeouts: a command that gets no reply within its timeout ends with
- * RLOCK_ETIMEDOUT (the command may still run: it is never re-sent). The
- * connection then still waits for that reply (a BLPOP 0 stays blocked on the
- * server), so as soon as no command that is still within its own timeout is
- * ahead of it, the user connection is dropped and re-opened: the server lets
- * go of the blocked command, commands written behind it end with
- * RLOCK_ECONNLOST, later ones run on the new connection. Give a blocking
- * command a timeout longer than its own block time with
- * rlock_client_command_timeout. A command whose connection drops while it is
- * in flight ends with RLOCK_ECONNLOST (it may or may not have run). */
+ * RLOCK_ETIMEDOUT (it may still run: it is never re-sent). The connection
+ * then still waits for that reply (a BLPOP 0 stays blocked on the server), so
+ * the user connection is dropped and re-opened when the timeout fires, or
+ * when the next command is sent, whichever first finds the timed-out command
+ * oldest in line (a command ahead of it that is still within its own timeout
+ * is left to finish). The server then lets go of the blocked command, commands
+ * written behind it end with RLOCK_ECONNLOST and later ones run on the new
+ * connection. Give a blocking command a timeout longer than its block time
+ * with rlock_client_command_timeout. A command whose connection drops while
+ * it is in flight ends with RLOCK_ECONNLOST (it may or may not have run).
+ * rlock_stats_t counts user commands in user_commands only. */
 typedef enum rlock_reply_type {
   RLOCK_REPLY_NIL = 0,
   RLOCK_REPLY_STRING,

@@ -11,6 +11,7 @@
  * Usage: test_user_commands [test name]. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,8 +269,14 @@ TEST(blocking_command_does_not_stall_lock_traffic) {
   CHECK(until > rlock_now_ms());
 
   /* A concurrent acquire is answered while the BLPOP still blocks. */
+  int64_t t0 = rlock_now_ms();
   CHECK_OK(rlock_lock_trylock(other, 0, 5000));
+  int64_t took = rlock_now_ms() - t0;
   CHECK_EQ(atomic_load(&p.done), 0);
+  rlock_stats_t st2;
+  rlock_client_stats(c, &st2);
+  printf("during the BLPOP: %llu holds renewed, a trylock answered in %lld ms\n",
+         (unsigned long long)(st2.renewed_locks - st.renewed_locks), (long long)took);
   CHECK_OK(rlock_lock_unlock(other));
   CHECK_EQ(atomic_load(&p.done), 0);
 
@@ -297,9 +304,13 @@ TEST(timed_out_blocking_command_does_not_block_later_ones) {
   rlock_client_t *c = client_with(0, 300, NULL);
   const char *blpop[] = {"BLPOP", "uc:never", "0"};
   rlock_reply_t *r = NULL;
+  int64_t t0 = rlock_now_ms();
   CHECK_RC(rlock_client_command(c, 3, blpop, NULL, &r), RLOCK_ETIMEDOUT);
+  int64_t t1 = rlock_now_ms();
   CHECK(r == NULL);
   for (int i = 0; i < 3; i++) ping(c);
+  printf("BLPOP timed out after %lld ms; the next PING answered %lld ms later\n", (long long)(t1 - t0),
+         (long long)(rlock_now_ms() - t1));
   /* The server let go of the abandoned BLPOP. */
   CHECK_MSG(th_wait_until(no_client_blocked, NULL, 5000), "the timed-out BLPOP still blocks on the server");
   rlock_lock_t *l = th_lock(c, "uc:after-timeout");
@@ -359,8 +370,10 @@ TEST(own_connection_survives_client_kill) {
   char ids[32];
   snprintf(ids, sizeof ids, "%lld", (long long)id);
   CHECK_EQ(th_cmd_int(srv, "CLIENT", "KILL", "ID", ids, NULL), 1);
+  int64_t t0 = rlock_now_ms();
   reconnect_wait_t w = {c, st.reconnects + 1};
   CHECK_MSG(th_wait_until(reconnected, &w, 10000), "the user connection did not come back");
+  printf("user connection back %lld ms after CLIENT KILL\n", (long long)(rlock_now_ms() - t0));
   int64_t id2 = client_id(c);
   CHECK(id2 != id);
   ping(c);
