@@ -300,6 +300,13 @@ int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
  * connection. Give a blocking command a timeout longer than its block time
  * with rlock_client_command_timeout. A command whose connection drops while
  * it is in flight ends with RLOCK_ECONNLOST (it may or may not have run).
+ *
+ * Ordering: a command whose reply you received ran before any lock call you
+ * make afterwards. A command that ended without a reply (RLOCK_ETIMEDOUT,
+ * RLOCK_ECONNLOST) travels on another connection than the locks: it may
+ * still run after a later unlock, so after such an error inside a critical
+ * section check the data before relying on it.
+ *
  * rlock_stats_t counts user commands in user_commands only. */
 typedef enum rlock_reply_type {
   RLOCK_REPLY_NIL = 0,
