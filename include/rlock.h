@@ -131,7 +131,8 @@ void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 
 /* Counters of what the client sent, for tests and monitoring. */
 typedef struct rlock_stats {
-  uint64_t commands_sent;     /* every command written on the command connection */
+  uint64_t commands_sent;     /* every command written on the lock connections (command and
+                                 subscriber); user commands are not counted here */
   uint64_t writes;            /* passes of the I/O loop that wrote commands: each leaves in
                                  one socket write (pipelining: commands_sent / writes) */
   uint64_t scripts_sent;      /* EVAL/EVALSHA commands */
@@ -142,10 +143,12 @@ typedef struct rlock_stats {
   uint64_t acquire_attempts;  /* acquire scripts sent (first tries and retries after a wake) */
   uint64_t renewals;          /* watchdog renewal script calls */
   uint64_t renewed_locks;     /* holds renewed by those calls */
-  uint64_t reconnects;        /* connections re-established after a drop */
-  uint64_t timeouts;          /* requests that hit the command timeout */
+  uint64_t reconnects;        /* connections re-established after a drop (any of the three) */
+  uint64_t timeouts;          /* requests that hit their timeout (user commands included) */
   uint64_t locks_lost;        /* lock-lost notifications */
   uint64_t held;              /* holds tracked right now (name, owner) */
+  uint64_t user_commands;     /* commands written on the user connection (rlock_client_command;
+                                 a transaction of n commands counts n + 2: MULTI, EXEC) */
 } rlock_stats_t;
 void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
 
@@ -266,8 +269,45 @@ int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- plain commands */
 
-/* Any Redis command on the client's command connection (pipelined with the
- * lock traffic): for the data that the lock protects. */
+/* Any Redis command, for the data that the lock protects. User commands
+ * never touch the lock traffic: they run on a connection of their own, the
+ * user connection, opened on the first call (same URL, credentials, database
+ * and TLS settings as the lock connections) and re-opened after a drop like
+ * them. A blocking command (BLPOP 0, WAIT, XREAD BLOCK...) therefore delays
+ * neither renewals nor acquires.
+ *
+ * The user connection is shared by every thread of the client and answers
+ * in order: a command sent behind a blocking one waits for it (use a second
+ * client for concurrent blocking commands). For the same reason commands that
+ * would change that connection's state or its one-reply-per-command stream are
+ * refused before anything is sent, with RLOCK_EINVAL and a message naming the
+ * command (case-insensitive): SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their
+ * UNSUBSCRIBEs, MONITOR, SYNC, PSYNC, REPLCONF, SELECT (the database is the
+ * URL's), HELLO, AUTH, RESET, QUIT, READONLY, READWRITE, ASKING, CLIENT REPLY /
+ * TRACKING / CACHING / SETNAME / SETINFO / NO-EVICT / NO-TOUCH, and MULTI,
+ * EXEC, DISCARD, WATCH, UNWATCH (use rlock_client_transaction; WATCH has no
+ * equivalent: hold a lock around the read-modify-write, that is what it is
+ * for). Use PUBLISH freely; subscribe with another Redis client.
+ *
+ * Timeouts: a command that gets no reply within its timeout ends with
+ * RLOCK_ETIMEDOUT (it may still run: it is never re-sent). The connection
+ * then still waits for that reply (a BLPOP 0 stays blocked on the server), so
+ * the user connection is dropped and re-opened when the timeout fires, or
+ * when the next command is sent, whichever first finds the timed-out command
+ * oldest in line (a command ahead of it that is still within its own timeout
+ * is left to finish). The server then lets go of the blocked command, commands
+ * written behind it end with RLOCK_ECONNLOST and later ones run on the new
+ * connection. Give a blocking command a timeout longer than its block time
+ * with rlock_client_command_timeout. A command whose connection drops while
+ * it is in flight ends with RLOCK_ECONNLOST (it may or may not have run).
+ *
+ * Ordering: a command whose reply you received ran before any lock call you
+ * make afterwards. A command that ended without a reply (RLOCK_ETIMEDOUT,
+ * RLOCK_ECONNLOST) travels on another connection than the locks: it may
+ * still run after a later unlock, so after such an error inside a critical
+ * section check the data before relying on it.
+ *
+ * rlock_stats_t counts user commands in user_commands only. */
 typedef enum rlock_reply_type {
   RLOCK_REPLY_NIL = 0,
   RLOCK_REPLY_STRING,
@@ -287,10 +327,39 @@ typedef struct rlock_reply {
 } rlock_reply_t;
 
 /* Sends argv (argc >= 1 arguments; argvlen may be NULL for NUL-terminated
- * strings) and waits for the reply. An error reply is returned as a reply of
- * type RLOCK_REPLY_ERROR with status 0. Free the reply with rlock_reply_free. */
+ * strings) and waits for the reply, at most command_timeout_ms. An error reply
+ * is returned as a reply of type RLOCK_REPLY_ERROR with status 0. Free the
+ * reply with rlock_reply_free. */
 int rlock_client_command(rlock_client_t *client, int argc, const char *const *argv,
                          const size_t *argvlen, rlock_reply_t **reply);
+
+/* The same with a timeout of its own: timeout_ms > 0, or RLOCK_WAIT_FOREVER
+ * (no bound: until the reply comes, the connection drops or the client is
+ * freed). For blocking commands: BLPOP with a 10 s block and a 12 s timeout. */
+int rlock_client_command_timeout(rlock_client_t *client, int64_t timeout_ms, int argc,
+                                 const char *const *argv, const size_t *argvlen,
+                                 rlock_reply_t **reply);
+
+/* One command of a transaction (argvlen may be NULL). */
+typedef struct rlock_command {
+  int argc;
+  const char *const *argv;
+  const size_t *argvlen;
+} rlock_command_t;
+
+/* Runs cmds (ncmds >= 1) as one Redis transaction: MULTI, the commands and
+ * EXEC leave in one write on the user connection, so no other thread's
+ * command can land inside it. *reply is EXEC's reply: an array with one reply
+ * per command (a command that failed while running gives an error element and
+ * the others still ran), or an error reply (EXECABORT...) if Redis refused a
+ * command while queueing it (then none ran). Each command passes the same
+ * filter as rlock_client_command (RLOCK_EINVAL: nothing is sent). Times out
+ * after command_timeout_ms like a command. In the unlikely case that Redis
+ * refuses MULTI itself (an ACL without it) the call ends with RLOCK_ESERVER:
+ * the commands may then have run one by one. */
+int rlock_client_transaction(rlock_client_t *client, size_t ncmds, const rlock_command_t *cmds,
+                             rlock_reply_t **reply);
+
 void rlock_reply_free(rlock_reply_t *reply);
 
 /* ---------------------------------------------------------------- helpers */

@@ -60,18 +60,26 @@ static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *r
   return op;
 }
 
+static void free_parts(req_t *r);
+
+/* An op that never reached the I/O thread. */
+static void op_discard(op_t *op) {
+  free_parts(op->raw);
+  free(op);
+}
+
 static int submit_async(op_t *op, rlock_cb cb, void *arg) {
   op->cb = cb;
   op->arg = arg;
   int rc = client_submit(op->cl, op);
-  if (rc) free(op);
+  if (rc) op_discard(op);
   return rc;
 }
 
 /* Runs op and waits for it. value/ptr/n receive the result. */
 static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
   if (client_on_io_thread(op->cl)) {
-    free(op);
+    op_discard(op);
     return rlock__fail(RLOCK_EDEADLK, "blocking rlock call from the client's I/O thread (a callback)");
   }
   sync_wait_t s;
@@ -79,7 +87,7 @@ static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
   op->sync = &s;
   int rc = client_submit(op->cl, op);
   if (rc) {
-    free(op);
+    op_discard(op);
   } else {
     while (!atomic_load_explicit(&s.done, memory_order_acquire)) rlock__futex_wait(&s.done, 0);
     rc = s.status;
@@ -232,27 +240,92 @@ RLOCK_API void rlock_holders_free(rlock_holder_t *h, size_t n) {
 
 /* ------------------------------------------------------------ plain commands */
 
-RLOCK_API int rlock_client_command(rlock_client_t *cl, int argc, const char *const *argv,
-                                   const size_t *argvlen, rlock_reply_t **reply) {
-  if (!reply) return rlock__fail(RLOCK_EINVAL, "reply is NULL");
-  *reply = NULL;
-  if (!cl || argc < 1 || !argv) return rlock__fail(RLOCK_EINVAL, "command needs a client and argc >= 1");
+/* Checked and formatted on the caller's thread (usercmd.c has the filter). */
+static req_t *user_req(int argc, const char *const *argv, const size_t *argvlen, int *rc) {
+  if (argc < 1 || !argv) {
+    *rc = rlock__fail(RLOCK_EINVAL, "a command needs argc >= 1 and argv");
+    return NULL;
+  }
   for (int i = 0; i < argc; i++)
-    if (!argv[i]) return rlock__fail(RLOCK_EINVAL, "argv[%d] is NULL", i);
+    if (!argv[i]) {
+      *rc = rlock__fail(RLOCK_EINVAL, "argv[%d] is NULL", i);
+      return NULL;
+    }
+  if ((*rc = usercmd_check(argc, argv, argvlen))) return NULL;
+  req_t *r = req_new(argc, (const char **)argv, argvlen, 0, NULL, NULL);
+  if (!r) *rc = rlock__fail(RLOCK_ENOMEM, "cannot format the command");
+  return r;
+}
+
+static void free_parts(req_t *r) {
+  while (r) {
+    req_t *next = r->next;
+    req_free(r);
+    r = next;
+  }
+}
+
+/* Runs the parts (one command, or MULTI ... EXEC) on the user connection. */
+static int run_command(client_t *cl, int64_t timeout_ms, req_t *parts, rlock_reply_t **reply) {
   op_t *op = calloc(1, sizeof *op);
-  if (!op) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  if (!op) {
+    free_parts(parts);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
   op->kind = OP_COMMAND;
   op->cl = cl;
-  op->raw = req_new(argc, (const char **)argv, argvlen, cl->opt.command_timeout_ms, NULL, op);
-  if (!op->raw) {
-    free(op);
-    return rlock__fail(RLOCK_ENOMEM, "cannot format the command");
-  }
-  op->raw->done = NULL; /* set on the I/O thread (lock.c) */
+  op->raw = parts;
+  op->wait_ms = timeout_ms;
+  int64_t now = rlock_now_ms();
+  op->deadline = timeout_ms == RLOCK_WAIT_FOREVER || timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
   void *p = NULL;
   int rc = run_sync(op, NULL, &p, NULL);
   *reply = p;
   return rc;
+}
+
+static int check_command_call(rlock_client_t *cl, int64_t timeout_ms, rlock_reply_t **reply) {
+  if (!reply) return rlock__fail(RLOCK_EINVAL, "reply is NULL");
+  *reply = NULL;
+  if (!cl) return rlock__fail(RLOCK_EINVAL, "client is NULL");
+  if (timeout_ms <= 0 && timeout_ms != RLOCK_WAIT_FOREVER)
+    return rlock__fail(RLOCK_EINVAL, "timeout %lld ms must be > 0 (or RLOCK_WAIT_FOREVER)", (long long)timeout_ms);
+  return 0;
+}
+
+RLOCK_API int rlock_client_command_timeout(rlock_client_t *cl, int64_t timeout_ms, int argc,
+                                           const char *const *argv, const size_t *argvlen,
+                                           rlock_reply_t **reply) {
+  int rc = check_command_call(cl, timeout_ms, reply);
+  req_t *r = rc ? NULL : user_req(argc, argv, argvlen, &rc);
+  return r ? run_command(cl, timeout_ms, r, reply) : rc;
+}
+
+RLOCK_API int rlock_client_command(rlock_client_t *cl, int argc, const char *const *argv,
+                                   const size_t *argvlen, rlock_reply_t **reply) {
+  int64_t timeout_ms = cl ? cl->opt.command_timeout_ms : 1; /* a NULL client is reported there */
+  return rlock_client_command_timeout(cl, timeout_ms, argc, argv, argvlen, reply);
+}
+
+RLOCK_API int rlock_client_transaction(rlock_client_t *cl, size_t ncmds, const rlock_command_t *cmds,
+                                       rlock_reply_t **reply) {
+  int rc = check_command_call(cl, 1, reply);
+  if (rc) return rc;
+  if (ncmds < 1 || !cmds) return rlock__fail(RLOCK_EINVAL, "a transaction needs ncmds >= 1 and cmds");
+  static const char *const multi[] = {"MULTI"}, *const exec[] = {"EXEC"};
+  req_t *head = req_new(1, (const char **)multi, NULL, 0, NULL, NULL), *tail = head;
+  for (size_t i = 0; tail && i < ncmds; i++) {
+    if (!(tail->next = user_req(cmds[i].argc, cmds[i].argv, cmds[i].argvlen, &rc))) {
+      free_parts(head);
+      return rc;
+    }
+    tail = tail->next;
+  }
+  if (!tail || !(tail->next = req_new(1, (const char **)exec, NULL, 0, NULL, NULL))) {
+    free_parts(head);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  return run_command(cl, cl->opt.command_timeout_ms, head, reply);
 }
 
 /* ------------------------------------------------------------ cancellation */

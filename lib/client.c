@@ -120,14 +120,17 @@ void client_flush(client_t *cl) {
     cl->batch_wrote = false;
     conn_flush(&cl->cmd);
   }
+  conn_flush(&cl->uc.conn);
 }
 
 /* ------------------------------------------------------------ I/O thread */
 
 static void shutdown_engine(client_t *cl) {
-  /* Order matters: closing the command connection completes every request in
-   * flight (their ops finish with RLOCK_ECLOSED); then the parked ops. */
+  /* Order matters: closing the command and user connections completes every
+   * request in flight (their ops finish with RLOCK_ECLOSED); then the parked
+   * ops (a user command's op must end through its requests, not here). */
   conn_close(&cl->cmd);
+  usercmd_close(&cl->uc);
   op_fail_all(cl, RLOCK_ECLOSED);
   pubsub_close(&cl->ps);
   watchdog_close(&cl->wd);
@@ -311,7 +314,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   }
   cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST, wake_cb, cl);
   if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || conn_init(&cl->cmd, cl, CONN_CMD) ||
-      pubsub_init(&cl->ps, cl) || watchdog_init(&cl->wd, cl)) {
+      pubsub_init(&cl->ps, cl) || usercmd_init(&cl->uc, cl) || watchdog_init(&cl->wd, cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
@@ -330,6 +333,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   if (rc) {
     conn_close(&cl->cmd);
     pubsub_close(&cl->ps);
+    usercmd_close(&cl->uc);
     watchdog_close(&cl->wd);
     client_destroy(cl);
     return rlock__fail(RLOCK_ESYS, "cannot start the I/O thread: %s", strerror(rc));
@@ -376,6 +380,7 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   o->timeouts = v[ST_TIMEOUTS];
   o->locks_lost = v[ST_LOST];
   o->held = v[ST_HELD];
+  o->user_commands = v[ST_USER_COMMANDS];
 }
 
 /* ------------------------------------------------------------ submitting */

@@ -138,7 +138,7 @@ static void start_handshake(conn_t *c) {
     handshake_cmd(c, cl->url.user ? 3 : 2, a, true);
   }
   char db[16];
-  if (c->kind == CONN_CMD && cl->url.db) {
+  if (c->kind != CONN_SUB && cl->url.db) {
     snprintf(db, sizeof db, "%d", cl->url.db);
     const char *a[2] = {"SELECT", db};
     handshake_cmd(c, 2, a, false);
@@ -240,7 +240,7 @@ static void write_req(conn_t *c, req_t *r) {
     r->cmd = NULL;
   }
   q_push(&c->inflight, r);
-  stat_add(c->cl, ST_COMMANDS, 1);
+  stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, 1);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
 
@@ -509,6 +509,8 @@ static void drop(conn_t *c, int err, const char *msg) {
   c->backoff_ms = c->backoff_ms * 2 > c->cl->opt.reconnect_max_ms ? c->cl->opt.reconnect_max_ms : c->backoff_ms * 2;
   arm_timer(c);
 }
+
+void conn_reset(conn_t *c, const char *msg) { drop(c, RLOCK_ECONNLOST, msg); }
 
 int conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   memset(c, 0, sizeof *c);

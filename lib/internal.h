@@ -8,6 +8,7 @@
  *   pubsub    the subscriber connection: ref-counted channels, wake-one waiters
  *   watchdog  the hold registry: batched lease renewal, valid-until, lock-lost
  *   lock      the reentrant lock: acquire state machine, release, queries
+ *   usercmd   the user's own commands: their own connection, the filter, transactions
  *   client    options, the I/O thread, the submit queue, sync-over-async
  * Everything below "client" runs on the client's I/O thread only, so it needs no
  * locks; user threads only touch the submit queue (client.c).
@@ -135,7 +136,7 @@ struct req {
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
 };
 
-typedef enum { CONN_CMD, CONN_SUB } conn_kind_t;
+typedef enum { CONN_CMD, CONN_SUB, CONN_USER } conn_kind_t; /* lock commands, pub/sub, user commands */
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
 
 typedef struct req_queue {
@@ -172,6 +173,9 @@ void conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
 /* Queue a request (takes ownership of r and r->cmd). */
 void conn_send(conn_t *c, req_t *r);
 void conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
+/* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
+ * (msg), queued ones wait. Not from inside a request's done callback. */
+void conn_reset(conn_t *c, const char *msg);
 req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
 void req_free(req_t *r);
@@ -243,13 +247,29 @@ void watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
 /* Force unlock succeeded: every hold of name tracked here is lost (callback). */
 void watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
-/* ------------------------------------------------------------ client.c */
+/* ------------------------------------------------------------ usercmd.c */
 typedef struct op op_t;
+/* The user connection (rlock_client_command), opened on first use. */
+typedef struct usercmd {
+  client_t *cl;
+  conn_t conn;
+  bool started;
+  struct event *unstick; /* reset a connection stuck behind a timed-out command */
+} usercmd_t;
+int usercmd_init(usercmd_t *u, client_t *cl);
+void usercmd_close(usercmd_t *u);
+/* 0, or RLOCK_EINVAL with a message naming a command that must not run on
+ * the shared user connection (SUBSCRIBE, MULTI, SELECT, CLIENT REPLY...). */
+int usercmd_check(int argc, const char *const *argv, const size_t *argvlen);
+void usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
+
+/* ------------------------------------------------------------ client.c */
 
 /* Counters behind rlock_client_stats (index into client->st). */
 enum {
   ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
-  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD, ST_COUNT
+  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD,
+  ST_USER_COMMANDS, ST_COUNT
 };
 
 struct rlock_client {
@@ -275,6 +295,7 @@ struct rlock_client {
   /* engine (I/O thread only) */
   conn_t cmd;
   pubsub_t ps;
+  usercmd_t uc;
   watchdog_t wd;
   op_t *active; /* ops in progress (waiting, attempts), doubly linked */
   map_t handoff; /* lock name -> int64_t* deadline: let notified waiters go first */
@@ -347,7 +368,8 @@ struct op {
   int64_t sent_at; /* of the current attempt's first send */
   bool subscribed, cancelled, in_flight, finished;
   waiter_t w;
-  /* OP_COMMAND */
+  /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);
+   * deadline is the call's, wait_ms its timeout (RLOCK_WAIT_FOREVER: none) */
   req_t *raw;
 };
 

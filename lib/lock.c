@@ -58,7 +58,11 @@ static int64_t lease_of(const op_t *op) {
 static void op_free(op_t *op) {
   if (op->timer) event_free(op->timer);
   if (op->cancel_ev) event_free(op->cancel_ev);
-  req_free(op->raw);
+  while (op->raw) { /* OP_COMMAND never started (client closing) */
+    req_t *next = op->raw->next;
+    req_free(op->raw);
+    op->raw = next;
+  }
   free(op);
 }
 
@@ -439,7 +443,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   op_finish(op, rc, value, NULL, 0);
 }
 
-/* ------------------------------------------------------------ force unlock, queries, commands */
+/* ------------------------------------------------------------ force unlock, queries */
 
 static int64_t parse_i64(const rlock_reply_t *r, bool *ok) {
   char *end;
@@ -458,19 +462,14 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   if (status != 0) {
-    /* queries are read-only, so re-sending is safe; force unlock and plain
-     * commands are not */
-    if (op->kind != OP_FORCE && op->kind != OP_COMMAND && answer_lost(status) &&
+    /* queries are read-only, so re-sending is safe; force unlock is not */
+    if (op->kind != OP_FORCE && answer_lost(status) &&
         op->retries < cl->opt.retry_attempts) {
       op->retries++;
       op_start(op);
       return;
     }
     op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
-    return;
-  }
-  if (op->kind == OP_COMMAND) {
-    op_finish(op, 0, 0, reply, 0);
     return;
   }
   if (op->kind == OP_FORCE && reply->type == RLOCK_REPLY_INTEGER && reply->integer == 1)
@@ -522,12 +521,6 @@ static void start_simple(op_t *op) {
     const char *args[2] = {"0", "publish"};
     r = script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 2, args, NULL, t, simple_done, op);
     stat_add(cl, ST_SCRIPTS, 1);
-  } else if (op->kind == OP_COMMAND) {
-    r = op->raw;
-    op->raw = NULL;
-    r->done = simple_done;
-    r->ctx = op;
-    r->deadline = rlock_now_ms() + t;
   } else {
     static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",
                                   [OP_COUNT] = "HGET", [OP_TTL] = "PTTL", [OP_HOLDERS] = "HGETALL"};
@@ -560,6 +553,9 @@ void op_start(op_t *op) {
   case OP_RELEASE:
     if (!op->reqid[0]) rlock__prng_hex(&op->cl->prng, op->reqid);
     send_release(op);
+    break;
+  case OP_COMMAND:
+    usercmd_start(op); /* on the user connection (usercmd.c) */
     break;
   case OP_VALID_UNTIL: {
     int64_t v = 0;

@@ -1,0 +1,198 @@
+/* usercmd.c -- the user's own Redis commands (rlock_client_command and
+ * rlock_client_transaction), kept away from the lock traffic.
+ *
+ * They run on a third connection of the client, the user connection, opened
+ * on first use with the same handshake as the command connection (AUTH,
+ * SELECT, CLIENT SETNAME) but no scripts. Nothing a user sends can then
+ * delay a renewal or an acquire (BLPOP 0, WAIT, XREAD BLOCK) or put the lock
+ * connection in another state. The user connection is shared by every
+ * thread, so commands that change its state or would break the one-reply-
+ * per-command stream (SUBSCRIBE, MONITOR, SELECT, HELLO, CLIENT REPLY, QUIT,
+ * RESET, MULTI/EXEC, WATCH...) are refused before anything is sent; a
+ * transaction is sent as one unit instead (MULTI, the commands, EXEC in one
+ * write, so no other thread's command can land inside it).
+ *
+ * A command that outlives its timeout leaves the connection waiting for its
+ * reply (a BLPOP 0 stays blocked on the server): once nothing still running
+ * is ahead of such a command, the connection is dropped and reopened, so the
+ * commands after it are not stuck behind it. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ------------------------------------------------------------ the filter */
+
+static const char STREAM[] = "it would turn the shared user connection into a stream of messages";
+static const char STATE[] = "it would change the state of the user connection, which all threads share";
+static const char DB[] = "the database is the URL's (redis://host:port/DB)";
+static const char TX[] = "the user connection is shared by all threads: use rlock_client_transaction "
+                         "(WATCH is not available: hold an rlock around the read-modify-write instead)";
+
+typedef struct refusal {
+  const char *name;
+  const char *why;
+} refusal_t;
+
+static const refusal_t refused[] = {
+    {"SUBSCRIBE", STREAM}, {"PSUBSCRIBE", STREAM}, {"SSUBSCRIBE", STREAM}, {"UNSUBSCRIBE", STREAM},
+    {"PUNSUBSCRIBE", STREAM}, {"SUNSUBSCRIBE", STREAM}, {"MONITOR", STREAM}, {"SYNC", STREAM},
+    {"PSYNC", STREAM}, {"REPLCONF", STREAM},
+    {"SELECT", DB}, {"HELLO", STATE}, {"AUTH", STATE}, {"RESET", STATE}, {"READONLY", STATE},
+    {"READWRITE", STATE}, {"ASKING", STATE},
+    {"QUIT", "it would close the user connection, which all threads share"},
+    {"MULTI", TX}, {"EXEC", TX}, {"DISCARD", TX}, {"WATCH", TX}, {"UNWATCH", TX},
+};
+
+/* CLIENT subcommands that set state of the calling connection. */
+static const char *const client_refused[] = {"REPLY", "TRACKING", "CACHING", "SETNAME", "SETINFO",
+                                             "NO-EVICT", "NO-TOUCH"};
+
+static bool word_is(const char *arg, size_t len, const char *word) {
+  return len == strlen(word) && strncasecmp(arg, word, len) == 0;
+}
+
+static size_t arg_len(const char *const *argv, const size_t *argvlen, int i) {
+  return argvlen ? argvlen[i] : strlen(argv[i]);
+}
+
+int usercmd_check(int argc, const char *const *argv, const size_t *argvlen) {
+  size_t len = arg_len(argv, argvlen, 0);
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    if (word_is(argv[0], len, refused[i].name))
+      return rlock__fail(RLOCK_EINVAL, "%s is refused by rlock_client_command: %s", refused[i].name,
+                         refused[i].why);
+  if (argc < 2 || !word_is(argv[0], len, "CLIENT")) return 0;
+  size_t sublen = arg_len(argv, argvlen, 1);
+  for (size_t i = 0; i < sizeof client_refused / sizeof client_refused[0]; i++)
+    if (word_is(argv[1], sublen, client_refused[i]))
+      return rlock__fail(RLOCK_EINVAL, "CLIENT %s is refused by rlock_client_command: %s", client_refused[i],
+                         STATE);
+  return 0;
+}
+
+/* ------------------------------------------------------------ the connection */
+
+/* The connection waits for the reply of a command that already timed out,
+ * with nothing still running ahead of it: drop it (the server then lets go of
+ * a blocked command) and reconnect. Never from inside a request callback. */
+static void unstick(usercmd_t *u) {
+  conn_t *c = &u->conn;
+  if (c->state == CS_READY && c->inflight.head && c->inflight.head->completed)
+    conn_reset(c, "user connection reset: an earlier command outlived its timeout");
+}
+
+static void unstick_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  usercmd_t *u = arg;
+  unstick(u);
+  client_flush(u->cl);
+}
+
+int usercmd_init(usercmd_t *u, client_t *cl) {
+  memset(u, 0, sizeof *u);
+  u->cl = cl;
+  u->unstick = evtimer_new(cl->base, unstick_cb, u);
+  if (!u->unstick) return RLOCK_ENOMEM;
+  return conn_init(&u->conn, cl, CONN_USER);
+}
+
+void usercmd_close(usercmd_t *u) {
+  conn_close(&u->conn); /* every command still waiting ends with RLOCK_ECLOSED */
+  if (u->unstick) event_free(u->unstick);
+  u->unstick = NULL;
+}
+
+/* ------------------------------------------------------------ running a command */
+
+/* One call: a command (one part) or MULTI, the commands, EXEC. The reply of
+ * the last part is the result. */
+typedef struct call {
+  op_t *op;
+  int left;   /* parts not answered yet */
+  int status; /* of the last part */
+  rlock_reply_t *reply;
+  char msg[256];
+  char multi_err[200]; /* MULTI refused: the commands ran outside a transaction */
+} call_t;
+
+static void part_end(call_t *x) {
+  if (--x->left > 0) return;
+  op_t *op = x->op;
+  int status = x->status;
+  rlock_reply_t *reply = x->reply;
+  if (status == 0 && x->multi_err[0]) {
+    rlock_reply_free(reply);
+    reply = NULL;
+    status = rlock__fail(RLOCK_ESERVER, "MULTI refused (%s): the commands may have run outside a transaction",
+                         x->multi_err);
+  } else if (status < 0) {
+    rlock__set_msg(x->msg);
+  }
+  free(x);
+  op_finish(op, status, 0, reply, 0);
+}
+
+static void timed_out(call_t *x) {
+  /* done() runs inside the connection's timeout scan: look at the queue after it. */
+  event_active(x->op->cl->uc.unstick, EV_TIMEOUT, 0);
+}
+
+static void multi_done(req_t *r, int status, rlock_reply_t *reply) {
+  call_t *x = r->ctx;
+  if (status == 0 && reply->type == RLOCK_REPLY_ERROR)
+    snprintf(x->multi_err, sizeof x->multi_err, "%.150s", reply->str);
+  if (status == RLOCK_ETIMEDOUT) timed_out(x);
+  rlock_reply_free(reply);
+  part_end(x);
+}
+
+/* A command inside MULTI: "+QUEUED", or an error that EXEC reports (EXECABORT). */
+static void queued_done(req_t *r, int status, rlock_reply_t *reply) {
+  call_t *x = r->ctx;
+  if (status == RLOCK_ETIMEDOUT) timed_out(x);
+  rlock_reply_free(reply);
+  part_end(x);
+}
+
+static void last_done(req_t *r, int status, rlock_reply_t *reply) {
+  call_t *x = r->ctx;
+  x->status = status;
+  x->reply = reply;
+  if (status == RLOCK_ETIMEDOUT) {
+    timed_out(x);
+    rlock__fail(RLOCK_ETIMEDOUT, "Redis did not answer within %lld ms", (long long)x->op->wait_ms);
+  }
+  if (status < 0) snprintf(x->msg, sizeof x->msg, "%s", rlock__msg());
+  part_end(x);
+}
+
+void usercmd_start(op_t *op) {
+  usercmd_t *u = &op->cl->uc;
+  call_t *x = calloc(1, sizeof *x);
+  if (!x) {
+    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  x->op = op;
+  for (req_t *r = op->raw; r; r = r->next) x->left++;
+  if (!u->started) {
+    u->started = true;
+    conn_start(&u->conn);
+  } else {
+    unstick(u); /* before queueing behind a command that will never answer */
+  }
+  req_t *r = op->raw;
+  op->raw = NULL;
+  for (int i = 0; r; i++) {
+    req_t *next = r->next;
+    r->next = NULL;
+    r->done = !next ? last_done : i == 0 ? multi_done : queued_done;
+    r->ctx = x;
+    r->deadline = op->deadline; /* all parts alike: they time out together */
+    conn_send(&u->conn, r);    /* may complete it at once (closed): x lives until the last part */
+    r = next;
+  }
+}
