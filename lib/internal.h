@@ -83,13 +83,18 @@ typedef struct bytes {
   char *p;
   size_t n;
 } bytes_t;
-/* "P:{NAME}" or "P:NAME" when NAME holds '{' (Redisson's prefix form). */
+/* Key names derived from a lock NAME, always in NAME's Cluster slot:
+ * Redisson's form when it lands there, else the slot-tag form (names.c).
+ * Prefix form: "P:{NAME}" ("P:NAME" when NAME holds '{'), else "P:{T}NAME". */
 int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
-/* prefix form plus ":" suffix: "P:{NAME}:S". */
+/* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
 int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
+/* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
+int names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
 uint16_t names_crc16(const char *p, size_t n);
 uint16_t names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
+const char *names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
 
 /* ------------------------------------------------------------ url.c */
 typedef enum { URL_TCP, URL_TLS, URL_UNIX } url_kind_t;
