@@ -168,7 +168,10 @@ void rlock_cancel_free(rlock_cancel_t *c);
 /* A handle on one named reentrant lock (Redisson RLock). Cheap; holds no
  * Redis state itself: the hold belongs to the owner (thread), so several
  * threads may share one handle. The name may contain any bytes (length 1 to
- * RLOCK_NAME_MAX). */
+ * RLOCK_NAME_MAX). Every key of the lock hashes to the Cluster slot of the
+ * name: Redisson's key and channel names where they do (any name without
+ * braces or with a well-formed {tag}), a documented variant for the others
+ * (docs/architecture.md, "Key names and slots"). */
 typedef struct rlock_lock rlock_lock_t;
 
 #define RLOCK_NAME_MAX (64 * 1024)

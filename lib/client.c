@@ -56,14 +56,14 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
 
 /* ------------------------------------------------------------ routing */
 
-/* The one place that picks the connection for a request about `key`. Today a
- * client talks to one node; Cluster will route by names_slot(key) to the
- * node that owns the slot (and follow MOVED/ASK), Sentinel to the current
- * master: the lock objects above never change. key may be NULL (any node). */
+/* The one place that picks the connection for a request about `key`: the
+ * request keeps the key's slot, the topology (lib/topology/) picks the node
+ * and connection. One server today; Cluster routes by the slot (and follows
+ * MOVED/ASK through its redirect hook), Sentinel to the current master: the
+ * lock objects above never change. key may be NULL (any node). */
 void client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
-  (void)key;
-  (void)klen;
-  conn_send(&cl->cmd, r);
+  r->slot = key ? names_slot(key, klen) : -1;
+  conn_send(cl->topo->route(cl, r), r);
 }
 
 /* ------------------------------------------------------------ latch clean-up */
@@ -89,21 +89,38 @@ void client_queue_del(client_t *cl, const char *key, size_t len) {
   }
 }
 
+/* One DEL of the keys dels[idx[0..n)], fire and forget: the latches expire anyway. */
+static void send_del(client_t *cl, const batcher_t *b, size_t first, size_t n) {
+  const char **argv = malloc((n + 1) * sizeof *argv);
+  size_t *lens = malloc((n + 1) * sizeof *lens);
+  if (argv && lens) {
+    argv[0] = "DEL", lens[0] = 3;
+    for (size_t i = 0; i < n; i++) {
+      const bytes_t *d = &cl->dels[batcher_item(b, first + i)];
+      argv[i + 1] = d->p, lens[i + 1] = d->n;
+    }
+    req_t *r = req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, NULL, NULL);
+    if (r) client_send(cl, argv[1], lens[1], r);
+  }
+  free(argv);
+  free(lens);
+}
+
+/* The queued latch keys in one DEL (one per slot where slots matter). */
 static void send_dels(client_t *cl) {
   if (cl->del_timer) evtimer_del(cl->del_timer);
+  uint16_t *slots = NULL;
   if (cl->ndels && cl->cmd.state != CS_CLOSED) {
-    size_t n = cl->ndels + 1;
-    const char **argv = malloc(n * sizeof *argv);
-    size_t *lens = malloc(n * sizeof *lens);
-    if (argv && lens) {
-      argv[0] = "DEL", lens[0] = 3;
-      for (size_t i = 0; i < cl->ndels; i++) argv[i + 1] = cl->dels[i].p, lens[i + 1] = cl->dels[i].n;
-      req_t *r = req_new((int)n, argv, lens, cl->opt.command_timeout_ms, NULL, NULL);
-      if (r) conn_send(&cl->cmd, r); /* fire and forget: the latches expire anyway */
-    }
-    free(argv);
-    free(lens);
+    if (cl->topo->slots_matter && (slots = malloc(cl->ndels * sizeof *slots)))
+      for (size_t i = 0; i < cl->ndels; i++) slots[i] = names_slot(cl->dels[i].p, cl->dels[i].n);
+    batcher_t b;
+    size_t first, n;
+    if ((slots || !cl->topo->slots_matter) && !batcher_init(&b, slots, cl->ndels, cl->ndels)) {
+      while (batcher_next(&b, &first, &n)) send_del(cl, &b, first, n);
+      batcher_free(&b);
+    } /* out of memory: the latches expire on their own */
   }
+  free(slots);
   for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
   cl->ndels = 0;
 }
@@ -304,6 +321,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     client_destroy(cl);
     return rc;
   }
+  cl->topo = topology_for(&cl->url);
   rlock__uuid(cl->id);
   rlock__prng_seed(&cl->prng);
   cl->base = event_base_new();

@@ -3,8 +3,11 @@
  * connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
  * SETNAME, SCRIPT LOAD, pipelined) -> READY. Requests queued before READY wait
  * in `pending`; written requests wait in `inflight` and replies are matched to
- * them in order (Redis answers in order). Everything written in one pass of
- * the loop leaves in one socket write: that is the automatic pipelining.
+ * them in order (Redis answers in order); a compound request (several
+ * commands, as many replies) completes once all its replies are in.
+ * Everything written in one pass of the loop leaves in one socket write: that
+ * is the automatic pipelining. An error reply passes the topology's redirect
+ * hook before its request completes.
  * A request that outlives the command timeout completes with RLOCK_ETIMEDOUT
  * and its late reply is discarded. When the connection drops, written requests
  * complete with RLOCK_ECONNLOST (never re-sent here: the layer above decides
@@ -45,14 +48,34 @@ req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeo
     return NULL;
   }
   r->len = (size_t)n;
+  r->ncmds = 1;
+  r->slot = -1;
   r->deadline = rlock_now_ms() + timeout_ms;
   r->done = done;
   r->ctx = ctx;
   return r;
 }
 
+int req_append(req_t *r, int argc, const char **argv, const size_t *argvlen) {
+  char *cmd = NULL;
+  int n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+  if (n < 0) return RLOCK_ENOMEM;
+  char *all = realloc(r->cmd, r->len + (size_t)n);
+  if (!all) {
+    free(cmd);
+    return RLOCK_ENOMEM;
+  }
+  memcpy(all + r->len, cmd, (size_t)n);
+  free(cmd);
+  r->cmd = all;
+  r->len += (size_t)n;
+  r->ncmds++;
+  return 0;
+}
+
 void req_free(req_t *r) {
   if (!r) return;
+  rlock_reply_free(r->replies);
   free(r->cmd);
   free(r);
 }
@@ -165,19 +188,43 @@ static bool is_push(const rlock_reply_t *r) {
   return !strcmp(k, "message") || !strcmp(k, "smessage") || (!strcmp(k, "pmessage") && r->elements >= 4);
 }
 
-static void on_reply(conn_t *c, rlock_reply_t *reply) {
-  if (c->kind == CONN_SUB && is_push(reply)) {
-    if (c->on_push) c->on_push(c, reply);
-    else rlock_reply_free(reply);
-    return;
+/* Collects one reply of the compound request r: true once all are in (then
+ * *reply is the ARRAY of them). A reader without memory drops the connection. */
+static bool gather(conn_t *c, req_t *r, rlock_reply_t **reply) {
+  if (!r->replies) {
+    rlock_reply_t *a = calloc(1, sizeof *a);
+    if (a) a->element = calloc((size_t)r->ncmds, sizeof *a->element);
+    if (!a || !a->element) {
+      free(a);
+      rlock_reply_free(*reply);
+      drop(c, RLOCK_ENOMEM, "out of memory reading a reply");
+      return false;
+    }
+    a->type = RLOCK_REPLY_ARRAY;
+    r->replies = a;
   }
-  req_t *r = q_pop(&c->inflight);
-  if (!r) {
-    rlock_reply_free(reply);
-    drop(c, RLOCK_EPROTO, "reply without a request (protocol out of sync)");
-    return;
-  }
-  if (r->script && !r->completed && reply_is_error(reply, "NOSCRIPT")) {
+  r->replies->element[r->replies->elements++] = *reply;
+  if (r->replies->elements < (size_t)r->ncmds) return false;
+  *reply = r->replies;
+  r->replies = NULL;
+  return true;
+}
+
+/* The error reply a redirect hook looks at: the reply, or the first error
+ * among the replies of a compound. */
+static const rlock_reply_t *first_error(const req_t *r, const rlock_reply_t *reply) {
+  if (r->ncmds == 1) return reply->type == RLOCK_REPLY_ERROR ? reply : NULL;
+  for (size_t i = 0; i < reply->elements; i++)
+    if (reply->element[i]->type == RLOCK_REPLY_ERROR) return reply->element[i];
+  return NULL;
+}
+
+/* r has all its replies. NOSCRIPT (the script is a compound's first command)
+ * re-sends it as EVAL; other errors pass the topology's redirect hook. */
+static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
+  const rlock_reply_t *err = r->completed || r->internal ? NULL : first_error(r, reply);
+  const rlock_reply_t *head = r->ncmds == 1 ? reply : reply->element[0];
+  if (r->script && err == head && reply_is_error(head, "NOSCRIPT")) {
     rlock_reply_free(reply);
     stat_add(c->cl, ST_NOSCRIPT, 1);
     if (script_to_eval(r) == 0) {
@@ -185,6 +232,10 @@ static void on_reply(conn_t *c, rlock_reply_t *reply) {
       return;
     }
     finish_err(r, RLOCK_ENOMEM);
+    return;
+  }
+  if (err && c->cl->topo->on_error_reply(c->cl, c, r, err)) {
+    rlock_reply_free(reply); /* r belongs to the topology now */
     return;
   }
   if (r->completed) {
@@ -195,6 +246,23 @@ static void on_reply(conn_t *c, rlock_reply_t *reply) {
     else rlock_reply_free(reply);
   }
   req_free(r);
+}
+
+static void on_reply(conn_t *c, rlock_reply_t *reply) {
+  if (c->kind == CONN_SUB && is_push(reply)) {
+    if (c->on_push) c->on_push(c, reply);
+    else rlock_reply_free(reply);
+    return;
+  }
+  req_t *r = c->inflight.head;
+  if (!r) {
+    rlock_reply_free(reply);
+    drop(c, RLOCK_EPROTO, "reply without a request (protocol out of sync)");
+    return;
+  }
+  if (r->ncmds > 1 && !gather(c, r, &reply)) return; /* more replies to come */
+  q_pop(&c->inflight);
+  answered(c, r, reply);
 }
 
 static void read_cb(struct bufferevent *bev, void *arg) {
@@ -232,15 +300,12 @@ static void read_cb(struct bufferevent *bev, void *arg) {
 
 /* ------------------------------------------------------------ writing */
 
+/* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
   bufferevent_write(c->bev, r->cmd, r->len);
   r->sent_at = rlock_now_ms();
-  if (!r->script) { /* only scripts may need re-formatting (NOSCRIPT) */
-    free(r->cmd);
-    r->cmd = NULL;
-  }
   q_push(&c->inflight, r);
-  stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, 1);
+  stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
 

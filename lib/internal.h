@@ -4,6 +4,8 @@
  *   util/map/names/url/reply  helpers: clock, errors, uuid, hash map, key names, URL, replies
  *   conn      one RESP connection to one node: connect, TLS, handshake, pipelined
  *             requests matched FIFO to replies, command timeouts, reconnect
+ *   topology  the deployment (topology/): which connection each request goes
+ *             to, redirects, whether multi-key batches are cut per slot
  *   script    the embedded Lua scripts: EVALSHA with the NOSCRIPT -> EVAL fallback
  *   pubsub    the subscriber connection: ref-counted channels, wake-one waiters
  *   watchdog  the hold registry: batched lease renewal, valid-until, lock-lost
@@ -84,13 +86,18 @@ typedef struct bytes {
   char *p;
   size_t n;
 } bytes_t;
-/* "P:{NAME}" or "P:NAME" when NAME holds '{' (Redisson's prefix form). */
+/* Key names derived from a lock NAME, always in NAME's Cluster slot:
+ * Redisson's form when it lands there, else the slot-tag form (names.c).
+ * Prefix form: "P:{NAME}" ("P:NAME" when NAME holds '{'), else "P:{T}NAME". */
 int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
-/* prefix form plus ":" suffix: "P:{NAME}:S". */
+/* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
 int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
+/* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
+int names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
 uint16_t names_crc16(const char *p, size_t n);
 uint16_t names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
+const char *names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
 
 /* ------------------------------------------------------------ url.c */
 typedef enum { URL_TCP, URL_TLS, URL_UNIX } url_kind_t;
@@ -122,10 +129,23 @@ typedef struct req req_t;
  * / RLOCK_ECLOSED. Called exactly once, on the I/O thread. */
 typedef void (*req_done_fn)(req_t *r, int status, rlock_reply_t *reply);
 
+/* The connection a request needs on the node the topology picks. */
+typedef enum { CONN_CMD, CONN_SUB, CONN_USER } conn_kind_t; /* lock commands, pub/sub, user commands */
+
+/* A request keeps its formatted command(s) and its key's slot until it is
+ * answered, so the topology can re-route it (MOVED/ASK) or conn.c re-send it
+ * (NOSCRIPT). A compound request (req_append) carries ncmds commands written
+ * together; done() gets status 0 with an ARRAY of ncmds replies, one per
+ * command in order (any of them may be an error reply), or one failure
+ * status (timeout, connection lost...) for the whole compound, once. */
 struct req {
   req_t *next;
-  char *cmd; /* formatted RESP */
+  char *cmd; /* formatted RESP, every command of the request */
   size_t len;
+  int ncmds;              /* commands in cmd (>= 1), as many replies expected */
+  rlock_reply_t *replies; /* compound: the replies read so far (an ARRAY) */
+  int slot;               /* Cluster slot of the request's key, -1: any node */
+  conn_kind_t conn;       /* CONN_SUB: SUBSCRIBE/UNSUBSCRIBE, on the subscriber connection */
   int64_t deadline; /* monotonic ms */
   int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
   req_done_fn done;
@@ -136,7 +156,6 @@ struct req {
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
 };
 
-typedef enum { CONN_CMD, CONN_SUB, CONN_USER } conn_kind_t; /* lock commands, pub/sub, user commands */
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
 
 typedef struct req_queue {
@@ -178,7 +197,11 @@ void conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
 void conn_reset(conn_t *c, const char *msg);
 req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
+/* Adds a command to r (a compound request, e.g. a script + "WAIT 1 100"). */
+int req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
 void req_free(req_t *r);
+
+#include "topology/topology.h"
 
 /* ------------------------------------------------------------ script.c */
 enum {
@@ -293,6 +316,7 @@ struct rlock_client {
   int start_status; /* 1 = pending */
   char start_msg[256];
   /* engine (I/O thread only) */
+  const topology_ops_t *topo; /* the deployment: picks the connection of every request */
   conn_t cmd;
   pubsub_t ps;
   usercmd_t uc;
@@ -319,7 +343,10 @@ void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean
 void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 int64_t client_latch_ttl(const client_t *cl);
 int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
-void client_send(client_t *cl, const char *key, size_t klen, req_t *r); /* route a request */
+/* The one routing point: every request (scripts, queries, DELs, renewals,
+ * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
+ * of key (NULL: any node) in r, asks the topology for the connection. */
+void client_send(client_t *cl, const char *key, size_t klen, req_t *r);
 bool client_on_io_thread(const client_t *cl);
 /* Owner id "<client id>:<owner>" into buf (>= 64 bytes); returns length. */
 size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf);

@@ -1,54 +1,133 @@
-/* names.c -- Redisson's key and channel names (prefix form "P:{NAME}") and
- * the Redis Cluster hash slot of a key (CRC16/XMODEM with hash tags). */
+/* names.c -- the names of a lock's keys and channels, and the Redis Cluster
+ * hash slot of a key (CRC16/XMODEM mod 16384 with Redis's hash-tag rule).
+ *
+ * Every key of one lock must live in the slot of the lock's NAME: Cluster
+ * refuses a script whose keys span slots. Redisson's forms are kept whenever
+ * they do (wire compatibility with Java services):
+ *   prefix form  "P:{NAME}"  ("P:NAME" when NAME holds '{'), then ":S" if any
+ *   suffix form  "{NAME}:S"  ("NAME:S" when NAME holds '{')
+ * That is every name without braces and every name whose first '{' opens a
+ * non-empty tag closed later. For the other names ("a{b", "{}x", "x}y",
+ * "}", ...) Redisson's form would hash elsewhere, so the tag is replaced by
+ * the slot's own tag T, the full name following it so keys stay distinct:
+ *   prefix form  "P:{T}NAME" (then ":S")      suffix form  "{T}NAME:S"
+ * T is the first string over [0-9a-z], shortest first and then in that
+ * alphabet's order, whose slot is NAME's slot (1 to 4 characters; the table
+ * of all 16384 is built once, on first use). docs/architecture.md states the
+ * rule for other implementations. */
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool has_brace(const char *name, size_t len) { return memchr(name, '{', len) != NULL; }
+#define SLOTS 16384
+#define TAG_ALPHABET "0123456789abcdefghijklmnopqrstuvwxyz"
 
-int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
-                          const char *suffix) {
-  size_t pl = strlen(prefix), sl = suffix ? strlen(suffix) + 1 : 0;
-  bool wrap = !has_brace(name, len);
-  size_t n = pl + 1 + len + (wrap ? 2 : 0) + sl;
-  char *p = malloc(n + 1);
-  if (!p) return RLOCK_ENOMEM;
-  size_t o = 0;
-  memcpy(p, prefix, pl), o += pl;
-  p[o++] = ':';
-  if (wrap) p[o++] = '{';
-  memcpy(p + o, name, len), o += len;
-  if (wrap) p[o++] = '}';
-  if (suffix) {
-    p[o++] = ':';
-    memcpy(p + o, suffix, sl - 1), o += sl - 1;
-  }
-  p[o] = 0;
-  out->p = p;
-  out->n = o;
-  return 0;
-}
+/* CRC16/XMODEM (polynomial 0x1021, init 0), four bits at a time. */
+static const uint16_t crc_nibble[16] = {0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50a5, 0x60c6, 0x70e7,
+                                        0x8108, 0x9129, 0xa14a, 0xb16b, 0xc18c, 0xd1ad, 0xe1ce, 0xf1ef};
 
-int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len) {
-  return names_prefixed_suffix(out, prefix, name, len, NULL);
-}
-
-uint16_t names_crc16(const char *p, size_t n) {
-  uint16_t crc = 0;
+static uint16_t crc_update(uint16_t crc, const char *p, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    crc ^= (uint16_t)((unsigned char)p[i] << 8);
-    for (int b = 0; b < 8; b++) crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    unsigned b = (unsigned char)p[i];
+    crc = (uint16_t)((crc << 4) ^ crc_nibble[(crc >> 12) ^ (b >> 4)]);
+    crc = (uint16_t)((crc << 4) ^ crc_nibble[(crc >> 12) ^ (b & 15)]);
   }
   return crc;
 }
+
+uint16_t names_crc16(const char *p, size_t n) { return crc_update(0, p, n); }
 
 uint16_t names_slot(const char *key, size_t n) {
   const char *open = memchr(key, '{', n);
   if (open) {
     size_t rest = n - (size_t)(open - key) - 1;
     const char *close = memchr(open + 1, '}', rest);
-    if (close && close > open + 1) return names_crc16(open + 1, (size_t)(close - open - 1)) & 16383;
+    if (close && close > open + 1) return names_crc16(open + 1, (size_t)(close - open - 1)) & (SLOTS - 1);
   }
-  return names_crc16(key, n) & 16383;
+  return names_crc16(key, n) & (SLOTS - 1);
+}
+
+/* ------------------------------------------------------------ slot tags */
+
+static char tags[SLOTS][5];
+static pthread_once_t tags_once = PTHREAD_ONCE_INIT;
+
+/* Walks the strings over TAG_ALPHABET, shortest first, until every slot has
+ * its first one (60 822 strings: about a millisecond, once per process). */
+static void build_tags(void) {
+  const size_t k = sizeof TAG_ALPHABET - 1;
+  size_t left = SLOTS;
+  char s[4];
+  for (size_t len = 1; len <= 4 && left; len++) {
+    size_t total = 1;
+    for (size_t i = 0; i < len; i++) total *= k;
+    for (size_t v = 0; v < total && left; v++) {
+      size_t x = v;
+      for (size_t i = len; i-- > 0; x /= k) s[i] = TAG_ALPHABET[x % k];
+      uint16_t slot = names_crc16(s, len) & (SLOTS - 1);
+      if (tags[slot][0]) continue;
+      memcpy(tags[slot], s, len);
+      left--;
+    }
+  }
+}
+
+const char *names_tag(uint16_t slot) {
+  pthread_once(&tags_once, build_tags);
+  return tags[slot & (SLOTS - 1)];
+}
+
+/* ------------------------------------------------------------ key names */
+
+/* out = concatenation of the n pieces (NULL pieces are skipped). */
+static int join(bytes_t *out, const char *const *piece, const size_t *len, int n) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += piece[i] ? len[i] : 0;
+  char *p = malloc(total + 1);
+  if (!p) return RLOCK_ENOMEM;
+  size_t o = 0;
+  for (int i = 0; i < n; i++)
+    if (piece[i]) memcpy(p + o, piece[i], len[i]), o += len[i];
+  p[o] = 0;
+  out->p = p;
+  out->n = o;
+  return 0;
+}
+
+/* Redisson's form of the key, or the slot-tag form when Redisson's would not
+ * land in NAME's slot. prefix and suffix must hold no brace (ours never do). */
+static int build(bytes_t *out, const char *prefix, const char *name, size_t len, const char *suffix) {
+  bool braces = memchr(name, '{', len) != NULL;
+  const char *pre = prefix ? ":" : NULL, *sep = suffix ? ":" : NULL;
+  const char *open = braces ? NULL : "{", *close = braces ? NULL : "}";
+  const char *piece[8] = {prefix, pre, open, name, close, sep, suffix};
+  size_t plen[8] = {prefix ? strlen(prefix) : 0, 1, 1, len, 1, 1, suffix ? strlen(suffix) : 0};
+  int rc = join(out, piece, plen, 7);
+  if (rc) return rc;
+  uint16_t slot = names_slot(name, len);
+  if (names_slot(out->p, out->n) == slot) return 0;
+  free(out->p);
+  const char *tag = names_tag(slot);
+  const char *alt[8] = {prefix, pre, "{", tag, "}", name, sep, suffix};
+  size_t alen[8] = {plen[0], 1, 1, strlen(tag), 1, len, 1, plen[6]};
+  if ((rc = join(out, alt, alen, 8))) return rc;
+  if (names_slot(out->p, out->n) == slot) return 0;
+  free(out->p); /* a brace in prefix or suffix: a bug of the caller */
+  out->p = NULL;
+  return RLOCK_EINVAL;
+}
+
+int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
+                          const char *suffix) {
+  return build(out, prefix, name, len, suffix);
+}
+
+int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len) {
+  return build(out, prefix, name, len, NULL);
+}
+
+int names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix) {
+  return build(out, NULL, name, len, suffix);
 }

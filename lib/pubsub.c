@@ -68,7 +68,8 @@ static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
     return;
   }
   stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
-  conn_send(&ps->conn, r);
+  r->conn = CONN_SUB; /* routed by the channel's slot (sharded pub/sub) */
+  client_send(ps->cl, ch->name, ch->len, r);
 }
 
 static void on_push(conn_t *c, rlock_reply_t *msg) {

@@ -192,7 +192,8 @@ void usercmd_start(op_t *op) {
     r->done = !next ? last_done : i == 0 ? multi_done : queued_done;
     r->ctx = x;
     r->deadline = op->deadline; /* all parts alike: they time out together */
-    conn_send(&u->conn, r);    /* may complete it at once (closed): x lives until the last part */
+    r->conn = CONN_USER;
+    client_send(op->cl, NULL, 0, r); /* may complete it at once (closed): x lives until the last part */
     r = next;
   }
 }

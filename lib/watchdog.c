@@ -224,28 +224,50 @@ static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
   if (!r) goto out;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
-  client_send(cl, keys[0], kl[0], r); /* Cluster: batches will be grouped per node */
+  client_send(cl, keys[0], kl[0], r); /* one slot per batch where slots matter */
   b = NULL;
 out:
   if (b) batch_free(b);
   free(keys), free(args), free(kl), free(al);
 }
 
+/* One round: every watchdog hold, RENEW_BATCH per script call (and one slot
+ * per call where the topology says slots matter). */
 void watchdog_renew_now(watchdog_t *wd) {
-  hold_t *hs[RENEW_BATCH];
-  size_t n = 0;
+  size_t n = 0, first, count;
+  if (!wd->holds.count) {
+    client_flush(wd->cl);
+    return;
+  }
+  bool by_slot = wd->cl->topo->slots_matter;
+  hold_t **all = malloc(wd->holds.count * sizeof *all);
+  uint16_t *slots = by_slot ? malloc(wd->holds.count * sizeof *slots) : NULL;
+  batcher_t b;
+  /* out of memory: this round is skipped; the next one (a third of the
+   * lease later) tries again, and the expire timers report a loss */
+  if (!all || (by_slot && !slots)) goto out;
   map_iter_t it;
   map_iter_init(&it, &wd->holds);
   for (map_entry_t *e; (e = map_iter_next(&it));) {
     hold_t *h = e->value;
     if (!h->renew) continue;
-    hs[n++] = h;
-    if (n == RENEW_BATCH) {
-      send_batch(wd, hs, n);
-      n = 0;
+    if (by_slot) {
+      size_t len;
+      const char *name = hold_name(h, &len);
+      slots[n] = names_slot(name, len);
     }
+    all[n++] = h;
   }
-  if (n) send_batch(wd, hs, n);
+  if (batcher_init(&b, slots, n, RENEW_BATCH)) goto out;
+  while (batcher_next(&b, &first, &count)) {
+    hold_t *hs[RENEW_BATCH];
+    for (size_t i = 0; i < count; i++) hs[i] = all[batcher_item(&b, first + i)];
+    send_batch(wd, hs, count);
+  }
+  batcher_free(&b);
+out:
+  free(all);
+  free(slots);
   client_flush(wd->cl);
 }
 

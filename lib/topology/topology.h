@@ -1,0 +1,53 @@
+/* topology/topology.h -- the seam between the engine and the deployment.
+ *
+ * One file per deployment in lib/topology/, as curl's lib/vtls/ has one per
+ * TLS backend: single.c today; sentinel.c and cluster.c are additions that
+ * fill in the same table. The engine asks the table, never a branch:
+ *   route           which connection a request goes to (by r->slot, r->conn)
+ *   on_error_reply  a redirect hook every error reply passes before the
+ *                   request completes (MOVED, ASK, TRYAGAIN re-route it)
+ *   slots_matter    whether multi-key batches (renewals, latch DELs) must be
+ *                   cut per slot: Cluster refuses cross-slot scripts and DELs,
+ *                   one server (single, Sentinel) keeps them as large as they go
+ * Included by internal.h (needs client_t, conn_t, req_t). I/O thread only. */
+#ifndef RLOCK_TOPOLOGY_H
+#define RLOCK_TOPOLOGY_H
+
+typedef struct topology_ops {
+  const char *name;
+  bool slots_matter;
+  /* The connection for r: never NULL (it may be down: r then waits in its
+   * pending queue, bounded by its deadline). */
+  conn_t *(*route)(client_t *cl, const req_t *r);
+  /* r (not completed, not a handshake request) got an error reply: err is it,
+   * or the first error reply of a compound. true: the topology took r (sent
+   * it again elsewhere, or completed it) and r must not be touched; false: r
+   * completes with the reply as usual. */
+  bool (*on_error_reply)(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err);
+} topology_ops_t;
+
+extern const topology_ops_t topology_single;
+
+/* The topology of a client's URL (one server for every URL today). */
+const topology_ops_t *topology_for(const url_t *u);
+
+/* Cuts n items into batches of at most max items (topology.c). With slots
+ * (slots[i]: the slot of item i; pass it only when the topology's
+ * slots_matter), items are grouped by slot, keeping their order within a
+ * slot, and no batch spans two slots; without, batches follow the items' own
+ * order across slots. Use:
+ *   batcher_init(&b, slots, n, max);
+ *   while (batcher_next(&b, &first, &count))
+ *     for (i = first; i < first + count; i++) use(items[batcher_item(&b, i)]);
+ *   batcher_free(&b); */
+typedef struct batcher {
+  size_t *order; /* grouped order of the items; NULL: their own order */
+  const uint16_t *slots;
+  size_t n, pos, max;
+} batcher_t;
+int batcher_init(batcher_t *b, const uint16_t *slots, size_t n, size_t max); /* RLOCK_ENOMEM */
+bool batcher_next(batcher_t *b, size_t *first, size_t *count);
+static inline size_t batcher_item(const batcher_t *b, size_t i) { return b->order ? b->order[i] : i; }
+void batcher_free(batcher_t *b);
+
+#endif
