@@ -199,27 +199,12 @@ static void relay_stop(relay_t *r) {
   free(r);
 }
 
-/* 1 if a TCP socket of this process's machine with local port `port` and
- * remote port `rport` is still in /proc/net/tcp (not yet closed by the RST). */
-static int tcp_socket_exists(int port, int rport) {
-  FILE *f = fopen("/proc/net/tcp", "r");
-  char line[512];
-  int found = 0;
-  if (!f) return 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    unsigned lp = 0, rp = 0;
-    if (sscanf(line, " %*d: %*x:%x %*x:%x", &lp, &rp) == 2) found = (int)lp == port && (int)rp == rport;
-  }
-  fclose(f);
-  return found;
-}
-
 /* The client's sockets of the last reset are gone (closed by the RST). */
 static int client_sockets_closed(void *arg) {
   relay_t *r = arg;
   int open = 0;
   pthread_mutex_lock(&r->mu);
-  for (int i = 0; i < r->nreset; i++) open |= tcp_socket_exists(r->reset_port[i], r->port);
+  for (int i = 0; i < r->nreset; i++) open |= th_tcp_queues(r->reset_port[i], r->port, NULL, NULL);
   pthread_mutex_unlock(&r->mu);
   return !open;
 }
