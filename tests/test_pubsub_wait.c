@@ -122,7 +122,8 @@ TEST(force_unlock_wakes_waiter) {
   pthread_join(t, NULL);
   CHECK_OK(f.rc);
   int64_t took = f.done_at - t0;
-  CHECK_MSG(took < 2000, "waiter acquired %lld ms after the force unlock", (long long)took);
+  /* Woken by the force unlock's message, not by the holder's 30 s lease. */
+  CHECK_MSG(took < 5000, "waiter acquired %lld ms after the force unlock", (long long)took);
   char owner[128];
   th_owner_id(w, 5, owner, sizeof owner);
   CHECK_EQ(th_hget_num(srv, "pubsub:force", owner), 1);

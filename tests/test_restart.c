@@ -108,7 +108,8 @@ TEST(restart_without_persistence) {
   CHECK_EQ(sh.locks_lost, 1);
   CHECK_EQ(sh.held, 0);
 
-  /* Both clients work normally again; the waiter's hold is renewed. */
+  /* Both clients work normally again; the waiter's hold is renewed: the
+   * scenario lets 1.5 leases (watchdog 1000) pass. */
   th_sleep_ms(1500);
   CHECK_EQ(th_hget_num(srv, "restart:lock", owner), 1);
   CHECK_OK(rlock_lock_release(wl, 31));

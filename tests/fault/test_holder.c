@@ -58,7 +58,9 @@ static void kill_holder(const fh_deploy_t *dep, const fh_kind_t *kind) {
     printf("round %d: killed worker %d; worker %d entered %lld ms later\n", round, e.worker,
            n.worker, (long long)lat);
     CHECK(n.worker != e.worker);
-    CHECK_MSG(lat <= WATCHDOG_MS + 500, "the lock took %lld ms to free (watchdog %d)",
+    /* The lease left at the kill is at most one watchdog timeout; the
+     * waiter retries at the end of the PTTL it was told. Bound: 2 leases. */
+    CHECK_MSG(lat <= 2 * WATCHDOG_MS, "the lock took %lld ms to free (watchdog %d)",
               (long long)lat, WATCHDOG_MS);
     if (lat > worst) worst = lat;
     e = n;
