@@ -496,8 +496,11 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
     char e[256];
     ERR_error_string_n(ssl_err, e, sizeof e);
     snprintf(msg, sizeof msg, "TLS with %s failed: %s", peer, e);
-    if (c->state == CS_CONNECTING) c->last_err = RLOCK_ETLS;
-    drop(c, c->state == CS_CONNECTING ? RLOCK_ETLS : RLOCK_ECONNLOST, msg);
+    /* TLS 1.3: the server checks our certificate after the client considers
+     * the handshake done, so its alert arrives during the Redis handshake. */
+    bool setup = c->state != CS_READY;
+    if (setup) c->last_err = RLOCK_ETLS;
+    drop(c, setup ? RLOCK_ETLS : RLOCK_ECONNLOST, msg);
     return;
   }
   if (c->state == CS_CONNECTING) {

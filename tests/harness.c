@@ -458,6 +458,33 @@ long long th_hget_num(th_server_t *s, const char *key, const char *field) {
   return n;
 }
 
+/* ------------------------------------------------------------ TCP state */
+
+int th_tcp_queues(int local_port, int remote_port, long *tx, long *rx) {
+  FILE *f = fopen("/proc/net/tcp", "r");
+  char line[512];
+  int found = 0;
+  if (!f) th_fail(__FILE__, __LINE__, "/proc/net/tcp: %s", strerror(errno));
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned lp = 0, rp = 0;
+    unsigned long t = 0, r = 0;
+    if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %lx:%lx", &lp, &rp, &t, &r) != 4) continue;
+    if ((int)lp != local_port || (int)rp != remote_port) continue;
+    found = 1;
+    if (tx) *tx = (long)t;
+    if (rx) *rx = (long)r;
+  }
+  fclose(f);
+  return found;
+}
+
+int th_local_port(int fd) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof a;
+  if (getsockname(fd, (struct sockaddr *)&a, &len) != 0 || a.sin_family != AF_INET) return 0;
+  return ntohs(a.sin_port);
+}
+
 /* ------------------------------------------------------------ rlock helpers */
 
 rlock_client_t *th_client(const char *url, int64_t watchdog_ms) {

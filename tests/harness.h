@@ -129,6 +129,16 @@ char *th_cmd_str(th_server_t *s, const char *arg0, ...);
 /* HGET key field as a number; -1000 when the field or key is absent. */
 long long th_hget_num(th_server_t *s, const char *key, const char *field);
 
+/* ------------------------------------------------------------ TCP state */
+
+/* Looks up the loopback TCP socket local_port -> remote_port in
+ * /proc/net/tcp: returns 1 and its send queue (bytes not yet acknowledged
+ * by the peer) and receive queue (bytes the application has not read yet),
+ * or 0 if no such socket exists (never opened, or closed). tx/rx may be NULL. */
+int th_tcp_queues(int local_port, int remote_port, long *tx, long *rx);
+/* The local port of a connected socket (0 on error). */
+int th_local_port(int fd);
+
 /* ------------------------------------------------------------ rlock helpers */
 
 /* A client on url (watchdog_ms 0: the default), failing the test on error. */

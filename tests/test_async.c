@@ -242,7 +242,8 @@ TEST(cancel) {
   pthread_join(tt, NULL);
   pthread_join(t, NULL);
   CHECK_RC(w.rc, RLOCK_ECANCELED);
-  CHECK_MSG(th_now_ms() - t0 < 2000, "cancel took %lld ms", (long long)(th_now_ms() - t0));
+  /* Ended by the cancel, not by the holder (30 s lease, renewed): bound 5 s. */
+  CHECK_MSG(th_now_ms() - t0 < 5000, "cancel took %lld ms", (long long)(th_now_ms() - t0));
   CHECK_EQ(rlock_cancel_is_triggered(tok), 1);
   CHECK_EQ(th_hget_num(srv, "async:cancel", mine), -1000);
   CHECK_EQ(th_hget_num(srv, "async:cancel", holder), 1);
@@ -251,7 +252,7 @@ TEST(cancel) {
   /* A triggered token ends the next wait at once. */
   t0 = th_now_ms();
   CHECK_RC(rlock_lock_acquire(l, 8, 10000, 10000, tok), RLOCK_ECANCELED);
-  CHECK(th_now_ms() - t0 < 1000);
+  CHECK(th_now_ms() - t0 < 5000); /* not the 10 s wait bound */
   rlock_cancel_free(tok);
 
   /* An async wait, cancelled. */
@@ -270,7 +271,7 @@ TEST(cancel) {
 
   /* After the holder unlocks, nothing of ours shows up (no late acquire). */
   CHECK_OK(rlock_lock_unlock(h));
-  th_sleep_ms(300);
+  th_sleep_ms(300); /* the scenario: a window in which a late acquire would show */
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "async:cancel", NULL), 0);
   rlock_stats_t st;
   rlock_client_stats(cli, &st);

@@ -1,10 +1,12 @@
 /* test_commands.c -- rlock_client_command: plain Redis commands on the
  * client's user connection (strings, integers, status, nil, error
  * replies, nested arrays, binary-safe arguments, big values, concurrent
- * callers) and freeing of the replies. */
+ * callers), freeing of the replies, and automatic pipelining (a burst of
+ * queued requests leaves in one write). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -211,6 +213,76 @@ TEST(concurrent_callers) {
   CHECK(st.user_commands >= NTHREADS * NCMDS);
 }
 
+/* Automatic pipelining: every request the I/O thread takes in one pass
+ * leaves in one socket write. The I/O thread is held in an async callback
+ * while a burst of NBURST requests is queued; released, it takes them all
+ * in one pass: commands_sent grows by NBURST, writes by one. */
+#define NBURST 50
+
+typedef struct burst {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int held, release, done, failed;
+} burst_t;
+
+static void hold_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  burst_t *b = arg;
+  pthread_mutex_lock(&b->mu);
+  b->held = 1;
+  pthread_cond_broadcast(&b->cv);
+  while (!b->release) pthread_cond_wait(&b->cv, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void count_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  burst_t *b = arg;
+  pthread_mutex_lock(&b->mu);
+  b->done++;
+  if (status != 0) b->failed++;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* Waits (bounded: 10 s) until *v >= want under b->mu. */
+static int burst_wait(burst_t *b, int *v, int want) {
+  int64_t deadline = th_now_ms() + 10000;
+  pthread_mutex_lock(&b->mu);
+  while (*v < want && th_now_ms() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 20 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+  }
+  int got = *v;
+  pthread_mutex_unlock(&b->mu);
+  return got;
+}
+
+TEST(burst_leaves_in_one_write) {
+  rlock_lock_t *l = th_lock(cli, "cmd:burst");
+  burst_t b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+  CHECK_OK(rlock_lock_is_locked_async(l, hold_cb, &b));
+  CHECK_MSG(burst_wait(&b, &b.held, 1) == 1, "the holding callback never ran");
+  rlock_stats_t s0, s1;
+  rlock_client_stats(cli, &s0);
+  for (int i = 0; i < NBURST; i++) CHECK_OK(rlock_lock_is_locked_async(l, count_cb, &b));
+  pthread_mutex_lock(&b.mu);
+  b.release = 1;
+  pthread_cond_broadcast(&b.cv);
+  pthread_mutex_unlock(&b.mu);
+  CHECK_EQ(burst_wait(&b, &b.done, NBURST), NBURST);
+  CHECK_EQ(b.failed, 0);
+  rlock_client_stats(cli, &s1);
+  uint64_t cmds = s1.commands_sent - s0.commands_sent, writes = s1.writes - s0.writes;
+  printf("# burst of %d: %llu commands in %llu writes\n", NBURST, (unsigned long long)cmds,
+         (unsigned long long)writes);
+  CHECK_EQ(cmds, NBURST);
+  CHECK_MSG(writes == 1, "%llu commands left in %llu writes, want 1 (no pipelining)",
+            (unsigned long long)cmds, (unsigned long long)writes);
+  rlock_lock_free(l);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 100);
   srv = th_server_start(NULL);
@@ -222,6 +294,7 @@ int main(int argc, char **argv) {
   RUN(big_value);
   RUN(bad_args);
   RUN(concurrent_callers);
+  RUN(burst_leaves_in_one_write);
   rlock_client_free(cli);
   th_server_stop(srv);
   return th_done();

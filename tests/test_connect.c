@@ -109,8 +109,8 @@ TEST(silent_server) {
   int64_t t0 = th_now_ms();
   int rc = try_connect(&o, NULL);
   int64_t took = th_now_ms() - t0;
-  CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ETIMEDOUT, "silent server: %s",
-            rlock_err_name(rc));
+  /* Connecting includes the handshake: its timeout is a connect failure. */
+  CHECK_RC(rc, RLOCK_ECONNECT);
   CHECK_MSG(took >= 400 && took < 3000, "gave up after %lld ms (timeout 500)", (long long)took);
   close(fd);
 }
@@ -319,7 +319,7 @@ TEST(tls) {
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", s->tls_port);
   o.url = url;
   o.connect_timeout_ms = 1000;
-  CHECK(try_connect(&o, NULL) != 0);
+  CHECK_RC(try_connect(&o, NULL), RLOCK_ECONNECT);
   th_server_stop(s);
 }
 
@@ -338,12 +338,8 @@ TEST(tls_client_cert) {
   check_works(c);
   rlock_client_free(c);
 
-  /* Without a client certificate the server refuses the handshake. */
-  o.tls_cert_file = NULL;
-  o.tls_key_file = NULL;
-  o.connect_timeout_ms = 2000;
-  int rc = try_connect(&o, NULL);
-  CHECK_MSG(rc != 0, "connected without the required client certificate");
+  /* Without a client certificate the server refuses the handshake: pinned
+   * (RLOCK_ETLS) in test_tls_cert_required, a known bug today. */
 
   /* A key file that does not exist: a TLS setup error. */
   o.tls_cert_file = certs->client_cert;

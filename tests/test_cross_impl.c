@@ -122,7 +122,7 @@ static void java_holds_rlock_waits(const char *name) {
   /* rlock listens on Redisson's channel for this name. */
   CHECK_MSG(th_wait_until(subscribed, chan, 10000), "nobody subscribed to %s", chan);
   CHECK_EQ(java_unlock(name), 0); /* 2 -> 1: no message, still held */
-  th_sleep_ms(200);
+  th_sleep_ms(200); /* the scenario: a window in which rlock must not get in */
   CHECK_EQ(th_hget_num(srv, name, JAVA_OWNER), 1);
   CHECK_EQ(th_cmd_int(srv, "HLEN", name, NULL), 1); /* rlock did not get in */
   int64_t t0 = th_now_ms();
@@ -130,7 +130,7 @@ static void java_holds_rlock_waits(const char *name) {
   pthread_join(t, NULL);
   CHECK_OK(w.rc);
   /* Woken by the message, not by the 30 s TTL. */
-  CHECK_MSG(w.done_at - t0 < 2000, "acquired %lld ms after the Redisson unlock",
+  CHECK_MSG(w.done_at - t0 < 5000, "acquired %lld ms after the Redisson unlock",
             (long long)(w.done_at - t0));
   char owner[128];
   th_owner_id(c, (uint64_t)w.tid, owner, sizeof owner);

@@ -95,7 +95,7 @@ TEST(deleted_behind_back) {
   rlock_client_stats(c, &st);
   CHECK_EQ(st.locks_lost, 1);
   CHECK_EQ(st.held, 1);
-  th_sleep_ms(1200); /* a few more renewal rounds: no second report */
+  th_sleep_ms(1200); /* the scenario: a few more renewal rounds, and no second report */
   CHECK(th_cmd_int(srv, "PTTL", "lost:keep", NULL) > 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "lost:del", NULL), 0);
   CHECK_EQ(get_calls(), 1);

@@ -108,7 +108,8 @@ TEST(restart_without_persistence) {
   CHECK_EQ(sh.locks_lost, 1);
   CHECK_EQ(sh.held, 0);
 
-  /* Both clients work normally again; the waiter's hold is renewed. */
+  /* Both clients work normally again; the waiter's hold is renewed: the
+   * scenario lets 1.5 leases (watchdog 1000) pass. */
   th_sleep_ms(1500);
   CHECK_EQ(th_hget_num(srv, "restart:lock", owner), 1);
   CHECK_OK(rlock_lock_release(wl, 31));
@@ -205,8 +206,9 @@ TEST(calls_during_outage) {
   int64_t t0 = th_now_ms();
   int rc = rlock_lock_trylock(l, 0, 5000);
   int64_t took = th_now_ms() - t0;
-  CHECK_MSG(rc == RLOCK_ECONNLOST || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNECT,
-            "trylock while down: %s", rlock_err_name(rc));
+  /* Whether or not the client saw the drop before it wrote, the try ends
+   * waiting for a connection that does not come: RLOCK_ECONNECT. */
+  CHECK_RC(rc, RLOCK_ECONNECT);
   CHECK_MSG(took < 5000, "trylock while down took %lld ms", (long long)took);
   th_server_restart(srv);
   /* Back: the client reconnects by itself. */

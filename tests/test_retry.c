@@ -44,6 +44,33 @@ static int hold_gone(void *arg) {
   return th_hget_num(srv, undo_key, undo_owner) == -1000;
 }
 
+/* What the server has run against what the client sent: a pause holds
+ * back every copy of a re-sent script, the server runs them when it ends. */
+typedef struct scripts_mark {
+  rlock_client_t *c;
+  long long srv; /* INFO commandstats evalsha calls */
+  uint64_t cli;  /* the client's scripts_sent */
+} scripts_mark_t;
+
+static scripts_mark_t scripts_mark(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  scripts_mark_t m = {c, th_cmdstat(srv, "evalsha"), st.scripts_sent};
+  return m;
+}
+
+/* Every script the client sent since the mark has run on the server. */
+static int scripts_ran(void *arg) {
+  const scripts_mark_t *m = arg;
+  rlock_stats_t st;
+  rlock_client_stats(m->c, &st);
+  return th_cmdstat(srv, "evalsha") - m->srv >= (long long)(st.scripts_sent - m->cli);
+}
+
+static void wait_scripts_ran(scripts_mark_t *m) {
+  CHECK_MSG(th_wait_until(scripts_ran, m, 10000), "the server did not run every copy the client sent");
+}
+
 TEST(unlock_resent_counts_once) {
   rlock_client_t *c = retry_client(400, 3);
   rlock_lock_t *l = th_lock(c, "retry:unlock");
@@ -54,6 +81,7 @@ TEST(unlock_resent_counts_once) {
   CHECK_EQ(th_hget_num(srv, "retry:unlock", owner), 2);
   rlock_stats_t s0, s1;
   rlock_client_stats(c, &s0);
+  scripts_mark_t m = scripts_mark(c);
 
   /* Paused for 1000 ms: attempts at ~0, 400, 800 time out and are re-sent;
    * all of them run when the pause ends. */
@@ -64,38 +92,43 @@ TEST(unlock_resent_counts_once) {
          (unsigned long long)(s1.timeouts - s0.timeouts));
   CHECK_MSG(s1.timeouts > s0.timeouts, "no request timed out: the pause did not bite");
   wait_pause_over();
-  th_sleep_ms(100); /* queued copies of other connections run too */
+  wait_scripts_ran(&m); /* every queued copy has run */
+  CHECK_MSG(s1.scripts_sent - s0.scripts_sent >= 2, "the unlock was not re-sent");
   /* Whatever the outcome, never released twice. */
   CHECK_EQ(th_hget_num(srv, "retry:unlock", owner), 1);
-  CHECK_MSG(rc == 0 || rc == RLOCK_ETIMEDOUT, "release: %s", rlock_err_name(rc));
-  if (rc == 0) {
-    CHECK_OK(rlock_lock_release(l, 1));
-    CHECK_EQ(th_cmd_int(srv, "EXISTS", "retry:unlock", NULL), 0);
-  }
+  /* 400 ms x 4 sends outlast the 1000 ms pause: the answer comes. */
+  CHECK_OK(rc);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "retry:unlock", NULL), 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
 
-/* One acquire under a 1000 ms pause with a 400 ms command timeout: re-sent
- * (the wait bound is not a transport bound, so also with wait 0) and it
- * succeeds with exactly one hold. */
-static void acquire_under_pause(const char *name, int64_t wait_ms, int must_succeed) {
-  rlock_client_t *c = retry_client(400, 3);
+/* One acquire under a 1000 ms pause with a command timeout of timeout_ms
+ * and `attempts` re-sends. With 400 ms x 3 the client outlasts the pause:
+ * re-sent (the wait bound is not a transport bound, so also with wait 0),
+ * it succeeds with exactly one hold. With 200 ms x 1 it gives up first:
+ * RLOCK_ETIMEDOUT, and once the server has run every copy (and the undo),
+ * no hold is left. */
+static void acquire_under_pause(const char *name, int64_t wait_ms, int64_t timeout_ms,
+                                int attempts, int want_rc) {
+  rlock_client_t *c = retry_client(timeout_ms, attempts);
   rlock_lock_t *l = th_lock(c, name);
   char owner[128];
   th_owner_id(c, 2, owner, sizeof owner);
+  scripts_mark_t m = scripts_mark(c);
   pause_scripts("1000");
   int rc = rlock_lock_acquire(l, 2, wait_ms, 60000, NULL);
   rlock_stats_t st;
   rlock_client_stats(c, &st);
-  printf("# acquire(wait %lld): %s, timeouts %llu, attempts %llu\n", (long long)wait_ms,
-         rlock_err_name(rc), (unsigned long long)st.timeouts,
-         (unsigned long long)st.acquire_attempts);
+  printf("# acquire(wait %lld, timeout %lld x %d): %s, timeouts %llu, attempts %llu\n",
+         (long long)wait_ms, (long long)timeout_ms, attempts, rlock_err_name(rc),
+         (unsigned long long)st.timeouts, (unsigned long long)st.acquire_attempts);
   CHECK(st.timeouts >= 1);
-  if (must_succeed) CHECK_OK(rc);
+  CHECK_RC(rc, want_rc);
+  wait_pause_over();
   if (rc == 0) {
-    wait_pause_over();
-    th_sleep_ms(100); /* queued copies of other connections run too */
+    wait_scripts_ran(&m); /* every queued copy has run */
     CHECK_EQ(th_hget_num(srv, name, owner), 1);
     int64_t n = 0;
     CHECK_OK(rlock_lock_hold_count(l, 2, &n));
@@ -103,20 +136,29 @@ static void acquire_under_pause(const char *name, int64_t wait_ms, int must_succ
     CHECK_OK(rlock_lock_release(l, 2));
     CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
   } else {
-    /* Gave up: the hold must not stay behind (the acquire is undone). */
-    CHECK_MSG(rc == RLOCK_ETIMEDOUT, "acquire: %s", rlock_err_name(rc));
-    wait_pause_over();
+    /* Gave up: once every copy and the undo have run, no hold is left. */
     undo_key = name;
     undo_owner = owner;
     CHECK_MSG(th_wait_until(hold_gone, NULL, 5000), "a given-up acquire left its hold");
+    wait_scripts_ran(&m);
+    CHECK_MSG(hold_gone(NULL), "a given-up acquire left its hold after all copies ran");
+    rlock_client_stats(c, &st);
+    CHECK_EQ(st.held, 0);
   }
   rlock_lock_free(l);
   rlock_client_free(c);
 }
 
 TEST(acquire_resent_counts_once) {
-  acquire_under_pause("retry:acquire:wait", 5000, 1);
-  acquire_under_pause("retry:acquire:try", 0, 1);
+  acquire_under_pause("retry:acquire:wait", 5000, 400, 3, 0);
+  acquire_under_pause("retry:acquire:try", 0, 400, 3, 0);
+}
+
+TEST(acquire_with_wait_gives_up_and_undoes) {
+  /* A wait bound (5 s) outlasts the pause, but the transport gives up
+   * first (200 ms x 2 sends < 1000 ms): the wait is not a licence to
+   * re-send forever, and what the copies took is given back. */
+  acquire_under_pause("retry:acquire:giveup", 5000, 200, 1, RLOCK_ETIMEDOUT);
 }
 
 TEST(acquire_gives_up_and_undoes) {
@@ -127,12 +169,15 @@ TEST(acquire_gives_up_and_undoes) {
   rlock_lock_t *l = th_lock(c, "retry:undo");
   char owner[128];
   th_owner_id(c, 3, owner, sizeof owner);
-  pause_scripts("1500");
+  scripts_mark_t m = scripts_mark(c);
+  pause_scripts("3000");
   int64_t t0 = th_now_ms();
   int rc = rlock_lock_acquire(l, 3, 0, 60000, NULL);
   int64_t took = th_now_ms() - t0;
   CHECK_RC(rc, RLOCK_ETIMEDOUT);
-  CHECK_MSG(took < 1400, "gave up after %lld ms (timeout 200 x 2 attempts)", (long long)took);
+  /* It gave up by itself (2 sends x 200 ms), well before the pause ended. */
+  CHECK_MSG(took < 2500, "gave up after %lld ms (timeout 200 x 2 sends, pause 3000)",
+            (long long)took);
   /* When the server resumes it runs the queued acquire copies; the undo
    * must follow and give the hold back (well before the 60 s lease). */
   wait_pause_over();
@@ -140,6 +185,8 @@ TEST(acquire_gives_up_and_undoes) {
   undo_owner = owner;
   CHECK_MSG(th_wait_until(hold_gone, NULL, 5000), "a given-up acquire left its hold (%lld)",
             th_hget_num(srv, "retry:undo", owner));
+  wait_scripts_ran(&m); /* the copies and the undo all ran: gone for good */
+  CHECK_MSG(hold_gone(NULL), "a given-up acquire left its hold after all copies ran");
   int v = 1;
   CHECK_OK(rlock_lock_is_held(l, 3, &v));
   CHECK_EQ(v, 0);
@@ -211,6 +258,7 @@ int main(int argc, char **argv) {
   srv = th_server_start(NULL);
   RUN(unlock_resent_counts_once);
   RUN(acquire_resent_counts_once);
+  RUN(acquire_with_wait_gives_up_and_undoes);
   RUN(acquire_gives_up_and_undoes);
   RUN(connection_killed_while_paused);
   th_server_stop(srv);

@@ -16,6 +16,15 @@ static void flush_scripts(void) {
   th_reply_free(r);
 }
 
+static rlock_client_t *renew_client;
+static uint64_t renew_target;
+static int renewed(void *arg) {
+  (void)arg;
+  rlock_stats_t st;
+  rlock_client_stats(renew_client, &st);
+  return st.renewals >= renew_target;
+}
+
 TEST(between_operations) {
   rlock_client_t *c = th_client(srv->url, 1000);
   rlock_lock_t *l = th_lock(c, "flush:lock");
@@ -29,8 +38,12 @@ TEST(between_operations) {
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "flush:lock", NULL), 1);
   flush_scripts();
-  /* The renewal script too (watchdog 1000: renewals every ~333 ms). */
-  th_sleep_ms(1500);
+  /* The renewal script too (watchdog 1000: renewals every ~333 ms): 5
+   * renewals after the flush span more than one whole lease. */
+  rlock_client_stats(c, &st);
+  renew_client = c;
+  renew_target = st.renewals + 5;
+  CHECK_MSG(th_wait_until(renewed, NULL, 10000), "no renewals after SCRIPT FLUSH");
   CHECK(th_cmd_int(srv, "PTTL", "flush:lock", NULL) > 0);
   flush_scripts();
   CHECK_OK(rlock_lock_unlock(l));
@@ -93,7 +106,7 @@ TEST(racing_flushes) {
   while (atomic_load(&running) > 0) {
     flush_scripts();
     flushes++;
-    th_sleep_ms(2);
+    th_sleep_ms(2); /* the scenario: a flush every ~2 ms while the threads lock */
   }
   for (int i = 0; i < NTHREADS; i++) pthread_join(t[i], NULL);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "flush:race:0", "flush:race:1", NULL), 0);

@@ -91,11 +91,93 @@ static int bad(hist_report_t *rep, const char *msg) {
   return rep->verdict;
 }
 
+/* ---- the record sequence (history.h: what a malformed history is) */
+
+/* Orders one writer's records: worker, then its sequence number. */
+static int by_writer(const void *pa, const void *pb) {
+  const hist_rec_t *a = pa, *b = pb;
+  if (a->worker != b->worker) return a->worker < b->worker ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int bad_rec(hist_report_t *rep, const hist_rec_t *e, const char *what) {
+  char msg[300];
+  snprintf(msg, sizeof msg, "worker %d, '%.*s', %s record seq %u at %.3f ms: %s", e->worker,
+           (int)e->name_len, e->name, hist_kind_name(e->kind), e->seq, (double)e->t_ns / 1e6,
+           what);
+  return bad(rep, msg);
+}
+
+/* Per writer (a worker process; HK_DIED is the parent's and HK_LOST comes
+ * from the worker's I/O thread, so neither is ordered with the rest): no
+ * sequence number twice, and time never goes back in sequence order. */
+static int check_writers(const hist_rec_t *in, size_t n, hist_report_t *rep) {
+  hist_rec_t *r = malloc((n ? n : 1) * sizeof *r);
+  size_t m = 0;
+  int v = HIST_OK;
+  if (!r) return bad(rep, "out of memory");
+  for (size_t i = 0; i < n; i++)
+    if (in[i].kind != HK_DIED) r[m++] = in[i];
+  qsort(r, m, sizeof *r, by_writer);
+  const hist_rec_t *prev = NULL; /* the writer's last record other than HK_LOST */
+  for (size_t i = 0; i < m && v == HIST_OK; i++) {
+    if (i > 0 && r[i - 1].worker != r[i].worker) prev = NULL;
+    if (i > 0 && r[i - 1].worker == r[i].worker && r[i - 1].seq == r[i].seq)
+      v = bad_rec(rep, &r[i], "the same sequence number twice");
+    else if (r[i].kind != HK_LOST && prev && r[i].t_ns < prev->t_ns)
+      v = bad_rec(rep, &r[i], "time goes back from the writer's previous record");
+    if (r[i].kind != HK_LOST) prev = &r[i];
+  }
+  free(r);
+  return v;
+}
+
+/* Where one worker is with one lock: the legal order is
+ * attempt -> (fail | grant -> enter -> exit -> release) -> attempt ...;
+ * valid and lost may come at any point. */
+typedef enum { ST_IDLE, ST_TRYING, ST_GRANTED, ST_INSIDE, ST_LEFT } hold_state_t;
+
+/* Advances *st by the record's kind; returns NULL, or what is illegal. */
+static const char *step(hold_state_t *st, const hist_rec_t *e) {
+  switch (e->kind) {
+  case HK_ATTEMPT:
+    if (*st != ST_IDLE) return "an attempt while the previous one has not ended";
+    *st = ST_TRYING;
+    return NULL;
+  case HK_FAIL:
+    if (*st != ST_TRYING) return "a failed acquire without an attempt";
+    if (e->status == 0) return "a failed acquire with status 0";
+    *st = ST_IDLE;
+    return NULL;
+  case HK_GRANT:
+    if (*st != ST_TRYING) return "a grant without an attempt";
+    *st = ST_GRANTED;
+    return NULL;
+  case HK_ENTER:
+    if (*st == ST_INSIDE) return "entered twice without an exit";
+    if (*st != ST_GRANTED) return "entered without a grant";
+    *st = ST_INSIDE;
+    return NULL;
+  case HK_EXIT:
+    if (*st != ST_INSIDE) return "left without entering";
+    *st = ST_LEFT;
+    return NULL;
+  case HK_RELEASE:
+    if (*st == ST_INSIDE) return "released inside the critical section (no exit)";
+    if (*st != ST_LEFT) return "released without a grant, entry and exit";
+    *st = ST_IDLE;
+    return NULL;
+  default:
+    return NULL;
+  }
+}
+
 /* Per (worker, lock) state while scanning. */
 typedef struct cur {
   int worker;
   char name[HIST_NAME_MAX];
   size_t name_len;
+  hold_state_t state;
   int64_t grant_ns, valid_until_ns;
   uint64_t token;
   long open; /* index of the open section, -1 none */
@@ -145,17 +227,24 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   int verdict = HIST_OK;
   if (!r) return bad(rep, "out of memory");
   memcpy(r, in, n * sizeof *r);
+  for (size_t i = 0; i < n && verdict == HIST_OK; i++)
+    if (r[i].magic != HIST_MAGIC || r[i].kind == 0 || r[i].kind >= HK_MAX ||
+        r[i].name_len > HIST_NAME_MAX)
+      verdict = bad(rep, "bad record (magic/kind/name length)");
+  if (verdict == HIST_OK) verdict = check_writers(r, n, rep);
   qsort(r, n, sizeof *r, by_time);
   int maxw = -1;
+  unsigned char dead[65536 / 8] = {0}; /* workers with an HK_DIED record so far */
 
   for (size_t i = 0; i < n && verdict == HIST_OK; i++) {
     const hist_rec_t *e = &r[i];
-    if (e->magic != HIST_MAGIC || e->kind == 0 || e->kind >= HK_MAX || e->name_len > HIST_NAME_MAX) {
-      verdict = bad(rep, "bad record (magic/kind/name length)");
+    if (e->worker > maxw) maxw = e->worker;
+    if (dead[e->worker / 8] & (1u << (e->worker % 8))) {
+      verdict = bad_rec(rep, e, "a record of a worker after its death (HK_DIED)");
       break;
     }
-    if (e->worker > maxw) maxw = e->worker;
     if (e->kind == HK_DIED) { /* closes every open section of that worker */
+      dead[e->worker / 8] |= (unsigned char)(1u << (e->worker % 8));
       rep->died++;
       for (size_t k = 0; k < ncurs; k++)
         if (curs[k].worker == e->worker && curs[k].open >= 0) {
@@ -170,7 +259,11 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
       verdict = bad(rep, "out of memory");
       break;
     }
-    char what[200];
+    const char *illegal = step(&c->state, e);
+    if (illegal) {
+      verdict = bad_rec(rep, e, illegal);
+      break;
+    }
     switch (e->kind) {
     case HK_GRANT:
       rep->grants++;
@@ -185,19 +278,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         if (c->last >= 0) secs[c->last].valid_until_ns = e->valid_until_ns;
       }
       break;
-    case HK_ENTER:
-      if (c->open >= 0) {
-        snprintf(what, sizeof what, "worker %d entered '%.*s' twice without an exit", e->worker,
-                 (int)e->name_len, e->name);
-        verdict = bad(rep, what);
-        break;
-      }
-      if (!c->grant_ns) {
-        snprintf(what, sizeof what, "worker %d entered '%.*s' without a grant", e->worker,
-                 (int)e->name_len, e->name);
-        verdict = bad(rep, what);
-        break;
-      }
+    case HK_ENTER: /* step(): granted, not inside */
       if (nsecs == capsecs) {
         size_t nc = capsecs ? capsecs * 2 : 64;
         hist_section_t *p = realloc(secs, nc * sizeof *p);
@@ -221,13 +302,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         c->open = c->last = (long)nsecs++;
       }
       break;
-    case HK_EXIT:
-      if (c->open < 0) {
-        snprintf(what, sizeof what, "worker %d left '%.*s' without entering", e->worker,
-                 (int)e->name_len, e->name);
-        verdict = bad(rep, what);
-        break;
-      }
+    case HK_EXIT: /* step(): inside, so c->open is the section */
       secs[c->open].exit_ns = e->t_ns;
       secs[c->open].stale_exit = e->status == 1;
       c->open = -1;

@@ -87,6 +87,18 @@ typedef enum hist_mode {
 #define HIST_VIOLATION 1 /* the property does not hold (see the report) */
 #define HIST_NOTYET 2    /* this mode is not implemented yet: nothing was checked */
 #define HIST_BADHIST 3   /* the history itself is malformed (I/O, magic, sequence) */
+/* A history is malformed (rep->msg names the first bad record) when:
+ *   - a record has a bad magic, kind or name length, or the file is cut;
+ *   - one writer (a worker's records other than HK_DIED) uses a sequence
+ *     number twice, or its time stamps go back in sequence order (HK_LOST,
+ *     written by the worker's I/O thread, is exempt from the time order);
+ *   - a worker's records on one lock break the order
+ *       attempt -> (fail | grant -> enter -> exit -> release) -> attempt ...
+ *     (no grant without an attempt, no enter without a grant, no exit without
+ *     an enter, no release inside the section or without an exit, no second
+ *     attempt before the first one ended, no fail with status 0); valid and
+ *     lost records may come at any point;
+ *   - a worker has a record after its HK_DIED (or dies twice). */
 
 typedef struct hist_check_opts {
   hist_mode_t mode;

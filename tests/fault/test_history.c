@@ -1,8 +1,9 @@
 /* test_history.c -- the history checker can fail: synthetic histories
  * (clean, overlapping, stale holder with and without the lost notification,
- * malformed, not-yet-implemented modes) and real worker processes running
- * two deliberately broken locks (one that skips locking, one built from a
- * non-atomic GET then SET): the checker must report their overlaps. */
+ * malformed records and record sequences, not-yet-implemented modes) and
+ * real worker processes running two deliberately broken locks (one that
+ * skips locking, one built from a non-atomic GET then SET): the checker must
+ * report their overlaps. */
 #include <string.h>
 
 #include "fault_harness.h"
@@ -29,10 +30,16 @@ static void add(hb_t *h, int64_t t_ms, int kind, int worker, int64_t vu_ms) {
   r->name[0] = 'L';
 }
 
+/* worker w attempts and is granted at t, with lease valid until vu */
+static void grant(hb_t *h, int64_t t, int w, int64_t vu) {
+  add(h, t, HK_ATTEMPT, w, 0);
+  add(h, t, HK_GRANT, w, vu);
+}
+
 /* worker w holds [grant, exit] with lease valid until vu */
-static void section(hb_t *h, int w, int64_t grant, int64_t exit, int64_t vu) {
-  add(h, grant, HK_GRANT, w, vu);
-  add(h, grant, HK_ENTER, w, 0);
+static void section(hb_t *h, int w, int64_t t_grant, int64_t exit, int64_t vu) {
+  grant(h, t_grant, w, vu);
+  add(h, t_grant, HK_ENTER, w, 0);
   add(h, exit, HK_EXIT, w, 0);
   add(h, exit + 1, HK_RELEASE, w, 0);
 }
@@ -78,7 +85,7 @@ TEST(synthetic_stale_holder) {
   /* A's lease runs to 1100; A is paused; B is granted at 1200; A resumes,
    * is told at 2100 (lost), leaves at 2200. */
   hb_t h = {.n = 0};
-  add(&h, 100, HK_GRANT, 0, 1100);
+  grant(&h, 100, 0, 1100);
   add(&h, 100, HK_ENTER, 0, 0);
   section(&h, 1, 1200, 3000, 2200);
   add(&h, 2100, HK_LOST, 0, 0);
@@ -105,7 +112,7 @@ TEST(synthetic_stale_holder) {
 TEST(synthetic_renewed_lease) {
   /* A's grant says 1100 but a later HK_VALID says renewed to 5000: B at 1200 is a violation */
   hb_t h = {.n = 0};
-  add(&h, 100, HK_GRANT, 0, 1100);
+  grant(&h, 100, 0, 1100);
   add(&h, 100, HK_ENTER, 0, 0);
   add(&h, 800, HK_VALID, 0, 5000);
   section(&h, 1, 1200, 1300, 2200);
@@ -118,7 +125,7 @@ TEST(synthetic_renewed_lease) {
 
 TEST(synthetic_killed_holder) {
   hb_t h = {.n = 0};
-  add(&h, 100, HK_GRANT, 0, 1100);
+  grant(&h, 100, 0, 1100);
   add(&h, 100, HK_ENTER, 0, 0);
   add(&h, 150, HK_DIED, 0, 0);
   section(&h, 1, 1100, 1200, 2100);
@@ -127,7 +134,8 @@ TEST(synthetic_killed_holder) {
   CHECK_EQ(rep.died, 1);
   hist_report_free(&rep);
   /* if the death were recorded after B entered, that would be an overlap */
-  h.r[2].t_ns = 1150 * 1000000LL;
+  CHECK_EQ(h.r[3].kind, HK_DIED);
+  h.r[3].t_ns = 1150 * 1000000LL;
   CHECK_EQ(check(&h, HIST_MUTEX, &rep), HIST_VIOLATION);
   hist_report_free(&rep);
 }
@@ -148,6 +156,84 @@ TEST(synthetic_malformed_and_notyet) {
   CHECK(strstr(rep.msg, "not implemented yet") != NULL);
   CHECK_EQ(check(&h, HIST_RW, &rep), HIST_NOTYET);
   CHECK_EQ(check(&h, HIST_PERMITS, &rep), HIST_NOTYET);
+}
+
+/* A record of a synthetic sequence: time (ms), kind, worker, status, and a
+ * sequence number (0: its index + 1). */
+typedef struct srec {
+  int64_t t;
+  int kind, worker, status;
+  uint32_t seq;
+} srec_t;
+
+typedef struct seq_case {
+  const char *what;
+  srec_t recs[8];
+  const char *want; /* NULL: a legal history; else a piece of the malformed message */
+} seq_case_t;
+
+/* One record of worker 0: REC(time, kind), RECS(time, kind, status, seq). */
+#define RECS(t, kind, status, seq) {t, kind, 0, status, seq}
+#define REC(t, kind) RECS(t, kind, 0, 0)
+#define A(t) REC(t, HK_ATTEMPT)
+#define G(t) REC(t, HK_GRANT)
+#define E(t) REC(t, HK_ENTER)
+#define X(t) REC(t, HK_EXIT)
+#define R(t) REC(t, HK_RELEASE)
+static const seq_case_t seq_cases[] = {
+    {"grant without an attempt", {G(100), E(100), X(200), R(201)}, "a grant without an attempt"},
+    {"enter without a grant", {A(100), E(100)}, "entered without a grant"},
+    {"enter twice", {A(100), G(100), E(100), E(150)}, "entered twice"},
+    {"exit without an enter", {A(100), G(100), X(200)}, "left without entering"},
+    {"release inside the section", {A(100), G(100), E(100), R(200)}, "released inside"},
+    {"release without an exit", {A(100), G(100), R(200)}, "released without"},
+    {"second attempt before the first ended", {A(100), A(150)}, "an attempt while"},
+    {"a new grant needs a new attempt", {A(100), G(100), E(100), X(200), R(201), G(300)},
+     "a grant without an attempt"},
+    {"fail without an attempt", {RECS(100, HK_FAIL, RLOCK_EBUSY, 0)}, "failed acquire without"},
+    {"fail with status 0", {A(100), RECS(200, HK_FAIL, 0, 0)}, "status 0"},
+    {"time goes back for one writer", {A(100), G(90), E(110)}, "time goes back"},
+    {"a sequence number twice", {RECS(100, HK_ATTEMPT, 0, 7), RECS(100, HK_GRANT, 0, 7)},
+     "sequence number twice"},
+    {"a record after the worker died", {A(100), G(100), E(100), REC(150, HK_DIED), X(200)},
+     "after its death"},
+    {"a worker dies twice", {A(100), REC(150, HK_DIED), REC(160, HK_DIED)}, "after its death"},
+    /* legal: a failed attempt, then a full hold; valid at any point; the I/O
+     * thread's lost record stamped before the main thread's previous one */
+    {"legal: fail, then a hold with valid and lost",
+     {RECS(50, HK_VALID, RLOCK_ENOTHELD, 0), A(100), RECS(110, HK_FAIL, RLOCK_EBUSY, 0), A(120),
+      G(130), E(200), REC(150, HK_LOST), X(300)},
+     NULL},
+};
+#undef A
+#undef G
+#undef E
+#undef X
+#undef R
+#undef REC
+#undef RECS
+
+TEST(synthetic_malformed_sequences) {
+  for (size_t i = 0; i < sizeof seq_cases / sizeof seq_cases[0]; i++) {
+    const seq_case_t *sc = &seq_cases[i];
+    hb_t h = {.n = 0};
+    for (size_t k = 0; k < 8 && sc->recs[k].kind; k++) {
+      add(&h, sc->recs[k].t, sc->recs[k].kind, sc->recs[k].worker, 0);
+      h.r[h.n - 1].status = sc->recs[k].status;
+      if (sc->recs[k].seq) h.r[h.n - 1].seq = sc->recs[k].seq;
+    }
+    printf("case: %s\n", sc->what);
+    hist_report_t rep;
+    int v = check(&h, HIST_MUTEX_LEASE, &rep);
+    if (!sc->want) {
+      CHECK_MSG(v == HIST_OK, "%s: verdict %d (%s)", sc->what, v, rep.msg);
+    } else {
+      CHECK_MSG(v == HIST_BADHIST, "%s: verdict %d, want malformed (%s)", sc->what, v, rep.msg);
+      CHECK_MSG(strstr(rep.msg, sc->want) != NULL, "%s: message \"%s\" lacks \"%s\"", sc->what,
+                rep.msg, sc->want);
+    }
+    hist_report_free(&rep);
+  }
 }
 
 /* ------------------------------------------------------------ broken locks, real processes */
@@ -257,6 +343,7 @@ int main(int argc, char **argv) {
   RUN(synthetic_renewed_lease);
   RUN(synthetic_killed_holder);
   RUN(synthetic_malformed_and_notyet);
+  RUN(synthetic_malformed_sequences);
   srv = th_server_start(NULL);
   RUN(broken_skip_lock_is_caught);
   RUN(broken_getset_lock_is_caught);

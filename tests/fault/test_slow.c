@@ -40,28 +40,40 @@ static void ping(rlock_client_t *c) {
 }
 
 typedef enum { SLEEP, PAUSE } slow_t;
-static int64_t pause_end;
+
+/* The server has taken everything sent on rc: our side has no unacknowledged
+ * bytes and the server's side of the connection no unread ones. Redis runs
+ * a command in the same step as it reads it, so DEBUG SLEEP is running. */
+static int server_took(void *arg) {
+  redisContext *rc = arg;
+  int me = th_local_port(rc->fd);
+  long tx = -1, rx = -1;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 &&
+         th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
+}
 
 /* The server stops answering for ms; until it is back, returns the context
- * to finish (DEBUG SLEEP) or NULL (CLIENT PAUSE). */
+ * to finish (DEBUG SLEEP) or NULL (CLIENT PAUSE). Returns once the server is
+ * slow for sure: CLIENT PAUSE has answered, DEBUG SLEEP has been read. */
 static redisContext *slow_start(slow_t how, int ms) {
   if (how == SLEEP) {
     redisContext *rc = send_nowait("DEBUG SLEEP %.3f", ms / 1000.0);
-    /* DEBUG SLEEP runs once the server reads it; the PING below queues behind it */
+    CHECK_MSG(th_wait_until(server_took, rc, 5000), "the server never read DEBUG SLEEP");
     return rc;
   }
   char arg[32];
   snprintf(arg, sizeof arg, "%d", ms);
-  pause_end = th_now_ms() + ms;
   redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", arg, "ALL", NULL);
   CHECK(r->type == REDIS_REPLY_STATUS);
   th_reply_free(r);
   return NULL;
 }
+
+/* Returns once the server answers again: the DEBUG SLEEP's reply, or a
+ * PING on a new connection, which CLIENT PAUSE ALL holds back to its end. */
 static void slow_end(redisContext *rc) {
-  if (rc) finish(rc); /* returns when the sleep is over */
-  int64_t left = pause_end - th_now_ms();
-  if (!rc && left > 0) th_sleep_ms(left + 20); /* waiting out the pause is the point */
+  if (!rc) rc = send_nowait("PING");
+  finish(rc);
 }
 
 static void scenario(slow_t how) {
@@ -74,7 +86,6 @@ static void scenario(slow_t how) {
   /* 1. acquire while the server is slow for longer than all re-sends: ETIMEDOUT,
    *    then nothing left behind once it wakes up */
   redisContext *rc = slow_start(how, 1500);
-  th_sleep_ms(50); /* let DEBUG SLEEP reach the server first (no event for "it is asleep") */
   CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ETIMEDOUT);
   slow_end(rc);
   ping(c);
@@ -84,7 +95,6 @@ static void scenario(slow_t how) {
 
   /* 2. acquire while slow for less than the re-sends: succeeds, counted once */
   rc = slow_start(how, 400);
-  th_sleep_ms(50);
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
   slow_end(rc);
   ping(c);
@@ -92,7 +102,6 @@ static void scenario(slow_t how) {
 
   /* 3. a reentrant acquire under a long slowdown: the count stays 1 */
   rc = slow_start(how, 1500);
-  th_sleep_ms(50);
   CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ETIMEDOUT);
   slow_end(rc);
   ping(c);
@@ -105,7 +114,6 @@ static void scenario(slow_t how) {
   CHECK_EQ(th_hget_num(srv, "slow:lock", o), 2);
   long long ev0 = th_cmdstat(srv, "evalsha");
   rc = slow_start(how, 1500);
-  th_sleep_ms(50);
   CHECK_RC(rlock_lock_unlock(l), RLOCK_ETIMEDOUT);
   slow_end(rc);
   ping(c);
@@ -119,7 +127,6 @@ static void scenario(slow_t how) {
 
   /* 5. unlock under a short slowdown: succeeds, the lock is gone, nothing left */
   rc = slow_start(how, 400);
-  th_sleep_ms(50);
   CHECK_OK(rlock_lock_unlock(l));
   slow_end(rc);
   ping(c);
