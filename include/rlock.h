@@ -87,6 +87,18 @@ typedef struct rlock_options {
   int64_t reconnect_max_ms;     /* cap of the exponential backoff; default 5000 */
   int retry_attempts;           /* re-sends of idempotent requests (unlock, acquire)
                                    after a timeout or a dropped connection; default 3 */
+  /* Liveness: a connection can die without a word (a NAT or load balancer
+   * that forgets the flow, a peer that vanished); rlock notices and replaces
+   * it (reconnect; on the subscriber connection every channel is subscribed
+   * again and every waiter tries again). */
+  int64_t ping_interval_ms;     /* a connection on which nothing arrived for this long
+                                   gets a PING; no answer within command_timeout_ms =
+                                   dead. Default 5000; 0: no PING */
+  int dead_after_timeouts;      /* this many command timeouts in a row (no reply in
+                                   between) = dead. Default 3; 0: never */
+  int64_t tcp_keepalive_ms;     /* TCP keepalive: probes after this much idle time,
+                                   then every third of it, 3 probes (whole seconds,
+                                   rounded up). Default 60000; 0: off */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);

@@ -25,6 +25,9 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->reconnect_min_ms = 100;
   o->reconnect_max_ms = 5000;
   o->retry_attempts = 3;
+  o->ping_interval_ms = 5000;
+  o->dead_after_timeouts = 3;
+  o->tcp_keepalive_ms = 60000;
 }
 
 int64_t client_latch_ttl(const client_t *cl) {
@@ -230,6 +233,10 @@ static int validate(const rlock_options_t *o) {
     return rlock__fail(RLOCK_EINVAL, "reconnect_min_ms must be > 0 and <= reconnect_max_ms");
   if (o->retry_attempts < 0 || o->retry_attempts > 100)
     return rlock__fail(RLOCK_EINVAL, "retry_attempts must be 0..100");
+  if (o->ping_interval_ms < 0) return rlock__fail(RLOCK_EINVAL, "ping_interval_ms must be >= 0 (0: off)");
+  if (o->dead_after_timeouts < 0) return rlock__fail(RLOCK_EINVAL, "dead_after_timeouts must be >= 0 (0: never)");
+  if (o->tcp_keepalive_ms < 0 || o->tcp_keepalive_ms > 32767000)
+    return rlock__fail(RLOCK_EINVAL, "tcp_keepalive_ms must be 0 (off) to 32767000");
   if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
     return rlock__fail(RLOCK_EINVAL, "tls_cert_file and tls_key_file go together");
   return 0;
