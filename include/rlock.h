@@ -94,8 +94,9 @@ typedef struct rlock_options {
   int64_t ping_interval_ms;     /* a connection on which nothing arrived for this long
                                    gets a PING; no answer within command_timeout_ms =
                                    dead. Default 5000; 0: no PING */
-  int dead_after_timeouts;      /* this many command timeouts in a row (no reply in
-                                   between) = dead. Default 3; 0: never */
+  int dead_after_timeouts;      /* this many command timeouts in a row (nothing read
+                                   in between; requests timing out together count
+                                   once) = dead. Default 5; 0: never */
   int64_t tcp_keepalive_ms;     /* TCP keepalive: probes after this much idle time,
                                    then every third of it, 3 probes (whole seconds,
                                    rounded up). Default 60000; 0: off */

@@ -1,7 +1,8 @@
 /* client.c -- the client: options, the I/O thread and its event loop, the
  * submit queue from user threads (mutex + eventfd wake-up; the I/O thread
  * takes the whole queue at once, so requests of many threads leave in one
- * write), clean shutdown, and the lock-lost callback. */
+ * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
+ * use from a forked child refused, and the lock-lost callback. */
 #include "internal.h"
 
 #include <errno.h>
@@ -26,7 +27,7 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->reconnect_max_ms = 5000;
   o->retry_attempts = 3;
   o->ping_interval_ms = 5000;
-  o->dead_after_timeouts = 3;
+  o->dead_after_timeouts = 5;
   o->tcp_keepalive_ms = 60000;
 }
 
@@ -92,6 +93,12 @@ void client_queue_del(client_t *cl, const char *key, size_t len) {
   }
 }
 
+static void del_done(req_t *r, int status, rlock_reply_t *reply) {
+  client_t *cl = r->ctx;
+  rlock_reply_free(reply); /* the latches expire anyway */
+  if (--cl->dels_inflight == 0 && cl->draining && cl->linger) event_active(cl->linger, EV_TIMEOUT, 0);
+}
+
 static void send_dels(client_t *cl) {
   if (cl->del_timer) evtimer_del(cl->del_timer);
   if (cl->ndels && cl->cmd.state != CS_CLOSED) {
@@ -101,8 +108,11 @@ static void send_dels(client_t *cl) {
     if (argv && lens) {
       argv[0] = "DEL", lens[0] = 3;
       for (size_t i = 0; i < cl->ndels; i++) argv[i + 1] = cl->dels[i].p, lens[i + 1] = cl->dels[i].n;
-      req_t *r = req_new((int)n, argv, lens, cl->opt.command_timeout_ms, NULL, NULL);
-      if (r) conn_send(&cl->cmd, r); /* fire and forget: the latches expire anyway */
+      req_t *r = req_new((int)n, argv, lens, cl->opt.command_timeout_ms, del_done, cl);
+      if (r) {
+        cl->dels_inflight++;
+        conn_send(&cl->cmd, r); /* awaited only when closing: the latches expire anyway */
+      }
     }
     free(argv);
     free(lens);
@@ -128,6 +138,8 @@ void client_flush(client_t *cl) {
 /* ------------------------------------------------------------ I/O thread */
 
 static void shutdown_engine(client_t *cl) {
+  if (cl->shut) return;
+  cl->shut = true;
   /* Order matters: closing the command connection completes every request in
    * flight (their ops finish with RLOCK_ECLOSED); then the parked ops. */
   conn_close(&cl->cmd);
@@ -137,11 +149,36 @@ static void shutdown_engine(client_t *cl) {
   handoff_clear(cl);
   send_dels(cl); /* the command connection is closed: just frees them */
   if (cl->del_timer) event_free(cl->del_timer);
-  cl->del_timer = NULL;
+  if (cl->linger) event_free(cl->linger);
+  cl->del_timer = cl->linger = NULL;
   free(cl->dels);
   cl->dels = NULL;
   cl->ndels = 0;
   event_base_loopbreak(cl->base);
+}
+
+static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engine(arg); }
+
+/* Closing. Every op ends now (RLOCK_ECLOSED); the latch keys still queued
+ * for deletion are sent and their DEL awaited, at most min(command timeout,
+ * CLOSE_LINGER_MS), so a short-lived process leaves no keys behind; then the
+ * engine shuts down. An acquire whose reply comes in meanwhile is given back. */
+#define CLOSE_LINGER_MS 500
+static void begin_close(client_t *cl) {
+  if (cl->draining || cl->shut) return;
+  cl->draining = true;
+  rlock__set_msg("client closed");
+  op_fail_all(cl, RLOCK_ECLOSED);
+  if (cl->cmd.state == CS_READY) send_dels(cl);
+  int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
+  if (cl->dels_inflight == 0 || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
+    shutdown_engine(cl);
+    return;
+  }
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, ms);
+  evtimer_add(cl->linger, &tv);
+  client_flush(cl);
 }
 
 /* Everything submitted so far, oldest first. */
@@ -174,7 +211,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     }
     op = next;
   }
-  if (closing) shutdown_engine(cl);
+  if (closing) begin_close(cl);
   else client_flush(cl);
 }
 
@@ -310,6 +347,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   }
   rlock__uuid(cl->id);
   rlock__prng_seed(&cl->prng);
+  cl->fork_gen = rlock__fork_generation();
   cl->base = event_base_new();
   cl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (!cl->base || cl->wake_fd < 0) {
@@ -356,8 +394,12 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   return 0;
 }
 
+/* The client's I/O thread exists only in the process that created it. */
+static bool in_forked_child(const client_t *cl) { return cl->fork_gen != rlock__fork_generation(); }
+
 RLOCK_API void rlock_client_free(rlock_client_t *cl) {
   if (!cl) return;
+  if (in_forked_child(cl)) return; /* touch nothing: the connections are the parent's */
   if (pthread_equal(pthread_self(), cl->thread)) return; /* documented misuse: refuse, don't crash */
   stop_thread(cl);
   client_destroy(cl);
@@ -388,6 +430,8 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
 /* ------------------------------------------------------------ submitting */
 
 int client_submit(client_t *cl, op_t *op) {
+  if (in_forked_child(cl))
+    return rlock__fail(RLOCK_ESYS, "client used in a forked child: create a new client after fork");
   if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
   op_t *head = atomic_load(&cl->submitted);
   do
