@@ -141,7 +141,8 @@ static void shutdown_engine(client_t *cl) {
   if (cl->shut) return;
   cl->shut = true;
   /* Order matters: closing the command connection completes every request in
-   * flight (their ops finish with RLOCK_ECLOSED); then the parked ops. */
+   * flight (ops that begin_close ended just free themselves); then any op
+   * still active (none after begin_close). */
   conn_close(&cl->cmd);
   op_fail_all(cl, RLOCK_ECLOSED);
   pubsub_close(&cl->ps);
