@@ -54,7 +54,8 @@ const char *rlock_version(void);
 #define RLOCK_EPROTO (-13)     /* the server's reply was malformed or unexpected */
 #define RLOCK_ECLOSED (-14)    /* the client is closing or closed */
 #define RLOCK_EDEADLK (-15)    /* a sync call made from the client's own I/O thread */
-#define RLOCK_ESYS (-16)       /* a system call failed (thread, pipe, socket setup) */
+#define RLOCK_ESYS (-16)       /* a system call failed (thread, pipe, socket setup), or a
+                                  client used in a forked child (see rlock_client_new) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -87,6 +88,22 @@ typedef struct rlock_options {
   int64_t reconnect_max_ms;     /* cap of the exponential backoff; default 5000 */
   int retry_attempts;           /* re-sends of idempotent requests (unlock, acquire)
                                    after a timeout or a dropped connection; default 3 */
+  /* Liveness: a connection can die without a word (a NAT or load balancer
+   * that forgets the flow, a peer that vanished); rlock notices and replaces
+   * it: reconnect; on the subscriber connection every channel is subscribed
+   * again and every waiter tries again. Requests in flight on it end with
+   * RLOCK_ECONNLOST (acquire and unlock are re-sent, counting once). A server
+   * that stalls past these bounds (long DEBUG SLEEP, CLIENT PAUSE) looks the
+   * same and gets the same treatment. */
+  int64_t ping_interval_ms;     /* a connection on which nothing arrived for this long
+                                   gets a PING; no answer within command_timeout_ms =
+                                   dead. Default 5000; 0: no PING */
+  int dead_after_timeouts;      /* this many command timeouts in a row (nothing read
+                                   in between; requests timing out together count
+                                   once) = dead. Default 5; 0: never */
+  int64_t tcp_keepalive_ms;     /* TCP keepalive: probes after this much idle time,
+                                   then every third of it, 3 probes (whole seconds,
+                                   rounded up). Default 60000; 0: off */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);
@@ -99,14 +116,23 @@ typedef struct rlock_client rlock_client_t;
  * waiting at most connect_timeout_ms for the first connection (so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
  * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS). Afterwards the
- * client reconnects by itself whenever a connection drops. opts must not be
- * NULL (RLOCK_EINVAL). */
+ * client reconnects by itself whenever a connection drops or is found dead
+ * (see the liveness options). opts must not be NULL (RLOCK_EINVAL).
+ * A client belongs to the process that created it: its descriptors are
+ * close-on-exec (a program the application execs inherits none), and in a
+ * child created by fork() every call on it fails at once with RLOCK_ESYS
+ * ("client used in a forked child: create a new client after fork"), while
+ * rlock_client_free there does nothing (the parent's connections are left
+ * alone). Create a new client in the child. */
 int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Locks it still holds are NOT
  * released (their leases run out on the server); outstanding async requests
- * complete with RLOCK_ECLOSED. Must not be called from a callback (on the
- * I/O thread it cannot join itself: the call then does nothing). */
+ * complete with RLOCK_ECLOSED. The request-id latch keys of acquires and
+ * unlocks that completed are deleted before it returns (one DEL, awaited at
+ * most min(command_timeout_ms, 500 ms); past that they expire by their TTL).
+ * Must not be called from a callback (on the I/O thread it cannot join
+ * itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);
 
 /* The client's random RFC 4122 id (36 characters), the first part of its
@@ -132,7 +158,7 @@ void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 /* Counters of what the client sent, for tests and monitoring. */
 typedef struct rlock_stats {
   uint64_t commands_sent;     /* every command written on the lock connections (command and
-                                 subscriber); user commands are not counted here */
+                                 subscriber); user commands and liveness PINGs are not counted */
   uint64_t writes;            /* passes of the I/O loop that wrote commands: each leaves in
                                  one socket write (pipelining: commands_sent / writes) */
   uint64_t scripts_sent;      /* EVAL/EVALSHA commands */
@@ -144,7 +170,8 @@ typedef struct rlock_stats {
   uint64_t renewals;          /* watchdog renewal script calls */
   uint64_t renewed_locks;     /* holds renewed by those calls */
   uint64_t reconnects;        /* connections re-established after a drop (any of the three) */
-  uint64_t timeouts;          /* requests that hit their timeout (user commands included) */
+  uint64_t timeouts;          /* requests that hit their timeout (user commands included,
+                                 liveness PINGs not) */
   uint64_t locks_lost;        /* lock-lost notifications */
   uint64_t held;              /* holds tracked right now (name, owner) */
   uint64_t user_commands;     /* commands written on the user connection (rlock_client_command;

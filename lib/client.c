@@ -1,7 +1,8 @@
 /* client.c -- the client: options, the I/O thread and its event loop, the
  * submit queue from user threads (mutex + eventfd wake-up; the I/O thread
  * takes the whole queue at once, so requests of many threads leave in one
- * write), clean shutdown, and the lock-lost callback. */
+ * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
+ * use from a forked child refused, and the lock-lost callback. */
 #include "internal.h"
 
 #include <errno.h>
@@ -25,6 +26,9 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->reconnect_min_ms = 100;
   o->reconnect_max_ms = 5000;
   o->retry_attempts = 3;
+  o->ping_interval_ms = 5000;
+  o->dead_after_timeouts = 5;
+  o->tcp_keepalive_ms = 60000;
 }
 
 int64_t client_latch_ttl(const client_t *cl) {
@@ -89,7 +93,13 @@ void client_queue_del(client_t *cl, const char *key, size_t len) {
   }
 }
 
-/* One DEL of the keys dels[idx[0..n)], fire and forget: the latches expire anyway. */
+static void del_done(req_t *r, int status, rlock_reply_t *reply) {
+  client_t *cl = r->ctx;
+  rlock_reply_free(reply); /* the latches expire anyway */
+  if (--cl->dels_inflight == 0 && cl->draining && cl->linger) event_active(cl->linger, EV_TIMEOUT, 0);
+}
+
+/* One DEL of the keys dels[idx[0..n)], awaited only when closing: the latches expire anyway. */
 static void send_del(client_t *cl, const batcher_t *b, size_t first, size_t n) {
   const char **argv = malloc((n + 1) * sizeof *argv);
   size_t *lens = malloc((n + 1) * sizeof *lens);
@@ -99,8 +109,11 @@ static void send_del(client_t *cl, const batcher_t *b, size_t first, size_t n) {
       const bytes_t *d = &cl->dels[batcher_item(b, first + i)];
       argv[i + 1] = d->p, lens[i + 1] = d->n;
     }
-    req_t *r = req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, NULL, NULL);
-    if (r) client_send(cl, argv[1], lens[1], r);
+    req_t *r = req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, del_done, cl);
+    if (r) {
+      cl->dels_inflight++;
+      client_send(cl, argv[1], lens[1], r); /* awaited only when closing */
+    }
   }
   free(argv);
   free(lens);
@@ -143,9 +156,12 @@ void client_flush(client_t *cl) {
 /* ------------------------------------------------------------ I/O thread */
 
 static void shutdown_engine(client_t *cl) {
+  if (cl->shut) return;
+  cl->shut = true;
   /* Order matters: closing the command and user connections completes every
-   * request in flight (their ops finish with RLOCK_ECLOSED); then the parked
-   * ops (a user command's op must end through its requests, not here). */
+   * request in flight (ops that begin_close ended just free themselves; a
+   * user command's op ends through its requests); then any op still active
+   * (none after begin_close). */
   conn_close(&cl->cmd);
   usercmd_close(&cl->uc);
   op_fail_all(cl, RLOCK_ECLOSED);
@@ -154,11 +170,37 @@ static void shutdown_engine(client_t *cl) {
   handoff_clear(cl);
   send_dels(cl); /* the command connection is closed: just frees them */
   if (cl->del_timer) event_free(cl->del_timer);
-  cl->del_timer = NULL;
+  if (cl->linger) event_free(cl->linger);
+  cl->del_timer = cl->linger = NULL;
   free(cl->dels);
   cl->dels = NULL;
   cl->ndels = 0;
   event_base_loopbreak(cl->base);
+}
+
+static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engine(arg); }
+
+/* Closing. Every op ends now (RLOCK_ECLOSED); the latch keys still queued
+ * for deletion are sent and their DEL awaited, at most min(command timeout,
+ * CLOSE_LINGER_MS), so a short-lived process leaves no keys behind; then the
+ * engine shuts down. An acquire whose reply comes in meanwhile is given back. */
+#define CLOSE_LINGER_MS 500
+static void begin_close(client_t *cl) {
+  if (cl->draining || cl->shut) return;
+  cl->draining = true;
+  rlock__set_msg("client closed");
+  usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
+  op_fail_all(cl, RLOCK_ECLOSED);
+  if (cl->cmd.state == CS_READY) send_dels(cl);
+  int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
+  if (cl->dels_inflight == 0 || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
+    shutdown_engine(cl);
+    return;
+  }
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, ms);
+  evtimer_add(cl->linger, &tv);
+  client_flush(cl);
 }
 
 /* Everything submitted so far, oldest first. */
@@ -191,7 +233,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     }
     op = next;
   }
-  if (closing) shutdown_engine(cl);
+  if (closing) begin_close(cl);
   else client_flush(cl);
 }
 
@@ -250,6 +292,10 @@ static int validate(const rlock_options_t *o) {
     return rlock__fail(RLOCK_EINVAL, "reconnect_min_ms must be > 0 and <= reconnect_max_ms");
   if (o->retry_attempts < 0 || o->retry_attempts > 100)
     return rlock__fail(RLOCK_EINVAL, "retry_attempts must be 0..100");
+  if (o->ping_interval_ms < 0) return rlock__fail(RLOCK_EINVAL, "ping_interval_ms must be >= 0 (0: off)");
+  if (o->dead_after_timeouts < 0) return rlock__fail(RLOCK_EINVAL, "dead_after_timeouts must be >= 0 (0: never)");
+  if (o->tcp_keepalive_ms < 0 || o->tcp_keepalive_ms > 32767000)
+    return rlock__fail(RLOCK_EINVAL, "tcp_keepalive_ms must be 0 (off) to 32767000");
   if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
     return rlock__fail(RLOCK_EINVAL, "tls_cert_file and tls_key_file go together");
   return 0;
@@ -324,6 +370,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->topo = topology_for(&cl->url);
   rlock__uuid(cl->id);
   rlock__prng_seed(&cl->prng);
+  cl->fork_gen = rlock__fork_generation();
   cl->base = event_base_new();
   cl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (!cl->base || cl->wake_fd < 0) {
@@ -371,8 +418,12 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   return 0;
 }
 
+/* The client's I/O thread exists only in the process that created it. */
+static bool in_forked_child(const client_t *cl) { return cl->fork_gen != rlock__fork_generation(); }
+
 RLOCK_API void rlock_client_free(rlock_client_t *cl) {
   if (!cl) return;
+  if (in_forked_child(cl)) return; /* touch nothing: the connections are the parent's */
   if (pthread_equal(pthread_self(), cl->thread)) return; /* documented misuse: refuse, don't crash */
   stop_thread(cl);
   client_destroy(cl);
@@ -404,6 +455,8 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
 /* ------------------------------------------------------------ submitting */
 
 int client_submit(client_t *cl, op_t *op) {
+  if (in_forked_child(cl))
+    return rlock__fail(RLOCK_ESYS, "client used in a forked child: create a new client after fork");
   if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
   op_t *head = atomic_load(&cl->submitted);
   do

@@ -8,11 +8,15 @@
  * Everything written in one pass of the loop leaves in one socket write: that
  * is the automatic pipelining. An error reply passes the topology's redirect
  * hook before its request completes.
- * A request that outlives the command timeout completes with RLOCK_ETIMEDOUT
- * and its late reply is discarded. When the connection drops, written requests
- * complete with RLOCK_ECONNLOST (never re-sent here: the layer above decides
- * what is safe to re-send) and the connection comes back with capped
- * exponential backoff. */
+ * A request that outlives its deadline completes with RLOCK_ETIMEDOUT (or
+ * RLOCK_ECONNECT if it was never written) and its late reply is discarded.
+ * When the connection drops, written requests complete with RLOCK_ECONNLOST
+ * (never re-sent here: the layer above decides what is safe to re-send) and
+ * the connection comes back with capped exponential backoff.
+ * Liveness: a connection can die without a word (a NAT that forgot the flow),
+ * so one silent for ping_interval_ms gets a PING, and a missed PING or
+ * dead_after_timeouts timeouts in a row drop it (then it reconnects). Sockets
+ * are close-on-exec, with TCP keepalive. */
 #include "internal.h"
 
 #include <errno.h>
@@ -24,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
@@ -32,7 +37,7 @@
 
 #define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
 
-static void arm_timer(conn_t *c);
+static void arm_at(conn_t *c, int64_t at);
 static void drop(conn_t *c, int err, const char *msg);
 static void write_req(conn_t *c, req_t *r);
 
@@ -134,6 +139,14 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (c->ever_ready) stat_add(c->cl, ST_RECONNECTS, 1);
   c->ever_ready = true;
   c->last_err = 0;
+  c->last_read = rlock_now_ms();
+  c->timeouts_in_row = 0;
+  c->ping_missed = false;
+  if (c->cl->opt.ping_interval_ms > 0) {
+    struct timeval tv;
+    rlock__tv_from_ms(&tv, c->cl->opt.ping_interval_ms);
+    evtimer_add(c->ping, &tv);
+  }
   req_t *p;
   while ((p = q_pop(&c->pending))) write_req(c, p);
   if (c->on_ready) c->on_ready(c);
@@ -175,7 +188,6 @@ static void start_handshake(conn_t *c) {
     }
   if (c->state != CS_HANDSHAKE) return;
   c->handshake_left--;
-  arm_timer(c);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -269,6 +281,8 @@ static void read_cb(struct bufferevent *bev, void *arg) {
   conn_t *c = arg;
   struct evbuffer *in = bufferevent_get_input(bev);
   size_t n;
+  c->last_read = rlock_now_ms(); /* it is alive */
+  c->timeouts_in_row = 0;
   while ((n = evbuffer_get_length(in)) > 0) {
     struct evbuffer_iovec v;
     if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) break;
@@ -294,17 +308,20 @@ static void read_cb(struct bufferevent *bev, void *arg) {
       if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return; /* dropped */
     }
   }
-  arm_timer(c);
   client_flush(c->cl);
 }
 
 /* ------------------------------------------------------------ writing */
+
+static void ping_done(req_t *r, int status, rlock_reply_t *reply);
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
   bufferevent_write(c->bev, r->cmd, r->len);
   r->sent_at = rlock_now_ms();
   q_push(&c->inflight, r);
+  arm_at(c, r->deadline);
+  if (r->done == ping_done) return; /* liveness traffic: not counted, not a batch */
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
@@ -325,54 +342,138 @@ void conn_send(conn_t *c, req_t *r) {
     finish_err(r, RLOCK_ECLOSED);
     return;
   }
-  if (c->state == CS_READY) write_req(c, r);
-  else q_push(&c->pending, r);
-  if (!evtimer_pending(c->timer, NULL)) arm_timer(c);
+  if (c->state == CS_READY) {
+    write_req(c, r);
+  } else {
+    q_push(&c->pending, r);
+    arm_at(c, r->deadline);
+  }
 }
 
-/* ------------------------------------------------------------ timers */
+/* ------------------------------------------------------------ timers
+ * One timer per connection, armed at the earliest deadline it was told about:
+ * each request queued or written moves it earlier if its deadline is earlier
+ * (O(1)); when it fires, one pass over both queues completes what is due and
+ * finds the next deadline. So every request ends within a ms of its own
+ * deadline whatever its place in the queues or the connect deadline; the
+ * timer may fire early (requests answered since), never late. */
 
-static void arm_timer(conn_t *c) {
-  if (c->state == CS_CLOSED) return;
+static void arm_at(conn_t *c, int64_t at) {
+  if (c->state == CS_CLOSED || at >= c->timer_at) return;
+  c->timer_at = at;
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, at - rlock_now_ms() + 1);
+  evtimer_add(c->timer, &tv);
+}
+
+/* The earliest deadline still to watch (INT64_MAX: none). */
+static int64_t next_deadline(const conn_t *c) {
   int64_t next = INT64_MAX;
   if (c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) next = c->connect_deadline;
-  if (c->pending.head && c->pending.head->deadline < next) next = c->pending.head->deadline;
-  for (req_t *r = c->inflight.head; r; r = r->next)
-    if (!r->completed) {
-      if (r->deadline < next) next = r->deadline;
-      break;
+  for (const req_t *r = c->pending.head; r; r = r->next)
+    if (r->deadline < next) next = r->deadline;
+  for (const req_t *r = c->inflight.head; r; r = r->next)
+    if (!r->completed && r->deadline < next) next = r->deadline;
+  return next;
+}
+
+/* Requests past their deadline that were never written: RLOCK_ECONNECT. A
+ * completion may queue a new request (at the tail): the walk sees it, not due. */
+static void expire_pending(conn_t *c, int64_t now) {
+  req_t *prev = NULL, *r = c->pending.head;
+  while (r) {
+    if (r->deadline > now) {
+      prev = r;
+      r = r->next;
+      continue;
     }
-  if (next == INT64_MAX) {
-    evtimer_del(c->timer);
-    return;
+    if (prev) prev->next = r->next;
+    else c->pending.head = r->next;
+    if (c->pending.tail == r) c->pending.tail = prev;
+    c->pending.n--;
+    r->next = NULL;
+    rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)",
+                rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
+    finish_err(r, RLOCK_ECONNECT);
+    r = prev ? prev->next : c->pending.head;
   }
-  struct timeval tv;
-  rlock__tv_from_ms(&tv, next - rlock_now_ms() + 1);
-  evtimer_add(c->timer, &tv);
+}
+
+/* Written requests past their deadline: RLOCK_ETIMEDOUT now; they stay in the
+ * queue, as their replies are still to come (and will be discarded). Returns
+ * how many. */
+static int expire_inflight(conn_t *c, int64_t now) {
+  int n = 0;
+  for (req_t *r = c->inflight.head; r; r = r->next) {
+    if (r->completed || r->deadline > now) continue;
+    r->completed = true;
+    n++;
+    if (r->done != ping_done) stat_add(c->cl, ST_TIMEOUTS, 1);
+    rlock__fail(RLOCK_ETIMEDOUT, "Redis did not answer within %lld ms", (long long)c->cl->opt.command_timeout_ms);
+    if (r->done) r->done(r, RLOCK_ETIMEDOUT, NULL);
+  }
+  return n;
+}
+
+/* ------------------------------------------------------------ liveness */
+
+static void ping_done(req_t *r, int status, rlock_reply_t *reply) {
+  conn_t *c = r->ctx;
+  rlock_reply_free(reply); /* any answer will do: +PONG, or ["pong",""] when subscribed */
+  c->ping_out = false;
+  if (status == RLOCK_ETIMEDOUT) c->ping_missed = true; /* timer_cb drops it after its pass */
+}
+
+/* Every ping_interval_ms: a PING on a connection nothing arrived on for that
+ * long (PING is allowed on a subscribed connection). */
+static void ping_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  if (c->state != CS_READY || c->ping_out || rlock_now_ms() - c->last_read < c->cl->opt.ping_interval_ms)
+    return;
+  /* The user connection is silent by design while a blocking command runs
+   * (BLPOP key 0 with its own timeout): its commands' deadlines watch it. */
+  if (c->kind == CONN_USER && c->inflight.head) return;
+  const char *argv[1] = {"PING"};
+  req_t *r = req_new(1, argv, NULL, c->cl->opt.command_timeout_ms, ping_done, c);
+  if (!r) return;
+  c->ping_out = true;
+  write_req(c, r);
+  conn_flush(c);
+}
+
+/* A connection that owes replies and stays silent is dead (half-open: the
+ * peer or a middlebox forgot it), however long the kernel would keep
+ * retransmitting: drop it, so it reconnects (and resubscribes). What the
+ * timeouts' completions queued is written first: if the server is only slow,
+ * it still gets those requests (an undo, a re-sent unlock) in order. */
+static void check_alive(conn_t *c) {
+  int n = c->cl->opt.dead_after_timeouts;
+  char msg[200];
+  if (c->ping_missed)
+    snprintf(msg, sizeof msg, "no answer to PING within %lld ms: connection presumed dead, reconnecting",
+             (long long)c->cl->opt.command_timeout_ms);
+  else if (n > 0 && c->timeouts_in_row >= n)
+    snprintf(msg, sizeof msg, "%d command timeouts in a row: connection presumed dead, reconnecting",
+             c->timeouts_in_row);
+  else
+    return;
+  conn_flush(c);
+  drop(c, RLOCK_ECONNLOST, msg);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
+  c->timer_at = INT64_MAX; /* fired */
   int64_t now = rlock_now_ms();
   if ((c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) && now >= c->connect_deadline) {
     c->last_err = RLOCK_ECONNECT;
     drop(c, RLOCK_ECONNECT, "connect timed out");
     now = rlock_now_ms();
   }
-  while (c->pending.head && c->pending.head->deadline <= now) {
-    req_t *r = q_pop(&c->pending);
-    rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)", rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
-    finish_err(r, RLOCK_ECONNECT);
-  }
-  for (req_t *r = c->inflight.head; r; r = r->next) {
-    if (r->completed) continue;
-    if (r->deadline > now) break;
-    r->completed = true; /* stays in the queue: its reply is still to come */
-    stat_add(c->cl, ST_TIMEOUTS, 1);
-    rlock__fail(RLOCK_ETIMEDOUT, "Redis did not answer within %lld ms", (long long)c->cl->opt.command_timeout_ms);
-    if (r->done) r->done(r, RLOCK_ETIMEDOUT, NULL);
-  }
-  arm_timer(c);
+  expire_pending(c, now);
+  if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
+  if (c->state == CS_READY) check_alive(c);
+  arm_at(c, next_deadline(c));
   client_flush(c->cl);
 }
 
@@ -418,6 +519,25 @@ static SSL *new_ssl(conn_t *c) {
   return ssl;
 }
 
+/* A non-blocking, close-on-exec socket (libevent's own connect makes one
+ * without SOCK_CLOEXEC: a program the application execs would inherit it),
+ * with TCP_NODELAY and TCP keepalive. */
+static int new_socket(conn_t *c, int family) {
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 || family == AF_UNIX) return fd;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int64_t ka = c->cl->opt.tcp_keepalive_ms;
+  if (ka > 0) { /* probes after idle s, then every idle/3 s; dead after 3 unanswered */
+    int idle = (int)((ka + 999) / 1000), intvl = (idle + 2) / 3, cnt = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  }
+  return fd;
+}
+
 static void try_connect(conn_t *c) {
   client_t *cl = c->cl;
   struct sockaddr_storage ss;
@@ -444,21 +564,31 @@ static void try_connect(conn_t *c) {
     sl = c->addr_next->ai_addrlen;
     c->addr_next = c->addr_next->ai_next;
   }
+  int fd = new_socket(c, ss.ss_family);
+  if (fd < 0) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "socket: %s", strerror(errno));
+    c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNECT, msg);
+    return;
+  }
   if (cl->url.kind == URL_TLS) {
     SSL *ssl = new_ssl(c);
     if (!ssl) {
+      close(fd);
       c->last_err = RLOCK_ETLS;
       drop(c, RLOCK_ETLS, "SSL_new failed");
       return;
     }
-    c->bev = bufferevent_openssl_socket_new(cl->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+    c->bev = bufferevent_openssl_socket_new(cl->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
                                             BEV_OPT_CLOSE_ON_FREE);
     if (c->bev) bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
     else SSL_free(ssl);
   } else {
-    c->bev = bufferevent_socket_new(cl->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = bufferevent_socket_new(cl->base, fd, BEV_OPT_CLOSE_ON_FREE);
   }
   if (!c->bev) {
+    close(fd);
     drop(c, RLOCK_ENOMEM, "cannot create a bufferevent");
     return;
   }
@@ -483,8 +613,6 @@ static void describe_peer(conn_t *c, char *buf, size_t n) {
 static void event_cb(struct bufferevent *bev, short what, void *arg) {
   conn_t *c = arg;
   if (what & BEV_EVENT_CONNECTED) {
-    int fd = (int)bufferevent_getfd(bev), one = 1;
-    if (c->cl->url.kind != URL_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     start_handshake(c);
     return;
   }
@@ -544,7 +672,7 @@ void conn_start(conn_t *c) {
     return;
   }
   if (resolve(c)) return;
-  arm_timer(c);
+  arm_at(c, c->connect_deadline);
   try_connect(c);
 }
 
@@ -554,6 +682,9 @@ static void drop(conn_t *c, int err, const char *msg) {
   if (c->state == CS_IDLE || c->state == CS_CLOSED) return;
   bool was_ready = c->state == CS_READY;
   c->state = CS_IDLE;
+  if (c->ping) evtimer_del(c->ping);
+  c->ping_missed = false;
+  c->timeouts_in_row = 0;
   if (c->bev) {
     bufferevent_free(c->bev);
     c->bev = NULL;
@@ -575,7 +706,6 @@ static void drop(conn_t *c, int err, const char *msg) {
   rlock__tv_from_ms(&tv, c->backoff_ms);
   evtimer_add(c->retry, &tv);
   c->backoff_ms = c->backoff_ms * 2 > c->cl->opt.reconnect_max_ms ? c->cl->opt.reconnect_max_ms : c->backoff_ms * 2;
-  arm_timer(c);
 }
 
 void conn_reset(conn_t *c, const char *msg) { drop(c, RLOCK_ECONNLOST, msg); }
@@ -587,8 +717,10 @@ int conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   c->state = CS_IDLE;
   c->backoff_ms = cl->opt.reconnect_min_ms;
   c->timer = evtimer_new(cl->base, timer_cb, c);
+  c->timer_at = INT64_MAX;
   c->retry = evtimer_new(cl->base, retry_cb, c);
-  return c->timer && c->retry ? 0 : RLOCK_ENOMEM;
+  c->ping = event_new(cl->base, -1, EV_PERSIST, ping_cb, c);
+  return c->timer && c->retry && c->ping ? 0 : RLOCK_ENOMEM;
 }
 
 void conn_close(conn_t *c) {
@@ -602,7 +734,8 @@ void conn_close(conn_t *c) {
   while ((r = q_pop(&c->pending))) finish_err(r, RLOCK_ECLOSED);
   if (c->timer) event_free(c->timer);
   if (c->retry) event_free(c->retry);
-  c->timer = c->retry = NULL;
+  if (c->ping) event_free(c->ping);
+  c->timer = c->retry = c->ping = NULL;
   if (c->reader) redisReaderFree(c->reader);
   c->reader = NULL;
   if (c->addrs) freeaddrinfo(c->addrs);

@@ -45,6 +45,7 @@ void rlock__prng_seed(rlock_prng_t *p);
 uint64_t rlock__prng_next(rlock_prng_t *p);
 void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
 uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
+unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
 char *rlock__strndup(const char *s, size_t n);
@@ -172,7 +173,16 @@ struct conn {
   req_queue_t pending;  /* not written yet: waiting for READY */
   req_queue_t inflight; /* written, reply not yet read (FIFO) */
   struct event *timer;  /* command timeouts / connect timeout */
+  int64_t timer_at;     /* when `timer` fires (INT64_MAX: not armed); never later
+                           than the earliest deadline of any request */
   struct event *retry;  /* reconnect backoff */
+  /* liveness (conn.c): a PING on a connection silent for ping_interval_ms,
+   * and a drop after a missed PING or dead_after_timeouts timeouts in a row */
+  struct event *ping;
+  int64_t last_read;    /* monotonic ms of the last bytes read */
+  int timeouts_in_row;  /* timeouts since the last bytes read (a batch counts once) */
+  bool ping_out;        /* a PING is in flight */
+  bool ping_missed;     /* its deadline passed: the connection is presumed dead */
   int64_t backoff_ms;
   int64_t connect_deadline;
   struct addrinfo *addrs, *addr_next;
@@ -236,6 +246,8 @@ typedef struct pubsub {
   conn_t conn;
   map_t channels;
   uint64_t next_gen; /* channel generations: a late reply never touches a newer channel */
+  struct event *resub;  /* re-sends SUBSCRIBEs that failed (timeout, error reply) */
+  int64_t resub_ms;     /* its backoff: reconnect_min_ms .. reconnect_max_ms */
 } pubsub_t;
 int pubsub_init(pubsub_t *ps, client_t *cl);
 void pubsub_close(pubsub_t *ps);
@@ -308,6 +320,7 @@ struct rlock_client {
    * the eventfd is written only by the push that found it empty. */
   _Atomic(op_t *) submitted;
   atomic_bool closing;
+  unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
   int wake_fd;
   struct event *wake_ev;
   /* first connection result, for rlock_client_new */
@@ -327,6 +340,9 @@ struct rlock_client {
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
   bytes_t *dels; /* latch keys to delete in one DEL */
   size_t ndels, capdels;
+  int dels_inflight; /* DELs sent, answer not yet in */
+  bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
+  struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
   /* lock-lost callback */
   pthread_mutex_t cbmu;

@@ -2,8 +2,12 @@
  * subscription per channel however many waiters share it; a message wakes one
  * parked waiter (or leaves a wake token for the next one to park), a
  * (re)subscription wakes them all (messages sent while we were not subscribed
- * are lost, so everyone re-tries). Waiters never depend on it alone: each
- * also wakes after the lock's TTL (lock.c). */
+ * are lost, so everyone re-tries). A SUBSCRIBE that failed (no answer within
+ * the command timeout, an error reply) is sent again after a backoff while
+ * the channel has waiters; a dropped connection resubscribes everything once
+ * it is back. Waiters never depend on it alone: each also wakes after the
+ * lock's TTL (lock.c), which is all they have while a channel is not
+ * subscribed. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -38,12 +42,19 @@ static void wake_all(channel_t *ch) {
   }
 }
 
+static void resub_later(pubsub_t *ps);
+
 static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
   sub_ctx_t *x = r->ctx;
-  channel_t *ch = map_get(&x->ps->channels, x->name, x->len);
+  pubsub_t *ps = x->ps;
+  channel_t *ch = map_get(&ps->channels, x->name, x->len);
   if (ch && ch->gen == x->gen && ch->state == CH_SUBSCRIBING) {
     bool ok = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
     ch->state = ok ? CH_SUBSCRIBED : CH_UNSUBSCRIBED;
+    if (ok) ps->resub_ms = ps->cl->opt.reconnect_min_ms;
+    /* failed: the waiters try now and then sleep on the TTL, until a re-send
+     * (or the reconnect, if the connection dropped) subscribes it */
+    else if (status != RLOCK_ECLOSED) resub_later(ps);
     wake_all(ch);
   }
   rlock_reply_free(reply);
@@ -100,8 +111,9 @@ static void on_down(conn_t *c) {
   }
 }
 
-static void on_ready(conn_t *c) {
-  pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
+/* SUBSCRIBE again every channel that is not subscribed (and has waiters:
+ * a channel without waiters is gone from the table). */
+static void resubscribe(pubsub_t *ps) {
   map_iter_t it;
   map_iter_init(&it, &ps->channels);
   for (map_entry_t *e; (e = map_iter_next(&it));) {
@@ -110,10 +122,29 @@ static void on_ready(conn_t *c) {
   }
 }
 
+static void on_ready(conn_t *c) { resubscribe((pubsub_t *)((char *)c - offsetof(pubsub_t, conn))); }
+
+static void resub_cb(evutil_socket_t fd, short what, void *arg) {
+  pubsub_t *ps = arg;
+  if (ps->conn.state == CS_READY) resubscribe(ps); /* else on_ready will */
+}
+
+static void resub_later(pubsub_t *ps) {
+  if (!ps->resub || evtimer_pending(ps->resub, NULL)) return;
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, ps->resub_ms);
+  evtimer_add(ps->resub, &tv);
+  int64_t max = ps->cl->opt.reconnect_max_ms;
+  ps->resub_ms = ps->resub_ms * 2 > max ? max : ps->resub_ms * 2;
+}
+
 int pubsub_init(pubsub_t *ps, client_t *cl) {
   ps->cl = cl;
   map_init(&ps->channels);
+  ps->resub_ms = cl->opt.reconnect_min_ms;
+  ps->resub = evtimer_new(cl->base, resub_cb, ps);
   int rc = conn_init(&ps->conn, cl, CONN_SUB);
+  if (!ps->resub) rc = RLOCK_ENOMEM;
   ps->conn.on_push = on_push;
   ps->conn.on_down = on_down;
   ps->conn.on_ready = on_ready;
@@ -122,6 +153,8 @@ int pubsub_init(pubsub_t *ps, client_t *cl) {
 
 void pubsub_close(pubsub_t *ps) {
   conn_close(&ps->conn);
+  if (ps->resub) event_free(ps->resub);
+  ps->resub = NULL;
   map_iter_t it;
   map_iter_init(&it, &ps->channels);
   for (map_entry_t *e; (e = map_iter_next(&it));) {

@@ -123,9 +123,20 @@ void rlock__uuid(char out[37]) {
 
 /* gettid is a system call; the owner id of every call needs it. */
 static _Thread_local uint64_t cached_tid;
+static atomic_uint fork_gen; /* forks this process descends from (counted from the first client) */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void forget_tid(void) { cached_tid = 0; } /* the forking thread's copy in the child */
-static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_tid); }
+static void in_child(void) {
+  cached_tid = 0; /* the forking thread's copy in the child */
+  atomic_fetch_add(&fork_gen, 1);
+}
+static void register_atfork(void) { pthread_atfork(NULL, NULL, in_child); }
+
+/* A client records it at creation; another value means the caller is a
+ * forked child, where the client's I/O thread does not exist. */
+unsigned rlock__fork_generation(void) {
+  pthread_once(&atfork_once, register_atfork);
+  return atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
 
 uint64_t rlock__gettid(void) {
   if (!cached_tid) {

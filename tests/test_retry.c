@@ -22,6 +22,10 @@ static rlock_client_t *retry_client(int64_t timeout_ms, int attempts) {
   o.reconnect_min_ms = 20;
   o.reconnect_max_ms = 200;
   o.client_name = "retry-client";
+  /* These tests count the copies the server runs after a pause: a connection
+   * replaced for too many timeouts in a row (fault_liveness tests that) would
+   * take its unanswered copies with it. */
+  o.dead_after_timeouts = 0;
   rlock_client_t *c = NULL;
   CHECK_OK(rlock_client_new(&c, &o));
   return c;

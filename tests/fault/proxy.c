@@ -37,6 +37,7 @@ typedef struct dirq {
 
 typedef struct pair {
   int fd[2]; /* 0 client, 1 server */
+  int port;  /* local port of fd[1]: how the server names this connection */
   dirq_t q[2]; /* q[0]: client -> server (UP), q[1]: server -> client (DOWN) */
 } pair_t;
 
@@ -49,6 +50,10 @@ struct fp_proxy {
   /* config (mu) */
   int64_t delay_ms;
   int blackhole, refuse, quit;
+  struct {
+    int port, dirs;
+  } drops[16]; /* per-connection silent drops (fp_drop_conn) */
+  int ndrops;
   uint64_t cut_req, cut_done;
   /* stats (mu) */
   int nconn;
@@ -116,6 +121,16 @@ static void do_accept(fp_proxy_t *p, int refuse) {
   memset(pr, 0, sizeof *pr);
   pr->fd[0] = fd;
   pr->fd[1] = up;
+  struct sockaddr_in la;
+  socklen_t ll = sizeof la;
+  if (getsockname(up, (struct sockaddr *)&la, &ll) == 0) pr->port = ntohs(la.sin_port);
+}
+
+/* The directions pair i discards (fp_drop_conn); mu held. */
+static int drops_of(fp_proxy_t *p, int i) {
+  for (int k = 0; k < p->ndrops; k++)
+    if (p->drops[k].port == p->pairs[i].port) return p->drops[k].dirs;
+  return 0;
 }
 
 /* Reads what side `from` of pair i has into its queue. -1: the pair is gone. */
@@ -125,6 +140,10 @@ static int do_read(fp_proxy_t *p, int i, int from, int64_t delay) {
   ssize_t n = read(pr->fd[from], buf, sizeof buf);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
   if (n <= 0) return -1;
+  pthread_mutex_lock(&p->mu);
+  int dropped = drops_of(p, i) & (1 << from);
+  pthread_mutex_unlock(&p->mu);
+  if (dropped) return 0; /* the flow is forgotten: the bytes vanish */
   chunk_t *c = malloc(sizeof *c + (size_t)n);
   if (!c) return -1;
   c->next = NULL;
@@ -275,6 +294,19 @@ void fp_cut(fp_proxy_t *p) {
   wake(p);
   while (p->cut_done < want) pthread_cond_wait(&p->cond, &p->mu);
   pthread_mutex_unlock(&p->mu);
+}
+
+void fp_drop_conn(fp_proxy_t *p, int server_port, int dirs) {
+  pthread_mutex_lock(&p->mu);
+  int k = 0;
+  while (k < p->ndrops && p->drops[k].port != server_port) k++;
+  if (k == p->ndrops && k < 16) p->ndrops++;
+  if (k < 16) {
+    p->drops[k].port = server_port;
+    p->drops[k].dirs = dirs & FP_BOTH;
+  }
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
 }
 
 int fp_connections(fp_proxy_t *p) {

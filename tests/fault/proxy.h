@@ -6,7 +6,11 @@
  *              sockets open (bytes wait, as TCP would keep retransmitting
  *              them; fp_blackhole(p, 0) heals and delivers them late);
  *   cut        close every current connection at once;
- *   refuse     accept new connections and close them at once (server "down").
+ *   refuse     accept new connections and close them at once (server "down");
+ *   drop       one connection only (named by the port the server sees it
+ *              from, CLIENT LIST addr=) silently discards what it carries in
+ *              one or both directions, sockets kept: a NAT or load balancer
+ *              that forgot the flow. Other and new connections work.
  * Only 127.0.0.1. */
 #ifndef RLOCK_FAULT_PROXY_H
 #define RLOCK_FAULT_PROXY_H
@@ -25,6 +29,11 @@ void fp_delay(fp_proxy_t *p, int64_t ms);
 void fp_blackhole(fp_proxy_t *p, int dirs); /* 0: heal */
 void fp_refuse(fp_proxy_t *p, int on);
 void fp_cut(fp_proxy_t *p); /* returns once every connection is closed */
+/* The connection whose server-side socket has local port server_port (the
+ * port in the server's CLIENT LIST addr=127.0.0.1:PORT) discards its bytes in
+ * dirs from now on (0: forwards again; discarded bytes are gone). Up to 16
+ * ports at a time. */
+void fp_drop_conn(fp_proxy_t *p, int server_port, int dirs);
 int fp_connections(fp_proxy_t *p);
 uint64_t fp_accepted(fp_proxy_t *p);
 /* Bytes forwarded so far in a direction. */
