@@ -562,6 +562,36 @@ TEST(per_call_timeout) {
   rlock_client_free(c);
 }
 
+/* A blocking command keeps the user connection silent by design: the liveness
+ * PING (which would queue behind it and miss its deadline) must not take the
+ * connection, and the command with it, down. */
+TEST(blocking_command_outlives_ping_interval) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 200;
+  o.ping_interval_ms = 50;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  timed_popper_t t = {.p = {.c = c}, .timeout_ms = 30000, .key = "uc:pinged"};
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, timed_blpop_thread, &t), 0);
+  CHECK_MSG(th_wait_until(some_client_blocked, NULL, 10000), "BLPOP never blocked on the server");
+  /* the scenario: stay blocked for many ping intervals and PING deadlines */
+  CHECK_MSG(!th_wait_until(popper_done, &t.p, 20 * 50 + 3 * 200), "ended after %s: %s",
+            rlock_err_name(t.p.rc), rlock_last_error());
+  CHECK_EQ(th_cmd_int(srv, "RPUSH", "uc:pinged", "v", NULL), 1);
+  pthread_join(th, NULL);
+  CHECK_OK(t.p.rc);
+  CHECK_STREQ(t.p.reply->element[1]->str, "v");
+  rlock_reply_free(t.p.reply);
+  rlock_client_stats(c, &s1);
+  CHECK_EQ(s1.reconnects - s0.reconnects, 0);
+  rlock_client_free(c);
+}
+
 /* Freeing the client ends a user command that would wait forever. */
 TEST(free_ends_a_blocked_command) {
   rlock_client_t *c = client_with(0, 0, NULL);
@@ -634,6 +664,7 @@ int main(int argc, char **argv) {
   RUN_SEL(transaction_results);
   RUN_SEL(transactions_beside_lock_traffic);
   RUN_SEL(per_call_timeout);
+  RUN_SEL(blocking_command_outlives_ping_interval);
   RUN_SEL(free_ends_a_blocked_command);
   RUN_SEL(stats_count_user_commands_apart);
   RUN_SEL(user_connection_uses_the_url_db);
