@@ -8,7 +8,9 @@
  *     checks its arguments before it writes (item 7);
  *   - a release whose reply disagrees with the client's hold count is a
  *     loss: the owner's field is cleaned up and the lost callback says why
- *     (items 1 and 10). */
+ *     (items 1 and 10);
+ *   - each lost reason is reported where it happens (item 10; the failed
+ *     renewals are in tests/fault/test_holes.c). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,13 +26,27 @@ static th_server_t *srv;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int lost_calls;
+static rlock_lost_reason_t last_reason;
+static uint64_t last_owner;
+static char last_name[64];
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
-  (void)name, (void)len, (void)owner, (void)arg;
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)arg;
   pthread_mutex_lock(&mu);
   lost_calls++;
+  last_reason = reason;
+  last_owner = owner;
+  snprintf(last_name, sizeof last_name, "%.*s", (int)len, name);
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
+}
+
+static rlock_lost_reason_t lost_reason(void) {
+  pthread_mutex_lock(&mu);
+  rlock_lost_reason_t r = last_reason;
+  pthread_mutex_unlock(&mu);
+  return r;
 }
 
 static int lost_count(void) {
@@ -79,7 +95,7 @@ static int wait_renewals(rlock_client_t *c, uint64_t n, int64_t timeout_ms) {
 }
 
 static const char *self_id(rlock_client_t *c, char *buf) {
-  return th_owner_id(c, (uint64_t)th_gettid(), buf, 128);
+  return th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), buf, 128);
 }
 
 /* ------------------------------------------------------------ item 5: re-entry and leases */
@@ -161,6 +177,12 @@ TEST(explicit_owner_is_not_a_thread) {
   uint64_t tid = (uint64_t)th_gettid();
   /* Explicit owner with the same number as this thread: a different owner. */
   CHECK_OK(rlock_lock_acquire(l, tid, 0, 20000, NULL));
+  char explicit_id[128], thread_id[128];
+  th_owner_id(c, tid, explicit_id, sizeof explicit_id);
+  th_owner_id(c, RLOCK_OWNER_THREAD | tid, thread_id, sizeof thread_id);
+  CHECK(strstr(explicit_id, ":owner-") != NULL);
+  CHECK_EQ(th_hget_num(srv, "holes:owners", explicit_id), 1);
+  CHECK_EQ(th_hget_num(srv, "holes:owners", thread_id), -1000);
   CHECK_RC(rlock_lock_trylock(l, 0, 20000), RLOCK_EBUSY);
   int held = 1;
   CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
@@ -177,6 +199,9 @@ TEST(explicit_owner_is_not_a_thread) {
   pthread_join(t, &ret);
   CHECK_OK((int)(intptr_t)ret);
   CHECK_RC(rlock_lock_acquire(l, tid, 0, 20000, NULL), RLOCK_EBUSY);
+  /* RLOCK_OWNER_THREAD | tid names a thread's hold from any thread */
+  CHECK_RC(rlock_lock_release(l, RLOCK_OWNER_THREAD | tid), RLOCK_ENOTHELD);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "holes:owners", NULL), 1);
   CHECK_OK(rlock_lock_force_unlock(l, NULL));
   rlock_lock_free(l);
   rlock_client_free(c);
@@ -342,6 +367,7 @@ TEST(release_count_surplus) {
   CHECK_MSG(th_cmd_int(srv, "EXISTS", "holes:surplus", NULL) == 0,
             "the surplus hold stays (count %lld) and is renewed", th_hget_num(srv, "holes:surplus", o));
   CHECK_EQ(wait_lost(lost0 + 1, 5000), lost0 + 1);
+  CHECK_EQ(lost_reason(), RLOCK_LOST_COUNT_MISMATCH);
   CHECK_EQ(stats(c).held, 0);
   rlock_lock_free(l);
   rlock_client_free(c);
@@ -361,9 +387,53 @@ TEST(release_count_deficit) {
   int lost0 = lost_count();
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(wait_lost(lost0 + 1, 5000), lost0 + 1);
+  CHECK_EQ(lost_reason(), RLOCK_LOST_COUNT_MISMATCH);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "holes:deficit", NULL), 0);
   CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
   CHECK_EQ(stats(c).held, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* ------------------------------------------------------------ item 10: reasons */
+
+TEST(lost_reasons) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "holes:why");
+  int n = lost_count();
+  uint64_t me = RLOCK_OWNER_THREAD | (uint64_t)th_gettid();
+
+  /* a fixed lease runs out while held */
+  CHECK_OK(rlock_lock_trylock(l, 0, 200));
+  CHECK_EQ(wait_lost(++n, 5000), n);
+  CHECK_EQ(lost_reason(), RLOCK_LOST_EXPIRED);
+  CHECK_EQ(last_owner, me);
+  CHECK_STREQ(last_name, "holes:why");
+
+  /* the key is deleted behind the holder's back: the next renewal sees it */
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_reply_free(th_cmd(srv, "DEL", "holes:why", NULL));
+  CHECK_EQ(wait_lost(++n, 5000), n);
+  CHECK_EQ(lost_reason(), RLOCK_LOST_DELETED);
+
+  /* force-unlocked by this client */
+  CHECK_OK(rlock_lock_acquire(l, 42, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  CHECK_OK(rlock_lock_force_unlock(l, NULL));
+  CHECK_EQ(wait_lost(++n, 5000), n);
+  CHECK_EQ(lost_reason(), RLOCK_LOST_FORCE_UNLOCKED);
+  CHECK_EQ(last_owner, 42);
+
+  /* every reason has its own text */
+  const char *seen[8] = {0};
+  rlock_lost_reason_t all[] = {RLOCK_LOST_EXPIRED, RLOCK_LOST_RENEWAL_FAILED, RLOCK_LOST_DELETED,
+                               RLOCK_LOST_FORCE_UNLOCKED, RLOCK_LOST_COUNT_MISMATCH};
+  for (int i = 0; i < 5; i++) {
+    seen[i] = rlock_lost_reason_str(all[i]);
+    CHECK(seen[i] && *seen[i] && strcmp(seen[i], "unknown") != 0);
+    for (int j = 0; j < i; j++) CHECK(strcmp(seen[i], seen[j]) != 0);
+  }
+  CHECK_STREQ(rlock_lost_reason_str((rlock_lost_reason_t)99), "unknown");
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -383,6 +453,7 @@ int main(int argc, char **argv) {
   RUN_IF(scripts_check_before_writing);
   RUN_IF(release_count_surplus);
   RUN_IF(release_count_deficit);
+  RUN_IF(lost_reasons);
   th_server_stop(srv);
   return th_done();
 }

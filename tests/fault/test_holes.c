@@ -20,10 +20,12 @@
 static th_server_t *srv;
 static fp_proxy_t *px;
 static char purl[64];
-static atomic_int lost_calls;
+static atomic_int lost_calls, last_reason;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
   (void)name, (void)len, (void)owner, (void)arg;
+  atomic_store(&last_reason, (int)reason);
   atomic_fetch_add(&lost_calls, 1);
 }
 
@@ -232,6 +234,29 @@ static void wake_passed_on(int cancel_a, const char *label) {
 TEST(wake_passed_on_deadline) { wake_passed_on(0, "woken waiter ends at its deadline"); }
 TEST(wake_passed_on_cancel) { wake_passed_on(1, "woken waiter cancelled"); }
 
+/* ------------------------------------------------------------ item 10 */
+
+static int lost_reaches(void *want) { return atomic_load(&lost_calls) >= *(int *)want; }
+
+/* Renewals fail (partition) until the lease has certainly run out. */
+TEST(renewal_failed_reason) {
+  rlock_client_t *c = fh_client(purl, 1000, 300, 1);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "holes:part");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  int want = atomic_load(&lost_calls) + 1;
+  fp_blackhole(px, FP_BOTH);
+  CHECK_MSG(th_wait_until(lost_reaches, &want, 5000), "the holder was not told");
+  CHECK_EQ(atomic_load(&last_reason), RLOCK_LOST_RENEWAL_FAILED);
+  fp_blackhole(px, 0);
+  CHECK(th_wait_until(key_gone, "holes:part", 5000));
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
+  fh_result("partition > watchdog lease", "single", "reentrant",
+            "lost callback with reason RLOCK_LOST_RENEWAL_FAILED", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* test_holes [NAME]: all tests, or only NAME */
 #define RUN_IF(name)                                \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
@@ -245,6 +270,7 @@ int main(int argc, char **argv) {
   RUN_IF(failed_unlock_not_renewed);
   RUN_IF(wake_passed_on_deadline);
   RUN_IF(wake_passed_on_cancel);
+  RUN_IF(renewal_failed_reason);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
