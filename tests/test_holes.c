@@ -226,30 +226,26 @@ TEST(huge_lease_rejected) {
   rlock_client_free(c);
 }
 
+/* Every duration option above RLOCK_DURATION_MAX: RLOCK_EINVAL naming it. */
 TEST(huge_options_rejected) {
-  struct {
-    int64_t *field;
-    const char *name;
-  } cases[5];
-  rlock_options_t o;
-  int64_t huge[] = {INT64_MAX, INT64_MAX / 3, (int64_t)1 << 53};
+  static const char *const names[] = {"watchdog_timeout_ms", "command_timeout_ms",
+                                      "connect_timeout_ms", "reconnect_max_ms", "reconnect_min_ms"};
+  int64_t huge[] = {INT64_MAX, INT64_MAX / 3, RLOCK_DURATION_MAX + 1};
   for (size_t h = 0; h < sizeof huge / sizeof huge[0]; h++) {
     for (int i = 0; i < 5; i++) {
+      rlock_options_t o;
       rlock_options_init(&o);
       o.url = srv->url;
-      cases[0].field = &o.watchdog_timeout_ms, cases[0].name = "watchdog_timeout_ms";
-      cases[1].field = &o.command_timeout_ms, cases[1].name = "command_timeout_ms";
-      cases[2].field = &o.connect_timeout_ms, cases[2].name = "connect_timeout_ms";
-      cases[3].field = &o.reconnect_max_ms, cases[3].name = "reconnect_max_ms";
-      cases[4].field = &o.reconnect_min_ms, cases[4].name = "reconnect_min_ms";
-      *cases[i].field = huge[h];
-      if (i == 4) o.reconnect_max_ms = huge[h];
+      int64_t *fields[] = {&o.watchdog_timeout_ms, &o.command_timeout_ms, &o.connect_timeout_ms,
+                           &o.reconnect_max_ms, &o.reconnect_min_ms};
+      *fields[i] = huge[h];
+      if (i == 4) o.reconnect_max_ms = huge[h]; /* min <= max holds: only the range is wrong */
       rlock_client_t *c = NULL;
       int rc = rlock_client_new(&c, &o);
       if (rc == 0) rlock_client_free(c);
-      CHECK_MSG(rc == RLOCK_EINVAL, "%s = %lld accepted (%s)", cases[i].name, (long long)huge[h],
+      CHECK_MSG(rc == RLOCK_EINVAL, "%s = %lld accepted (%s)", names[i], (long long)huge[h],
                 rlock_err_name(rc));
-      CHECK_MSG(strstr(rlock_last_error(), cases[i].name) != NULL, "message: %s", rlock_last_error());
+      CHECK_MSG(strstr(rlock_last_error(), names[i]) != NULL, "message: %s", rlock_last_error());
     }
   }
 }
