@@ -419,7 +419,8 @@ static void s5_held_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
   else atomic_fetch_add(&s5c.failed, 1);
 }
 
-static void s5_lost_cb(const char *name, size_t len, uint64_t owner, void *arg) {
+static void s5_lost_cb(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                       void *arg) {
   atomic_fetch_add(&s5c.lost, 1);
 }
 

@@ -86,6 +86,8 @@ typedef struct rlock_options {
   int64_t watchdog_timeout_ms;  /* lease of watchdog-renewed locks; default 30000 */
   int64_t reconnect_min_ms;     /* first reconnect delay; default 100 */
   int64_t reconnect_max_ms;     /* cap of the exponential backoff; default 5000 */
+                                /* (every duration: at most RLOCK_DURATION_MAX, else
+                                   rlock_client_new fails with RLOCK_EINVAL) */
   int retry_attempts;           /* re-sends of idempotent requests (unlock, acquire)
                                    after a timeout or a dropped connection; default 3 */
   /* Liveness: a connection can die without a word (a NAT or load balancer
@@ -144,15 +146,32 @@ const char *rlock_client_id(const rlock_client_t *client);
  * Passwords never appear in it. */
 const char *rlock_last_error(void);
 
+/* Why a hold was lost (the lock-lost callback's reason). */
+typedef enum rlock_lost_reason {
+  RLOCK_LOST_EXPIRED = 1,     /* a fixed lease ran out while the hold was still taken */
+  RLOCK_LOST_RENEWAL_FAILED,  /* watchdog renewals failed (server unreachable) until the lease
+                                 had certainly run out */
+  RLOCK_LOST_DELETED,         /* a renewal found the hold gone: the key was deleted, expired on
+                                 the server, force-unlocked by someone else, or the server lost
+                                 its data (restart) */
+  RLOCK_LOST_FORCE_UNLOCKED,  /* this client force-unlocked the lock (rlock_lock_force_unlock) */
+  RLOCK_LOST_COUNT_MISMATCH   /* an unlock found a hold count on the server other than the one
+                                 this client took: the owner's field was removed (waiters woken)
+                                 and the hold is no longer tracked */
+} rlock_lost_reason_t;
+
+/* Short, static text of a reason ("fixed lease ran out"...); "unknown" for
+ * other values. */
+const char *rlock_lost_reason_str(rlock_lost_reason_t reason);
+
 /* The lock-lost notification: called (on the I/O thread) when a hold of this
- * client ends without an unlock by its owner: a renewal found the hold gone
- * (deleted, force-unlocked, expired, server restarted), renewals failed until
- * the lease had certainly run out, a fixed lease ran out while held, or this
- * client force-unlocked it.
- * name is not NUL-terminated; use name_len. owner is the owner's integer
- * (thread id or the explicit owner). Replaces any earlier callback; NULL
- * removes it. */
-typedef void (*rlock_lost_cb)(const char *name, size_t name_len, uint64_t owner, void *arg);
+ * client ends without an unlock by its owner, with the reason.
+ * name is not NUL-terminated; use name_len. owner is the hold's owner in the
+ * rlock_owner_t encoding: RLOCK_OWNER_THREAD | thread id for holds taken with
+ * RLOCK_OWNER_SELF, else the explicit owner (it can be passed back to
+ * rlock_lock_release). Replaces any earlier callback; NULL removes it. */
+typedef void (*rlock_lost_cb)(const char *name, size_t name_len, uint64_t owner,
+                              rlock_lost_reason_t reason, void *arg);
 void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 
 /* Counters of what the client sent, for tests and monitoring. */
@@ -203,12 +222,28 @@ typedef struct rlock_lock rlock_lock_t;
 
 #define RLOCK_NAME_MAX (64 * 1024)
 
-/* Owner of a hold. RLOCK_OWNER_SELF = the calling thread (Linux thread id),
- * as in Redisson. Any other value is used as given: an event-loop program can
- * use one integer per task, or unlock from another thread. The owner id stored
- * in Redis is "<client id>:<owner>". */
+/* Owner of a hold. Two kinds that never mix (stored differently in Redis):
+ *   RLOCK_OWNER_SELF (0)         the calling thread, as in Redisson;
+ *   RLOCK_OWNER_THREAD | tid     the thread with Linux thread id tid (what SELF
+ *                                means in that thread: lets another thread
+ *                                release or query a thread's hold);
+ *   any other value n < 2^63     an explicit owner: an event-loop program can
+ *                                use one integer per task, or unlock from
+ *                                another thread. Explicit owner 1234 and thread
+ *                                1234 are different owners.
+ * The owner id stored in Redis is "<client id>:<thread id>" for threads
+ * (Redisson's form) and "<client id>:owner-<n>" for explicit owners.
+ * One owner's calls on one lock are expected one after the other (as a
+ * thread makes them), not concurrently. */
 typedef uint64_t rlock_owner_t;
 #define RLOCK_OWNER_SELF ((rlock_owner_t)0)
+#define RLOCK_OWNER_THREAD ((rlock_owner_t)1 << 63)
+
+/* The longest duration accepted anywhere (lease, wait, watchdog and other
+ * timeouts): 10^12 ms, about 31.7 years. Longer values are refused with
+ * RLOCK_EINVAL before anything is sent (Redis refuses TTLs that overflow its
+ * clock, and the scripts refuse them too before they write anything). */
+#define RLOCK_DURATION_MAX ((int64_t)1000000000000)
 
 #define RLOCK_WAIT_FOREVER ((int64_t)-1)  /* wait_ms: wait until acquired */
 #define RLOCK_LEASE_WATCHDOG ((int64_t)-1) /* lease_ms: watchdog-renewed lease */
@@ -221,11 +256,17 @@ const char *rlock_lock_name(const rlock_lock_t *lock, size_t *len);
 /* lock: wait until acquired. lease_ms > 0: the hold expires after lease_ms
  * unless released; RLOCK_LEASE_WATCHDOG: watchdog_timeout_ms, renewed every
  * third of it while the client lives. Reentrant: each acquire by the same
- * owner adds one to the hold count. */
+ * owner adds one to the hold count, which this client also keeps.
+ * Leases of one owner's nested holds never shorten each other: a re-entry
+ * sets the key's TTL only if it is longer than the TTL left; the lock is
+ * renewed while any of the owner's holds asked for the watchdog; an unlock
+ * that leaves holds sets the TTL to what the remaining holds still need (a
+ * fixed lease counts from its own acquire). Durations: 1 to
+ * RLOCK_DURATION_MAX ms. */
 int rlock_lock_lock(rlock_lock_t *lock, int64_t lease_ms);
 
 /* try-lock: wait at most wait_ms (0: one attempt, no wait; RLOCK_WAIT_FOREVER:
- * like rlock_lock_lock) for the lock.
+ * like rlock_lock_lock; at most RLOCK_DURATION_MAX) for the lock.
  * 0 = acquired; RLOCK_EBUSY = not acquired within wait_ms. */
 int rlock_lock_trylock(rlock_lock_t *lock, int64_t wait_ms, int64_t lease_ms);
 
@@ -234,8 +275,14 @@ int rlock_lock_trylock(rlock_lock_t *lock, int64_t wait_ms, int64_t lease_ms);
  * the unlock message (pub/sub) or after the holder's remaining TTL. A try whose
  * answer was lost (timeout, dropped connection) is re-sent up to
  * retry_attempts times and counts once; if the client gives up, the hold it may
- * have taken is given back. While the server is unreachable a bounded wait ends
- * with RLOCK_ECONNECT; RLOCK_WAIT_FOREVER keeps waiting until it is back. */
+ * have taken is given back. A request id is never re-sent once its latch may
+ * have expired on the server (an outage longer than the latch TTL,
+ * max(10 s, command_timeout_ms x (retry_attempts + 2))): the hold it may have
+ * taken is given back first and the try goes on with a fresh id. While the
+ * server is unreachable a bounded wait ends with RLOCK_ECONNECT;
+ * RLOCK_WAIT_FOREVER keeps waiting until it is back. A waiter woken by an
+ * unlock message that then ends without the lock (deadline, cancel, error)
+ * passes the wake-up on to the next waiter of this client. */
 int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                        rlock_cancel_t *cancel);
 
@@ -243,7 +290,17 @@ int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
  * owner does not hold the lock (the lock is left as it is). When the count
  * reaches zero the key is deleted and one waiter is woken. Idempotent under
  * retries (request-id latch): a timeout or dropped connection is retried up to
- * retry_attempts times without ever releasing twice. */
+ * retry_attempts times without ever releasing twice.
+ * An unlock that fails (any error but RLOCK_ENOTHELD: e.g. RLOCK_ETIMEDOUT,
+ * RLOCK_ECONNECT while the server is unreachable) still counts as done in
+ * this client: that hold is no longer tracked, and when it was the owner's
+ * last one, renewal stops and the server frees the lock when its lease runs
+ * out (at most watchdog_timeout_ms for watchdog holds). So a caller that
+ * ignores an unlock error never leaks the lock; do not retry a failed unlock
+ * (a retry releases one more hold, or answers RLOCK_ENOTHELD). If the server
+ * counts a different number of holds than this client took (see
+ * RLOCK_LOST_COUNT_MISMATCH), the unlock removes the owner's field, frees
+ * the lock and reports the loss through the lock-lost callback. */
 int rlock_lock_unlock(rlock_lock_t *lock);
 int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 

@@ -55,7 +55,7 @@ static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *r
   op->kind = kind;
   op->lock = l;
   op->cl = l->cl;
-  op->owner = owner == RLOCK_OWNER_SELF ? rlock__gettid() : owner;
+  op->owner = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   op->owner_len = client_owner_id(l->cl, op->owner, op->owner_id);
   return op;
 }
@@ -105,10 +105,12 @@ static int check_lock(rlock_lock_t *l) {
 
 static int check_acquire(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
   if (check_lock(l)) return RLOCK_EINVAL;
-  if (wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER)
-    return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is negative (use RLOCK_WAIT_FOREVER)", (long long)wait_ms);
-  if (lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG)
-    return rlock__fail(RLOCK_EINVAL, "lease %lld ms must be > 0 (or RLOCK_LEASE_WATCHDOG)", (long long)lease_ms);
+  if ((wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER) || wait_ms > RLOCK_DURATION_MAX)
+    return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range (0 to %lld, or RLOCK_WAIT_FOREVER)",
+                       (long long)wait_ms, (long long)RLOCK_DURATION_MAX);
+  if ((lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG) || lease_ms > RLOCK_DURATION_MAX)
+    return rlock__fail(RLOCK_EINVAL, "lease %lld ms is out of range (1 to %lld, or RLOCK_LEASE_WATCHDOG)",
+                       (long long)lease_ms, (long long)RLOCK_DURATION_MAX);
   return 0;
 }
 

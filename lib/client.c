@@ -36,18 +36,22 @@ int64_t client_latch_ttl(const client_t *cl) {
   return t < 10000 ? 10000 : t;
 }
 
+/* Threads keep Redisson's "<client id>:<thread id>"; explicit owners get
+ * "<client id>:owner-<n>", so owner 1234 and thread 1234 never mix. */
 size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
   memcpy(buf, cl->id, 36);
   buf[36] = ':';
-  return 37 + rlock__u64toa(owner, buf + 37);
+  if (owner & RLOCK_OWNER_THREAD) return 37 + rlock__u64toa(owner & ~RLOCK_OWNER_THREAD, buf + 37);
+  memcpy(buf + 37, "owner-", 6);
+  return 43 + rlock__u64toa(owner, buf + 43);
 }
 
-void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner) {
+void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason) {
   pthread_mutex_lock(&cl->cbmu);
   rlock_lost_cb cb = cl->lost_cb;
   void *arg = cl->lost_arg;
   pthread_mutex_unlock(&cl->cbmu);
-  if (cb) cb(name, len, owner, arg);
+  if (cb) cb(name, len, owner, reason, arg);
 }
 
 RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *arg) {
@@ -284,12 +288,23 @@ static int setup_tls(client_t *cl) {
   return 0;
 }
 
+/* A duration option: min..RLOCK_DURATION_MAX ms. */
+static int check_ms(const char *name, int64_t v, int64_t min) {
+  if (v < min || v > RLOCK_DURATION_MAX)
+    return rlock__fail(RLOCK_EINVAL, "%s is %lld ms (allowed: %lld to %lld)", name, (long long)v,
+                       (long long)min, (long long)RLOCK_DURATION_MAX);
+  return 0;
+}
+
 static int validate(const rlock_options_t *o) {
-  if (o->connect_timeout_ms <= 0) return rlock__fail(RLOCK_EINVAL, "connect_timeout_ms must be > 0");
-  if (o->command_timeout_ms <= 0) return rlock__fail(RLOCK_EINVAL, "command_timeout_ms must be > 0");
-  if (o->watchdog_timeout_ms < 3) return rlock__fail(RLOCK_EINVAL, "watchdog_timeout_ms must be >= 3");
-  if (o->reconnect_min_ms <= 0 || o->reconnect_max_ms < o->reconnect_min_ms)
-    return rlock__fail(RLOCK_EINVAL, "reconnect_min_ms must be > 0 and <= reconnect_max_ms");
+  if (check_ms("connect_timeout_ms", o->connect_timeout_ms, 1) ||
+      check_ms("command_timeout_ms", o->command_timeout_ms, 1) ||
+      check_ms("watchdog_timeout_ms", o->watchdog_timeout_ms, 3) ||
+      check_ms("reconnect_min_ms", o->reconnect_min_ms, 1) ||
+      check_ms("reconnect_max_ms", o->reconnect_max_ms, 1))
+    return RLOCK_EINVAL;
+  if (o->reconnect_max_ms < o->reconnect_min_ms)
+    return rlock__fail(RLOCK_EINVAL, "reconnect_min_ms must be <= reconnect_max_ms");
   if (o->retry_attempts < 0 || o->retry_attempts > 100)
     return rlock__fail(RLOCK_EINVAL, "retry_attempts must be 0..100");
   if (o->ping_interval_ms < 0) return rlock__fail(RLOCK_EINVAL, "ping_interval_ms must be >= 0 (0: off)");

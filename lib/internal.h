@@ -257,6 +257,9 @@ void pubsub_close(pubsub_t *ps);
 int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len);
 void pubsub_leave(pubsub_t *ps, waiter_t *w);
 bool pubsub_park(waiter_t *w); /* true: a wake token was waiting: retry now */
+/* w got a wake-up it did not use (ends without the lock): wake the next
+ * parked waiter of its channel, or leave a wake token. */
+void pubsub_pass_wake(waiter_t *w);
 
 /* ------------------------------------------------------------ watchdog.c */
 typedef struct hold hold_t;
@@ -268,14 +271,30 @@ typedef struct watchdog {
 } watchdog_t;
 int watchdog_init(watchdog_t *wd, client_t *cl);
 void watchdog_close(watchdog_t *wd);
-/* An acquire succeeded (sent at sent_at, reply at now). */
-void watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
-                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at);
-/* An unlock reply: released = key gone, else still held (count > 0) ; the
- * lease to keep if still held is returned by watchdog_lease. */
-void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
-                       bool fully);
+/* An acquire succeeded (sent at sent_at, reply at now): one more hold of
+ * (name, owner), pushed on the hold's stack of leases (watchdog or fixed).
+ * RLOCK_ENOMEM if it cannot be tracked. */
+int watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+                      const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at);
+/* The client's hold count of (name, owner) (0: untracked) and, in *unknown,
+ * how many of its releases had an unknown outcome (the server may count
+ * that many more). */
+int64_t watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                       int64_t *unknown);
+/* The TTL (ms) one release must leave when holds remain: what the rest of
+ * the stack still needs (watchdog lease if any renews, else the longest
+ * fixed lease left, at least 1). */
 int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
+/* What a release did to the hold. */
+typedef enum {
+  REL_ONE,      /* one hold released, others remain; the TTL was set to lease_ms */
+  REL_ALL,      /* the last hold released: the key is gone */
+  REL_UNKNOWN,  /* the release failed: count it as done (it may or may not have landed) */
+  REL_NOTHELD,  /* the server says the owner holds nothing: stop tracking */
+  REL_MISMATCH  /* the server's count disagreed: field removed, a loss (callback) */
+} release_t;
+void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                       release_t how, int64_t lease_ms);
 int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                          int64_t *out);
 void watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
@@ -354,7 +373,7 @@ struct rlock_client {
 static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
 }
-void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner);
+void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
 void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 int64_t client_latch_ttl(const client_t *cl);
@@ -364,7 +383,8 @@ int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
  * of key (NULL: any node) in r, asks the topology for the connection. */
 void client_send(client_t *cl, const char *key, size_t klen, req_t *r);
 bool client_on_io_thread(const client_t *cl);
-/* Owner id "<client id>:<owner>" into buf (>= 64 bytes); returns length. */
+/* Owner id into buf (>= 64 bytes): "<client id>:<tid>" for RLOCK_OWNER_THREAD | tid,
+ * "<client id>:owner-<n>" for explicit owners; returns the length. */
 size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 
 /* ------------------------------------------------------------ lock.c */
@@ -408,7 +428,9 @@ struct op {
   sync_wait_t *sync;
   char reqid[33];  /* latch request id of the current attempt */
   int retries;     /* re-sends of the current attempt */
-  int64_t sent_at; /* of the current attempt's first send */
+  int64_t sent_at; /* of the current attempt's first send (the id's birth) */
+  bool id_written; /* a copy of the current request id may have reached the server */
+  bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
   waiter_t w;
   /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);

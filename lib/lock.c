@@ -7,9 +7,14 @@
  *              again... never a busy poll.
  * Each try carries a request id (the latch): a try whose reply is lost (timeout,
  * dropped connection) is re-sent with the same id and counts once; if we give
- * up, or the caller cancelled, lock_acquire_undo.lua gives the hold back.
+ * up, or the caller cancelled, lock_acquire_undo.lua gives the hold back. An
+ * id is never re-sent once its latch may have expired on the server: the op
+ * first gives back what the old id may have taken (an undo that also checks
+ * the owner's count against the client's, so an expired latch cannot fool
+ * it), then tries with a fresh id.
  * Release: lock_unlock.lua with its own request id, re-sent on timeout the same
- * way, so an unlock never applies twice. */
+ * way, so an unlock never applies twice; it carries the client's hold count,
+ * and a server count that disagrees is a loss (watchdog.c reports it). */
 #include "internal.h"
 
 #include <errno.h>
@@ -22,6 +27,7 @@
 #define UNLOCK_LATCH "redisson_unlock_latch"
 #define HANDOFF_MS 2        /* how long a releaser lets notified waiters go first */
 #define HANDOFF_MAX 4096    /* entries kept before the table is reset */
+#define LATCH_MARGIN_MS 1000 /* an id is re-sent only if it lands this long before its latch expires */
 
 /* ------------------------------------------------------------ handoff
  * Redisson's lock is unfair: the process that just released is one round trip
@@ -77,6 +83,7 @@ static void active_unlink(op_t *op) {
 void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
   if (op->finished) return;
   op->finished = true;
+  if (op->w.ch && op->woken && status != 0) pubsub_pass_wake(&op->w); /* ends without the lock */
   if (op->w.ch) pubsub_leave(&op->cl->ps, &op->w);
   if (op->timer) evtimer_del(op->timer);
   if (op->cancel_ev) event_del(op->cancel_ev);
@@ -115,67 +122,120 @@ static bool orphan(op_t *op) {
   return true;
 }
 
-/* ------------------------------------------------------------ undo */
+/* ------------------------------------------------------------ undo
+ * lock_acquire_undo.lua gives back the hold a try may have taken: exactly,
+ * when the try's latch says it applied; and when the latch is missing (never
+ * applied, or applied and the latch expired) it brings the owner's count down
+ * to the client's own count (if the server has more), so an expired latch
+ * cannot hide a hold. Either way it plants a tombstone, so a late copy of the
+ * try never applies. Re-sending an undo is always safe.
+ * An undo either belongs to an op that waits for it before trying again with
+ * a fresh id (op set), or runs on its own after the op ended. */
 
 typedef struct undo {
   client_t *cl;
+  op_t *op; /* the op waiting for this undo, or NULL */
   bytes_t keys[3];
   char owner_id[64];
   int tries;
 } undo_t;
 
 static void undo_send(undo_t *u);
+static void resume_after_undo(op_t *op, bool landed, int status);
 
 static void undo_free(undo_t *u) {
   for (int i = 0; i < 3; i++) free(u->keys[i].p);
   free(u);
 }
 
+/* The count the owner may keep on the server: the client's own, or -1 (trust
+ * only the latch) while another try of the same owner and lock is in flight:
+ * its hold may be on the server already but not yet in the client's count. */
+static int64_t undo_keep(const undo_t *u) {
+  size_t len = u->keys[0].n;
+  for (const op_t *o = u->cl->active; o; o = o->anext)
+    if (o != u->op && o->kind == OP_ACQUIRE && o->in_flight && o->lock->len == len &&
+        !memcmp(o->lock->name, u->keys[0].p, len) && !strcmp(o->owner_id, u->owner_id))
+      return -1;
+  int64_t unknown;
+  return watchdog_count(&u->cl->wd, u->keys[0].p, len, u->owner_id, &unknown);
+}
+
+/* Whether an undo that did not land is sent again. */
+static bool undo_again(undo_t *u, int status) {
+  if (status == RLOCK_ECONNECT) return true; /* never written: wait for the reconnect */
+  if (!answer_lost(status)) return false;  /* closed, or a server error */
+  if (u->op) return true;                  /* its op waits for it */
+  int most = u->cl->opt.retry_attempts > 3 ? u->cl->opt.retry_attempts : 3; /* the safety net */
+  return u->tries++ < most;
+}
+
+static bool op_over(const op_t *op) {
+  return op->finished || op->cancelled || (op->deadline >= 0 && rlock_now_ms() >= op->deadline);
+}
+
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
+  bool landed = status == 0 && reply && reply->type == RLOCK_REPLY_INTEGER;
   rlock_reply_free(reply);
-  if ((answer_lost(status) || status == RLOCK_ECONNECT) &&
-      u->tries++ < (u->cl->opt.retry_attempts > 3 ? u->cl->opt.retry_attempts : 3)) { /* the safety net: at least 3 */
+  bool again = !landed && undo_again(u, status);
+  op_t *op = u->op;
+  if (op && (!again || op_over(op))) {
+    u->op = NULL; /* the op goes on (or ends); an undo that did not land goes on alone */
+    resume_after_undo(op, landed, status);
+  }
+  if (again) {
     undo_send(u);
     return;
   }
-  if (status == 0) client_queue_del(u->cl, u->keys[2].p, u->keys[2].n);
+  if (landed) client_queue_del(u->cl, u->keys[2].p, u->keys[2].n);
   undo_free(u);
 }
 
 static void undo_send(undo_t *u) {
   client_t *cl = u->cl;
-  char ttl[32];
+  char ttl[32], keep[32];
   rlock__i64toa(client_latch_ttl(cl), ttl);
+  rlock__i64toa(undo_keep(u), keep);
   const char *keys[3] = {u->keys[0].p, u->keys[1].p, u->keys[2].p};
   size_t kl[3] = {u->keys[0].n, u->keys[1].n, u->keys[2].n};
-  const char *args[4] = {"0", u->owner_id, "publish", ttl};
-  req_t *r = script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 4, args, NULL, cl->opt.command_timeout_ms,
+  const char *args[5] = {"0", u->owner_id, "publish", ttl, keep};
+  req_t *r = script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, cl->opt.command_timeout_ms,
                         undo_done, u);
   if (!r) {
+    op_t *op = u->op;
     undo_free(u);
+    if (op) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
   stat_add(cl, ST_SCRIPTS, 1);
   client_send(cl, u->keys[0].p, u->keys[0].n, r);
 }
 
-/* Give back the hold that the current try of op may have taken. */
-static void undo_attempt(op_t *op) {
+/* Give back the hold that the current try of op may have taken. With wait,
+ * op waits for the undo (in flight) and then goes on: resume_after_undo. */
+static void undo_attempt(op_t *op, bool wait) {
   undo_t *u = calloc(1, sizeof *u);
   rlock_lock_t *l = op->lock;
-  if (!u) return;
+  if (!u) goto fail;
   u->cl = op->cl;
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
   if (!(u->keys[0].p = rlock__strndup(l->name, l->len)) ||
       !(u->keys[1].p = rlock__strndup(l->channel.p, l->channel.n)) ||
       names_prefixed_suffix(&u->keys[2], ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
     undo_free(u);
-    return;
+    goto fail;
   }
   u->keys[0].n = l->len;
   u->keys[1].n = l->channel.n;
+  if (wait) {
+    u->op = op;
+    op->in_flight = true;
+  }
   undo_send(u);
+  return;
+fail:
+  if (wait) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
 }
 
 /* ------------------------------------------------------------ latched scripts
@@ -232,8 +292,31 @@ static void attempt(op_t *op, bool fresh) {
     rlock__prng_hex(&op->cl->prng, op->reqid);
     op->retries = 0;
     op->sent_at = rlock_now_ms();
+    op->id_written = false;
   }
   send_attempt(op);
+}
+
+/* The current id may have reached the server, and a copy sent now might land
+ * after its latch expired there (the latch lives at least latch TTL from the
+ * id's first send): it must not be sent again. */
+static bool id_stale(const op_t *op) {
+  if (!op->id_written) return false;
+  int64_t latch_ends = op->sent_at + client_latch_ttl(op->cl);
+  return rlock_now_ms() + op->cl->opt.command_timeout_ms + LATCH_MARGIN_MS >= latch_ends;
+}
+
+/* An acquire op that ends without the lock. */
+static void acquire_fail(op_t *op, int rc) { op_finish(op, rc, 0, NULL, 0); }
+
+static int cancelled_rc(void) { return rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"); }
+
+/* The undo of a stale id (undo_attempt with wait) is answered, or gave up. */
+static void resume_after_undo(op_t *op, bool landed, int status) {
+  if (orphan(op)) return;
+  if (op->cancelled) acquire_fail(op, cancelled_rc());
+  else if (!landed) acquire_fail(op, rlock__fail_keep(status));
+  else attempt(op, true);
 }
 
 /* Wake op after ms (the wait bound, the TTL, a handoff window). */
@@ -243,20 +326,28 @@ static void arm_wait(op_t *op, int64_t ms) {
   evtimer_add(op->timer, &tv);
 }
 
-static void park(op_t *op, int64_t ttl) {
+/* Wait for a wake-up, at most min(ttl, time left before the deadline);
+ * ttl < 0: no TTL bound. now is the caller's clock reading: the deadline is
+ * judged once, and a deadline that passed is a bound of 0, never "none". */
+static void park(op_t *op, int64_t ttl, int64_t now) {
   if (pubsub_park(&op->w)) {
+    op->woken = true; /* a message came while our try was in flight */
     attempt(op, true);
     return;
   }
-  int64_t wait = -1;
-  if (op->deadline >= 0) wait = op->deadline - rlock_now_ms();
-  if (ttl >= 0 && (wait < 0 || ttl < wait)) wait = ttl;
+  op->woken = false;
+  int64_t wait = ttl;
+  if (op->deadline >= 0) {
+    int64_t left = op->deadline > now ? op->deadline - now : 0;
+    if (wait < 0 || left < wait) wait = left;
+  }
   if (wait >= 0) arm_wait(op, wait);
 }
 
 static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
+  op->woken = true;
   evtimer_del(op->timer);
   attempt(op, true);
 }
@@ -272,8 +363,7 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
   op_t *op = arg;
   op->cancelled = true;
   event_del(op->cancel_ev);
-  if (!op->in_flight)
-    op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+  if (!op->in_flight) acquire_fail(op, cancelled_rc());
   /* else: the reply of the try in flight decides (and gives a hold back) */
 }
 
@@ -287,89 +377,98 @@ static int join_channel(op_t *op) {
   return rc;
 }
 
-static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
-  op_t *op = r->ctx;
+/* A try that got no answer (status < 0): re-send it, undo it, or end. */
+static void acquire_failed(op_t *op, int status) {
   client_t *cl = op->cl;
-  if (op->finished) { /* nobody waits for this try any more: give back what it took */
-    if (status == 0 && reply && reply->type == RLOCK_REPLY_NIL) undo_attempt(op);
-    orphan(op);
-    rlock_reply_free(reply);
+  bool again;
+  if (status == RLOCK_ECONNECT) /* not connected: re-queued until the wait bound (not written) */
+    again = !op->cancelled && (op->deadline < 0 || rlock_now_ms() < op->deadline);
+  else /* the wait bound is about waiting for the lock, not about the transport: a
+          try whose answer was lost is re-sent even when wait_ms is over */
+    again = answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts;
+  if (again) {
+    if (answer_lost(status)) op->retries++; /* same request id: counts once even if both arrive */
+    if (id_stale(op)) undo_attempt(op, true); /* give back, then a fresh id */
+    else attempt(op, false);
     return;
   }
-  op->in_flight = false;
-  if (status == RLOCK_ECLOSED) {
-    op_finish(op, status, 0, NULL, 0);
-    return;
-  }
-  if (status == RLOCK_ECONNECT && !op->cancelled && (op->deadline < 0 || rlock_now_ms() < op->deadline)) {
-    /* not connected: this copy was never written. Queue it again (same id):
-     * it waits for the reconnect, up to a command timeout each time. */
-    attempt(op, false);
-    return;
-  }
-  if (status != 0) {
-    bool written = status != RLOCK_ECONNECT || op->retries > 0;
-    /* the wait bound is about waiting for the lock, not about the transport:
-     * a try whose answer was lost is re-sent even when wait_ms is over */
-    if (answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts) {
-      op->retries++; /* same request id: counts once even if both arrive */
-      attempt(op, false);
-      return;
-    }
-    if (written) undo_attempt(op);
-    op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
-    return;
-  }
-  if (reply->type == RLOCK_REPLY_NIL) {
-    rlock_reply_free(reply);
-    if (op->cancelled) {
-      undo_attempt(op);
-      op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
-      return;
-    }
-    rlock_lock_t *l = op->lock;
-    watchdog_acquired(&cl->wd, l->name, l->len, op->owner, op->owner_id, lease_of(op),
-                      op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at);
-    drop_latch(op, ACQUIRE_LATCH);
-    op_finish(op, 0, 0, NULL, 0);
-    return;
-  }
-  if (reply->type == RLOCK_REPLY_ERROR) {
-    int rc = rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str);
-    rlock_reply_free(reply);
-    op_finish(op, rc, 0, NULL, 0);
-    return;
-  }
-  if (reply->type != RLOCK_REPLY_INTEGER || reply->integer == -3) {
-    rlock_reply_free(reply);
-    op_finish(op, rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply"), 0, NULL, 0);
-    return;
-  }
-  int64_t ttl = reply->integer;
-  rlock_reply_free(reply);
+  if (op->id_written) undo_attempt(op, false);
+  acquire_fail(op, op->cancelled ? cancelled_rc() : rlock__fail_keep(status));
+}
+
+/* The try was applied: the hold is ours. */
+static void acquired(op_t *op) {
+  rlock_lock_t *l = op->lock;
   if (op->cancelled) {
-    op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+    undo_attempt(op, false);
+    acquire_fail(op, cancelled_rc());
     return;
   }
-  if (op->wait_ms == 0 || (op->deadline >= 0 && rlock_now_ms() >= op->deadline)) {
-    op_finish(op, rlock__fail(RLOCK_EBUSY, "timed out waiting for the lock"), 0, NULL, 0);
+  if (watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, lease_of(op),
+                        op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at)) {
+    undo_attempt(op, false); /* cannot track it: do not keep it */
+    acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
+    return;
+  }
+  drop_latch(op, ACQUIRE_LATCH);
+  op_finish(op, 0, 0, NULL, 0);
+}
+
+/* Held by another owner for ttl ms more (-1: no TTL): wait, or end. */
+static void busy(op_t *op, int64_t ttl) {
+  int64_t now = rlock_now_ms();
+  if (op->cancelled) {
+    acquire_fail(op, cancelled_rc());
+    return;
+  }
+  if (op->wait_ms == 0 || (op->deadline >= 0 && now >= op->deadline)) {
+    acquire_fail(op, rlock__fail(RLOCK_EBUSY, "timed out waiting for the lock"));
     return;
   }
   if (!op->subscribed) {
     int rc = join_channel(op);
     if (rc == 1) attempt(op, true); /* already subscribed: try again now */
-    else if (rc == 0 && op->deadline >= 0) arm_wait(op, op->deadline - rlock_now_ms());
+    else if (rc == 0 && op->deadline >= 0) arm_wait(op, op->deadline - now);
     /* rc 0: on_wake once the subscription is confirmed */
     return;
   }
-  park(op, ttl);
+  park(op, ttl, now);
+}
+
+static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
+  op_t *op = r->ctx;
+  if (op->finished) { /* nobody waits for this try any more: give back what it took */
+    if (status == 0 && reply && reply->type == RLOCK_REPLY_NIL) undo_attempt(op, false);
+    orphan(op);
+    rlock_reply_free(reply);
+    return;
+  }
+  op->in_flight = false;
+  if (status != RLOCK_ECONNECT) op->id_written = true;
+  if (status == RLOCK_ECLOSED) {
+    acquire_fail(op, status);
+    return;
+  }
+  if (status != 0) {
+    acquire_failed(op, status);
+    return;
+  }
+  rlock_reply_type_t type = reply->type;
+  int64_t ttl = reply->integer;
+  int rc = type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str) : 0;
+  rlock_reply_free(reply);
+  if (type == RLOCK_REPLY_NIL) acquired(op);
+  else if (rc) acquire_fail(op, rc);
+  else if (type != RLOCK_REPLY_INTEGER || ttl == -3)
+    acquire_fail(op, rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply"));
+  else busy(op, ttl);
 }
 
 static void start_acquire(op_t *op) {
   client_t *cl = op->cl;
   if (op->cancel) {
     if (atomic_load(&op->cancel->triggered)) {
-      op_finish(op, rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"), 0, NULL, 0);
+      acquire_fail(op, cancelled_rc());
       return;
     }
     op->cancel_ev = event_new(cl->base, op->cancel->fd, EV_READ | EV_PERSIST, cancel_cb, op);
@@ -384,7 +483,7 @@ static void start_acquire(op_t *op) {
   int64_t yield = op->wait_ms != 0 ? handoff_take(cl, op->lock) : 0;
   if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
     int rc = join_channel(op);
-    if (rc == 1) park(op, yield);
+    if (rc == 1) park(op, yield, rlock_now_ms());
     else if (rc == 0) arm_wait(op, yield);
     return;
   }
@@ -395,15 +494,25 @@ static void start_acquire(op_t *op) {
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply);
 
+/* lock_unlock.lua with the client's view: the count it expects to be left
+ * (-1: this client tracks no hold, no check) and how many more the server may
+ * count (releases whose outcome was unknown), plus the TTL the remaining holds
+ * need (kept in op->lease_ms for the reply). */
 static void send_release(op_t *op) {
   rlock_lock_t *l = op->lock;
-  char lease[32], ttl[32];
-  rlock__i64toa(watchdog_lease(&op->cl->wd, l->name, l->len, op->owner_id), lease);
+  watchdog_t *wd = &op->cl->wd;
+  int64_t unknown;
+  int64_t count = watchdog_count(wd, l->name, l->len, op->owner_id, &unknown);
+  op->lease_ms = watchdog_lease(wd, l->name, l->len, op->owner_id);
+  char lease[32], ttl[32], left[32], extra[32];
+  rlock__i64toa(op->lease_ms, lease);
   rlock__i64toa(client_latch_ttl(op->cl), ttl);
+  rlock__i64toa(count > 0 ? count - 1 : -1, left);
+  rlock__i64toa(unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, NULL};
   size_t kl[3] = {l->len, l->channel.n, 0};
-  const char *args[5] = {"0", lease, op->owner_id, "publish", ttl};
-  send_latched(op, SCRIPT_UNLOCK, UNLOCK_LATCH, 3, keys, kl, 5, args, release_done);
+  const char *args[7] = {"0", lease, op->owner_id, "publish", ttl, left, extra};
+  send_latched(op, SCRIPT_UNLOCK, UNLOCK_LATCH, 3, keys, kl, 7, args, release_done);
 }
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -414,24 +523,23 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     rlock_reply_free(reply);
     return;
   }
-  if (status != 0) {
-    if (answer_lost(status) && op->retries < cl->opt.retry_attempts) {
-      op->retries++; /* same request id: the latch answers a re-send */
-      send_release(op);
-      return;
-    }
-    op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
+  if (status != 0 && answer_lost(status) && op->retries < cl->opt.retry_attempts) {
+    op->retries++; /* same request id: the latch answers a re-send */
+    send_release(op);
     return;
   }
   int rc = 0;
   int64_t value = 0;
-  if (reply->type == RLOCK_REPLY_INTEGER && reply->integer >= 0 && reply->integer <= 2) {
-    value = reply->integer > 0;
+  release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
+  if (status != 0) {
+    rc = rlock__fail_keep(status);
+  } else if (reply->type == RLOCK_REPLY_INTEGER && reply->integer >= -1 && reply->integer <= 2) {
+    value = reply->integer != 0; /* -1: the owner's field is gone too */
+    how = reply->integer == 0 ? REL_ONE : reply->integer > 0 ? REL_ALL : REL_MISMATCH;
     if (reply->integer == 2) handoff_mark(cl, l);
-    watchdog_released(&cl->wd, l->name, l->len, op->owner_id, value == 1);
     drop_latch(op, UNLOCK_LATCH);
   } else if (reply->type == RLOCK_REPLY_NIL) {
-    watchdog_released(&cl->wd, l->name, l->len, op->owner_id, true);
+    how = REL_NOTHELD;
     rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                      l->name, op->owner_id);
   } else if (reply->type == RLOCK_REPLY_ERROR) {
@@ -440,6 +548,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     rc = rlock__fail(RLOCK_EPROTO, "unlock: unexpected reply");
   }
   rlock_reply_free(reply);
+  watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
   op_finish(op, rc, value, NULL, 0);
 }
 

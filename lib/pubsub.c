@@ -215,3 +215,15 @@ bool pubsub_park(waiter_t *w) {
   w->parked = true;
   return false;
 }
+
+void pubsub_pass_wake(waiter_t *w) {
+  channel_t *ch = w->ch;
+  if (!ch) return;
+  for (waiter_t *o = ch->head; o; o = o->next)
+    if (o != w && o->parked) {
+      o->parked = false;
+      o->on_wake(o);
+      return;
+    }
+  ch->wakes = 1; /* for a waiter whose try is in flight */
+}

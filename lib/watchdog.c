@@ -1,8 +1,16 @@
 /* watchdog.c -- the registry of holds this client has taken, keyed by
- * (owner id, name): lease renewal for watchdog holds, batched (up to
- * RENEW_BATCH holds per lock_renew.lua call, every watchdog_timeout/3), the
- * valid-until deadline of each hold, and the lock-lost notification when a
- * renewal finds the hold gone or the lease has certainly run out.
+ * (owner id, name): the client's own hold count, lease renewal for watchdog
+ * holds, batched (up to RENEW_BATCH holds per lock_renew.lua call, every
+ * watchdog_timeout/3), the valid-until deadline of each hold, and the
+ * lock-lost notification (with its reason) when a renewal finds the hold
+ * gone, the lease has certainly run out, or an unlock found a count other
+ * than the client's.
+ *
+ * A hold is a stack of levels, one per acquire of that owner (reentrancy):
+ * each level keeps the running maxima of the fixed leases below and at it,
+ * and how many of them asked for the watchdog. So the hold is renewed while
+ * any level asked for the watchdog, and an unlock that leaves levels knows
+ * in O(1) which TTL the rest still needs.
  * I/O thread only. A renewal can never extend a released lock: the script
  * only touches a key where the owner's field still exists. */
 #include "internal.h"
@@ -13,15 +21,22 @@
 
 #define RENEW_BATCH 500
 
+typedef struct level {
+  int64_t lo, hi;  /* max over the fixed-lease levels up to here of send + lease and
+                      reply + lease (0: none) */
+  int64_t nwatch;  /* watchdog levels up to here */
+} level_t;
+
 struct hold {
   watchdog_t *wd;
   char *key; /* "<owner id>\n<name>" : the map key */
   size_t klen, olen; /* owner id is key[0..olen) ; name follows the '\n' */
   uint64_t owner;
   uint64_t gen;
-  int64_t lease_ms;
-  bool renew;
-  int64_t valid_until;
+  level_t *levels; /* the client's hold count is depth */
+  size_t depth, cap;
+  int64_t w_lo, w_hi; /* watchdog lease: last acquire/renewal send + lease, reply + lease */
+  int64_t unknown;    /* releases with an unknown outcome, counted as done */
   struct event *expire; /* fires when the lease has certainly run out */
 };
 
@@ -34,9 +49,34 @@ typedef struct batch {
   size_t *klens;
 } batch_t;
 
+RLOCK_API const char *rlock_lost_reason_str(rlock_lost_reason_t reason) {
+  switch (reason) {
+  case RLOCK_LOST_EXPIRED: return "fixed lease ran out";
+  case RLOCK_LOST_RENEWAL_FAILED: return "renewals failed until the lease ran out";
+  case RLOCK_LOST_DELETED: return "the hold is gone from the server";
+  case RLOCK_LOST_FORCE_UNLOCKED: return "force-unlocked by this client";
+  case RLOCK_LOST_COUNT_MISMATCH: return "the server's hold count disagreed with the client's";
+  }
+  return "unknown";
+}
+
 static const char *hold_name(const hold_t *h, size_t *len) {
   *len = h->klen - h->olen - 1;
   return h->key + h->olen + 1;
+}
+
+static const level_t *top(const hold_t *h) { return &h->levels[h->depth - 1]; }
+static bool renews(const hold_t *h) { return h->depth && top(h)->nwatch > 0; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* The earliest the server's lease can end: the last moment the hold is surely valid. */
+static int64_t valid_lo(const hold_t *h) {
+  return renews(h) ? max64(top(h)->lo, h->w_lo) : top(h)->lo;
+}
+
+/* The latest the server's lease can end. */
+static int64_t valid_hi(const hold_t *h) {
+  return renews(h) ? max64(top(h)->hi, h->w_hi) : top(h)->hi;
 }
 
 /* The registry key "<owner id>\n<name>" into k (strlen(owner_id) + 1 + len bytes). */
@@ -57,61 +97,55 @@ static char *make_key(const char *owner_id, const char *name, size_t len, size_t
 static void hold_free(hold_t *h) {
   stat_add(h->wd->cl, ST_HELD, -1);
   event_free(h->expire);
+  free(h->levels);
   free(h->key);
   free(h);
 }
 
-static void lost(hold_t *h) {
+static void forget(hold_t *h) {
+  map_del(&h->wd->holds, h->key, h->klen);
+  hold_free(h);
+}
+
+static void lost(hold_t *h, rlock_lost_reason_t reason) {
   watchdog_t *wd = h->wd;
   map_del(&wd->holds, h->key, h->klen);
   stat_add(wd->cl, ST_LOST, 1);
   size_t len;
   const char *name = hold_name(h, &len);
-  client_lost(wd->cl, name, len, h->owner);
+  client_lost(wd->cl, name, len, h->owner, reason);
   hold_free(h);
 }
 
-static void expire_cb(evutil_socket_t fd, short what, void *arg) { lost(arg); }
+static void expire_cb(evutil_socket_t fd, short what, void *arg) {
+  hold_t *h = arg;
+  lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
+}
 
-static void arm_expire(hold_t *h, int64_t ms) {
+/* The expiry timer at the latest moment the server's lease can still run. */
+static void rearm(hold_t *h) {
   struct timeval tv;
-  rlock__tv_from_ms(&tv, ms);
+  rlock__tv_from_ms(&tv, valid_hi(h) - rlock_now_ms());
   evtimer_add(h->expire, &tv);
 }
 
-void watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
-                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at) {
-  size_t klen;
-  char *key = make_key(owner_id, name, len, &klen);
-  if (!key) return;
-  hold_t *h = map_get(&wd->holds, key, klen);
-  if (h) {
-    free(key);
-  } else {
-    if (!(h = calloc(1, sizeof *h))) {
-      free(key);
-      return;
-    }
-    h->wd = wd;
-    h->key = key;
-    h->klen = klen;
-    h->olen = strlen(owner_id);
-    h->owner = owner;
-    h->gen = ++wd->next_gen;
-    h->expire = evtimer_new(wd->cl->base, expire_cb, h);
-    if (!h->expire || map_put(&wd->holds, key, klen, h)) {
-      if (h->expire) event_free(h->expire);
-      free(key);
-      free(h);
-      return;
-    }
-    stat_add(wd->cl, ST_HELD, 1);
+static hold_t *hold_new(watchdog_t *wd, char *key, size_t klen, size_t olen, uint64_t owner) {
+  hold_t *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  h->wd = wd;
+  h->key = key;
+  h->klen = klen;
+  h->olen = olen;
+  h->owner = owner;
+  h->gen = ++wd->next_gen;
+  h->expire = evtimer_new(wd->cl->base, expire_cb, h);
+  if (!h->expire || map_put(&wd->holds, key, klen, h)) {
+    if (h->expire) event_free(h->expire);
+    free(h);
+    return NULL;
   }
-  h->lease_ms = lease_ms;
-  h->renew = renew;
-  h->valid_until = sent_at + lease_ms;
-  /* The server set the TTL at most now (the reply is here): gone by now + lease. */
-  arm_expire(h, lease_ms);
+  stat_add(wd->cl, ST_HELD, 1);
+  return h;
 }
 
 /* Lookups run on every unlock: short keys are built on the stack. */
@@ -126,29 +160,94 @@ static hold_t *find(watchdog_t *wd, const char *name, size_t len, const char *ow
   return h;
 }
 
-void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
-                       bool fully) {
+int watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+                      const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at) {
   hold_t *h = find(wd, name, len, owner_id);
-  if (!h) return;
-  if (fully) {
-    map_del(&wd->holds, h->key, h->klen);
-    hold_free(h);
-  } else {
-    /* lock_unlock.lua reset the TTL to the hold's lease */
-    arm_expire(h, h->lease_ms);
+  if (!h) {
+    size_t klen;
+    char *key = make_key(owner_id, name, len, &klen);
+    if (!key || !(h = hold_new(wd, key, klen, strlen(owner_id), owner))) {
+      free(key);
+      return RLOCK_ENOMEM;
+    }
   }
+  if (h->depth == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 4;
+    level_t *lv = realloc(h->levels, cap * sizeof *lv);
+    if (!lv) {
+      if (!h->depth) forget(h);
+      return RLOCK_ENOMEM;
+    }
+    h->levels = lv;
+    h->cap = cap;
+  }
+  level_t next = h->depth ? *top(h) : (level_t){0, 0, 0};
+  /* The server set the TTL at most now (the reply is here) and never
+   * shortened it (lock_acquire.lua): valid from send + lease to now + lease. */
+  int64_t now = rlock_now_ms();
+  if (renew) {
+    next.nwatch++;
+    h->w_lo = max64(h->w_lo, sent_at + lease_ms);
+    h->w_hi = max64(h->w_hi, now + lease_ms);
+  } else {
+    next.lo = max64(next.lo, sent_at + lease_ms);
+    next.hi = max64(next.hi, now + lease_ms);
+  }
+  h->levels[h->depth++] = next;
+  rearm(h);
+  return 0;
+}
+
+int64_t watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                       int64_t *unknown) {
+  hold_t *h = find(wd, name, len, owner_id);
+  *unknown = h ? h->unknown : 0;
+  return h ? (int64_t)h->depth : 0;
 }
 
 int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
+  int64_t wdt = wd->cl->opt.watchdog_timeout_ms;
   hold_t *h = find(wd, name, len, owner_id);
-  return h ? h->lease_ms : wd->cl->opt.watchdog_timeout_ms;
+  if (!h || h->depth < 2) return wdt; /* untracked: what a watchdog hold would keep */
+  const level_t *below = &h->levels[h->depth - 2];
+  int64_t lease = below->nwatch ? wdt : 0;
+  lease = max64(lease, below->hi - rlock_now_ms());
+  return lease > 0 ? lease : 1; /* a fixed lease that ran out: expire now */
+}
+
+void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                       release_t how, int64_t lease_ms) {
+  hold_t *h = find(wd, name, len, owner_id);
+  if (!h) return;
+  switch (how) {
+  case REL_ALL:
+  case REL_NOTHELD:
+    forget(h);
+    return;
+  case REL_MISMATCH:
+    lost(h, RLOCK_LOST_COUNT_MISMATCH);
+    return;
+  case REL_ONE:
+    h->unknown = 0; /* the script brought the server's count to the client's */
+    break;
+  case REL_UNKNOWN:
+    h->unknown++;
+    break;
+  }
+  if (h->depth <= 1) { /* the last hold: nobody renews it, its lease frees it */
+    forget(h);
+    return;
+  }
+  h->depth--;
+  if (how == REL_ONE && renews(h)) h->w_hi = max64(h->w_hi, rlock_now_ms() + lease_ms);
+  rearm(h);
 }
 
 int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                          int64_t *out) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) return rlock__fail(RLOCK_ENOTHELD, "this client tracks no hold of that lock by this owner");
-  *out = h->valid_until;
+  *out = valid_lo(h);
   return 0;
 }
 
@@ -159,7 +258,7 @@ void watchdog_forget(watchdog_t *wd, const char *name, size_t len) {
     hold_t *h = e->value;
     size_t hl;
     const char *hn = hold_name(h, &hl);
-    if (hl == len && !memcmp(hn, name, len)) lost(h);
+    if (hl == len && !memcmp(hn, name, len)) lost(h, RLOCK_LOST_FORCE_UNLOCKED);
   }
 }
 
@@ -178,14 +277,16 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
       wd->cl->cmd.state != CS_CLOSED) {
     for (size_t i = 0; i < b->n; i++) {
       hold_t *h = map_get(&wd->holds, b->keys[i], b->klens[i]);
-      if (!h || h->gen != b->gens[i] || !h->renew) continue; /* released or re-taken since */
+      if (!h || h->gen != b->gens[i] || !renews(h)) continue; /* released or re-taken since */
       rlock_reply_t *e = reply->element[i];
       if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) {
-        h->valid_until = b->sent_at + h->lease_ms;
-        arm_expire(h, h->lease_ms);
+        int64_t lease = wd->cl->opt.watchdog_timeout_ms;
+        h->w_lo = max64(h->w_lo, b->sent_at + lease);
+        h->w_hi = max64(h->w_hi, rlock_now_ms() + lease);
+        rearm(h);
         stat_add(wd->cl, ST_RENEWED, 1);
       } else {
-        lost(h);
+        lost(h, RLOCK_LOST_DELETED);
       }
     }
   }
@@ -250,7 +351,7 @@ void watchdog_renew_now(watchdog_t *wd) {
   map_iter_init(&it, &wd->holds);
   for (map_entry_t *e; (e = map_iter_next(&it));) {
     hold_t *h = e->value;
-    if (!h->renew) continue;
+    if (!renews(h)) continue;
     if (by_slot) {
       size_t len;
       const char *name = hold_name(h, &len);

@@ -1,12 +1,21 @@
 -- lock_renew.lua -- the watchdog's batched lease renewal: many holds per call.
 -- KEYS[i]    the lock names
 -- ARGV[1]    lease (ms)   ARGV[i + 1] the owner id holding KEYS[i]
--- Reply: an array, 1 where the owner still holds KEYS[i] (lease reset),
---        0 where the hold is gone (the client stops renewing it: lock lost).
+-- Reply: an array, 1 where the owner still holds KEYS[i] (its TTL is now at
+--        least the lease: a longer TTL, from a longer fixed lease of the same
+--        owner, is kept), 0 where the hold is gone (the client stops renewing
+--        it: lock lost); an error reply (nothing written) for a bad lease.
+local lease = ARGV[1]
+if not (string.match(lease, '^[1-9]%d*$') and #lease <= 15) then
+  return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
+end
+local lease_ms = tonumber(lease)
 local out = {}
 for i = 1, #KEYS do
   if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
-    redis.call('pexpire', KEYS[i], ARGV[1])
+    if redis.call('pttl', KEYS[i]) < lease_ms then
+      redis.call('pexpire', KEYS[i], lease)
+    end
     out[i] = 1
   else
     out[i] = 0

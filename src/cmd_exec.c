@@ -45,7 +45,9 @@ static void on_signal(int sig, siginfo_t *si, void *ctx) {
 }
 
 /* On the library's I/O thread: nothing blocking here. */
-static void on_lost(const char *name, size_t name_len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)reason;
   (void)name, (void)name_len, (void)owner, (void)arg;
   pthread_mutex_lock(&g_child_mu);
   atomic_store(&g_lost, 1);

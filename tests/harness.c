@@ -508,7 +508,10 @@ rlock_lock_t *th_lock(rlock_client_t *c, const char *name) {
 }
 
 const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len) {
-  snprintf(buf, len, "%s:%llu", rlock_client_id(c), (unsigned long long)owner);
+  if (owner & RLOCK_OWNER_THREAD)
+    snprintf(buf, len, "%s:%llu", rlock_client_id(c), (unsigned long long)(owner & ~RLOCK_OWNER_THREAD));
+  else
+    snprintf(buf, len, "%s:owner-%llu", rlock_client_id(c), (unsigned long long)owner);
   return buf;
 }
 

@@ -145,7 +145,9 @@ int th_local_port(int fd);
 rlock_client_t *th_client(const char *url, int64_t watchdog_ms);
 /* A lock handle on a NUL-terminated name. */
 rlock_lock_t *th_lock(rlock_client_t *c, const char *name);
-/* Writes the owner id "<client id>:<owner>" as stored in Redis into buf; returns buf. */
+/* Writes the owner id as stored in Redis into buf; returns buf. owner in the
+ * rlock_owner_t encoding: RLOCK_OWNER_THREAD | tid -> "<client id>:<tid>",
+ * an explicit owner n -> "<client id>:owner-<n>". */
 const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len);
 
 /* ------------------------------------------------------------ TLS */

@@ -154,7 +154,7 @@ TEST(self_owner_is_calling_thread) {
   CHECK_OK(rlock_lock_acquire_async(l, RLOCK_OWNER_SELF, 0, 20000, NULL, on_done, &d));
   EXPECT_DONE(&d, 0, 0);
   char owner[128];
-  th_owner_id(cli, (uint64_t)th_gettid(), owner, sizeof owner);
+  th_owner_id(cli, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
   CHECK_EQ(th_hget_num(srv, "async:self", owner), 1);
   int v = 0;
   CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &v));
@@ -226,7 +226,7 @@ TEST(cancel) {
   rlock_lock_t *h = th_lock(other, "async:cancel"), *l = th_lock(cli, "async:cancel");
   CHECK_OK(rlock_lock_lock(h, RLOCK_LEASE_WATCHDOG));
   char holder[128], mine[128];
-  th_owner_id(other, (uint64_t)th_gettid(), holder, sizeof holder);
+  th_owner_id(other, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), holder, sizeof holder);
   th_owner_id(cli, 8, mine, sizeof mine);
 
   /* A sync wait, cancelled from another thread. */

@@ -15,7 +15,7 @@ static void child(int wfd, int rfd) {
   rlock_lock_t *l = th_lock(c, "killed:lock");
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   char owner[128];
-  th_owner_id(c, (uint64_t)th_gettid(), owner, sizeof owner);
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
   char msg[200];
   int n = snprintf(msg, sizeof msg, "locked %s\n", owner);
   CHECK(write(wfd, msg, (size_t)n) == n);
@@ -65,7 +65,7 @@ TEST(killed_holder) {
   int64_t took = th_now_ms() - t0;
   CHECK_MSG(took < 1000 + 2000, "acquired %lld ms after the kill", (long long)took);
   char mine[128];
-  th_owner_id(c, (uint64_t)th_gettid(), mine, sizeof mine);
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), mine, sizeof mine);
   CHECK_EQ(th_hget_num(srv, "killed:lock", mine), 1);
   CHECK_EQ(th_hget_num(srv, "killed:lock", owner), -1000);
   CHECK_OK(rlock_lock_unlock(l));

@@ -15,7 +15,9 @@ static int lost_calls;
 static uint64_t lost_owner;
 static char lost_name[64];
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)reason;
   (void)arg;
   pthread_mutex_lock(&mu);
   lost_calls++;
@@ -55,7 +57,7 @@ TEST(short_lease_expires) {
   CHECK_MSG(took >= 250 && took < 3000, "B got the lock after %lld ms (lease 300)",
             (long long)took);
   char ob[128];
-  th_owner_id(b, (uint64_t)th_gettid(), ob, sizeof ob);
+  th_owner_id(b, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), ob, sizeof ob);
   CHECK_EQ(th_hget_num(srv, "lease:short", ob), 1);
   CHECK_EQ(th_cmd_int(srv, "HLEN", "lease:short", NULL), 1);
 
@@ -69,7 +71,7 @@ TEST(short_lease_expires) {
   /* A fixed lease that ran out while held is reported as lost. */
   CHECK_MSG(wait_lost(1, 5000) == 1, "lost callback calls: %d", lost_calls);
   CHECK_STREQ(lost_name, "lease:short");
-  CHECK_EQ(lost_owner, (uint64_t)th_gettid());
+  CHECK_EQ(lost_owner, RLOCK_OWNER_THREAD | (uint64_t)th_gettid());
   int64_t until = 0;
   CHECK_RC(rlock_lock_valid_until(la, RLOCK_OWNER_SELF, &until), RLOCK_ENOTHELD);
 

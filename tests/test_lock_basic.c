@@ -12,7 +12,7 @@ static th_server_t *srv;
 static rlock_client_t *cli;
 
 static const char *self_id(char *buf, size_t len) {
-  return th_owner_id(cli, (uint64_t)th_gettid(), buf, len);
+  return th_owner_id(cli, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), buf, len);
 }
 
 TEST(client_id) {
@@ -216,17 +216,17 @@ TEST(explicit_owner) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "basic:owner", NULL), 0);
   CHECK_RC(rlock_lock_release(l, 777), RLOCK_ENOTHELD);
 
-  /* RLOCK_OWNER_SELF through the general form is the thread id. */
+  /* RLOCK_OWNER_SELF through the general form is RLOCK_OWNER_THREAD | thread id. */
   CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, 0, 20000, NULL));
   CHECK_EQ(th_hget_num(srv, "basic:owner", self), 1);
-  CHECK_OK(rlock_lock_release(l, (rlock_owner_t)th_gettid()));
+  CHECK_OK(rlock_lock_release(l, RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid()));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "basic:owner", NULL), 0);
 
-  /* Big owner values are stored in decimal. */
-  uint64_t big = UINT64_MAX - 1;
+  /* Big owner values are stored in decimal (the top bit marks thread owners). */
+  uint64_t big = ~RLOCK_OWNER_THREAD;
   char obig[128];
   th_owner_id(cli, big, obig, sizeof obig);
-  CHECK(strstr(obig, ":18446744073709551614") != NULL);
+  CHECK(strstr(obig, ":owner-9223372036854775807") != NULL);
   CHECK_OK(rlock_lock_acquire(l, big, 0, 20000, NULL));
   CHECK_EQ(th_hget_num(srv, "basic:owner", obig), 1);
   CHECK_OK(rlock_lock_release(l, big));

@@ -18,7 +18,9 @@ static char last_name[64];
 static size_t last_len;
 static void *last_arg;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)reason;
   pthread_mutex_lock(&mu);
   calls++;
   last_owner = owner;
@@ -84,7 +86,7 @@ TEST(deleted_behind_back) {
   CHECK_MSG(took < 2000, "lost reported after %lld ms (renewal every ~333 ms)", (long long)took);
   CHECK_EQ(last_len, 8);
   CHECK(memcmp(last_name, "lost:del", 8) == 0);
-  CHECK_EQ(last_owner, (uint64_t)th_gettid());
+  CHECK_EQ(last_owner, RLOCK_OWNER_THREAD | (uint64_t)th_gettid());
   CHECK(last_arg == &cookie);
 
   CHECK_RC(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &until), RLOCK_ENOTHELD);

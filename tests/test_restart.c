@@ -15,7 +15,9 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int lost_calls;
 static uint64_t lost_owner;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)reason;
   (void)arg;
   CHECK(len == 12 && memcmp(name, "restart:lock", 12) == 0);
   pthread_mutex_lock(&mu);
@@ -95,7 +97,7 @@ TEST(restart_without_persistence) {
 
   /* The holder finds out: lost callback, once, for its thread. */
   CHECK_MSG(wait_flag(&lost_calls, 1, 10000) == 1, "no lost callback after the restart");
-  CHECK_EQ(lost_owner, (uint64_t)th_gettid());
+  CHECK_EQ(lost_owner, RLOCK_OWNER_THREAD | (uint64_t)th_gettid());
   int64_t until;
   CHECK_RC(rlock_lock_valid_until(hl, RLOCK_OWNER_SELF, &until), RLOCK_ENOTHELD);
   CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);

@@ -111,7 +111,7 @@ TEST(multi_refused_and_locks_unaffected) {
   CHECK_OK(t.rc_valid);
   CHECK(t.valid_until > rlock_now_ms());
   char owner[128];
-  th_owner_id(cli, (uint64_t)t.tid, owner, sizeof owner);
+  th_owner_id(cli, RLOCK_OWNER_THREAD | (uint64_t)t.tid, owner, sizeof owner);
   CHECK_EQ(th_hget_num(srv, "uc:multi", owner), 1);
   rlock_stats_t st;
   rlock_client_stats(cli, &st);
@@ -119,7 +119,7 @@ TEST(multi_refused_and_locks_unaffected) {
 
   CHECK_RC(rc, RLOCK_EINVAL);
   CHECK_MSG(strstr(msg, "MULTI") != NULL, "message does not name the command: %s", msg);
-  CHECK_OK(rlock_lock_release(l, (rlock_owner_t)t.tid));
+  CHECK_OK(rlock_lock_release(l, RLOCK_OWNER_THREAD | (rlock_owner_t)t.tid));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "uc:multi", NULL), 0);
   rlock_client_stats(cli, &st);
   CHECK_EQ(st.held, 0);
@@ -247,7 +247,7 @@ TEST(blocking_command_does_not_stall_lock_traffic) {
   rlock_client_t *c = client_with(WATCHDOG_MS, 20000, NULL);
   rlock_lock_t *held = th_lock(c, "uc:renewed"), *other = th_lock(c, "uc:other");
   char owner[128];
-  th_owner_id(c, (uint64_t)th_gettid(), owner, sizeof owner);
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
   CHECK_OK(rlock_lock_lock(held, RLOCK_LEASE_WATCHDOG));
 
   popper_t p = {.c = c};

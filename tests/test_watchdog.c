@@ -13,7 +13,7 @@ TEST(keeps_lock_alive) {
   rlock_client_t *c = th_client(srv->url, 1000);
   rlock_lock_t *l = th_lock(c, "wd:alive");
   char owner[128];
-  th_owner_id(c, (uint64_t)th_gettid(), owner, sizeof owner);
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
 
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   long long pttl = th_cmd_int(srv, "PTTL", "wd:alive", NULL);

@@ -77,7 +77,9 @@ static void wlog(fh_worker_ctx_t *w, int kind, int status, int64_t vu_ms, uint64
     th_fail(__FILE__, __LINE__, "worker %d: history write failed", w->id);
 }
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)reason;
   fh_worker_ctx_t *w = arg;
   if (hist_log(w->hist_fd, HK_LOST, w->id, name, len, 0, 0, owner) != 0) return;
   emit(w, HK_LOST, 0, 0);

@@ -17,7 +17,9 @@ static fp_proxy_t *px;
 static char purl[64];
 static atomic_int lost_calls;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)reason;
   atomic_fetch_add(&lost_calls, 1);
 }
 
@@ -50,7 +52,7 @@ static void ping(rlock_client_t *c) {
 }
 
 static const char *owner(rlock_client_t *c, char *buf) {
-  return th_owner_id(c, (uint64_t)th_gettid(), buf, 128);
+  return th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), buf, 128);
 }
 
 TEST(cut_reconnect_resubscribe) {

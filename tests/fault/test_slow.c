@@ -81,7 +81,7 @@ static void scenario(slow_t how) {
   char label[64], o[128];
   rlock_client_t *c = fh_client(srv->url, 30000, 250, 2);
   rlock_lock_t *l = th_lock(c, "slow:lock");
-  th_owner_id(c, (uint64_t)th_gettid(), o, sizeof o);
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
 
   /* 1. acquire while the server is slow for longer than all re-sends: ETIMEDOUT,
    *    then nothing left behind once it wakes up */
