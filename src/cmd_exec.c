@@ -22,10 +22,13 @@ static const char usage_text[] =
     "  --wait DUR      give up after DUR (exit 75); default: wait forever\n"
     "  --lease DUR     fixed lease: the lock expires after DUR even if CMD still runs\n"
     "  --watchdog DUR  lease of the watchdog-renewed lock (default 30s, renewed every third)\n"
-    "  -u, --url URL   Redis URL\n\n"
+    "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable;\n"
     "75 timed out waiting; 76 the lock was lost while CMD ran (CMD got SIGTERM);\n"
     "128+N interrupted by signal N while waiting.\n";
+
+/* The shortest watchdog lease the library takes (renewed every third of it). */
+#define WATCHDOG_MIN_MS 3
 
 static rlock_cancel_t *g_cancel;
 static volatile sig_atomic_t g_signal; /* the last SIGINT/SIGTERM/SIGHUP received */
@@ -167,7 +170,7 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
 int cmd_exec(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
-      {"watchdog", required_argument, NULL, 'd'}, {"url", required_argument, NULL, 'u'},
+      {"watchdog", required_argument, NULL, 'd'}, CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
   int c, ex = 0;
@@ -175,10 +178,9 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
-      case 'd': ex = cli_duration("exec", "--watchdog", optarg, 1, &watchdog_ms); break;
-      case 'u': g->url = optarg; break;
+      case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'h': fputs(usage_text, stdout); return 0;
-      default: return cli_bad_option("exec", c, argv);
+      default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
     if (ex) return ex;
   }

@@ -11,21 +11,21 @@ static const char usage_text[] =
     "waiters. A holder using a watchdog learns that it lost the lock at its next\n"
     "renewal (an `rlock exec` holder then stops its command and exits 76).\n\n"
     "  --force        required: a CLI process never owns a hold to release\n"
-    "  -u, --url URL  Redis URL\n";
+    "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 int cmd_unlock(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"force", no_argument, NULL, 'f'},
-                                           {"url", required_argument, NULL, 'u'},
+                                           CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, force = 0, ex;
+  int c, force = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":fu:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'f': force = 1; break;
-      case 'u': g->url = optarg; break;
       case 'h': fputs(usage_text, stdout); return 0;
-      default: return cli_bad_option("unlock", c, argv);
+      default: ex = cli_connect_option("unlock", g, c, optarg, argv);
     }
+    if (ex) return ex;
   }
   if (!force)
     return cli_usage("unlock", "only 'unlock --force NAME' is supported: a CLI process cannot own a "
