@@ -55,6 +55,7 @@ const char *rlock_version(void);
 #define RLOCK_ECLOSED (-14)    /* the client is closing or closed */
 #define RLOCK_EDEADLK (-15)    /* a sync call made from the client's own I/O thread */
 #define RLOCK_ESYS (-16)       /* a system call failed (thread, pipe, socket setup) */
+#define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -215,8 +216,15 @@ int rlock_lock_unlock(rlock_lock_t *lock);
 int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 
 /* Deletes the lock whoever holds it and wakes waiters. *was_locked (may be
- * NULL) is set to 1 if it was locked. */
+ * NULL) is set to 1 if it was locked, 0 if there was no such key. A key of
+ * that name that is not a lock (another type, or a hash that is not owner ->
+ * hold count) is left as it is: RLOCK_ENOTLOCK, the type in the message. */
 int rlock_lock_force_unlock(rlock_lock_t *lock, int *was_locked);
+
+/* The same with flags. RLOCK_FORCE_ANY_TYPE: delete the key whatever it holds
+ * (*was_locked = 2 when it was not a lock). Unknown flags: RLOCK_EINVAL. */
+#define RLOCK_FORCE_ANY_TYPE 1u
+int rlock_lock_force_unlock_flags(rlock_lock_t *lock, unsigned flags, int *was_locked);
 
 /* Queries. */
 int rlock_lock_is_locked(rlock_lock_t *lock, int *out);
@@ -248,7 +256,8 @@ int64_t rlock_now_ms(void);
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;
  * value carries the result: acquire -> 0; release -> 1 if the lock was freed,
- * 0 if still held (count > 0); force unlock -> was locked (0/1); is locked /
+ * 0 if still held (count > 0); force unlock -> was locked (0/1, 2: not a
+ * lock, deleted with RLOCK_FORCE_ANY_TYPE); is locked /
  * is held -> 0/1; hold count -> count; ttl -> ms. */
 typedef void (*rlock_cb)(rlock_lock_t *lock, int status, int64_t value, void *arg);
 
@@ -259,6 +268,7 @@ int rlock_lock_acquire_async(rlock_lock_t *lock, rlock_owner_t owner, int64_t wa
                              int64_t lease_ms, rlock_cancel_t *cancel, rlock_cb cb, void *arg);
 int rlock_lock_release_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
 int rlock_lock_force_unlock_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
+int rlock_lock_force_unlock_flags_async(rlock_lock_t *lock, unsigned flags, rlock_cb cb, void *arg);
 int rlock_lock_is_locked_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
 int rlock_lock_is_held_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
 int rlock_lock_hold_count_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);

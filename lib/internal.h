@@ -353,6 +353,8 @@ struct op {
   waiter_t w;
   /* OP_COMMAND */
   req_t *raw;
+  /* OP_FORCE: delete the key whatever it holds (RLOCK_FORCE_ANY_TYPE) */
+  bool any_type;
 };
 
 void op_start(op_t *op);                       /* I/O thread: begin the operation */

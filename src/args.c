@@ -107,6 +107,8 @@ int cli_exit_for(int err) {
       return EX_UNAVAILABLE;
     case RLOCK_EBUSY:
       return EX_TEMPFAIL;
+    case RLOCK_ENOTLOCK:
+      return EX_DATAERR;
     default:
       return EX_SOFTWARE;
   }
