@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sysexits.h>
 
@@ -85,6 +86,21 @@ int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
  * empty or too long. */
 int cli_name(const char *cmd, const char *name);
+
+/* exec_group.c: CMD of `rlock exec` in its own process group. group_run
+ * forks cmd into a new group (given the terminal if rlock has it), runs
+ * in_child in the child before exec and started() in rlock (group lock held)
+ * once the group can be signalled, waits for every member of the group, and
+ * returns CMD's exit status (128+N if killed by signal N, 127 if it could not
+ * run). group_kill signals the whole group while it runs (async-signal-safe);
+ * another thread holds group_lock around its decision to signal. */
+int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), void (*started)(void));
+/* After group_run: if a terminal's SIGINT/SIGQUIT killed CMD while its group
+ * had the terminal, rlock dies of it too (call once the lock is released). */
+void group_die_like_cmd(void);
+void group_kill(int sig);
+void group_lock(void);
+void group_unlock(void);
 
 /* Writes bytes as a JSON string (quoted, escaped; invalid UTF-8 as \u00XX). */
 void json_string(FILE *f, const char *s, size_t len);
