@@ -1,5 +1,6 @@
 /* rlock.h -- the one public header of librlock: distributed locks on Redis,
- * stored exactly as Redisson stores them (see docs/ and shared/redisson-wire.md).
+ * stored exactly as Redisson stores them (docs/wire-format.md lists every key,
+ * channel and script).
  *
  * Conventions (libuv style):
  *   - every name is rlock_<noun>_<verb>; handles are opaque;
@@ -73,7 +74,8 @@ typedef struct rlock_options {
    * rediss://... (TLS)
    * unix:///path/to/redis.sock[?db=N&user=U&password=P]
    * Default "redis://127.0.0.1:6379". Percent-escapes are decoded in user
-   * and password. */
+   * and password: write '/', '?', '#', '@' as %2F, %3F, %23, %40 there (and
+   * '&' as %26 in a unix URL's password). Schemes are case-insensitive. */
   const char *url;
   const char *client_name;      /* CLIENT SETNAME on every connection; NULL: "rlock" */
   const char *tls_ca_file;      /* PEM bundle to verify the server; NULL: system default */
@@ -99,7 +101,8 @@ typedef struct rlock_client rlock_client_t;
 /* Creates a client: parses the URL, starts the I/O thread and connects,
  * waiting at most connect_timeout_ms for the first connection (so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
- * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS). Afterwards the
+ * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS; RLOCK_EPROTO when
+ * the server answers in another protocol: not a Redis server). Afterwards the
  * client reconnects by itself whenever a connection drops. opts must not be
  * NULL (RLOCK_EINVAL). */
 int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
@@ -309,7 +312,10 @@ void rlock_reply_free(rlock_reply_t *reply);
  * RLOCK_EINVAL for anything else, negative values or overflow. */
 int rlock_duration_parse(const char *s, int64_t *out_ms);
 
-/* Copies url into buf with any password replaced by "***" (for messages). */
+/* Copies url into buf (cut to buflen, always NUL-terminated) with every byte
+ * that may be a password replaced by "***", whatever url holds, well-formed or
+ * not: the user info up to the last '@' after the user name's ':' (all of it
+ * without a ':'), and every "password=" value. For messages. */
 void rlock_url_redact(const char *url, char *buf, size_t buflen);
 
 #ifdef __cplusplus

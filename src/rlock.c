@@ -29,8 +29,8 @@ static void help(FILE *f) {
         "  -h, --help               show this help ('rlock help COMMAND' for a command)\n"
         "      --version            show the version\n\n"
         "Durations take ms, s or m suffixes (no suffix: ms).\n"
-        "Exit codes: 64 usage, 69 Redis unavailable, 70 internal error,\n"
-        "75 timed out waiting, 76 lock lost; exec: the command's status.\n", f);
+        "Exit codes: 64 usage, 65 not a lock (unlock), 69 Redis unavailable,\n"
+        "70 internal error, 75 timed out waiting, 76 lock lost; exec: the command's status.\n", f);
 }
 
 int main(int argc, char **argv) {
