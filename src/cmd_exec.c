@@ -4,14 +4,11 @@
  * Signals: SIGINT/SIGTERM/SIGHUP cancel the wait, or are forwarded to the
  * command's group once it runs. A lost lock (lock-lost callback) sends the
  * group SIGTERM and makes rlock exit 76. */
-#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli.h"
 
