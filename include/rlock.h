@@ -1,5 +1,6 @@
 /* rlock.h -- the one public header of librlock: distributed locks on Redis,
- * stored exactly as Redisson stores them (see docs/ and shared/redisson-wire.md).
+ * stored exactly as Redisson stores them (docs/wire-format.md lists every key,
+ * channel and script).
  *
  * Conventions (libuv style):
  *   - every name is rlock_<noun>_<verb>; handles are opaque;
@@ -56,6 +57,7 @@ const char *rlock_version(void);
 #define RLOCK_EDEADLK (-15)    /* a sync call made from the client's own I/O thread */
 #define RLOCK_ESYS (-16)       /* a system call failed (thread, pipe, socket setup), or a
                                   client used in a forked child (see rlock_client_new) */
+#define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -73,7 +75,8 @@ typedef struct rlock_options {
    * rediss://... (TLS)
    * unix:///path/to/redis.sock[?db=N&user=U&password=P]
    * Default "redis://127.0.0.1:6379". Percent-escapes are decoded in user
-   * and password. */
+   * and password: write '/', '?', '#', '@' as %2F, %3F, %23, %40 there (and
+   * '&' as %26 in a unix URL's password). Schemes are case-insensitive. */
   const char *url;
   const char *client_name;      /* CLIENT SETNAME on every connection; NULL: "rlock" */
   const char *tls_ca_file;      /* PEM bundle to verify the server; NULL: system default */
@@ -117,7 +120,8 @@ typedef struct rlock_client rlock_client_t;
 /* Creates a client: parses the URL, starts the I/O thread and connects,
  * waiting at most connect_timeout_ms for the first connection (so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
- * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS). Afterwards the
+ * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS; RLOCK_EPROTO when
+ * the server answers in another protocol: not a Redis server). Afterwards the
  * client reconnects by itself whenever a connection drops or is found dead
  * (see the liveness options). opts must not be NULL (RLOCK_EINVAL).
  * A client belongs to the process that created it: its descriptors are
@@ -305,8 +309,15 @@ int rlock_lock_unlock(rlock_lock_t *lock);
 int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 
 /* Deletes the lock whoever holds it and wakes waiters. *was_locked (may be
- * NULL) is set to 1 if it was locked. */
+ * NULL) is set to 1 if it was locked, 0 if there was no such key. A key of
+ * that name that is not a lock (another type, or a hash that is not owner ->
+ * hold count) is left as it is: RLOCK_ENOTLOCK, the type in the message. */
 int rlock_lock_force_unlock(rlock_lock_t *lock, int *was_locked);
+
+/* The same with flags. RLOCK_FORCE_ANY_TYPE: delete the key whatever it holds
+ * (*was_locked = 2 when it was not a lock). Unknown flags: RLOCK_EINVAL. */
+#define RLOCK_FORCE_ANY_TYPE 1u
+int rlock_lock_force_unlock_flags(rlock_lock_t *lock, unsigned flags, int *was_locked);
 
 /* Queries. */
 int rlock_lock_is_locked(rlock_lock_t *lock, int *out);
@@ -338,7 +349,8 @@ int64_t rlock_now_ms(void);
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;
  * value carries the result: acquire -> 0; release -> 1 if the lock was freed,
- * 0 if still held (count > 0); force unlock -> was locked (0/1); is locked /
+ * 0 if still held (count > 0); force unlock -> was locked (0/1, 2: not a
+ * lock, deleted with RLOCK_FORCE_ANY_TYPE); is locked /
  * is held -> 0/1; hold count -> count; ttl -> ms. */
 typedef void (*rlock_cb)(rlock_lock_t *lock, int status, int64_t value, void *arg);
 
@@ -349,6 +361,7 @@ int rlock_lock_acquire_async(rlock_lock_t *lock, rlock_owner_t owner, int64_t wa
                              int64_t lease_ms, rlock_cancel_t *cancel, rlock_cb cb, void *arg);
 int rlock_lock_release_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
 int rlock_lock_force_unlock_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
+int rlock_lock_force_unlock_flags_async(rlock_lock_t *lock, unsigned flags, rlock_cb cb, void *arg);
 int rlock_lock_is_locked_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
 int rlock_lock_is_held_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
 int rlock_lock_hold_count_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
@@ -455,7 +468,10 @@ void rlock_reply_free(rlock_reply_t *reply);
  * RLOCK_EINVAL for anything else, negative values or overflow. */
 int rlock_duration_parse(const char *s, int64_t *out_ms);
 
-/* Copies url into buf with any password replaced by "***" (for messages). */
+/* Copies url into buf (cut to buflen, always NUL-terminated) with every byte
+ * that may be a password replaced by "***", whatever url holds, well-formed or
+ * not: the user info up to the last '@' after the user name's ':' (all of it
+ * without a ':'), and every "password=" value. For messages. */
 void rlock_url_redact(const char *url, char *buf, size_t buflen);
 
 #ifdef __cplusplus

@@ -167,11 +167,28 @@ RLOCK_API int rlock_lock_release(rlock_lock_t *l, rlock_owner_t owner) {
 }
 RLOCK_API int rlock_lock_unlock(rlock_lock_t *l) { return rlock_lock_release(l, RLOCK_OWNER_SELF); }
 
-RLOCK_API int rlock_lock_force_unlock(rlock_lock_t *l, int *was_locked) {
+static op_t *force_op(rlock_lock_t *l, unsigned flags, int *rc) {
+  if ((*rc = check_lock(l))) return NULL;
+  if (flags & ~RLOCK_FORCE_ANY_TYPE) {
+    *rc = rlock__fail(RLOCK_EINVAL, "unknown force-unlock flags 0x%x", flags);
+    return NULL;
+  }
+  op_t *op = op_new(l, OP_FORCE, RLOCK_OWNER_SELF, rc);
+  if (op) op->any_type = flags & RLOCK_FORCE_ANY_TYPE;
+  return op;
+}
+
+RLOCK_API int rlock_lock_force_unlock_flags(rlock_lock_t *l, unsigned flags, int *was_locked) {
+  int rc;
   int64_t v = 0;
-  int rc = sync_kind(l, OP_FORCE, RLOCK_OWNER_SELF, &v);
+  op_t *op = force_op(l, flags, &rc);
+  if (op) rc = run_sync(op, &v, NULL, NULL);
   if (!rc && was_locked) *was_locked = (int)v;
   return rc;
+}
+
+RLOCK_API int rlock_lock_force_unlock(rlock_lock_t *l, int *was_locked) {
+  return rlock_lock_force_unlock_flags(l, 0, was_locked);
 }
 
 static int sync_int(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *out) {
@@ -205,7 +222,12 @@ RLOCK_API int rlock_lock_release_async(rlock_lock_t *l, rlock_owner_t owner, rlo
   return async_kind(l, OP_RELEASE, owner, cb, arg);
 }
 RLOCK_API int rlock_lock_force_unlock_async(rlock_lock_t *l, rlock_cb cb, void *arg) {
-  return async_kind(l, OP_FORCE, RLOCK_OWNER_SELF, cb, arg);
+  return rlock_lock_force_unlock_flags_async(l, 0, cb, arg);
+}
+RLOCK_API int rlock_lock_force_unlock_flags_async(rlock_lock_t *l, unsigned flags, rlock_cb cb, void *arg) {
+  int rc;
+  op_t *op = force_op(l, flags, &rc);
+  return op ? submit_async(op, cb, arg) : rc;
 }
 RLOCK_API int rlock_lock_is_locked_async(rlock_lock_t *l, rlock_cb cb, void *arg) {
   return async_kind(l, OP_IS_LOCKED, RLOCK_OWNER_SELF, cb, arg);

@@ -39,6 +39,8 @@
 
 static void arm_at(conn_t *c, int64_t at);
 static void drop(conn_t *c, int err, const char *msg);
+static void describe_peer(conn_t *c, char *buf, size_t n);
+static bool tcp_connected(conn_t *c);
 static void write_req(conn_t *c, req_t *r);
 
 /* ------------------------------------------------------------ requests */
@@ -298,8 +300,13 @@ static void read_cb(struct bufferevent *bev, void *arg) {
     for (;;) {
       void *reply = NULL;
       if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
+        char msg[600], peer[256];
+        describe_peer(c, peer, sizeof peer);
+        if (c->state == CS_HANDSHAKE) /* the first bytes it sent are not RESP */
+          snprintf(msg, sizeof msg, "%s answered the handshake in another protocol (%s): is this a Redis server?",
+                   peer, c->reader->errstr);
+        else
+          snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
         drop(c, RLOCK_EPROTO, msg);
         return;
       }
@@ -466,8 +473,18 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   c->timer_at = INT64_MAX; /* fired */
   int64_t now = rlock_now_ms();
   if ((c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) && now >= c->connect_deadline) {
-    c->last_err = RLOCK_ECONNECT;
-    drop(c, RLOCK_ECONNECT, "connect timed out");
+    char peer[256], msg[400];
+    long long ms = (long long)c->cl->opt.connect_timeout_ms;
+    describe_peer(c, peer, sizeof peer);
+    bool tls_silent = c->state == CS_CONNECTING && c->cl->url.kind == URL_TLS && tcp_connected(c);
+    if (tls_silent)
+      snprintf(msg, sizeof msg, "TLS handshake with %s got no answer within %lld ms: is this a TLS port?", peer, ms);
+    else if (c->state == CS_HANDSHAKE)
+      snprintf(msg, sizeof msg, "%s did not answer the handshake within %lld ms: is this a Redis server?", peer, ms);
+    else
+      snprintf(msg, sizeof msg, "connect %s timed out after %lld ms", peer, ms);
+    c->last_err = tls_silent ? RLOCK_ETLS : RLOCK_ECONNECT;
+    drop(c, c->last_err, msg);
     now = rlock_now_ms();
   }
   expire_pending(c, now);
@@ -597,11 +614,19 @@ static void try_connect(conn_t *c) {
   if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) < 0) {
     /* reported through event_cb for most errors; this path is immediate failure */
     int e = errno;
-    char msg[300];
-    snprintf(msg, sizeof msg, "connect: %s", strerror(e));
+    char msg[600], peer[256];
+    describe_peer(c, peer, sizeof peer);
+    snprintf(msg, sizeof msg, "connect %s: %s", peer, strerror(e));
     c->last_err = RLOCK_ECONNECT;
     drop(c, RLOCK_ECONNECT, msg);
   }
+}
+
+/* The TCP connection is up (a TLS handshake may still be running). */
+static bool tcp_connected(conn_t *c) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  return c->bev && getpeername(bufferevent_getfd(c->bev), (struct sockaddr *)&ss, &sl) == 0;
 }
 
 static void describe_peer(conn_t *c, char *buf, size_t n) {
@@ -620,10 +645,13 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
   describe_peer(c, peer, sizeof peer);
   unsigned long ssl_err = c->cl->url.kind == URL_TLS ? bufferevent_get_openssl_error(bev) : 0;
   int sock_err = EVUTIL_SOCKET_ERROR();
+  if (ssl_err && ERR_GET_LIB(ssl_err) == 0 && c->state == CS_CONNECTING && !tcp_connected(c))
+    ssl_err = 0; /* only libevent's SSL_ERROR_SYSCALL: the TCP connect itself failed */
   if (ssl_err) {
     char e[256];
     ERR_error_string_n(ssl_err, e, sizeof e);
-    snprintf(msg, sizeof msg, "TLS with %s failed: %s", peer, e);
+    snprintf(msg, sizeof msg, "TLS with %s failed: %s%s", peer, e,
+             ERR_GET_REASON(ssl_err) == SSL_R_WRONG_VERSION_NUMBER ? " (is this a TLS port?)" : "");
     /* TLS 1.3: the server checks our certificate after the client considers
      * the handshake done, so its alert arrives during the Redis handshake. */
     bool setup = c->state != CS_READY;

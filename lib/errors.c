@@ -22,6 +22,7 @@ static const struct {
     {RLOCK_ECLOSED, "RLOCK_ECLOSED", "client closed"},
     {RLOCK_EDEADLK, "RLOCK_EDEADLK", "blocking call made from the client's I/O thread"},
     {RLOCK_ESYS, "RLOCK_ESYS", "system call failed"},
+    {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK", "the key is not a lock"},
 };
 
 RLOCK_API const char *rlock_strerror(int err) {

@@ -110,7 +110,11 @@ typedef struct url {
   char *user, *password;
   int db;
 } url_t;
-int url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message */
+int url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
+/* Sets hide[i] for each of the n bytes of s that may be a password, whatever
+ * s holds: the user info up to the last '@' after the user's ':' (all of it
+ * without a ':'), and every "password=" value. rlock_url_redact hides them. */
+void url_secret_mask(const char *s, size_t n, unsigned char *hide);
 void url_free(url_t *u);
 
 /* ------------------------------------------------------------ reply.c */
@@ -436,6 +440,8 @@ struct op {
   /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);
    * deadline is the call's, wait_ms its timeout (RLOCK_WAIT_FOREVER: none) */
   req_t *raw;
+  /* OP_FORCE: delete the key whatever it holds (RLOCK_FORCE_ANY_TYPE) */
+  bool any_type;
 };
 
 void op_start(op_t *op);                       /* I/O thread: begin the operation */

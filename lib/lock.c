@@ -588,7 +588,11 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
   void *ptr = NULL;
   size_t n = 0;
   bool ok = true;
-  if (reply->type == RLOCK_REPLY_ERROR) {
+  if (op->kind == OP_FORCE && reply_is_error(reply, "NOTLOCK ")) {
+    const char *kind = reply->str + 8;
+    rc = rlock__fail(RLOCK_ENOTLOCK, "it holds a %.20s%s: left as it is", kind,
+                     strcmp(kind, "hash") ? "" : " that is not owner -> hold count");
+  } else if (reply->type == RLOCK_REPLY_ERROR) {
     rc = rlock__fail(RLOCK_ESERVER, "%.200s", reply->str);
   } else if (op->kind == OP_COUNT) {
     if (reply->type == RLOCK_REPLY_NIL) v = 0;
@@ -627,8 +631,8 @@ static void start_simple(op_t *op) {
   if (op->kind == OP_FORCE) {
     const char *keys[2] = {l->name, l->channel.p};
     size_t kl[2] = {l->len, l->channel.n};
-    const char *args[2] = {"0", "publish"};
-    r = script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 2, args, NULL, t, simple_done, op);
+    const char *args[3] = {"0", "publish", op->any_type ? "1" : "0"};
+    r = script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, t, simple_done, op);
     stat_add(cl, ST_SCRIPTS, 1);
   } else {
     static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",

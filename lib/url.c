@@ -1,12 +1,16 @@
 /* url.c -- parsing and redacting Redis URLs:
  *   redis://[[user]:password@]host[:port][/db]   rediss://... (TLS)
- *   unix:///path/to/sock[?db=N&user=U&password=P]                         */
+ *   unix:///path/to/sock[?db=N&user=U&password=P]
+ * The messages of url_parse never quote the URL (only fixed text), and
+ * rlock_url_redact hides every byte that might be a password in any input,
+ * well-formed or not (see url_secret_mask). */
 #include "internal.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -65,28 +69,40 @@ static int bad(url_t *u, const char *why) {
   return rlock__fail(RLOCK_EURL, "invalid Redis URL: %s", why);
 }
 
+static bool known_param(const char *k, size_t n) {
+  return (n == 2 && !memcmp(k, "db", 2)) || (n == 4 && !memcmp(k, "user", 4)) ||
+         (n == 8 && !memcmp(k, "password", 8));
+}
+
 static int parse_unix(url_t *u, const char *p) {
   const char *q = strchr(p, '?');
   size_t plen = q ? (size_t)(q - p) : strlen(p);
-  if (plen == 0 || p[0] != '/') return bad(u, "unix URL needs an absolute socket path (unix:///path)");
+  if (plen == 0 || p[0] != '/')
+    return bad(u, memchr(p, '@', plen) ? "a unix URL takes no user or password before the path: "
+                                          "unix:///path?user=U&password=P"
+                                        : "unix URL needs an absolute socket path (unix:///path)");
+  bool after_password = false; /* the parameter before this one was password= */
   if (!(u->path = decode(p, plen))) return bad(u, "bad %-escape in socket path");
   while (q && *q) {
     q++;
     const char *amp = strchr(q, '&');
     size_t n = amp ? (size_t)(amp - q) : strlen(q);
     const char *eq = memchr(q, '=', n);
-    if (!eq) return bad(u, "query parameter without '='");
+    if (!eq || !known_param(q, (size_t)(eq - q)))
+      return bad(u, after_password ? "a '&' in the password must be written %26"
+                    : !eq          ? "query parameter without '='"
+                                   : "unknown query parameter (db, user, password)");
+    after_password = false;
     size_t kl = (size_t)(eq - q), vl = n - kl - 1;
     if (kl == 2 && !memcmp(q, "db", 2)) {
       if (parse_int(eq + 1, vl, 0, 1000000, &u->db)) return bad(u, "db must be a number");
     } else if (kl == 4 && !memcmp(q, "user", 4)) {
       free(u->user);
       if (!(u->user = decode(eq + 1, vl))) return bad(u, "bad %-escape in user");
-    } else if (kl == 8 && !memcmp(q, "password", 8)) {
+    } else {
       free(u->password);
       if (!(u->password = decode(eq + 1, vl))) return bad(u, "bad %-escape in password");
-    } else {
-      return bad(u, "unknown query parameter (db, user, password)");
+      after_password = true;
     }
     q = amp;
   }
@@ -94,16 +110,31 @@ static int parse_unix(url_t *u, const char *p) {
   return 0;
 }
 
+/* Why a URL without a known scheme was refused (fixed text only). */
+static const char *scheme_hint(const char *s) {
+  if (isspace((unsigned char)s[0])) return "the URL starts with a blank";
+  static const char *const schemes[] = {"rediss:", "redis:", "unix:"};
+  for (size_t i = 0; i < 3; i++)
+    if (!strncasecmp(s, schemes[i], strlen(schemes[i])))
+      return "the scheme must be followed by '//' (redis://host, rediss://host, unix:///path)";
+  return "unknown scheme (expected redis://, rediss:// or unix://)";
+}
+
 int url_parse(url_t *u, const char *s) {
   memset(u, 0, sizeof *u);
   if (!s || !*s) return bad(u, "empty");
   const char *p;
-  if (!strncmp(s, "redis://", 8)) u->kind = URL_TCP, p = s + 8;
-  else if (!strncmp(s, "rediss://", 9)) u->kind = URL_TLS, p = s + 9;
-  else if (!strncmp(s, "unix://", 7)) return parse_unix(u, s + 7);
-  else return bad(u, "unknown scheme (expected redis://, rediss:// or unix://)");
+  if (!strncasecmp(s, "redis://", 8)) u->kind = URL_TCP, p = s + 8;
+  else if (!strncasecmp(s, "rediss://", 9)) u->kind = URL_TLS, p = s + 9;
+  else if (!strncasecmp(s, "unix://", 7)) return parse_unix(u, s + 7);
+  else return bad(u, scheme_hint(s));
 
+  if (*p == '/') return bad(u, "missing host (one '/' too many after the scheme?)");
   const char *end = p + strcspn(p, "/?#");
+  if (strchr(end, '@')) /* an '@' after the end of the authority: the password holds one of "/?#" */
+    return bad(u, *end == '/'   ? "a '/' in the user name or password must be written %2F"
+                  : *end == '?' ? "a '?' in the user name or password must be written %3F"
+                                : "a '#' in the user name or password must be written %23");
   const char *at = NULL;
   for (const char *t = p; t < end; t++)
     if (*t == '@') at = t; /* the last '@' ends the credentials */
@@ -149,27 +180,69 @@ int url_parse(url_t *u, const char *s) {
   return 0;
 }
 
+/* ------------------------------------------------------------ redaction */
+
+/* Length of a leading scheme ("letters:" and any '/' after it), else 0. */
+static size_t scheme_len(const char *s, size_t n) {
+  size_t i = 0;
+  if (n == 0 || !isalpha((unsigned char)s[0])) return 0;
+  while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')) i++;
+  if (i == n || s[i] != ':') return 0;
+  for (i++; i < n && s[i] == '/'; i++) {
+  }
+  return i;
+}
+
+/* End of a query value starting at i: the next "&db=", "&user=" or
+ * "&password=" (any case), else the end of the string. A '&' before anything
+ * else may be part of the password, so it does not end the value. */
+static size_t value_end(const char *s, size_t n, size_t i) {
+  static const char *const next[] = {"&db=", "&user=", "&password="};
+  for (; i < n; i++)
+    for (size_t k = 0; k < 3; k++)
+      if (n - i >= strlen(next[k]) && !strncasecmp(s + i, next[k], strlen(next[k]))) return i;
+  return n;
+}
+
+void url_secret_mask(const char *s, size_t n, unsigned char *hide) {
+  memset(hide, 0, n);
+  /* user info: the authority up to the last '@', after the user's ':' */
+  size_t start = scheme_len(s, n), at = n;
+  for (size_t i = n; i > start; i--)
+    if (s[i - 1] == '@') {
+      at = i - 1;
+      break;
+    }
+  if (at < n) {
+    const char *colon = memchr(s + start, ':', at - start);
+    for (size_t i = colon ? (size_t)(colon - s) + 1 : start; i < at; i++) hide[i] = 1;
+  }
+  /* every password= value */
+  for (size_t i = 0; i + 9 <= n; i++)
+    if (!strncasecmp(s + i, "password=", 9))
+      for (size_t j = i + 9, e = value_end(s, n, i + 9); j < e; j++) hide[j] = 1;
+}
+
 RLOCK_API void rlock_url_redact(const char *url, char *buf, size_t buflen) {
   if (!buf || !buflen) return;
   if (!url) {
     snprintf(buf, buflen, "(null)");
     return;
   }
-  const char *scheme = strstr(url, "://");
-  const char *auth = scheme ? scheme + 3 : url;
-  const char *end = auth + strcspn(auth, "/?#");
-  const char *at = NULL;
-  for (const char *t = auth; t < end; t++)
-    if (*t == '@') at = t;
-  const char *q = strstr(url, "password=");
-  if (at) {
-    const char *colon = memchr(auth, ':', (size_t)(at - auth));
-    const char *cut = colon ? colon + 1 : auth;
-    snprintf(buf, buflen, "%.*s***%s", (int)(cut - url), url, at);
-  } else if (q) {
-    const char *qe = q + 9 + strcspn(q + 9, "&#");
-    snprintf(buf, buflen, "%.*s***%s", (int)(q + 9 - url), url, qe);
-  } else {
-    snprintf(buf, buflen, "%s", url);
+  size_t n = strlen(url), o = 0;
+  unsigned char *hide = malloc(n ? n : 1);
+  if (!hide) {
+    snprintf(buf, buflen, "***");
+    return;
   }
+  url_secret_mask(url, n, hide);
+  for (size_t i = 0; i < n && o + 1 < buflen; i++) {
+    if (!hide[i]) {
+      buf[o++] = url[i];
+    } else if (i == 0 || !hide[i - 1]) { /* one "***" per hidden run */
+      for (int k = 0; k < 3 && o + 1 < buflen; k++) buf[o++] = '*';
+    }
+  }
+  buf[o] = 0;
+  free(hide);
 }

@@ -1,9 +1,36 @@
 -- lock_force_unlock.lua -- delete a lock whoever holds it, and wake a waiter.
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- ARGV[1]  message ('0')   ARGV[2] publish command
--- Reply: 1 if it was locked, else 0.
-if redis.call('del', KEYS[1]) == 1 then
-  redis.call(ARGV[2], KEYS[2], ARGV[1])
+-- ARGV[3]  '1': delete NAME whatever it holds; '0': only if it is a lock
+-- Reply: 1 it was a lock: deleted, a waiter woken;  0 no such key;
+--        2 (ARGV[3] '1') it was not a lock: deleted anyway;
+--        error "NOTLOCK <type>" (ARGV[3] '0') it is not a lock: left as it is.
+
+-- A lock is a hash of owner id -> hold count (one owner at a time; a few
+-- fields at most), checked before anything is written.
+local function is_lock(key, kind)
+  if kind ~= 'hash' or redis.call('hlen', key) > 64 then
+    return false
+  end
+  for _, count in ipairs(redis.call('hvals', key)) do
+    if not string.match(count, '^%-?%d+$') then
+      return false
+    end
+  end
+  return true
+end
+
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'none' then
+  return 0
+end
+local lock = is_lock(KEYS[1], kind)
+if not lock and ARGV[3] ~= '1' then
+  return redis.error_reply('NOTLOCK ' .. kind)
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[2], KEYS[2], ARGV[1])
+if lock then
   return 1
 end
-return 0
+return 2

@@ -1,10 +1,13 @@
 /* args.c -- helpers shared by the rlock sub-commands: error and usage
- * messages, option values (durations, counts), mapping of rlock error codes
- * to sysexits exit codes, and opening a client / a lock with clear errors. */
+ * messages, option values (durations, counts, connection and TLS options),
+ * mapping of rlock error codes to sysexits exit codes, and opening a client /
+ * a lock with clear errors. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -36,10 +39,47 @@ int cli_bad_option(const char *cmd, int c, char **argv) {
   return cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
 }
 
-int cli_duration(const char *cmd, const char *opt, const char *s, int positive, int64_t *out) {
+int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min_ms, int64_t *out) {
   if (rlock_duration_parse(s, out) != 0 || *out < 0)
     return cli_usage(cmd, "bad duration '%s' for %s (use e.g. 500ms, 10s, 2m)", s, opt);
-  if (positive && *out == 0) return cli_usage(cmd, "%s must be more than 0", opt);
+  if (*out < min_ms)
+    return min_ms == 1 ? cli_usage(cmd, "%s must be more than 0", opt)
+                       : cli_usage(cmd, "%s must be at least %lldms", opt, (long long)min_ms);
+  if (*out > CLI_DURATION_MAX)
+    return cli_usage(cmd, "%s must be at most %llds (365 days)", opt, (long long)(CLI_DURATION_MAX / 1000));
+  return 0;
+}
+
+/* A file option's value must name a readable file. */
+static int readable(const char *cmd, const char *opt, const char *file, const char **out) {
+  if (access(file, R_OK) != 0) return cli_usage(cmd, "cannot read %s %s: %s", opt, file, strerror(errno));
+  *out = file;
+  return 0;
+}
+
+int cli_connect_option(const char *cmd, cli_global_t *g, int c, const char *arg, char **argv) {
+  switch (c) {
+    case 'u': g->url = arg; return 0;
+    case OPT_TLS_CA: return readable(cmd, "--tls-ca", arg, &g->tls_ca);
+    case OPT_TLS_CERT: return readable(cmd, "--tls-cert", arg, &g->tls_cert);
+    case OPT_TLS_KEY: return readable(cmd, "--tls-key", arg, &g->tls_key);
+    case OPT_TLS_SERVER_NAME:
+      if (!*arg) return cli_usage(cmd, "--tls-server-name must not be empty");
+      g->tls_server_name = arg;
+      return 0;
+    case OPT_INSECURE: g->insecure = 1; return 0;
+    default: return cli_bad_option(cmd, c, argv);
+  }
+}
+
+/* The TLS options make sense only together and with a rediss:// URL. */
+static int check_tls(const cli_global_t *g) {
+  if (!g->tls_ca && !g->tls_cert && !g->tls_key && !g->tls_server_name && !g->insecure) return 0;
+  if (strncasecmp(g->url, "rediss://", 9) != 0)
+    return cli_usage(NULL, "TLS options need a rediss:// URL");
+  if (!g->tls_cert != !g->tls_key) return cli_usage(NULL, "--tls-cert and --tls-key go together");
+  if (g->insecure && (g->tls_ca || g->tls_server_name))
+    return cli_usage(NULL, "--insecure verifies nothing: it excludes --tls-ca and --tls-server-name");
   return 0;
 }
 
@@ -67,6 +107,8 @@ int cli_exit_for(int err) {
       return EX_UNAVAILABLE;
     case RLOCK_EBUSY:
       return EX_TEMPFAIL;
+    case RLOCK_ENOTLOCK:
+      return EX_DATAERR;
     default:
       return EX_SOFTWARE;
   }
@@ -74,8 +116,10 @@ int cli_exit_for(int err) {
 
 int cli_fail(int err, const char *what) {
   const char *brief = rlock_strerror(err), *detail = rlock_last_error();
-  if (!detail || !*detail || strcmp(detail, brief) == 0)
+  if (!detail || !*detail)
     cli_err("%s: %s", what, brief);
+  else if (strncasecmp(detail, brief, strlen(brief)) == 0) /* the detail says it already */
+    cli_err("%s: %s", what, detail);
   else
     cli_err("%s: %s (%s)", what, brief, detail);
   return cli_exit_for(err);
@@ -87,14 +131,21 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
     rlock_options_init(&defaults);
     opts = &defaults;
   }
+  int ex = check_tls(g);
+  if (ex) return ex;
   opts->url = g->url;
   opts->client_name = "rlock-cli";
+  opts->tls_ca_file = g->tls_ca;
+  opts->tls_cert_file = g->tls_cert;
+  opts->tls_key_file = g->tls_key;
+  opts->tls_server_name = g->tls_server_name;
+  if (g->insecure) opts->tls_verify = 0;
   int rc = rlock_client_new(out, opts);
   if (rc == 0) return 0;
-  char shown[512], what[600];
+  char shown[512];
   rlock_url_redact(g->url, shown, sizeof shown);
-  snprintf(what, sizeof what, "%s %s", rc == RLOCK_EURL ? "bad URL" : "cannot connect to", shown);
-  return cli_fail(rc, what);
+  ex = cli_fail(rc, shown);
+  return rc == RLOCK_EPROTO ? EX_UNAVAILABLE : ex; /* not a Redis server */
 }
 
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out) {

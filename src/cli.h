@@ -6,15 +6,45 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sysexits.h>
 
 #include "rlock.h"
 
-/* Options given before (or inside) the sub-command. */
+/* Options given before (or inside) the sub-command: where and how to connect. */
 typedef struct cli_global {
   const char *url; /* -u/--url, else $RLOCK_URL, else redis://127.0.0.1:6379 */
+  const char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* --tls-*, NULL: not given */
+  int insecure;                                              /* --insecure */
 } cli_global_t;
+
+/* The connection options, accepted before the sub-command and by each one:
+ * put CLI_CONNECT_LONGOPTS in a getopt_long table and hand every option
+ * code the sub-command does not know to cli_connect_option. */
+enum { OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INSECURE };
+#define CLI_CONNECT_LONGOPTS                                                               \
+  {"url", required_argument, NULL, 'u'}, {"tls-ca", required_argument, NULL, OPT_TLS_CA},  \
+      {"tls-cert", required_argument, NULL, OPT_TLS_CERT},                                 \
+      {"tls-key", required_argument, NULL, OPT_TLS_KEY},                                   \
+      {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},                   \
+      {"insecure", no_argument, NULL, OPT_INSECURE}
+/* The help lines of those options. */
+#define CLI_CONNECT_HELP                                                                   \
+  "  -u, --url URL            Redis URL: redis://[[user]:password@]host[:port][/db],\n"    \
+  "                           rediss://... (TLS) or unix:///path?db=N&user=U&password=P\n" \
+  "                           (default: $RLOCK_URL, else redis://127.0.0.1:6379)\n"        \
+  "      --tls-ca FILE        PEM file of the CAs that verify the server (rediss://;\n"    \
+  "                           default: the system's)\n"                                    \
+  "      --tls-cert FILE      client certificate (PEM), with --tls-key\n"                  \
+  "      --tls-key FILE       client private key (PEM)\n"                                  \
+  "      --tls-server-name N  name to verify in the certificate and send as SNI\n"         \
+  "                           (default: the URL's host)\n"                                 \
+  "      --insecure           do not verify the server's certificate\n"
+/* Handles option c (from getopt_long, value arg) of sub-command cmd (NULL:
+ * the top level): 0 if it was a connection option, else the usage error
+ * (EX_USAGE) for an unknown option. */
+int cli_connect_option(const char *cmd, cli_global_t *g, int c, const char *arg, char **argv);
 
 /* Every sub-command: argv[0] is the sub-command's name. Returns the exit code. */
 int cmd_exec(cli_global_t *g, int argc, char **argv);
@@ -30,20 +60,25 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* The usage error for getopt_long's return c ('?' or ':') at argv[optind - 1]. */
 int cli_bad_option(const char *cmd, int c, char **argv);
 
-/* Parses the duration s given to option opt: 0, or a usage error (EX_USAGE).
- * positive: also rejects 0. */
-int cli_duration(const char *cmd, const char *opt, const char *s, int positive, int64_t *out);
+/* The longest duration an option takes: 365 days. */
+#define CLI_DURATION_MAX ((int64_t)365 * 24 * 3600 * 1000)
+/* Parses the duration s given to option opt: 0, or a usage error (EX_USAGE)
+ * unless min_ms <= value <= CLI_DURATION_MAX. */
+int cli_duration(const char *cmd, const char *opt, const char *s, int64_t min_ms, int64_t *out);
 /* Parses an integer in [min, max] given to option opt: 0 or EX_USAGE. */
 int cli_count(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
 /* The exit code for a failed rlock call: EX_UNAVAILABLE for connection
- * trouble, EX_USAGE for a bad URL or argument, EX_SOFTWARE for the rest. */
+ * trouble, EX_USAGE for a bad URL or argument, EX_DATAERR for a key that is
+ * not a lock, EX_SOFTWARE for the rest. */
 int cli_exit_for(int err);
-/* Prints "rlock: <what>: <detail>" for a failed rlock call; returns cli_exit_for(err). */
+/* Prints "rlock: <what>: <brief> (<detail>)" for a failed rlock call (the
+ * library's message, said once); returns cli_exit_for(err). */
 int cli_fail(int err, const char *what);
 
-/* Creates a client for g->url with opts (NULL: defaults); on failure prints
- * why (URL redacted) and returns the exit code, else 0. */
+/* Creates a client for g's URL and TLS options with opts (NULL: defaults);
+ * on failure prints why (URL redacted) and returns the exit code (EX_UNAVAILABLE
+ * also for a server that does not speak RESP), else 0. */
 int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **out);
 /* Opens the lock NAME (a C string) or prints why not; 0 or the exit code. */
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
@@ -51,6 +86,21 @@ int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
  * empty or too long. */
 int cli_name(const char *cmd, const char *name);
+
+/* exec_group.c: CMD of `rlock exec` in its own process group. group_run
+ * forks cmd into a new group (given the terminal if rlock has it), runs
+ * in_child in the child before exec and started() in rlock (group lock held)
+ * once the group can be signalled, waits for every member of the group, and
+ * returns CMD's exit status (128+N if killed by signal N, 127 if it could not
+ * run). group_kill signals the whole group while it runs (async-signal-safe);
+ * another thread holds group_lock around its decision to signal. */
+int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), void (*started)(void));
+/* After group_run: if a terminal's SIGINT/SIGQUIT killed CMD while its group
+ * had the terminal, rlock dies of it too (call once the lock is released). */
+void group_die_like_cmd(void);
+void group_kill(int sig);
+void group_lock(void);
+void group_unlock(void);
 
 /* Writes bytes as a JSON string (quoted, escaped; invalid UTF-8 as \u00XX). */
 void json_string(FILE *f, const char *s, size_t len);

@@ -23,7 +23,7 @@ static const char usage_text[] =
     "lock acquisitions/s, handoffs/s and the wait to acquire (p50/p99/max).\n\n"
     "  --workers N    worker processes (default 8, at most 256)\n"
     "  --stock N      initial stock (default 1000)\n"
-    "  -u, --url URL  Redis URL\n";
+    "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 /* GET of the stock: its value, or -1 (message printed) on failure. */
 static long long get_stock(rlock_client_t *c) {
@@ -68,7 +68,7 @@ static int spawn(cli_global_t *g, worker_t *w, int n, int go[2]) {
       close(go[1]);
       for (int j = 0; j < i; j++) close(w[j].fd);
       close(p[0]);
-      exit(demo_worker(g->url, i + 1, go[0], p[1]));
+      exit(demo_worker(g, i + 1, go[0], p[1]));
     }
     close(p[1]);
     w[i].fd = p[0];
@@ -127,7 +127,7 @@ static void collect(rlock_client_t *c, worker_t *w, int n, long stock, int64_t t
 int cmd_demo(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"workers", required_argument, NULL, 'w'}, {"stock", required_argument, NULL, 's'},
-      {"url", required_argument, NULL, 'u'},     {"help", no_argument, NULL, 'h'},
+      CLI_CONNECT_LONGOPTS,     {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   long workers = 8, stock = 1000;
   int c, ex = 0;
@@ -135,9 +135,8 @@ int cmd_demo(cli_global_t *g, int argc, char **argv) {
     switch (c) {
       case 'w': ex = cli_count("demo", "--workers", optarg, 1, DEMO_MAX_WORKERS, &workers); break;
       case 's': ex = cli_count("demo", "--stock", optarg, 1, 10000000, &stock); break;
-      case 'u': g->url = optarg; break;
       case 'h': fputs(usage_text, stdout); return 0;
-      default: return cli_bad_option("demo", c, argv);
+      default: ex = cli_connect_option("demo", g, c, optarg, argv);
     }
     if (ex) return ex;
   }

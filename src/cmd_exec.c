@@ -1,17 +1,14 @@
-/* cmd_exec.c -- `rlock exec`: acquire a lock, run a command as a child
- * process while holding it, release it, and exit with the command's status.
+/* cmd_exec.c -- `rlock exec`: acquire a lock, run a command in its own
+ * process group while holding it (exec_group.c), release it once every
+ * process of that group has ended, and exit with the command's status.
  * Signals: SIGINT/SIGTERM/SIGHUP cancel the wait, or are forwarded to the
- * command once it runs. A lost lock (lock-lost callback) sends the command
- * SIGTERM and makes rlock exit 76. */
-#include <errno.h>
-#include <fcntl.h>
+ * command's group once it runs. A lost lock (lock-lost callback) sends the
+ * group SIGTERM and makes rlock exit 76. */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -22,26 +19,33 @@ static const char usage_text[] =
     "  --wait DUR      give up after DUR (exit 75); default: wait forever\n"
     "  --lease DUR     fixed lease: the lock expires after DUR even if CMD still runs\n"
     "  --watchdog DUR  lease of the watchdog-renewed lock (default 30s, renewed every third)\n"
-    "  -u, --url URL   Redis URL\n\n"
+    "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable;\n"
     "75 timed out waiting; 76 the lock was lost while CMD ran (CMD got SIGTERM);\n"
-    "128+N interrupted by signal N while waiting.\n";
+    "128+N interrupted by signal N while waiting.\n\n"
+    "CMD runs in its own process group; signals and the SIGTERM of a lost lock go to\n"
+    "the whole group, and the lock is released once every process of it has ended.\n"
+    "On a terminal the group has the terminal while it runs.\n";
+
+/* The shortest watchdog lease the library takes (renewed every third of it). */
+#define WATCHDOG_MIN_MS 3
 
 static rlock_cancel_t *g_cancel;
 static volatile sig_atomic_t g_signal; /* the last SIGINT/SIGTERM/SIGHUP received */
-static atomic_int g_child;             /* the command's pid while it can be signalled */
+static atomic_int g_running;           /* CMD's group exists: signals go to it */
 static atomic_int g_lost;              /* the lock-lost callback fired */
-static pthread_mutex_t g_child_mu = PTHREAD_MUTEX_INITIALIZER; /* lost callback vs reaping */
 
-/* Signals reach only the main thread (blocked in the library's thread). */
+/* Signals reach only the main thread (blocked in the library's thread).
+ * While CMD runs they go to its whole group: a terminal's signals too, since
+ * CMD's group is not rlock's (when rlock had the terminal, CMD has it now and
+ * rlock does not get them). */
 static void on_signal(int sig, siginfo_t *si, void *ctx) {
-  (void)ctx;
+  (void)si, (void)ctx;
   g_signal = sig;
-  pid_t child = atomic_load(&g_child);
-  if (child <= 0)
+  if (atomic_load(&g_running))
+    group_kill(sig);
+  else
     rlock_cancel_trigger(g_cancel);
-  else if (si->si_code != SI_KERNEL) /* a terminal's signal already reached the group */
-    kill(child, sig);
 }
 
 /* On the library's I/O thread: nothing blocking here. */
@@ -49,11 +53,10 @@ static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_los
                     void *arg) {
   (void)reason;
   (void)name, (void)name_len, (void)owner, (void)arg;
-  pthread_mutex_lock(&g_child_mu);
+  group_lock();
   atomic_store(&g_lost, 1);
-  pid_t child = atomic_load(&g_child);
-  if (child > 0) kill(child, SIGTERM);
-  pthread_mutex_unlock(&g_child_mu);
+  group_kill(SIGTERM);
+  group_unlock();
 }
 
 #define NSIG_HANDLED 3
@@ -78,61 +81,12 @@ static void restore_handlers(void) {
   for (int i = 0; i < NSIG_HANDLED; i++) sigaction(handled[i], &g_orig_action[i], NULL);
 }
 
-/* Forks and execs cmd; returns its exit status (127 if it could not run). */
-static int run_child(char **cmd, const sigset_t *orig_mask) {
-  int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) < 0) {
-    cli_err("pipe: %s", strerror(errno));
-    return EX_OSERR;
-  }
-  sigset_t all;
-  sigfillset(&all);
-  sigset_t before;
-  pthread_sigmask(SIG_BLOCK, &all, &before);
-  pid_t pid = fork();
-  if (pid == 0) {
-    restore_handlers();
-    sigprocmask(SIG_SETMASK, orig_mask, NULL);
-    execvp(cmd[0], cmd);
-    int e = errno;
-    (void)!write(errpipe[1], &e, sizeof e);
-    _exit(127);
-  }
-  int fork_errno = errno;
-  if (pid > 0) {
-    pthread_mutex_lock(&g_child_mu);
-    atomic_store(&g_child, pid);
-    if (atomic_load(&g_lost)) kill(pid, SIGTERM);
-    pthread_mutex_unlock(&g_child_mu);
-    if (g_signal) kill(pid, g_signal); /* came after the last check, before the fork */
-  }
-  pthread_sigmask(SIG_SETMASK, &before, NULL);
-  close(errpipe[1]);
-  if (pid < 0) {
-    close(errpipe[0]);
-    cli_err("fork: %s", strerror(fork_errno));
-    return EX_OSERR;
-  }
-  int exec_errno = 0;
-  ssize_t n;
-  while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
-  }
-  close(errpipe[0]);
-  /* Wait without reaping, so that the pid cannot be reused while signalled. */
-  siginfo_t si;
-  while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
-  }
-  pthread_mutex_lock(&g_child_mu);
-  atomic_store(&g_child, 0);
-  pthread_mutex_unlock(&g_child_mu);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (n == (ssize_t)sizeof exec_errno) {
-    cli_err("cannot run %s: %s", cmd[0], strerror(exec_errno));
-    return 127;
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+/* The group can be signalled now (group lock held, signals blocked): pass on
+ * what came before it existed. */
+static void started(void) {
+  atomic_store(&g_running, 1);
+  if (atomic_load(&g_lost)) group_kill(SIGTERM);
+  if (g_signal) group_kill(g_signal);
 }
 
 /* Holds the lock around the command; returns the exit code. */
@@ -152,7 +106,7 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
   if (g_signal)
     cli_err("interrupted by signal %d before the command started", (int)g_signal);
   else if (!atomic_load(&g_lost))
-    ex = run_child(cmd, orig_mask);
+    ex = group_run(cmd, orig_mask, restore_handlers, started);
   if (atomic_load(&g_lost)) {
     cli_err("lock %s lost while the command ran", name);
     return EX_PROTOCOL;
@@ -169,7 +123,7 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
 int cmd_exec(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
-      {"watchdog", required_argument, NULL, 'd'}, {"url", required_argument, NULL, 'u'},
+      {"watchdog", required_argument, NULL, 'd'}, CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
   int c, ex = 0;
@@ -177,10 +131,9 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
-      case 'd': ex = cli_duration("exec", "--watchdog", optarg, 1, &watchdog_ms); break;
-      case 'u': g->url = optarg; break;
+      case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'h': fputs(usage_text, stdout); return 0;
-      default: return cli_bad_option("exec", c, argv);
+      default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
     if (ex) return ex;
   }
@@ -217,5 +170,6 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   restore_handlers();
   rlock_cancel_free(g_cancel);
   g_cancel = NULL;
+  group_die_like_cmd(); /* a Ctrl-C at the terminal stops the caller's script too */
   return ex;
 }

@@ -13,7 +13,7 @@ static const char usage_text[] =
     "-1: no expiry).\n\n"
     "  --json         print one JSON object:\n"
     "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N}\n"
-    "  -u, --url URL  Redis URL\n";
+    "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl) {
   fputs("{\"name\":", stdout);
@@ -61,17 +61,17 @@ static int show(rlock_lock_t *lock, const char *name, int json) {
 
 int cmd_status(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                           {"url", required_argument, NULL, 'u'},
+                                           CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, json = 0, ex;
+  int c, json = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
-      case 'u': g->url = optarg; break;
       case 'h': fputs(usage_text, stdout); return 0;
-      default: return cli_bad_option("status", c, argv);
+      default: ex = cli_connect_option("status", g, c, optarg, argv);
     }
+    if (ex) return ex;
   }
   if (optind != argc - 1) return cli_usage("status", "expected exactly one lock NAME");
   const char *name = argv[optind];

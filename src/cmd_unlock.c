@@ -1,31 +1,38 @@
-/* cmd_unlock.c -- `rlock unlock --force NAME`: deletes a lock whoever holds
- * it and wakes its waiters. Only --force exists: a CLI process ends when the
- * command does, so it can never own a hold to release normally. */
+/* cmd_unlock.c -- `rlock unlock --force [--any-type] NAME`: deletes a lock
+ * whoever holds it and wakes its waiters; a key of that name that is not a
+ * lock is left alone (exit 65) unless --any-type. Only --force exists: a CLI
+ * process ends when the command does, so it can never own a hold to release
+ * normally. */
 #include <getopt.h>
 
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock unlock --force NAME\n"
+    "Usage: rlock unlock --force [--any-type] NAME\n"
     "Deletes the lock NAME whoever holds it (Redisson forceUnlock) and wakes its\n"
     "waiters. A holder using a watchdog learns that it lost the lock at its next\n"
-    "renewal (an `rlock exec` holder then stops its command and exits 76).\n\n"
+    "renewal (an `rlock exec` holder then stops its command and exits 76).\n"
+    "A key NAME that is not a lock (not a hash of owner -> count) is left as it\n"
+    "is (exit 65).\n\n"
     "  --force        required: a CLI process never owns a hold to release\n"
-    "  -u, --url URL  Redis URL\n";
+    "  --any-type     delete NAME even if it is not a lock\n"
+    "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 int cmd_unlock(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"force", no_argument, NULL, 'f'},
-                                           {"url", required_argument, NULL, 'u'},
+                                           {"any-type", no_argument, NULL, 'a'},
+                                           CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, force = 0, ex;
+  int c, force = 0, any_type = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":fu:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'f': force = 1; break;
-      case 'u': g->url = optarg; break;
+      case 'a': any_type = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
-      default: return cli_bad_option("unlock", c, argv);
+      default: ex = cli_connect_option("unlock", g, c, optarg, argv);
     }
+    if (ex) return ex;
   }
   if (!force)
     return cli_usage("unlock", "only 'unlock --force NAME' is supported: a CLI process cannot own a "
@@ -37,9 +44,14 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
   if (!(ex = cli_lock(client, name, &lock))) {
-    int was_locked = 0, rc = rlock_lock_force_unlock(lock, &was_locked);
-    if (rc)
+    int was_locked = 0;
+    int rc = rlock_lock_force_unlock_flags(lock, any_type ? RLOCK_FORCE_ANY_TYPE : 0, &was_locked);
+    if (rc == RLOCK_ENOTLOCK)
+      ex = cli_fail(rc, name), fputs("rlock: use 'unlock --force --any-type' to delete it anyway\n", stderr);
+    else if (rc)
       ex = cli_fail(rc, "cannot force-unlock");
+    else if (was_locked == 2)
+      printf("deleted %s (it was not a lock)\n", name);
     else if (was_locked)
       printf("unlocked %s (was locked)\n", name);
     else

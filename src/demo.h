@@ -31,10 +31,11 @@ typedef struct worker {
  * for PASS, 1 for FAIL. */
 int demo_report(const char *url, const worker_t *w, int n, long stock, long long final, double secs);
 
-/* A worker process: connects to url, writes one byte to out_fd when ready,
+/* A worker process: connects as g says, writes one byte to out_fd when ready,
  * starts when go_fd reaches end of file, sells until the stock is gone, then
  * writes its report to out_fd. Returns the process exit code. */
-int demo_worker(const char *url, int id, int go_fd, int out_fd);
+struct cli_global;
+int demo_worker(const struct cli_global *g, int id, int go_fd, int out_fd);
 
 /* CLOCK_MONOTONIC in microseconds. */
 int64_t demo_now_us(void);

@@ -88,11 +88,10 @@ static int work(rlock_client_t *c, rlock_lock_t *lock, const char *me, demo_repo
   return 0;
 }
 
-int demo_worker(const char *url, int id, int go_fd, int out_fd) {
-  cli_global_t g = {.url = url};
+int demo_worker(const cli_global_t *g, int id, int go_fd, int out_fd) {
   rlock_client_t *c;
   rlock_lock_t *lock = NULL;
-  int ex = cli_connect(&g, NULL, &c);
+  int ex = cli_connect(g, NULL, &c);
   if (ex) return ex;
   if ((ex = cli_lock(c, DEMO_LOCK, &lock)) == 0) {
     char me[16], go;

@@ -1,6 +1,7 @@
 /* rlock.c -- entry point of the rlock command-line tool: global options
- * (-u/--url, -h/--help, --version), top-level help and dispatch to the
- * sub-commands (exec, status, unlock, demo). */
+ * (-u/--url and the TLS options, -h/--help, --version), top-level help,
+ * `rlock help [COMMAND]` and dispatch to the sub-commands (exec, status,
+ * unlock, demo). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,31 +25,25 @@ static void help(FILE *f) {
         "Commands:\n", f);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  fputs("\nGlobal options:\n"
-        "  -u, --url URL  Redis URL: redis://[[user]:password@]host[:port][/db],\n"
-        "                 rediss://... (TLS) or unix:///path?db=N\n"
-        "                 (default: $RLOCK_URL, else redis://127.0.0.1:6379)\n"
-        "  -h, --help     show this help ('rlock COMMAND --help' for a command)\n"
-        "      --version  show the version\n\n"
+  fputs("\nGlobal options (also accepted after COMMAND):\n" CLI_CONNECT_HELP
+        "  -h, --help               show this help ('rlock help COMMAND' for a command)\n"
+        "      --version            show the version\n\n"
         "Durations take ms, s or m suffixes (no suffix: ms).\n"
-        "Exit codes: 64 usage, 69 Redis unavailable, 70 internal error,\n"
-        "75 timed out waiting, 76 lock lost; exec: the command's status.\n", f);
+        "Exit codes: 64 usage, 65 not a lock (unlock), 69 Redis unavailable,\n"
+        "70 internal error, 75 timed out waiting, 76 lock lost; exec: the command's status.\n", f);
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
+  static const struct option longopts[] = {CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {"version", no_argument, NULL, 'V'},
                                            {NULL, 0, NULL, 0}};
   cli_global_t g = {.url = getenv("RLOCK_URL")};
   if (!g.url || !*g.url) g.url = "redis://127.0.0.1:6379";
   opterr = 0;
-  int c;
+  int c, ex;
   while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'u':
-        g.url = optarg;
-        break;
       case 'h':
         help(stdout);
         return 0;
@@ -56,7 +51,7 @@ int main(int argc, char **argv) {
         printf("rlock %s (librlock %s)\n", RLOCK_VERSION_STRING, rlock_version());
         return 0;
       default:
-        return cli_bad_option(NULL, c, argv);
+        if ((ex = cli_connect_option(NULL, &g, c, optarg, argv))) return ex;
     }
   }
   if (optind >= argc) {
@@ -64,9 +59,15 @@ int main(int argc, char **argv) {
     return EX_USAGE;
   }
   const char *name = argv[optind];
-  if (strcmp(name, "help") == 0) {
-    help(stdout);
-    return 0;
+  char *help_argv[] = {NULL, "--help", NULL};
+  if (strcmp(name, "help") == 0) { /* rlock help [COMMAND]: that command's --help */
+    if (optind + 1 >= argc) {
+      help(stdout);
+      return 0;
+    }
+    if (optind + 2 < argc) return cli_usage(NULL, "'help' takes one COMMAND");
+    name = help_argv[0] = argv[optind + 1];
+    argc = 2, argv = help_argv, optind = 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     if (strcmp(name, commands[i].name) == 0) {

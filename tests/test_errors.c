@@ -1,6 +1,8 @@
 /* test_errors.c -- the pure helpers: error names and messages for every
- * code, rlock_duration_parse on good and bad input, rlock_url_redact, and
- * the version string. No server needed. */
+ * code, rlock_duration_parse on good and bad input, rlock_url_redact (and
+ * the messages of malformed URLs: no password in either), and the version
+ * string. No server needed (the few well-formed URLs point at port 1 or a
+ * socket path that does not exist). */
 #include <string.h>
 
 #include "harness.h"
@@ -18,7 +20,7 @@ static const struct {
     {RLOCK_ENOTHELD, "RLOCK_ENOTHELD"}, {RLOCK_ECANCELED, "RLOCK_ECANCELED"},
     {RLOCK_ESERVER, "RLOCK_ESERVER"}, {RLOCK_EPROTO, "RLOCK_EPROTO"},
     {RLOCK_ECLOSED, "RLOCK_ECLOSED"}, {RLOCK_EDEADLK, "RLOCK_EDEADLK"},
-    {RLOCK_ESYS, "RLOCK_ESYS"},
+    {RLOCK_ESYS, "RLOCK_ESYS"},       {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -35,7 +37,7 @@ TEST(err_names) {
 }
 
 TEST(err_unknown_codes) {
-  int unknown[] = {1, 42, -17, -1000, -2147483647 - 1};
+  int unknown[] = {1, 42, -99, -1000, -2147483647 - 1};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
     const char *n = rlock_err_name(unknown[i]);
     const char *m = rlock_strerror(unknown[i]);
@@ -118,6 +120,108 @@ TEST(url_redact) {
   CHECK(!strstr(small, "abcdef"));
 }
 
+/* URLs a user might get wrong, one per class; in each the password is made
+ * of the fragments PWa1 and PWb2 (so a password cut in two at a '/', '?',
+ * '#', '&' or '@' is still found). Neither may appear in the redacted URL
+ * nor in the message of rlock_client_new. tests/cli/urls.sh runs the same
+ * classes through the CLI. */
+static const char *const nasty_urls[] = {
+    "redis://u:PWa1/PWb2@127.0.0.1:1",       /* '/' in the password */
+    "redis://u:PWa1?PWb2@127.0.0.1:1",       /* '?' */
+    "redis://u:PWa1#PWb2@127.0.0.1:1",       /* '#' */
+    "redis://u:PWa1@PWb2@127.0.0.1:1",       /* '@' (valid: the last '@' ends it) */
+    "redis://u:PWa1:PWb2@127.0.0.1:1",       /* ':' (valid) */
+    "redis://:PWa1/PWb2@127.0.0.1:1",        /* no user, '/' */
+    "redis://PWa1/PWb2@127.0.0.1:1",         /* password@host form, '/' */
+    "redis://PWa1PWb2@127.0.0.1:1",          /* password@host form (valid) */
+    "redis://u:PWa1PWb2@",                   /* no host */
+    "redis://u:PWa1PWb2@:1",                 /* no host, a port */
+    "redis://u:PWa1/PWb2@",                  /* no host, '/' */
+    "redis:/u:PWa1PWb2@127.0.0.1:1",         /* one slash */
+    "redis:u:PWa1PWb2@127.0.0.1:1",          /* no slash */
+    "redis//u:PWa1PWb2@127.0.0.1:1",         /* no colon */
+    "redis:///u:PWa1PWb2@127.0.0.1:1",       /* three slashes */
+    "rediss:/u:PWa1/PWb2@127.0.0.1:1",       /* TLS, one slash, '/' */
+    "http://u:PWa1PWb2@127.0.0.1:1",         /* unknown scheme */
+    "REDIS://u:PWa1PWb2@127.0.0.1:1",        /* upper-case scheme */
+    "u:PWa1PWb2@127.0.0.1:1",                /* no scheme */
+    ":PWa1PWb2@127.0.0.1:1",                 /* no scheme, no user */
+    " redis://u:PWa1PWb2@127.0.0.1:1",       /* leading blank */
+    "redis://u:PWa1%zzPWb2@127.0.0.1:1",     /* bad %-escape */
+    "redis://u:PWa1%2@",                     /* cut short in an escape */
+    "redis://u:PWa1PWb2@127.0.0.1:99999",    /* bad port */
+    "redis://u:PWa1PWb2@127.0.0.1:1/x",      /* bad db */
+    "redis://u:PWa1PWb2@127.0.0.1:1?db=1",   /* query string */
+    "redis://u:PWa1PWb2@[::1",               /* unterminated IPv6 */
+    "redis://u:PWa1PWb2@h!st:1",             /* bad host character */
+    "redis://u:PWa1 PWb2@127.0.0.1:1",       /* blank (valid) */
+    "redis://u:PWa1PWb2@@127.0.0.1:1",       /* two '@' (valid) */
+    "rediss://u:PWa1PWb2@127.0.0.1:1",       /* TLS, nothing listens */
+    "unix:///nonexistent/x?password=PWa1PWb2",             /* valid */
+    "unix:///nonexistent/x?password=PWa1#PWb2",            /* '#' (valid) */
+    "unix:///nonexistent/x?password=PWa1&PWb2",            /* '&' */
+    "unix:///nonexistent/x?password=&password=PWa1PWb2",   /* repeated */
+    "unix:///nonexistent/x?PASSWORD=PWa1PWb2",             /* upper case */
+    "unix:///nonexistent/x?password=PWa1PWb2&db=x",        /* bad db after it */
+    "unix:///nonexistent/x?user=u&password=PWa1%zzPWb2",   /* bad escape */
+    "unix://u:PWa1PWb2@/nonexistent/x",                    /* credentials in a unix URL */
+    "unix:///nonexistent/x?password=PWa1@PWb2",            /* '@' in a query password */
+};
+
+static int shows_password(const char *s) { return strstr(s, "PWa1") || strstr(s, "PWb2"); }
+
+TEST(url_redact_malformed) {
+  for (size_t i = 0; i < sizeof nasty_urls / sizeof nasty_urls[0]; i++) {
+    char buf[512];
+    rlock_url_redact(nasty_urls[i], buf, sizeof buf);
+    CHECK_MSG(!shows_password(buf), "redact(%s) = %s shows the password", nasty_urls[i], buf);
+    for (size_t len = 1; len < strlen(nasty_urls[i]) + 4; len++) { /* every truncation */
+      rlock_url_redact(nasty_urls[i], buf, len);
+      CHECK_MSG(strlen(buf) < len, "redact(%s, %zu) overran", nasty_urls[i], len);
+      CHECK_MSG(!shows_password(buf), "redact(%s, %zu) = %s", nasty_urls[i], len, buf);
+    }
+  }
+}
+
+TEST(url_messages_hide_password) {
+  for (size_t i = 0; i < sizeof nasty_urls / sizeof nasty_urls[0]; i++) {
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = nasty_urls[i];
+    o.connect_timeout_ms = 2000;
+    rlock_client_t *c = NULL;
+    int rc = rlock_client_new(&c, &o);
+    CHECK_MSG(rc != 0, "%s: connected?", nasty_urls[i]);
+    const char *msg = rlock_last_error();
+    CHECK_MSG(!shows_password(msg), "%s: %s: the message shows the password: %s", nasty_urls[i],
+              rlock_err_name(rc), msg);
+    CHECK_MSG(*msg, "%s: no message", nasty_urls[i]);
+  }
+}
+
+/* A character that ends the authority part, inside the password: the message
+ * says how to write it instead of complaining about the port. */
+TEST(url_message_points_at_escape) {
+  static const struct {
+    const char *url, *hint;
+  } cases[] = {
+      {"redis://u:PWa1/PWb2@127.0.0.1:1", "%2F"},
+      {"redis://:PWa1?PWb2@127.0.0.1:1", "%3F"},
+      {"rediss://u:PWa1#PWb2@127.0.0.1:1/0", "%23"},
+      {"unix:///nonexistent/x?password=PWa1&PWb2", "%26"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = cases[i].url;
+    rlock_client_t *c = NULL;
+    CHECK_RC(rlock_client_new(&c, &o), RLOCK_EURL);
+    const char *msg = rlock_last_error();
+    CHECK_MSG(strstr(msg, cases[i].hint), "%s: '%s' does not mention %s", cases[i].url, msg, cases[i].hint);
+    CHECK_MSG(!strstr(msg, "port"), "%s: '%s' blames the port", cases[i].url, msg);
+  }
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   RUN(err_names);
@@ -127,5 +231,8 @@ int main(int argc, char **argv) {
   RUN(duration_good);
   RUN(duration_bad);
   RUN(url_redact);
+  RUN(url_redact_malformed);
+  RUN(url_messages_hide_password);
+  RUN(url_message_points_at_escape);
   return th_done();
 }

@@ -24,14 +24,18 @@ finish() {
   exit 1
 }
 
-# start_redis [ARGS...]: starts a redis-server, sets PORT and URL.
+# start_redis [ARGS...]: starts a redis-server, sets PORT and URL. An
+# argument @TLSPORT@ becomes a second random port, set in TLS_PORT.
 start_redis() {
-  local attempt dir pid
+  local attempt dir pid a args
   for attempt in $(seq 1 20); do
     PORT=$((20000 + RANDOM % 40000))
+    TLS_PORT=$((20000 + RANDOM % 40000))
+    args=()
+    for a in "$@"; do [ "$a" = @TLSPORT@ ] && args+=("$TLS_PORT") || args+=("$a"); done
     dir=$(mktemp -d "$T/redis.XXXX")
     redis-server --save '' --appendonly no --port "$PORT" --bind 127.0.0.1 --dir "$dir" \
-      --logfile "$dir/log" --daemonize no "$@" &
+      --logfile "$dir/log" --daemonize no "${args[@]}" &
     pid=$!
     for _ in $(seq 1 200); do
       if grep -q 'Ready to accept connections' "$dir/log" 2>/dev/null; then
@@ -47,6 +51,24 @@ start_redis() {
   done
   echo "could not start redis-server" >&2
   exit 1
+}
+
+# make_certs DIR: a throw-away CA and a server certificate (localhost,
+# 127.0.0.1) and client certificate signed by it, as tests/harness.c makes them.
+make_certs() {
+  local d=$1 n
+  mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/ca.key" \
+    -out "$d/ca.crt" -days 2 -subj "/CN=rlock test CA" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" >/dev/null 2>&1 || return 1
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$d/server.ext"
+  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >"$d/client.ext"
+  for n in server client; do
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/$n.key" \
+      -out "$d/$n.csr" -subj /CN=localhost >/dev/null 2>&1 &&
+      openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -set_serial "$RANDOM" \
+        -days 2 -out "$d/$n.crt" -extfile "$d/$n.ext" >/dev/null 2>&1 || return 1
+  done
 }
 
 # expect CODE DESCRIPTION CMD...: runs CMD (stdout in $T/out, stderr in $T/err)

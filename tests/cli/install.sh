@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# tests/cli/install.sh -- `cmake --install` into a temp prefix, then two
-# consumers of the installed library: a C program built with
-# `pkg-config --cflags --libs rlock`, and a CMake project using
+# tests/cli/install.sh -- `cmake --install` into a temp prefix (not a system
+# directory), then: the installed `rlock` starts without LD_LIBRARY_PATH
+# (RPATH $ORIGIN/../lib), and consumers of the installed library run: a C
+# program built with `pkg-config --cflags --libs rlock` (with the -Wl,-rpath
+# the README shows, and with LD_LIBRARY_PATH), and a CMake project using
 # find_package(rlock). Arguments: BUILD_DIR [SANITIZE_FLAGS].
 set -u
 build=${1:?usage: $0 BUILD_DIR [SANITIZE]}
@@ -17,6 +19,11 @@ cflags=()
 cmake --install "$build" --prefix "$T/prefix" >"$T/install.log" 2>&1 || { cat "$T/install.log"; exit 1; }
 pass "cmake --install"
 [ -x "$T/prefix/bin/rlock" ] && pass "rlock installed" || fail "no bin/rlock"
+if out=$(env -u LD_LIBRARY_PATH "$T/prefix/bin/rlock" --version 2>&1); then
+  pass "the installed rlock starts without LD_LIBRARY_PATH: $out"
+else
+  fail "the installed rlock does not start from $T/prefix: $out"
+fi
 pc=$(dirname "$(find "$T/prefix" -name rlock.pc | head -n 1)")
 libdir=$(dirname "$pc")
 [ -f "$pc/rlock.pc" ] && pass "rlock.pc installed in $pc" || fail "no rlock.pc"
@@ -40,6 +47,15 @@ if gcc -std=c11 -Wall -Werror "${cflags[@]}" "$T/use.c" -o "$T/use" $flags; then
   out=$(LD_LIBRARY_PATH="$libdir" "$T/use") && pass "pkg-config consumer runs: $out" || fail "pkg-config consumer failed"
 else
   fail "pkg-config consumer does not compile"
+fi
+# The README's line for a prefix the dynamic linker does not search.
+rpath=$(PKG_CONFIG_PATH="$pc" pkg-config --variable=libdir rlock)
+# shellcheck disable=SC2086
+if gcc -std=c11 -Wall -Werror "${cflags[@]}" "$T/use.c" -o "$T/use_rpath" $flags -Wl,-rpath,"$rpath"; then
+  out=$(env -u LD_LIBRARY_PATH "$T/use_rpath" 2>&1) && pass "pkg-config consumer with -Wl,-rpath runs: $out" ||
+    fail "pkg-config consumer with -Wl,-rpath does not start: $out"
+else
+  fail "pkg-config consumer with -Wl,-rpath does not compile"
 fi
 
 mkdir -p "$T/cm"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/status.sh -- `rlock status` (text and --json, valid JSON with any
-# bytes in the name) and `rlock unlock --force` on free and held locks.
+# bytes in the name) and `rlock unlock --force` on free and held locks, and on
+# keys that are not locks (refused, exit 65, unless --any-type).
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -47,7 +48,31 @@ expect 0 "unlock --force of a held lock" R unlock --force plain
 contains "$T/out" "unlocked plain (was locked)" "held lock reported as was locked"
 R status --json plain | grep -q '"locked":false' && pass "lock is free after unlock --force" ||
   fail "still locked after unlock --force"
-kill -TERM "$holder" "$holder2"
+
+# unlock --force on keys that are not locks: refused (65), the key is kept.
+redis-cli -p "$PORT" SET str-key value >/dev/null
+redis-cli -p "$PORT" HSET user:1 name bob age 42 >/dev/null
+redis-cli -p "$PORT" RPUSH list-key a b >/dev/null
+for k in str-key user:1 list-key; do
+  expect 65 "unlock --force of $k (not a lock) is refused" R unlock --force "$k"
+  contains "$T/err" "not a lock" "refusal for $k explained"
+  contains "$T/err" "--any-type" "refusal for $k names --any-type"
+  [ "$(redis-cli -p "$PORT" EXISTS "$k")" = 1 ] && pass "$k is still there" || fail "$k was deleted"
+done
+contains "$T/err" "list" "the refusal names the key's type"
+expect 0 "unlock --force --any-type deletes a string" R unlock --force --any-type str-key
+contains "$T/out" "not a lock" "--any-type says it deleted something that was not a lock"
+[ "$(redis-cli -p "$PORT" EXISTS str-key)" = 0 ] && pass "str-key deleted with --any-type" || fail "str-key still there"
+expect 0 "unlock --force --any-type of a missing key" R unlock --force --any-type str-key
+contains "$T/out" "str-key was not locked" "a missing key with --any-type"
+mkfifo "$T/held3"
+bg "$T/holder3" "$RLOCK" -u "$URL" exec --lease 60s anyt -- sh -c "echo > $T/held3; exec sleep 60"
+holder3=$BG
+ready "$T/held3"
+expect 0 "unlock --force --any-type of a held lock" R unlock --force --any-type anyt
+contains "$T/out" "unlocked anyt (was locked)" "--any-type on a real lock reports it as a lock"
+kill -TERM "$holder" "$holder2" "$holder3"
+await "$holder3"
 await "$holder"
 await "$holder2"
 finish

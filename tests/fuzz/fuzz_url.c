@@ -1,19 +1,133 @@
 /* fuzz_url.c -- libFuzzer target for the Redis URL parser (lib/url.c
  * url_parse) and the redaction of URLs in messages (rlock_url_redact),
- * compiled directly from lib/ sources. Checks, besides memory safety: a
- * parsed URL has a sane port/db/kind, and the redacted form of a URL with a
- * password never contains that password after the "***" cut. */
+ * compiled directly from lib/ sources. Besides memory safety it checks:
+ *  - a parsed URL has a sane port/db/kind;
+ *  - the password bytes never reach an output. "Password bytes" are defined
+ *    here, independently of lib/url.c, so that they hold for any input:
+ *      (1) with an '@' in the string: the bytes from the start of the
+ *          authority (after a leading "scheme:" and its slashes, else the
+ *          start) up to the LAST '@', minus the user name (up to the first
+ *          ':'; with no ':' all of them are the password);
+ *      (2) the value of every "password=" (any case), up to the next
+ *          "&db=", "&user=", "&password=" or the end.
+ *    rlock_url_redact must give exactly the input with each run of password
+ *    bytes replaced by "***" (cut to the buffer); url_parse's message must
+ *    not quote a run of them; a password url_parse accepted must lie in
+ *    them. */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
+/* The reference: 1 for each password byte of s (n bytes). */
+static void reference_mask(const char *s, size_t n, unsigned char *pw) {
+  memset(pw, 0, n);
+  size_t a = 0;
+  if (n && isalpha((unsigned char)s[0])) { /* "scheme:" then any number of '/' */
+    size_t i = 1;
+    while (i < n && (isalnum((unsigned char)s[i]) || strchr("+-.", s[i]))) i++;
+    if (i < n && s[i] == ':') {
+      a = i + 1;
+      while (a < n && s[a] == '/') a++;
+    }
+  }
+  const char *at = NULL;
+  for (const char *t = s + a; t < s + n; t++)
+    if (*t == '@') at = t;
+  if (at) {
+    const char *from = s + a;
+    for (const char *t = s + a; t < at; t++)
+      if (*t == ':') {
+        from = t + 1;
+        break;
+      }
+    memset(pw + (from - s), 1, (size_t)(at - from));
+  }
+  for (const char *k = s; (k = strcasestr(k, "password=")) != NULL; k++) {
+    const char *v = k + 9, *e = v;
+    while (*e && strncasecmp(e, "&db=", 4) && strncasecmp(e, "&user=", 6) && strncasecmp(e, "&password=", 10))
+      e++;
+    memset(pw + (v - s), 1, (size_t)(e - v));
+  }
+}
+
+/* What rlock_url_redact must write into a buffer of buflen bytes. */
+static void expected_redaction(const char *s, size_t n, const unsigned char *pw, char *out, size_t buflen) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!pw[i]) out[o++] = s[i];
+    else if (i == 0 || !pw[i - 1]) memcpy(out + o, "***", 3), o += 3;
+  }
+  out[o] = 0;
+  if (o >= buflen) out[buflen - 1] = 0;
+}
+
+static void check_redaction(const char *s, size_t n, const unsigned char *pw) {
+  size_t cap = 3 * n + 2;
+  char *want = malloc(cap), *got = malloc(cap);
+  if (!want || !got) abort();
+  static const size_t lens[] = {1, 2, 5, 16, 33, 4096};
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    size_t len = lens[k] < cap ? lens[k] : cap;
+    memset(got, 'Z', cap);
+    rlock_url_redact(s, got, len);
+    expected_redaction(s, n, pw, want, len);
+    if (strcmp(got, want) != 0) abort(); /* a password byte shown, or a public byte lost */
+    if (len < cap && got[len] != 'Z') abort(); /* overran the buffer */
+  }
+  free(want);
+  free(got);
+}
+
+/* url_parse's message must not quote a run of 4+ password bytes (unless
+ * the same text is there when those bytes are masked: fixed message text). */
+static void check_message(const char *s, size_t n, const unsigned char *pw, const char *msg) {
+  char *masked = malloc(n + 1), *run = malloc(n + 1);
+  if (!masked || !run) abort();
+  for (size_t i = 0; i <= n; i++) masked[i] = i < n && pw[i] ? '\x01' : s[i];
+  url_t u;
+  if (url_parse(&u, masked) == 0) url_free(&u);
+  const char *msg2 = rlock_last_error();
+  for (size_t i = 0; i < n;) {
+    if (!pw[i]) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && pw[j]) j++;
+    if (j - i >= 4) {
+      memcpy(run, s + i, j - i);
+      run[j - i] = 0;
+      if (strstr(msg, run) && !strstr(msg2, run)) abort();
+    }
+    i = j;
+  }
+  free(masked);
+  free(run);
+}
+
+/* A password url_parse accepted, found verbatim once in the input, lies in
+ * the password bytes (the parser and the redaction agree). */
+static void check_parsed_password(const char *s, const unsigned char *pw, const char *password) {
+  size_t pl = strlen(password);
+  if (pl == 0) return;
+  const char *hit = strstr(s, password);
+  if (!hit || strstr(hit + 1, password)) return; /* decoded from escapes, or ambiguous */
+  for (size_t i = 0; i < pl; i++)
+    if (!pw[(size_t)(hit - s) + i]) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *s = malloc(size + 1);
-  if (!s) return 0;
+  unsigned char *pw = malloc(size + 1);
+  if (!s || !pw) abort();
   memcpy(s, data, size);
   s[size] = 0;
+  size_t n = strlen(s); /* the C string the library sees */
+  reference_mask(s, n, pw);
   url_t u;
   int rc = url_parse(&u, s);
   if (rc == 0) {
@@ -23,16 +137,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!u.host || !*u.host || u.port < 1 || u.port > 65535) abort();
     }
     if (u.db < 0 || u.db > 1000000) abort();
+    if (u.password) check_parsed_password(s, pw, u.password);
     url_free(&u);
   } else if (rc != RLOCK_EURL) {
     abort();
+  } else {
+    char msg[512];
+    strncpy(msg, rlock_last_error(), sizeof msg - 1);
+    msg[sizeof msg - 1] = 0;
+    check_message(s, n, pw, msg);
   }
-  char small[16], big[4096];
-  rlock_url_redact(s, small, sizeof small);
-  rlock_url_redact(s, big, sizeof big);
-  if (strlen(small) >= sizeof small) abort();
+  check_redaction(s, n, pw);
+  char big[64];
   rlock_url_redact(NULL, big, sizeof big);
   rlock_url_redact(s, NULL, 0);
   free(s);
+  free(pw);
   return 0;
 }

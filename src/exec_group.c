@@ -1,0 +1,181 @@
+/* exec_group.c -- the command of `rlock exec` in its own process group, so
+ * that a lost lock or a forwarded signal reaches everything it started
+ * (a shell's children too), and rlock releases the lock only once every
+ * process of the group has ended.
+ *
+ * - The group: CMD is forked into a new process group (id = its pid). rlock
+ *   becomes a child subreaper, so members orphaned by CMD's exit become its
+ *   children and can be waited for.
+ * - The terminal: if rlock runs in the foreground of a terminal, the group
+ *   gets the terminal (tcsetpgrp) so that CMD can read it and Ctrl-C/Ctrl-Z
+ *   reach CMD directly; rlock takes it back at the end. When Ctrl-Z stops the
+ *   group, rlock stops itself too (the shell gets its prompt back) and
+ *   continues the group when it is continued ('fg'). When Ctrl-C or Ctrl-\
+ *   killed CMD, rlock sends it to its own process group (itself and a script
+ *   that runs it, the job the key would have reached) once the lock is
+ *   released, so that the script stops as it would without rlock.
+ * - Signalling: the group id stays published (group_kill) only while the
+ *   group cannot have been reaped: each member is reaped with the handled
+ *   signals blocked and the group lock held, and the id is withdrawn as soon
+ *   as no member is left, so a signal never reaches a reused id. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static atomic_int g_pgid; /* the group's id while it may be signalled, else 0 */
+static int g_tty_sig;     /* the terminal signal that killed CMD while it had the terminal */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void group_lock(void) { pthread_mutex_lock(&g_mu); }
+void group_unlock(void) { pthread_mutex_unlock(&g_mu); }
+
+void group_kill(int sig) {
+  pid_t pgid = atomic_load(&g_pgid);
+  if (pgid > 0) kill(-pgid, sig);
+}
+
+/* A terminal (fd 0, 1 or 2) whose foreground group is rlock's, else -1. */
+static int foreground_tty(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (isatty(fd) && tcgetpgrp(fd) == getpgrp()) return fd;
+  return -1;
+}
+
+/* Makes pgid the terminal's foreground group. From a background group this
+ * needs SIGTTOU blocked (else the kernel stops the caller). */
+static void give_terminal(int tty, pid_t pgid) {
+  sigset_t ttou, before;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  pthread_sigmask(SIG_BLOCK, &ttou, &before);
+  tcsetpgrp(tty, pgid);
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
+}
+
+/* Reaps member `who` of group pgid (its wait status in *st). The handled
+ * signals stay blocked and the group lock held until the group id is
+ * withdrawn if that was the last member. */
+static void reap(pid_t pgid, pid_t who, int *st) {
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  group_lock();
+  while (waitpid(who, st, 0) < 0 && errno == EINTR) {
+  }
+  if (kill(-pgid, 0) < 0 && errno == ESRCH) atomic_store(&g_pgid, 0); /* nobody left */
+  group_unlock();
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
+}
+
+/* The group was stopped at the terminal (Ctrl-Z): stop rlock too, then,
+ * once continued, continue the group (in the foreground if rlock is). */
+static void suspend(pid_t pgid, int tty, pid_t who) {
+  siginfo_t si;
+  while (waitid(P_PID, (id_t)who, &si, WSTOPPED) < 0 && errno == EINTR) { /* consume the report */
+  }
+  give_terminal(tty, getpgrp());
+  kill(getpid(), SIGTSTP); /* ignored if the shell has no job control */
+  if (tcgetpgrp(tty) == getpgrp()) give_terminal(tty, pgid);
+  kill(-pgid, SIGCONT);
+}
+
+/* Waits for the leader (CMD), then until no member of its group is left
+ * among rlock's children; returns the leader's wait status. Until the leader
+ * ends, any child is reaped (the leader may have left its group). */
+static int wait_group(pid_t pgid, int tty) {
+  int leader = 0;
+  bool leader_done = false;
+  for (;;) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    int flags = WEXITED | WNOWAIT | (tty >= 0 ? WSTOPPED : 0);
+    if (waitid(leader_done ? P_PGID : P_ALL, (id_t)pgid, &si, flags) < 0) {
+      if (errno == EINTR) continue;
+      break; /* ECHILD: the whole group is gone */
+    }
+    if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
+      if (getpgid(si.si_pid) == pgid) suspend(pgid, tty, si.si_pid);
+      else while (waitid(P_PID, (id_t)si.si_pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
+      continue;
+    }
+    int st = 0;
+    reap(pgid, si.si_pid, &st);
+    if (si.si_pid == pgid) leader = st, leader_done = true;
+  }
+  group_lock();
+  atomic_store(&g_pgid, 0);
+  group_unlock();
+  return leader;
+}
+
+void group_die_like_cmd(void) {
+  if (!g_tty_sig) return;
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, g_tty_sig);
+  signal(g_tty_sig, SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+  kill(0, g_tty_sig); /* rlock's own group: what the keypress reached before CMD had the terminal */
+}
+
+/* In the child: its own group, the terminal, the caller's signal setup, exec. */
+static void exec_child(char **cmd, int tty, const sigset_t *mask, void (*in_child)(void), int errfd) {
+  setpgid(0, 0);
+  if (tty >= 0) tcsetpgrp(tty, getpid()); /* every signal is blocked here, SIGTTOU too */
+  in_child();
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  execvp(cmd[0], cmd);
+  int e = errno;
+  (void)!write(errfd, &e, sizeof e);
+  _exit(127);
+}
+
+int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), void (*started)(void)) {
+  int errpipe[2], tty = foreground_tty();
+  if (pipe2(errpipe, O_CLOEXEC) < 0) return cli_err("pipe: %s", strerror(errno)), EX_OSERR;
+  prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphaned members come back to rlock */
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  pid_t pid = fork();
+  if (pid == 0) exec_child(cmd, tty, child_mask, in_child, errpipe[1]);
+  int fork_errno = errno;
+  if (pid > 0) {
+    setpgid(pid, pid); /* also here: no window where rlock signals its own group */
+    if (tty >= 0) tcsetpgrp(tty, pid);
+    group_lock();
+    atomic_store(&g_pgid, pid);
+    started();
+    group_unlock();
+  }
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
+  close(errpipe[1]);
+  if (pid < 0) {
+    close(errpipe[0]);
+    cli_err("fork: %s", strerror(fork_errno));
+    return EX_OSERR;
+  }
+  int exec_errno = 0;
+  ssize_t n;
+  while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(errpipe[0]);
+  int st = wait_group(pid, tty);
+  if (tty >= 0) give_terminal(tty, getpgrp());
+  if (tty >= 0 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGQUIT))
+    g_tty_sig = WTERMSIG(st);
+  if (n == (ssize_t)sizeof exec_errno) {
+    cli_err("cannot run %s: %s", cmd[0], strerror(exec_errno));
+    return 127;
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

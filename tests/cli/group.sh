@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# tests/cli/group.sh -- `rlock exec` runs CMD in its own process group: a
+# lost lock and a forwarded signal stop CMD's children too (a shell's
+# grandchild), and the lock is released only once every process of the group
+# has ended. On a terminal (tests/cli/pty_exec.py) CMD's group is the
+# foreground group: Ctrl-C reaches it, and Ctrl-Z stops CMD and rlock (the
+# shell gets its prompt back) until 'fg'.
+. "$(dirname "$0")/common.sh"
+start_redis
+R() { "$RLOCK" -u "$URL" "$@"; }
+locked() { R status --json "$1" | grep -q '"locked":true'; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# CMD leads a group of its own.
+expect 0 "exec" R exec job -- sh -c "echo \$\$ > $T/pid; ps -o pgid= -p \$\$ | tr -d ' ' > $T/pgid"
+[ "$(cat "$T/pgid")" = "$(cat "$T/pid")" ] && pass "CMD leads its own process group" ||
+  fail "CMD's group $(cat "$T/pgid") is not its pid $(cat "$T/pid")"
+
+# The lease runs out while a grandchild runs: the whole group gets SIGTERM.
+mkfifo "$T/run1"
+bg "$T/x1" "$RLOCK" -u "$URL" exec --lease 1s lost-job -- \
+  sh -c "sleep 120 & echo \$! > $T/gc1; echo > $T/run1; wait"
+x1=$BG
+ready "$T/run1"
+gc1=$(cat "$T/gc1")
+BG_PIDS+=("$gc1")
+await "$x1" 30
+[ "$RC" = 76 ] && pass "lost lock: exit 76" || fail "lost lock: exit $RC, $(cat "$T/x1.err")"
+gone "$gc1" && pass "lost lock: the grandchild was stopped before rlock exited" ||
+  fail "lost lock: the grandchild $gc1 still runs outside the lock"
+
+# A signal to rlock reaches the grandchild.
+mkfifo "$T/run2"
+bg "$T/x2" "$RLOCK" -u "$URL" exec sig-job -- sh -c "sleep 120 & echo \$! > $T/gc2; echo > $T/run2; wait"
+x2=$BG
+ready "$T/run2"
+gc2=$(cat "$T/gc2")
+BG_PIDS+=("$gc2")
+kill -TERM "$x2"
+await "$x2" 30
+[ "$RC" = 143 ] && pass "forwarded SIGTERM: exit 143" || fail "forwarded SIGTERM: exit $RC"
+gone "$gc2" && pass "forwarded SIGTERM reached the grandchild" || fail "the grandchild $gc2 survived SIGTERM"
+locked sig-job && fail "sig-job still locked" || pass "sig-job released"
+
+# CMD exits but left a process in its group: the lock is held until it ends.
+mkfifo "$T/run3" "$T/go3"
+bg "$T/x3" "$RLOCK" -u "$URL" exec bg-job -- \
+  sh -c "(read x < $T/go3; echo done > $T/done3) & echo \$\$ > $T/run3; exit 3"
+x3=$BG
+leader=$(timeout 30 cat "$T/run3")
+until_true 30 gone "$leader" || fail "CMD $leader did not end"
+locked bg-job && pass "the lock is held while CMD's background process runs" ||
+  fail "the lock was released while CMD's background process still ran"
+kill -0 "$x3" 2>/dev/null && pass "rlock waits for the group" || fail "rlock exited before its group ended"
+echo > "$T/go3"
+await "$x3" 30
+[ "$RC" = 3 ] && pass "exit status is CMD's (3)" || fail "exit $RC, wanted CMD's 3"
+[ -s "$T/done3" ] && pass "the background process finished before rlock exited" ||
+  fail "rlock exited before the background process finished"
+locked bg-job && fail "bg-job still locked" || pass "bg-job released after the group ended"
+
+# On a terminal.
+if python3 "$(dirname "$0")/pty_exec.py" "$RLOCK" "$URL" "$T" >"$T/pty.out" 2>&1; then
+  pass "terminal: $(tr '\n' ' ' <"$T/pty.out")"
+else
+  fail "terminal: $(cat "$T/pty.out")"
+fi
+finish

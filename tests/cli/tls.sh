@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# tests/cli/tls.sh -- the CLI's TLS options against real redis-server TLS
+# ports with a throw-away CA: --tls-ca verifies the server, verification
+# failures are exit 69, --tls-server-name picks the name verified, --insecure
+# skips verification, --tls-cert/--tls-key authenticate the client where the
+# server asks for it; the options work before and after the sub-command and
+# reach every process of `rlock demo`.
+. "$(dirname "$0")/common.sh"
+C=$T/certs
+make_certs "$C" || { echo "openssl cannot make test certificates" >&2; exit 1; }
+tls_args=(--tls-port @TLSPORT@ --tls-cert-file "$C/server.crt" --tls-key-file "$C/server.key"
+          --tls-ca-cert-file "$C/ca.crt")
+start_redis "${tls_args[@]}" --tls-auth-clients no
+S="rediss://127.0.0.1:$TLS_PORT"
+plain=$PORT
+
+expect 0 "status over TLS with --tls-ca" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" status t
+contains "$T/out" "t: not locked" "status over TLS answers"
+expect 0 "TLS options after the sub-command" "$RLOCK" status -u "$S" --tls-ca "$C/ca.crt" t
+expect 69 "an unknown CA is refused" "$RLOCK" -u "$S" status t
+contains "$T/err" "certificate" "the refusal is about the certificate"
+expect 0 "--insecure skips verification" "$RLOCK" -u "$S" --insecure status t
+expect 69 "--tls-server-name that the certificate does not name" \
+  "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" --tls-server-name wrong.example.org status t
+expect 0 "--tls-server-name localhost" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" --tls-server-name localhost status t
+expect 0 "exec over TLS" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" exec tls-job -- sh -c \
+  "redis-cli -p $plain EXISTS tls-job > $T/held"
+[ "$(cat "$T/held")" = 1 ] && pass "the lock was held over TLS while the command ran" ||
+  fail "lock not held during exec over TLS: $(cat "$T/held")"
+expect 0 "demo over TLS (workers use the TLS options too)" \
+  "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" demo --workers 2 --stock 20
+contains "$T/out" "PASS" "demo over TLS passes"
+
+# A server that requires client certificates.
+start_redis "${tls_args[@]}" --tls-auth-clients yes
+S="rediss://127.0.0.1:$TLS_PORT"
+expect 69 "no client certificate: refused" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" status t
+expect 0 "--tls-cert/--tls-key authenticate" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" \
+  --tls-cert "$C/client.crt" --tls-key "$C/client.key" status t
+expect 64 "--tls-key without --tls-cert" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" --tls-key "$C/client.key" status t
+finish
