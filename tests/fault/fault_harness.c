@@ -403,7 +403,7 @@ void fh_result(const char *fault, const char *deploy, const char *kind, const ch
          violations, outcome);
 }
 
-/* ------------------------------------------------------------ isolated workers */
+/* ------------------------------------------------------------ gated workers */
 
 /* Closes every descriptor above stderr except keep1 and keep2. */
 static void close_inherited(int keep1, int keep2) {
@@ -419,7 +419,7 @@ static void close_inherited(int keep1, int keep2) {
   for (size_t i = 0; i < n; i++) close(fds[i]);
 }
 
-int fh_spawn_isolated(fh_pool_t *p, const fh_worker_spec_t *spec) {
+int fh_spawn_gated(fh_pool_t *p, const fh_worker_spec_t *spec) {
   if (p->nworkers >= FH_MAX_WORKERS) th_fail(__FILE__, __LINE__, "too many workers");
   int id = p->nworkers++;
   int ctl[2];
@@ -427,6 +427,10 @@ int fh_spawn_isolated(fh_pool_t *p, const fh_worker_spec_t *spec) {
   pid_t pid = th_fork();
   if (pid == 0) {
     close_inherited(ctl[0], p->ev_wr);
+    for (char go = 0; go != FH_CMD_GO;) { /* FH_CMD_GO, or EOF: the parent is gone */
+      ssize_t n = read(ctl[0], &go, 1);
+      if (n == 0 || (n < 0 && errno != EINTR)) _exit(0);
+    }
     static fh_worker_ctx_t w;
     memset(&w, 0, sizeof w);
     w.id = id;

@@ -4,8 +4,9 @@
  * fault proxy (proxy.h) while the parent
  *   1. cuts every connection, adds latency, blackholes each direction, then
  *      both (a partition), then refuses connections for a short outage;
- *   2. blackholes the replies until an acquire has been applied on the server
- *      with its reply lost, then cuts and refuses for longer than that
+ *   2. blackholes the replies (right after a release: the woken waiters try
+ *      at once) until an acquire has been applied on the server with its
+ *      reply held back, then cuts and refuses for longer than that
  *      request's latch TTL (lib/client.c client_latch_ttl): the waiter keeps
  *      re-queuing the same request id, and on the reconnect the latch is
  *      gone: the "acquire re-sent after its latch expired counts twice" hole
@@ -145,23 +146,51 @@ static int listed(char keys[][128], size_t n, const char *k) {
   return 0;
 }
 
-/* Blackholes the replies until a new acquire is applied (its latch appears),
- * then cuts and refuses at once: that acquire's answer is lost and its
- * waiter re-queues it with the same id. Returns 1 with the latch's name and
- * TTL if the latch was still unanswered after the cut. */
+/* A latch is taken for an unanswered one once it has stayed "1" this long
+ * with the replies blackholed: a client that got its answer deletes its
+ * latch within DEL_DELAY_MS (20 ms, lib/client.c) plus a round trip. */
+#define UNANSWERED_MS 300
+
+typedef struct seen {
+  char key[128];
+  int64_t since_ms;
+} seen_t;
+
+/* Blackholes the replies right after a release (the waiters it wakes try
+ * at once), waits until an acquire latch has stayed "1" for UNANSWERED_MS
+ * (applied, its answer held back), then cuts and refuses at once: that
+ * acquire's answer is lost and its waiter re-queues it with the same id.
+ * Latches already there before are left by earlier faults (a DEL lost in a
+ * cut) and do not count. Returns 1 with the latch's name and TTL if it was
+ * still "1" after the cut. */
 static int lose_an_applied_acquire(char *latch, long long *latch_ttl) {
-  char before[64][128], now[64][128];
-  size_t nb = applied_latches(before, 64);
+  char stale[64][128]; /* left by earlier faults (a DEL lost in a cut): not candidates */
+  size_t nstale = applied_latches(stale, 64);
+  fh_await_since(&R.pool, -1, HK_RELEASE, hist_now_ns(), LEASE_MS + 5000);
   fp_blackhole(R.px, FP_DOWN);
+  seen_t seen[64];
+  size_t nseen = 0;
   int64_t until = rlock_now_ms() + LEASE_MS + 5000; /* a waiter's PTTL wake at the latest */
-  size_t found = (size_t)-1;
-  while (found == (size_t)-1 && rlock_now_ms() < until) {
+  int found = -1;
+  while (found < 0 && rlock_now_ms() < until) {
+    char now[64][128];
     size_t n = applied_latches(now, 64);
-    for (size_t i = 0; i < n && found == (size_t)-1; i++)
-      if (!listed(before, nb, now[i])) found = i;
-    if (found == (size_t)-1) tick();
+    seen_t next[64];
+    size_t nnext = 0;
+    for (size_t i = 0; i < n; i++) { /* keep the first-seen time of the latches still there */
+      if (listed(stale, nstale, now[i])) continue;
+      next[nnext] = (seen_t){.since_ms = rlock_now_ms()};
+      snprintf(next[nnext].key, sizeof next[nnext].key, "%s", now[i]);
+      for (size_t j = 0; j < nseen; j++)
+        if (strcmp(seen[j].key, now[i]) == 0) next[nnext].since_ms = seen[j].since_ms;
+      if (rlock_now_ms() - next[nnext].since_ms >= UNANSWERED_MS) found = (int)nnext;
+      nnext++;
+    }
+    memcpy(seen, next, nnext * sizeof next[0]);
+    nseen = nnext;
+    if (found < 0) tick();
   }
-  if (found == (size_t)-1) {
+  if (found < 0) {
     fp_blackhole(R.px, 0);
     th_fail(__FILE__, __LINE__, "no acquire was applied during %d ms of blackholed replies",
             LEASE_MS + 5000);
@@ -169,7 +198,7 @@ static int lose_an_applied_acquire(char *latch, long long *latch_ttl) {
   fp_refuse(R.px, 1);
   fp_cut(R.px);
   fp_blackhole(R.px, 0); /* the connections are gone: nothing late can arrive */
-  snprintf(latch, 128, "%s", now[found]);
+  snprintf(latch, 128, "%s", seen[found].key);
   char *v = th_cmd_str(R.raw, "GET", latch, NULL);
   int ok = v && strcmp(v, "1") == 0;
   free(v);
@@ -260,7 +289,7 @@ static void net_faults(const fh_deploy_t *dep) {
   void *d = dep->start(NULL);
   R.raw = dep->raw(d);
   CHECK_MSG(R.raw != NULL, "deployment %s has no raw server for the state checks", dep->name);
-  R.px = fp_start(upstream_port(dep->url(d)));
+  R.px = fp_listen(upstream_port(dep->url(d))); /* no thread yet: the workers are forked first */
   char url[64];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", fp_port(R.px));
   fh_pool_init(&R.pool);
@@ -268,7 +297,9 @@ static void net_faults(const fh_deploy_t *dep) {
                         .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = LEASE_MS,
                         .command_timeout_ms = CMD_MS, .reconnect_max_ms = 200,
                         .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = HOLD_MS, .iterations = 0};
-  for (int i = 0; i < NWORKERS; i++) fh_spawn_isolated(&R.pool, &s);
+  for (int i = 0; i < NWORKERS; i++) fh_spawn_gated(&R.pool, &s);
+  fp_run(R.px);
+  for (int i = 0; i < NWORKERS; i++) fh_send(&R.pool, i, FH_CMD_GO);
   for (int i = 0; i < NWORKERS; i++) fh_await(&R.pool, i, HK_ATTEMPT, 10000);
   await_reconnected();
   run_for(RUN_MS);
