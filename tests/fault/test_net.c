@@ -4,7 +4,10 @@
  * blackhole longer than the command timeout during acquire and unlock (the
  * re-sends with the same latch count once: no double-counted hold, no hold
  * left behind, checked with HGET on the real server), a partition longer
- * than the lease (the holder is told) and added latency. */
+ * than the lease (the holder is told), added latency, and outages (the
+ * proxy refuses): a wait-forever waiter waits through them and gets the
+ * lock after, a bounded wait ends with RLOCK_ECONNECT near its bound, a
+ * cancel ends the wait with RLOCK_ECANCELED and leaves no hold. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
