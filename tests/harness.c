@@ -570,3 +570,22 @@ const th_tls_certs_t *th_tls_certs(void) {
   done = 1;
   return &c;
 }
+
+/* ------------------------------------------------------------ paused clients, script calls */
+
+int th_client_blocked(th_server_t *s, const char *client_name) {
+  char name[160];
+  snprintf(name, sizeof name, "name=%s ", client_name);
+  char *list = th_cmd_str(s, "CLIENT", "LIST", NULL);
+  int found = 0;
+  for (char *line = list; line && *line && !found;) {
+    char *eol = strchr(line, '\n');
+    if (eol) *eol = 0;
+    found = strstr(line, name) && strstr(line, " flags=b");
+    line = eol ? eol + 1 : NULL;
+  }
+  free(list);
+  return found;
+}
+
+long long th_scripts_run(th_server_t *s) { return th_cmdstat(s, "evalsha") + th_cmdstat(s, "eval"); }

@@ -123,6 +123,11 @@ long long th_cmd_int(th_server_t *s, const char *arg0, ...);
 long long th_cmdstat(th_server_t *s, const char *cmd);
 /* PUBSUB NUMSUB channel. */
 long long th_numsub(th_server_t *s, const char *channel);
+/* 1 if a connection named client_name (CLIENT SETNAME) has a command held
+ * back by CLIENT PAUSE (flag b in CLIENT LIST). */
+int th_client_blocked(th_server_t *s, const char *client_name);
+/* Script calls the server has run: EVALSHA + EVAL (INFO commandstats). */
+long long th_scripts_run(th_server_t *s);
 
 /* A string reply as a malloc'd copy (NULL for nil); free() it. */
 char *th_cmd_str(th_server_t *s, const char *arg0, ...);

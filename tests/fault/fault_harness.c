@@ -7,6 +7,7 @@
 #endif
 #include "fault_harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -402,4 +403,49 @@ void fh_result(const char *fault, const char *deploy, const char *kind, const ch
                size_t violations) {
   printf("RESULT fault=%s deployment=%s kind=%s violations=%zu outcome=%s\n", fault, deploy, kind,
          violations, outcome);
+}
+
+/* ------------------------------------------------------------ gated workers */
+
+/* Closes every descriptor above stderr except keep1 and keep2. */
+static void close_inherited(int keep1, int keep2) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) th_fail(__FILE__, __LINE__, "opendir /proc/self/fd: %s", strerror(errno));
+  int fds[4096];
+  size_t n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL && n < sizeof fds / sizeof fds[0];) {
+    int fd = atoi(e->d_name);
+    if (fd > 2 && fd != dirfd(d) && fd != keep1 && fd != keep2) fds[n++] = fd;
+  }
+  closedir(d);
+  for (size_t i = 0; i < n; i++) close(fds[i]);
+}
+
+int fh_spawn_gated(fh_pool_t *p, const fh_worker_spec_t *spec) {
+  if (p->nworkers >= FH_MAX_WORKERS) th_fail(__FILE__, __LINE__, "too many workers");
+  int id = p->nworkers++;
+  int ctl[2];
+  if (pipe2(ctl, O_CLOEXEC) != 0) th_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+  pid_t pid = th_fork();
+  if (pid == 0) {
+    close_inherited(ctl[0], p->ev_wr);
+    for (char go = 0; go != FH_CMD_GO;) { /* FH_CMD_GO, or EOF: the parent is gone */
+      ssize_t n = read(ctl[0], &go, 1);
+      if (n == 0 || (n < 0 && errno != EINTR)) _exit(0);
+    }
+    static fh_worker_ctx_t w;
+    memset(&w, 0, sizeof w);
+    w.id = id;
+    w.spec = spec;
+    w.ctl_fd = ctl[0];
+    w.ev_fd = p->ev_wr;
+    w.hist_fd = hist_open(p->hist_path);
+    if (w.hist_fd < 0) _exit(3);
+    worker_main(&w);
+  }
+  close(ctl[0]);
+  p->w[id].pid = pid;
+  p->w[id].ctl = ctl[1];
+  p->w[id].alive = 1;
+  return id;
 }

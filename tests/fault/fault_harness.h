@@ -68,6 +68,7 @@ extern const fh_kind_t *const fh_kinds[];
 #define FH_CMD_EXIT 'x'  /* leave the critical section (hold_ms < 0) */
 #define FH_CMD_VALID 'v' /* log HK_VALID with the current valid-until, answer FH_EV */
 #define FH_CMD_QUIT 'q'  /* stop before the next attempt */
+#define FH_CMD_GO 'g'    /* a gated worker (fh_spawn_gated) may start */
 
 typedef struct fh_worker_spec {
   const char *url;
@@ -121,6 +122,11 @@ struct fh_worker_ctx {
 void fh_pool_init(fh_pool_t *p);
 /* Forks worker `id` (its index) running spec; returns the id. */
 int fh_spawn(fh_pool_t *p, const fh_worker_spec_t *spec);
+/* The same, but the worker closes every descriptor it inherited except its
+ * own pipes, then waits for FH_CMD_GO (fh_send) before it makes its client.
+ * For pools behind a fault proxy: fork while no thread runs (fp_listen),
+ * start the proxy (fp_run), then let the workers go. */
+int fh_spawn_gated(fh_pool_t *p, const fh_worker_spec_t *spec);
 void fh_send(fh_pool_t *p, int id, char cmd);
 /* Waits (bounded) for an event of worker id (-1: any) and kind; events that
  * do not match are consumed. Fails the test on timeout. */

@@ -344,3 +344,27 @@ void fp_stop(fp_proxy_t *p) {
   pthread_cond_destroy(&p->cond);
   free(p);
 }
+
+/* fp_start in two steps, for tests that fork worker processes which must
+ * know the port: no thread may run in the parent at the fork. */
+fp_proxy_t *fp_listen(int upstream_port) {
+  fp_proxy_t *p = calloc(1, sizeof *p);
+  if (!p) th_fail(__FILE__, __LINE__, "out of memory");
+  p->upstream = upstream_port;
+  p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(p->lfd, 64) != 0 ||
+      getsockname(p->lfd, (struct sockaddr *)&a, &len) != 0)
+    th_fail(__FILE__, __LINE__, "proxy listen: %s", strerror(errno));
+  p->port = ntohs(a.sin_port);
+  if (pipe2(p->wake, O_CLOEXEC | O_NONBLOCK) != 0) th_fail(__FILE__, __LINE__, "pipe");
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cond, NULL);
+  return p;
+}
+
+void fp_run(fp_proxy_t *p) {
+  if (pthread_create(&p->thread, NULL, run, p) != 0) th_fail(__FILE__, __LINE__, "proxy thread");
+}

@@ -24,6 +24,10 @@ typedef struct fp_proxy fp_proxy_t;
 #define FP_BOTH 3
 
 fp_proxy_t *fp_start(int upstream_port); /* fails the test on error */
+/* fp_start in two steps: fp_listen binds the port (known at once, no thread
+ * yet: worker processes can be forked now), fp_run starts forwarding. */
+fp_proxy_t *fp_listen(int upstream_port);
+void fp_run(fp_proxy_t *p);
 int fp_port(const fp_proxy_t *p);
 void fp_delay(fp_proxy_t *p, int64_t ms);
 void fp_blackhole(fp_proxy_t *p, int dirs); /* 0: heal */

@@ -4,7 +4,10 @@
  * blackhole longer than the command timeout during acquire and unlock (the
  * re-sends with the same latch count once: no double-counted hold, no hold
  * left behind, checked with HGET on the real server), a partition longer
- * than the lease (the holder is told) and added latency. */
+ * than the lease (the holder is told), added latency, and outages (the
+ * proxy refuses): a wait-forever waiter waits through them and gets the
+ * lock after, a bounded wait ends with RLOCK_ECONNECT near its bound, a
+ * cancel ends the wait with RLOCK_ECANCELED and leaves no hold. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,38 +128,175 @@ TEST(cut_message_lost_in_gap) {
   rlock_client_free(h), rlock_client_free(w);
 }
 
-/* An outage longer than the command timeout while a waiter waits forever:
- * what does the waiter get? (bounded: it must not hang) */
-TEST(refused_longer_than_timeout) {
-  rlock_client_t *h = fh_client(srv->url, 1000, 500, 3), *w = fh_client(purl, 1000, 500, 3);
+/* ------------------------------------------------------------ outages (refused)
+ * rlock.h: "While the server is unreachable a bounded wait ends with
+ * RLOCK_ECONNECT; RLOCK_WAIT_FOREVER keeps waiting until it is back", and a
+ * cancel token ends a wait with RLOCK_ECANCELED. The proxy refuses (accepts
+ * and closes at once) for the whole outage. Command timeout 500 ms. */
+
+#define OUT_CMD_MS 500
+
+static void outage_begin(void) {
+  fp_refuse(px, 1);
+  fp_cut(px);
+}
+
+static int attempts_above(void *a) {
+  void **v = a;
+  return stats(v[0]).acquire_attempts > *(uint64_t *)v[1];
+}
+
+/* Waits until the client sent (queued: it is not connected) one more acquire
+ * try than `since`: the wait is then in the "try in flight" state. */
+static void await_try(rlock_client_t *c, uint64_t since) {
+  void *a[2] = {c, &since};
+  CHECK_MSG(th_wait_until(attempts_above, a, 10000), "no acquire try during the outage");
+}
+
+/* Ends the outage and waits until every client behind the proxy is back. */
+static void outage_end(int conns) {
+  fp_refuse(px, 0);
+  CHECK_MSG(th_wait_until(conns_are, &conns, 10000), "clients did not reconnect");
+}
+
+/* A wait-forever waiter outlives an outage of 12 command timeouts (its
+ * tries meanwhile end with "not connected" and are queued again) and gets
+ * the lock once the server is reachable: status 0, one hold on the server. */
+TEST(refused_wait_forever_then_granted) {
+  rlock_client_t *h = fh_client(srv->url, 1000, OUT_CMD_MS, 3);
+  rlock_client_t *w = fh_client(purl, 1000, OUT_CMD_MS, 3);
   rlock_lock_t *lh = th_lock(h, "net:down"), *lw = th_lock(w, "net:down");
-  CHECK_OK(rlock_lock_lock(lh, 1500));
+  CHECK_OK(rlock_lock_lock(lh, 1500)); /* runs out during the outage */
   fh_latch_t got;
   fh_latch_init(&got);
   CHECK_OK(rlock_lock_acquire_async(lw, 6, RLOCK_WAIT_FOREVER, 60000, NULL, fh_latch_cb, &got));
   numsub_arg_t ns = {"redisson_lock__channel:{net:down}", 1};
   CHECK(th_wait_until(numsub_is, &ns, 5000));
-  fp_refuse(px, 1);
-  fp_cut(px);
-  /* the waiter's PTTL wake comes at ~1.5 s; its try cannot be written */
-  int done = fh_latch_wait(&got, 6000);
-  fp_refuse(px, 0);
-  if (done) {
-    printf("waiter ended with %s during a 6 s outage\n", rlock_err_name(got.status));
-    CHECK(got.status == RLOCK_ECONNECT || got.status == 0);
-  } else {
-    CHECK_MSG(fh_latch_wait(&got, 10000), "the waiter hangs after the outage ended");
-    printf("waiter kept waiting through the outage and ended with %s\n", rlock_err_name(got.status));
-  }
-  if (got.status == 0) CHECK_OK(rlock_lock_release(lw, 6));
-  char outcome[160];
-  snprintf(outcome, sizeof outcome, "wait-forever waiter ends with %s (no hang)",
-           done ? rlock_err_name(got.status) : "a grant after the outage");
-  fh_result("proxy-refuse-6s", "single", "reentrant", outcome, 0);
-  CHECK(th_wait_until(key_gone, "net:down", 5000));
+  outage_begin();
+  uint64_t a0 = stats(w).acquire_attempts;
+  await_try(w, a0); /* the PTTL wake (~1.5 s): a try that cannot be written */
+  int64_t outage_ms = 12 * OUT_CMD_MS;
+  CHECK_MSG(!fh_latch_wait(&got, outage_ms), "a wait-forever waiter ended with %s during the outage",
+            rlock_err_name(got.status));
+  outage_end(2);
+  /* back: reconnect (backoff <= 200 ms) + one try; generous for a loaded machine */
+  CHECK_MSG(fh_latch_wait(&got, 10 * OUT_CMD_MS + 5000), "the waiter hangs after the outage ended");
+  CHECK_MSG(got.status == 0, "wait-forever waiter ended with %s: %s", rlock_err_name(got.status),
+            rlock_last_error());
+  char o[128];
+  CHECK_EQ(th_hget_num(srv, "net:down", th_owner_id(w, 6, o, sizeof o)), 1);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "net:down", NULL), 1);
+  CHECK_OK(rlock_lock_release(lw, 6));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:down", NULL), 0);
+  fh_result("proxy-refuse-6s-wait-forever", "single", "reentrant",
+            "waiter waits through the outage, then acquires (status 0, count 1)", 0);
   fh_latch_destroy(&got);
   rlock_lock_free(lh), rlock_lock_free(lw);
   rlock_client_free(h), rlock_client_free(w);
+}
+
+/* A bounded wait during an outage ends with RLOCK_ECONNECT, not before its
+ * bound and at most about one command timeout after it (its last try waits
+ * that long for the connection). Lock free (every try is a transport
+ * failure) and lock busy (parked until the bound). */
+static void bounded_wait_during_outage(int busy) {
+  const int64_t wait_ms = 2000;
+  rlock_client_t *h = fh_client(srv->url, 1000, OUT_CMD_MS, 3);
+  rlock_client_t *w = fh_client(purl, 1000, OUT_CMD_MS, 3);
+  rlock_lock_t *lh = th_lock(h, "net:bounded"), *lw = th_lock(w, "net:bounded");
+  if (busy) CHECK_OK(rlock_lock_lock(lh, 60000));
+  fh_latch_t got;
+  fh_latch_init(&got);
+  int64_t t0 = rlock_now_ms();
+  if (busy) {
+    CHECK_OK(rlock_lock_acquire_async(lw, 7, wait_ms, 60000, NULL, fh_latch_cb, &got));
+    numsub_arg_t ns = {"redisson_lock__channel:{net:bounded}", 1};
+    CHECK(th_wait_until(numsub_is, &ns, 5000));
+    outage_begin();
+  } else {
+    outage_begin();
+    t0 = rlock_now_ms();
+    CHECK_OK(rlock_lock_acquire_async(lw, 7, wait_ms, 60000, NULL, fh_latch_cb, &got));
+  }
+  int64_t upper = wait_ms + 2 * OUT_CMD_MS + 2000; /* + margin for a loaded machine */
+  CHECK_MSG(fh_latch_wait(&got, upper + 5000), "a bounded wait hangs during the outage");
+  int64_t took = rlock_now_ms() - t0;
+  printf("bounded wait (%s, %lld ms) during an outage: %s after %lld ms\n", busy ? "busy" : "free",
+         (long long)wait_ms, rlock_err_name(got.status), (long long)took);
+  CHECK_MSG(got.status == RLOCK_ECONNECT, "bounded wait ended with %s, want RLOCK_ECONNECT",
+            rlock_err_name(got.status));
+  CHECK_MSG(took >= wait_ms - 5 && took <= upper, "ended after %lld ms (bound %lld, command timeout %d)",
+            (long long)took, (long long)wait_ms, OUT_CMD_MS);
+  outage_end(2);
+  ping(w); /* whatever w queued has reached the server now */
+  char o[128];
+  CHECK_EQ(th_hget_num(srv, "net:bounded", th_owner_id(w, 7, o, sizeof o)), -1000);
+  CHECK_EQ(stats(w).held, 0);
+  if (busy) CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:bounded", NULL), 0);
+  fh_latch_destroy(&got);
+  rlock_lock_free(lh), rlock_lock_free(lw);
+  rlock_client_free(h), rlock_client_free(w);
+}
+
+TEST(refused_bounded_wait_free) { bounded_wait_during_outage(0); }
+TEST(refused_bounded_wait_busy) {
+  bounded_wait_during_outage(1);
+  fh_result("proxy-refuse-bounded-wait", "single", "reentrant",
+            "RLOCK_ECONNECT between the bound and bound + 1 command timeout", 0);
+}
+
+/* A cancel during the outage ends a wait-forever wait with RLOCK_ECANCELED
+ * and leaves no hold, once the server is reachable again: (a) the waiter is
+ * parked (lock busy); (b) its try is queued for the connection (lock free). */
+static void cancel_during_outage(int try_queued) {
+  rlock_client_t *h = fh_client(srv->url, 1000, OUT_CMD_MS, 3);
+  rlock_client_t *w = fh_client(purl, 1000, OUT_CMD_MS, 3);
+  rlock_lock_t *lh = th_lock(h, "net:cancel"), *lw = th_lock(w, "net:cancel");
+  rlock_cancel_t *tok = NULL;
+  CHECK_OK(rlock_cancel_new(&tok));
+  fh_latch_t got;
+  fh_latch_init(&got);
+  if (!try_queued) {
+    CHECK_OK(rlock_lock_lock(lh, 60000));
+    CHECK_OK(rlock_lock_acquire_async(lw, 8, RLOCK_WAIT_FOREVER, 60000, tok, fh_latch_cb, &got));
+    numsub_arg_t ns = {"redisson_lock__channel:{net:cancel}", 1};
+    CHECK(th_wait_until(numsub_is, &ns, 5000));
+    outage_begin();
+  } else {
+    outage_begin();
+    uint64_t a0 = stats(w).acquire_attempts;
+    CHECK_OK(rlock_lock_acquire_async(lw, 8, RLOCK_WAIT_FOREVER, 60000, tok, fh_latch_cb, &got));
+    await_try(w, a0);
+  }
+  CHECK(!got.done);
+  int64_t t0 = rlock_now_ms();
+  rlock_cancel_trigger(tok);
+  /* a try in flight decides first: at most one command timeout */
+  CHECK_MSG(fh_latch_wait(&got, 2 * OUT_CMD_MS + 3000), "the cancelled wait did not end");
+  printf("cancel during the outage (%s): %s after %lld ms\n", try_queued ? "try queued" : "parked",
+         rlock_err_name(got.status), (long long)(rlock_now_ms() - t0));
+  CHECK_MSG(got.status == RLOCK_ECANCELED, "cancelled wait ended with %s, want RLOCK_ECANCELED",
+            rlock_err_name(got.status));
+  outage_end(2);
+  ping(w);
+  char o[128];
+  th_owner_id(w, 8, o, sizeof o);
+  CHECK_EQ(th_hget_num(srv, "net:cancel", o), -1000);
+  CHECK_EQ(stats(w).held, 0);
+  if (!try_queued) CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:cancel", NULL), 0);
+  rlock_cancel_free(tok);
+  fh_latch_destroy(&got);
+  rlock_lock_free(lh), rlock_lock_free(lw);
+  rlock_client_free(h), rlock_client_free(w);
+}
+
+TEST(refused_cancel_parked) { cancel_during_outage(0); }
+TEST(refused_cancel_try_queued) {
+  cancel_during_outage(1);
+  fh_result("proxy-refuse-cancel", "single", "reentrant",
+            "RLOCK_ECANCELED (parked or try queued); no hold after the outage", 0);
 }
 
 /* Reentrant acquire during a blackhole: ETIMEDOUT, and the count is back to
@@ -226,8 +366,12 @@ static void blackhole_unlock(int dirs, const char *label) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:bhu", NULL), 0); /* released once, nothing left */
   /* The client could not know: a plain unlock by the user now says ENOTHELD. */
   CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
-  printf("%s: lost callbacks after the unknown-outcome unlock: %d\n", label,
-         atomic_load(&lost_calls) - lost0);
+  /* The hold ended by its owner's own unlock (applied once, its answer lost):
+   * that is not a lost lock (rlock.h: lost = ended without an unlock by its
+   * owner), so the lock-lost callback must not run. */
+  int lost = atomic_load(&lost_calls) - lost0;
+  printf("%s: lost callbacks after the unknown-outcome unlock: %d\n", label, lost);
+  CHECK_EQ(lost, 0);
   fh_result(label, "single", "reentrant",
             "ETIMEDOUT; 3 sends applied once (count 2->1); last-hold unlock released once", 0);
   rlock_lock_free(l);
@@ -298,7 +442,11 @@ int main(int argc, char **argv) {
   RUN(blackhole_replies_unlock);
   RUN(partition_longer_than_lease);
   RUN(delay);
-  RUN(refused_longer_than_timeout);
+  RUN(refused_wait_forever_then_granted);
+  RUN(refused_bounded_wait_free);
+  RUN(refused_bounded_wait_busy);
+  RUN(refused_cancel_parked);
+  RUN(refused_cancel_try_queued);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();

@@ -113,7 +113,9 @@ static void check_message(const char *s, size_t n, const unsigned char *pw, cons
  * the password bytes (the parser and the redaction agree). */
 static void check_parsed_password(const char *s, const unsigned char *pw, const char *password) {
   size_t pl = strlen(password);
-  if (pl == 0) return;
+  /* with escapes the decoded text may also stand literally elsewhere
+   * ("redis://%40@A": password "@", and the '@' found is the separator) */
+  if (pl == 0 || strchr(s, '%')) return;
   const char *hit = strstr(s, password);
   if (!hit || strstr(hit + 1, password)) return; /* decoded from escapes, or ambiguous */
   for (size_t i = 0; i < pl; i++)
