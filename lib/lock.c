@@ -1,18 +1,18 @@
 /* lock.c -- the reentrant lock (Redisson RLock) on the I/O thread: the
  * acquire state machine, release, force unlock and the queries.
  *
- * Acquire:  try (lock_acquire.lua) -> acquired: register the hold (watchdog.c)
+ * Acquire:  try (reentrant_acquire.lua) -> acquired: register the hold (watchdog.c)
  *           -> busy: subscribe to the lock's channel, try again, then park
  *              until a message wakes us or min(PTTL, wait left) runs out, try
  *              again... never a busy poll.
  * Each try carries a request id (the latch): a try whose reply is lost (timeout,
  * dropped connection) is re-sent with the same id and counts once; if we give
- * up, or the caller cancelled, lock_acquire_undo.lua gives the hold back. An
+ * up, or the caller cancelled, reentrant_acquire_undo.lua gives the hold back. An
  * id is never re-sent once its latch may have expired on the server: the op
  * first gives back what the old id may have taken (an undo that also checks
  * the owner's count against the client's, so an expired latch cannot fool
  * it), then tries with a fresh id.
- * Release: lock_unlock.lua with its own request id, re-sent on timeout the same
+ * Release: reentrant_unlock.lua with its own request id, re-sent on timeout the same
  * way, so an unlock never applies twice; it carries the client's hold count,
  * and a server count that disagrees is a loss (watchdog.c reports it). */
 #include "internal.h"
@@ -123,7 +123,7 @@ static bool orphan(op_t *op) {
 }
 
 /* ------------------------------------------------------------ undo
- * lock_acquire_undo.lua gives back the hold a try may have taken: exactly,
+ * reentrant_acquire_undo.lua gives back the hold a try may have taken: exactly,
  * when the try's latch says it applied; and when the latch is missing (never
  * applied, or applied and the latch expired) it brings the owner's count down
  * to the client's own count (if the server has more), so an expired latch
@@ -494,7 +494,7 @@ static void start_acquire(op_t *op) {
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply);
 
-/* lock_unlock.lua with the client's view: the count it expects to be left
+/* reentrant_unlock.lua with the client's view: the count it expects to be left
  * (-1: this client tracks no hold, no check) and how many more the server may
  * count (releases whose outcome was unknown), plus the TTL the remaining holds
  * need (kept in op->lease_ms for the reply). */
