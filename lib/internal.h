@@ -216,6 +216,8 @@ void req_free(req_t *r);
 #include "topology/topology.h"
 
 /* ------------------------------------------------------------ script.c */
+/* The embedded scripts (lua/<name>.lua): the reentrant lock's today
+ * (kinds/reentrant.c; the watchdog renews every hold with SCRIPT_RENEW). */
 enum {
   SCRIPT_ACQUIRE = 1,
   SCRIPT_ACQUIRE_UNDO,

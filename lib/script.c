@@ -1,4 +1,5 @@
-/* script.c -- the Lua scripts of lua/ (one .lua file each), embedded at build time, sent as
+/* script.c -- the Lua scripts of lua/ (one .lua file each, named after its lock
+ * kind: lua/reentrant_*.lua), embedded at build time, sent as
  * EVALSHA; a NOSCRIPT answer (server restarted, SCRIPT FLUSH) turns the same
  * request into EVAL with the script body (see conn.c). */
 #include "internal.h"

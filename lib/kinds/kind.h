@@ -29,7 +29,7 @@
  * Error replies are lock.c's ("acquire: <error>", RLOCK_ESERVER): the reply
  * functions see only the others.
  *
- * How the next kinds fit (Redisson's wire format, docs/wire-format.md):
+ * How the next kinds fit (their Redisson formats):
  *   fenced lock   = reentrant with a token counter: try_reply gets the token
  *   fair lock     = a queue and a channel per waiter ("...:{NAME}:<owner>"):
  *                   the unlock message wakes the named waiter (add a
