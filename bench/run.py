@@ -3,7 +3,7 @@
 scripts/bench once everything is installed and built. It starts its own
 redis-server on a free loopback port in a temporary directory (always removed),
 measures the limits (hiredis PING loop; redis-benchmark EVALSHA of
-lua/lock_acquire.lua), runs scenarios 1-6 for rlock (bench/rlock_bench.c) and
+lua/reentrant_acquire.lua), runs scenarios 1-6 for rlock (bench/rlock_bench.c) and
 the peers (bench/peers/), and writes bench/results/latest.md plus PNG charts
 (gnuplot) of the latency distributions. Every figure comes from this run.
 
@@ -254,7 +254,7 @@ def limit_ping(ctx):
 
 def limit_ceiling(ctx):
     cfg = ctx.cfg
-    with open(os.path.join(ctx.repo, "lua", "lock_acquire.lua")) as f:
+    with open(os.path.join(ctx.repo, "lua", "reentrant_acquire.lua")) as f:
         script = f.read()
     sha = ctx.redis.cli("SCRIPT", "LOAD", script)
     if not re.fullmatch(r"[0-9a-f]{40}", sha):
@@ -733,7 +733,7 @@ def write_report(ctx, outdir, R):
     w("| 2-round-trip bound for lock+unlock pairs (scenario 1) | **%s pairs/s** | 1 / (2 x mean round trip) |" %
       fmt(bound1))
     w("| server ceiling, rlock's acquire script (redis-benchmark EVALSHA) | **%s calls/s**%s | `%s`, "
-      "%s calls; SCRIPT LOAD of lua/lock_acquire.lua first; every call takes a **distinct, free** lock "
+      "%s calls; SCRIPT LOAD of lua/reentrant_acquire.lua first; every call takes a **distinct, free** lock "
       "(random name out of 10^8, random latch key), as in scenario 2 |" %
       (fmt(ceil["rate"]), ceil["spread"], ceil["cmd"], fmt(cfg["ceil_n"])))
     w("| ceiling / 2 (two scripts per lock+unlock pair) | **%s pairs/s** | the scenario 2 reference |" %

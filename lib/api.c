@@ -1,7 +1,7 @@
 /* api.c -- the public lock calls: argument checks on the caller's thread,
  * then an op handed to the I/O thread. Each sync call is its async twin plus
  * a wait on a futex word (the curl "easy over multi" shape). */
-#include "internal.h"
+#include "kinds/kind.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 /* ------------------------------------------------------------ lock handles */
 
-RLOCK_API int rlock_lock_new(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+int lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
   if (!cl) return rlock__fail(RLOCK_EINVAL, "client is NULL");
@@ -20,16 +20,20 @@ RLOCK_API int rlock_lock_new(rlock_client_t *cl, const void *name, size_t len, r
   if (len > RLOCK_NAME_MAX)
     return rlock__fail(RLOCK_EINVAL, "lock name is %zu bytes (the limit is %d)", len, RLOCK_NAME_MAX);
   rlock_lock_t *l = calloc(1, sizeof *l);
-  if (!l || !(l->name = rlock__strndup(name, len)) ||
-      names_prefixed(&l->channel, "redisson_lock__channel", name, len)) {
+  if (l) l->len = len, l->name = rlock__strndup(name, len);
+  if (!l || !l->name || kind->init(l)) { /* init names l->channel */
     if (l) free(l->name);
     free(l);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   l->cl = cl;
-  l->len = len;
+  l->kind = kind;
   *out = l;
   return 0;
+}
+
+RLOCK_API int rlock_lock_new(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return lock_new_kind(cl, &kind_reentrant, name, len, out);
 }
 
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {

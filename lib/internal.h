@@ -9,7 +9,9 @@
  *   script    the embedded Lua scripts: EVALSHA with the NOSCRIPT -> EVAL fallback
  *   pubsub    the subscriber connection: ref-counted channels, wake-one waiters
  *   watchdog  the hold registry: batched lease renewal, valid-until, lock-lost
- *   lock      the reentrant lock: acquire state machine, release, queries
+ *   lock      the lock machinery: acquire state machine, release, queries,
+ *             driven through each lock's kind table (kinds/kind.h: one file
+ *             per lock kind, kinds/reentrant.c the reentrant lock)
  *   usercmd   the user's own commands: their own connection, the filter, transactions
  *   client    options, the I/O thread, the submit queue, sync-over-async
  * Everything below "client" runs on the client's I/O thread only, so it needs no
@@ -218,6 +220,8 @@ void req_free(req_t *r);
 #include "topology/topology.h"
 
 /* ------------------------------------------------------------ script.c */
+/* The embedded scripts (lua/<name>.lua): the reentrant lock's today
+ * (kinds/reentrant.c; the watchdog renews every hold with SCRIPT_RENEW). */
 enum {
   SCRIPT_ACQUIRE = 1,
   SCRIPT_ACQUIRE_UNDO,
@@ -244,6 +248,9 @@ struct waiter {
   channel_t *ch;
   bool parked; /* waiting for a message (vs. an attempt in flight) */
   void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
+  /* How many parked waiters a message (its payload) wakes: the lock kind's
+   * policy, taken by the channel from its first waiter. NULL: one. */
+  int (*wake)(const rlock_reply_t *msg);
 };
 typedef struct pubsub {
   client_t *cl;
@@ -408,11 +415,14 @@ typedef struct sync_wait {
   char msg[256];
 } sync_wait_t;
 
+typedef struct lock_kind lock_kind_t; /* kinds/kind.h */
+
 struct rlock_lock {
   client_t *cl;
+  const lock_kind_t *kind; /* what the lock is: its scripts and their replies */
   char *name;
   size_t len;
-  bytes_t channel; /* redisson_lock__channel:{NAME} */
+  bytes_t channel; /* where its waiters listen (reentrant: redisson_lock__channel:{NAME}) */
 };
 
 struct op {

@@ -1,21 +1,23 @@
-/* lock.c -- the reentrant lock (Redisson RLock) on the I/O thread: the
- * acquire state machine, release, force unlock and the queries.
+/* lock.c -- the lock machinery every lock kind shares, on the I/O thread:
+ * the acquire state machine, release, force unlock and the queries, driven
+ * through the lock's kind table (kinds/kind.h) for what is the kind's own:
+ * its scripts and what their replies mean (kinds/reentrant.c: Redisson's RLock).
  *
- * Acquire:  try (lock_acquire.lua) -> acquired: register the hold (watchdog.c)
+ * Acquire:  try (kind->try_req) -> granted: register the hold (watchdog.c)
  *           -> busy: subscribe to the lock's channel, try again, then park
- *              until a message wakes us or min(PTTL, wait left) runs out, try
- *              again... never a busy poll.
+ *              until a message wakes us or min(the kind's wait bound, wait
+ *              left) runs out, try again... never a busy poll.
  * Each try carries a request id (the latch): a try whose reply is lost (timeout,
  * dropped connection) is re-sent with the same id and counts once; if we give
- * up, or the caller cancelled, lock_acquire_undo.lua gives the hold back. An
+ * up, or the caller cancelled, the kind's undo gives the hold back. An
  * id is never re-sent once its latch may have expired on the server: the op
  * first gives back what the old id may have taken (an undo that also checks
  * the owner's count against the client's, so an expired latch cannot fool
  * it), then tries with a fresh id.
- * Release: lock_unlock.lua with its own request id, re-sent on timeout the same
+ * Release: kind->release_req with its own request id, re-sent on timeout the same
  * way, so an unlock never applies twice; it carries the client's hold count,
  * and a server count that disagrees is a loss (watchdog.c reports it). */
-#include "internal.h"
+#include "kinds/kind.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -57,7 +59,7 @@ static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status
 
 static void attempt(op_t *op, bool fresh);
 
-static int64_t lease_of(const op_t *op) {
+int64_t op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
 }
 
@@ -123,7 +125,7 @@ static bool orphan(op_t *op) {
 }
 
 /* ------------------------------------------------------------ undo
- * lock_acquire_undo.lua gives back the hold a try may have taken: exactly,
+ * The kind's undo (reentrant_acquire_undo.lua) gives back the hold a try may have taken: exactly,
  * when the try's latch says it applied; and when the latch is missing (never
  * applied, or applied and the latch expired) it brings the owner's count down
  * to the client's own count (if the server has more), so an expired latch
@@ -134,8 +136,9 @@ static bool orphan(op_t *op) {
 
 typedef struct undo {
   client_t *cl;
+  const lock_kind_t *kind;
   op_t *op; /* the op waiting for this undo, or NULL */
-  bytes_t keys[3];
+  bytes_t name, channel, latch;
   char owner_id[64];
   int tries;
 } undo_t;
@@ -144,7 +147,9 @@ static void undo_send(undo_t *u);
 static void resume_after_undo(op_t *op, bool landed, int status);
 
 static void undo_free(undo_t *u) {
-  for (int i = 0; i < 3; i++) free(u->keys[i].p);
+  free(u->name.p);
+  free(u->channel.p);
+  free(u->latch.p);
   free(u);
 }
 
@@ -152,13 +157,13 @@ static void undo_free(undo_t *u) {
  * only the latch) while another try of the same owner and lock is in flight:
  * its hold may be on the server already but not yet in the client's count. */
 static int64_t undo_keep(const undo_t *u) {
-  size_t len = u->keys[0].n;
+  size_t len = u->name.n;
   for (const op_t *o = u->cl->active; o; o = o->anext)
     if (o != u->op && o->kind == OP_ACQUIRE && o->in_flight && o->lock->len == len &&
-        !memcmp(o->lock->name, u->keys[0].p, len) && !strcmp(o->owner_id, u->owner_id))
+        !memcmp(o->lock->name, u->name.p, len) && !strcmp(o->owner_id, u->owner_id))
       return -1;
   int64_t unknown;
-  return watchdog_count(&u->cl->wd, u->keys[0].p, len, u->owner_id, &unknown);
+  return watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
 }
 
 /* Whether an undo that did not land is sent again. */
@@ -176,7 +181,7 @@ static bool op_over(const op_t *op) {
 
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
-  bool landed = status == 0 && reply && reply->type == RLOCK_REPLY_INTEGER;
+  bool landed = status == 0 && reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply);
   rlock_reply_free(reply);
   bool again = !landed && undo_again(u, status);
   op_t *op = u->op;
@@ -188,20 +193,14 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
     undo_send(u);
     return;
   }
-  if (landed) client_queue_del(u->cl, u->keys[2].p, u->keys[2].n);
+  if (landed) client_queue_del(u->cl, u->latch.p, u->latch.n);
   undo_free(u);
 }
 
 static void undo_send(undo_t *u) {
   client_t *cl = u->cl;
-  char ttl[32], keep[32];
-  rlock__i64toa(client_latch_ttl(cl), ttl);
-  rlock__i64toa(undo_keep(u), keep);
-  const char *keys[3] = {u->keys[0].p, u->keys[1].p, u->keys[2].p};
-  size_t kl[3] = {u->keys[0].n, u->keys[1].n, u->keys[2].n};
-  const char *args[5] = {"0", u->owner_id, "publish", ttl, keep};
-  req_t *r = script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, cl->opt.command_timeout_ms,
-                        undo_done, u);
+  kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id, undo_keep(u)};
+  req_t *r = u->kind->undo_req(&view, undo_done, u);
   if (!r) {
     op_t *op = u->op;
     undo_free(u);
@@ -209,7 +208,7 @@ static void undo_send(undo_t *u) {
     return;
   }
   stat_add(cl, ST_SCRIPTS, 1);
-  client_send(cl, u->keys[0].p, u->keys[0].n, r);
+  client_send(cl, u->name.p, u->name.n, r);
 }
 
 /* Give back the hold that the current try of op may have taken. With wait,
@@ -219,15 +218,16 @@ static void undo_attempt(op_t *op, bool wait) {
   rlock_lock_t *l = op->lock;
   if (!u) goto fail;
   u->cl = op->cl;
+  u->kind = l->kind;
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
-  if (!(u->keys[0].p = rlock__strndup(l->name, l->len)) ||
-      !(u->keys[1].p = rlock__strndup(l->channel.p, l->channel.n)) ||
-      names_prefixed_suffix(&u->keys[2], ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
+  if (!(u->name.p = rlock__strndup(l->name, l->len)) ||
+      !(u->channel.p = rlock__strndup(l->channel.p, l->channel.n)) ||
+      names_prefixed_suffix(&u->latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
     undo_free(u);
     goto fail;
   }
-  u->keys[0].n = l->len;
-  u->keys[1].n = l->channel.n;
+  u->name.n = l->len;
+  u->channel.n = l->channel.n;
   if (wait) {
     u->op = op;
     op->in_flight = true;
@@ -238,22 +238,19 @@ fail:
   if (wait) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
 }
 
-/* ------------------------------------------------------------ latched scripts
- * Acquire and unlock carry the op's request id in a latch key (the last key):
+/* ------------------------------------------------------------ latched requests
+ * Tries and releases carry the op's request id in a latch key (the last key):
  * a re-send of the same request is answered by the latch, never applied twice. */
 
-/* Sends `script` for op with keys[0..nkeys-2] and the latch "<prefix>:{NAME}:<id>" last. */
-static void send_latched(op_t *op, int script, const char *prefix, int nkeys, const char **keys,
-                         size_t *kl, int nargs, const char **args, req_done_fn done) {
+/* The latch key "<prefix>:{NAME}:<id>" of op's current request id (0, or RLOCK_ENOMEM). */
+static int latch_key(const op_t *op, const char *prefix, bytes_t *out) {
+  return names_prefixed_suffix(out, prefix, op->lock->name, op->lock->len, op->reqid);
+}
+
+/* Sends op's request r (built by the kind; NULL: out of memory). */
+static void send_op_req(op_t *op, req_t *r) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
-  bytes_t latch;
-  req_t *r = NULL;
-  if (!names_prefixed_suffix(&latch, prefix, l->name, l->len, op->reqid)) {
-    keys[nkeys - 1] = latch.p, kl[nkeys - 1] = latch.n;
-    r = script_req(script, nkeys, keys, kl, nargs, args, NULL, cl->opt.command_timeout_ms, done, op);
-    free(latch.p);
-  }
   if (!r) {
     op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
@@ -266,7 +263,7 @@ static void send_latched(op_t *op, int script, const char *prefix, int nkeys, co
 /* The request got its answer: its latch is dead weight (batched DEL). */
 static void drop_latch(op_t *op, const char *prefix) {
   bytes_t latch;
-  if (!names_prefixed_suffix(&latch, prefix, op->lock->name, op->lock->len, op->reqid)) {
+  if (!latch_key(op, prefix, &latch)) {
     client_queue_del(op->cl, latch.p, latch.n);
     free(latch.p);
   }
@@ -277,14 +274,14 @@ static void drop_latch(op_t *op, const char *prefix) {
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_attempt(op_t *op) {
-  char lease[32], ttl[32];
-  rlock__i64toa(lease_of(op), lease);
-  rlock__i64toa(client_latch_ttl(op->cl), ttl);
-  const char *keys[2] = {op->lock->name, NULL};
-  size_t kl[2] = {op->lock->len, 0};
-  const char *args[3] = {lease, op->owner_id, ttl};
+  bytes_t latch;
+  req_t *r = NULL;
   stat_add(op->cl, ST_ATTEMPTS, 1);
-  send_latched(op, SCRIPT_ACQUIRE, ACQUIRE_LATCH, 2, keys, kl, 3, args, acquire_done);
+  if (!latch_key(op, ACQUIRE_LATCH, &latch)) {
+    r = op->lock->kind->try_req(op, &latch, acquire_done);
+    free(latch.p);
+  }
+  send_op_req(op, r);
 }
 
 static void attempt(op_t *op, bool fresh) {
@@ -372,6 +369,7 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
 static int join_channel(op_t *op) {
   op->subscribed = true;
   op->w.on_wake = on_wake;
+  op->w.wake = op->lock->kind->wake; /* whom a message wakes: the kind says */
   int rc = pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
   if (rc < 0) op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
   return rc;
@@ -404,7 +402,7 @@ static void acquired(op_t *op) {
     acquire_fail(op, cancelled_rc());
     return;
   }
-  if (watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, lease_of(op),
+  if (watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, op_lease_ms(op),
                         op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at)) {
     undo_attempt(op, false); /* cannot track it: do not keep it */
     acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
@@ -414,7 +412,7 @@ static void acquired(op_t *op) {
   op_finish(op, 0, 0, NULL, 0);
 }
 
-/* Held by another owner for ttl ms more (-1: no TTL): wait, or end. */
+/* Held by others for ttl ms more at most (-1: no bound): wait, or end. */
 static void busy(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
   if (op->cancelled) {
@@ -435,10 +433,16 @@ static void busy(op_t *op, int64_t ttl) {
   park(op, ttl, now);
 }
 
+/* The kind says this reply of a try granted the lock. */
+static bool granted(const op_t *op, const rlock_reply_t *reply) {
+  int64_t ttl;
+  return reply->type != RLOCK_REPLY_ERROR && op->lock->kind->try_reply(reply, &ttl) == KIND_GRANTED;
+}
+
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
   if (op->finished) { /* nobody waits for this try any more: give back what it took */
-    if (status == 0 && reply && reply->type == RLOCK_REPLY_NIL) undo_attempt(op, false);
+    if (status == 0 && reply && granted(op, reply)) undo_attempt(op, false);
     orphan(op);
     rlock_reply_free(reply);
     return;
@@ -453,14 +457,12 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     acquire_failed(op, status);
     return;
   }
-  rlock_reply_type_t type = reply->type;
-  int64_t ttl = reply->integer;
-  int rc = type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str) : 0;
+  int64_t ttl = -1;
+  int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str)
+                                            : op->lock->kind->try_reply(reply, &ttl);
   rlock_reply_free(reply);
-  if (type == RLOCK_REPLY_NIL) acquired(op);
-  else if (rc) acquire_fail(op, rc);
-  else if (type != RLOCK_REPLY_INTEGER || ttl == -3)
-    acquire_fail(op, rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply"));
+  if (rc == KIND_GRANTED) acquired(op);
+  else if (rc < 0) acquire_fail(op, rc);
   else busy(op, ttl);
 }
 
@@ -494,7 +496,7 @@ static void start_acquire(op_t *op) {
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply);
 
-/* lock_unlock.lua with the client's view: the count it expects to be left
+/* The kind's release with the client's view: the count it expects to be left
  * (-1: this client tracks no hold, no check) and how many more the server may
  * count (releases whose outcome was unknown), plus the TTL the remaining holds
  * need (kept in op->lease_ms for the reply). */
@@ -504,15 +506,14 @@ static void send_release(op_t *op) {
   int64_t unknown;
   int64_t count = watchdog_count(wd, l->name, l->len, op->owner_id, &unknown);
   op->lease_ms = watchdog_lease(wd, l->name, l->len, op->owner_id);
-  char lease[32], ttl[32], left[32], extra[32];
-  rlock__i64toa(op->lease_ms, lease);
-  rlock__i64toa(client_latch_ttl(op->cl), ttl);
-  rlock__i64toa(count > 0 ? count - 1 : -1, left);
-  rlock__i64toa(unknown, extra);
-  const char *keys[3] = {l->name, l->channel.p, NULL};
-  size_t kl[3] = {l->len, l->channel.n, 0};
-  const char *args[7] = {"0", lease, op->owner_id, "publish", ttl, left, extra};
-  send_latched(op, SCRIPT_UNLOCK, UNLOCK_LATCH, 3, keys, kl, 7, args, release_done);
+  kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
+  bytes_t latch;
+  req_t *r = NULL;
+  if (!latch_key(op, UNLOCK_LATCH, &latch)) {
+    r = l->kind->release_req(op, &latch, &rel, release_done);
+    free(latch.p);
+  }
+  send_op_req(op, r);
 }
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -531,21 +532,20 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   int rc = 0;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
+  bool notified = false;
   if (status != 0) {
     rc = rlock__fail_keep(status);
-  } else if (reply->type == RLOCK_REPLY_INTEGER && reply->integer >= -1 && reply->integer <= 2) {
-    value = reply->integer != 0; /* -1: the owner's field is gone too */
-    how = reply->integer == 0 ? REL_ONE : reply->integer > 0 ? REL_ALL : REL_MISMATCH;
-    if (reply->integer == 2) handoff_mark(cl, l);
-    drop_latch(op, UNLOCK_LATCH);
-  } else if (reply->type == RLOCK_REPLY_NIL) {
-    how = REL_NOTHELD;
-    rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
-                     l->name, op->owner_id);
   } else if (reply->type == RLOCK_REPLY_ERROR) {
     rc = rlock__fail(RLOCK_ESERVER, "unlock: %.200s", reply->str);
-  } else {
-    rc = rlock__fail(RLOCK_EPROTO, "unlock: unexpected reply");
+  } else if ((rc = l->kind->release_reply(reply, &how, &notified))) {
+    how = REL_UNKNOWN;
+  } else if (how == REL_NOTHELD) {
+    rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
+                     l->name, op->owner_id);
+  } else { /* it applied: one hold released, the last one, or another count found */
+    value = how != REL_ONE; /* REL_MISMATCH: the owner's field is gone too */
+    if (notified) handoff_mark(cl, l);
+    drop_latch(op, UNLOCK_LATCH);
   }
   rlock_reply_free(reply);
   watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
@@ -629,10 +629,7 @@ static void start_simple(op_t *op) {
   req_t *r = NULL;
   int64_t t = cl->opt.command_timeout_ms;
   if (op->kind == OP_FORCE) {
-    const char *keys[2] = {l->name, l->channel.p};
-    size_t kl[2] = {l->len, l->channel.n};
-    const char *args[3] = {"0", "publish", op->any_type ? "1" : "0"};
-    r = script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, t, simple_done, op);
+    r = l->kind->force_req(op, simple_done); /* reentrant_force_unlock.lua (kinds/reentrant.c) */
     stat_add(cl, ST_SCRIPTS, 1);
   } else {
     static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",

@@ -1,6 +1,7 @@
 /* pubsub.c -- the subscriber connection of a client: one reference-counted
  * subscription per channel however many waiters share it; a message wakes one
- * parked waiter (or leaves a wake token for the next one to park), a
+ * parked waiter, or as many as the lock kind's policy says (waiter->wake), or
+ * leaves a wake token for the next one to park; a
  * (re)subscription wakes them all (messages sent while we were not subscribed
  * are lost, so everyone re-tries). A SUBSCRIBE that failed (no answer within
  * the command timeout, an error reply) is sent again after a backoff while
@@ -22,6 +23,7 @@ struct channel {
   ch_state_t state;
   waiter_t *head, *tail;
   int wakes; /* a message came while no waiter was parked */
+  int (*wake)(const rlock_reply_t *msg); /* how many a message wakes (the kind's policy) */
 };
 
 typedef struct sub_ctx {
@@ -83,21 +85,29 @@ static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
   client_send(ps->cl, ch->name, ch->len, r);
 }
 
+/* Wakes up to n parked waiters (in the order they joined); when fewer are
+ * parked, a wake token is left first for one whose try is in flight (as
+ * wake_all does: nothing touches ch once a waiter ran). */
+static void wake_some(channel_t *ch, int n) {
+  int parked = 0;
+  for (waiter_t *w = ch->head; w && parked < n; w = w->next) parked += w->parked;
+  if (parked < n) ch->wakes = 1;
+  for (waiter_t *w = ch->head, *next; w && parked > 0; w = next) {
+    next = w->next;
+    if (w->parked) {
+      w->parked = false;
+      parked--;
+      w->on_wake(w);
+    }
+  }
+}
+
 static void on_push(conn_t *c, rlock_reply_t *msg) {
   pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
   rlock_reply_t *chan = msg->element[msg->elements == 4 ? 2 : 1];
   stat_add(ps->cl, ST_MESSAGES, 1);
   channel_t *ch = chan && chan->str ? map_get(&ps->channels, chan->str, chan->len) : NULL;
-  if (ch) {
-    waiter_t *w = ch->head;
-    while (w && !w->parked) w = w->next;
-    if (w) {
-      w->parked = false;
-      w->on_wake(w);
-    } else {
-      ch->wakes = 1;
-    }
-  }
+  if (ch) wake_some(ch, ch->wake ? ch->wake(msg->element[msg->elements - 1]) : 1);
   rlock_reply_free(msg);
 }
 
@@ -175,6 +185,7 @@ int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) {
       return RLOCK_ENOMEM;
     }
     ch->len = len;
+    ch->wake = w->wake;
     ch->gen = ++ps->next_gen;
     ch->state = CH_UNSUBSCRIBED;
     if (ps->conn.state == CS_CLOSED) return RLOCK_ECLOSED;

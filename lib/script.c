@@ -1,4 +1,5 @@
-/* script.c -- the Lua scripts of lua/ (one .lua file each), embedded at build time, sent as
+/* script.c -- the Lua scripts of lua/ (one .lua file each, named after its lock
+ * kind: lua/reentrant_*.lua), embedded at build time, sent as
  * EVALSHA; a NOSCRIPT answer (server restarted, SCRIPT FLUSH) turns the same
  * request into EVAL with the script body (see conn.c). */
 #include "internal.h"
@@ -8,19 +9,19 @@
 #include <string.h>
 #include <openssl/evp.h>
 
-extern const char rlock_lua_lock_acquire[], rlock_lua_lock_acquire_undo[], rlock_lua_lock_unlock[],
-    rlock_lua_lock_renew[], rlock_lua_lock_force_unlock[];
+extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_undo[],
+    rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[];
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void) {
-  bodies[SCRIPT_ACQUIRE] = rlock_lua_lock_acquire;
-  bodies[SCRIPT_ACQUIRE_UNDO] = rlock_lua_lock_acquire_undo;
-  bodies[SCRIPT_UNLOCK] = rlock_lua_lock_unlock;
-  bodies[SCRIPT_RENEW] = rlock_lua_lock_renew;
-  bodies[SCRIPT_FORCE_UNLOCK] = rlock_lua_lock_force_unlock;
+  bodies[SCRIPT_ACQUIRE] = rlock_lua_reentrant_acquire;
+  bodies[SCRIPT_ACQUIRE_UNDO] = rlock_lua_reentrant_acquire_undo;
+  bodies[SCRIPT_UNLOCK] = rlock_lua_reentrant_unlock;
+  bodies[SCRIPT_RENEW] = rlock_lua_reentrant_renew;
+  bodies[SCRIPT_FORCE_UNLOCK] = rlock_lua_reentrant_force_unlock;
   for (int i = 1; i <= SCRIPT_N; i++) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

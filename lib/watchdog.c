@@ -1,6 +1,6 @@
 /* watchdog.c -- the registry of holds this client has taken, keyed by
  * (owner id, name): the client's own hold count, lease renewal for watchdog
- * holds, batched (up to RENEW_BATCH holds per lock_renew.lua call, every
+ * holds, batched (up to RENEW_BATCH holds per reentrant_renew.lua call, every
  * watchdog_timeout/3), the valid-until deadline of each hold, and the
  * lock-lost notification (with its reason) when a renewal finds the hold
  * gone, the lease has certainly run out, or an unlock found a count other
@@ -183,7 +183,7 @@ int watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t own
   }
   level_t next = h->depth ? *top(h) : (level_t){0, 0, 0};
   /* The server set the TTL at most now (the reply is here) and never
-   * shortened it (lock_acquire.lua): valid from send + lease to now + lease. */
+   * shortened it (reentrant_acquire.lua): valid from send + lease to now + lease. */
   int64_t now = rlock_now_ms();
   if (renew) {
     next.nwatch++;

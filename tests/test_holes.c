@@ -305,40 +305,40 @@ TEST(scripts_check_before_writing) {
   const char *bad[] = {"9223372036854775807", "0", "-5", "abc", "1.5", "", "1e300", NULL};
   for (int i = 0; bad[i]; i++) {
     /* lease */
-    want_error(eval("lock_acquire", 2, "S", ALATCH, bad[i], OWNER, "60000", NULL), "acquire lease");
+    want_error(eval("reentrant_acquire", 2, "S", ALATCH, bad[i], OWNER, "60000", NULL), "acquire lease");
     CHECK_MSG(keys_count() == 0, "acquire with lease '%s' left state", bad[i]);
     /* latch TTL */
-    want_error(eval("lock_acquire", 2, "S", ALATCH, "30000", OWNER, bad[i], NULL), "acquire latch ttl");
+    want_error(eval("reentrant_acquire", 2, "S", ALATCH, "30000", OWNER, bad[i], NULL), "acquire latch ttl");
     CHECK_MSG(keys_count() == 0, "acquire with latch TTL '%s' left state", bad[i]);
   }
-  want_error(eval("lock_acquire", 2, "S", ALATCH, "30000", "", "60000", NULL), "acquire owner");
+  want_error(eval("reentrant_acquire", 2, "S", ALATCH, "30000", "", "60000", NULL), "acquire owner");
   CHECK_EQ(keys_count(), 0);
 
   /* unlock of a count-2 hold: bad lease or latch TTL change nothing */
   th_reply_free(th_cmd(srv, "HSET", "S", OWNER, "2", NULL));
   th_reply_free(th_cmd(srv, "PEXPIRE", "S", "50000", NULL));
   for (int i = 0; bad[i]; i++) {
-    want_error(eval("lock_unlock", 3, "S", CHAN, ULATCH, "0", bad[i], OWNER, "publish", "60000", NULL),
+    want_error(eval("reentrant_unlock", 3, "S", CHAN, ULATCH, "0", bad[i], OWNER, "publish", "60000", NULL),
                "unlock lease");
-    want_error(eval("lock_unlock", 3, "S", CHAN, ULATCH, "0", "30000", OWNER, "publish", bad[i], NULL),
+    want_error(eval("reentrant_unlock", 3, "S", CHAN, ULATCH, "0", "30000", OWNER, "publish", bad[i], NULL),
                "unlock latch ttl");
     CHECK_EQ(th_hget_num(srv, "S", OWNER), 2);
     CHECK_EQ(th_cmd_int(srv, "EXISTS", ULATCH, NULL), 0);
     CHECK(th_cmd_int(srv, "PTTL", "S", NULL) > 40000);
   }
-  want_error(eval("lock_unlock", 3, "S", CHAN, ULATCH, "0", "30000", OWNER, "del", "60000", NULL),
+  want_error(eval("reentrant_unlock", 3, "S", CHAN, ULATCH, "0", "30000", OWNER, "del", "60000", NULL),
              "unlock publish command");
   CHECK_EQ(th_hget_num(srv, "S", OWNER), 2);
 
   /* renew: bad lease, TTL untouched */
   for (int i = 0; bad[i]; i++) {
-    want_error(eval("lock_renew", 1, "S", bad[i], OWNER, NULL), "renew lease");
+    want_error(eval("reentrant_renew", 1, "S", bad[i], OWNER, NULL), "renew lease");
     CHECK(th_cmd_int(srv, "PTTL", "S", NULL) > 40000);
   }
 
   /* undo: bad latch TTL, nothing written (no tombstone, count unchanged) */
   for (int i = 0; bad[i]; i++) {
-    want_error(eval("lock_acquire_undo", 3, "S", CHAN, ALATCH, "0", OWNER, "publish", bad[i], NULL),
+    want_error(eval("reentrant_acquire_undo", 3, "S", CHAN, ALATCH, "0", OWNER, "publish", bad[i], NULL),
                "undo latch ttl");
     CHECK_EQ(th_cmd_int(srv, "EXISTS", ALATCH, NULL), 0);
     CHECK_EQ(th_hget_num(srv, "S", OWNER), 2);

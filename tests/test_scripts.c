@@ -71,7 +71,7 @@ static void flush(void) { th_reply_free(th_cmd(srv, "FLUSHALL", NULL)); }
 TEST(acquire) {
   flush();
   const char *latch = "rlock_acquire_latch:{L}:r1";
-  want_nil(eval("lock_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(th_cmd_int(srv, "HLEN", "L", NULL), 1);
   long long pttl = th_cmd_int(srv, "PTTL", "L", NULL);
@@ -81,25 +81,25 @@ TEST(acquire) {
   CHECK(pttl > 50000 && pttl <= 60000);
 
   /* A re-send of the same request: acquired, counted once. */
-  want_nil(eval("lock_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
 
   /* Reentrant acquire (new request id): count 2, lease reset. */
-  want_nil(eval("lock_acquire", 2, "L", "rlock_acquire_latch:{L}:r2", "50000", OWNER_A, "60000",
+  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:r2", "50000", OWNER_A, "60000",
                 NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
   CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 40000);
 
   /* Another owner: gets the PTTL, changes nothing, leaves no latch. */
   long long ttl = want_int(
-      eval("lock_acquire", 2, "L", "rlock_acquire_latch:{L}:r3", "1000", OWNER_B, "60000", NULL));
+      eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:r3", "1000", OWNER_B, "60000", NULL));
   CHECK(ttl > 40000 && ttl <= 50000);
   CHECK_EQ(th_cmd_int(srv, "HEXISTS", "L", OWNER_B, NULL), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_acquire_latch:{L}:r3", NULL), 0);
 
   /* A lock without TTL held by someone else: -1. */
   th_reply_free(th_cmd(srv, "HSET", "M", OWNER_B, "1", NULL));
-  CHECK_EQ(want_int(eval("lock_acquire", 2, "M", "rlock_acquire_latch:{M}:r4", "1000", OWNER_A,
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "M", "rlock_acquire_latch:{M}:r4", "1000", OWNER_A,
                          "60000", NULL)),
            -1);
 }
@@ -108,15 +108,15 @@ TEST(acquire_after_undo_tombstone) {
   flush();
   const char *latch = "rlock_acquire_latch:{L}:t1";
   /* The undo got there first (request not applied): plants a tombstone. */
-  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
                          "60000", NULL)),
            0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", latch, NULL), 1);
   /* The late acquire never applies. */
-  CHECK_EQ(want_int(eval("lock_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL)), -3);
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL)), -3);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   /* A re-send of the undo. */
-  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
                          "60000", NULL)),
            2);
 }
@@ -125,32 +125,32 @@ TEST(acquire_undo_applied) {
   flush();
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
   const char *l1 = "rlock_acquire_latch:{L}:u1", *l2 = "rlock_acquire_latch:{L}:u2";
-  want_nil(eval("lock_acquire", 2, "L", l1, "30000", OWNER_A, "60000", NULL));
-  want_nil(eval("lock_acquire", 2, "L", l2, "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", l1, "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", l2, "30000", OWNER_A, "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
   /* Undo one of two holds: count 1, no publish. */
-  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
                          NULL)),
            1);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 0);
   /* A re-send changes nothing. */
-  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
                          NULL)),
            2);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   /* Undo the last hold: key deleted, waiters woken once. */
-  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l1, "0", OWNER_A, "publish", "60000",
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l1, "0", OWNER_A, "publish", "60000",
                          NULL)),
            1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
   /* Applied, but the lease already ran out: still 1, nothing else touched. */
   const char *l3 = "rlock_acquire_latch:{L}:u3";
-  want_nil(eval("lock_acquire", 2, "L", l3, "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", l3, "30000", OWNER_A, "60000", NULL));
   th_reply_free(th_cmd(srv, "DEL", "L", NULL));
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_B, "1", NULL));
-  CHECK_EQ(want_int(eval("lock_acquire_undo", 3, "L", CHAN, l3, "0", OWNER_A, "publish", "60000",
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l3, "0", OWNER_A, "publish", "60000",
                          NULL)),
            1);
   CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
@@ -165,12 +165,12 @@ TEST(unlock) {
   const char *u1 = "redisson_unlock_latch:{L}:q1", *u2 = "redisson_unlock_latch:{L}:q2";
 
   /* Not the owner: nil, lock untouched. */
-  want_nil(eval("lock_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q0", "0", "30000",
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q0", "0", "30000",
                 OWNER_B, "publish", "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
 
   /* 2 -> 1: still held, lease reset to ARGV[2], latch "0". */
-  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
                          "60000", NULL)),
            0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
@@ -179,7 +179,7 @@ TEST(unlock) {
   long long lttl = th_cmd_int(srv, "PTTL", u1, NULL);
   CHECK(lttl > 50000 && lttl <= 60000);
   /* Re-send: same answer, no second release. */
-  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
                          "60000", NULL)),
            0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
@@ -193,7 +193,7 @@ TEST(unlock) {
 
   /* 1 -> 0: released, key deleted, "0" published once and received by a
    * subscriber (reply and latch "2": waiters exist). */
-  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
                          "60000", NULL)),
            2);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
@@ -212,14 +212,14 @@ TEST(unlock) {
   /* Re-send after the release: the first answer again, nothing published,
    * nothing deleted (someone else may hold the lock by now). */
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_B, "1", NULL));
-  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
                          "60000", NULL)),
            2);
   CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 
   /* The publish command is a parameter (SPUBLISH for sharded pub/sub). */
-  CHECK_EQ(want_int(eval("lock_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q3", "0",
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q3", "0",
                          "30000", OWNER_B, "spublish", "60000", NULL)),
            1);
   CHECK_EQ(th_cmdstat(srv, "spublish"), 1);
@@ -234,7 +234,7 @@ TEST(renew) {
   th_reply_free(th_cmd(srv, "PEXPIRE", "k2", "1000", NULL));
   th_reply_free(th_cmd(srv, "HSET", "k3", OWNER_B, "1", NULL)); /* held by B, we ask for A */
   th_reply_free(th_cmd(srv, "PEXPIRE", "k3", "1000", NULL));
-  redisReply *r = eval("lock_renew", 4, "k1", "k2", "k3", "k4", "30000", OWNER_A, OWNER_B, OWNER_A,
+  redisReply *r = eval("reentrant_renew", 4, "k1", "k2", "k3", "k4", "30000", OWNER_A, OWNER_B, OWNER_A,
                        OWNER_A, NULL);
   CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 4);
   long long want[] = {1, 1, 0, 0};
@@ -254,10 +254,10 @@ TEST(force_unlock) {
   flush();
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "1", OWNER_B, "2", NULL));
-  CHECK_EQ(want_int(eval("lock_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 1);
+  CHECK_EQ(want_int(eval("reentrant_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
-  CHECK_EQ(want_int(eval("lock_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 0);
+  CHECK_EQ(want_int(eval("reentrant_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 0);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 }
 

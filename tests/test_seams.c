@@ -149,7 +149,7 @@ static int append(req_t *r, const char *a0, const char *a1, const char *a2) {
   return req_append(r, a2 ? 3 : a1 ? 2 : 1, argv, NULL);
 }
 
-/* lock_acquire.lua for name by owner (the acquire latch as second key). */
+/* reentrant_acquire.lua for name by owner (the acquire latch as second key). */
 static req_t *acquire_req(done_rec_t *d, const char *name, const char *owner) {
   const char *keys[2] = {name, NULL};
   size_t kl[2] = {strlen(name), 0};

@@ -1,4 +1,4 @@
--- lock_unlock.lua -- release one hold of a reentrant lock (Redisson RLock unlock).
+-- reentrant_unlock.lua -- release one hold of a reentrant lock (Redisson RLock unlock).
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- KEYS[3]  unlock latch "redisson_unlock_latch:{NAME}:<request id>"
 -- ARGV[1]  message ('0')   ARGV[2] TTL (ms) to keep while still held

@@ -1,9 +1,9 @@
--- lock_acquire.lua -- take or re-enter a reentrant lock (Redisson RLock format).
+-- reentrant_acquire.lua -- take or re-enter a reentrant lock (Redisson RLock format).
 -- KEYS[1]  NAME: a hash, owner id -> hold count; the key's TTL is the lease
 -- KEYS[2]  acquire latch "rlock_acquire_latch:{NAME}:<request id>"
 -- ARGV[1]  lease (ms)   ARGV[2] owner id   ARGV[3] latch TTL (ms)
 -- Reply: nil when acquired; otherwise the lock's PTTL (held by another owner:
--- wait at most that long); -3 when lock_acquire_undo.lua cancelled this request;
+-- wait at most that long); -3 when reentrant_acquire_undo.lua cancelled this request;
 -- an error reply (nothing written) when an argument is invalid.
 -- The latch makes a re-sent request (after a timeout) count only once.
 -- A re-entry never shortens the lease: the TTL only grows to ARGV[1].

@@ -1,4 +1,4 @@
--- lock_renew.lua -- the watchdog's batched lease renewal: many holds per call.
+-- reentrant_renew.lua -- the watchdog's batched lease renewal: many holds per call.
 -- KEYS[i]    the lock names
 -- ARGV[1]    lease (ms)   ARGV[i + 1] the owner id holding KEYS[i]
 -- Reply: an array, 1 where the owner still holds KEYS[i] (its TTL is now at

@@ -1,4 +1,4 @@
--- lock_force_unlock.lua -- delete a lock whoever holds it, and wake a waiter.
+-- reentrant_force_unlock.lua -- delete a lock whoever holds it, and wake a waiter.
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- ARGV[1]  message ('0')   ARGV[2] publish command
 -- ARGV[3]  '1': delete NAME whatever it holds; '0': only if it is a lock

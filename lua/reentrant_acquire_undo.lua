@@ -1,4 +1,4 @@
--- lock_acquire_undo.lua -- give back the hold of an acquire whose reply the
+-- reentrant_acquire_undo.lua -- give back the hold of an acquire whose reply the
 -- client never saw (timed out, connection lost) or no longer wants (cancelled).
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- KEYS[3]  the acquire latch of that request

@@ -1,0 +1,117 @@
+/* kinds/kind.h -- the seam between the lock machinery (lock.c) and a lock kind.
+ *
+ * One file per kind in lib/kinds/, beside its scripts lua/<kind>_*.lua, as
+ * curl's lib/vtls/ has one file per TLS backend: reentrant.c (Redisson's
+ * RLock) today; the fair lock, read-write lock, semaphores, fenced lock and
+ * RedLock's per-node lock are additions that fill in the same table.
+ *
+ * lock.c owns everything every kind needs the same way: the op's lifecycle,
+ * the request ids and their latch keys (a re-sent try or release counts
+ * once; an id is never re-sent once its latch may have expired), re-sends,
+ * waiting on the lock's channel, parking with a deadline, passing on a
+ * wake-up nobody used, cancellation, undoing a try whose outcome is unknown
+ * (when, and whether it landed), the handoff, the client's hold count
+ * (watchdog.c) and the queries. A kind says only what is its own:
+ *   init           the lock's derived names (l->channel: where its waiters
+ *                  listen), at rlock_lock_new
+ *   try_req        one try: its script, keys and arguments
+ *   try_reply      what a try's answer means: granted, busy (how long to
+ *                  wait at most), or an error
+ *   undo_req/_reply give back what a try whose outcome is unknown may have taken
+ *   release_req/_reply one release, and what its answer means: released,
+ *                  still held, not held, count mismatch; whether it woke
+ *                  someone (handoff)
+ *   wake           whom a message on its channel wakes: one waiter, or all
+ *   force_req      delete the lock whoever holds it
+ * A request builder gets the request's latch key (its last key) and the
+ * completion to use; it builds the request (script_req, or req_new for a
+ * plain EVAL) and returns it, NULL when out of memory; lock.c sends it.
+ * Error replies are lock.c's ("acquire: <error>", RLOCK_ESERVER): the reply
+ * functions see only the others.
+ *
+ * How the next kinds fit (their Redisson formats):
+ *   fenced lock   = reentrant with a token counter: try_reply gets the token
+ *   fair lock     = a queue and a channel per waiter ("...:{NAME}:<owner>"):
+ *                   the unlock message wakes the named waiter (add a
+ *                   waiter_channel entry; NULL = l->channel, shared)
+ *   read-write    = one hash, mode field; a write unlock publishes 1: wake
+ *                   returns WAKE_ALL for it (many readers enter at once)
+ *   semaphore     = a counter: try_req sends n permits (add the count to the
+ *                   op), release publishes the new count (wake n waiters)
+ * The watchdog renews every hold with reentrant_renew.lua (the owner's hash
+ * field gets the lease), which fits the fair and write locks too; a kind
+ * whose holds renew otherwise (read holds) adds a renew entry here. Queries
+ * (is locked, hold count, TTL, holders) read the hash layout (lock.c). */
+#ifndef RLOCK_KIND_H
+#define RLOCK_KIND_H
+
+#include "internal.h"
+
+#include <limits.h>
+
+/* try_reply's answers (an RLOCK_E code, < 0, is an error). */
+enum { KIND_BUSY = 0, KIND_GRANTED = 1 };
+
+/* wake: every parked waiter of the channel (and a wake token for the one
+ * whose try is in flight). Any other count n wakes up to n parked waiters. */
+#define WAKE_ALL INT_MAX
+
+/* What an undo knows: the op that made the try may be gone (the undo can
+ * outlive it), so everything is copied. */
+typedef struct kind_undo {
+  client_t *cl;
+  const char *name;
+  size_t len;
+  const bytes_t *channel; /* the lock's channel (l->channel) */
+  const bytes_t *latch;   /* the try's latch key */
+  const char *owner_id;
+  int64_t keep; /* the hold count the owner may keep on the server (the
+                   client's own), -1: trust the latch only (another try of
+                   the same owner and lock is in flight) */
+} kind_undo_t;
+
+/* The client's view of the hold a release gives back (watchdog.c). */
+typedef struct kind_release {
+  int64_t left;     /* the count it expects to be left, -1: untracked, no check */
+  int64_t unknown;  /* how many more the server may count (releases whose
+                       outcome was unknown) */
+  int64_t lease_ms; /* the TTL the remaining holds need */
+} kind_release_t;
+
+struct lock_kind {
+  const char *name;
+  /* rlock_lock_new: fill in l->channel (l->name, l->len are set). 0 or
+   * RLOCK_ENOMEM; rlock_lock_free frees l->channel. */
+  int (*init)(rlock_lock_t *l);
+  /* One try of op (op->lock, op->owner_id, op_lease_ms(op)); latch last. */
+  req_t *(*try_req)(op_t *op, const bytes_t *latch, req_done_fn done);
+  /* A try's reply: KIND_GRANTED; KIND_BUSY with *wait_ms, how long at most
+   * before trying again (-1: no bound, wait for a message); or an RLOCK_E
+   * code with its message (rlock__fail). */
+  int (*try_reply)(const rlock_reply_t *reply, int64_t *wait_ms);
+  /* Give back what the try of u->latch may have taken, and stop a late copy
+   * of it from ever applying. Must be safe to send again. */
+  req_t *(*undo_req)(const kind_undo_t *u, req_done_fn done, void *ctx);
+  /* The undo ran (true), or must be sent again. */
+  bool (*undo_reply)(const rlock_reply_t *reply);
+  /* One release of op's hold; latch last. */
+  req_t *(*release_req)(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done);
+  /* A release's reply: 0 with *how (REL_ONE, REL_ALL, REL_NOTHELD,
+   * REL_MISMATCH) and *notified (its message reached a subscriber: this
+   * client lets the waiters go first), or an RLOCK_E code with its message. */
+  int (*release_reply)(const rlock_reply_t *reply, release_t *how, bool *notified);
+  /* How many parked waiters a message (its payload) on the kind's channel
+   * wakes: 1, n, or WAKE_ALL. */
+  int (*wake)(const rlock_reply_t *msg);
+  /* Force unlock (reply: integer 1 if it was locked, 0 if not). */
+  req_t *(*force_req)(op_t *op, req_done_fn done);
+};
+
+extern const lock_kind_t kind_reentrant;
+
+/* A lock handle of a kind (rlock_lock_new: kind_reentrant). */
+int lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out);
+/* The lease a try asks for (watchdog_timeout_ms for RLOCK_LEASE_WATCHDOG). */
+int64_t op_lease_ms(const op_t *op);
+
+#endif
