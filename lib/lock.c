@@ -449,6 +449,9 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   }
   op->in_flight = false;
   if (status != RLOCK_ECONNECT) op->id_written = true;
+  /* a cancel triggered before this reply counts even if its event has not
+   * been dispatched yet (rlock.h: the wait ends with RLOCK_ECANCELED) */
+  if (op->cancel && atomic_load(&op->cancel->triggered)) op->cancelled = true;
   if (status == RLOCK_ECLOSED) {
     acquire_fail(op, status);
     return;

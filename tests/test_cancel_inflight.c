@@ -149,11 +149,61 @@ TEST(cancel_while_try_finds_it_busy) {
   rlock_client_free(h), rlock_client_free(c);
 }
 
+/* The cancel is triggered on the I/O thread itself, from the completion of
+ * an earlier acquire whose reply came in the same read as the cancelled
+ * try's reply: the token is triggered before that reply is handled, but its
+ * event has not been dispatched yet. The wait must still end cancelled and
+ * give the hold back (rlock.h: "every wait using the token ends with
+ * RLOCK_ECANCELED, now or when it starts"). */
+typedef struct trigger_ctx {
+  rlock_cancel_t *tok;
+  done_t d;
+} trigger_ctx_t;
+
+static void trigger_on_done(rlock_lock_t *lock, int status, int64_t value, void *arg) {
+  trigger_ctx_t *t = arg;
+  rlock_cancel_trigger(t->tok);
+  on_done(lock, status, value, &t->d);
+}
+
+TEST(cancel_triggered_just_before_the_reply) {
+  rlock_client_t *c = paused_client();
+  rlock_lock_t *first = th_lock(c, "inflight:first"), *l = th_lock(c, "inflight:second");
+  char owner[128];
+  th_owner_id(c, 1, owner, sizeof owner);
+  trigger_ctx_t t;
+  done_init(&t.d);
+  CHECK_OK(rlock_cancel_new(&t.tok));
+  done_t d;
+  done_init(&d);
+  th_reply_free(th_cmd(srv, "CLIENT", "PAUSE", "20000", "WRITE", NULL));
+  /* both tries are held back on the one command connection: the server
+   * answers them back to back when it resumes */
+  CHECK_OK(rlock_lock_acquire_async(first, 2, 0, 60000, NULL, trigger_on_done, &t));
+  CHECK_OK(rlock_lock_acquire_async(l, 1, RLOCK_WAIT_FOREVER, 60000, t.tok, on_done, &d));
+  CHECK_MSG(th_wait_until(try_blocked, NULL, 5000), "the tries were never held back by the pause");
+  th_reply_free(th_cmd(srv, "CLIENT", "UNPAUSE", NULL));
+  CHECK_MSG(th_wait_until(called, &d, 5000), "the cancelled wait did not end after the resume");
+  CHECK_OK(t.d.status);
+  CHECK_MSG(d.status == RLOCK_ECANCELED, "wait cancelled before its reply was handled ended with %s",
+            rlock_err_name(d.status));
+  ping(c);
+  CHECK_EQ(th_hget_num(srv, "inflight:second", owner), -1000); /* given back */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 1); /* the first one only */
+  CHECK_OK(rlock_lock_release(first, 2));
+  rlock_cancel_free(t.tok);
+  rlock_lock_free(first), rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   srv = th_server_start(NULL);
   RUN(cancel_while_try_takes_the_lock);
   RUN(cancel_while_try_finds_it_busy);
+  RUN(cancel_triggered_just_before_the_reply);
   th_server_stop(srv);
   return th_done();
 }
