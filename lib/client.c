@@ -1,6 +1,6 @@
 /* client.c -- the client: options, the I/O thread and its event loop, the
- * submit queue from user threads (mutex + eventfd wake-up; the I/O thread
- * takes the whole queue at once, so requests of many threads leave in one
+ * submit queue from user threads (a lock-free stack + eventfd wake-up; the
+ * I/O thread takes the whole queue at once, so requests of many threads leave in one
  * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
  * use from a forked child refused, and the lock-lost callback. */
 #include "internal.h"

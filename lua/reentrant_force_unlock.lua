@@ -1,10 +1,11 @@
 -- reentrant_force_unlock.lua -- delete a lock whoever holds it, and wake a waiter.
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- ARGV[1]  message ('0')   ARGV[2] publish command
--- ARGV[3]  '1': delete NAME whatever it holds; '0': only if it is a lock
+-- ARGV[3]  '1': delete NAME whatever it holds; '0' (or absent): only if it is a lock
 -- Reply: 1 it was a lock: deleted, a waiter woken;  0 no such key;
 --        2 (ARGV[3] '1') it was not a lock: deleted anyway;
---        error "NOTLOCK <type>" (ARGV[3] '0') it is not a lock: left as it is.
+--        error "NOTLOCK <type>" (ARGV[3] '0') it is not a lock: left as it is;
+--        an error reply (nothing written) when an argument is invalid.
 
 -- A lock is a hash of owner id -> hold count (one owner at a time; a few
 -- fields at most), checked before anything is written.
@@ -20,12 +21,20 @@ local function is_lock(key, kind)
   return true
 end
 
+if ARGV[2] ~= 'publish' and ARGV[2] ~= 'spublish' then
+  return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[2])
+end
+local any_type = ARGV[3] or '0'
+if any_type ~= '0' and any_type ~= '1' then
+  return redis.error_reply('ERR rlock: invalid any-type flag: ' .. any_type)
+end
+
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
   return 0
 end
 local lock = is_lock(KEYS[1], kind)
-if not lock and ARGV[3] ~= '1' then
+if not lock and any_type ~= '1' then
   return redis.error_reply('NOTLOCK ' .. kind)
 end
 redis.call('del', KEYS[1])

@@ -261,6 +261,23 @@ TEST(force_unlock) {
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 }
 
+/* Bad arguments get an error reply before anything is written: the lock and
+ * its waiters are left as they are. */
+TEST(force_unlock_checks_arguments_first) {
+  flush();
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "1", NULL));
+  char *body = read_script("reentrant_force_unlock");
+  const char *bad[][3] = {{"0", "bogus", "0"}, {"0", "del", "1"}, {"0", "publish", "2"}, {"0", "publish", ""}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[] = {"EVAL", body, "2", "L", CHAN, bad[i][0], bad[i][1], bad[i][2]};
+    redisReply *r = th_cmdv(srv, 8, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR, "case %zu: no error reply", i);
+    th_reply_free(r);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 1);
+  }
+  free(body);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -270,6 +287,7 @@ int main(int argc, char **argv) {
   RUN(unlock);
   RUN(renew);
   RUN(force_unlock);
+  RUN(force_unlock_checks_arguments_first);
   th_server_stop(srv);
   return th_done();
 }
