@@ -299,6 +299,8 @@ int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char 
 /* What a release did to the hold. */
 typedef enum {
   REL_ONE,      /* one hold released, others remain; the TTL was set to lease_ms */
+  REL_ONE_UNCHECKED, /* the same, without a count check (other calls of the owner
+                        were in flight): the unknown releases stay unknown */
   REL_ALL,      /* the last hold released: the key is gone */
   REL_UNKNOWN,  /* the release failed: count it as done (it may or may not have landed) */
   REL_NOTHELD,  /* the server says the owner holds nothing: stop tracking */
@@ -446,6 +448,7 @@ struct op {
   bool id_written; /* a copy of the current request id may have reached the server */
   bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
+  bool unchecked;  /* release: sent without the count check (others_in_flight) */
   waiter_t w;
   /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);
    * deadline is the call's, wait_ms its timeout (RLOCK_WAIT_FOREVER: none) */

@@ -153,15 +153,22 @@ static void undo_free(undo_t *u) {
   free(u);
 }
 
+/* o is an acquire (kind OP_ACQUIRE) or a release in flight of owner_id on the
+ * lock `name`: a request that may change the owner's count on the server
+ * before the client's count shows it. */
+static bool owner_op_in_flight(const op_t *o, op_kind_t kind, const char *name, size_t len,
+                               const char *owner_id) {
+  return o->kind == kind && o->in_flight && o->lock->len == len && !memcmp(o->lock->name, name, len) &&
+         !strcmp(o->owner_id, owner_id);
+}
+
 /* The count the owner may keep on the server: the client's own, or -1 (trust
  * only the latch) while another try of the same owner and lock is in flight:
  * its hold may be on the server already but not yet in the client's count. */
 static int64_t undo_keep(const undo_t *u) {
   size_t len = u->name.n;
   for (const op_t *o = u->cl->active; o; o = o->anext)
-    if (o != u->op && o->kind == OP_ACQUIRE && o->in_flight && o->lock->len == len &&
-        !memcmp(o->lock->name, u->name.p, len) && !strcmp(o->owner_id, u->owner_id))
-      return -1;
+    if (o != u->op && owner_op_in_flight(o, OP_ACQUIRE, u->name.p, len, u->owner_id)) return -1;
   int64_t unknown;
   return watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
 }
@@ -499,16 +506,39 @@ static void start_acquire(op_t *op) {
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply);
 
+/* Other acquires and releases of op's owner on op's lock in flight: the
+ * server may have applied them before this release runs, so the client's
+ * count says nothing exact (the count check is skipped). *lease: the longest
+ * lease one of those acquires may have given the key (0: none). */
+static bool others_in_flight(const op_t *op, int64_t *lease) {
+  bool any = false;
+  *lease = 0;
+  for (const op_t *o = op->cl->active; o; o = o->anext) {
+    if (o == op) continue;
+    if (owner_op_in_flight(o, OP_ACQUIRE, op->lock->name, op->lock->len, op->owner_id)) {
+      any = true;
+      if (op_lease_ms(o) > *lease) *lease = op_lease_ms(o);
+    } else if (owner_op_in_flight(o, OP_RELEASE, op->lock->name, op->lock->len, op->owner_id)) {
+      any = true;
+    }
+  }
+  return any;
+}
+
 /* The kind's release with the client's view: the count it expects to be left
- * (-1: this client tracks no hold, no check) and how many more the server may
- * count (releases whose outcome was unknown), plus the TTL the remaining holds
- * need (kept in op->lease_ms for the reply). */
+ * (-1: this client tracks no hold, or other calls of the owner on this lock
+ * are in flight: no check) and how many more the server may count (releases
+ * whose outcome was unknown), plus the TTL the remaining holds need, at least
+ * the lease of an acquire in flight (kept in op->lease_ms for the reply). */
 static void send_release(op_t *op) {
   rlock_lock_t *l = op->lock;
   watchdog_t *wd = &op->cl->wd;
-  int64_t unknown;
+  int64_t unknown, pending_lease;
   int64_t count = watchdog_count(wd, l->name, l->len, op->owner_id, &unknown);
+  if (others_in_flight(op, &pending_lease)) op->unchecked = true; /* for every copy of this id */
+  if (op->unchecked) count = 0;
   op->lease_ms = watchdog_lease(wd, l->name, l->len, op->owner_id);
+  if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
   bytes_t latch;
   req_t *r = NULL;
@@ -546,7 +576,8 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                      l->name, op->owner_id);
   } else { /* it applied: one hold released, the last one, or another count found */
-    value = how != REL_ONE; /* REL_MISMATCH: the owner's field is gone too */
+    if (how == REL_ONE && op->unchecked) how = REL_ONE_UNCHECKED; /* the count was not compared */
+    value = how != REL_ONE && how != REL_ONE_UNCHECKED; /* REL_MISMATCH: the owner's field is gone too */
     if (notified) handoff_mark(cl, l);
     drop_latch(op, UNLOCK_LATCH);
   }
