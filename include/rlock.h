@@ -134,9 +134,12 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Locks it still holds are NOT
  * released (their leases run out on the server); outstanding async requests
- * complete with RLOCK_ECLOSED. The request-id latch keys of acquires and
- * unlocks that completed are deleted before it returns (one DEL, awaited at
- * most min(command_timeout_ms, 500 ms); past that they expire by their TTL).
+ * complete with RLOCK_ECLOSED. An acquire still waiting for its answer gets
+ * an undo sent behind it, so the hold it may take on the server is given
+ * back rather than left to nobody for its lease. The request-id latch keys
+ * of acquires and unlocks that completed are deleted before it returns (one
+ * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
+ * 500 ms); past that the latches expire by their TTL).
  * Must not be called from a callback (on the I/O thread it cannot join
  * itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);

@@ -373,6 +373,7 @@ struct rlock_client {
   bytes_t *dels; /* latch keys to delete in one DEL */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
+  int undos_inflight; /* lock_acquire_undo.lua calls not yet answered (lock.c) */
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
@@ -389,6 +390,8 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
 void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+/* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
+void client_linger_check(client_t *cl);
 int64_t client_latch_ttl(const client_t *cl);
 int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
@@ -460,6 +463,7 @@ struct op {
 void op_start(op_t *op);                       /* I/O thread: begin the operation */
 void handoff_clear(client_t *cl);
 void op_fail_all(client_t *cl, int status);    /* closing: end every active op */
+void op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
 void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 
 struct rlock_cancel {

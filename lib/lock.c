@@ -58,6 +58,7 @@ void handoff_clear(client_t *cl) { map_free(&cl->handoff); }
 static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
 
 static void attempt(op_t *op, bool fresh);
+static void undo_attempt(op_t *op, bool wait);
 
 int64_t op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
@@ -108,6 +109,18 @@ void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
   if (!op->in_flight) op_free(op);
 }
 
+/* Closing: every acquire whose current try is unanswered (in flight, or
+ * queued for a re-send) gets its undo now, before the op ends and while its
+ * lock handle is still valid. On the same connection
+ * the undo runs right after the try, so the hold is given back (or never
+ * applied) even if the reply never comes; rlock_client_free lingers for
+ * the undos' answers (briefly). */
+void op_undo_on_close(client_t *cl) {
+  for (op_t *op = cl->active; op; op = op->anext)
+    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight)
+      undo_attempt(op, false);
+}
+
 void op_fail_all(client_t *cl, int status) {
   while (cl->active) {
     op_t *op = cl->active;
@@ -147,10 +160,13 @@ static void undo_send(undo_t *u);
 static void resume_after_undo(op_t *op, bool landed, int status);
 
 static void undo_free(undo_t *u) {
+  client_t *cl = u->cl;
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
   free(u);
+  cl->undos_inflight--;
+  client_linger_check(cl); /* closing: this may be the last request it waits for */
 }
 
 /* o is an acquire (kind OP_ACQUIRE) or a release in flight of owner_id on the
@@ -226,6 +242,7 @@ static void undo_attempt(op_t *op, bool wait) {
   if (!u) goto fail;
   u->cl = op->cl;
   u->kind = l->kind;
+  op->cl->undos_inflight++;
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
   if (!(u->name.p = rlock__strndup(l->name, l->len)) ||
       !(u->channel.p = rlock__strndup(l->channel.p, l->channel.n)) ||
@@ -440,16 +457,10 @@ static void busy(op_t *op, int64_t ttl) {
   park(op, ttl, now);
 }
 
-/* The kind says this reply of a try granted the lock. */
-static bool granted(const op_t *op, const rlock_reply_t *reply) {
-  int64_t ttl;
-  return reply->type != RLOCK_REPLY_ERROR && op->lock->kind->try_reply(reply, &ttl) == KIND_GRANTED;
-}
-
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
-  if (op->finished) { /* nobody waits for this try any more: give back what it took */
-    if (status == 0 && reply && granted(op, reply)) undo_attempt(op, false);
+  if (op->finished) { /* closing: op_undo_on_close() already sent this try's undo, and
+                         op->lock may be freed (the caller's call has returned) */
     orphan(op);
     rlock_reply_free(reply);
     return;
