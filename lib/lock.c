@@ -216,7 +216,8 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
     undo_send(u);
     return;
   }
-  if (landed) client_queue_del(u->cl, u->latch.p, u->latch.n);
+  /* the tombstone (the try's latch) is left to its TTL: a late copy of the
+   * try may still be on its way (that is why it is undone) */
   undo_free(u);
 }
 
@@ -284,8 +285,13 @@ static void send_op_req(op_t *op, req_t *r) {
   client_send(cl, l->name, l->len, r);
 }
 
-/* The request got its answer: its latch is dead weight (batched DEL). */
+/* The request got its answer: its latch is dead weight (batched DEL), unless
+ * the request was sent more than once (op->retries): an earlier copy may
+ * still arrive (written on a connection given up since, whose bytes the
+ * kernel keeps sending), and only the latch stops it from applying again.
+ * Such a latch lives its TTL. */
 static void drop_latch(op_t *op, const char *prefix) {
+  if (op->retries > 0) return;
   bytes_t latch;
   if (!latch_key(op, prefix, &latch)) {
     client_queue_del(op->cl, latch.p, latch.n);
