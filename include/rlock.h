@@ -307,7 +307,10 @@ int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
  * (a retry releases one more hold, or answers RLOCK_ENOTHELD). If the server
  * counts a different number of holds than this client took (see
  * RLOCK_LOST_COUNT_MISMATCH), the unlock removes the owner's field, frees
- * the lock and reports the loss through the lock-lost callback. */
+ * the lock and reports the loss through the lock-lost callback. That check
+ * is skipped while another acquire or unlock of the same owner on that lock
+ * is in flight (async calls, an explicit owner shared by threads): the
+ * server may have applied it already. */
 int rlock_lock_unlock(rlock_lock_t *lock);
 int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 
