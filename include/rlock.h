@@ -134,9 +134,12 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Locks it still holds are NOT
  * released (their leases run out on the server); outstanding async requests
- * complete with RLOCK_ECLOSED. The request-id latch keys of acquires and
- * unlocks that completed are deleted before it returns (one DEL, awaited at
- * most min(command_timeout_ms, 500 ms); past that they expire by their TTL).
+ * complete with RLOCK_ECLOSED. An acquire still waiting for its answer gets
+ * an undo sent behind it, so the hold it may take on the server is given
+ * back rather than left to nobody for its lease. The request-id latch keys
+ * of acquires and unlocks that completed are deleted before it returns (one
+ * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
+ * 500 ms); past that the latches expire by their TTL).
  * Must not be called from a callback (on the I/O thread it cannot join
  * itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);
@@ -304,7 +307,10 @@ int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
  * (a retry releases one more hold, or answers RLOCK_ENOTHELD). If the server
  * counts a different number of holds than this client took (see
  * RLOCK_LOST_COUNT_MISMATCH), the unlock removes the owner's field, frees
- * the lock and reports the loss through the lock-lost callback. */
+ * the lock and reports the loss through the lock-lost callback. That check
+ * is skipped while another acquire or unlock of the same owner on that lock
+ * is in flight (async calls, an explicit owner shared by threads): the
+ * server may have applied it already. */
 int rlock_lock_unlock(rlock_lock_t *lock);
 int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 

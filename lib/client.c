@@ -97,10 +97,16 @@ void client_queue_del(client_t *cl, const char *key, size_t len) {
   }
 }
 
+void client_linger_check(client_t *cl) {
+  if (cl->draining && cl->linger && cl->dels_inflight == 0 && cl->undos_inflight == 0)
+    event_active(cl->linger, EV_TIMEOUT, 0);
+}
+
 static void del_done(req_t *r, int status, rlock_reply_t *reply) {
   client_t *cl = r->ctx;
   rlock_reply_free(reply); /* the latches expire anyway */
-  if (--cl->dels_inflight == 0 && cl->draining && cl->linger) event_active(cl->linger, EV_TIMEOUT, 0);
+  cl->dels_inflight--;
+  client_linger_check(cl);
 }
 
 /* One DEL of the keys dels[idx[0..n)], awaited only when closing: the latches expire anyway. */
@@ -162,6 +168,7 @@ void client_flush(client_t *cl) {
 static void shutdown_engine(client_t *cl) {
   if (cl->shut) return;
   cl->shut = true;
+  conn_flush(&cl->cmd); /* what the last pass queued (undos) leaves before the close */
   /* Order matters: closing the command and user connections completes every
    * request in flight (ops that begin_close ended just free themselves; a
    * user command's op ends through its requests); then any op still active
@@ -184,20 +191,23 @@ static void shutdown_engine(client_t *cl) {
 
 static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engine(arg); }
 
-/* Closing. Every op ends now (RLOCK_ECLOSED); the latch keys still queued
- * for deletion are sent and their DEL awaited, at most min(command timeout,
+/* Closing. An acquire whose try may be on the server gets its undo (so its
+ * hold is never left to nobody for a whole lease), then every op ends
+ * (RLOCK_ECLOSED); the latch keys still queued for deletion are sent; the
+ * DEL and the undos are awaited, at most min(command timeout,
  * CLOSE_LINGER_MS), so a short-lived process leaves no keys behind; then the
- * engine shuts down. An acquire whose reply comes in meanwhile is given back. */
+ * engine shuts down. */
 #define CLOSE_LINGER_MS 500
 static void begin_close(client_t *cl) {
   if (cl->draining || cl->shut) return;
   cl->draining = true;
   rlock__set_msg("client closed");
   usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
+  op_undo_on_close(cl);
   op_fail_all(cl, RLOCK_ECLOSED);
   if (cl->cmd.state == CS_READY) send_dels(cl);
   int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
-  if (cl->dels_inflight == 0 || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
+  if ((cl->dels_inflight == 0 && cl->undos_inflight == 0) || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
     shutdown_engine(cl);
     return;
   }

@@ -336,12 +336,19 @@ static void write_req(conn_t *c, req_t *r) {
 /* End of a pass: write what the pass queued now, in one write, instead of
  * waiting for the loop's next turn to report the socket writable (a whole
  * epoll round per request on an idle connection). Plain sockets only: TLS
- * bufferevents write through OpenSSL on their own. */
+ * bufferevents write through OpenSSL on their own. A socket bufferevent
+ * keeps the front of its output buffer frozen (only its own write callback
+ * drains it, unfreezing it meanwhile): evbuffer_write() on it fails, so the
+ * front is unfrozen for the write, as libevent's callback does. */
 void conn_flush(conn_t *c) {
   if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
   struct evbuffer *out = bufferevent_get_output(c->bev);
-  if (evbuffer_get_length(out)) evbuffer_write(out, bufferevent_getfd(c->bev));
-  /* a partial write leaves the rest to the bufferevent (EV_WRITE) */
+  if (!evbuffer_get_length(out)) return;
+  evbuffer_unfreeze(out, 1);
+  evbuffer_write(out, bufferevent_getfd(c->bev));
+  evbuffer_freeze(out, 1);
+  /* a partial write leaves the rest to the bufferevent (EV_WRITE); an error
+   * is the bufferevent's to report when it writes */
 }
 
 void conn_send(conn_t *c, req_t *r) {

@@ -299,6 +299,8 @@ int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char 
 /* What a release did to the hold. */
 typedef enum {
   REL_ONE,      /* one hold released, others remain; the TTL was set to lease_ms */
+  REL_ONE_UNCHECKED, /* the same, without a count check (other calls of the owner
+                        were in flight): the unknown releases stay unknown */
   REL_ALL,      /* the last hold released: the key is gone */
   REL_UNKNOWN,  /* the release failed: count it as done (it may or may not have landed) */
   REL_NOTHELD,  /* the server says the owner holds nothing: stop tracking */
@@ -371,6 +373,7 @@ struct rlock_client {
   bytes_t *dels; /* latch keys to delete in one DEL */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
+  int undos_inflight; /* lock_acquire_undo.lua calls not yet answered (lock.c) */
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
@@ -387,6 +390,8 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
 void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+/* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
+void client_linger_check(client_t *cl);
 int64_t client_latch_ttl(const client_t *cl);
 int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
@@ -446,6 +451,7 @@ struct op {
   bool id_written; /* a copy of the current request id may have reached the server */
   bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
+  bool unchecked;  /* release: sent without the count check (others_in_flight) */
   waiter_t w;
   /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);
    * deadline is the call's, wait_ms its timeout (RLOCK_WAIT_FOREVER: none) */
@@ -457,6 +463,7 @@ struct op {
 void op_start(op_t *op);                       /* I/O thread: begin the operation */
 void handoff_clear(client_t *cl);
 void op_fail_all(client_t *cl, int status);    /* closing: end every active op */
+void op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
 void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 
 struct rlock_cancel {

@@ -58,6 +58,7 @@ void handoff_clear(client_t *cl) { map_free(&cl->handoff); }
 static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
 
 static void attempt(op_t *op, bool fresh);
+static void undo_attempt(op_t *op, bool wait);
 
 int64_t op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
@@ -108,6 +109,18 @@ void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
   if (!op->in_flight) op_free(op);
 }
 
+/* Closing: every acquire whose current try is unanswered (in flight, or
+ * queued for a re-send) gets its undo now, before the op ends and while its
+ * lock handle is still valid. On the same connection
+ * the undo runs right after the try, so the hold is given back (or never
+ * applied) even if the reply never comes; rlock_client_free lingers for
+ * the undos' answers (briefly). */
+void op_undo_on_close(client_t *cl) {
+  for (op_t *op = cl->active; op; op = op->anext)
+    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight)
+      undo_attempt(op, false);
+}
+
 void op_fail_all(client_t *cl, int status) {
   while (cl->active) {
     op_t *op = cl->active;
@@ -147,10 +160,22 @@ static void undo_send(undo_t *u);
 static void resume_after_undo(op_t *op, bool landed, int status);
 
 static void undo_free(undo_t *u) {
+  client_t *cl = u->cl;
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
   free(u);
+  cl->undos_inflight--;
+  client_linger_check(cl); /* closing: this may be the last request it waits for */
+}
+
+/* o is an acquire (kind OP_ACQUIRE) or a release in flight of owner_id on the
+ * lock `name`: a request that may change the owner's count on the server
+ * before the client's count shows it. */
+static bool owner_op_in_flight(const op_t *o, op_kind_t kind, const char *name, size_t len,
+                               const char *owner_id) {
+  return o->kind == kind && o->in_flight && o->lock->len == len && !memcmp(o->lock->name, name, len) &&
+         !strcmp(o->owner_id, owner_id);
 }
 
 /* The count the owner may keep on the server: the client's own, or -1 (trust
@@ -159,9 +184,7 @@ static void undo_free(undo_t *u) {
 static int64_t undo_keep(const undo_t *u) {
   size_t len = u->name.n;
   for (const op_t *o = u->cl->active; o; o = o->anext)
-    if (o != u->op && o->kind == OP_ACQUIRE && o->in_flight && o->lock->len == len &&
-        !memcmp(o->lock->name, u->name.p, len) && !strcmp(o->owner_id, u->owner_id))
-      return -1;
+    if (o != u->op && owner_op_in_flight(o, OP_ACQUIRE, u->name.p, len, u->owner_id)) return -1;
   int64_t unknown;
   return watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
 }
@@ -193,7 +216,8 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
     undo_send(u);
     return;
   }
-  if (landed) client_queue_del(u->cl, u->latch.p, u->latch.n);
+  /* the tombstone (the try's latch) is left to its TTL: a late copy of the
+   * try may still be on its way (that is why it is undone) */
   undo_free(u);
 }
 
@@ -219,6 +243,7 @@ static void undo_attempt(op_t *op, bool wait) {
   if (!u) goto fail;
   u->cl = op->cl;
   u->kind = l->kind;
+  op->cl->undos_inflight++;
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
   if (!(u->name.p = rlock__strndup(l->name, l->len)) ||
       !(u->channel.p = rlock__strndup(l->channel.p, l->channel.n)) ||
@@ -260,8 +285,13 @@ static void send_op_req(op_t *op, req_t *r) {
   client_send(cl, l->name, l->len, r);
 }
 
-/* The request got its answer: its latch is dead weight (batched DEL). */
+/* The request got its answer: its latch is dead weight (batched DEL), unless
+ * the request was sent more than once (op->retries): an earlier copy may
+ * still arrive (written on a connection given up since, whose bytes the
+ * kernel keeps sending), and only the latch stops it from applying again.
+ * Such a latch lives its TTL. */
 static void drop_latch(op_t *op, const char *prefix) {
+  if (op->retries > 0) return;
   bytes_t latch;
   if (!latch_key(op, prefix, &latch)) {
     client_queue_del(op->cl, latch.p, latch.n);
@@ -433,16 +463,10 @@ static void busy(op_t *op, int64_t ttl) {
   park(op, ttl, now);
 }
 
-/* The kind says this reply of a try granted the lock. */
-static bool granted(const op_t *op, const rlock_reply_t *reply) {
-  int64_t ttl;
-  return reply->type != RLOCK_REPLY_ERROR && op->lock->kind->try_reply(reply, &ttl) == KIND_GRANTED;
-}
-
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
-  if (op->finished) { /* nobody waits for this try any more: give back what it took */
-    if (status == 0 && reply && granted(op, reply)) undo_attempt(op, false);
+  if (op->finished) { /* closing: op_undo_on_close() already sent this try's undo, and
+                         op->lock may be freed (the caller's call has returned) */
     orphan(op);
     rlock_reply_free(reply);
     return;
@@ -499,16 +523,39 @@ static void start_acquire(op_t *op) {
 
 static void release_done(req_t *r, int status, rlock_reply_t *reply);
 
+/* Other acquires and releases of op's owner on op's lock in flight: the
+ * server may have applied them before this release runs, so the client's
+ * count says nothing exact (the count check is skipped). *lease: the longest
+ * lease one of those acquires may have given the key (0: none). */
+static bool others_in_flight(const op_t *op, int64_t *lease) {
+  bool any = false;
+  *lease = 0;
+  for (const op_t *o = op->cl->active; o; o = o->anext) {
+    if (o == op) continue;
+    if (owner_op_in_flight(o, OP_ACQUIRE, op->lock->name, op->lock->len, op->owner_id)) {
+      any = true;
+      if (op_lease_ms(o) > *lease) *lease = op_lease_ms(o);
+    } else if (owner_op_in_flight(o, OP_RELEASE, op->lock->name, op->lock->len, op->owner_id)) {
+      any = true;
+    }
+  }
+  return any;
+}
+
 /* The kind's release with the client's view: the count it expects to be left
- * (-1: this client tracks no hold, no check) and how many more the server may
- * count (releases whose outcome was unknown), plus the TTL the remaining holds
- * need (kept in op->lease_ms for the reply). */
+ * (-1: this client tracks no hold, or other calls of the owner on this lock
+ * are in flight: no check) and how many more the server may count (releases
+ * whose outcome was unknown), plus the TTL the remaining holds need, at least
+ * the lease of an acquire in flight (kept in op->lease_ms for the reply). */
 static void send_release(op_t *op) {
   rlock_lock_t *l = op->lock;
   watchdog_t *wd = &op->cl->wd;
-  int64_t unknown;
+  int64_t unknown, pending_lease;
   int64_t count = watchdog_count(wd, l->name, l->len, op->owner_id, &unknown);
+  if (others_in_flight(op, &pending_lease)) op->unchecked = true; /* for every copy of this id */
+  if (op->unchecked) count = 0;
   op->lease_ms = watchdog_lease(wd, l->name, l->len, op->owner_id);
+  if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
   bytes_t latch;
   req_t *r = NULL;
@@ -546,7 +593,8 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                      l->name, op->owner_id);
   } else { /* it applied: one hold released, the last one, or another count found */
-    value = how != REL_ONE; /* REL_MISMATCH: the owner's field is gone too */
+    if (how == REL_ONE && op->unchecked) how = REL_ONE_UNCHECKED; /* the count was not compared */
+    value = how != REL_ONE && how != REL_ONE_UNCHECKED; /* REL_MISMATCH: the owner's field is gone too */
     if (notified) handoff_mark(cl, l);
     drop_latch(op, UNLOCK_LATCH);
   }

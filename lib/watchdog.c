@@ -230,6 +230,8 @@ void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char 
   case REL_ONE:
     h->unknown = 0; /* the script brought the server's count to the client's */
     break;
+  case REL_ONE_UNCHECKED:
+    break;
   case REL_UNKNOWN:
     h->unknown++;
     break;
@@ -239,7 +241,7 @@ void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char 
     return;
   }
   h->depth--;
-  if (how == REL_ONE && renews(h)) h->w_hi = max64(h->w_hi, rlock_now_ms() + lease_ms);
+  if ((how == REL_ONE || how == REL_ONE_UNCHECKED) && renews(h)) h->w_hi = max64(h->w_hi, rlock_now_ms() + lease_ms);
   rearm(h);
 }
 

@@ -39,6 +39,9 @@ typedef struct pair {
   int fd[2]; /* 0 client, 1 server */
   int port;  /* local port of fd[1]: how the server names this connection */
   dirq_t q[2]; /* q[0]: client -> server (UP), q[1]: server -> client (DOWN) */
+  int late;       /* was held (fp_hold_conn): bytes written before the client's close still go up */
+  int client_eof; /* 1: the client closed its side; the pair lives until q[0] is delivered;
+                     2: delivered, FIN sent upstream: waiting for the server to close */
 } pair_t;
 
 struct fp_proxy {
@@ -54,6 +57,10 @@ struct fp_proxy {
     int port, dirs;
   } drops[16]; /* per-connection silent drops (fp_drop_conn) */
   int ndrops;
+  struct {
+    int port, dirs;
+  } holds[16]; /* per-connection held bytes (fp_hold_conn) */
+  int nholds;
   uint64_t cut_req, cut_done;
   /* stats (mu) */
   int nconn;
@@ -133,17 +140,32 @@ static int drops_of(fp_proxy_t *p, int i) {
   return 0;
 }
 
+/* The directions pair i holds back (fp_hold_conn); mu held. */
+static int holds_of(fp_proxy_t *p, int i) {
+  for (int k = 0; k < p->nholds; k++)
+    if (p->holds[k].port == p->pairs[i].port) return p->holds[k].dirs;
+  return 0;
+}
+
 /* Reads what side `from` of pair i has into its queue. -1: the pair is gone. */
 static int do_read(fp_proxy_t *p, int i, int from, int64_t delay) {
   pair_t *pr = &p->pairs[i];
   char buf[65536];
   ssize_t n = read(pr->fd[from], buf, sizeof buf);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (n <= 0 && from == 0 && pr->late && pr->q[0].head) {
+    /* the client closed: what it wrote before still travels (an orphaned
+     * TCP socket keeps retransmitting); replies have nowhere to go */
+    pr->client_eof = 1;
+    q_clear(&pr->q[1]);
+    return 0;
+  }
   if (n <= 0) return -1;
   pthread_mutex_lock(&p->mu);
   int dropped = drops_of(p, i) & (1 << from);
   pthread_mutex_unlock(&p->mu);
   if (dropped) return 0; /* the flow is forgotten: the bytes vanish */
+  if (from == 1 && pr->client_eof) return 0; /* a reply for a client that is gone */
   chunk_t *c = malloc(sizeof *c + (size_t)n);
   if (!c) return -1;
   c->next = NULL;
@@ -182,6 +204,8 @@ static int do_write(fp_proxy_t *p, int i, int d) {
   return 0;
 }
 
+static int pr_done(const pair_t *pr) { return pr->client_eof == 1 && !pr->q[0].head; }
+
 static void *run(void *arg) {
   fp_proxy_t *p = arg;
   struct pollfd pfd[2 + 2 * MAX_PAIRS];
@@ -190,6 +214,9 @@ static void *run(void *arg) {
     int64_t delay = p->delay_ms;
     int bh = p->blackhole, refuse = p->refuse, quit = p->quit;
     uint64_t cut = p->cut_req;
+    int held[MAX_PAIRS];
+    for (int i = 0; i < p->npairs; i++)
+      if ((held[i] = holds_of(p, i))) p->pairs[i].late = 1;
     pthread_mutex_unlock(&p->mu);
     if (cut != p->cut_done || quit) {
       while (p->npairs) pair_close(p, p->npairs - 1);
@@ -209,14 +236,15 @@ static void *run(void *arg) {
       for (int side = 0; side < 2; side++) {
         /* side s reads into q[s] (direction s) and writes q[1-s] */
         int dir_in = side, dir_out = 1 - side;
+        int closed = side == 0 && pr->client_eof;
         short ev = 0;
-        if (!(bh & (1 << dir_in)) && pr->q[dir_in].bytes < QUEUE_MAX) ev |= POLLIN;
-        if (!(bh & (1 << dir_out)) && pr->q[dir_out].head) {
+        if (!closed && !(bh & (1 << dir_in)) && pr->q[dir_in].bytes < QUEUE_MAX) ev |= POLLIN;
+        if (!(bh & (1 << dir_out)) && !(held[i] & (1 << dir_out)) && pr->q[dir_out].head) {
           if (pr->q[dir_out].head->release_ms <= now) ev |= POLLOUT;
           else if (next < 0 || pr->q[dir_out].head->release_ms < next)
             next = pr->q[dir_out].head->release_ms;
         }
-        pfd[n++] = (struct pollfd){.fd = pr->fd[side], .events = ev};
+        pfd[n++] = (struct pollfd){.fd = closed ? -1 : pr->fd[side], .events = ev};
       }
     }
     int timeout = next < 0 ? -1 : (int)(next - now + 1);
@@ -226,6 +254,11 @@ static void *run(void *arg) {
       while (read(p->wake[0], b, sizeof b) > 0) {
       }
     }
+    /* a hold set while we polled applies to what is read and written now */
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->npairs; i++)
+      if ((held[i] = holds_of(p, i))) p->pairs[i].late = 1;
+    pthread_mutex_unlock(&p->mu);
     /* pairs first (their pollfd indexes), then accept */
     for (int i = p->npairs - 1; i >= 0; i--) {
       int dead = 0;
@@ -236,7 +269,11 @@ static void *run(void *arg) {
           dead = do_read(p, i, side, delay) < 0;
       }
       for (int d = 0; d < 2 && !dead; d++)
-        if (!(bh & (1 << d))) dead = do_write(p, i, d) < 0;
+        if (!(bh & (1 << d)) && !(held[i] & (1 << d))) dead = do_write(p, i, d) < 0;
+      if (!dead && pr_done(&p->pairs[i])) { /* the closed client's last bytes are delivered: */
+        shutdown(p->pairs[i].fd[1], SHUT_WR);  /* FIN after them, as its kernel would send; the */
+        p->pairs[i].client_eof = 2;            /* pair closes when the server closes its side */
+      }
       if (dead) pair_close(p, i);
     }
     if (pfd[1].revents & POLLIN) do_accept(p, refuse);
@@ -304,6 +341,19 @@ void fp_drop_conn(fp_proxy_t *p, int server_port, int dirs) {
   if (k < 16) {
     p->drops[k].port = server_port;
     p->drops[k].dirs = dirs & FP_BOTH;
+  }
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+}
+
+void fp_hold_conn(fp_proxy_t *p, int server_port, int dirs) {
+  pthread_mutex_lock(&p->mu);
+  int k = 0;
+  while (k < p->nholds && p->holds[k].port != server_port) k++;
+  if (k == p->nholds && k < 16) p->nholds++;
+  if (k < 16) {
+    p->holds[k].port = server_port;
+    p->holds[k].dirs = dirs & FP_BOTH;
   }
   pthread_mutex_unlock(&p->mu);
   wake(p);

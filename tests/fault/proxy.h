@@ -11,6 +11,11 @@
  *              from, CLIENT LIST addr=) silently discards what it carries in
  *              one or both directions, sockets kept: a NAT or load balancer
  *              that forgot the flow. Other and new connections work.
+ *   hold       one connection only (named as for drop) keeps what it carries
+ *              in one or both directions, sockets kept, and delivers it when
+ *              released, even if the client has closed the connection since
+ *              (the kernel keeps sending what an application wrote before
+ *              close): one path of the network stuck, then recovered.
  * Only 127.0.0.1. */
 #ifndef RLOCK_FAULT_PROXY_H
 #define RLOCK_FAULT_PROXY_H
@@ -38,6 +43,12 @@ void fp_cut(fp_proxy_t *p); /* returns once every connection is closed */
  * dirs from now on (0: forwards again; discarded bytes are gone). Up to 16
  * ports at a time. */
 void fp_drop_conn(fp_proxy_t *p, int server_port, int dirs);
+/* The connection named by server_port (as for fp_drop_conn) holds back its
+ * bytes in dirs from now on; 0 delivers what it held and forwards again.
+ * Bytes the client wrote before closing the connection are still delivered
+ * upstream on release (then the proxy closes it); replies to a closed client
+ * are discarded. Up to 16 ports at a time. */
+void fp_hold_conn(fp_proxy_t *p, int server_port, int dirs);
 int fp_connections(fp_proxy_t *p);
 uint64_t fp_accepted(fp_proxy_t *p);
 /* Bytes forwarded so far in a direction. */

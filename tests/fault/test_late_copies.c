@@ -1,0 +1,177 @@
+/* test_late_copies.c -- copies of a request that arrive late. A request whose
+ * answer was lost is re-sent with the same request id; when the connection
+ * that carried an earlier copy is given up (N timeouts in a row), the copy
+ * is not necessarily gone: the kernel keeps sending what was written before
+ * close(), and one stuck network path may recover after the re-sent copy was
+ * answered on a new connection. The fault proxy's hold models that: one
+ * connection's requests wait, the client replaces the connection, and the
+ * held bytes are delivered afterwards.
+ *
+ * Such a copy must still be answered by its latch (it lives its TTL, it is
+ * not deleted as "dead weight" while a copy may be on its way):
+ *   - a late unlock copy must not release a second time: with the hold-count
+ *     check it would remove the owner's field, freeing a lock the owner
+ *     still holds (a second owner gets in);
+ *   - a late acquire copy must not count a second time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault_harness.h"
+#include "proxy.h"
+
+static th_server_t *srv;
+static fp_proxy_t *px;
+static char purl[64];
+
+#define NAME "late"
+
+static rlock_client_t *client(void) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = purl;
+  o.client_name = NAME;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 3;
+  o.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  o.ping_interval_ms = 0;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 200;
+  rlock_client_t *cl = NULL;
+  int rc = rlock_client_new(&cl, &o);
+  if (rc) th_fail(__FILE__, __LINE__, "client_new: %s: %s", rlock_err_name(rc), rlock_last_error());
+  return cl;
+}
+
+/* The server-side port (CLIENT LIST addr=) of the client's command
+ * connection: the connection named NAME whose last command was a script. */
+static int cmd_port(void) {
+  redisReply *r = th_cmd(srv, "CLIENT", "LIST", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  int port = 0, n = 0;
+  for (char *line = r->str, *end; line && *line; line = end ? end + 1 : NULL) {
+    end = strchr(line, '\n');
+    if (end) *end = 0;
+    char *a = strstr(line, " addr=");
+    if (strstr(line, " name=" NAME " ") && strstr(line, " cmd=evalsha") && a) {
+      char *colon = strchr(a + 6, ':');
+      if (colon) port = atoi(colon + 1), n++;
+    }
+  }
+  th_reply_free(r);
+  CHECK_MSG(n == 1, "%d command connections named " NAME, n);
+  return port;
+}
+
+typedef struct cmdstat_arg {
+  const char *cmd;
+  long long want;
+} cmdstat_arg_t;
+static int cmdstat_reach(void *a) {
+  cmdstat_arg_t *c = a;
+  return th_cmdstat(srv, c->cmd) >= c->want;
+}
+
+static rlock_stats_t stats(rlock_client_t *c) {
+  rlock_stats_t s;
+  rlock_client_stats(c, &s);
+  return s;
+}
+
+typedef struct conns_arg {
+  int want;
+} conns_arg_t;
+static int conns_are(void *a) { return fp_connections(px) == ((conns_arg_t *)a)->want; }
+
+/* Holds the command connection's requests, runs fn (which re-sends on a new
+ * connection and gets its answer there), then lets the held copies through
+ * and returns once the server has run them (it closes that connection after
+ * the last one). Returns how many ran late. */
+static long long with_late_copies(rlock_client_t *c, void (*fn)(void *), void *arg) {
+  int port = cmd_port();
+  fp_hold_conn(px, port, FP_UP);
+  uint64_t reconnects = stats(c).reconnects;
+  long long ev0 = th_cmdstat(srv, "evalsha"), del0 = th_cmdstat(srv, "del");
+  fn(arg);
+  CHECK_MSG(stats(c).reconnects > reconnects, "the answer did not come on a new connection");
+  long long ev1 = th_cmdstat(srv, "evalsha");
+  /* the client deletes latches it takes for dead weight 20 ms after the answer */
+  cmdstat_arg_t del = {"del", del0 + 1};
+  th_wait_until(cmdstat_reach, &del, 1000);
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  long long late = th_cmdstat(srv, "evalsha") - ev1;
+  printf("  %lld script calls answered on the new connection, %lld delivered late\n", ev1 - ev0, late);
+  return late;
+}
+
+/* ------------------------------------------------------------ unlock */
+
+static void unlock_once(void *l) { CHECK_OK(rlock_lock_unlock(l)); }
+
+/* Held twice; one unlock whose first copies arrive after its answer. The
+ * owner still holds the lock once, and nobody else can take it. */
+TEST(late_unlock_copy) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:unlock"), *lo = th_lock(other, "late:unlock");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long late = with_late_copies(c, unlock_once, l);
+  long long count = th_hget_num(srv, "late:unlock", o);
+  int rc = rlock_lock_trylock(lo, 0, 10000);
+  if (rc == 0) rlock_lock_unlock(lo);
+  CHECK_MSG(rc == RLOCK_EBUSY, "another owner got the lock while the first still holds it (count on the server %lld)",
+            count);
+  CHECK_EQ(count, 1);
+  /* the first copy, and the re-send its timeout queued before the connection
+   * was dropped: written first, as a server that is only slow needs */
+  CHECK_EQ(late, 2);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:unlock", NULL), 0);
+  fh_result("unlock copy delivered after its answer (stuck path, connection replaced)", "single", "reentrant",
+            "answered by its latch: count 2->1 once, no second owner", 0);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
+/* ------------------------------------------------------------ acquire */
+
+static void lock_once(void *l) { CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); }
+
+/* One acquire whose first copies arrive after its answer: it counts once. */
+TEST(late_acquire_copy) {
+  rlock_client_t *c = client();
+  rlock_lock_t *l = th_lock(c, "late:acquire");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_lock_unlock(l));
+  long long late = with_late_copies(c, lock_once, l);
+  CHECK_EQ(th_hget_num(srv, "late:acquire", o), 1);
+  CHECK_EQ(late, 2);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:acquire", NULL), 0);
+  fh_result("acquire copy delivered after its answer (stuck path, connection replaced)", "single", "reentrant",
+            "answered by its latch: count 1", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* test_late_copies [NAME]: all tests, or only NAME */
+int main(int argc, char **argv) {
+  th_init(argc, argv, 150);
+  srv = th_server_start(NULL);
+  px = fp_start(srv->port);
+  snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
+  const char *only = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
+  if (!only || strstr("late_unlock_copy", only)) RUN(late_unlock_copy);
+  if (!only || strstr("late_acquire_copy", only)) RUN(late_acquire_copy);
+  fp_stop(px);
+  th_server_stop(srv);
+  return th_done();
+}
