@@ -5,9 +5,10 @@
  *  - the password bytes never reach an output. "Password bytes" are defined
  *    here, independently of lib/url.c, so that they hold for any input:
  *      (1) with an '@' in the string: the bytes from the start of the
- *          authority (after a leading "scheme:" and its slashes, else the
- *          start) up to the LAST '@', minus the user name (up to the first
- *          ':'; with no ':' all of them are the password);
+ *          authority (after a leading "scheme:" followed by one or more
+ *          slashes, else the start: in "user:pass:word@host" the "user:"
+ *          is no scheme) up to the LAST '@', minus the user name (up to the
+ *          first ':'; with no ':' all of them are the password);
  *      (2) the value of every "password=" (any case), up to the next
  *          "&db=", "&user=", "&password=" or the end.
  *    rlock_url_redact must give exactly the input with each run of password
@@ -26,10 +27,10 @@
 static void reference_mask(const char *s, size_t n, unsigned char *pw) {
   memset(pw, 0, n);
   size_t a = 0;
-  if (n && isalpha((unsigned char)s[0])) { /* "scheme:" then any number of '/' */
+  if (n && isalpha((unsigned char)s[0])) { /* "scheme:" then at least one '/' */
     size_t i = 1;
     while (i < n && (isalnum((unsigned char)s[i]) || strchr("+-.", s[i]))) i++;
-    if (i < n && s[i] == ':') {
+    if (i + 1 < n && s[i] == ':' && s[i + 1] == '/') {
       a = i + 1;
       while (a < n && s[a] == '/') a++;
     }
