@@ -471,7 +471,9 @@ int rlock_duration_parse(const char *s, int64_t *out_ms);
 /* Copies url into buf (cut to buflen, always NUL-terminated) with every byte
  * that may be a password replaced by "***", whatever url holds, well-formed or
  * not: the user info up to the last '@' after the user name's ':' (all of it
- * without a ':'), and every "password=" value. For messages. */
+ * without a ':'; a "scheme:" counts only when a '/' follows it, so in
+ * "user:pass:word@host" all of "pass:word" is hidden), and every "password="
+ * value. For messages. */
 void rlock_url_redact(const char *url, char *buf, size_t buflen);
 
 #ifdef __cplusplus

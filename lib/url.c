@@ -182,12 +182,14 @@ int url_parse(url_t *u, const char *s) {
 
 /* ------------------------------------------------------------ redaction */
 
-/* Length of a leading scheme ("letters:" and any '/' after it), else 0. */
+/* Length of a leading scheme ("letters:" and the one or more '/' after it),
+ * else 0. Without a '/' the ':' may be the user name's (a URL typed without
+ * its scheme, "user:pass:word@host"): the password may start right after it. */
 static size_t scheme_len(const char *s, size_t n) {
   size_t i = 0;
   if (n == 0 || !isalpha((unsigned char)s[0])) return 0;
   while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')) i++;
-  if (i == n || s[i] != ':') return 0;
+  if (i + 1 >= n || s[i] != ':' || s[i + 1] != '/') return 0;
   for (i++; i < n && s[i] == '/'; i++) {
   }
   return i;
