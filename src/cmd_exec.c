@@ -1,9 +1,10 @@
 /* cmd_exec.c -- `rlock exec`: acquire a lock, run a command in its own
  * process group while holding it (exec_group.c), release it once every
  * process of that group has ended, and exit with the command's status.
- * Signals: SIGINT/SIGTERM/SIGHUP cancel the wait, or are forwarded to the
- * command's group once it runs. A lost lock (lock-lost callback) sends the
- * group SIGTERM and makes rlock exit 76. */
+ * Signals: SIGINT/SIGTERM/SIGHUP and every other signal that would end rlock
+ * cancel the wait, or are forwarded to the command's group once it runs. A
+ * lost lock (lock-lost callback) sends the group SIGTERM and makes rlock
+ * exit 76. */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,7 +32,7 @@ static const char usage_text[] =
 #define WATCHDOG_MIN_MS 3
 
 static rlock_cancel_t *g_cancel;
-static volatile sig_atomic_t g_signal; /* the last SIGINT/SIGTERM/SIGHUP received */
+static volatile sig_atomic_t g_signal; /* the last handled signal received */
 static atomic_int g_running;           /* CMD's group exists: signals go to it */
 static atomic_int g_lost;              /* the lock-lost callback fired */
 
@@ -59,9 +60,31 @@ static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_los
   group_unlock();
 }
 
-#define NSIG_HANDLED 3
-static const int handled[NSIG_HANDLED] = {SIGINT, SIGTERM, SIGHUP};
-static struct sigaction g_orig_action[NSIG_HANDLED];
+/* The signals rlock handles: every one whose default action would end rlock
+ * and leave CMD's group running outside the lock (forwarded to the group, or
+ * ending the wait), except those the kernel raises for rlock's own faults
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) and SIGPIPE
+ * (a write of rlock's own to a closed pipe). Real-time signals too. */
+static const int fixed_handled[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM,
+                                    SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO,
+#ifdef SIGPWR
+                                    SIGPWR,
+#endif
+#ifdef SIGSTKFLT
+                                    SIGSTKFLT,
+#endif
+};
+static int handled[sizeof fixed_handled / sizeof fixed_handled[0] + 64], nhandled;
+static struct sigaction g_orig_action[sizeof handled / sizeof handled[0]];
+
+static void list_handled(sigset_t *set) {
+  nhandled = 0;
+  for (size_t i = 0; i < sizeof fixed_handled / sizeof fixed_handled[0]; i++) handled[nhandled++] = fixed_handled[i];
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX && nhandled < (int)(sizeof handled / sizeof handled[0]); sig++)
+    handled[nhandled++] = sig;
+  sigemptyset(set);
+  for (int i = 0; i < nhandled; i++) sigaddset(set, handled[i]);
+}
 
 /* Installs on_signal for the handled signals, except those the caller of
  * rlock ignores (they stay ignored, for rlock and the command). */
@@ -71,14 +94,14 @@ static void install_handlers(void) {
   sigemptyset(&sa.sa_mask);
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO;
-  for (int i = 0; i < NSIG_HANDLED; i++) {
+  for (int i = 0; i < nhandled; i++) {
     sigaction(handled[i], NULL, &g_orig_action[i]);
     if (g_orig_action[i].sa_handler != SIG_IGN) sigaction(handled[i], &sa, NULL);
   }
 }
 
 static void restore_handlers(void) {
-  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(handled[i], &g_orig_action[i], NULL);
+  for (int i = 0; i < nhandled; i++) sigaction(handled[i], &g_orig_action[i], NULL);
 }
 
 /* The group can be signalled now (group lock held, signals blocked): pass on
@@ -152,8 +175,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (rlock_cancel_new(&g_cancel)) return cli_fail(RLOCK_ENOMEM, "cannot create a cancel token");
   /* Block the signals while the client starts: its thread inherits the mask. */
   sigset_t sigs, orig_mask;
-  sigemptyset(&sigs);
-  for (int i = 0; i < NSIG_HANDLED; i++) sigaddset(&sigs, handled[i]);
+  list_handled(&sigs);
   pthread_sigmask(SIG_BLOCK, &sigs, &orig_mask);
   install_handlers();
   rlock_client_t *client = NULL;

@@ -17,7 +17,9 @@
  * - Signalling: the group id stays published (group_kill) only while the
  *   group cannot have been reaped: each member is reaped with the handled
  *   signals blocked and the group lock held, and the id is withdrawn as soon
- *   as no member is left, so a signal never reaches a reused id. */
+ *   as no member is left, so a signal never reaches a reused id.
+ * - rlock killed (SIGKILL, a crash): a guardian process kills the group (see
+ *   guardian()), so CMD never runs on without rlock to watch the lock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -26,6 +28,8 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,6 +131,61 @@ void group_die_like_cmd(void) {
   kill(0, g_tty_sig); /* rlock's own group: what the keypress reached before CMD had the terminal */
 }
 
+/* ------------------------------------------------------------ the guardian */
+
+/* The guardian: a small process of its own (own group, every signal but
+ * SIGKILL blocked, no descriptor but a pipe) that kills CMD's whole group if
+ * rlock dies before it has waited for it (SIGKILL, OOM killer, a crash):
+ * rlock holds the only write end of the pipe, so the guardian reads end of
+ * file when rlock is gone, or one byte when rlock has seen the group end.
+ * Without it CMD would run on unsupervised, and outside the lock once the
+ * lease runs out. Forked with every signal blocked; only async-signal-safe
+ * calls in it. */
+static void close_all_but_0(void) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 1U, ~0U, 0U) == 0) return;
+#endif
+  struct rlimit rl;
+  long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (long)rl.rlim_cur : 65536;
+  for (long fd = 1; fd < max; fd++) close((int)fd);
+}
+
+static void guardian(pid_t pgid, int rfd) {
+  setpgid(0, 0); /* a kill of rlock's group (timeout(1), a script's group) leaves it */
+  if (rfd != 0 && dup2(rfd, 0) < 0) _exit(1);
+  close_all_but_0(); /* rlock's sockets, the terminal, the output pipes */
+  char b;
+  ssize_t n;
+  while ((n = read(0, &b, 1)) < 0 && errno == EINTR) {
+  }
+  if (n == 0) kill(-pgid, SIGKILL); /* rlock died: the group must not run on unguarded */
+  _exit(0);
+}
+
+/* Starts the guardian of group pgid (signals blocked): its pid, the write end in *wfd. */
+static pid_t start_guardian(pid_t pgid, int *wfd) {
+  int p[2];
+  *wfd = -1;
+  if (pipe2(p, O_CLOEXEC) < 0) return -1;
+  pid_t g = fork();
+  if (g == 0) guardian(pgid, p[0]);
+  close(p[0]);
+  if (g < 0) close(p[1]);
+  else *wfd = p[1];
+  return g;
+}
+
+/* The group has ended (all of it reaped): the guardian may go. */
+static void stop_guardian(pid_t g, int wfd) {
+  if (g <= 0) return;
+  (void)!write(wfd, "d", 1);
+  close(wfd);
+  while (waitpid(g, NULL, 0) < 0 && errno == EINTR) {
+  }
+}
+
+/* ------------------------------------------------------------ the command */
+
 /* In the child: its own group, the terminal, the caller's signal setup, exec. */
 static void exec_child(char **cmd, int tty, const sigset_t *mask, void (*in_child)(void), int errfd) {
   setpgid(0, 0);
@@ -149,9 +208,12 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
   pid_t pid = fork();
   if (pid == 0) exec_child(cmd, tty, child_mask, in_child, errpipe[1]);
   int fork_errno = errno;
+  pid_t guard = -1;
+  int guard_fd = -1;
   if (pid > 0) {
     setpgid(pid, pid); /* also here: no window where rlock signals its own group */
     if (tty >= 0) tcsetpgrp(tty, pid);
+    guard = start_guardian(pid, &guard_fd); /* none (fork failed): rlock still waits for the group */
     group_lock();
     atomic_store(&g_pgid, pid);
     started();
@@ -170,6 +232,7 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
   }
   close(errpipe[0]);
   int st = wait_group(pid, tty);
+  stop_guardian(guard, guard_fd);
   if (tty >= 0) give_terminal(tty, getpgrp());
   if (tty >= 0 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGQUIT))
     g_tty_sig = WTERMSIG(st);

@@ -27,7 +27,8 @@ start_job() {
 }
 
 # Signals that kill a process by default: forwarded, then the lock is released.
-for sig in QUIT USR1 USR2 ALRM RTMIN+3; do
+# (Not SIGINT/SIGQUIT: a script starts its background jobs with them ignored.)
+for sig in USR1 USR2 ALRM RTMIN+3; do
   num=$(kill -l "$sig" 2>/dev/null) || num=$(($(kill -l RTMIN) + 3))
   start_job "$T/f-$sig" "job-$sig" || continue
   kill -s "$sig" "$RL" 2>/dev/null || kill -"$num" "$RL"
