@@ -69,8 +69,11 @@ def fail(msg):
 
 def await_stopped(name, what):
     """Polls bash's job table (bounded) until job `name` is stopped."""
-    term.run("for i in $(seq 300); do case $(jobs -l) in *Stopped*) break;; esac; sleep 0.1; done; jobs -l")
+    term.run("for i in $(seq 300); do case $(jobs -l) in *Stopped*) break;; esac; sleep 0.1; done; "
+             "jobs -l; echo JOBS-$((1+1))")
     term.expect(rf"Stopped.*{name}", what)
+    term.expect(r"^JOBS-2\r?$", what + " (end of the job list)")
+    term.expect(r"\$ $", "bash prompt after the job list")
 
 
 def released(name):
@@ -82,63 +85,88 @@ term = Term()
 term.expect(r"\$ $", "bash prompt")
 rl = f"'{RLOCK}' -u '{URL}' exec"
 
-# 1. Started in the background, CMD reads the terminal.
-term.run(rl + " bg-read -- sh -c 'echo BGREADY; read line; echo GOT $line' &")
-term.expect(r"BGREADY\r?$", "CMD runs in the background")
-await_stopped("bg-read", "a background CMD that reads the terminal: the job is stopped")
-term.run("fg")
-term.expect(r"exec bg-read", "fg")
-term.send("hello\n")
-term.expect(r"^GOT hello\r?$", "CMD reads the terminal after fg")
-term.expect(r"\$ $", "bash prompt after the job")
-released("bg-read")
-print("background CMD reading the terminal: the job stops, fg lets CMD read, the lock is released")
 
-# 2. The same with redirected standard streams: CMD opens /dev/tty itself.
-term.run(rl + f" bg-tty -- sh -c 'read line </dev/tty; echo GOT $line > {TMP}/got' </dev/null >/dev/null 2>&1 &")
-await_stopped("bg-tty", "a background CMD that reads /dev/tty: the job is stopped")
-term.run("fg")
-term.expect(r"exec bg-tty", "fg (/dev/tty)")
-term.send("world\n")
-term.expect(r"\$ $", "bash prompt after the /dev/tty job")
-got = open(f"{TMP}/got").read().strip() if os.path.exists(f"{TMP}/got") else ""
-if got != "GOT world":
-    fail(f"CMD read {got!r} from /dev/tty, wanted 'GOT world'")
-released("bg-tty")
-print("background CMD reading /dev/tty: the job stops, fg lets CMD read")
+def scenario_1():
+    """1. Started in the background, CMD reads the terminal."""
+    term.run(rl + " bg-read -- sh -c 'echo BGREADY; read line; echo GOT $line' &")
+    term.expect(r"BGREADY\r?$", "CMD runs in the background")
+    await_stopped("bg-read", "a background CMD that reads the terminal: the job is stopped")
+    term.run("fg")
+    term.expect(r"exec bg-read", "fg")
+    term.send("hello\n")
+    term.expect(r"^GOT hello\r?$", "CMD reads the terminal after fg")
+    term.expect(r"\$ $", "bash prompt after the job")
+    released("bg-read")
+    print("background CMD reading the terminal: the job stops, fg lets CMD read, the lock is released")
 
-# 3. Ctrl-Z, bg, then CMD reads: bash keeps the terminal.
-term.run(rl + " z-bg -- sh -c 'echo ZREADY; read x; echo GOT1 $x; read line; echo GOT2 $line'")
-term.expect(r"^ZREADY\r?$", "CMD runs")
-term.send("one\n")
-term.expect(r"^GOT1 one\r?$", "CMD reads the terminal in the foreground")
-term.send("\x1a")
-term.expect(r"Stopped", "Ctrl-Z stops the job")
-term.expect(r"\$ $", "bash prompt after Ctrl-Z")
-term.run("bg")
-term.expect(r"\$ $", "bash prompt after bg")
-await_stopped("z-bg", "the bg'd CMD that reads the terminal: the job is stopped")
-term.run("echo ALIVE-$((6*7))")
-term.expect(r"^ALIVE-42\r?$", "bash still has its terminal while the bg'd CMD wants it")
-term.run("fg")
-term.expect(r"exec z-bg", "fg after bg")
-term.send("two\n")
-term.expect(r"^GOT2 two\r?$", "CMD reads the terminal after fg")
-term.expect(r"\$ $", "bash prompt after the job")
-released("z-bg")
-print("Ctrl-Z, bg, CMD reads: bash keeps its terminal, fg lets CMD read")
 
-# 4. rlock in a script: Ctrl-Z stops the script too, fg continues it all.
-term.run("bash -c \"" + rl.replace("'", "") + " in-script -- sh -c 'echo SREADY; read line; echo GOT $line'; echo SCRIPT-$((40+2))\"")
-term.expect(r"^SREADY\r?$", "CMD runs in a script")
-term.send("\x1a")
-term.expect(r"Stopped", "Ctrl-Z stops the script's job")
-term.expect(r"\$ $", "bash prompt after Ctrl-Z in a script")
-term.run("fg")
-term.send("three\n")
-term.expect(r"^GOT three\r?$", "CMD reads the terminal after fg (script)")
-term.expect(r"^SCRIPT-42\r?$", "the script goes on after CMD")
-term.expect(r"\$ $", "bash prompt after the script")
-released("in-script")
-print("Ctrl-Z in a script stops the script, fg continues it")
+def scenario_2():
+    """2. The same with redirected standard streams: CMD opens /dev/tty itself."""
+    term.run(rl + f" bg-tty -- sh -c 'read line </dev/tty; echo GOT $line > {TMP}/got' </dev/null >/dev/null 2>&1 &")
+    await_stopped("bg-tty", "a background CMD that reads /dev/tty: the job is stopped")
+    term.run("fg")
+    term.expect(r"exec bg-tty", "fg (/dev/tty)")
+    term.send("world\n")
+    term.expect(r"\$ $", "bash prompt after the /dev/tty job")
+    got = open(f"{TMP}/got").read().strip() if os.path.exists(f"{TMP}/got") else ""
+    if got != "GOT world":
+        fail(f"CMD read {got!r} from /dev/tty, wanted 'GOT world'")
+    released("bg-tty")
+    print("background CMD reading /dev/tty: the job stops, fg lets CMD read")
+
+
+def scenario_3():
+    """3. Ctrl-Z, bg, then CMD reads: bash keeps the terminal."""
+    term.run(rl + " z-bg -- sh -c 'echo ZREADY; read x; echo GOT1 $x; read line; echo GOT2 $line'")
+    term.expect(r"^ZREADY\r?$", "CMD runs")
+    term.send("one\n")
+    term.expect(r"^GOT1 one\r?$", "CMD reads the terminal in the foreground")
+    term.send("\x1a")
+    term.expect(r"Stopped", "Ctrl-Z stops the job")
+    term.expect(r"\$ $", "bash prompt after Ctrl-Z")
+    term.run("bg")
+    term.expect(r"\$ $", "bash prompt after bg")
+    # bash now waits at its prompt (running no command that would take the
+    # terminal back): once the job has stopped again, the terminal is bash's.
+    end = time.monotonic() + DEADLINE_S
+    while not re.search(r"^T\S* .*exec z-bg", os.popen(f"ps -s {term.pid} -o stat=,args=").read(), re.M):
+        if time.monotonic() > end:
+            fail("the bg'd rlock did not stop when its CMD read the terminal")
+        time.sleep(0.05)  # no event announces another process's stop
+    if os.tcgetpgrp(term.fd) != term.pid:
+        fail(f"the terminal's foreground group is {os.tcgetpgrp(term.fd)}, not bash's {term.pid}")
+    await_stopped("z-bg", "the bg'd CMD that reads the terminal: the job is stopped")
+    term.run("echo ALIVE-$((6*7))")
+    term.expect(r"^ALIVE-42\r?$", "bash still has its terminal while the bg'd CMD wants it")
+    term.run("fg")
+    term.expect(r"exec z-bg", "fg after bg")
+    term.send("two\n")
+    term.expect(r"^GOT2 two\r?$", "CMD reads the terminal after fg")
+    term.expect(r"\$ $", "bash prompt after the job")
+    released("z-bg")
+    print("Ctrl-Z, bg, CMD reads: bash keeps its terminal, fg lets CMD read")
+
+
+def scenario_4():
+    """4. rlock in a script: Ctrl-Z stops the script too, fg continues it all."""
+    term.run("bash -c \"" + rl.replace("'", "") + " in-script -- sh -c 'echo SREADY; read line; echo GOT \\$line'; echo SCRIPT-$((40+2))\"")
+    term.expect(r"^SREADY\r?$", "CMD runs in a script")
+    term.send("\x1a")
+    term.expect(r"Stopped", "Ctrl-Z stops the script's job")
+    term.expect(r"\$ $", "bash prompt after Ctrl-Z in a script")
+    term.run("fg")
+    term.expect(r"exec in-script", "fg (script)")
+    term.send("three\n")
+    term.expect(r"^GOT three\r?$", "CMD reads the terminal after fg (script)")
+    term.expect(r"^SCRIPT-42\r?$", "the script goes on after CMD")
+    term.expect(r"\$ $", "bash prompt after the script")
+    released("in-script")
+    print("Ctrl-Z in a script stops the script, fg continues it")
+
+
+# ONLY=1,3 runs only those scenarios (to watch one fail on old code).
+only = os.environ.get("ONLY")
+for k, fn in enumerate([scenario_1, scenario_2, scenario_3, scenario_4], 1):
+    if not only or str(k) in only.split(","):
+        fn()
 term.run("exit")
