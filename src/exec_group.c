@@ -8,11 +8,13 @@
  *   children and can be waited for.
  * - The terminal: if rlock runs in the foreground of a terminal, the group
  *   gets the terminal (tcsetpgrp) so that CMD can read it and Ctrl-C/Ctrl-Z
- *   reach CMD directly; rlock takes it back at the end. When Ctrl-Z stops the
- *   group, rlock stops itself too (the shell gets its prompt back) and
- *   continues the group when it is continued ('fg'). When Ctrl-C or Ctrl-\
- *   killed CMD, rlock sends it to its own process group (itself and a script
- *   that runs it, the job the key would have reached) once the lock is
+ *   reach CMD directly; rlock takes it back at the end. When the group is
+ *   stopped (Ctrl-Z, or SIGTTIN/SIGTTOU: terminal I/O from the background,
+ *   rlock started with '&' or continued with 'bg'), rlock stops its own group
+ *   the same way (the shell's job: the shell gets its prompt back) and
+ *   continues CMD's group when it is continued ('fg', 'bg'). When Ctrl-C or
+ *   Ctrl-\ killed CMD, rlock sends it to its own process group (itself and a
+ *   script that runs it, the job the key would have reached) once the lock is
  *   released, so that the script stops as it would without rlock.
  * - Signalling: the group id stays published (group_kill) only while the
  *   group cannot have been reaped: each member is reaped with the handled
@@ -27,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -47,12 +50,9 @@ void group_kill(int sig) {
   if (pgid > 0) kill(-pgid, sig);
 }
 
-/* A terminal (fd 0, 1 or 2) whose foreground group is rlock's, else -1. */
-static int foreground_tty(void) {
-  for (int fd = 0; fd <= 2; fd++)
-    if (isatty(fd) && tcgetpgrp(fd) == getpgrp()) return fd;
-  return -1;
-}
+/* rlock's controlling terminal (whether rlock is in its foreground or not,
+ * whatever its standard streams are: CMD may open /dev/tty), else -1. */
+static int controlling_tty(void) { return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC); }
 
 /* Makes pgid the terminal's foreground group. From a background group this
  * needs SIGTTOU blocked (else the kernel stops the caller). */
@@ -80,15 +80,26 @@ static void reap(pid_t pgid, pid_t who, int *st) {
   pthread_sigmask(SIG_SETMASK, &before, NULL);
 }
 
-/* The group was stopped at the terminal (Ctrl-Z): stop rlock too, then,
- * once continued, continue the group (in the foreground if rlock is). */
-static void suspend(pid_t pgid, int tty, pid_t who) {
+/* A member of the group was stopped (Ctrl-Z, or terminal I/O from the
+ * background: SIGTTIN/SIGTTOU): the shell knows rlock's group as the job, so
+ * stop that group the same way (the script that ran rlock too, as the
+ * terminal would have), then, once continued ('fg', 'bg'), continue CMD's
+ * group, giving it the terminal if rlock's group has it. The terminal is
+ * taken back from CMD's group only if CMD's group has it (never from the
+ * shell, when rlock runs in the background). */
+static void suspend(pid_t pgid, int tty, pid_t who, int stopsig) {
   siginfo_t si;
   while (waitid(P_PID, (id_t)who, &si, WSTOPPED) < 0 && errno == EINTR) { /* consume the report */
   }
-  give_terminal(tty, getpgrp());
-  kill(getpid(), SIGTSTP); /* ignored if the shell has no job control */
-  if (tcgetpgrp(tty) == getpgrp()) give_terminal(tty, pgid);
+  if (tcgetpgrp(tty) == pgid) give_terminal(tty, getpgrp());
+  int sig = stopsig == SIGTTIN || stopsig == SIGTTOU ? stopsig : SIGTSTP;
+  kill(0, sig); /* returns once continued; discarded if nobody could continue it (orphaned group) */
+  if (tcgetpgrp(tty) == getpgrp()) {
+    give_terminal(tty, pgid);
+  } else if (sig != SIGTSTP) { /* still in the background: CMD will stop again at once */
+    struct timespec pause = {0, 100 * 1000 * 1000}; /* no busy loop where the stop was discarded */
+    nanosleep(&pause, NULL);
+  }
   kill(-pgid, SIGCONT);
 }
 
@@ -107,7 +118,7 @@ static int wait_group(pid_t pgid, int tty) {
       break; /* ECHILD: the whole group is gone */
     }
     if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
-      if (getpgid(si.si_pid) == pgid) suspend(pgid, tty, si.si_pid);
+      if (getpgid(si.si_pid) == pgid) suspend(pgid, tty, si.si_pid, si.si_status);
       else while (waitid(P_PID, (id_t)si.si_pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
       continue;
     }
@@ -151,6 +162,7 @@ static void close_all_but_0(void) {
 }
 
 static void guardian(pid_t pgid, int rfd) {
+  prctl(PR_SET_NAME, "rlock-guardian"); /* what ps shows beside rlock */
   setpgid(0, 0); /* a kill of rlock's group (timeout(1), a script's group) leaves it */
   if (rfd != 0 && dup2(rfd, 0) < 0) _exit(1);
   close_all_but_0(); /* rlock's sockets, the terminal, the output pipes */
@@ -199,20 +211,22 @@ static void exec_child(char **cmd, int tty, const sigset_t *mask, void (*in_chil
 }
 
 int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), void (*started)(void)) {
-  int errpipe[2], tty = foreground_tty();
+  int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) < 0) return cli_err("pipe: %s", strerror(errno)), EX_OSERR;
+  int tty = controlling_tty();
+  int fg_tty = tty >= 0 && tcgetpgrp(tty) == getpgrp() ? tty : -1; /* rlock is in its foreground */
   prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphaned members come back to rlock */
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &before);
   pid_t pid = fork();
-  if (pid == 0) exec_child(cmd, tty, child_mask, in_child, errpipe[1]);
+  if (pid == 0) exec_child(cmd, fg_tty, child_mask, in_child, errpipe[1]);
   int fork_errno = errno;
   pid_t guard = -1;
   int guard_fd = -1;
   if (pid > 0) {
     setpgid(pid, pid); /* also here: no window where rlock signals its own group */
-    if (tty >= 0) tcsetpgrp(tty, pid);
+    if (fg_tty >= 0) tcsetpgrp(fg_tty, pid);
     guard = start_guardian(pid, &guard_fd); /* none (fork failed): rlock still waits for the group */
     group_lock();
     atomic_store(&g_pgid, pid);
@@ -223,6 +237,7 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
   close(errpipe[1]);
   if (pid < 0) {
     close(errpipe[0]);
+    if (tty >= 0) close(tty);
     cli_err("fork: %s", strerror(fork_errno));
     return EX_OSERR;
   }
@@ -233,9 +248,11 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
   close(errpipe[0]);
   int st = wait_group(pid, tty);
   stop_guardian(guard, guard_fd);
-  if (tty >= 0) give_terminal(tty, getpgrp());
-  if (tty >= 0 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGQUIT))
-    g_tty_sig = WTERMSIG(st);
+  if (tty >= 0 && tcgetpgrp(tty) == pid) { /* CMD's group had the terminal until its end */
+    give_terminal(tty, getpgrp());
+    if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGQUIT)) g_tty_sig = WTERMSIG(st);
+  }
+  if (tty >= 0) close(tty);
   if (n == (ssize_t)sizeof exec_errno) {
     cli_err("cannot run %s: %s", cmd[0], strerror(exec_errno));
     return 127;
