@@ -4,7 +4,8 @@
 # kill rlock (not only SIGINT/SIGTERM/SIGHUP: SIGQUIT, SIGUSR1, SIGUSR2,
 # SIGALRM, real-time signals...) is forwarded to the command's group; rlock
 # waits for the group, releases the lock and exits with the command's status.
-# And if rlock dies anyway (SIGKILL), the command's whole group is killed
+# A command that ignores the SIGTERM of a lost lock gets SIGKILL after
+# --kill-after. And if rlock dies anyway (SIGKILL), the command's whole group is killed
 # with it instead of running on after the lease, when another process may
 # hold the lock.
 . "$(dirname "$0")/common.sh"
@@ -56,6 +57,24 @@ await "$waiter" 30
 contains "$T/waiter.err" "interrupted by signal 10" "SIGUSR1 while waiting is reported"
 kill -TERM "$holder"
 await "$holder" 30
+
+# A lost lock while the command ignores SIGTERM: SIGKILL follows after
+# --kill-after (the lock is gone: another process may be inside already).
+mkfifo "$T/ign"
+bg "$T/ign" "$RLOCK" -u "$URL" exec --lease 1s --kill-after 1s ignores -- \
+  sh -c "trap '' TERM; echo \$\$ > $T/ign.pid; echo > $T/ign; while :; do sleep 0.05; done"
+ign=$BG
+if ready "$T/ign"; then
+  ign_cmd=$(cat "$T/ign.pid")
+  BG_PIDS+=("$ign_cmd")
+  await "$ign" 30 # lease 1 s + kill-after 1 s, with a wide margin
+  [ "$RC" = 76 ] && pass "lost lock, SIGTERM ignored: exit 76" ||
+    fail "lost lock, SIGTERM ignored: exit $RC; stderr: $(cat "$T/ign.err")"
+  gone "$ign_cmd" && pass "lost lock, SIGTERM ignored: the command got SIGKILL" ||
+    fail "lost lock, SIGTERM ignored: the command $ign_cmd runs on outside the lock"
+fi
+expect 64 "--kill-after takes a duration" "$RLOCK" -u "$URL" exec --kill-after x job -- true
+expect 64 "--kill-after: at most 365 days" "$RLOCK" -u "$URL" exec --kill-after 9999999999s job -- true
 
 # rlock killed outright: its command's whole group goes with it.
 start_job "$T/k" killed --watchdog 3s
