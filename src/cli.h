@@ -99,7 +99,7 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
 /* After group_run: if a terminal's SIGINT/SIGQUIT killed CMD while its group
  * had the terminal, rlock dies of it too (call once the lock is released). */
 void group_die_like_cmd(void);
-void group_kill(int sig);
+int group_kill(int sig); /* 1 if the group existed and was signalled */
 void group_lock(void);
 void group_unlock(void);
 

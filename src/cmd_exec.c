@@ -3,23 +3,29 @@
  * process of that group has ended, and exit with the command's status.
  * Signals: SIGINT/SIGTERM/SIGHUP and every other signal that would end rlock
  * cancel the wait, or are forwarded to the command's group once it runs. A
- * lost lock (lock-lost callback) sends the group SIGTERM and makes rlock
- * exit 76. */
+ * lost lock (lock-lost callback) sends the group SIGTERM (SIGKILL after
+ * --kill-after) and makes rlock exit 76. */
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] NAME -- CMD [ARG...]\n"
+    "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
+    "                  NAME -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N).\n\n"
     "  --wait DUR      give up after DUR (exit 75); default: wait forever\n"
     "  --lease DUR     fixed lease: the lock expires after DUR even if CMD still runs\n"
     "  --watchdog DUR  lease of the watchdog-renewed lock (default 30s, renewed every third)\n"
+    "  --kill-after DUR  if the lock is lost, CMD's group gets SIGTERM, then SIGKILL\n"
+    "                  after DUR if still running (default 10s; 0: SIGKILL at once)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable;\n"
     "75 timed out waiting; 76 the lock was lost while CMD ran (CMD got SIGTERM);\n"
@@ -49,15 +55,40 @@ static void on_signal(int sig, siginfo_t *si, void *ctx) {
     rlock_cancel_trigger(g_cancel);
 }
 
-/* On the library's I/O thread: nothing blocking here. */
+/* After a lost lock, the group gets SIGTERM and, kill-after ms later,
+ * SIGKILL if any of it is still running: the lock is gone, another process
+ * may be inside already, and a command that ignores SIGTERM must not run on
+ * outside the lock until it feels like stopping. */
+static int64_t g_kill_after_ms = 10000;
+
+static void *escalate(void *arg) {
+  (void)arg;
+  struct timespec left = {(time_t)(g_kill_after_ms / 1000), (long)(g_kill_after_ms % 1000) * 1000000};
+  while (nanosleep(&left, &left) < 0 && errno == EINTR) {
+  }
+  group_lock();
+  if (group_kill(SIGKILL))
+    cli_err("the command still ran %lld ms after the lock was lost: SIGKILL", (long long)g_kill_after_ms);
+  group_unlock();
+  return NULL;
+}
+
+/* On the library's I/O thread: nothing blocking here (the escalation waits
+ * on a thread of its own, which inherits the I/O thread's blocked signals). */
 static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
   (void)reason;
   (void)name, (void)name_len, (void)owner, (void)arg;
   group_lock();
-  atomic_store(&g_lost, 1);
-  group_kill(SIGTERM);
+  bool first = !atomic_exchange(&g_lost, 1);
+  group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
   group_unlock();
+  pthread_t t;
+  pthread_attr_t attr;
+  if (!first || g_kill_after_ms == 0 || pthread_attr_init(&attr)) return;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, escalate, NULL) != 0) cli_err("cannot start the SIGKILL timer of a lost lock");
+  pthread_attr_destroy(&attr);
 }
 
 /* The signals rlock handles: every one whose default action would end rlock
@@ -108,7 +139,7 @@ static void restore_handlers(void) {
  * what came before it existed. */
 static void started(void) {
   atomic_store(&g_running, 1);
-  if (atomic_load(&g_lost)) group_kill(SIGTERM);
+  if (atomic_load(&g_lost)) group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
   if (g_signal) group_kill(g_signal);
 }
 
@@ -146,7 +177,8 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
 int cmd_exec(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
-      {"watchdog", required_argument, NULL, 'd'}, CLI_CONNECT_LONGOPTS,
+      {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
+      CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
   int c, ex = 0;
@@ -155,6 +187,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
+      case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }

@@ -45,9 +45,9 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 void group_lock(void) { pthread_mutex_lock(&g_mu); }
 void group_unlock(void) { pthread_mutex_unlock(&g_mu); }
 
-void group_kill(int sig) {
+int group_kill(int sig) {
   pid_t pgid = atomic_load(&g_pgid);
-  if (pgid > 0) kill(-pgid, sig);
+  return pgid > 0 && kill(-pgid, sig) == 0;
 }
 
 /* rlock's controlling terminal (whether rlock is in its foreground or not,
