@@ -310,8 +310,9 @@ int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 
 /* Deletes the lock whoever holds it and wakes waiters. *was_locked (may be
  * NULL) is set to 1 if it was locked, 0 if there was no such key. A key of
- * that name that is not a lock (another type, or a hash that is not owner ->
- * hold count) is left as it is: RLOCK_ENOTLOCK, the type in the message. */
+ * that name that is not a lock (another type, or a hash that is not owner id
+ * "<uuid>:..." -> positive hold count) is left as it is: RLOCK_ENOTLOCK, the
+ * type in the message. */
 int rlock_lock_force_unlock(rlock_lock_t *lock, int *was_locked);
 
 /* The same with flags. RLOCK_FORCE_ANY_TYPE: delete the key whatever it holds
