@@ -72,6 +72,7 @@ if ready "$T/ign"; then
     fail "lost lock, SIGTERM ignored: exit $RC; stderr: $(cat "$T/ign.err")"
   gone "$ign_cmd" && pass "lost lock, SIGTERM ignored: the command got SIGKILL" ||
     fail "lost lock, SIGTERM ignored: the command $ign_cmd runs on outside the lock"
+  contains "$T/ign.err" "lock ignores lost while the command ran: fixed lease ran out" "the loss says why"
 fi
 expect 64 "--kill-after takes a duration" "$RLOCK" -u "$URL" exec --kill-after x job -- true
 expect 64 "--kill-after: at most 365 days" "$RLOCK" -u "$URL" exec --kill-after 9999999999s job -- true
