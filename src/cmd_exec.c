@@ -41,6 +41,7 @@ static rlock_cancel_t *g_cancel;
 static volatile sig_atomic_t g_signal; /* the last handled signal received */
 static atomic_int g_running;           /* CMD's group exists: signals go to it */
 static atomic_int g_lost;              /* the lock-lost callback fired */
+static atomic_int g_lost_reason;       /* its reason (rlock_lost_reason_t) */
 
 /* Signals reach only the main thread (blocked in the library's thread).
  * While CMD runs they go to its whole group: a terminal's signals too, since
@@ -77,10 +78,10 @@ static void *escalate(void *arg) {
  * on a thread of its own, which inherits the I/O thread's blocked signals). */
 static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
-  (void)reason;
   (void)name, (void)name_len, (void)owner, (void)arg;
   group_lock();
   bool first = !atomic_exchange(&g_lost, 1);
+  if (first) atomic_store(&g_lost_reason, (int)reason);
   group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
   group_unlock();
   pthread_t t;
@@ -162,7 +163,8 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
   else if (!atomic_load(&g_lost))
     ex = group_run(cmd, orig_mask, restore_handlers, started);
   if (atomic_load(&g_lost)) {
-    cli_err("lock %s lost while the command ran", name);
+    cli_err("lock %s lost while the command ran: %s", name,
+            rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason)));
     return EX_PROTOCOL;
   }
   rc = rlock_lock_unlock(lock);
