@@ -11,6 +11,8 @@ renews) the lock forever, or rlock takes the terminal from bash.
      (a command typed at the prompt runs), 'fg' lets CMD read.
   4. rlock run by a script in the foreground: Ctrl-Z stops the script too
      (bash gets its prompt back), 'fg' continues all of it.
+  5. `rlock exec ... &` then 'fg' before CMD reads: CMD gets the terminal
+     when it reads, without the job stopping.
 Arguments: RLOCK_BINARY REDIS_URL TEMP_DIR. Prints one line per check passed;
 exits 1 with the terminal's output on the first failure."""
 import os
@@ -164,9 +166,35 @@ def scenario_4():
     print("Ctrl-Z in a script stops the script, fg continues it")
 
 
+def scenario_5():
+    """5. Started in the background, brought to the foreground ('fg') before
+    CMD reads the terminal: CMD reads it without the job stopping."""
+    fifo = f"{TMP}/go5"
+    os.mkfifo(fifo)
+    term.run(rl + f" fg-later -- sh -c 'echo STARTED; read x < {fifo}; echo READING $$; read line; echo GOT $line' &")
+    term.expect(r"STARTED\r?$", "CMD runs in the background")
+    term.run("fg")
+    term.expect(r"exec fg-later", "fg before CMD reads")
+    with open(fifo, "w") as f:
+        f.write("go\n")
+    cmd = int(term.expect(r"^READING (\d+)\r?$", "CMD about to read the terminal").group(1))
+    end = time.monotonic() + DEADLINE_S
+    while os.tcgetpgrp(term.fd) != cmd:  # rlock hands CMD the terminal when CMD wants it
+        if time.monotonic() > end:
+            fail(f"CMD's group {cmd} never got the terminal (foreground group {os.tcgetpgrp(term.fd)})")
+        time.sleep(0.05)  # no event announces a change of the terminal's foreground group
+    term.send("four\n")
+    term.expect(r"^GOT four\r?$", "CMD reads the terminal once rlock is in the foreground")
+    term.expect(r"\$ $", "bash prompt after the job")
+    if re.search(r"Stopped.*fg-later", term.out):
+        fail("the job stopped although rlock had the terminal")
+    released("fg-later")
+    print("fg before CMD reads: CMD gets the terminal without a stop")
+
+
 # ONLY=1,3 runs only those scenarios (to watch one fail on old code).
 only = os.environ.get("ONLY")
-for k, fn in enumerate([scenario_1, scenario_2, scenario_3, scenario_4], 1):
+for k, fn in enumerate([scenario_1, scenario_2, scenario_3, scenario_4, scenario_5], 1):
     if not only or str(k) in only.split(","):
         fn()
 term.run("exit")
