@@ -86,13 +86,20 @@ static void reap(pid_t pgid, pid_t who, int *st) {
  * terminal would have), then, once continued ('fg', 'bg'), continue CMD's
  * group, giving it the terminal if rlock's group has it. The terminal is
  * taken back from CMD's group only if CMD's group has it (never from the
- * shell, when rlock runs in the background). */
+ * shell, when rlock runs in the background). Terminal I/O of CMD while
+ * rlock's group has the terminal (rlock started with '&', then 'fg') just
+ * hands CMD the terminal. */
 static void suspend(pid_t pgid, int tty, pid_t who, int stopsig) {
   siginfo_t si;
   while (waitid(P_PID, (id_t)who, &si, WSTOPPED) < 0 && errno == EINTR) { /* consume the report */
   }
-  if (tcgetpgrp(tty) == pgid) give_terminal(tty, getpgrp());
   int sig = stopsig == SIGTTIN || stopsig == SIGTTOU ? stopsig : SIGTSTP;
+  if (sig != SIGTSTP && tcgetpgrp(tty) == getpgrp()) { /* rlock was put in the foreground ('fg') */
+    give_terminal(tty, pgid);
+    kill(-pgid, SIGCONT);
+    return;
+  }
+  if (tcgetpgrp(tty) == pgid) give_terminal(tty, getpgrp());
   kill(0, sig); /* returns once continued; discarded if nobody could continue it (orphaned group) */
   if (tcgetpgrp(tty) == getpgrp()) {
     give_terminal(tty, pgid);
