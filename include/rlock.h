@@ -382,7 +382,8 @@ int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
  * client for concurrent blocking commands). For the same reason commands that
  * would change that connection's state or its one-reply-per-command stream are
  * refused before anything is sent, with RLOCK_EINVAL and a message naming the
- * command (case-insensitive): SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their
+ * command (in any case, compared in ASCII as Redis does, whatever the locale
+ * the application set): SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their
  * UNSUBSCRIBEs, MONITOR, SYNC, PSYNC, REPLCONF, SELECT (the database is the
  * URL's), HELLO, AUTH, RESET, QUIT, READONLY, READWRITE, ASKING, CLIENT REPLY /
  * TRACKING / CACHING / SETNAME / SETINFO / NO-EVICT / NO-TOUCH, and MULTI,
