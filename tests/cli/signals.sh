@@ -12,7 +12,8 @@
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
 locked() { R status --json "$1" | grep -q '"locked":true'; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# Dead: no such process, or a zombie (its new parent may reap it late).
+gone() { ! [ -e "/proc/$1/stat" ] || grep -q ') Z' "/proc/$1/stat" 2>/dev/null; }
 
 # CMD: a shell (pid in $1.pid) with a grandchild (pid in $1.gc); says it runs on fifo $1.
 start_job() {
