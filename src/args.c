@@ -75,7 +75,9 @@ static int take_url(cli_global_t *g, char *arg) {
     memcpy(arg, shown, strlen(shown) < n ? strlen(shown) : n);
   }
   free(shown);
-  g->url = copy; /* lives as long as the process */
+  static char *kept; /* the last -u wins; lives as long as the process */
+  free(kept);
+  g->url = kept = copy;
   return 0;
 }
 

@@ -26,8 +26,9 @@ static void enter_turkish_locale(void) {
   CHECK_MSG(st == 0 || st == 1, "localedef failed (exit %d)", st); /* 1: built, with warnings */
   CHECK_EQ(setenv("LOCPATH", dir, 1), 0);
   CHECK_MSG(setlocale(LC_ALL, "tr_TR.UTF-8") != NULL, "cannot set the locale built in %s", dir);
-  /* The premise: the C library's case folding differs from ASCII here. */
-  CHECK_MSG(strncasecmp("MULTI", "multi", 5) != 0, "strncasecmp folds I/i in this locale: the test proves nothing");
+  /* The premise: the C library's case folding differs from ASCII here
+   * (tolower: ASan replaces strncasecmp with an ASCII one of its own). */
+  CHECK_MSG(tolower('I') != 'i', "tolower folds I to i in this locale: the test proves nothing");
 }
 
 static void check_refused(rlock_client_t *c, int argc, const char *const *argv, const char *named) {
