@@ -110,9 +110,28 @@ static void suspend(pid_t pgid, int tty, pid_t who, int stopsig) {
   kill(-pgid, SIGCONT);
 }
 
-/* Waits for the leader (CMD), then until no member of its group is left
- * among rlock's children; returns the leader's wait status. Until the leader
- * ends, any child is reaped (the leader may have left its group). */
+/* No child of rlock is left in the group, yet the group has members: their
+ * parents left the group (a process that forked, then moved to a group of
+ * its own). They become rlock's children (it is a subreaper) only when those
+ * parents end, and no event announces their own end: reap any child that
+ * ended, else look again in 50 ms. false when the group is empty. */
+static bool strays_left(pid_t pgid) {
+  if (kill(-pgid, 0) < 0 && errno == ESRCH) return false;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid > 0) {
+    int st;
+    reap(pgid, si.si_pid, &st);
+  } else {
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return true;
+}
+
+/* Waits for the leader (CMD), then until no member of its group is left;
+ * returns the leader's wait status. Until the leader ends, any child is
+ * reaped (the leader may have left its group). */
 static int wait_group(pid_t pgid, int tty) {
   int leader = 0;
   bool leader_done = false;
@@ -121,7 +140,7 @@ static int wait_group(pid_t pgid, int tty) {
     memset(&si, 0, sizeof si);
     int flags = WEXITED | WNOWAIT | (tty >= 0 ? WSTOPPED : 0);
     if (waitid(leader_done ? P_PGID : P_ALL, (id_t)pgid, &si, flags) < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || (leader_done && strays_left(pgid))) continue;
       break; /* ECHILD: the whole group is gone */
     }
     if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
