@@ -316,8 +316,9 @@ int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 
 /* Deletes the lock whoever holds it and wakes waiters. *was_locked (may be
  * NULL) is set to 1 if it was locked, 0 if there was no such key. A key of
- * that name that is not a lock (another type, or a hash that is not owner ->
- * hold count) is left as it is: RLOCK_ENOTLOCK, the type in the message. */
+ * that name that is not a lock (another type, or a hash that is not owner id
+ * "<uuid>:..." -> positive hold count) is left as it is: RLOCK_ENOTLOCK, the
+ * type in the message. */
 int rlock_lock_force_unlock(rlock_lock_t *lock, int *was_locked);
 
 /* The same with flags. RLOCK_FORCE_ANY_TYPE: delete the key whatever it holds
@@ -387,7 +388,8 @@ int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
  * client for concurrent blocking commands). For the same reason commands that
  * would change that connection's state or its one-reply-per-command stream are
  * refused before anything is sent, with RLOCK_EINVAL and a message naming the
- * command (case-insensitive): SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their
+ * command (in any case, compared in ASCII as Redis does, whatever the locale
+ * the application set): SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their
  * UNSUBSCRIBEs, MONITOR, SYNC, PSYNC, REPLCONF, SELECT (the database is the
  * URL's), HELLO, AUTH, RESET, QUIT, READONLY, READWRITE, ASKING, CLIENT REPLY /
  * TRACKING / CACHING / SETNAME / SETINFO / NO-EVICT / NO-TOUCH, and MULTI,
@@ -477,7 +479,9 @@ int rlock_duration_parse(const char *s, int64_t *out_ms);
 /* Copies url into buf (cut to buflen, always NUL-terminated) with every byte
  * that may be a password replaced by "***", whatever url holds, well-formed or
  * not: the user info up to the last '@' after the user name's ':' (all of it
- * without a ':'), and every "password=" value. For messages. */
+ * without a ':'; a "scheme:" counts only when a '/' follows it, so in
+ * "user:pass:word@host" all of "pass:word" is hidden), and every "password="
+ * value. For messages. */
 void rlock_url_redact(const char *url, char *buf, size_t buflen);
 
 #ifdef __cplusplus

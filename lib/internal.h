@@ -51,6 +51,10 @@ unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfor
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
 char *rlock__strndup(const char *s, size_t n);
+/* The first n bytes of a and b (or up to a NUL in both) are equal, ASCII
+ * letters compared without case whatever the locale (strncasecmp follows
+ * the application's locale: in Turkish 'I' and 'i' differ). */
+bool rlock__ascii_ncaseeq(const char *a, const char *b, size_t n);
 void rlock__tv_from_ms(struct timeval *tv, int64_t ms);
 /* Per-thread detailed message, copied to the waiting user thread by sync calls. */
 void rlock__set_msg(const char *msg);

@@ -1,6 +1,7 @@
 /* url.c -- parsing and redacting Redis URLs:
  *   redis://[[user]:password@]host[:port][/db]   rediss://... (TLS)
  *   unix:///path/to/sock[?db=N&user=U&password=P]
+ * Schemes and "password=" are compared in ASCII, whatever the locale.
  * The messages of url_parse never quote the URL (only fixed text), and
  * rlock_url_redact hides every byte that might be a password in any input,
  * well-formed or not (see url_secret_mask). */
@@ -10,12 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
-  c = tolower(c);
-  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 /* Percent-decoded copy of s[0..n). NULL on a bad escape or allocation failure. */
@@ -115,7 +115,7 @@ static const char *scheme_hint(const char *s) {
   if (isspace((unsigned char)s[0])) return "the URL starts with a blank";
   static const char *const schemes[] = {"rediss:", "redis:", "unix:"};
   for (size_t i = 0; i < 3; i++)
-    if (!strncasecmp(s, schemes[i], strlen(schemes[i])))
+    if (rlock__ascii_ncaseeq(s, schemes[i], strlen(schemes[i])))
       return "the scheme must be followed by '//' (redis://host, rediss://host, unix:///path)";
   return "unknown scheme (expected redis://, rediss:// or unix://)";
 }
@@ -124,9 +124,9 @@ int url_parse(url_t *u, const char *s) {
   memset(u, 0, sizeof *u);
   if (!s || !*s) return bad(u, "empty");
   const char *p;
-  if (!strncasecmp(s, "redis://", 8)) u->kind = URL_TCP, p = s + 8;
-  else if (!strncasecmp(s, "rediss://", 9)) u->kind = URL_TLS, p = s + 9;
-  else if (!strncasecmp(s, "unix://", 7)) return parse_unix(u, s + 7);
+  if (rlock__ascii_ncaseeq(s, "redis://", 8)) u->kind = URL_TCP, p = s + 8;
+  else if (rlock__ascii_ncaseeq(s, "rediss://", 9)) u->kind = URL_TLS, p = s + 9;
+  else if (rlock__ascii_ncaseeq(s, "unix://", 7)) return parse_unix(u, s + 7);
   else return bad(u, scheme_hint(s));
 
   if (*p == '/') return bad(u, "missing host (one '/' too many after the scheme?)");
@@ -182,12 +182,14 @@ int url_parse(url_t *u, const char *s) {
 
 /* ------------------------------------------------------------ redaction */
 
-/* Length of a leading scheme ("letters:" and any '/' after it), else 0. */
+/* Length of a leading scheme ("letters:" and the one or more '/' after it),
+ * else 0. Without a '/' the ':' may be the user name's (a URL typed without
+ * its scheme, "user:pass:word@host"): the password may start right after it. */
 static size_t scheme_len(const char *s, size_t n) {
   size_t i = 0;
   if (n == 0 || !isalpha((unsigned char)s[0])) return 0;
   while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')) i++;
-  if (i == n || s[i] != ':') return 0;
+  if (i + 1 >= n || s[i] != ':' || s[i + 1] != '/') return 0;
   for (i++; i < n && s[i] == '/'; i++) {
   }
   return i;
@@ -200,7 +202,7 @@ static size_t value_end(const char *s, size_t n, size_t i) {
   static const char *const next[] = {"&db=", "&user=", "&password="};
   for (; i < n; i++)
     for (size_t k = 0; k < 3; k++)
-      if (n - i >= strlen(next[k]) && !strncasecmp(s + i, next[k], strlen(next[k]))) return i;
+      if (n - i >= strlen(next[k]) && rlock__ascii_ncaseeq(s + i, next[k], strlen(next[k]))) return i;
   return n;
 }
 
@@ -219,7 +221,7 @@ void url_secret_mask(const char *s, size_t n, unsigned char *hide) {
   }
   /* every password= value */
   for (size_t i = 0; i + 9 <= n; i++)
-    if (!strncasecmp(s + i, "password=", 9))
+    if (rlock__ascii_ncaseeq(s + i, "password=", 9))
       for (size_t j = i + 9, e = value_end(s, n, i + 9); j < e; j++) hide[j] = 1;
 }
 

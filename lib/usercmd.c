@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* ------------------------------------------------------------ the filter */
 
@@ -50,8 +49,10 @@ static const refusal_t refused[] = {
 static const char *const client_refused[] = {"REPLY", "TRACKING", "CACHING", "SETNAME", "SETINFO",
                                              "NO-EVICT", "NO-TOUCH"};
 
+/* ASCII case folding, as Redis looks commands up: strncasecmp follows the
+ * application's locale (in Turkish 'i' and 'I' are not one letter). */
 static bool word_is(const char *arg, size_t len, const char *word) {
-  return len == strlen(word) && strncasecmp(arg, word, len) == 0;
+  return len == strlen(word) && rlock__ascii_ncaseeq(arg, word, len);
 }
 
 static size_t arg_len(const char *const *argv, const size_t *argvlen, int i) {

@@ -154,6 +154,17 @@ void rlock__futex_wake(_Atomic uint32_t *word) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+bool rlock__ascii_ncaseeq(const char *a, const char *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+    if (x >= 'A' && x <= 'Z') x = (unsigned char)(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = (unsigned char)(y - 'A' + 'a');
+    if (x != y) return false;
+    if (!x) return true;
+  }
+  return true;
+}
+
 char *rlock__strndup(const char *s, size_t n) {
   char *p = malloc(n + 1);
   if (!p) return NULL;

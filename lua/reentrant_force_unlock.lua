@@ -8,13 +8,18 @@
 --        an error reply (nothing written) when an argument is invalid.
 
 -- A lock is a hash of owner id -> hold count (one owner at a time; a few
--- fields at most), checked before anything is written.
+-- fields at most), checked before anything is written. An owner id starts
+-- with a client's UUID and a ':' (Redisson's "<uuid>:<thread id>", rlock's
+-- "<uuid>:owner-<n>" too); a count is a positive integer. So a hash of
+-- integer counters ("views" -> 5) is not a lock.
+local OWNER = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x:'
 local function is_lock(key, kind)
   if kind ~= 'hash' or redis.call('hlen', key) > 64 then
     return false
   end
-  for _, count in ipairs(redis.call('hvals', key)) do
-    if not string.match(count, '^%-?%d+$') then
+  local fields = redis.call('hgetall', key)
+  for i = 1, #fields, 2 do
+    if not string.match(fields[i], OWNER) or not string.match(fields[i + 1], '^[1-9]%d*$') then
       return false
     end
   end

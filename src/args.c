@@ -57,9 +57,33 @@ static int readable(const char *cmd, const char *opt, const char *file, const ch
   return 0;
 }
 
-int cli_connect_option(const char *cmd, cli_global_t *g, int c, const char *arg, char **argv) {
+/* The URL given with -u is kept in a copy, and its password is wiped from
+ * the command line itself (the argument is overwritten with the redacted
+ * URL): /proc/PID/cmdline, which `ps` shows to every user, would otherwise
+ * show it for as long as rlock runs (an `exec` can run for hours). */
+static int take_url(cli_global_t *g, char *arg) {
+  size_t n = strlen(arg), cap = 3 * n + 4;
+  char *copy = strdup(arg), *shown = malloc(cap);
+  if (!copy || !shown) {
+    free(copy), free(shown);
+    cli_err("out of memory");
+    return EX_OSERR;
+  }
+  rlock_url_redact(arg, shown, cap);
+  if (strcmp(shown, arg) != 0) { /* a password: never longer than the original once cut */
+    memset(arg, 0, n);
+    memcpy(arg, shown, strlen(shown) < n ? strlen(shown) : n);
+  }
+  free(shown);
+  static char *kept; /* the last -u wins; lives as long as the process */
+  free(kept);
+  g->url = kept = copy;
+  return 0;
+}
+
+int cli_connect_option(const char *cmd, cli_global_t *g, int c, char *arg, char **argv) {
   switch (c) {
-    case 'u': g->url = arg; return 0;
+    case 'u': return take_url(g, arg);
     case OPT_TLS_CA: return readable(cmd, "--tls-ca", arg, &g->tls_ca);
     case OPT_TLS_CERT: return readable(cmd, "--tls-cert", arg, &g->tls_cert);
     case OPT_TLS_KEY: return readable(cmd, "--tls-key", arg, &g->tls_key);

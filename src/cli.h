@@ -21,7 +21,8 @@ typedef struct cli_global {
 
 /* The connection options, accepted before the sub-command and by each one:
  * put CLI_CONNECT_LONGOPTS in a getopt_long table and hand every option
- * code the sub-command does not know to cli_connect_option. */
+ * code the sub-command does not know to cli_connect_option. A password in
+ * the -u value is wiped from argv (the value is copied first). */
 enum { OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INSECURE };
 #define CLI_CONNECT_LONGOPTS                                                               \
   {"url", required_argument, NULL, 'u'}, {"tls-ca", required_argument, NULL, OPT_TLS_CA},  \
@@ -44,7 +45,7 @@ enum { OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INS
 /* Handles option c (from getopt_long, value arg) of sub-command cmd (NULL:
  * the top level): 0 if it was a connection option, else the usage error
  * (EX_USAGE) for an unknown option. */
-int cli_connect_option(const char *cmd, cli_global_t *g, int c, const char *arg, char **argv);
+int cli_connect_option(const char *cmd, cli_global_t *g, int c, char *arg, char **argv);
 
 /* Every sub-command: argv[0] is the sub-command's name. Returns the exit code. */
 int cmd_exec(cli_global_t *g, int argc, char **argv);
@@ -98,7 +99,7 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
 /* After group_run: if a terminal's SIGINT/SIGQUIT killed CMD while its group
  * had the terminal, rlock dies of it too (call once the lock is released). */
 void group_die_like_cmd(void);
-void group_kill(int sig);
+int group_kill(int sig); /* 1 if the group existed and was signalled */
 void group_lock(void);
 void group_unlock(void);
 

@@ -1,24 +1,31 @@
 /* cmd_exec.c -- `rlock exec`: acquire a lock, run a command in its own
  * process group while holding it (exec_group.c), release it once every
  * process of that group has ended, and exit with the command's status.
- * Signals: SIGINT/SIGTERM/SIGHUP cancel the wait, or are forwarded to the
- * command's group once it runs. A lost lock (lock-lost callback) sends the
- * group SIGTERM and makes rlock exit 76. */
+ * Signals: SIGINT/SIGTERM/SIGHUP and every other signal that would end rlock
+ * cancel the wait, or are forwarded to the command's group once it runs. A
+ * lost lock (lock-lost callback) sends the group SIGTERM (SIGKILL after
+ * --kill-after) and makes rlock exit 76. */
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] NAME -- CMD [ARG...]\n"
+    "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
+    "                  NAME -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N).\n\n"
     "  --wait DUR      give up after DUR (exit 75); default: wait forever\n"
     "  --lease DUR     fixed lease: the lock expires after DUR even if CMD still runs\n"
     "  --watchdog DUR  lease of the watchdog-renewed lock (default 30s, renewed every third)\n"
+    "  --kill-after DUR  if the lock is lost, CMD's group gets SIGTERM, then SIGKILL\n"
+    "                  after DUR if still running (default 10s; 0: SIGKILL at once)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable;\n"
     "75 timed out waiting; 76 the lock was lost while CMD ran (CMD got SIGTERM);\n"
@@ -31,9 +38,10 @@ static const char usage_text[] =
 #define WATCHDOG_MIN_MS 3
 
 static rlock_cancel_t *g_cancel;
-static volatile sig_atomic_t g_signal; /* the last SIGINT/SIGTERM/SIGHUP received */
+static volatile sig_atomic_t g_signal; /* the last handled signal received */
 static atomic_int g_running;           /* CMD's group exists: signals go to it */
 static atomic_int g_lost;              /* the lock-lost callback fired */
+static atomic_int g_lost_reason;       /* its reason (rlock_lost_reason_t) */
 
 /* Signals reach only the main thread (blocked in the library's thread).
  * While CMD runs they go to its whole group: a terminal's signals too, since
@@ -48,20 +56,67 @@ static void on_signal(int sig, siginfo_t *si, void *ctx) {
     rlock_cancel_trigger(g_cancel);
 }
 
-/* On the library's I/O thread: nothing blocking here. */
-static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
-  (void)reason;
-  (void)name, (void)name_len, (void)owner, (void)arg;
+/* After a lost lock, the group gets SIGTERM and, kill-after ms later,
+ * SIGKILL if any of it is still running: the lock is gone, another process
+ * may be inside already, and a command that ignores SIGTERM must not run on
+ * outside the lock until it feels like stopping. */
+static int64_t g_kill_after_ms = 10000;
+
+static void *escalate(void *arg) {
+  (void)arg;
+  struct timespec left = {(time_t)(g_kill_after_ms / 1000), (long)(g_kill_after_ms % 1000) * 1000000};
+  while (nanosleep(&left, &left) < 0 && errno == EINTR) {
+  }
   group_lock();
-  atomic_store(&g_lost, 1);
-  group_kill(SIGTERM);
+  if (group_kill(SIGKILL))
+    cli_err("the command still ran %lld ms after the lock was lost: SIGKILL", (long long)g_kill_after_ms);
   group_unlock();
+  return NULL;
 }
 
-#define NSIG_HANDLED 3
-static const int handled[NSIG_HANDLED] = {SIGINT, SIGTERM, SIGHUP};
-static struct sigaction g_orig_action[NSIG_HANDLED];
+/* On the library's I/O thread: nothing blocking here (the escalation waits
+ * on a thread of its own, which inherits the I/O thread's blocked signals). */
+static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
+                    void *arg) {
+  (void)name, (void)name_len, (void)owner, (void)arg;
+  group_lock();
+  bool first = !atomic_exchange(&g_lost, 1);
+  if (first) atomic_store(&g_lost_reason, (int)reason);
+  group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
+  group_unlock();
+  pthread_t t;
+  pthread_attr_t attr;
+  if (!first || g_kill_after_ms == 0 || pthread_attr_init(&attr)) return;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, escalate, NULL) != 0) cli_err("cannot start the SIGKILL timer of a lost lock");
+  pthread_attr_destroy(&attr);
+}
+
+/* The signals rlock handles: every one whose default action would end rlock
+ * and leave CMD's group running outside the lock (forwarded to the group, or
+ * ending the wait), except those the kernel raises for rlock's own faults
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) and SIGPIPE
+ * (a write of rlock's own to a closed pipe). Real-time signals too. */
+static const int fixed_handled[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM,
+                                    SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO,
+#ifdef SIGPWR
+                                    SIGPWR,
+#endif
+#ifdef SIGSTKFLT
+                                    SIGSTKFLT,
+#endif
+};
+static int handled[sizeof fixed_handled / sizeof fixed_handled[0] + 64], nhandled;
+static struct sigaction g_orig_action[sizeof handled / sizeof handled[0]];
+
+static void list_handled(sigset_t *set) {
+  nhandled = 0;
+  for (size_t i = 0; i < sizeof fixed_handled / sizeof fixed_handled[0]; i++) handled[nhandled++] = fixed_handled[i];
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX && nhandled < (int)(sizeof handled / sizeof handled[0]); sig++)
+    handled[nhandled++] = sig;
+  sigemptyset(set);
+  for (int i = 0; i < nhandled; i++) sigaddset(set, handled[i]);
+}
 
 /* Installs on_signal for the handled signals, except those the caller of
  * rlock ignores (they stay ignored, for rlock and the command). */
@@ -71,21 +126,21 @@ static void install_handlers(void) {
   sigemptyset(&sa.sa_mask);
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO;
-  for (int i = 0; i < NSIG_HANDLED; i++) {
+  for (int i = 0; i < nhandled; i++) {
     sigaction(handled[i], NULL, &g_orig_action[i]);
     if (g_orig_action[i].sa_handler != SIG_IGN) sigaction(handled[i], &sa, NULL);
   }
 }
 
 static void restore_handlers(void) {
-  for (int i = 0; i < NSIG_HANDLED; i++) sigaction(handled[i], &g_orig_action[i], NULL);
+  for (int i = 0; i < nhandled; i++) sigaction(handled[i], &g_orig_action[i], NULL);
 }
 
 /* The group can be signalled now (group lock held, signals blocked): pass on
  * what came before it existed. */
 static void started(void) {
   atomic_store(&g_running, 1);
-  if (atomic_load(&g_lost)) group_kill(SIGTERM);
+  if (atomic_load(&g_lost)) group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
   if (g_signal) group_kill(g_signal);
 }
 
@@ -108,7 +163,8 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
   else if (!atomic_load(&g_lost))
     ex = group_run(cmd, orig_mask, restore_handlers, started);
   if (atomic_load(&g_lost)) {
-    cli_err("lock %s lost while the command ran", name);
+    cli_err("lock %s lost while the command ran: %s", name,
+            rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason)));
     return EX_PROTOCOL;
   }
   rc = rlock_lock_unlock(lock);
@@ -123,7 +179,8 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
 int cmd_exec(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
-      {"watchdog", required_argument, NULL, 'd'}, CLI_CONNECT_LONGOPTS,
+      {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
+      CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
   int c, ex = 0;
@@ -132,6 +189,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
+      case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
@@ -152,8 +210,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (rlock_cancel_new(&g_cancel)) return cli_fail(RLOCK_ENOMEM, "cannot create a cancel token");
   /* Block the signals while the client starts: its thread inherits the mask. */
   sigset_t sigs, orig_mask;
-  sigemptyset(&sigs);
-  for (int i = 0; i < NSIG_HANDLED; i++) sigaddset(&sigs, handled[i]);
+  list_handled(&sigs);
   pthread_sigmask(SIG_BLOCK, &sigs, &orig_mask);
   install_handlers();
   rlock_client_t *client = NULL;

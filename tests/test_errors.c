@@ -146,6 +146,8 @@ static const char *const nasty_urls[] = {
     "REDIS://u:PWa1PWb2@127.0.0.1:1",        /* upper-case scheme */
     "u:PWa1PWb2@127.0.0.1:1",                /* no scheme */
     ":PWa1PWb2@127.0.0.1:1",                 /* no scheme, no user */
+    "u:PWa1:PWb2@127.0.0.1:1",               /* no scheme, ':' in the password */
+    "redis:u:PWa1:PWb2@127.0.0.1:1",         /* no slash, ':' in the password */
     " redis://u:PWa1PWb2@127.0.0.1:1",       /* leading blank */
     "redis://u:PWa1%zzPWb2@127.0.0.1:1",     /* bad %-escape */
     "redis://u:PWa1%2@",                     /* cut short in an escape */

@@ -4,7 +4,8 @@
 # grandchild), and the lock is released only once every process of the group
 # has ended. On a terminal (tests/cli/pty_exec.py) CMD's group is the
 # foreground group: Ctrl-C reaches it, and Ctrl-Z stops CMD and rlock (the
-# shell gets its prompt back) until 'fg'.
+# shell gets its prompt back) until 'fg'. A member of the group that is not
+# rlock's child (its parent left the group) is waited for too.
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -58,6 +59,37 @@ await "$x3" 30
 [ -s "$T/done3" ] && pass "the background process finished before rlock exited" ||
   fail "rlock exited before the background process finished"
 locked bg-job && fail "bg-job still locked" || pass "bg-job released after the group ended"
+
+# A member whose parent left the group (A forks B, then A moves to a group of
+# its own; CMD exits): B is not rlock's child, but the lock is held until B ends.
+mkfifo "$T/go4" "$T/run4"
+cat >"$T/leave.py" <<EOF
+import os
+if os.fork() == 0:                      # A
+    if os.fork() == 0:                  # B: stays in CMD's group
+        open("$T/b4", "w").write("%d %d" % (os.getpid(), os.getpgrp()))
+        open("$T/run4", "w").close()
+        open("$T/go4").read()
+        open("$T/done4", "w").write("done")
+        os._exit(0)
+    os.setpgid(0, 0)                    # A leaves the group
+    os.wait()
+    os._exit(0)
+EOF
+bg "$T/x4" "$RLOCK" -u "$URL" exec stray-job -- python3 "$T/leave.py"
+x4=$BG
+ready "$T/run4"
+read -r b4 leader4 <"$T/b4"
+BG_PIDS+=("$b4")
+until_true 30 gone "$leader4" || fail "CMD $leader4 did not end"
+kill -0 "$x4" 2>/dev/null && pass "rlock waits for a member that is not its child" ||
+  fail "rlock exited while $b4 of CMD's group still ran"
+locked stray-job && pass "the lock is held while that member runs" ||
+  fail "the lock was released while $b4 of CMD's group still ran"
+echo > "$T/go4"
+await "$x4" 30
+[ -s "$T/done4" ] && pass "the member finished before rlock exited" || fail "rlock exited before the member finished"
+locked stray-job && fail "stray-job still locked" || pass "stray-job released after the member ended"
 
 # On a terminal.
 if python3 "$(dirname "$0")/pty_exec.py" "$RLOCK" "$URL" "$T" >"$T/pty.out" 2>&1; then

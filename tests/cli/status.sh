@@ -53,7 +53,8 @@ R status --json plain | grep -q '"locked":false' && pass "lock is free after unl
 redis-cli -p "$PORT" SET str-key value >/dev/null
 redis-cli -p "$PORT" HSET user:1 name bob age 42 >/dev/null
 redis-cli -p "$PORT" RPUSH list-key a b >/dev/null
-for k in str-key user:1 list-key; do
+redis-cli -p "$PORT" HSET counters views 5 likes 3 >/dev/null # integers, but no owner ids
+for k in str-key user:1 counters list-key; do
   expect 65 "unlock --force of $k (not a lock) is refused" R unlock --force "$k"
   contains "$T/err" "not a lock" "refusal for $k explained"
   contains "$T/err" "--any-type" "refusal for $k names --any-type"

@@ -28,6 +28,8 @@ cases=(
   'http://u:PWa1PWb2@127.0.0.1:1' 64
   'u:PWa1PWb2@127.0.0.1:1' 64
   ':PWa1PWb2@127.0.0.1:1' 64
+  'u:PWa1:PWb2@127.0.0.1:1' 64                # no scheme, a ':' in the password
+  'default:PWa1:PWb2@127.0.0.1:6379' 64
   ' redis://u:PWa1PWb2@127.0.0.1:1' 64
   'redis://u:PWa1%zzPWb2@127.0.0.1:1' 64      # bad escapes
   'redis://u:PWa1%2@' 64
