@@ -12,7 +12,7 @@
 
 /* ------------------------------------------------------------ lock handles */
 
-int lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out) {
+int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
   if (!cl) return rlock__fail(RLOCK_EINVAL, "client is NULL");
@@ -33,7 +33,7 @@ int lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_
 }
 
 RLOCK_API int rlock_lock_new(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
-  return lock_new_kind(cl, &kind_reentrant, name, len, out);
+  return rlock__lock_new_kind(cl, &rlock__kind_reentrant, name, len, out);
 }
 
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
@@ -60,7 +60,7 @@ static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *r
   op->lock = l;
   op->cl = l->cl;
   op->owner = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
-  op->owner_len = client_owner_id(l->cl, op->owner, op->owner_id);
+  op->owner_len = rlock__client_owner_id(l->cl, op->owner, op->owner_id);
   return op;
 }
 
@@ -75,21 +75,21 @@ static void op_discard(op_t *op) {
 static int submit_async(op_t *op, rlock_cb cb, void *arg) {
   op->cb = cb;
   op->arg = arg;
-  int rc = client_submit(op->cl, op);
+  int rc = rlock__client_submit(op->cl, op);
   if (rc) op_discard(op);
   return rc;
 }
 
 /* Runs op and waits for it. value/ptr/n receive the result. */
 static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
-  if (client_on_io_thread(op->cl)) {
+  if (rlock__client_on_io_thread(op->cl)) {
     op_discard(op);
     return rlock__fail(RLOCK_EDEADLK, "blocking rlock call from the client's I/O thread (a callback)");
   }
   sync_wait_t s;
   memset(&s, 0, sizeof s);
   op->sync = &s;
-  int rc = client_submit(op->cl, op);
+  int rc = rlock__client_submit(op->cl, op);
   if (rc) {
     op_discard(op);
   } else {
@@ -279,8 +279,8 @@ static req_t *user_req(int argc, const char *const *argv, const size_t *argvlen,
       *rc = rlock__fail(RLOCK_EINVAL, "argv[%d] is NULL", i);
       return NULL;
     }
-  if ((*rc = usercmd_check(argc, argv, argvlen))) return NULL;
-  req_t *r = req_new(argc, (const char **)argv, argvlen, 0, NULL, NULL);
+  if ((*rc = rlock__usercmd_check(argc, argv, argvlen))) return NULL;
+  req_t *r = rlock__req_new(argc, (const char **)argv, argvlen, 0, NULL, NULL);
   if (!r) *rc = rlock__fail(RLOCK_ENOMEM, "cannot format the command");
   return r;
 }
@@ -288,7 +288,7 @@ static req_t *user_req(int argc, const char *const *argv, const size_t *argvlen,
 static void free_parts(req_t *r) {
   while (r) {
     req_t *next = r->next;
-    req_free(r);
+    rlock__req_free(r);
     r = next;
   }
 }
@@ -341,7 +341,7 @@ RLOCK_API int rlock_client_transaction(rlock_client_t *cl, size_t ncmds, const r
   if (rc) return rc;
   if (ncmds < 1 || !cmds) return rlock__fail(RLOCK_EINVAL, "a transaction needs ncmds >= 1 and cmds");
   static const char *const multi[] = {"MULTI"}, *const exec[] = {"EXEC"};
-  req_t *head = req_new(1, (const char **)multi, NULL, 0, NULL, NULL), *tail = head;
+  req_t *head = rlock__req_new(1, (const char **)multi, NULL, 0, NULL, NULL), *tail = head;
   for (size_t i = 0; tail && i < ncmds; i++) {
     if (!(tail->next = user_req(cmds[i].argc, cmds[i].argv, cmds[i].argvlen, &rc))) {
       free_parts(head);
@@ -349,7 +349,7 @@ RLOCK_API int rlock_client_transaction(rlock_client_t *cl, size_t ncmds, const r
     }
     tail = tail->next;
   }
-  if (!tail || !(tail->next = req_new(1, (const char **)exec, NULL, 0, NULL, NULL))) {
+  if (!tail || !(tail->next = rlock__req_new(1, (const char **)exec, NULL, 0, NULL, NULL))) {
     free_parts(head);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }

@@ -31,14 +31,14 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->tcp_keepalive_ms = 60000;
 }
 
-int64_t client_latch_ttl(const client_t *cl) {
+int64_t rlock__client_latch_ttl(const client_t *cl) {
   int64_t t = cl->opt.command_timeout_ms * (cl->opt.retry_attempts + 2);
   return t < 10000 ? 10000 : t;
 }
 
 /* Threads keep Redisson's "<client id>:<thread id>"; explicit owners get
  * "<client id>:owner-<n>", so owner 1234 and thread 1234 never mix. */
-size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
+size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
   memcpy(buf, cl->id, 36);
   buf[36] = ':';
   if (owner & RLOCK_OWNER_THREAD) return 37 + rlock__u64toa(owner & ~RLOCK_OWNER_THREAD, buf + 37);
@@ -46,7 +46,7 @@ size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
   return 43 + rlock__u64toa(owner, buf + 43);
 }
 
-void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason) {
+void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason) {
   pthread_mutex_lock(&cl->cbmu);
   rlock_lost_cb cb = cl->lost_cb;
   void *arg = cl->lost_arg;
@@ -69,9 +69,9 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
  * and connection. One server today; Cluster routes by the slot (and follows
  * MOVED/ASK through its redirect hook), Sentinel to the current master: the
  * lock objects above never change. key may be NULL (any node). */
-void client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
-  r->slot = key ? names_slot(key, klen) : -1;
-  conn_send(cl->topo->route(cl, r), r);
+void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
+  r->slot = key ? rlock__names_slot(key, klen) : -1;
+  rlock__conn_send(cl->topo->route(cl, r), r);
 }
 
 /* ------------------------------------------------------------ latch clean-up */
@@ -79,7 +79,7 @@ void client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
 #define DEL_BATCH 128
 #define DEL_DELAY_MS 20
 
-void client_queue_del(client_t *cl, const char *key, size_t len) {
+void rlock__client_queue_del(client_t *cl, const char *key, size_t len) {
   if (cl->ndels == cl->capdels) {
     size_t cap = cl->capdels ? cl->capdels * 2 : 64;
     bytes_t *d = realloc(cl->dels, cap * sizeof *d);
@@ -97,7 +97,7 @@ void client_queue_del(client_t *cl, const char *key, size_t len) {
   }
 }
 
-void client_linger_check(client_t *cl) {
+void rlock__client_linger_check(client_t *cl) {
   if (cl->draining && cl->linger && cl->dels_inflight == 0 && cl->undos_inflight == 0)
     event_active(cl->linger, EV_TIMEOUT, 0);
 }
@@ -106,7 +106,7 @@ static void del_done(req_t *r, int status, rlock_reply_t *reply) {
   client_t *cl = r->ctx;
   rlock_reply_free(reply); /* the latches expire anyway */
   cl->dels_inflight--;
-  client_linger_check(cl);
+  rlock__client_linger_check(cl);
 }
 
 /* One DEL of the keys dels[idx[0..n)], awaited only when closing: the latches expire anyway. */
@@ -119,10 +119,10 @@ static void send_del(client_t *cl, const batcher_t *b, size_t first, size_t n) {
       const bytes_t *d = &cl->dels[batcher_item(b, first + i)];
       argv[i + 1] = d->p, lens[i + 1] = d->n;
     }
-    req_t *r = req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, del_done, cl);
+    req_t *r = rlock__req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, del_done, cl);
     if (r) {
       cl->dels_inflight++;
-      client_send(cl, argv[1], lens[1], r); /* awaited only when closing */
+      rlock__client_send(cl, argv[1], lens[1], r); /* awaited only when closing */
     }
   }
   free(argv);
@@ -135,12 +135,12 @@ static void send_dels(client_t *cl) {
   uint16_t *slots = NULL;
   if (cl->ndels && cl->cmd.state != CS_CLOSED) {
     if (cl->topo->slots_matter && (slots = malloc(cl->ndels * sizeof *slots)))
-      for (size_t i = 0; i < cl->ndels; i++) slots[i] = names_slot(cl->dels[i].p, cl->dels[i].n);
+      for (size_t i = 0; i < cl->ndels; i++) slots[i] = rlock__names_slot(cl->dels[i].p, cl->dels[i].n);
     batcher_t b;
     size_t first, n;
-    if ((slots || !cl->topo->slots_matter) && !batcher_init(&b, slots, cl->ndels, cl->ndels)) {
-      while (batcher_next(&b, &first, &n)) send_del(cl, &b, first, n);
-      batcher_free(&b);
+    if ((slots || !cl->topo->slots_matter) && !rlock__batcher_init(&b, slots, cl->ndels, cl->ndels)) {
+      while (rlock__batcher_next(&b, &first, &n)) send_del(cl, &b, first, n);
+      rlock__batcher_free(&b);
     } /* out of memory: the latches expire on their own */
   }
   free(slots);
@@ -153,14 +153,14 @@ static void del_timer_cb(evutil_socket_t fd, short what, void *arg) { send_dels(
 /* End of a pass of the loop. Latch keys are deleted in one DEL of many keys,
  * sent when enough have gathered or DEL_DELAY_MS after the first: they are
  * dead weight with a TTL, not worth a command (or a write) each. */
-void client_flush(client_t *cl) {
+void rlock__client_flush(client_t *cl) {
   if (cl->ndels >= DEL_BATCH) send_dels(cl);
   if (cl->batch_wrote) {
     stat_add(cl, ST_WRITES, 1);
     cl->batch_wrote = false;
-    conn_flush(&cl->cmd);
+    rlock__conn_flush(&cl->cmd);
   }
-  conn_flush(&cl->uc.conn);
+  rlock__conn_flush(&cl->uc.conn);
 }
 
 /* ------------------------------------------------------------ I/O thread */
@@ -168,17 +168,17 @@ void client_flush(client_t *cl) {
 static void shutdown_engine(client_t *cl) {
   if (cl->shut) return;
   cl->shut = true;
-  conn_flush(&cl->cmd); /* what the last pass queued (undos) leaves before the close */
+  rlock__conn_flush(&cl->cmd); /* what the last pass queued (undos) leaves before the close */
   /* Order matters: closing the command and user connections completes every
    * request in flight (ops that begin_close ended just free themselves; a
    * user command's op ends through its requests); then any op still active
    * (none after begin_close). */
-  conn_close(&cl->cmd);
-  usercmd_close(&cl->uc);
-  op_fail_all(cl, RLOCK_ECLOSED);
-  pubsub_close(&cl->ps);
-  watchdog_close(&cl->wd);
-  handoff_clear(cl);
+  rlock__conn_close(&cl->cmd);
+  rlock__usercmd_close(&cl->uc);
+  rlock__op_fail_all(cl, RLOCK_ECLOSED);
+  rlock__pubsub_close(&cl->ps);
+  rlock__watchdog_close(&cl->wd);
+  rlock__handoff_clear(cl);
   send_dels(cl); /* the command connection is closed: just frees them */
   if (cl->del_timer) event_free(cl->del_timer);
   if (cl->linger) event_free(cl->linger);
@@ -202,9 +202,9 @@ static void begin_close(client_t *cl) {
   if (cl->draining || cl->shut) return;
   cl->draining = true;
   rlock__set_msg("client closed");
-  usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
-  op_undo_on_close(cl);
-  op_fail_all(cl, RLOCK_ECLOSED);
+  rlock__usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
+  rlock__op_undo_on_close(cl);
+  rlock__op_fail_all(cl, RLOCK_ECLOSED);
   if (cl->cmd.state == CS_READY) send_dels(cl);
   int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
   if ((cl->dels_inflight == 0 && cl->undos_inflight == 0) || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
@@ -214,7 +214,7 @@ static void begin_close(client_t *cl) {
   struct timeval tv;
   rlock__tv_from_ms(&tv, ms);
   evtimer_add(cl->linger, &tv);
-  client_flush(cl);
+  rlock__client_flush(cl);
 }
 
 /* Everything submitted so far, oldest first. */
@@ -241,14 +241,14 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     op->next = NULL;
     if (closing) {
       rlock__set_msg("client closed");
-      op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+      rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
     } else {
-      op_start(op);
+      rlock__op_start(op);
     }
     op = next;
   }
   if (closing) begin_close(cl);
-  else client_flush(cl);
+  else rlock__client_flush(cl);
 }
 
 static void start_result(client_t *cl, int status, const char *msg) {
@@ -264,7 +264,7 @@ static void start_result(client_t *cl, int status, const char *msg) {
 static void cmd_ready(conn_t *c) {
   client_t *cl = c->cl;
   start_result(cl, 0, NULL);
-  if (cl->wd.holds.count) watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
+  if (cl->wd.holds.count) rlock__watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
 }
 
 static void cmd_error(conn_t *c, int err, const char *msg) {
@@ -273,8 +273,8 @@ static void cmd_error(conn_t *c, int err, const char *msg) {
 
 static void *io_main(void *arg) {
   client_t *cl = arg;
-  conn_start(&cl->cmd);
-  conn_start(&cl->ps.conn);
+  rlock__conn_start(&cl->cmd);
+  rlock__conn_start(&cl->ps.conn);
   event_base_dispatch(cl->base);
   return NULL;
 }
@@ -338,7 +338,7 @@ static void client_destroy(client_t *cl) {
   if (cl->base) event_base_free(cl->base);
   if (cl->wake_fd >= 0) close(cl->wake_fd);
   if (cl->ssl_ctx) SSL_CTX_free(cl->ssl_ctx);
-  url_free(&cl->url);
+  rlock__url_free(&cl->url);
   free(cl->s_url), free(cl->s_name), free(cl->s_ca), free(cl->s_cert), free(cl->s_key), free(cl->s_sni);
   pthread_mutex_destroy(&cl->smu);
   pthread_mutex_destroy(&cl->cbmu);
@@ -356,7 +356,7 @@ static void stop_thread(client_t *cl) {
   rlock__set_msg("client closed");
   for (op_t *op = take_submitted(cl), *next; op; op = next) {
     next = op->next;
-    op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+    rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
   }
 }
 
@@ -368,7 +368,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   rlock_options_init(&defaults);
   int rc = validate(opts);
   if (rc) return rc;
-  script_init();
+  rlock__script_init();
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   cl->wake_fd = -1;
@@ -388,11 +388,11 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   cl->opt.url = cl->s_url;
-  if ((rc = url_parse(&cl->url, cl->s_url)) || (cl->url.kind == URL_TLS && (rc = setup_tls(cl)))) {
+  if ((rc = rlock__url_parse(&cl->url, cl->s_url)) || (cl->url.kind == URL_TLS && (rc = setup_tls(cl)))) {
     client_destroy(cl);
     return rc;
   }
-  cl->topo = topology_for(&cl->url);
+  cl->topo = rlock__topology_for(&cl->url);
   rlock__uuid(cl->id);
   rlock__prng_seed(&cl->prng);
   cl->fork_gen = rlock__fork_generation();
@@ -403,8 +403,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     return rlock__fail(RLOCK_ESYS, "cannot create the event loop: %s", strerror(errno));
   }
   cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST, wake_cb, cl);
-  if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || conn_init(&cl->cmd, cl, CONN_CMD) ||
-      pubsub_init(&cl->ps, cl) || usercmd_init(&cl->uc, cl) || watchdog_init(&cl->wd, cl)) {
+  if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
+      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
@@ -421,10 +421,10 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   rc = pthread_create(&cl->thread, NULL, io_main, cl);
   pthread_sigmask(SIG_SETMASK, &caller, NULL);
   if (rc) {
-    conn_close(&cl->cmd);
-    pubsub_close(&cl->ps);
-    usercmd_close(&cl->uc);
-    watchdog_close(&cl->wd);
+    rlock__conn_close(&cl->cmd);
+    rlock__pubsub_close(&cl->ps);
+    rlock__usercmd_close(&cl->uc);
+    rlock__watchdog_close(&cl->wd);
     client_destroy(cl);
     return rlock__fail(RLOCK_ESYS, "cannot start the I/O thread: %s", strerror(rc));
   }
@@ -479,7 +479,7 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
 
 /* ------------------------------------------------------------ submitting */
 
-int client_submit(client_t *cl, op_t *op) {
+int rlock__client_submit(client_t *cl, op_t *op) {
   if (in_forked_child(cl))
     return rlock__fail(RLOCK_ESYS, "client used in a forked child: create a new client after fork");
   if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
@@ -496,4 +496,4 @@ int client_submit(client_t *cl, op_t *op) {
   return 0;
 }
 
-bool client_on_io_thread(const client_t *cl) { return pthread_equal(pthread_self(), cl->thread); }
+bool rlock__client_on_io_thread(const client_t *cl) { return pthread_equal(pthread_self(), cl->thread); }

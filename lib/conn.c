@@ -45,7 +45,7 @@ static void write_req(conn_t *c, req_t *r);
 
 /* ------------------------------------------------------------ requests */
 
-req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
+req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx) {
   req_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
@@ -63,7 +63,7 @@ req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeo
   return r;
 }
 
-int req_append(req_t *r, int argc, const char **argv, const size_t *argvlen) {
+int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen) {
   char *cmd = NULL;
   int n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
   if (n < 0) return RLOCK_ENOMEM;
@@ -80,7 +80,7 @@ int req_append(req_t *r, int argc, const char **argv, const size_t *argvlen) {
   return 0;
 }
 
-void req_free(req_t *r) {
+void rlock__req_free(req_t *r) {
   if (!r) return;
   rlock_reply_free(r->replies);
   free(r->cmd);
@@ -111,7 +111,7 @@ static void finish_err(req_t *r, int status) {
     r->completed = true;
     if (r->done) r->done(r, status, NULL);
   }
-  req_free(r);
+  rlock__req_free(r);
 }
 
 /* ------------------------------------------------------------ handshake */
@@ -121,9 +121,9 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status == 0 && reply && reply->type == RLOCK_REPLY_ERROR) {
     /* CLIENT SETNAME and SCRIPT LOAD may be refused by proxies: harmless,
      * unless the refusal says we are not authenticated. */
-    bool fatal = r->is_auth || reply_is_error(reply, "NOAUTH") || reply_is_error(reply, "WRONGPASS") ||
-                 reply_is_error(reply, "ERR DB index") || reply_is_error(reply, "ERR invalid DB") ||
-                 reply_is_error(reply, "NOPERM");
+    bool fatal = r->is_auth || rlock__reply_is_error(reply, "NOAUTH") || rlock__reply_is_error(reply, "WRONGPASS") ||
+                 rlock__reply_is_error(reply, "ERR DB index") || rlock__reply_is_error(reply, "ERR invalid DB") ||
+                 rlock__reply_is_error(reply, "NOPERM");
     if (fatal) {
       char msg[300];
       snprintf(msg, sizeof msg, "%s rejected: %.200s", r->is_auth ? "AUTH" : "handshake", reply->str);
@@ -152,11 +152,11 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   req_t *p;
   while ((p = q_pop(&c->pending))) write_req(c, p);
   if (c->on_ready) c->on_ready(c);
-  client_flush(c->cl);
+  rlock__client_flush(c->cl);
 }
 
 static void handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
-  req_t *r = req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, handshake_done, c);
+  req_t *r = rlock__req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, handshake_done, c);
   if (!r) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;
@@ -185,7 +185,7 @@ static void start_handshake(conn_t *c) {
   handshake_cmd(c, 3, n, false);
   if (c->kind == CONN_CMD)
     for (int s = 1; s <= SCRIPT_N; s++) {
-      const char *a[3] = {"SCRIPT", "LOAD", script_body(s)};
+      const char *a[3] = {"SCRIPT", "LOAD", rlock__script_body(s)};
       handshake_cmd(c, 3, a, false);
     }
   if (c->state != CS_HANDSHAKE) return;
@@ -238,10 +238,10 @@ static const rlock_reply_t *first_error(const req_t *r, const rlock_reply_t *rep
 static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
   const rlock_reply_t *err = r->completed || r->internal ? NULL : first_error(r, reply);
   const rlock_reply_t *head = r->ncmds == 1 ? reply : reply->element[0];
-  if (r->script && err == head && reply_is_error(head, "NOSCRIPT")) {
+  if (r->script && err == head && rlock__reply_is_error(head, "NOSCRIPT")) {
     rlock_reply_free(reply);
     stat_add(c->cl, ST_NOSCRIPT, 1);
-    if (script_to_eval(r) == 0) {
+    if (rlock__script_to_eval(r) == 0) {
       write_req(c, r);
       return;
     }
@@ -259,7 +259,7 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
     if (r->done) r->done(r, 0, reply);
     else rlock_reply_free(reply);
   }
-  req_free(r);
+  rlock__req_free(r);
 }
 
 static void on_reply(conn_t *c, rlock_reply_t *reply) {
@@ -315,7 +315,7 @@ static void read_cb(struct bufferevent *bev, void *arg) {
       if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return; /* dropped */
     }
   }
-  client_flush(c->cl);
+  rlock__client_flush(c->cl);
 }
 
 /* ------------------------------------------------------------ writing */
@@ -340,7 +340,7 @@ static void write_req(conn_t *c, req_t *r) {
  * keeps the front of its output buffer frozen (only its own write callback
  * drains it, unfreezing it meanwhile): evbuffer_write() on it fails, so the
  * front is unfrozen for the write, as libevent's callback does. */
-void conn_flush(conn_t *c) {
+void rlock__conn_flush(conn_t *c) {
   if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
   struct evbuffer *out = bufferevent_get_output(c->bev);
   if (!evbuffer_get_length(out)) return;
@@ -351,7 +351,7 @@ void conn_flush(conn_t *c) {
    * is the bufferevent's to report when it writes */
 }
 
-void conn_send(conn_t *c, req_t *r) {
+void rlock__conn_send(conn_t *c, req_t *r) {
   if (c->state == CS_CLOSED) {
     finish_err(r, RLOCK_ECLOSED);
     return;
@@ -448,11 +448,11 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg) {
    * (BLPOP key 0 with its own timeout): its commands' deadlines watch it. */
   if (c->kind == CONN_USER && c->inflight.head) return;
   const char *argv[1] = {"PING"};
-  req_t *r = req_new(1, argv, NULL, c->cl->opt.command_timeout_ms, ping_done, c);
+  req_t *r = rlock__req_new(1, argv, NULL, c->cl->opt.command_timeout_ms, ping_done, c);
   if (!r) return;
   c->ping_out = true;
   write_req(c, r);
-  conn_flush(c);
+  rlock__conn_flush(c);
 }
 
 /* A connection that owes replies and stays silent is dead (half-open: the
@@ -471,7 +471,7 @@ static void check_alive(conn_t *c) {
              c->timeouts_in_row);
   else
     return;
-  conn_flush(c);
+  rlock__conn_flush(c);
   drop(c, RLOCK_ECONNLOST, msg);
 }
 
@@ -498,7 +498,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
   if (c->state == CS_READY) check_alive(c);
   arm_at(c, next_deadline(c));
-  client_flush(c->cl);
+  rlock__client_flush(c->cl);
 }
 
 /* ------------------------------------------------------------ connecting */
@@ -696,13 +696,13 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
   drop(c, RLOCK_ECONNLOST, msg);
 }
 
-static void retry_cb(evutil_socket_t fd, short what, void *arg) { conn_start(arg); }
+static void retry_cb(evutil_socket_t fd, short what, void *arg) { rlock__conn_start(arg); }
 
-void conn_start(conn_t *c) {
+void rlock__conn_start(conn_t *c) {
   if (c->state != CS_IDLE) return;
   c->state = CS_CONNECTING;
   c->connect_deadline = rlock_now_ms() + c->cl->opt.connect_timeout_ms;
-  if (!c->reader && !(c->reader = reply_reader_new())) {
+  if (!c->reader && !(c->reader = rlock__reply_reader_new())) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;
   }
@@ -743,9 +743,9 @@ static void drop(conn_t *c, int err, const char *msg) {
   c->backoff_ms = c->backoff_ms * 2 > c->cl->opt.reconnect_max_ms ? c->cl->opt.reconnect_max_ms : c->backoff_ms * 2;
 }
 
-void conn_reset(conn_t *c, const char *msg) { drop(c, RLOCK_ECONNLOST, msg); }
+void rlock__conn_reset(conn_t *c, const char *msg) { drop(c, RLOCK_ECONNLOST, msg); }
 
-int conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
+int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   memset(c, 0, sizeof *c);
   c->cl = cl;
   c->kind = kind;
@@ -758,7 +758,7 @@ int conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   return c->timer && c->retry && c->ping ? 0 : RLOCK_ENOMEM;
 }
 
-void conn_close(conn_t *c) {
+void rlock__conn_close(conn_t *c) {
   if (c->state == CS_CLOSED) return;
   c->state = CS_CLOSED;
   if (c->bev) bufferevent_free(c->bev);

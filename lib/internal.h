@@ -73,19 +73,19 @@ typedef struct map {
   map_entry_t **buckets;
   size_t nbuckets, count;
 } map_t;
-void map_init(map_t *m);
-void map_free(map_t *m); /* frees entries, not values */
-void *map_get(const map_t *m, const void *key, size_t klen);
-int map_put(map_t *m, const void *key, size_t klen, void *value); /* replaces */
-void *map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
+void rlock__map_init(map_t *m);
+void rlock__map_free(map_t *m); /* frees entries, not values */
+void *rlock__map_get(const map_t *m, const void *key, size_t klen);
+int rlock__map_put(map_t *m, const void *key, size_t klen, void *value); /* replaces */
+void *rlock__map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
 /* Iteration that tolerates deleting the current entry. */
 typedef struct map_iter {
   const map_t *m;
   size_t bucket;
   map_entry_t *next;
 } map_iter_t;
-void map_iter_init(map_iter_t *it, const map_t *m);
-map_entry_t *map_iter_next(map_iter_t *it);
+void rlock__map_iter_init(map_iter_t *it, const map_t *m);
+map_entry_t *rlock__map_iter_next(map_iter_t *it);
 
 /* ------------------------------------------------------------ names.c */
 /* A byte buffer for key names built from the lock name. */
@@ -96,15 +96,15 @@ typedef struct bytes {
 /* Key names derived from a lock NAME, always in NAME's Cluster slot:
  * Redisson's form when it lands there, else the slot-tag form (names.c).
  * Prefix form: "P:{NAME}" ("P:NAME" when NAME holds '{'), else "P:{T}NAME". */
-int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
+int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
 /* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
-int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
+int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
 /* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
-int names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
-uint16_t names_crc16(const char *p, size_t n);
-uint16_t names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
-const char *names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
+int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
+uint16_t rlock__names_crc16(const char *p, size_t n);
+uint16_t rlock__names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
+const char *rlock__names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
 
 /* ------------------------------------------------------------ url.c */
 typedef enum { URL_TCP, URL_TLS, URL_UNIX } url_kind_t;
@@ -116,18 +116,18 @@ typedef struct url {
   char *user, *password;
   int db;
 } url_t;
-int url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
+int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
 /* Sets hide[i] for each of the n bytes of s that may be a password, whatever
  * s holds: the user info up to the last '@' after the user's ':' (all of it
  * without a ':'), and every "password=" value. rlock_url_redact hides them. */
-void url_secret_mask(const char *s, size_t n, unsigned char *hide);
-void url_free(url_t *u);
+void rlock__url_secret_mask(const char *s, size_t n, unsigned char *hide);
+void rlock__url_free(url_t *u);
 
 /* ------------------------------------------------------------ reply.c */
 /* hiredis reader building rlock_reply_t trees, with bounds on sizes. */
-redisReader *reply_reader_new(void);
+redisReader *rlock__reply_reader_new(void);
 /* A reply is an error whose text starts with prefix. */
-bool reply_is_error(const rlock_reply_t *r, const char *prefix);
+bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
 
 /* ------------------------------------------------------------ conn.c */
 typedef struct rlock_client client_t;
@@ -145,7 +145,7 @@ typedef enum { CONN_CMD, CONN_SUB, CONN_USER } conn_kind_t; /* lock commands, pu
 
 /* A request keeps its formatted command(s) and its key's slot until it is
  * answered, so the topology can re-route it (MOVED/ASK) or conn.c re-send it
- * (NOSCRIPT). A compound request (req_append) carries ncmds commands written
+ * (NOSCRIPT). A compound request (rlock__req_append) carries ncmds commands written
  * together; done() gets status 0 with an ARRAY of ncmds replies, one per
  * command in order (any of them may be an error reply), or one failure
  * status (timeout, connection lost...) for the whole compound, once. */
@@ -206,20 +206,20 @@ struct conn {
   void (*on_error)(conn_t *c, int err, const char *msg); /* a connection attempt failed */
 };
 
-int conn_init(conn_t *c, client_t *cl, conn_kind_t kind);
-void conn_start(conn_t *c);   /* begin connecting (I/O thread) */
-void conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
+int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind);
+void rlock__conn_start(conn_t *c);   /* begin connecting (I/O thread) */
+void rlock__conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
 /* Queue a request (takes ownership of r and r->cmd). */
-void conn_send(conn_t *c, req_t *r);
-void conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
+void rlock__conn_send(conn_t *c, req_t *r);
+void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
  * (msg), queued ones wait. Not from inside a request's done callback. */
-void conn_reset(conn_t *c, const char *msg);
-req_t *req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
+void rlock__conn_reset(conn_t *c, const char *msg);
+req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
 /* Adds a command to r (a compound request, e.g. a script + "WAIT 1 100"). */
-int req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
-void req_free(req_t *r);
+int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
+void rlock__req_free(req_t *r);
 
 #include "topology/topology.h"
 
@@ -234,14 +234,14 @@ enum {
   SCRIPT_FORCE_UNLOCK,
   SCRIPT_N = SCRIPT_FORCE_UNLOCK
 };
-void script_init(void); /* computes the SHA1s once (thread-safe) */
-const char *script_body(int script);
+void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
+const char *rlock__script_body(int script);
 /* A request running `script` with keys and args (EVALSHA form). */
-req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
+req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
                   const char **args, const size_t *arglens, int64_t timeout_ms,
                   req_done_fn done, void *ctx);
 /* Rewrites an EVALSHA request into its EVAL form (for NOSCRIPT). */
-int script_to_eval(req_t *r);
+int rlock__script_to_eval(req_t *r);
 
 /* ------------------------------------------------------------ pubsub.c */
 typedef struct waiter waiter_t;
@@ -264,17 +264,17 @@ typedef struct pubsub {
   struct event *resub;  /* re-sends SUBSCRIBEs that failed (timeout, error reply) */
   int64_t resub_ms;     /* its backoff: reconnect_min_ms .. reconnect_max_ms */
 } pubsub_t;
-int pubsub_init(pubsub_t *ps, client_t *cl);
-void pubsub_close(pubsub_t *ps);
+int rlock__pubsub_init(pubsub_t *ps, client_t *cl);
+void rlock__pubsub_close(pubsub_t *ps);
 /* Join the channel: subscribes if first; w->on_wake is called once the
  * subscription is confirmed (or failed: the waiter then falls back to its
  * TTL-bounded retries). */
-int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len);
-void pubsub_leave(pubsub_t *ps, waiter_t *w);
-bool pubsub_park(waiter_t *w); /* true: a wake token was waiting: retry now */
+int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len);
+void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w);
+bool rlock__pubsub_park(waiter_t *w); /* true: a wake token was waiting: retry now */
 /* w got a wake-up it did not use (ends without the lock): wake the next
  * parked waiter of its channel, or leave a wake token. */
-void pubsub_pass_wake(waiter_t *w);
+void rlock__pubsub_pass_wake(waiter_t *w);
 
 /* ------------------------------------------------------------ watchdog.c */
 typedef struct hold hold_t;
@@ -284,22 +284,22 @@ typedef struct watchdog {
   struct event *tick;     /* renewal round every watchdog_timeout/3 */
   uint64_t next_gen;
 } watchdog_t;
-int watchdog_init(watchdog_t *wd, client_t *cl);
-void watchdog_close(watchdog_t *wd);
+int rlock__watchdog_init(watchdog_t *wd, client_t *cl);
+void rlock__watchdog_close(watchdog_t *wd);
 /* An acquire succeeded (sent at sent_at, reply at now): one more hold of
  * (name, owner), pushed on the hold's stack of leases (watchdog or fixed).
  * RLOCK_ENOMEM if it cannot be tracked. */
-int watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at);
 /* The client's hold count of (name, owner) (0: untracked) and, in *unknown,
  * how many of its releases had an unknown outcome (the server may count
  * that many more). */
-int64_t watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        int64_t *unknown);
 /* The TTL (ms) one release must leave when holds remain: what the rest of
  * the stack still needs (watchdog lease if any renews, else the longest
  * fixed lease left, at least 1). */
-int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
+int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
 /* What a release did to the hold. */
 typedef enum {
   REL_ONE,      /* one hold released, others remain; the TTL was set to lease_ms */
@@ -310,13 +310,13 @@ typedef enum {
   REL_NOTHELD,  /* the server says the owner holds nothing: stop tracking */
   REL_MISMATCH  /* the server's count disagreed: field removed, a loss (callback) */
 } release_t;
-void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        release_t how, int64_t lease_ms);
-int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+int rlock__watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                          int64_t *out);
-void watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
+void rlock__watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
 /* Force unlock succeeded: every hold of name tracked here is lost (callback). */
-void watchdog_forget(watchdog_t *wd, const char *name, size_t len);
+void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
 /* ------------------------------------------------------------ usercmd.c */
 typedef struct op op_t;
@@ -327,12 +327,12 @@ typedef struct usercmd {
   bool started;
   struct event *unstick; /* reset a connection stuck behind a timed-out command */
 } usercmd_t;
-int usercmd_init(usercmd_t *u, client_t *cl);
-void usercmd_close(usercmd_t *u);
+int rlock__usercmd_init(usercmd_t *u, client_t *cl);
+void rlock__usercmd_close(usercmd_t *u);
 /* 0, or RLOCK_EINVAL with a message naming a command that must not run on
  * the shared user connection (SUBSCRIBE, MULTI, SELECT, CLIENT REPLY...). */
-int usercmd_check(int argc, const char *const *argv, const size_t *argvlen);
-void usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
+int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvlen);
+void rlock__usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
 
 /* ------------------------------------------------------------ client.c */
 
@@ -391,21 +391,21 @@ struct rlock_client {
 static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
 }
-void client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
-void client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
-void client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
+void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
+void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
-void client_linger_check(client_t *cl);
-int64_t client_latch_ttl(const client_t *cl);
-int client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
+void rlock__client_linger_check(client_t *cl);
+int64_t rlock__client_latch_ttl(const client_t *cl);
+int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
-void client_send(client_t *cl, const char *key, size_t klen, req_t *r);
-bool client_on_io_thread(const client_t *cl);
+void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r);
+bool rlock__client_on_io_thread(const client_t *cl);
 /* Owner id into buf (>= 64 bytes): "<client id>:<tid>" for RLOCK_OWNER_THREAD | tid,
  * "<client id>:owner-<n>" for explicit owners; returns the length. */
-size_t client_owner_id(const client_t *cl, uint64_t owner, char *buf);
+size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 
 /* ------------------------------------------------------------ lock.c */
 typedef enum {
@@ -464,11 +464,11 @@ struct op {
   bool any_type;
 };
 
-void op_start(op_t *op);                       /* I/O thread: begin the operation */
-void handoff_clear(client_t *cl);
-void op_fail_all(client_t *cl, int status);    /* closing: end every active op */
-void op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
-void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
+void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
+void rlock__handoff_clear(client_t *cl);
+void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
+void rlock__op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
+void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 
 struct rlock_cancel {
   _Atomic int triggered;

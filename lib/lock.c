@@ -41,18 +41,18 @@
 /* The deadline is stored in the map's value pointer itself (never 0: the
  * monotonic clock is far past HANDOFF_MS), so a mark costs no allocation. */
 static void handoff_mark(client_t *cl, const rlock_lock_t *l) {
-  if (cl->handoff.count >= HANDOFF_MAX) handoff_clear(cl);
-  map_put(&cl->handoff, l->name, l->len, (void *)(uintptr_t)(rlock_now_ms() + HANDOFF_MS));
+  if (cl->handoff.count >= HANDOFF_MAX) rlock__handoff_clear(cl);
+  rlock__map_put(&cl->handoff, l->name, l->len, (void *)(uintptr_t)(rlock_now_ms() + HANDOFF_MS));
 }
 
 /* ms left of this client's handoff window for l (0: none), consuming it. */
 static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
-  int64_t until = (int64_t)(uintptr_t)map_del(&cl->handoff, l->name, l->len);
+  int64_t until = (int64_t)(uintptr_t)rlock__map_del(&cl->handoff, l->name, l->len);
   int64_t left = until ? until - rlock_now_ms() : 0;
   return left > 0 ? left : 0;
 }
 
-void handoff_clear(client_t *cl) { map_free(&cl->handoff); }
+void rlock__handoff_clear(client_t *cl) { rlock__map_free(&cl->handoff); }
 
 /* A request whose outcome is unknown: written, but its answer never came. */
 static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
@@ -60,7 +60,7 @@ static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status
 static void attempt(op_t *op, bool fresh);
 static void undo_attempt(op_t *op, bool wait);
 
-int64_t op_lease_ms(const op_t *op) {
+int64_t rlock__op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
 }
 
@@ -69,7 +69,7 @@ static void op_free(op_t *op) {
   if (op->cancel_ev) event_free(op->cancel_ev);
   while (op->raw) { /* OP_COMMAND never started (client closing) */
     req_t *next = op->raw->next;
-    req_free(op->raw);
+    rlock__req_free(op->raw);
     op->raw = next;
   }
   free(op);
@@ -83,11 +83,11 @@ static void active_unlink(op_t *op) {
   op->aprev = op->anext = NULL;
 }
 
-void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
+void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
   if (op->finished) return;
   op->finished = true;
-  if (op->w.ch && op->woken && status != 0) pubsub_pass_wake(&op->w); /* ends without the lock */
-  if (op->w.ch) pubsub_leave(&op->cl->ps, &op->w);
+  if (op->w.ch && op->woken && status != 0) rlock__pubsub_pass_wake(&op->w); /* ends without the lock */
+  if (op->w.ch) rlock__pubsub_leave(&op->cl->ps, &op->w);
   if (op->timer) evtimer_del(op->timer);
   if (op->cancel_ev) event_del(op->cancel_ev);
   active_unlink(op);
@@ -115,17 +115,17 @@ void op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
  * the undo runs right after the try, so the hold is given back (or never
  * applied) even if the reply never comes; rlock_client_free lingers for
  * the undos' answers (briefly). */
-void op_undo_on_close(client_t *cl) {
+void rlock__op_undo_on_close(client_t *cl) {
   for (op_t *op = cl->active; op; op = op->anext)
     if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight)
       undo_attempt(op, false);
 }
 
-void op_fail_all(client_t *cl, int status) {
+void rlock__op_fail_all(client_t *cl, int status) {
   while (cl->active) {
     op_t *op = cl->active;
     rlock__set_msg("client closed");
-    op_finish(op, status, 0, NULL, 0);
+    rlock__op_finish(op, status, 0, NULL, 0);
   }
 }
 
@@ -166,7 +166,7 @@ static void undo_free(undo_t *u) {
   free(u->latch.p);
   free(u);
   cl->undos_inflight--;
-  client_linger_check(cl); /* closing: this may be the last request it waits for */
+  rlock__client_linger_check(cl); /* closing: this may be the last request it waits for */
 }
 
 /* o is an acquire (kind OP_ACQUIRE) or a release in flight of owner_id on the
@@ -186,7 +186,7 @@ static int64_t undo_keep(const undo_t *u) {
   for (const op_t *o = u->cl->active; o; o = o->anext)
     if (o != u->op && owner_op_in_flight(o, OP_ACQUIRE, u->name.p, len, u->owner_id)) return -1;
   int64_t unknown;
-  return watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
+  return rlock__watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
 }
 
 /* Whether an undo that did not land is sent again. */
@@ -232,7 +232,7 @@ static void undo_send(undo_t *u) {
     return;
   }
   stat_add(cl, ST_SCRIPTS, 1);
-  client_send(cl, u->name.p, u->name.n, r);
+  rlock__client_send(cl, u->name.p, u->name.n, r);
 }
 
 /* Give back the hold that the current try of op may have taken. With wait,
@@ -247,7 +247,7 @@ static void undo_attempt(op_t *op, bool wait) {
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
   if (!(u->name.p = rlock__strndup(l->name, l->len)) ||
       !(u->channel.p = rlock__strndup(l->channel.p, l->channel.n)) ||
-      names_prefixed_suffix(&u->latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
+      rlock__names_prefixed_suffix(&u->latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
     undo_free(u);
     goto fail;
   }
@@ -269,7 +269,7 @@ fail:
 
 /* The latch key "<prefix>:{NAME}:<id>" of op's current request id (0, or RLOCK_ENOMEM). */
 static int latch_key(const op_t *op, const char *prefix, bytes_t *out) {
-  return names_prefixed_suffix(out, prefix, op->lock->name, op->lock->len, op->reqid);
+  return rlock__names_prefixed_suffix(out, prefix, op->lock->name, op->lock->len, op->reqid);
 }
 
 /* Sends op's request r (built by the kind; NULL: out of memory). */
@@ -277,12 +277,12 @@ static void send_op_req(op_t *op, req_t *r) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
   if (!r) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  client_send(cl, l->name, l->len, r);
+  rlock__client_send(cl, l->name, l->len, r);
 }
 
 /* The request got its answer: its latch is dead weight (batched DEL), unless
@@ -294,7 +294,7 @@ static void drop_latch(op_t *op, const char *prefix) {
   if (op->retries > 0) return;
   bytes_t latch;
   if (!latch_key(op, prefix, &latch)) {
-    client_queue_del(op->cl, latch.p, latch.n);
+    rlock__client_queue_del(op->cl, latch.p, latch.n);
     free(latch.p);
   }
 }
@@ -329,12 +329,12 @@ static void attempt(op_t *op, bool fresh) {
  * id's first send): it must not be sent again. */
 static bool id_stale(const op_t *op) {
   if (!op->id_written) return false;
-  int64_t latch_ends = op->sent_at + client_latch_ttl(op->cl);
+  int64_t latch_ends = op->sent_at + rlock__client_latch_ttl(op->cl);
   return rlock_now_ms() + op->cl->opt.command_timeout_ms + LATCH_MARGIN_MS >= latch_ends;
 }
 
 /* An acquire op that ends without the lock. */
-static void acquire_fail(op_t *op, int rc) { op_finish(op, rc, 0, NULL, 0); }
+static void acquire_fail(op_t *op, int rc) { rlock__op_finish(op, rc, 0, NULL, 0); }
 
 static int cancelled_rc(void) { return rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"); }
 
@@ -357,7 +357,7 @@ static void arm_wait(op_t *op, int64_t ms) {
  * ttl < 0: no TTL bound. now is the caller's clock reading: the deadline is
  * judged once, and a deadline that passed is a bound of 0, never "none". */
 static void park(op_t *op, int64_t ttl, int64_t now) {
-  if (pubsub_park(&op->w)) {
+  if (rlock__pubsub_park(&op->w)) {
     op->woken = true; /* a message came while our try was in flight */
     attempt(op, true);
     return;
@@ -400,8 +400,8 @@ static int join_channel(op_t *op) {
   op->subscribed = true;
   op->w.on_wake = on_wake;
   op->w.wake = op->lock->kind->wake; /* whom a message wakes: the kind says */
-  int rc = pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
-  if (rc < 0) op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
+  int rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+  if (rc < 0) rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
   return rc;
 }
 
@@ -432,14 +432,14 @@ static void acquired(op_t *op) {
     acquire_fail(op, cancelled_rc());
     return;
   }
-  if (watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, op_lease_ms(op),
+  if (rlock__watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, rlock__op_lease_ms(op),
                         op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at)) {
     undo_attempt(op, false); /* cannot track it: do not keep it */
     acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
   drop_latch(op, ACQUIRE_LATCH);
-  op_finish(op, 0, 0, NULL, 0);
+  rlock__op_finish(op, 0, 0, NULL, 0);
 }
 
 /* Held by others for ttl ms more at most (-1: no bound): wait, or end. */
@@ -465,7 +465,7 @@ static void busy(op_t *op, int64_t ttl) {
 
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
-  if (op->finished) { /* closing: op_undo_on_close() already sent this try's undo, and
+  if (op->finished) { /* closing: rlock__op_undo_on_close() already sent this try's undo, and
                          op->lock may be freed (the caller's call has returned) */
     orphan(op);
     rlock_reply_free(reply);
@@ -505,7 +505,7 @@ static void start_acquire(op_t *op) {
   }
   op->timer = evtimer_new(cl->base, wait_timer_cb, op);
   if (!op->timer) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
@@ -534,7 +534,7 @@ static bool others_in_flight(const op_t *op, int64_t *lease) {
     if (o == op) continue;
     if (owner_op_in_flight(o, OP_ACQUIRE, op->lock->name, op->lock->len, op->owner_id)) {
       any = true;
-      if (op_lease_ms(o) > *lease) *lease = op_lease_ms(o);
+      if (rlock__op_lease_ms(o) > *lease) *lease = rlock__op_lease_ms(o);
     } else if (owner_op_in_flight(o, OP_RELEASE, op->lock->name, op->lock->len, op->owner_id)) {
       any = true;
     }
@@ -551,10 +551,10 @@ static void send_release(op_t *op) {
   rlock_lock_t *l = op->lock;
   watchdog_t *wd = &op->cl->wd;
   int64_t unknown, pending_lease;
-  int64_t count = watchdog_count(wd, l->name, l->len, op->owner_id, &unknown);
+  int64_t count = rlock__watchdog_count(wd, l->name, l->len, op->owner_id, &unknown);
   if (others_in_flight(op, &pending_lease)) op->unchecked = true; /* for every copy of this id */
   if (op->unchecked) count = 0;
-  op->lease_ms = watchdog_lease(wd, l->name, l->len, op->owner_id);
+  op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
   bytes_t latch;
@@ -599,8 +599,8 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     drop_latch(op, UNLOCK_LATCH);
   }
   rlock_reply_free(reply);
-  watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
-  op_finish(op, rc, value, NULL, 0);
+  rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
+  rlock__op_finish(op, rc, value, NULL, 0);
 }
 
 /* ------------------------------------------------------------ force unlock, queries */
@@ -626,20 +626,20 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
     if (op->kind != OP_FORCE && answer_lost(status) &&
         op->retries < cl->opt.retry_attempts) {
       op->retries++;
-      op_start(op);
+      rlock__op_start(op);
       return;
     }
-    op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
+    rlock__op_finish(op, rlock__fail_keep(status), 0, NULL, 0);
     return;
   }
   if (op->kind == OP_FORCE && reply->type == RLOCK_REPLY_INTEGER && reply->integer == 1)
-    watchdog_forget(&cl->wd, op->lock->name, op->lock->len); /* our own holds of it are gone */
+    rlock__watchdog_forget(&cl->wd, op->lock->name, op->lock->len); /* our own holds of it are gone */
   int rc = 0;
   int64_t v = 0;
   void *ptr = NULL;
   size_t n = 0;
   bool ok = true;
-  if (op->kind == OP_FORCE && reply_is_error(reply, "NOTLOCK ")) {
+  if (op->kind == OP_FORCE && rlock__reply_is_error(reply, "NOTLOCK ")) {
     const char *kind = reply->str + 8;
     rc = rlock__fail(RLOCK_ENOTLOCK, "it holds a %.20s%s: left as it is", kind,
                      strcmp(kind, "hash") ? "" : " that is not owner -> hold count");
@@ -671,7 +671,7 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
   }
   if (!ok && !rc) rc = rlock__fail(RLOCK_EPROTO, "unexpected reply (is the key a Redisson lock?)");
   rlock_reply_free(reply);
-  op_finish(op, rc, v, ptr, n);
+  rlock__op_finish(op, rc, v, ptr, n);
 }
 
 static void start_simple(op_t *op) {
@@ -688,19 +688,19 @@ static void start_simple(op_t *op) {
     const char *argv[3] = {verbs[op->kind], l->name, op->owner_id};
     size_t lens[3] = {strlen(verbs[op->kind]), l->len, op->owner_len};
     int argc = op->kind == OP_IS_HELD || op->kind == OP_COUNT ? 3 : 2;
-    r = req_new(argc, argv, lens, t, simple_done, op);
+    r = rlock__req_new(argc, argv, lens, t, simple_done, op);
   }
   if (!r) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   op->in_flight = true;
-  client_send(cl, l ? l->name : NULL, l ? l->len : 0, r);
+  rlock__client_send(cl, l ? l->name : NULL, l ? l->len : 0, r);
 }
 
 /* ------------------------------------------------------------ dispatch */
 
-void op_start(op_t *op) {
+void rlock__op_start(op_t *op) {
   client_t *cl = op->cl;
   if (!op->aprev && cl->active != op) { /* first start: join the active list */
     op->anext = cl->active;
@@ -716,12 +716,12 @@ void op_start(op_t *op) {
     send_release(op);
     break;
   case OP_COMMAND:
-    usercmd_start(op); /* on the user connection (usercmd.c) */
+    rlock__usercmd_start(op); /* on the user connection (usercmd.c) */
     break;
   case OP_VALID_UNTIL: {
     int64_t v = 0;
-    int rc = watchdog_valid_until(&cl->wd, op->lock->name, op->lock->len, op->owner_id, &v);
-    op_finish(op, rc, v, NULL, 0);
+    int rc = rlock__watchdog_valid_until(&cl->wd, op->lock->name, op->lock->len, op->owner_id, &v);
+    rlock__op_finish(op, rc, v, NULL, 0);
     break;
   }
   default:

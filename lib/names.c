@@ -37,16 +37,16 @@ static uint16_t crc_update(uint16_t crc, const char *p, size_t n) {
   return crc;
 }
 
-uint16_t names_crc16(const char *p, size_t n) { return crc_update(0, p, n); }
+uint16_t rlock__names_crc16(const char *p, size_t n) { return crc_update(0, p, n); }
 
-uint16_t names_slot(const char *key, size_t n) {
+uint16_t rlock__names_slot(const char *key, size_t n) {
   const char *open = memchr(key, '{', n);
   if (open) {
     size_t rest = n - (size_t)(open - key) - 1;
     const char *close = memchr(open + 1, '}', rest);
-    if (close && close > open + 1) return names_crc16(open + 1, (size_t)(close - open - 1)) & (SLOTS - 1);
+    if (close && close > open + 1) return rlock__names_crc16(open + 1, (size_t)(close - open - 1)) & (SLOTS - 1);
   }
-  return names_crc16(key, n) & (SLOTS - 1);
+  return rlock__names_crc16(key, n) & (SLOTS - 1);
 }
 
 /* ------------------------------------------------------------ slot tags */
@@ -66,7 +66,7 @@ static void build_tags(void) {
     for (size_t v = 0; v < total && left; v++) {
       size_t x = v;
       for (size_t i = len; i-- > 0; x /= k) s[i] = TAG_ALPHABET[x % k];
-      uint16_t slot = names_crc16(s, len) & (SLOTS - 1);
+      uint16_t slot = rlock__names_crc16(s, len) & (SLOTS - 1);
       if (tags[slot][0]) continue;
       memcpy(tags[slot], s, len);
       left--;
@@ -74,7 +74,7 @@ static void build_tags(void) {
   }
 }
 
-const char *names_tag(uint16_t slot) {
+const char *rlock__names_tag(uint16_t slot) {
   pthread_once(&tags_once, build_tags);
   return tags[slot & (SLOTS - 1)];
 }
@@ -106,28 +106,28 @@ static int build(bytes_t *out, const char *prefix, const char *name, size_t len,
   size_t plen[8] = {prefix ? strlen(prefix) : 0, 1, 1, len, 1, 1, suffix ? strlen(suffix) : 0};
   int rc = join(out, piece, plen, 7);
   if (rc) return rc;
-  uint16_t slot = names_slot(name, len);
-  if (names_slot(out->p, out->n) == slot) return 0;
+  uint16_t slot = rlock__names_slot(name, len);
+  if (rlock__names_slot(out->p, out->n) == slot) return 0;
   free(out->p);
-  const char *tag = names_tag(slot);
+  const char *tag = rlock__names_tag(slot);
   const char *alt[8] = {prefix, pre, "{", tag, "}", name, sep, suffix};
   size_t alen[8] = {plen[0], 1, 1, strlen(tag), 1, len, 1, plen[6]};
   if ((rc = join(out, alt, alen, 8))) return rc;
-  if (names_slot(out->p, out->n) == slot) return 0;
+  if (rlock__names_slot(out->p, out->n) == slot) return 0;
   free(out->p); /* a brace in prefix or suffix: a bug of the caller */
   out->p = NULL;
   return RLOCK_EINVAL;
 }
 
-int names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
+int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix) {
   return build(out, prefix, name, len, suffix);
 }
 
-int names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len) {
+int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len) {
   return build(out, prefix, name, len, NULL);
 }
 
-int names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix) {
+int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix) {
   return build(out, NULL, name, len, suffix);
 }

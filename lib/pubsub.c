@@ -49,7 +49,7 @@ static void resub_later(pubsub_t *ps);
 static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
   sub_ctx_t *x = r->ctx;
   pubsub_t *ps = x->ps;
-  channel_t *ch = map_get(&ps->channels, x->name, x->len);
+  channel_t *ch = rlock__map_get(&ps->channels, x->name, x->len);
   if (ch && ch->gen == x->gen && ch->state == CH_SUBSCRIBING) {
     bool ok = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
     ch->state = ok ? CH_SUBSCRIBED : CH_UNSUBSCRIBED;
@@ -74,7 +74,7 @@ static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
   }
   const char *argv[2] = {verb, ch->name};
   size_t lens[2] = {strlen(verb), ch->len};
-  req_t *r = req_new(2, argv, lens, ps->cl->opt.command_timeout_ms, sub ? sub_done : NULL, x);
+  req_t *r = rlock__req_new(2, argv, lens, ps->cl->opt.command_timeout_ms, sub ? sub_done : NULL, x);
   if (!r) {
     free(x);
     if (sub) ch->state = CH_UNSUBSCRIBED;
@@ -82,7 +82,7 @@ static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
   }
   stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
   r->conn = CONN_SUB; /* routed by the channel's slot (sharded pub/sub) */
-  client_send(ps->cl, ch->name, ch->len, r);
+  rlock__client_send(ps->cl, ch->name, ch->len, r);
 }
 
 /* Wakes up to n parked waiters (in the order they joined); when fewer are
@@ -106,7 +106,7 @@ static void on_push(conn_t *c, rlock_reply_t *msg) {
   pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
   rlock_reply_t *chan = msg->element[msg->elements == 4 ? 2 : 1];
   stat_add(ps->cl, ST_MESSAGES, 1);
-  channel_t *ch = chan && chan->str ? map_get(&ps->channels, chan->str, chan->len) : NULL;
+  channel_t *ch = chan && chan->str ? rlock__map_get(&ps->channels, chan->str, chan->len) : NULL;
   if (ch) wake_some(ch, ch->wake ? ch->wake(msg->element[msg->elements - 1]) : 1);
   rlock_reply_free(msg);
 }
@@ -114,8 +114,8 @@ static void on_push(conn_t *c, rlock_reply_t *msg) {
 static void on_down(conn_t *c) {
   pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
   map_iter_t it;
-  map_iter_init(&it, &ps->channels);
-  for (map_entry_t *e; (e = map_iter_next(&it));) {
+  rlock__map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     channel_t *ch = e->value;
     if (ch->state == CH_SUBSCRIBED) ch->state = CH_UNSUBSCRIBED;
   }
@@ -125,8 +125,8 @@ static void on_down(conn_t *c) {
  * a channel without waiters is gone from the table). */
 static void resubscribe(pubsub_t *ps) {
   map_iter_t it;
-  map_iter_init(&it, &ps->channels);
-  for (map_entry_t *e; (e = map_iter_next(&it));) {
+  rlock__map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     channel_t *ch = e->value;
     if (ch->state == CH_UNSUBSCRIBED) send_sub(ps, ch, "SUBSCRIBE");
   }
@@ -148,12 +148,12 @@ static void resub_later(pubsub_t *ps) {
   ps->resub_ms = ps->resub_ms * 2 > max ? max : ps->resub_ms * 2;
 }
 
-int pubsub_init(pubsub_t *ps, client_t *cl) {
+int rlock__pubsub_init(pubsub_t *ps, client_t *cl) {
   ps->cl = cl;
-  map_init(&ps->channels);
+  rlock__map_init(&ps->channels);
   ps->resub_ms = cl->opt.reconnect_min_ms;
   ps->resub = evtimer_new(cl->base, resub_cb, ps);
-  int rc = conn_init(&ps->conn, cl, CONN_SUB);
+  int rc = rlock__conn_init(&ps->conn, cl, CONN_SUB);
   if (!ps->resub) rc = RLOCK_ENOMEM;
   ps->conn.on_push = on_push;
   ps->conn.on_down = on_down;
@@ -161,25 +161,25 @@ int pubsub_init(pubsub_t *ps, client_t *cl) {
   return rc;
 }
 
-void pubsub_close(pubsub_t *ps) {
-  conn_close(&ps->conn);
+void rlock__pubsub_close(pubsub_t *ps) {
+  rlock__conn_close(&ps->conn);
   if (ps->resub) event_free(ps->resub);
   ps->resub = NULL;
   map_iter_t it;
-  map_iter_init(&it, &ps->channels);
-  for (map_entry_t *e; (e = map_iter_next(&it));) {
+  rlock__map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     channel_t *ch = e->value;
     free(ch->name);
     free(ch);
   }
-  map_free(&ps->channels);
+  rlock__map_free(&ps->channels);
 }
 
-int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) {
-  channel_t *ch = map_get(&ps->channels, chan, len);
+int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) {
+  channel_t *ch = rlock__map_get(&ps->channels, chan, len);
   if (!ch) {
     if (!(ch = calloc(1, sizeof *ch)) || !(ch->name = rlock__strndup(chan, len)) ||
-        map_put(&ps->channels, chan, len, ch)) {
+        rlock__map_put(&ps->channels, chan, len, ch)) {
       if (ch) free(ch->name);
       free(ch);
       return RLOCK_ENOMEM;
@@ -201,7 +201,7 @@ int pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) {
   return ch->state == CH_SUBSCRIBING ? 0 : 1; /* 1: go on now */
 }
 
-void pubsub_leave(pubsub_t *ps, waiter_t *w) {
+void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
   channel_t *ch = w->ch;
   if (!ch) return;
   if (w->prev) w->prev->next = w->next;
@@ -212,13 +212,13 @@ void pubsub_leave(pubsub_t *ps, waiter_t *w) {
   w->prev = w->next = NULL;
   w->parked = false;
   if (ch->head) return;
-  map_del(&ps->channels, ch->name, ch->len);
+  rlock__map_del(&ps->channels, ch->name, ch->len);
   if (ch->state != CH_UNSUBSCRIBED && ps->conn.state != CS_CLOSED) send_sub(ps, ch, "UNSUBSCRIBE");
   free(ch->name);
   free(ch);
 }
 
-bool pubsub_park(waiter_t *w) {
+bool rlock__pubsub_park(waiter_t *w) {
   if (w->ch && w->ch->wakes) {
     w->ch->wakes = 0;
     return true; /* a message came while we were busy: try again now */
@@ -227,7 +227,7 @@ bool pubsub_park(waiter_t *w) {
   return false;
 }
 
-void pubsub_pass_wake(waiter_t *w) {
+void rlock__pubsub_pass_wake(waiter_t *w) {
   channel_t *ch = w->ch;
   if (!ch) return;
   for (waiter_t *o = ch->head; o; o = o->next)

@@ -69,7 +69,7 @@ static void free_object(void *p) { rlock_reply_free(p); }
 static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,
                                         free_object};
 
-redisReader *reply_reader_new(void) { return redisReaderCreateWithFunctions(&fns); }
+redisReader *rlock__reply_reader_new(void) { return redisReaderCreateWithFunctions(&fns); }
 
 RLOCK_API void rlock_reply_free(rlock_reply_t *r) {
   if (!r) return;
@@ -79,6 +79,6 @@ RLOCK_API void rlock_reply_free(rlock_reply_t *r) {
   free(r);
 }
 
-bool reply_is_error(const rlock_reply_t *r, const char *prefix) {
+bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix) {
   return r && r->type == RLOCK_REPLY_ERROR && r->str && !strncmp(r->str, prefix, strlen(prefix));
 }

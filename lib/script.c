@@ -30,10 +30,10 @@ static void compute(void) {
   }
 }
 
-void script_init(void) { pthread_once(&once, compute); }
-const char *script_body(int s) { return bodies[s]; }
+void rlock__script_init(void) { pthread_once(&once, compute); }
+const char *rlock__script_body(int s) { return bodies[s]; }
 
-req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
+req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
                   const char **args, const size_t *arglens, int64_t timeout_ms, req_done_fn done,
                   void *ctx) {
   int argc = 3 + nkeys + nargs;
@@ -51,7 +51,7 @@ req_t *script_req(int script, int nkeys, const char **keys, const size_t *keylen
   for (int i = 0; i < nkeys; i++) argv[3 + i] = keys[i], argl[3 + i] = keylens[i];
   for (int i = 0; i < nargs; i++)
     argv[3 + nkeys + i] = args[i], argl[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
-  r = req_new(argc, argv, argl, timeout_ms, done, ctx);
+  r = rlock__req_new(argc, argv, argl, timeout_ms, done, ctx);
   if (r) r->script = script;
 out:
   if (argv != stackv) free(argv);
@@ -59,7 +59,7 @@ out:
   return r;
 }
 
-int script_to_eval(req_t *r) {
+int rlock__script_to_eval(req_t *r) {
   /* "*N\r\n" "$7\r\nEVALSHA\r\n" "$40\r\n<sha>\r\n" rest... */
   const char *crlf = memchr(r->cmd, '\n', r->len);
   if (!crlf) return RLOCK_EPROTO;

@@ -2,9 +2,9 @@
  *   redis://[[user]:password@]host[:port][/db]   rediss://... (TLS)
  *   unix:///path/to/sock[?db=N&user=U&password=P]
  * Schemes and "password=" are compared in ASCII, whatever the locale.
- * The messages of url_parse never quote the URL (only fixed text), and
+ * The messages of rlock__url_parse never quote the URL (only fixed text), and
  * rlock_url_redact hides every byte that might be a password in any input,
- * well-formed or not (see url_secret_mask). */
+ * well-formed or not (see rlock__url_secret_mask). */
 #include "internal.h"
 
 #include <ctype.h>
@@ -53,7 +53,7 @@ static int parse_int(const char *s, size_t n, long lo, long hi, int *out) {
   return 0;
 }
 
-void url_free(url_t *u) {
+void rlock__url_free(url_t *u) {
   free(u->host);
   free(u->path);
   free(u->user);
@@ -65,7 +65,7 @@ void url_free(url_t *u) {
 }
 
 static int bad(url_t *u, const char *why) {
-  url_free(u);
+  rlock__url_free(u);
   return rlock__fail(RLOCK_EURL, "invalid Redis URL: %s", why);
 }
 
@@ -120,7 +120,7 @@ static const char *scheme_hint(const char *s) {
   return "unknown scheme (expected redis://, rediss:// or unix://)";
 }
 
-int url_parse(url_t *u, const char *s) {
+int rlock__url_parse(url_t *u, const char *s) {
   memset(u, 0, sizeof *u);
   if (!s || !*s) return bad(u, "empty");
   const char *p;
@@ -206,7 +206,7 @@ static size_t value_end(const char *s, size_t n, size_t i) {
   return n;
 }
 
-void url_secret_mask(const char *s, size_t n, unsigned char *hide) {
+void rlock__url_secret_mask(const char *s, size_t n, unsigned char *hide) {
   memset(hide, 0, n);
   /* user info: the authority up to the last '@', after the user's ':' */
   size_t start = scheme_len(s, n), at = n;
@@ -237,7 +237,7 @@ RLOCK_API void rlock_url_redact(const char *url, char *buf, size_t buflen) {
     snprintf(buf, buflen, "***");
     return;
   }
-  url_secret_mask(url, n, hide);
+  rlock__url_secret_mask(url, n, hide);
   for (size_t i = 0; i < n && o + 1 < buflen; i++) {
     if (!hide[i]) {
       buf[o++] = url[i];

@@ -59,7 +59,7 @@ static size_t arg_len(const char *const *argv, const size_t *argvlen, int i) {
   return argvlen ? argvlen[i] : strlen(argv[i]);
 }
 
-int usercmd_check(int argc, const char *const *argv, const size_t *argvlen) {
+int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvlen) {
   size_t len = arg_len(argv, argvlen, 0);
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     if (word_is(argv[0], len, refused[i].name))
@@ -82,26 +82,26 @@ int usercmd_check(int argc, const char *const *argv, const size_t *argvlen) {
 static void unstick(usercmd_t *u) {
   conn_t *c = &u->conn;
   if (c->state == CS_READY && c->inflight.head && c->inflight.head->completed)
-    conn_reset(c, "user connection reset: an earlier command outlived its timeout");
+    rlock__conn_reset(c, "user connection reset: an earlier command outlived its timeout");
 }
 
 static void unstick_cb(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   usercmd_t *u = arg;
   unstick(u);
-  client_flush(u->cl);
+  rlock__client_flush(u->cl);
 }
 
-int usercmd_init(usercmd_t *u, client_t *cl) {
+int rlock__usercmd_init(usercmd_t *u, client_t *cl) {
   memset(u, 0, sizeof *u);
   u->cl = cl;
   u->unstick = evtimer_new(cl->base, unstick_cb, u);
   if (!u->unstick) return RLOCK_ENOMEM;
-  return conn_init(&u->conn, cl, CONN_USER);
+  return rlock__conn_init(&u->conn, cl, CONN_USER);
 }
 
-void usercmd_close(usercmd_t *u) {
-  conn_close(&u->conn); /* every command still waiting ends with RLOCK_ECLOSED */
+void rlock__usercmd_close(usercmd_t *u) {
+  rlock__conn_close(&u->conn); /* every command still waiting ends with RLOCK_ECLOSED */
   if (u->unstick) event_free(u->unstick);
   u->unstick = NULL;
 }
@@ -133,7 +133,7 @@ static void part_end(call_t *x) {
     rlock__set_msg(x->msg);
   }
   free(x);
-  op_finish(op, status, 0, reply, 0);
+  rlock__op_finish(op, status, 0, reply, 0);
 }
 
 static void timed_out(call_t *x) {
@@ -170,18 +170,18 @@ static void last_done(req_t *r, int status, rlock_reply_t *reply) {
   part_end(x);
 }
 
-void usercmd_start(op_t *op) {
+void rlock__usercmd_start(op_t *op) {
   usercmd_t *u = &op->cl->uc;
   call_t *x = calloc(1, sizeof *x);
   if (!x) {
-    op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   x->op = op;
   for (req_t *r = op->raw; r; r = r->next) x->left++;
   if (!u->started) {
     u->started = true;
-    conn_start(&u->conn);
+    rlock__conn_start(&u->conn);
   } else {
     unstick(u); /* before queueing behind a command that will never answer */
   }
@@ -194,7 +194,7 @@ void usercmd_start(op_t *op) {
     r->ctx = x;
     r->deadline = op->deadline; /* all parts alike: they time out together */
     r->conn = CONN_USER;
-    client_send(op->cl, NULL, 0, r); /* may complete it at once (closed): x lives until the last part */
+    rlock__client_send(op->cl, NULL, 0, r); /* may complete it at once (closed): x lives until the last part */
     r = next;
   }
 }

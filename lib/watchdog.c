@@ -103,17 +103,17 @@ static void hold_free(hold_t *h) {
 }
 
 static void forget(hold_t *h) {
-  map_del(&h->wd->holds, h->key, h->klen);
+  rlock__map_del(&h->wd->holds, h->key, h->klen);
   hold_free(h);
 }
 
 static void lost(hold_t *h, rlock_lost_reason_t reason) {
   watchdog_t *wd = h->wd;
-  map_del(&wd->holds, h->key, h->klen);
+  rlock__map_del(&wd->holds, h->key, h->klen);
   stat_add(wd->cl, ST_LOST, 1);
   size_t len;
   const char *name = hold_name(h, &len);
-  client_lost(wd->cl, name, len, h->owner, reason);
+  rlock__client_lost(wd->cl, name, len, h->owner, reason);
   hold_free(h);
 }
 
@@ -139,7 +139,7 @@ static hold_t *hold_new(watchdog_t *wd, char *key, size_t klen, size_t olen, uin
   h->owner = owner;
   h->gen = ++wd->next_gen;
   h->expire = evtimer_new(wd->cl->base, expire_cb, h);
-  if (!h->expire || map_put(&wd->holds, key, klen, h)) {
+  if (!h->expire || rlock__map_put(&wd->holds, key, klen, h)) {
     if (h->expire) event_free(h->expire);
     free(h);
     return NULL;
@@ -155,12 +155,12 @@ static hold_t *find(watchdog_t *wd, const char *name, size_t len, const char *ow
   char *key = klen <= sizeof stack ? stack : malloc(klen);
   if (!key) return NULL;
   fill_key(key, owner_id, name, len);
-  hold_t *h = map_get(&wd->holds, key, klen);
+  hold_t *h = rlock__map_get(&wd->holds, key, klen);
   if (key != stack) free(key);
   return h;
 }
 
-int watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) {
@@ -198,14 +198,14 @@ int watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t own
   return 0;
 }
 
-int64_t watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        int64_t *unknown) {
   hold_t *h = find(wd, name, len, owner_id);
   *unknown = h ? h->unknown : 0;
   return h ? (int64_t)h->depth : 0;
 }
 
-int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
+int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
   int64_t wdt = wd->cl->opt.watchdog_timeout_ms;
   hold_t *h = find(wd, name, len, owner_id);
   if (!h || h->depth < 2) return wdt; /* untracked: what a watchdog hold would keep */
@@ -215,7 +215,7 @@ int64_t watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char 
   return lease > 0 ? lease : 1; /* a fixed lease that ran out: expire now */
 }
 
-void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        release_t how, int64_t lease_ms) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) return;
@@ -245,7 +245,7 @@ void watchdog_released(watchdog_t *wd, const char *name, size_t len, const char 
   rearm(h);
 }
 
-int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+int rlock__watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                          int64_t *out) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) return rlock__fail(RLOCK_ENOTHELD, "this client tracks no hold of that lock by this owner");
@@ -253,10 +253,10 @@ int watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const cha
   return 0;
 }
 
-void watchdog_forget(watchdog_t *wd, const char *name, size_t len) {
+void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len) {
   map_iter_t it;
-  map_iter_init(&it, &wd->holds);
-  for (map_entry_t *e; (e = map_iter_next(&it));) {
+  rlock__map_iter_init(&it, &wd->holds);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     hold_t *h = e->value;
     size_t hl;
     const char *hn = hold_name(h, &hl);
@@ -278,7 +278,7 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == b->n &&
       wd->cl->cmd.state != CS_CLOSED) {
     for (size_t i = 0; i < b->n; i++) {
-      hold_t *h = map_get(&wd->holds, b->keys[i], b->klens[i]);
+      hold_t *h = rlock__map_get(&wd->holds, b->keys[i], b->klens[i]);
       if (!h || h->gen != b->gens[i] || !renews(h)) continue; /* released or re-taken since */
       rlock_reply_t *e = reply->element[i];
       if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) {
@@ -322,12 +322,12 @@ static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
     b->n = i + 1;
   }
   b->sent_at = rlock_now_ms();
-  req_t *r = script_req(SCRIPT_RENEW, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
+  req_t *r = rlock__script_req(SCRIPT_RENEW, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
                         renew_done, b);
   if (!r) goto out;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
-  client_send(cl, keys[0], kl[0], r); /* one slot per batch where slots matter */
+  rlock__client_send(cl, keys[0], kl[0], r); /* one slot per batch where slots matter */
   b = NULL;
 out:
   if (b) batch_free(b);
@@ -336,10 +336,10 @@ out:
 
 /* One round: every watchdog hold, RENEW_BATCH per script call (and one slot
  * per call where the topology says slots matter). */
-void watchdog_renew_now(watchdog_t *wd) {
+void rlock__watchdog_renew_now(watchdog_t *wd) {
   size_t n = 0, first, count;
   if (!wd->holds.count) {
-    client_flush(wd->cl);
+    rlock__client_flush(wd->cl);
     return;
   }
   bool by_slot = wd->cl->topo->slots_matter;
@@ -350,36 +350,36 @@ void watchdog_renew_now(watchdog_t *wd) {
    * lease later) tries again, and the expire timers report a loss */
   if (!all || (by_slot && !slots)) goto out;
   map_iter_t it;
-  map_iter_init(&it, &wd->holds);
-  for (map_entry_t *e; (e = map_iter_next(&it));) {
+  rlock__map_iter_init(&it, &wd->holds);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     hold_t *h = e->value;
     if (!renews(h)) continue;
     if (by_slot) {
       size_t len;
       const char *name = hold_name(h, &len);
-      slots[n] = names_slot(name, len);
+      slots[n] = rlock__names_slot(name, len);
     }
     all[n++] = h;
   }
-  if (batcher_init(&b, slots, n, RENEW_BATCH)) goto out;
-  while (batcher_next(&b, &first, &count)) {
+  if (rlock__batcher_init(&b, slots, n, RENEW_BATCH)) goto out;
+  while (rlock__batcher_next(&b, &first, &count)) {
     hold_t *hs[RENEW_BATCH];
     for (size_t i = 0; i < count; i++) hs[i] = all[batcher_item(&b, first + i)];
     send_batch(wd, hs, count);
   }
-  batcher_free(&b);
+  rlock__batcher_free(&b);
 out:
   free(all);
   free(slots);
-  client_flush(wd->cl);
+  rlock__client_flush(wd->cl);
 }
 
-static void tick_cb(evutil_socket_t fd, short what, void *arg) { watchdog_renew_now(arg); }
+static void tick_cb(evutil_socket_t fd, short what, void *arg) { rlock__watchdog_renew_now(arg); }
 
-int watchdog_init(watchdog_t *wd, client_t *cl) {
+int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
   memset(wd, 0, sizeof *wd);
   wd->cl = cl;
-  map_init(&wd->holds);
+  rlock__map_init(&wd->holds);
   wd->tick = event_new(cl->base, -1, EV_PERSIST, tick_cb, wd);
   if (!wd->tick) return RLOCK_ENOMEM;
   struct timeval tv;
@@ -389,11 +389,11 @@ int watchdog_init(watchdog_t *wd, client_t *cl) {
   return 0;
 }
 
-void watchdog_close(watchdog_t *wd) {
+void rlock__watchdog_close(watchdog_t *wd) {
   if (wd->tick) event_free(wd->tick);
   wd->tick = NULL;
   map_iter_t it;
-  map_iter_init(&it, &wd->holds);
-  for (map_entry_t *e; (e = map_iter_next(&it));) hold_free(e->value);
-  map_free(&wd->holds);
+  rlock__map_iter_init(&it, &wd->holds);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) hold_free(e->value);
+  rlock__map_free(&wd->holds);
 }

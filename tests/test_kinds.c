@@ -81,18 +81,18 @@ static req_t *eval_req(const char *body, int nkeys, const char **keys, const siz
   argv[argc] = nk, lens[argc++] = strlen(nk);
   for (int i = 0; i < nkeys; i++) argv[argc] = keys[i], lens[argc++] = kl[i];
   for (int i = 0; i < nargs; i++) argv[argc] = args[i], lens[argc++] = strlen(args[i]);
-  return req_new(argc, argv, lens, cl->opt.command_timeout_ms, done, ctx);
+  return rlock__req_new(argc, argv, lens, cl->opt.command_timeout_ms, done, ctx);
 }
 
 static int duo_init(rlock_lock_t *l) {
   n_init++;
-  return names_prefixed(&l->channel, "duo_channel", l->name, l->len) ? RLOCK_ENOMEM : 0;
+  return rlock__names_prefixed(&l->channel, "duo_channel", l->name, l->len) ? RLOCK_ENOMEM : 0;
 }
 
 static req_t *duo_try(op_t *op, const bytes_t *latch, req_done_fn done) {
   char lease[32], ttl[32];
-  snprintf(lease, sizeof lease, "%lld", (long long)op_lease_ms(op));
-  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(op->cl));
+  snprintf(lease, sizeof lease, "%lld", (long long)rlock__op_lease_ms(op));
+  snprintf(ttl, sizeof ttl, "%lld", (long long)rlock__client_latch_ttl(op->cl));
   const char *keys[2] = {op->lock->name, latch->p};
   size_t kl[2] = {op->lock->len, latch->n};
   const char *args[3] = {lease, op->owner_id, ttl};
@@ -115,7 +115,7 @@ static int duo_try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
 
 static req_t *duo_undo(const kind_undo_t *u, req_done_fn done, void *ctx) {
   char ttl[32];
-  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(u->cl));
+  snprintf(ttl, sizeof ttl, "%lld", (long long)rlock__client_latch_ttl(u->cl));
   const char *keys[3] = {u->name, u->channel->p, u->latch->p};
   size_t kl[3] = {u->len, u->channel->n, u->latch->n};
   const char *args[2] = {u->owner_id, ttl};
@@ -132,7 +132,7 @@ static bool duo_undo_reply(const rlock_reply_t *reply) {
 static req_t *duo_release(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done) {
   (void)rel; /* one permit per owner: no count to check */
   char ttl[32];
-  snprintf(ttl, sizeof ttl, "%lld", (long long)client_latch_ttl(op->cl));
+  snprintf(ttl, sizeof ttl, "%lld", (long long)rlock__client_latch_ttl(op->cl));
   const char *keys[3] = {op->lock->name, op->lock->channel.p, latch->p};
   size_t kl[3] = {op->lock->len, op->lock->channel.n, latch->n};
   const char *args[2] = {op->owner_id, ttl};
@@ -180,7 +180,7 @@ static const lock_kind_t duo = {
 
 static rlock_lock_t *duo_lock(rlock_client_t *c, const char *name) {
   rlock_lock_t *l = NULL;
-  CHECK_OK(lock_new_kind(c, &duo, name, strlen(name), &l));
+  CHECK_OK(rlock__lock_new_kind(c, &duo, name, strlen(name), &l));
   CHECK(l->kind == &duo);
   return l;
 }
@@ -193,7 +193,7 @@ TEST(default_kind) {
   th_reply_free(th_cmd(srv, "FLUSHALL", NULL));
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "kinds:default");
-  CHECK(l->kind == &kind_reentrant);
+  CHECK(l->kind == &rlock__kind_reentrant);
   CHECK_STREQ(l->kind->name, "reentrant");
   CHECK_STREQ(l->channel.p, "redisson_lock__channel:{kinds:default}");
   CHECK_OK(rlock_lock_acquire(l, 1, 0, 60000, NULL));
@@ -370,11 +370,11 @@ TEST(wake_policy) {
   client_t *cl = calloc(1, sizeof *cl);
   rlock_options_init(&cl->opt);
   cl->s_name = strdup("rlock-kinds-test");
-  CHECK_OK(url_parse(&cl->url, srv->url));
+  CHECK_OK(rlock__url_parse(&cl->url, srv->url));
   cl->base = base;
-  cl->topo = &topology_single;
-  CHECK_OK(pubsub_init(&cl->ps, cl));
-  conn_start(&cl->ps.conn);
+  cl->topo = &rlock__topology_single;
+  CHECK_OK(rlock__pubsub_init(&cl->ps, cl));
+  rlock__conn_start(&cl->ps.conn);
 
   /* two waiters of one channel with duo's policy, w[0] first */
   waiter_t *w = ws;
@@ -382,37 +382,37 @@ TEST(wake_policy) {
   for (int i = 0; i < 2; i++) {
     w[i].on_wake = record_wake;
     w[i].wake = duo_wake;
-    CHECK_EQ(pubsub_join(&cl->ps, &w[i], chan, strlen(chan)), 0); /* subscribing */
+    CHECK_EQ(rlock__pubsub_join(&cl->ps, &w[i], chan, strlen(chan)), 0); /* subscribing */
   }
   int two = 2;
   CHECK_MSG(spin(base, woken_at_least, &two, 10000), "the subscription woke nobody");
-  CHECK(pubsub_park(&w[0])); /* the subscription's token, for a try in flight */
-  CHECK(!pubsub_park(&w[0]) && !pubsub_park(&w[1])); /* both parked */
+  CHECK(rlock__pubsub_park(&w[0])); /* the subscription's token, for a try in flight */
+  CHECK(!rlock__pubsub_park(&w[0]) && !rlock__pubsub_park(&w[1])); /* both parked */
 
   int w0 = woken[0], w1 = woken[1];
   CHECK_EQ(publish_wakes(base, chan, "one"), 1); /* duo: "one" wakes one... */
   CHECK_EQ(woken[0], w0 + 1);                    /* ...the first that joined */
   CHECK_EQ(woken[1], w1);
-  CHECK(!pubsub_park(&w[0]));
+  CHECK(!rlock__pubsub_park(&w[0]));
   CHECK_EQ(publish_wakes(base, chan, "all"), 2); /* "all" wakes every parked waiter */
-  CHECK(pubsub_park(&w[0])); /* and leaves a token for a try in flight */
+  CHECK(rlock__pubsub_park(&w[0])); /* and leaves a token for a try in flight */
 
   /* without a policy a message wakes one */
-  for (int i = 0; i < 2; i++) pubsub_leave(&cl->ps, &w[i]);
+  for (int i = 0; i < 2; i++) rlock__pubsub_leave(&cl->ps, &w[i]);
   memset(ws, 0, sizeof ws);
   for (int i = 0; i < 2; i++) {
     w[i].on_wake = record_wake;
-    CHECK_EQ(pubsub_join(&cl->ps, &w[i], chan, strlen(chan)), 0);
+    CHECK_EQ(rlock__pubsub_join(&cl->ps, &w[i], chan, strlen(chan)), 0);
   }
   int want = total_woken() + 2;
   CHECK(spin(base, woken_at_least, &want, 10000));
-  CHECK(pubsub_park(&w[0]));
-  CHECK(!pubsub_park(&w[0]) && !pubsub_park(&w[1]));
+  CHECK(rlock__pubsub_park(&w[0]));
+  CHECK(!rlock__pubsub_park(&w[0]) && !rlock__pubsub_park(&w[1]));
   CHECK_EQ(publish_wakes(base, chan, "all"), 1);
 
-  for (int i = 0; i < 2; i++) pubsub_leave(&cl->ps, &w[i]);
-  pubsub_close(&cl->ps);
-  url_free(&cl->url);
+  for (int i = 0; i < 2; i++) rlock__pubsub_leave(&cl->ps, &w[i]);
+  rlock__pubsub_close(&cl->ps);
+  rlock__url_free(&cl->url);
   free(cl->s_name);
   free(cl);
   event_base_free(base);

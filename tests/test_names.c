@@ -4,7 +4,7 @@
  * form) must hash to NAME's Cluster slot whatever the name, and names whose
  * Redisson form already does so keep Redisson's exact string. Checked for the
  * awkward names ("a{b", "{}x", "{a}{b}", "x}{", "}", ...), random byte
- * strings rich in braces and long names; names_slot is checked against a real
+ * strings rich in braces and long names; rlock__names_slot is checked against a real
  * server's CLUSTER KEYSLOT; and a one-node cluster (which refuses cross-slot
  * scripts with CROSSSLOT) runs lock, wait and unlock on the awkward names. */
 #include "harness.h"
@@ -64,7 +64,7 @@ static char *redisson_prefixed(const char *p, const char *name, size_t len, cons
 /* ------------------------------------------------------------ pure checks */
 
 TEST(crc16_and_slot) {
-  CHECK_EQ(names_crc16("123456789", 9), 0x31c3); /* the CRC16/XMODEM check value */
+  CHECK_EQ(rlock__names_crc16("123456789", 9), 0x31c3); /* the CRC16/XMODEM check value */
   rlock_prng_t prng;
   rlock__prng_seed(&prng);
   char buf[300];
@@ -74,12 +74,12 @@ TEST(crc16_and_slot) {
       uint64_t r = rlock__prng_next(&prng);
       buf[j] = r % 4 == 0 ? "{}"[r / 4 % 2] : (char)(r >> 8);
     }
-    CHECK_EQ(names_crc16(buf, n), ref_crc16((unsigned char *)buf, n));
-    CHECK_EQ(names_slot(buf, n), ref_slot(buf, n));
+    CHECK_EQ(rlock__names_crc16(buf, n), ref_crc16((unsigned char *)buf, n));
+    CHECK_EQ(rlock__names_slot(buf, n), ref_slot(buf, n));
   }
-  CHECK_EQ(names_slot("{user1000}.following", 20), names_slot("user1000", 8));
-  CHECK_EQ(names_slot("foo{}{bar}", 10), ref_crc16((const unsigned char *)"foo{}{bar}", 10) & 16383);
-  CHECK_EQ(names_slot("foo{{bar}}zap", 13), names_slot("{bar", 4));
+  CHECK_EQ(rlock__names_slot("{user1000}.following", 20), rlock__names_slot("user1000", 8));
+  CHECK_EQ(rlock__names_slot("foo{}{bar}", 10), ref_crc16((const unsigned char *)"foo{}{bar}", 10) & 16383);
+  CHECK_EQ(rlock__names_slot("foo{{bar}}zap", 13), rlock__names_slot("{bar", 4));
 }
 
 TEST(slot_tags) {
@@ -100,7 +100,7 @@ TEST(slot_tags) {
   }
   CHECK_EQ(found, 16384);
   for (int slot = 0; slot < 16384; slot++) {
-    const char *t = names_tag((uint16_t)slot);
+    const char *t = rlock__names_tag((uint16_t)slot);
     CHECK_MSG(!strcmp(t, first[slot]), "slot %d: tag '%s', expected '%s'", slot, t, first[slot]);
     CHECK_EQ(ref_slot(t, strlen(t)), slot);
   }
@@ -114,7 +114,7 @@ static void check_name(const char *name, size_t len) {
   for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++)
     for (size_t s = 0; s < sizeof suffixes / sizeof *suffixes; s++) {
       bytes_t k = {0};
-      CHECK_OK(names_prefixed_suffix(&k, prefixes[p], name, len, suffixes[s]));
+      CHECK_OK(rlock__names_prefixed_suffix(&k, prefixes[p], name, len, suffixes[s]));
       CHECK_MSG(ref_slot(k.p, k.n) == slot, "'%.*s' -> '%.80s': slot %u != %u", (int)(len > 60 ? 60 : len),
                 name, k.p, ref_slot(k.p, k.n), slot);
       size_t rl;
@@ -123,7 +123,7 @@ static void check_name(const char *name, size_t len) {
         CHECK_MSG(k.n == rl && !memcmp(k.p, red, rl), "'%.*s': not Redisson's string", (int)len, name);
       } else {
         CHECK_MSG(braces, "a name without braces left Redisson's form: '%.*s'", (int)len, name);
-        const char *t = names_tag(slot);
+        const char *t = rlock__names_tag(slot);
         size_t o = strlen(prefixes[p]) + 3 + strlen(t);
         CHECK(k.n == o + len + (suffixes[s] ? strlen(suffixes[s]) + 1 : 0));
         CHECK(!memcmp(k.p, prefixes[p], strlen(prefixes[p])) && k.p[strlen(prefixes[p])] == ':');
@@ -131,16 +131,16 @@ static void check_name(const char *name, size_t len) {
         CHECK(k.p[o - 1] == '}' && !memcmp(k.p + o, name, len));
       }
       free(red);
-      if (p == 0 && s == 0) { /* names_prefixed is the suffix-less form */
+      if (p == 0 && s == 0) { /* rlock__names_prefixed is the suffix-less form */
         bytes_t k2 = {0};
-        CHECK_OK(names_prefixed(&k2, prefixes[p], name, len));
+        CHECK_OK(rlock__names_prefixed(&k2, prefixes[p], name, len));
         CHECK(k2.n == k.n && !memcmp(k2.p, k.p, k.n));
         free(k2.p);
       }
       free(k.p);
     }
   bytes_t k = {0}; /* suffix form "{NAME}:S" */
-  CHECK_OK(names_suffixed(&k, name, len, "timeout"));
+  CHECK_OK(rlock__names_suffixed(&k, name, len, "timeout"));
   CHECK_EQ(ref_slot(k.p, k.n), slot);
   if (!braces) CHECK(k.n == len + 10 && k.p[0] == '{' && !memcmp(k.p + 1, name, len) && !strcmp(k.p + len + 1, "}:timeout"));
   free(k.p);
@@ -150,18 +150,18 @@ TEST(awkward_names) {
   for (size_t i = 0; i < NAWKWARD; i++) check_name(awkward[i], strlen(awkward[i]));
   /* exact strings: Redisson's where it lands, the slot tag where it does not */
   bytes_t k;
-  CHECK_OK(names_prefixed(&k, "redisson_lock__channel", "lock:1", 6));
+  CHECK_OK(rlock__names_prefixed(&k, "redisson_lock__channel", "lock:1", 6));
   CHECK_STREQ(k.p, "redisson_lock__channel:{lock:1}");
   free(k.p);
-  CHECK_OK(names_prefixed(&k, "redisson_lock__channel", "{a}{b}", 6));
+  CHECK_OK(rlock__names_prefixed(&k, "redisson_lock__channel", "{a}{b}", 6));
   CHECK_STREQ(k.p, "redisson_lock__channel:{a}{b}");
   free(k.p);
-  CHECK_OK(names_prefixed_suffix(&k, "redisson_unlock_latch", "cross:{tag}:lock", 16, "r1"));
+  CHECK_OK(rlock__names_prefixed_suffix(&k, "redisson_unlock_latch", "cross:{tag}:lock", 16, "r1"));
   CHECK_STREQ(k.p, "redisson_unlock_latch:cross:{tag}:lock:r1");
   free(k.p);
   char want[64];
-  snprintf(want, sizeof want, "redisson_lock__channel:{%s}a{b", names_tag(names_slot("a{b", 3)));
-  CHECK_OK(names_prefixed(&k, "redisson_lock__channel", "a{b", 3));
+  snprintf(want, sizeof want, "redisson_lock__channel:{%s}a{b", rlock__names_tag(rlock__names_slot("a{b", 3)));
+  CHECK_OK(rlock__names_prefixed(&k, "redisson_lock__channel", "a{b", 3));
   CHECK_STREQ(k.p, want);
   free(k.p);
 }
@@ -209,7 +209,7 @@ TEST(long_names) {
 /* b spells a key body of a: Redisson's "{a}" or our "{T}a". */
 static bool spells(const char *a, size_t al, const char *b, size_t bl) {
   if (bl == al + 2 && b[0] == '{' && b[bl - 1] == '}' && !memcmp(b + 1, a, al)) return true;
-  const char *t = names_tag(names_slot(a, al));
+  const char *t = rlock__names_tag(rlock__names_slot(a, al));
   size_t tl = strlen(t);
   return bl == al + tl + 2 && b[0] == '{' && !memcmp(b + 1, t, tl) && b[tl + 1] == '}' &&
          !memcmp(b + tl + 2, a, al);
@@ -228,7 +228,7 @@ TEST(distinct_keys) {
   for (int i = 0; i < N; i++) {
     lens[i] = 1 + rlock__prng_next(&prng) % 8;
     for (size_t j = 0; j < lens[i]; j++) names[i][j] = "ab{}"[rlock__prng_next(&prng) % 4];
-    CHECK_OK(names_prefixed_suffix(&keys[i], "rlock_acquire_latch", names[i], lens[i], "id"));
+    CHECK_OK(rlock__names_prefixed_suffix(&keys[i], "rlock_acquire_latch", names[i], lens[i], "id"));
   }
   for (int i = 0; i < N; i++)
     for (int j = i + 1; j < N; j++) {
@@ -264,8 +264,8 @@ static void check_keyslot(th_server_t *s, const char *k, size_t n) {
   size_t lens[3] = {7, 7, n};
   redisReply *r = th_cmdv(s, 3, argv, lens);
   CHECK_MSG(r && r->type == REDIS_REPLY_INTEGER, "CLUSTER KEYSLOT: %s", r && r->str ? r->str : "?");
-  CHECK_MSG(r->integer == names_slot(k, n), "key '%.*s': server slot %lld, ours %u", (int)n, k, r->integer,
-            names_slot(k, n));
+  CHECK_MSG(r->integer == rlock__names_slot(k, n), "key '%.*s': server slot %lld, ours %u", (int)n, k, r->integer,
+            rlock__names_slot(k, n));
   th_reply_free(r);
 }
 
@@ -279,7 +279,7 @@ TEST(cluster_keyslot) {
     check_keyslot(s, nm, strlen(nm)), checked++;
     for (size_t p = 0; p < 3; p++) {
       bytes_t k;
-      CHECK_OK(names_prefixed_suffix(&k, prefixes[p], nm, strlen(nm), p ? "0123abcd" : NULL));
+      CHECK_OK(rlock__names_prefixed_suffix(&k, prefixes[p], nm, strlen(nm), p ? "0123abcd" : NULL));
       check_keyslot(s, k.p, k.n), checked++;
       free(k.p);
     }
@@ -293,7 +293,7 @@ TEST(cluster_keyslot) {
     }
     check_keyslot(s, buf, n), checked++;
   }
-  printf("# %d keys: names_slot == CLUSTER KEYSLOT\n", checked);
+  printf("# %d keys: rlock__names_slot == CLUSTER KEYSLOT\n", checked);
   th_server_stop(s);
 }
 
@@ -342,7 +342,7 @@ TEST(one_node_cluster_locks) {
     CHECK_OK(rlock_lock_release(l, 1));
     /* a waiter parks on the lock's channel; the last unlock's message wakes it */
     bytes_t ch;
-    CHECK_OK(names_prefixed(&ch, "redisson_lock__channel", nm, strlen(nm)));
+    CHECK_OK(rlock__names_prefixed(&ch, "redisson_lock__channel", nm, strlen(nm)));
     snprintf(chan, sizeof chan, "%s", ch.p);
     free(ch.p);
     waiter_arg_t w = {l, 1};

@@ -31,10 +31,10 @@
  * once, hold at most max items, and (by_slot) one slot each in item order. */
 static size_t batches_of(const uint16_t *slots, size_t n, size_t max, bool by_slot) {
   batcher_t b;
-  CHECK_OK(batcher_init(&b, by_slot ? slots : NULL, n, max));
+  CHECK_OK(rlock__batcher_init(&b, by_slot ? slots : NULL, n, max));
   char *seen = calloc(n + 1, 1);
   size_t first, count, batches = 0, next = 0;
-  while (batcher_next(&b, &first, &count)) {
+  while (rlock__batcher_next(&b, &first, &count)) {
     CHECK(count >= 1 && count <= max && first == next);
     next = first + count;
     batches++;
@@ -50,7 +50,7 @@ static size_t batches_of(const uint16_t *slots, size_t n, size_t max, bool by_sl
     }
   }
   CHECK_EQ(next, n);
-  batcher_free(&b);
+  rlock__batcher_free(&b);
   free(seen);
   return batches;
 }
@@ -106,18 +106,18 @@ static client_t *bare_new(struct event_base *base, const char *url, int64_t time
   rlock_options_init(&cl->opt);
   cl->opt.command_timeout_ms = timeout_ms;
   cl->s_name = strdup("rlock-seams-test");
-  CHECK_OK(url_parse(&cl->url, url));
+  CHECK_OK(rlock__url_parse(&cl->url, url));
   cl->base = base;
   cl->topo = topo;
-  script_init();
-  CHECK_OK(conn_init(&cl->cmd, cl, CONN_CMD));
-  conn_start(&cl->cmd);
+  rlock__script_init();
+  CHECK_OK(rlock__conn_init(&cl->cmd, cl, CONN_CMD));
+  rlock__conn_start(&cl->cmd);
   return cl;
 }
 
 static void bare_free(client_t *cl) {
-  conn_close(&cl->cmd);
-  url_free(&cl->url);
+  rlock__conn_close(&cl->cmd);
+  rlock__url_free(&cl->url);
   free(cl->s_name);
   free(cl);
 }
@@ -141,12 +141,12 @@ static int answered(void *arg) { return ((done_rec_t *)arg)->calls > 0; }
 
 static req_t *cmd_req(done_rec_t *d, const char *a0, const char *a1, const char *a2) {
   const char *argv[3] = {a0, a1, a2};
-  return req_new(a2 ? 3 : a1 ? 2 : 1, argv, NULL, 3000, on_done, d);
+  return rlock__req_new(a2 ? 3 : a1 ? 2 : 1, argv, NULL, 3000, on_done, d);
 }
 
 static int append(req_t *r, const char *a0, const char *a1, const char *a2) {
   const char *argv[3] = {a0, a1, a2};
-  return req_append(r, a2 ? 3 : a1 ? 2 : 1, argv, NULL);
+  return rlock__req_append(r, a2 ? 3 : a1 ? 2 : 1, argv, NULL);
 }
 
 /* reentrant_acquire.lua for name by owner (the acquire latch as second key). */
@@ -154,10 +154,10 @@ static req_t *acquire_req(done_rec_t *d, const char *name, const char *owner) {
   const char *keys[2] = {name, NULL};
   size_t kl[2] = {strlen(name), 0};
   bytes_t latch;
-  CHECK_OK(names_prefixed_suffix(&latch, "rlock_acquire_latch", name, kl[0], "seams-req"));
+  CHECK_OK(rlock__names_prefixed_suffix(&latch, "rlock_acquire_latch", name, kl[0], "seams-req"));
   keys[1] = latch.p, kl[1] = latch.n;
   const char *args[3] = {"30000", owner, "10000"};
-  req_t *r = script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, 3000, on_done, d);
+  req_t *r = rlock__script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, 3000, on_done, d);
   free(latch.p);
   return r;
 }
@@ -167,7 +167,7 @@ static th_server_t *srv;
 /* The replica-sync shape: the acquire script and WAIT 0 0 as one request. */
 TEST(compound_script_wait) {
   struct event_base *base = event_base_new();
-  client_t *cl = bare_new(base, srv->url, 3000, &topology_single);
+  client_t *cl = bare_new(base, srv->url, 3000, &rlock__topology_single);
   CHECK(spin(base, is_ready, cl, 10000));
   long long evalsha = th_cmdstat(srv, "evalsha"), wait = th_cmdstat(srv, "wait");
   uint64_t sent = cl->st[ST_COMMANDS];
@@ -175,7 +175,7 @@ TEST(compound_script_wait) {
   req_t *r = acquire_req(&d, "seams:compound", "owner-1");
   CHECK_OK(append(r, "WAIT", "0", "0"));
   CHECK_EQ(r->ncmds, 2);
-  client_send(cl, "seams:compound", 14, r);
+  rlock__client_send(cl, "seams:compound", 14, r);
   CHECK(spin(base, answered, &d, 10000));
   CHECK_EQ(d.calls, 1);
   CHECK_EQ(d.status, 0);
@@ -189,7 +189,7 @@ TEST(compound_script_wait) {
   CHECK_EQ(cl->st[ST_COMMANDS] - sent, 2);
   /* the connection is in step: the next request gets its own reply */
   rec_reset(&d);
-  client_send(cl, NULL, 0, cmd_req(&d, "ECHO", "next", NULL));
+  rlock__client_send(cl, NULL, 0, cmd_req(&d, "ECHO", "next", NULL));
   CHECK(spin(base, answered, &d, 10000));
   CHECK(d.reply && d.reply->type == RLOCK_REPLY_STRING && !strcmp(d.reply->str, "next"));
   rec_reset(&d);
@@ -200,13 +200,13 @@ TEST(compound_script_wait) {
 /* A server without the script (SCRIPT FLUSH): the compound is re-sent whole as EVAL. */
 TEST(compound_noscript) {
   struct event_base *base = event_base_new();
-  client_t *cl = bare_new(base, srv->url, 3000, &topology_single);
+  client_t *cl = bare_new(base, srv->url, 3000, &rlock__topology_single);
   CHECK(spin(base, is_ready, cl, 10000));
   th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
   done_rec_t d = {0};
   req_t *r = acquire_req(&d, "seams:noscript", "owner-2");
   CHECK_OK(append(r, "WAIT", "0", "0"));
-  client_send(cl, "seams:noscript", 14, r);
+  rlock__client_send(cl, "seams:noscript", 14, r);
   CHECK(spin(base, answered, &d, 10000));
   CHECK_EQ(d.calls, 1);
   CHECK_EQ(d.status, 0);
@@ -243,12 +243,12 @@ static int half_answered(void *arg) {
 /* PING answered, BLPOP blocked: the connection is killed between the two replies. */
 TEST(compound_conn_lost) {
   struct event_base *base = event_base_new();
-  client_t *cl = bare_new(base, srv->url, 30000, &topology_single);
+  client_t *cl = bare_new(base, srv->url, 30000, &rlock__topology_single);
   CHECK(spin(base, is_ready, cl, 10000));
   done_rec_t d = {0};
   req_t *r = cmd_req(&d, "PING", NULL, NULL);
   CHECK_OK(append(r, "BLPOP", "seams:never", "0"));
-  client_send(cl, NULL, 0, r);
+  rlock__client_send(cl, NULL, 0, r);
   half_answered_t x = {r, &d};
   CHECK(spin(base, half_answered, &x, 10000));
   CHECK_EQ(d.calls, 0);
@@ -259,7 +259,7 @@ TEST(compound_conn_lost) {
   CHECK(d.reply == NULL);
   CHECK(spin(base, is_ready, cl, 10000)); /* reconnected: nothing completes twice */
   done_rec_t e = {0};
-  client_send(cl, NULL, 0, cmd_req(&e, "ECHO", "after", NULL));
+  rlock__client_send(cl, NULL, 0, cmd_req(&e, "ECHO", "after", NULL));
   CHECK(spin(base, answered, &e, 10000));
   CHECK(e.reply && e.reply->str && !strcmp(e.reply->str, "after"));
   CHECK_EQ(d.calls, 1);
@@ -273,21 +273,21 @@ TEST(compound_conn_lost) {
  * did not. It completes once; the late reply is read and discarded. */
 TEST(compound_timeout) {
   struct event_base *base = event_base_new();
-  client_t *cl = bare_new(base, srv->url, 300, &topology_single);
+  client_t *cl = bare_new(base, srv->url, 300, &rlock__topology_single);
   CHECK(spin(base, is_ready, cl, 10000));
   done_rec_t d = {0};
   req_t *r = cmd_req(&d, "PING", NULL, NULL);
   r->deadline = rlock_now_ms() + 300;
   CHECK_OK(append(r, "BLPOP", "seams:late", "0"));
   int64_t t0 = rlock_now_ms();
-  client_send(cl, NULL, 0, r);
+  rlock__client_send(cl, NULL, 0, r);
   CHECK(spin(base, answered, &d, 10000));
   CHECK_EQ(d.status, RLOCK_ETIMEDOUT);
   CHECK(d.at - t0 >= 300);
   CHECK(one_blocked(srv)); /* the BLPOP is still waiting on the server */
   th_reply_free(th_cmd(srv, "RPUSH", "seams:late", "x", NULL));
   done_rec_t e = {0};
-  client_send(cl, NULL, 0, cmd_req(&e, "ECHO", "in-step", NULL));
+  rlock__client_send(cl, NULL, 0, cmd_req(&e, "ECHO", "in-step", NULL));
   CHECK(spin(base, answered, &e, 10000));
   CHECK_EQ(e.status, 0);
   CHECK(e.reply && e.reply->type == RLOCK_REPLY_STRING && !strcmp(e.reply->str, "in-step"));
@@ -309,10 +309,10 @@ static bool test_hook(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *er
   (void)cl, (void)c;
   hook_calls++;
   snprintf(hook_err, sizeof hook_err, "%s", err->str);
-  if (redirect_to && reply_is_error(err, "MOVED")) {
+  if (redirect_to && rlock__reply_is_error(err, "MOVED")) {
     CHECK_EQ(atoi(err->str + 6), r->slot); /* the request kept its slot... */
     CHECK(r->cmd && r->len);               /* ...and its command */
-    conn_send(&redirect_to->cmd, r);
+    rlock__conn_send(&redirect_to->cmd, r);
     return true;
   }
   return false;
@@ -330,14 +330,14 @@ TEST(requests_keep_command_and_slot) {
   client_t *cl = bare_new(base, srv->url, 3000, &hook_topology);
   CHECK(spin(base, is_ready, cl, 10000));
   done_rec_t d = {0};
-  client_send(cl, "seams:{tag}:key", 15, cmd_req(&d, "GET", "seams:{tag}:key", NULL));
+  rlock__client_send(cl, "seams:{tag}:key", 15, cmd_req(&d, "GET", "seams:{tag}:key", NULL));
   CHECK(spin(base, answered, &d, 10000));
   CHECK(d.had_cmd); /* until it was answered */
-  CHECK_EQ(d.slot, names_slot("tag", 3));
+  CHECK_EQ(d.slot, rlock__names_slot("tag", 3));
   CHECK_EQ(hook_calls, 0); /* a nil reply is no error */
   /* error replies pass the hook first (single and compound) */
   rec_reset(&d);
-  client_send(cl, NULL, 0, cmd_req(&d, "GET", NULL, NULL));
+  rlock__client_send(cl, NULL, 0, cmd_req(&d, "GET", NULL, NULL));
   CHECK(spin(base, answered, &d, 10000));
   CHECK_EQ(hook_calls, 1);
   CHECK(!strncmp(hook_err, "ERR wrong number", 16));
@@ -347,7 +347,7 @@ TEST(requests_keep_command_and_slot) {
   req_t *r = cmd_req(&d, "PING", NULL, NULL);
   CHECK_OK(append(r, "NOSUCHCOMMAND", NULL, NULL));
   CHECK_OK(append(r, "ECHO", "3rd", NULL));
-  client_send(cl, NULL, 0, r);
+  rlock__client_send(cl, NULL, 0, r);
   CHECK(spin(base, answered, &d, 10000));
   CHECK_EQ(hook_calls, 2);
   CHECK(!strncmp(hook_err, "ERR unknown command", 19));
@@ -398,7 +398,7 @@ TEST(redirect_hook_follows_moved) {
   CHECK(th_wait_until(knows_both, a, 60000) && th_wait_until(knows_both, b, 60000));
   const char *key = "seams:b"; /* find a key B owns */
   char buf[32];
-  for (int i = 0; names_slot(key, strlen(key)) < 8192; i++) snprintf(buf, sizeof buf, "seams:%d", i), key = buf;
+  for (int i = 0; rlock__names_slot(key, strlen(key)) < 8192; i++) snprintf(buf, sizeof buf, "seams:%d", i), key = buf;
   th_reply_free(th_cmd(b, "SET", key, "on-b", NULL));
 
   struct event_base *base = event_base_new();
@@ -406,7 +406,7 @@ TEST(redirect_hook_follows_moved) {
   CHECK(spin(base, is_ready, ca, 10000) && spin(base, is_ready, cb, 10000));
   redirect_to = cb;
   done_rec_t d = {0};
-  client_send(ca, key, strlen(key), cmd_req(&d, "GET", key, NULL));
+  rlock__client_send(ca, key, strlen(key), cmd_req(&d, "GET", key, NULL));
   CHECK(spin(base, answered, &d, 10000));
   CHECK_EQ(d.calls, 1);
   CHECK_EQ(hook_calls, 1);
@@ -425,7 +425,7 @@ TEST(redirect_hook_follows_moved) {
 /* ------------------------------------------------------------ the routing point of a real client */
 
 /* Counts what a real client routes (verb, connection kind, keys' slots),
- * then routes as topology_single does. */
+ * then routes as rlock__topology_single does. */
 enum { V_EVALSHA, V_SUBSCRIBE, V_UNSUBSCRIBE, V_DEL, V_EXISTS, V_HGET, V_PTTL, V_HGETALL, V_ECHO, V_N };
 static const char *verbs[V_N] = {"evalsha", "subscribe", "unsubscribe", "del", "exists", "hget", "pttl", "hgetall", "echo"};
 static _Atomic long routed[V_N];
@@ -462,7 +462,7 @@ static conn_t *count_route(client_t *cl, const req_t *r) {
   for (int i = 1; i < nkeys; i++) {
     size_t l0, li;
     const char *k0 = arg_at(r, first, &l0), *ki = arg_at(r, first + i, &li);
-    if (names_slot(k0, l0) != names_slot(ki, li)) {
+    if (rlock__names_slot(k0, l0) != rlock__names_slot(ki, li)) {
       cross_slot++;
       break;
     }
@@ -474,9 +474,9 @@ static conn_t *count_route(client_t *cl, const req_t *r) {
   if (nkeys) {
     size_t l0;
     const char *k0 = arg_at(r, first, &l0);
-    CHECK_EQ(r->slot, names_slot(k0, l0)); /* the request carries its key's slot */
+    CHECK_EQ(r->slot, rlock__names_slot(k0, l0)); /* the request carries its key's slot */
   }
-  return topology_single.route(cl, r);
+  return rlock__topology_single.route(cl, r);
 }
 
 static bool no_redirect(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err) {
@@ -540,7 +540,7 @@ static void routing_scenario(const topology_ops_t *topo, int nlocks) {
     snprintf(name, sizeof name, i >= 1 && i <= 5 ? "seams:{grp}:%d" : "seams:route:%d", i);
     ls[i] = th_lock(c, name);
     CHECK_OK(rlock_lock_acquire(ls[i], 1, 0, RLOCK_LEASE_WATCHDOG, NULL));
-    int k = i ? ++per_slot[names_slot(name, strlen(name))] : 0; /* ls[0] is released before the rounds */
+    int k = i ? ++per_slot[rlock__names_slot(name, strlen(name))] : 0; /* ls[0] is released before the rounds */
     if (k > most) most = k;
   }
   /* a waiter: SUBSCRIBE, the unlock message, UNSUBSCRIBE */
@@ -548,7 +548,7 @@ static void routing_scenario(const topology_ops_t *topo, int nlocks) {
   bytes_t ch;
   size_t nl;
   const char *nm = rlock_lock_name(ls[0], &nl);
-  CHECK_OK(names_prefixed(&ch, "redisson_lock__channel", nm, nl));
+  CHECK_OK(rlock__names_prefixed(&ch, "redisson_lock__channel", nm, nl));
   snprintf(chan, sizeof chan, "%s", ch.p);
   free(ch.p);
   pthread_t t;
@@ -606,10 +606,10 @@ TEST(routing_point_by_slot) { routing_scenario(&count_by_slot, 40); }
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
-  script_init();
+  rlock__script_init();
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdn = 0;
-  EVP_Digest(script_body(SCRIPT_RENEW), strlen(script_body(SCRIPT_RENEW)), md, &mdn, EVP_sha1(), NULL);
+  EVP_Digest(rlock__script_body(SCRIPT_RENEW), strlen(rlock__script_body(SCRIPT_RENEW)), md, &mdn, EVP_sha1(), NULL);
   for (unsigned i = 0; i < 20; i++) snprintf(renew_sha + 2 * i, 3, "%02x", md[i]);
   RUN_IF(batcher_modes);
   srv = th_server_start(NULL);

@@ -24,7 +24,7 @@
  *   wake           whom a message on its channel wakes: one waiter, or all
  *   force_req      delete the lock whoever holds it
  * A request builder gets the request's latch key (its last key) and the
- * completion to use; it builds the request (script_req, or req_new for a
+ * completion to use; it builds the request (rlock__script_req, or rlock__req_new for a
  * plain EVAL) and returns it, NULL when out of memory; lock.c sends it.
  * Error replies are lock.c's ("acquire: <error>", RLOCK_ESERVER): the reply
  * functions see only the others.
@@ -83,7 +83,7 @@ struct lock_kind {
   /* rlock_lock_new: fill in l->channel (l->name, l->len are set). 0 or
    * RLOCK_ENOMEM; rlock_lock_free frees l->channel. */
   int (*init)(rlock_lock_t *l);
-  /* One try of op (op->lock, op->owner_id, op_lease_ms(op)); latch last. */
+  /* One try of op (op->lock, op->owner_id, rlock__op_lease_ms(op)); latch last. */
   req_t *(*try_req)(op_t *op, const bytes_t *latch, req_done_fn done);
   /* A try's reply: KIND_GRANTED; KIND_BUSY with *wait_ms, how long at most
    * before trying again (-1: no bound, wait for a message); or an RLOCK_E
@@ -107,11 +107,11 @@ struct lock_kind {
   req_t *(*force_req)(op_t *op, req_done_fn done);
 };
 
-extern const lock_kind_t kind_reentrant;
+extern const lock_kind_t rlock__kind_reentrant;
 
-/* A lock handle of a kind (rlock_lock_new: kind_reentrant). */
-int lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out);
+/* A lock handle of a kind (rlock_lock_new: rlock__kind_reentrant). */
+int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out);
 /* The lease a try asks for (watchdog_timeout_ms for RLOCK_LEASE_WATCHDOG). */
-int64_t op_lease_ms(const op_t *op);
+int64_t rlock__op_lease_ms(const op_t *op);
 
 #endif

@@ -13,18 +13,18 @@
 #define PUBLISH "publish" /* the publish command (spublish for sharded pub/sub) */
 
 static int init(rlock_lock_t *l) {
-  return names_prefixed(&l->channel, CHANNEL, l->name, l->len) ? RLOCK_ENOMEM : 0;
+  return rlock__names_prefixed(&l->channel, CHANNEL, l->name, l->len) ? RLOCK_ENOMEM : 0;
 }
 
 /* reentrant_acquire.lua: KEYS name, latch; ARGV lease, owner, latch TTL. */
 static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   char lease[32], ttl[32];
-  rlock__i64toa(op_lease_ms(op), lease);
-  rlock__i64toa(client_latch_ttl(op->cl), ttl);
+  rlock__i64toa(rlock__op_lease_ms(op), lease);
+  rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
   const char *keys[2] = {op->lock->name, latch->p};
   size_t kl[2] = {op->lock->len, latch->n};
   const char *args[3] = {lease, op->owner_id, ttl};
-  return script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms, done, op);
+  return rlock__script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* nil: acquired; an integer: the holder's PTTL (-1: no TTL); -3: the try was
@@ -41,12 +41,12 @@ static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
  * owner, publish command, latch TTL, the count the owner may keep. */
 static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   char ttl[32], keep[32];
-  rlock__i64toa(client_latch_ttl(u->cl), ttl);
+  rlock__i64toa(rlock__client_latch_ttl(u->cl), ttl);
   rlock__i64toa(u->keep, keep);
   const char *keys[3] = {u->name, u->channel->p, u->latch->p};
   size_t kl[3] = {u->len, u->channel->n, u->latch->n};
   const char *args[5] = {MESSAGE, u->owner_id, PUBLISH, ttl, keep};
-  return script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, u->cl->opt.command_timeout_ms, done, ctx);
+  return rlock__script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, u->cl->opt.command_timeout_ms, done, ctx);
 }
 
 /* 1 given back, 0 tombstone planted, 2 already undone: it ran. */
@@ -59,13 +59,13 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   rlock_lock_t *l = op->lock;
   char lease[32], ttl[32], left[32], extra[32];
   rlock__i64toa(rel->lease_ms, lease);
-  rlock__i64toa(client_latch_ttl(op->cl), ttl);
+  rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
   rlock__i64toa(rel->left, left);
   rlock__i64toa(rel->unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
   const char *args[7] = {MESSAGE, lease, op->owner_id, PUBLISH, ttl, left, extra};
-  return script_req(SCRIPT_UNLOCK, 3, keys, kl, 7, args, NULL, op->cl->opt.command_timeout_ms, done, op);
+  return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, 7, args, NULL, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* 0 still held; 1 released; 2 released and the message reached a subscriber;
@@ -95,10 +95,10 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   const char *keys[2] = {l->name, l->channel.p};
   size_t kl[2] = {l->len, l->channel.n};
   const char *args[3] = {"0", "publish", op->any_type ? "1" : "0"};
-  return script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, t, done, op);
+  return rlock__script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, t, done, op);
 }
 
-const lock_kind_t kind_reentrant = {
+const lock_kind_t rlock__kind_reentrant = {
     .name = "reentrant",
     .init = init,
     .try_req = try_req,

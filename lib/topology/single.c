@@ -18,7 +18,7 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
   return false; /* complete it */
 }
 
-const topology_ops_t topology_single = {
+const topology_ops_t rlock__topology_single = {
     .name = "single",
     .slots_matter = false,
     .route = route,

@@ -5,9 +5,9 @@
 
 #include <stdlib.h>
 
-const topology_ops_t *topology_for(const url_t *u) {
+const topology_ops_t *rlock__topology_for(const url_t *u) {
   (void)u; /* redis-sentinel:// and Cluster seeds will pick theirs here */
-  return &topology_single;
+  return &rlock__topology_single;
 }
 
 static int by_key(const void *a, const void *b) {
@@ -15,7 +15,7 @@ static int by_key(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int batcher_init(batcher_t *b, const uint16_t *slots, size_t n, size_t max) {
+int rlock__batcher_init(batcher_t *b, const uint16_t *slots, size_t n, size_t max) {
   *b = (batcher_t){.slots = slots, .n = n, .max = max ? max : 1};
   if (!slots || n < 2) return 0;
   /* sort (slot, index) pairs: grouped by slot, stable within one */
@@ -31,7 +31,7 @@ int batcher_init(batcher_t *b, const uint16_t *slots, size_t n, size_t max) {
   return 0;
 }
 
-bool batcher_next(batcher_t *b, size_t *first, size_t *count) {
+bool rlock__batcher_next(batcher_t *b, size_t *first, size_t *count) {
   if (b->pos >= b->n) return false;
   size_t end = b->n - b->pos > b->max ? b->pos + b->max : b->n;
   if (b->slots) {
@@ -46,7 +46,7 @@ bool batcher_next(batcher_t *b, size_t *first, size_t *count) {
   return true;
 }
 
-void batcher_free(batcher_t *b) {
+void rlock__batcher_free(batcher_t *b) {
   free(b->order);
   b->order = NULL;
 }

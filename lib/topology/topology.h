@@ -26,28 +26,28 @@ typedef struct topology_ops {
   bool (*on_error_reply)(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err);
 } topology_ops_t;
 
-extern const topology_ops_t topology_single;
+extern const topology_ops_t rlock__topology_single;
 
 /* The topology of a client's URL (one server for every URL today). */
-const topology_ops_t *topology_for(const url_t *u);
+const topology_ops_t *rlock__topology_for(const url_t *u);
 
 /* Cuts n items into batches of at most max items (topology.c). With slots
  * (slots[i]: the slot of item i; pass it only when the topology's
  * slots_matter), items are grouped by slot, keeping their order within a
  * slot, and no batch spans two slots; without, batches follow the items' own
  * order across slots. Use:
- *   batcher_init(&b, slots, n, max);
- *   while (batcher_next(&b, &first, &count))
+ *   rlock__batcher_init(&b, slots, n, max);
+ *   while (rlock__batcher_next(&b, &first, &count))
  *     for (i = first; i < first + count; i++) use(items[batcher_item(&b, i)]);
- *   batcher_free(&b); */
+ *   rlock__batcher_free(&b); */
 typedef struct batcher {
   size_t *order; /* grouped order of the items; NULL: their own order */
   const uint16_t *slots;
   size_t n, pos, max;
 } batcher_t;
-int batcher_init(batcher_t *b, const uint16_t *slots, size_t n, size_t max); /* RLOCK_ENOMEM */
-bool batcher_next(batcher_t *b, size_t *first, size_t *count);
+int rlock__batcher_init(batcher_t *b, const uint16_t *slots, size_t n, size_t max); /* RLOCK_ENOMEM */
+bool rlock__batcher_next(batcher_t *b, size_t *first, size_t *count);
 static inline size_t batcher_item(const batcher_t *b, size_t i) { return b->order ? b->order[i] : i; }
-void batcher_free(batcher_t *b);
+void rlock__batcher_free(batcher_t *b);
 
 #endif

@@ -7,7 +7,7 @@
  *   2. blackholes the replies (right after a release: the woken waiters try
  *      at once) until an acquire has been applied on the server with its
  *      reply held back, then cuts and refuses for longer than that
- *      request's latch TTL (lib/client.c client_latch_ttl): the waiter keeps
+ *      request's latch TTL (lib/client.c rlock__client_latch_ttl): the waiter keeps
  *      re-queuing the same request id, and on the reconnect the latch is
  *      gone: the "acquire re-sent after its latch expired counts twice" hole
  *      (issue 7 item 1) shows up as a count left behind;

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   size_t step = (size_t)(data[0] % 16) + 1;
   data++, size--;
-  redisReader *rd = reply_reader_new();
+  redisReader *rd = rlock__reply_reader_new();
   if (!rd) return 0;
   size_t off = 0;
   int failed = 0;

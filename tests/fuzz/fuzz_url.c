@@ -1,5 +1,5 @@
 /* fuzz_url.c -- libFuzzer target for the Redis URL parser (lib/url.c
- * url_parse) and the redaction of URLs in messages (rlock_url_redact),
+ * rlock__url_parse) and the redaction of URLs in messages (rlock_url_redact),
  * compiled directly from lib/ sources. Besides memory safety it checks:
  *  - a parsed URL has a sane port/db/kind;
  *  - the password bytes never reach an output. "Password bytes" are defined
@@ -12,8 +12,8 @@
  *      (2) the value of every "password=" (any case), up to the next
  *          "&db=", "&user=", "&password=" or the end.
  *    rlock_url_redact must give exactly the input with each run of password
- *    bytes replaced by "***" (cut to the buffer); url_parse's message must
- *    not quote a run of them; a password url_parse accepted must lie in
+ *    bytes replaced by "***" (cut to the buffer); rlock__url_parse's message must
+ *    not quote a run of them; a password rlock__url_parse accepted must lie in
  *    them. */
 #include <ctype.h>
 #include <stdbool.h>
@@ -140,7 +140,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* url_parse's message must not quote a run of 4+ password bytes, except
+/* rlock__url_parse's message must not quote a run of 4+ password bytes, except
  * inside one of url.c's fixed texts. */
 static void check_message(const char *s, size_t n, const unsigned char *pw, const char *msg) {
   char *run = malloc(n + 1);
@@ -164,7 +164,7 @@ static void check_message(const char *s, size_t n, const unsigned char *pw, cons
   free(run);
 }
 
-/* A password url_parse accepted, found verbatim once in the input, lies in
+/* A password rlock__url_parse accepted, found verbatim once in the input, lies in
  * the password bytes (the parser and the redaction agree). */
 static void check_parsed_password(const char *s, const unsigned char *pw, const char *password) {
   size_t pl = strlen(password);
@@ -186,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = strlen(s); /* the C string the library sees */
   reference_mask(s, n, pw);
   url_t u;
-  int rc = url_parse(&u, s);
+  int rc = rlock__url_parse(&u, s);
   if (rc == 0) {
     if (u.kind == URL_UNIX) {
       if (!u.path || u.path[0] != '/') abort();
@@ -195,7 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (u.db < 0 || u.db > 1000000) abort();
     if (u.password) check_parsed_password(s, pw, u.password);
-    url_free(&u);
+    rlock__url_free(&u);
   } else if (rc != RLOCK_EURL) {
     abort();
   } else {
