@@ -12,9 +12,9 @@ static uint64_t hash_bytes(const void *k, size_t n) {
   return h;
 }
 
-void map_init(map_t *m) { memset(m, 0, sizeof *m); }
+void rlock__map_init(map_t *m) { memset(m, 0, sizeof *m); }
 
-void map_free(map_t *m) {
+void rlock__map_free(map_t *m) {
   for (size_t i = 0; i < m->nbuckets; i++) {
     map_entry_t *e = m->buckets[i];
     while (e) {
@@ -24,7 +24,7 @@ void map_free(map_t *m) {
     }
   }
   free(m->buckets);
-  map_init(m);
+  rlock__map_init(m);
 }
 
 static map_entry_t **find(const map_t *m, const void *key, size_t klen, uint64_t h) {
@@ -35,7 +35,7 @@ static map_entry_t **find(const map_t *m, const void *key, size_t klen, uint64_t
   return pp;
 }
 
-void *map_get(const map_t *m, const void *key, size_t klen) {
+void *rlock__map_get(const map_t *m, const void *key, size_t klen) {
   map_entry_t **pp = find(m, key, klen, hash_bytes(key, klen));
   return pp && *pp ? (*pp)->value : NULL;
 }
@@ -59,7 +59,7 @@ static int grow(map_t *m) {
   return 0;
 }
 
-int map_put(map_t *m, const void *key, size_t klen, void *value) {
+int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
   if (m->count + 1 > m->nbuckets && grow(m)) return RLOCK_ENOMEM;
   uint64_t h = hash_bytes(key, klen);
   map_entry_t **pp = find(m, key, klen, h);
@@ -79,7 +79,7 @@ int map_put(map_t *m, const void *key, size_t klen, void *value) {
   return 0;
 }
 
-void *map_del(map_t *m, const void *key, size_t klen) {
+void *rlock__map_del(map_t *m, const void *key, size_t klen) {
   map_entry_t **pp = find(m, key, klen, hash_bytes(key, klen));
   if (!pp || !*pp) return NULL;
   map_entry_t *e = *pp;
@@ -90,13 +90,13 @@ void *map_del(map_t *m, const void *key, size_t klen) {
   return v;
 }
 
-void map_iter_init(map_iter_t *it, const map_t *m) {
+void rlock__map_iter_init(map_iter_t *it, const map_t *m) {
   it->m = m;
   it->bucket = 0;
   it->next = NULL;
 }
 
-map_entry_t *map_iter_next(map_iter_t *it) {
+map_entry_t *rlock__map_iter_next(map_iter_t *it) {
   while (!it->next) {
     if (it->bucket >= it->m->nbuckets) return NULL;
     it->next = it->m->buckets[it->bucket++];
