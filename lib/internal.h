@@ -281,6 +281,7 @@ typedef struct hold hold_t;
 typedef struct watchdog {
   client_t *cl;
   map_t holds;            /* (name, owner) -> hold_t */
+  map_t residue;          /* (name, owner) -> residue_t: unknown releases of a forgotten hold */
   struct event *tick;     /* renewal round every watchdog_timeout/3 */
   uint64_t next_gen;
 } watchdog_t;

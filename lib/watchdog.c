@@ -107,6 +107,41 @@ static void forget(hold_t *h) {
   hold_free(h);
 }
 
+/* Releases whose outcome is unknown outlive their hold: the last hold is
+ * forgotten (its lease frees it), but until that lease can have run out the
+ * server may still count it. If the owner takes the lock again meanwhile,
+ * the new hold inherits them, so the unlock that frees the lock takes that
+ * surplus for what it is, not for a loss. */
+typedef struct residue {
+  int64_t unknown, until;
+} residue_t;
+
+static void residue_keep(hold_t *h) {
+  residue_t *r = malloc(sizeof *r);
+  if (!r) return; /* the next unlock may then report a count mismatch: still freed */
+  r->unknown = h->unknown;
+  r->until = valid_hi(h);
+  free(rlock__map_del(&h->wd->residue, h->key, h->klen));
+  if (rlock__map_put(&h->wd->residue, h->key, h->klen, r)) free(r);
+}
+
+static int64_t residue_take(watchdog_t *wd, const char *key, size_t klen) {
+  residue_t *r = rlock__map_del(&wd->residue, key, klen);
+  int64_t n = r && rlock_now_ms() < r->until ? r->unknown : 0;
+  free(r);
+  return n;
+}
+
+static void residue_prune(watchdog_t *wd) {
+  map_iter_t it;
+  int64_t now = rlock_now_ms();
+  rlock__map_iter_init(&it, &wd->residue);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
+    residue_t *r = e->value;
+    if (now >= r->until) free(rlock__map_del(&wd->residue, e->key, e->klen));
+  }
+}
+
 static void lost(hold_t *h, rlock_lost_reason_t reason) {
   watchdog_t *wd = h->wd;
   rlock__map_del(&wd->holds, h->key, h->klen);
@@ -170,6 +205,7 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
       free(key);
       return RLOCK_ENOMEM;
     }
+    h->unknown = residue_take(wd, h->key, h->klen);
   }
   if (h->depth == h->cap) {
     size_t cap = h->cap ? h->cap * 2 : 4;
@@ -237,6 +273,7 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
     break;
   }
   if (h->depth <= 1) { /* the last hold: nobody renews it, its lease frees it */
+    if (h->unknown) residue_keep(h);
     forget(h);
     return;
   }
@@ -374,12 +411,16 @@ out:
   rlock__client_flush(wd->cl);
 }
 
-static void tick_cb(evutil_socket_t fd, short what, void *arg) { rlock__watchdog_renew_now(arg); }
+static void tick_cb(evutil_socket_t fd, short what, void *arg) {
+  residue_prune(arg);
+  rlock__watchdog_renew_now(arg);
+}
 
 int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
   memset(wd, 0, sizeof *wd);
   wd->cl = cl;
   rlock__map_init(&wd->holds);
+  rlock__map_init(&wd->residue);
   wd->tick = event_new(cl->base, -1, EV_PERSIST, tick_cb, wd);
   if (!wd->tick) return RLOCK_ENOMEM;
   struct timeval tv;
@@ -396,4 +437,7 @@ void rlock__watchdog_close(watchdog_t *wd) {
   rlock__map_iter_init(&it, &wd->holds);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) hold_free(e->value);
   rlock__map_free(&wd->holds);
+  rlock__map_iter_init(&it, &wd->residue);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) free(e->value);
+  rlock__map_free(&wd->residue);
 }

@@ -65,13 +65,15 @@ static long long scripts_base;
 static long long want_scripts;
 static int scripts_reached(void *arg) { return th_scripts_run(srv) - scripts_base >= want_scripts; }
 
-/* A round trip on the client's command connection: every request written
- * before it has been answered. */
+/* A round trip on the client's command connection (a lock query: user
+ * commands have a connection of their own): replies come in order, so once
+ * it answers, every request written before it has been answered. */
 static void ping(rlock_client_t *c) {
-  const char *argv[1] = {"PING"};
-  rlock_reply_t *r = NULL;
-  CHECK_OK(rlock_client_command(c, 1, argv, NULL, &r));
-  rlock_reply_free(r);
+  rlock_lock_t *l = th_lock(c, "inflight:barrier");
+  int locked = -1;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  CHECK_EQ(locked, 0);
+  rlock_lock_free(l);
 }
 
 /* Pauses scripts, starts an acquire of owner 1 that the server holds back,

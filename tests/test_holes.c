@@ -1,8 +1,9 @@
 /* test_holes.c -- the reentrant lock's correctness holes of issue 7, each
  * checked against a real redis-server (the network faults are in
  * tests/fault/test_holes.c):
- *   - a re-entry never shortens the outer hold's lease, and renewal goes on
- *     while any hold of the owner asked for the watchdog (item 5);
+ *   - a re-entry never shortens the outer hold's lease, a renewal never
+ *     shortens a longer lease, and renewal goes on while any hold of the
+ *     owner asked for the watchdog (item 5);
  *   - explicit owners and thread ids are different owners (item 6b);
  *   - every duration is checked before anything is sent, and every script
  *     checks its arguments before it writes (item 7);
@@ -159,6 +160,28 @@ TEST(fixed_reentry_never_shortens) {
             pttl);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "holes:fixed", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A watchdog re-entry inside a longer fixed lease: its renewals (a lease of
+ * 1000 ms every third of it) never cut the 60 s TTL down to the watchdog
+ * lease (lock_renew.lua only lengthens a TTL), and its unlock gives the lock
+ * back the outer lease's remaining time. */
+TEST(renewal_never_shortens) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_lock_t *l = th_lock(c, "holes:renew-long");
+  CHECK_OK(rlock_lock_trylock(l, 0, 60000));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_MSG(wait_renewals(c, 3, 5000), "the watchdog re-entry is not renewed");
+  long long pttl = th_cmd_int(srv, "PTTL", "holes:renew-long", NULL);
+  CHECK_MSG(pttl > 50000, "a renewal cut the 60 s lease to %lld ms", pttl);
+  CHECK_OK(rlock_lock_unlock(l));
+  pttl = th_cmd_int(srv, "PTTL", "holes:renew-long", NULL);
+  CHECK_MSG(pttl > 50000 && pttl <= 60000, "after the inner unlock the TTL is %lld ms (outer lease 60 s)", pttl);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "holes:renew-long", NULL), 0);
+  CHECK_EQ(stats(c).held, 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -443,6 +466,7 @@ int main(int argc, char **argv) {
   srv = th_server_start(NULL);
   RUN_IF(reentry_keeps_watchdog);
   RUN_IF(fixed_reentry_never_shortens);
+  RUN_IF(renewal_never_shortens);
   RUN_IF(explicit_owner_is_not_a_thread);
   RUN_IF(huge_lease_rejected);
   RUN_IF(huge_options_rejected);

@@ -1,7 +1,7 @@
 /* test_lease.c -- fixed leases and wait bounds: a short lease runs out on
  * the server so another owner gets the lock (and the old owner's unlock
  * fails with RLOCK_ENOTHELD, and its lost callback fires); trylock honours
- * its wait bound (generously checked). */
+ * its wait bound (generously checked); valid-until counts from the send. */
 #include <pthread.h>
 #include <string.h>
 
@@ -131,12 +131,50 @@ TEST(wait_shorter_than_lease_of_holder) {
   rlock_client_free(a);
 }
 
+/* rlock_lock_valid_until is the send time of the acquire plus the lease,
+ * not the time its answer came (rlock.h): the server holds the acquire back
+ * for 1000 ms (CLIENT PAUSE WRITE holds scripts), and valid-until stays
+ * within 500 ms of the call's start + the lease. For a fixed lease and for
+ * the watchdog's. */
+TEST(valid_until_counts_from_send) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 10000; /* the held-back acquire must not time out */
+  o.watchdog_timeout_ms = 20000;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "lease:valid");
+  for (int wd = 0; wd < 2; wd++) {
+    int64_t lease = wd ? 20000 : 10000;
+    redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "1000", "WRITE", NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
+    th_reply_free(r);
+    int64_t t0 = rlock_now_ms();
+    CHECK_OK(rlock_lock_trylock(l, 0, wd ? RLOCK_LEASE_WATCHDOG : lease));
+    int64_t t1 = rlock_now_ms(), vu = 0;
+    CHECK_MSG(t1 - t0 >= 800, "the pause did not hold the acquire back (answered after %lld ms)",
+              (long long)(t1 - t0));
+    CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu));
+    printf("%s lease %lld ms, answer after %lld ms: valid until start + %lld ms\n", wd ? "watchdog" : "fixed",
+           (long long)lease, (long long)(t1 - t0), (long long)(vu - t0));
+    CHECK_MSG(vu >= t0 + lease && vu <= t0 + lease + 500,
+              "valid-until is start + %lld ms (lease %lld ms, answer after %lld ms): not counted from the send",
+              (long long)(vu - t0), (long long)lease, (long long)(t1 - t0));
+    CHECK_OK(rlock_lock_unlock(l));
+  }
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "lease:valid", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   srv = th_server_start(NULL);
   RUN(short_lease_expires);
   RUN(trylock_wait_bound);
   RUN(wait_shorter_than_lease_of_holder);
+  RUN(valid_until_counts_from_send);
   th_server_stop(srv);
   return th_done();
 }

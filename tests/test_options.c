@@ -35,6 +35,10 @@ static void recmin_neg(rlock_options_t *o) { o->reconnect_min_ms = -100; }
 static void recmax_below(rlock_options_t *o) { o->reconnect_min_ms = 100, o->reconnect_max_ms = 99; }
 static void retries_neg(rlock_options_t *o) { o->retry_attempts = -1; }
 static void retries_101(rlock_options_t *o) { o->retry_attempts = 101; }
+static void ping_neg(rlock_options_t *o) { o->ping_interval_ms = -1; }
+static void dead_neg(rlock_options_t *o) { o->dead_after_timeouts = -1; }
+static void keepalive_neg(rlock_options_t *o) { o->tcp_keepalive_ms = -1; }
+static void keepalive_big(rlock_options_t *o) { o->tcp_keepalive_ms = 32767001; }
 static void cert_no_key(rlock_options_t *o) { o->tls_cert_file = "/tmp/client.crt"; }
 static void key_no_cert(rlock_options_t *o) { o->tls_key_file = "/tmp/client.key"; }
 
@@ -45,6 +49,8 @@ static const bad_opt_t bad_opts[] = {
     {"watchdog_timeout_ms", watchdog_neg}, {"reconnect_min_ms", recmin0},
     {"reconnect_min_ms", recmin_neg},   {"reconnect_max_ms", recmax_below},
     {"retry_attempts", retries_neg},    {"retry_attempts", retries_101},
+    {"ping_interval_ms", ping_neg},     {"dead_after_timeouts", dead_neg},
+    {"tcp_keepalive_ms", keepalive_neg}, {"tcp_keepalive_ms", keepalive_big},
     {"tls_key_file", cert_no_key},      {"tls_cert_file", key_no_cert},
 };
 
@@ -89,12 +95,16 @@ TEST(limits_accepted) {
   o.watchdog_timeout_ms = 3;
   o.reconnect_min_ms = o.reconnect_max_ms = 1;
   o.connect_timeout_ms = o.command_timeout_ms = 1000;
+  o.ping_interval_ms = 0;    /* off */
+  o.dead_after_timeouts = 0; /* never */
+  o.tcp_keepalive_ms = 0;    /* off */
   rlock_client_t *c = NULL;
   CHECK_OK(rlock_client_new(&c, &o));
   rlock_client_free(c);
   rlock_options_init(&o);
   o.url = srv->url;
   o.retry_attempts = 100;
+  o.tcp_keepalive_ms = 32767000;
   CHECK_OK(rlock_client_new(&c, &o));
   rlock_client_free(c);
 }
@@ -215,12 +225,15 @@ static void pause_scripts(const char *ms) {
 }
 static void unpause(void) { th_reply_free(th_cmd(srv, "CLIENT", "UNPAUSE", NULL)); }
 
-/* Once PING answers, the requests written before it have run. */
+/* A round trip on the client's command connection (a lock query: user
+ * commands have a connection of their own): replies come in order, so once
+ * it answers, every request written before it has run. */
 static void ping(rlock_client_t *c) {
-  const char *argv[1] = {"PING"};
-  rlock_reply_t *r = NULL;
-  CHECK_OK(rlock_client_command(c, 1, argv, NULL, &r));
-  rlock_reply_free(r);
+  rlock_lock_t *l = th_lock(c, "options:barrier");
+  int locked = -1;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  CHECK_EQ(locked, 0);
+  rlock_lock_free(l);
 }
 
 static rlock_stats_t stats(rlock_client_t *c) {

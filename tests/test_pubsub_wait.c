@@ -1,8 +1,9 @@
 /* test_pubsub_wait.c -- waiters are woken through pub/sub, not by polling:
  * while 4 waiters wait ~1 s on a watchdog-held lock (30 s lease) the server
  * sees only a handful of script calls (INFO commandstats), one PUBLISH per
- * releasing unlock and few SUBSCRIBEs; force unlock wakes a waiter that
- * waits forever at once, long before the holder's lease would run out. */
+ * releasing unlock and few SUBSCRIBEs; one message wakes one waiter of a
+ * client, not all; force unlock wakes a waiter that waits forever at once,
+ * long before the holder's lease would run out. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -136,6 +137,73 @@ TEST(force_unlock_wakes_waiter) {
   rlock_client_free(holder);
 }
 
+/* One message wakes one parked waiter of a client, not all of them
+ * (rlock.h: "one waiter is woken"; lib/pubsub.c): three waiters of one
+ * client park on a lock held elsewhere for a minute, then each message
+ * published on its channel costs exactly one more try. */
+static rlock_stats_t stats_of(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st;
+}
+typedef struct stat_want {
+  rlock_client_t *c;
+  uint64_t want;
+} stat_want_t;
+static int attempts_reach(void *a) {
+  stat_want_t *s = a;
+  return stats_of(s->c).acquire_attempts >= s->want;
+}
+static int messages_reach(void *a) {
+  stat_want_t *s = a;
+  return stats_of(s->c).messages >= s->want;
+}
+/* A lock query on c's command connection: replies come in order, so once it
+ * answers, the replies of every try written before it have been handled. */
+static void barrier(rlock_client_t *c) {
+  rlock_lock_t *l = th_lock(c, "pubsub:barrier");
+  int v = -1;
+  CHECK_OK(rlock_lock_is_locked(l, &v));
+  CHECK_EQ(v, 0);
+  rlock_lock_free(l);
+}
+static atomic_int one_done;
+static void on_one_done(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value, (void)arg;
+  CHECK_RC(status, RLOCK_ECLOSED); /* the waiters end when the client is freed */
+  atomic_fetch_add(&one_done, 1);
+}
+
+TEST(message_wakes_one_waiter) {
+  const char *name = "pubsub:one", *chan = "redisson_lock__channel:{pubsub:one}";
+  th_reply_free(th_cmd(srv, "HSET", name, "someone-else:1", "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", name, "60000", NULL));
+  rlock_client_t *w = th_client(srv->url, 0);
+  rlock_lock_t *l = th_lock(w, name);
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(rlock_lock_acquire_async(l, 10 + (rlock_owner_t)i, RLOCK_WAIT_FOREVER, 60000, NULL, on_one_done, NULL));
+  stat_want_t a = {w, 6}; /* each waiter: busy, then busy again once subscribed */
+  CHECK(th_wait_until(attempts_reach, &a, 10000));
+  CHECK(th_wait_until(subscribed, (void *)chan, 10000));
+  barrier(w); /* every try answered: parked (or trying once more on the subscription's wake token) */
+  barrier(w);
+  uint64_t base = stats_of(w).acquire_attempts;
+  for (int m = 1; m <= 3; m++) {
+    stat_want_t msg = {w, stats_of(w).messages + 1};
+    CHECK_EQ(th_cmd_int(srv, "PUBLISH", chan, "0", NULL), 1);
+    CHECK(th_wait_until(messages_reach, &msg, 5000));
+    barrier(w);
+    uint64_t tries = stats_of(w).acquire_attempts - base;
+    CHECK_MSG(tries == (uint64_t)m, "after %d messages the waiters tried %llu times (one wake-up per message)", m,
+              (unsigned long long)tries);
+  }
+  CHECK_EQ(th_cmd_int(srv, "HLEN", name, NULL), 1); /* still the other owner's */
+  rlock_lock_free(l);
+  rlock_client_free(w);
+  CHECK_EQ(atomic_load(&one_done), 3);
+  th_reply_free(th_cmd(srv, "DEL", name, NULL));
+}
+
 /* Several clients in one process, each with its own I/O thread, wait and
  * subscribe at the same time: the engine shares no mutable state between
  * clients (TSan runs this test). */
@@ -176,6 +244,7 @@ int main(int argc, char **argv) {
   srv = th_server_start(NULL);
   RUN(waiters_woken_by_pubsub);
   RUN(force_unlock_wakes_waiter);
+  RUN(message_wakes_one_waiter);
   RUN(clients_wait_side_by_side);
   th_server_stop(srv);
   return th_done();

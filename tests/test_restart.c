@@ -1,6 +1,7 @@
 /* test_restart.c -- redis-server killed and started again on the same port
  * while locks are held and waited for: without persistence the holder gets
- * the lock-lost callback and a waiter recovers and acquires; with an AOF the
+ * the lock-lost callback (at the reconnect, not at the next renewal round)
+ * and a waiter recovers and acquires; with an AOF the
  * waiter resubscribes after the reconnect and is woken by the next unlock's
  * message (not by its 60 s retry timer). */
 #include <pthread.h>
@@ -126,6 +127,42 @@ TEST(restart_without_persistence) {
   th_server_stop(srv);
 }
 
+/* After a reconnect of the command connection the watchdog renews at once
+ * (docs/architecture.md), so a hold that a restart erased is reported at the
+ * reconnect, not at the next renewal round: with a 30 s watchdog the rounds
+ * come every 10 s from the client's start, so a report within 9 s of the
+ * start can only come from the renewal at the reconnect. */
+TEST(lost_reported_at_reconnect) {
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.watchdog_timeout_ms = 30000;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  rlock_client_t *h = NULL;
+  int64_t started = th_now_ms();
+  CHECK_OK(rlock_client_new(&h, &o));
+  rlock_client_on_lost(h, on_lost, NULL);
+  rlock_lock_t *hl = th_lock(h, "restart:lock");
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+  pthread_mutex_lock(&mu);
+  int lost0 = lost_calls;
+  pthread_mutex_unlock(&mu);
+  th_server_restart(srv); /* all data gone */
+  int64_t t0 = th_now_ms();
+  int got = wait_flag(&lost_calls, lost0 + 1, 9000 - (t0 - started));
+  int64_t told = th_now_ms();
+  CHECK_MSG(got == lost0 + 1, "the erased hold was not reported at the reconnect (%lld ms after the "
+            "restart; the next renewal round is %lld ms after it)", (long long)(told - t0),
+            (long long)(started + 10000 - t0));
+  printf("holder told %lld ms after the restart\n", (long long)(told - t0));
+  CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
+  rlock_lock_free(hl);
+  rlock_client_free(h);
+  th_server_stop(srv);
+}
+
 /* Redisson-style unlock by a foreign holder: delete, publish "0". */
 static void foreign_unlock(const char *name) {
   char chan[128];
@@ -225,6 +262,7 @@ TEST(calls_during_outage) {
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   RUN(restart_without_persistence);
+  RUN(lost_reported_at_reconnect);
   RUN(restart_resubscribe);
   RUN(calls_during_outage);
   return th_done();

@@ -1,11 +1,11 @@
-/* test_tls_cert_required.c -- KNOWN BUG (label known_bug: scripts/test
- * lists it as a skip, a failure under CI=true): rlock.h promises that
- * rlock_client_new reports a failed TLS handshake with RLOCK_ETLS. Against a
- * server that requires client certificates (tls-auth-clients yes), a client
- * without one completes its side of the TLS 1.3 handshake, then reads the
- * server's alert while it sends CLIENT SETNAME / SCRIPT LOAD, and
- * lib/conn.c's event callback reports that as RLOCK_ECONNLOST ("TLS with ...
- * failed") because the connection is no longer CS_CONNECTING. */
+/* test_tls_cert_required.c -- rlock.h promises that rlock_client_new
+ * reports a failed TLS handshake with RLOCK_ETLS. Against a server that
+ * requires client certificates (tls-auth-clients yes), a client without one
+ * completes its side of the TLS 1.3 handshake, then reads the server's alert
+ * while it sends CLIENT SETNAME / SCRIPT LOAD: lib/conn.c's event callback
+ * must still call that a TLS failure (it once said RLOCK_ECONNLOST, because
+ * the connection was no longer CS_CONNECTING; the test was labelled
+ * known_bug until the fix). */
 #include "harness.h"
 
 TEST(no_client_cert_is_a_tls_error) {

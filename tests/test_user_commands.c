@@ -152,6 +152,8 @@ static const refused_t refused[] = {
     {3, {"CLIENT", "CACHING", "yes"}, "CLIENT CACHING"},
     {3, {"CLIENT", "SETNAME", "x"}, "CLIENT SETNAME"},
     {3, {"CLIENT", "NO-EVICT", "on"}, "CLIENT NO-EVICT"},
+    {3, {"client", "no-touch", "on"}, "CLIENT NO-TOUCH"},
+    {4, {"CLIENT", "SetInfo", "LIB-NAME", "x"}, "CLIENT SETINFO"},
     {1, {"QUIT"}, "QUIT"},
     {1, {"reset"}, "RESET"},
     {1, {"MULTI"}, "MULTI"},

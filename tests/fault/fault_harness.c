@@ -80,9 +80,8 @@ static void wlog(fh_worker_ctx_t *w, int kind, int status, int64_t vu_ms, uint64
 
 static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
-  (void)reason;
   fh_worker_ctx_t *w = arg;
-  if (hist_log(w->hist_fd, HK_LOST, w->id, name, len, 0, 0, owner) != 0) return;
+  if (hist_log(w->hist_fd, HK_LOST, w->id, name, len, (int)reason, 0, owner) != 0) return;
   emit(w, HK_LOST, 0, 0);
 }
 

@@ -33,7 +33,7 @@ typedef enum hist_kind {
   HK_ENTER,       /* critical section entered */
   HK_EXIT,        /* critical section left (status 1: the holder knew its hold was stale) */
   HK_RELEASE,     /* release returned (status = its rc) */
-  HK_LOST,        /* the lock-lost callback ran for this lock */
+  HK_LOST,        /* the lock-lost callback ran for this lock (status = its rlock_lost_reason_t) */
   HK_FAIL,        /* acquire failed (status = rc) */
   HK_VALID,       /* the holder re-read its valid-until (after renewals) */
   HK_DIED,        /* written by the parent after reaping a killed worker */

@@ -107,6 +107,16 @@ TEST(synthetic_stale_holder) {
   CHECK_EQ(check(&h2, HIST_MUTEX_LEASE, &rep), HIST_VIOLATION);
   CHECK(strstr(rep.list[0].why, "never told") != NULL);
   hist_report_free(&rep);
+  /* B granted 1 ms before A's lease ran out, A told later: a violation */
+  hb_t h3 = {.n = 0};
+  grant(&h3, 100, 0, 1100);
+  add(&h3, 100, HK_ENTER, 0, 0);
+  section(&h3, 1, 1099, 3000, 2099);
+  add(&h3, 2100, HK_LOST, 0, 0);
+  add(&h3, 2200, HK_EXIT, 0, 0);
+  CHECK_EQ(check(&h3, HIST_MUTEX_LEASE, &rep), HIST_VIOLATION);
+  CHECK(strstr(rep.list[0].why, "BEFORE") != NULL);
+  hist_report_free(&rep);
 }
 
 TEST(synthetic_renewed_lease) {

@@ -7,7 +7,8 @@
  *     behind: the lease frees the lock (item 2);
  *   - a waiter woken by the unlock message that then ends without the lock
  *     (deadline, cancel) passes the wake-up on to the next waiter of its
- *     process (item 6c);
+ *     process (item 6c); a message that comes while no waiter is parked
+ *     (its try in flight) leaves a wake token;
  *   - renewals that fail until the lease ran out report the reason (item 10).
  * Server state is checked on the real server with a raw hiredis client. */
 #include <stdatomic.h>
@@ -68,13 +69,15 @@ static int messages_reach(void *a) {
   return stats(s->c).messages >= s->want;
 }
 
-/* A round trip on the client's command connection: every reply written
- * before it has been processed once it answers. */
+/* A round trip on the client's command connection (a lock query: user
+ * commands have a connection of their own): every reply written before it
+ * has been processed once it answers. */
 static void ping(rlock_client_t *c) {
-  const char *argv[1] = {"PING"};
-  rlock_reply_t *r = NULL;
-  CHECK_OK(rlock_client_command(c, 1, argv, NULL, &r));
-  rlock_reply_free(r);
+  rlock_lock_t *l = th_lock(c, "holes:barrier");
+  int locked = -1;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  CHECK_EQ(locked, 0);
+  rlock_lock_free(l);
 }
 
 /* ------------------------------------------------------------ item 1 */
@@ -105,7 +108,8 @@ TEST(acquire_outlives_latch) {
   /* the outage lasts until the request's latch has expired on the server */
   CHECK_MSG(th_wait_until(no_keys, "rlock_acquire_latch:{holes:latch}:*", 20000),
             "the latch did not expire");
-  th_sleep_ms(500); /* a few more re-queues of the waiter's try (timeout 300 ms) */
+  th_sleep_ms(500); /* the scenario: the outage outlasts the latch a little (the waiter's old id is
+                      stale by now: its undo waits for the connection) */
   CHECK(!got.done);
   fp_refuse(px, 0);
   printf("outage of %lld ms (latch TTL 10000 ms)\n", (long long)(rlock_now_ms() - t_down));
@@ -234,6 +238,49 @@ static void wake_passed_on(int cancel_a, const char *label) {
 TEST(wake_passed_on_deadline) { wake_passed_on(0, "woken waiter ends at its deadline"); }
 TEST(wake_passed_on_cancel) { wake_passed_on(1, "woken waiter cancelled"); }
 
+/* A message that comes while the waiter's try is in flight (no waiter of the
+ * client is parked) leaves a wake token: the waiter tries again when its
+ * try comes back busy, instead of sleeping on the holder's TTL. Every
+ * connection of the client is delayed 500 ms each way, so the second
+ * message (published right after the first one's wake-up was sent) reaches
+ * the client while that try is still on its way. */
+TEST(wake_token_while_trying) {
+  const char *name = "holes:token", *chan = "redisson_lock__channel:{holes:token}";
+  th_reply_free(th_cmd(srv, "HSET", name, "someone-else:1", "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", name, "60000", NULL));
+  rlock_client_t *c = fh_client(purl, 30000, 3000, 1);
+  rlock_lock_t *l = th_lock(c, name);
+  fh_latch_t got;
+  fh_latch_init(&got);
+  stat_arg_t sa = {c, stats(c).acquire_attempts + 2};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, RLOCK_WAIT_FOREVER, 60000, NULL, fh_latch_cb, &got));
+  CHECK(th_wait_until(attempts_reach, &sa, 5000)); /* busy, subscribed, busy again */
+  ping(c); /* both tries answered: parked (or trying once more on the subscription's wake-up) */
+  ping(c);
+  fp_delay(px, 500);
+  uint64_t base = stats(c).acquire_attempts;
+  CHECK_EQ(th_cmd_int(srv, "PUBLISH", chan, "0", NULL), 1);
+  stat_arg_t woken = {c, base + 1};
+  CHECK_MSG(th_wait_until(attempts_reach, &woken, 5000), "the message did not wake the waiter");
+  CHECK_EQ(th_cmd_int(srv, "PUBLISH", chan, "0", NULL), 1); /* arrives while that try is in flight */
+  ping(c); /* the try's answer (busy) has been handled */
+  uint64_t tries = stats(c).acquire_attempts - base;
+  fp_delay(px, 0);
+  CHECK_MSG(tries == 2, "two messages, %llu tries: the one that came while the try was in flight was lost",
+            (unsigned long long)tries);
+  CHECK(!got.done);
+  th_reply_free(th_cmd(srv, "DEL", name, NULL));
+  CHECK_EQ(th_cmd_int(srv, "PUBLISH", chan, "0", NULL), 1);
+  CHECK_MSG(fh_latch_wait(&got, 5000), "the waiter did not get the free lock");
+  CHECK_OK(got.status);
+  CHECK_OK(rlock_lock_release(l, 1));
+  fh_result("unlock message while the waiter's try is in flight (500 ms delay)", "single", "reentrant",
+            "a wake token: the waiter tries again at once", 0);
+  fh_latch_destroy(&got);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* ------------------------------------------------------------ item 10 */
 
 static int lost_reaches(void *want) { return atomic_load(&lost_calls) >= *(int *)want; }
@@ -270,6 +317,7 @@ int main(int argc, char **argv) {
   RUN_IF(failed_unlock_not_renewed);
   RUN_IF(wake_passed_on_deadline);
   RUN_IF(wake_passed_on_cancel);
+  RUN_IF(wake_token_while_trying);
   RUN_IF(renewal_failed_reason);
   fp_stop(px);
   th_server_stop(srv);

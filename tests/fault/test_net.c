@@ -409,6 +409,40 @@ TEST(partition_longer_than_lease) {
   rlock_client_free(c);
 }
 
+/* The reconnect backoff doubles from reconnect_min_ms up to reconnect_max_ms
+ * and stays there (rlock.h): through a 3 s refusal a client with 20 / 100 ms
+ * keeps trying about every 100 ms on each of its 2 connections (an uncapped
+ * doubling would try 7 times each, the last one 2.5 s after the one
+ * before), and once connections are accepted again it is back within a
+ * few caps. */
+TEST(refused_backoff_capped) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = purl;
+  o.reconnect_min_ms = 20;
+  o.reconnect_max_ms = 100;
+  o.command_timeout_ms = 500;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  int two = 2;
+  CHECK(th_wait_until(conns_are, &two, 5000));
+  uint64_t a0 = fp_accepted(px);
+  fp_refuse(px, 1);
+  fp_cut(px);
+  th_sleep_ms(3000); /* the scenario: a 3 s outage */
+  uint64_t tries = fp_accepted(px) - a0;
+  int64_t t0 = rlock_now_ms();
+  fp_refuse(px, 0);
+  CHECK_MSG(th_wait_until(conns_are, &two, 5000), "the client did not come back");
+  int64_t back = rlock_now_ms() - t0;
+  printf("3 s refused: %llu connection attempts; back %lld ms after the refusal ended (backoff 20..100 ms)\n",
+         (unsigned long long)tries, (long long)back);
+  CHECK_MSG(tries >= 20, "%llu connection attempts in 3 s: the backoff grew past reconnect_max_ms",
+            (unsigned long long)tries);
+  CHECK_MSG(back < 1000, "back %lld ms after the refusal ended (reconnect_max_ms 100)", (long long)back);
+  rlock_client_free(c);
+}
+
 TEST(delay) {
   rlock_client_t *c = fh_client(purl, 30000, 1000, 2);
   rlock_lock_t *l = th_lock(c, "net:delay");
@@ -442,6 +476,7 @@ int main(int argc, char **argv) {
   RUN(blackhole_replies_unlock);
   RUN(partition_longer_than_lease);
   RUN(delay);
+  RUN(refused_backoff_capped);
   RUN(refused_wait_forever_then_granted);
   RUN(refused_bounded_wait_free);
   RUN(refused_bounded_wait_busy);
