@@ -116,18 +116,22 @@ typedef struct residue {
   int64_t unknown, until;
 } residue_t;
 
-static void residue_keep(hold_t *h) {
+static void residue_keep(hold_t *h, int64_t lease_ms) {
   residue_t *r = malloc(sizeof *r);
   if (!r) return; /* the next unlock may then report a count mismatch: still freed */
   r->unknown = h->unknown;
-  r->until = valid_hi(h);
+  /* a renewal or unlock still in flight may push the server's TTL to a
+   * lease from about now */
+  r->until = max64(valid_hi(h), rlock_now_ms() + lease_ms);
   free(rlock__map_del(&h->wd->residue, h->key, h->klen));
   if (rlock__map_put(&h->wd->residue, h->key, h->klen, r)) free(r);
 }
 
-static int64_t residue_take(watchdog_t *wd, const char *key, size_t klen) {
+/* A new hold whose acquire was sent at sent_at: the server applied it after
+ * that, so the old count can only be there if sent_at < until. */
+static int64_t residue_take(watchdog_t *wd, const char *key, size_t klen, int64_t sent_at) {
   residue_t *r = rlock__map_del(&wd->residue, key, klen);
-  int64_t n = r && rlock_now_ms() < r->until ? r->unknown : 0;
+  int64_t n = r && sent_at < r->until ? r->unknown : 0;
   free(r);
   return n;
 }
@@ -138,7 +142,8 @@ static void residue_prune(watchdog_t *wd) {
   rlock__map_iter_init(&it, &wd->residue);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     residue_t *r = e->value;
-    if (now >= r->until) free(rlock__map_del(&wd->residue, e->key, e->klen));
+    /* kept a latch TTL longer: an acquire sent before until may answer late */
+    if (now >= r->until + rlock__client_latch_ttl(wd->cl)) free(rlock__map_del(&wd->residue, e->key, e->klen));
   }
 }
 
@@ -205,7 +210,7 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
       free(key);
       return RLOCK_ENOMEM;
     }
-    h->unknown = residue_take(wd, h->key, h->klen);
+    h->unknown = residue_take(wd, h->key, h->klen, sent_at);
   }
   if (h->depth == h->cap) {
     size_t cap = h->cap ? h->cap * 2 : 4;
@@ -273,7 +278,7 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
     break;
   }
   if (h->depth <= 1) { /* the last hold: nobody renews it, its lease frees it */
-    if (h->unknown) residue_keep(h);
+    if (h->unknown) residue_keep(h, lease_ms);
     forget(h);
     return;
   }
