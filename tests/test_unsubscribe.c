@@ -154,7 +154,7 @@ TEST(after_resubscribe) {
   done_t d = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
   CHECK_OK(rlock_lock_acquire_async(lw, 2, RLOCK_WAIT_FOREVER, 60000, NULL, on_done, &d));
   await_numsub(chan, 1);
-  /* kill every connection of the waiter's client (command and subscriber) */
+  /* kill the subscribed connections (the waiter's subscriber connection) */
   th_reply_free(th_cmd(srv, "CLIENT", "KILL", "SKIPME", "yes", "TYPE", "pubsub", NULL));
   CHECK_MSG(th_wait_until(w_resubscribed, w, 5000), "the channel was not subscribed again");
   await_numsub(chan, 1);
