@@ -133,6 +133,19 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
       return;
     }
   }
+  if (status == 0 && reply && reply->type != RLOCK_REPLY_STATUS && reply->type != RLOCK_REPLY_STRING &&
+      reply->type != RLOCK_REPLY_ERROR && c->state == CS_HANDSHAKE) {
+    /* AUTH, SELECT, CLIENT SETNAME answer +OK and SCRIPT LOAD a SHA: an array
+     * or a number is RESP from something else (an echo server, a proxy) */
+    char msg[400], peer[256];
+    describe_peer(c, peer, sizeof peer);
+    snprintf(msg, sizeof msg, "%s answered the handshake with an unexpected %s: is this a Redis server?", peer,
+             reply->type == RLOCK_REPLY_ARRAY ? "array" : reply->type == RLOCK_REPLY_NIL ? "nil" : "integer");
+    rlock_reply_free(reply);
+    c->last_err = RLOCK_EPROTO;
+    drop(c, RLOCK_EPROTO, msg);
+    return;
+  }
   rlock_reply_free(reply);
   if (status != 0 || c->state != CS_HANDSHAKE) return; /* drop() reports */
   if (--c->handshake_left > 0) return;

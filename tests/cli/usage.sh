@@ -83,6 +83,24 @@ until_true 10 test -s "$T/http.port" || fail "the fake HTTP server did not start
 expect 69 "a non-Redis server" "$RLOCK" -u "redis://127.0.0.1:$(cat "$T/http.port")" status NAME
 contains "$T/err" "is this a Redis server?" "a non-Redis server is explained"
 
+# An echo server speaks RESP back: every handshake reply is an array.
+python3 -c '
+import socket, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+def echo(c):
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        c.sendall(d)
+while True:
+    c, _ = s.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
+' >"$T/echo.port" &
+BG_PIDS+=($!)
+until_true 10 test -s "$T/echo.port" || fail "the echo server did not start"
+expect 69 "an echo server" "$RLOCK" -u "redis://127.0.0.1:$(cat "$T/echo.port")" status NAME
+contains "$T/err" "is this a Redis server?" "an echo server is explained"
+
 start_redis --requirepass s3cret-pw
 expect 0 "right password" "$RLOCK" -u "redis://:s3cret-pw@127.0.0.1:$PORT" status NAME
 expect 69 "wrong password" "$RLOCK" -u "redis://:wr0ng-pw@127.0.0.1:$PORT" status NAME
