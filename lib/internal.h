@@ -7,7 +7,8 @@
  *   topology  the deployment (topology/): which connection each request goes
  *             to, redirects, whether multi-key batches are cut per slot
  *   script    the embedded Lua scripts: EVALSHA with the NOSCRIPT -> EVAL fallback
- *   pubsub    the subscriber connection: ref-counted channels, wake-one waiters
+ *   pubsub    the subscriber connection: ref-counted channels, parked waiters
+ *             woken as the lock kind says (one for the reentrant lock)
  *   watchdog  the hold registry: batched lease renewal, valid-until, lock-lost
  *   lock      the lock machinery: acquire state machine, release, queries,
  *             driven through each lock's kind table (kinds/kind.h: one file
@@ -372,13 +373,13 @@ struct rlock_client {
   usercmd_t uc;
   watchdog_t wd;
   op_t *active; /* ops in progress (waiting, attempts), doubly linked */
-  map_t handoff; /* lock name -> int64_t* deadline: let notified waiters go first */
+  map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
   bytes_t *dels; /* latch keys to delete in one DEL */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
-  int undos_inflight; /* lock_acquire_undo.lua calls not yet answered (lock.c) */
+  int undos_inflight; /* reentrant_acquire_undo.lua calls not yet answered (lock.c) */
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
@@ -444,7 +445,7 @@ struct op {
   uint64_t owner;
   char owner_id[64];
   size_t owner_len;
-  int64_t wait_ms, lease_ms, deadline; /* deadline -1: forever */
+  int64_t wait_ms, lease_ms, deadline; /* deadline -1: forever (user commands: INT64_MAX) */
   rlock_cancel_t *cancel;
   struct event *cancel_ev, *timer;
   rlock_cb cb;
