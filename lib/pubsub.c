@@ -11,6 +11,8 @@
  * subscribed. */
 #include "internal.h"
 
+#include <limits.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,12 +35,18 @@ typedef struct sub_ctx {
   char name[];
 } sub_ctx_t;
 
-static void wake_all(channel_t *ch) {
-  ch->wakes = 1; /* for waiters whose attempt is in flight */
-  for (waiter_t *w = ch->head, *n; w; w = n) {
-    n = w->next;
+/* Wakes up to n parked waiters (in the order they joined); when fewer are
+ * parked, a wake token is left first for one whose try is in flight
+ * (nothing touches ch once a waiter ran). INT_MAX wakes them all. */
+static void wake_some(channel_t *ch, int n) {
+  int parked = 0;
+  for (waiter_t *w = ch->head; w && parked < n; w = w->next) parked += w->parked;
+  if (parked < n) ch->wakes = 1;
+  for (waiter_t *w = ch->head, *next; w && parked > 0; w = next) {
+    next = w->next;
     if (w->parked) {
       w->parked = false;
+      parked--;
       w->on_wake(w);
     }
   }
@@ -57,7 +65,7 @@ static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
     /* failed: the waiters try now and then sleep on the TTL, until a re-send
      * (or the reconnect, if the connection dropped) subscribes it */
     else if (status != RLOCK_ECLOSED) resub_later(ps);
-    wake_all(ch);
+    wake_some(ch, INT_MAX); /* messages may have been missed: everyone tries */
   }
   rlock_reply_free(reply);
   free(x);
@@ -83,23 +91,6 @@ static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
   stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
   r->conn = CONN_SUB; /* routed by the channel's slot (sharded pub/sub) */
   rlock__client_send(ps->cl, ch->name, ch->len, r);
-}
-
-/* Wakes up to n parked waiters (in the order they joined); when fewer are
- * parked, a wake token is left first for one whose try is in flight (as
- * wake_all does: nothing touches ch once a waiter ran). */
-static void wake_some(channel_t *ch, int n) {
-  int parked = 0;
-  for (waiter_t *w = ch->head; w && parked < n; w = w->next) parked += w->parked;
-  if (parked < n) ch->wakes = 1;
-  for (waiter_t *w = ch->head, *next; w && parked > 0; w = next) {
-    next = w->next;
-    if (w->parked) {
-      w->parked = false;
-      parked--;
-      w->on_wake(w);
-    }
-  }
 }
 
 static void on_push(conn_t *c, rlock_reply_t *msg) {
