@@ -225,6 +225,19 @@ static void pause_scripts(const char *ms) {
 }
 static void unpause(void) { th_reply_free(th_cmd(srv, "CLIENT", "UNPAUSE", NULL)); }
 
+/* The latch keys of the acquires just made are deleted in one batched DEL a
+ * few ms later; a pause of writes that began before it ran would hold that
+ * DEL back too (a second timeout). Wait until the server has run it. */
+static int latches_gone(void *arg) {
+  redisReply *r = th_cmd(srv, "KEYS", (const char *)arg, NULL);
+  int gone = r->type == REDIS_REPLY_ARRAY && r->elements == 0;
+  th_reply_free(r);
+  return gone;
+}
+static void await_latch_dels(void) {
+  CHECK_MSG(th_wait_until(latches_gone, "*rlock_acquire_latch*", 5000), "acquire latches never deleted");
+}
+
 /* A round trip on the client's command connection (a lock query: user
  * commands have a connection of their own): replies come in order, so once
  * it answers, every request written before it has run. */
@@ -251,6 +264,7 @@ TEST(retry_zero_unlock_timeout) {
   th_owner_id(c, 1, owner, sizeof owner);
   CHECK_OK(rlock_lock_acquire(l, 1, 0, 60000, NULL));
   CHECK_OK(rlock_lock_acquire(l, 1, 0, 60000, NULL));
+  await_latch_dels();
   long long s0 = th_scripts_run(srv);
   pause_scripts("5000");
   CHECK_RC(rlock_lock_release(l, 1), RLOCK_ETIMEDOUT);
