@@ -518,6 +518,19 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void event_cb(struct bufferevent *bev, short what, void *arg);
 
+/* The host and port c connects to: its node's, else the URL's. */
+static const char *node_host(const conn_t *c) { return c->host ? c->host : c->cl->url.host; }
+static int node_port(const conn_t *c) { return c->host ? c->port : c->cl->url.port; }
+
+int rlock__conn_set_node(conn_t *c, const char *host, int port) {
+  char *h = strdup(host);
+  if (!h) return RLOCK_ENOMEM;
+  free(c->host);
+  c->host = h;
+  c->port = port;
+  return 0;
+}
+
 static int resolve(conn_t *c) {
   const url_t *u = &c->cl->url;
   if (c->addrs) freeaddrinfo(c->addrs);
@@ -527,11 +540,11 @@ static int resolve(conn_t *c) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   char port[16];
-  snprintf(port, sizeof port, "%d", u->port);
-  int rc = getaddrinfo(u->host, port, &hints, &c->addrs);
+  snprintf(port, sizeof port, "%d", node_port(c));
+  int rc = getaddrinfo(node_host(c), port, &hints, &c->addrs);
   if (rc) {
     char msg[300];
-    snprintf(msg, sizeof msg, "cannot resolve %.200s: %s", u->host, gai_strerror(rc));
+    snprintf(msg, sizeof msg, "cannot resolve %.200s: %s", node_host(c), gai_strerror(rc));
     c->last_err = RLOCK_ECONNECT;
     drop(c, RLOCK_ECONNECT, msg);
     return -1;
@@ -544,7 +557,7 @@ static SSL *new_ssl(conn_t *c) {
   client_t *cl = c->cl;
   SSL *ssl = SSL_new(cl->ssl_ctx);
   if (!ssl) return NULL;
-  const char *name = cl->s_sni ? cl->s_sni : cl->url.host;
+  const char *name = cl->s_sni ? cl->s_sni : node_host(c);
   unsigned char buf[sizeof(struct in6_addr)];
   bool ip = inet_pton(AF_INET, name, buf) == 1 || inet_pton(AF_INET6, name, buf) == 1;
   if (!ip) SSL_set_tlsext_host_name(ssl, name);
@@ -652,7 +665,7 @@ static bool tcp_connected(conn_t *c) {
 static void describe_peer(conn_t *c, char *buf, size_t n) {
   const url_t *u = &c->cl->url;
   if (u->kind == URL_UNIX) snprintf(buf, n, "%.200s", u->path);
-  else snprintf(buf, n, "%.200s:%d", u->host, u->port);
+  else snprintf(buf, n, "%.200s:%d", node_host(c), node_port(c));
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg) {
@@ -788,4 +801,6 @@ void rlock__conn_close(conn_t *c) {
   c->reader = NULL;
   if (c->addrs) freeaddrinfo(c->addrs);
   c->addrs = NULL;
+  free(c->host);
+  c->host = NULL;
 }

@@ -179,6 +179,11 @@ struct conn {
   client_t *cl;
   conn_kind_t kind;
   conn_state_t state;
+  /* The node this connection talks to (owned; set by the topology with
+   * rlock__conn_set_node, used from the next connection attempt on).
+   * NULL: the URL's host and port (a unix:// URL has no other). */
+  char *host;
+  int port;
   struct bufferevent *bev;
   redisReader *reader;
   req_queue_t pending;  /* not written yet: waiting for READY */
@@ -210,6 +215,9 @@ struct conn {
 int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind);
 void rlock__conn_start(conn_t *c);   /* begin connecting (I/O thread) */
 void rlock__conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
+/* Points c at host:port (copied) from its next connection attempt on
+ * (Sentinel: the master it found; Cluster: a shard's master). RLOCK_ENOMEM. */
+int rlock__conn_set_node(conn_t *c, const char *host, int port);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
