@@ -352,6 +352,33 @@ void rlock_holders_free(rlock_holder_t *holders, size_t n);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t rlock_now_ms(void);
 
+/* ---------------------------------------------------------------- simple lock */
+
+/* A handle on one named simple lock: SET NAME <token> NX PX <lease>, the
+ * layout of redis-py's Lock, node-redlock and redsync, so C, Python, Node and
+ * Go programs share one lock (docs/wire-format.md, "The simple lock"). Every
+ * rlock_lock_* call works on it, with these differences:
+ *   - not reentrant: an acquire by the owner that holds it already fails at
+ *     once with RLOCK_EBUSY ("this owner holds the lock already (a simple
+ *     lock is not reentrant)"), whatever the wait: never a deadlock;
+ *   - the token stored is the owner id ("<client id>:<thread id>" or
+ *     "<client id>:owner-<n>"); a release deletes the key only while it holds
+ *     that token (compare-and-delete), else RLOCK_ENOTHELD and the key is left
+ *     as it is; the watchdog renews by compare-and-PEXPIRE, and a renewal that
+ *     finds another token (or none) reports RLOCK_LOST_DELETED;
+ *   - waiting polls: the other libraries publish nothing when they release,
+ *     so a busy acquire tries again after a capped exponential backoff with
+ *     jitter: the n-th wait is drawn uniformly from [c/2, c], c = min(8 ms x
+ *     2^n, 500 ms), and never lasts past the holder's TTL left. rlock's own
+ *     releases also publish on "rlock_simple__channel:{NAME}", so rlock
+ *     waiters (this process's and others') wake at once when an rlock program
+ *     releases;
+ *   - hold count is 1 or 0; holders lists the token stored, whoever wrote it;
+ *     force unlock deletes a string key (another type: RLOCK_ENOTLOCK unless
+ *     RLOCK_FORCE_ANY_TYPE).
+ * Free with rlock_lock_free. */
+int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+
 /* ---------------------------------------------------------------- async */
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;
