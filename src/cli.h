@@ -83,6 +83,8 @@ int cli_fail(int err, const char *what);
 int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **out);
 /* Opens the lock NAME (a C string) or prints why not; 0 or the exit code. */
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
+/* The same for a simple lock (SET NX PX: rlock_lock_new_simple). */
+int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out);
 
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
  * empty or too long. */

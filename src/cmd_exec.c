@@ -18,7 +18,7 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  NAME -- CMD [ARG...]\n"
+    "                  [--simple] NAME -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N).\n\n"
     "  --wait DUR      give up after DUR (exit 75); default: wait forever\n"
@@ -26,6 +26,8 @@ static const char usage_text[] =
     "  --watchdog DUR  lease of the watchdog-renewed lock (default 30s, renewed every third)\n"
     "  --kill-after DUR  if the lock is lost, CMD's group gets SIGTERM, then SIGKILL\n"
     "                  after DUR if still running (default 10s; 0: SIGKILL at once)\n"
+    "  --simple        the simple lock (SET NAME token NX PX lease), shared with\n"
+    "                  redis-py's Lock, node-redlock and redsync; default: Redisson's\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable;\n"
     "75 timed out waiting; 76 the lock was lost while CMD ran (CMD got SIGTERM);\n"
@@ -180,16 +182,17 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
-      CLI_CONNECT_LONGOPTS,
+      {"simple", no_argument, NULL, 's'},         CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
-  int c, ex = 0;
+  int c, ex = 0, simple = 0;
   while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
+      case 's': simple = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
@@ -219,7 +222,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
   if (!ex) {
     rlock_client_on_lost(client, on_lost, NULL);
-    ex = cli_lock(client, name, &lock);
+    ex = simple ? cli_lock_simple(client, name, &lock) : cli_lock(client, name, &lock);
   }
   if (!ex) ex = hold_and_run(lock, name, wait_ms, lease_ms, cmd, &orig_mask);
   if (lock) rlock_lock_free(lock);
