@@ -379,6 +379,74 @@ int64_t rlock_now_ms(void);
  * Free with rlock_lock_free. */
 int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 
+/* ---------------------------------------------------------------- RedLock */
+
+/* RedLock over N independent masters (no replication between them), as the
+ * Redis documentation describes it. The RedLock makes one client per URL
+ * (its own I/O thread and connections: the nodes are asked in parallel) and
+ * one lock handle per node, in Redisson's reentrant format (a RedLock shared
+ * with Redisson's RedLock / MultiLock over the same masters) or, with
+ * RLOCK_REDLOCK_SIMPLE, the simple format (shared with node-redlock and
+ * redsync).
+ *
+ * Acquire: a try (no wait) goes to every node at once; a node that has not
+ * answered within the per-node timeout (default lease/100 clamped to 5..50
+ * ms; rlock_redlock_set_node_timeout) counts as failed, like a dead, slow or
+ * SIGSTOPped node: never an error of the whole attempt (its try is
+ * cancelled: a late grant is given back). It succeeds with a majority
+ * (N/2+1) AND a validity = lease - elapsed (monotonic) - drift (lease/100 +
+ * 2 ms) > 0; *valid_until (may be NULL) is then the CLOCK_MONOTONIC ms
+ * (rlock_now_ms) until which the lock is safe. Otherwise every node that
+ * granted is released, and the round is retried after a random delay of 10
+ * to 200 ms while the wait budget lasts. RLOCK_EBUSY: no majority within
+ * wait_ms; RLOCK_ECONNECT: too many nodes unreachable (or too slow) for a
+ * majority; RLOCK_ECANCELED: cancelled. One hold per RedLock object: an
+ * acquire while it is held is RLOCK_EBUSY. The owner on each node is the
+ * calling thread ("<node client id>:<thread id>"); any thread may release.
+ *
+ * Lease: fixed, or RLOCK_LEASE_WATCHDOG (opts->watchdog_timeout_ms, each
+ * node renewed by its client, so all nodes are extended in parallel).
+ * rlock_redlock_valid_until then answers the time until which a majority of
+ * nodes is known valid, minus the drift. When fewer than a majority still
+ * hold (a node's renewal found the hold gone, a fixed lease ran out, a
+ * partition outlasted the lease), the callback set with rlock_redlock_on_lost
+ * runs once (on a node's I/O thread, with that node's reason), and the
+ * remaining nodes are released.
+ *
+ * Nodes: a node unreachable when the RedLock is made counts as failed in
+ * every round of this object (make a new RedLock to include it again); a
+ * bad URL or option fails rlock_redlock_new itself (RLOCK_EURL,
+ * RLOCK_EINVAL). A node restarted without persistence forgets the hold: it
+ * may then grant it to another process, and with the other failures of a
+ * minority, two processes can both believe they hold a majority. The remedy
+ * is a restart delayed by more than the longest lease (or persistence with
+ * appendfsync always), or fencing tokens checked by the resource.
+ *
+ * opts: the options of every node's client (its url is ignored: urls[i]);
+ * 1 <= n <= 64. Free with rlock_redlock_free (holds are not released, their
+ * leases free the nodes). */
+typedef struct rlock_redlock rlock_redlock_t;
+#define RLOCK_REDLOCK_SIMPLE 1u /* the simple format (SET NX PX) on each node */
+int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
+                      const void *name, size_t name_len, unsigned flags);
+void rlock_redlock_free(rlock_redlock_t *redlock);
+int rlock_redlock_acquire(rlock_redlock_t *redlock, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                          int64_t *valid_until);
+/* Releases every node in parallel and waits for their answers at most
+ * command_timeout_ms (a node that does not answer frees the lock when its
+ * lease runs out). RLOCK_ENOTHELD if not held, or if the hold was lost (the
+ * nodes still holding were released all the same). */
+int rlock_redlock_release(rlock_redlock_t *redlock);
+int rlock_redlock_valid_until(rlock_redlock_t *redlock, int64_t *out);
+void rlock_redlock_on_lost(rlock_redlock_t *redlock, rlock_lost_cb cb, void *arg);
+/* The per-node timeout of an acquire round; 0: lease/100 clamped to 5..50 ms. */
+int rlock_redlock_set_node_timeout(rlock_redlock_t *redlock, int64_t ms);
+size_t rlock_redlock_nodes(const rlock_redlock_t *redlock);
+/* Node i's view: *held 1 if this RedLock's hold counts on it; *ttl_ms the
+ * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node unreachable
+ * since the RedLock was made (message: why). */
+int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int64_t *ttl_ms);
+
 /* ---------------------------------------------------------------- async */
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;
