@@ -379,6 +379,38 @@ int64_t rlock_now_ms(void);
  * Free with rlock_lock_free. */
 int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 
+/* ---------------------------------------------------------------- MultiLock */
+
+/* Several locks taken as one, all or nothing: rlock_lock_t handles of any
+ * kind, on one client or several (servers, deployments). The handles are not
+ * copied: they must outlive the MultiLock (rlock_multilock_free does not
+ * free them). The same lock twice (same URL and name) is RLOCK_EINVAL.
+ *
+ * Acquire takes the members one by one in a canonical order, (client URL,
+ * name) ascending, whatever the order given: every process orders the same
+ * members the same way, so two MultiLocks over overlapping sets never wait
+ * for each other in a cycle (no deadlock). Each member waits within what is
+ * left of the one wait budget. If a member cannot be had (the budget ran
+ * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
+ * taken are released (in parallel) and the call fails with that member's
+ * error, the member named in rlock_last_error(): nothing is left behind.
+ * Lease: RLOCK_LEASE_WATCHDOG, or a fixed lease with a bounded wait (a
+ * member taken with w ms of the budget left gets lease + w, so every member
+ * lasts at least the lease past the end of the acquire; a fixed lease with
+ * RLOCK_WAIT_FOREVER is RLOCK_EINVAL for more than one member). Owners as in
+ * rlock_lock_acquire. A member lost while held is reported by its client's
+ * lock-lost callback (with the member's name). */
+typedef struct rlock_multilock rlock_multilock_t;
+int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
+void rlock_multilock_free(rlock_multilock_t *multilock);
+int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                            rlock_cancel_t *cancel);
+/* Releases every member in parallel and waits for their answers. The first
+ * error (RLOCK_ENOTHELD: a member was not held) after all were tried. */
+int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
+/* The earliest valid-until of the members (rlock_lock_valid_until). */
+int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t *out);
+
 /* ---------------------------------------------------------------- RedLock */
 
 /* RedLock over N independent masters (no replication between them), as the
