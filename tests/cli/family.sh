@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli/family.sh -- the lock family through `rlock exec`: --simple (the
 # SET NX PX lock: a string key holding the owner id, compare-and-delete
-# release, waiters that poll), and its mutual exclusion with itself.
+# release, waiters that poll), and its mutual exclusion with itself; several
+# NAMEs (a MultiLock: all or nothing); --redlock over three servers (one
+# killed: still held; two killed: exit 69; a majority held elsewhere: 75).
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -40,4 +42,40 @@ for i in 1 2 3 4; do loop >"$T/loop$i.out" 2>&1 & pids+=($!); BG_PIDS+=($!); don
 overlap=0
 for p in "${pids[@]}"; do await "$p" 60; [ "$RC" = 0 ] || overlap=$RC; done
 [ "$overlap" = 0 ] && pass "20 concurrent --simple execs never overlapped" || fail "concurrent execs: exit $overlap"
+
+# Several NAMEs: a MultiLock. Both held while CMD runs, both released after.
+expect 0 "exec NAME1 NAME2 -- CMD" R exec ma mb -- sh -c "redis-cli -p $PORT EXISTS ma mb > $T/both"
+[ "$(cat "$T/both")" = 2 ] && pass "every member held while CMD runs" || fail "EXISTS ma mb: $(cat "$T/both")"
+[ "$(rc EXISTS ma mb)" = 0 ] && pass "every member released after" || fail "members left: $(rc EXISTS ma mb)"
+# A member held elsewhere: the whole acquire fails and leaves nothing behind.
+rc HSET mb 00000000-0000-0000-0000-000000000000:1 1 >/dev/null
+expect 75 "a member held elsewhere: timed out" R exec --wait 300ms ma mb mc -- true
+contains "$T/err" "mb" "the busy member is named"
+[ "$(rc EXISTS ma mc)" = 0 ] && pass "nothing left behind" || fail "left behind: $(rc EXISTS ma mc)"
+rc DEL mb >/dev/null
+expect 64 "--lease with several NAMEs needs --wait" R exec --lease 5s ma mb -- true
+
+# --redlock over three masters.
+U1=$URL P1=$PORT PID1=${REDIS_PIDS[-1]}
+start_redis
+U2=$URL P2=$PORT PID2=${REDIS_PIDS[-1]}
+start_redis
+U3=$URL P3=$PORT
+RL() { "$RLOCK" -u "$U1" -u "$U2" -u "$U3" "$@"; }
+expect 0 "exec --redlock" RL exec --redlock rl -- sh -c \
+  "for p in $P1 $P2 $P3; do redis-cli -p \$p EXISTS rl; done > $T/rl"
+[ "$(grep -c 1 "$T/rl")" = 3 ] && pass "held on all three masters" || fail "held on: $(cat "$T/rl")"
+expect 0 "exec --redlock --simple" RL exec --redlock --simple rl -- sh -c "redis-cli -p $P2 TYPE rl > $T/type"
+contains "$T/type" "string" "--redlock --simple: a string on each node"
+# A majority held by another program: busy (75).
+redis-cli -p "$P1" SET rl their-token PX 60000 >/dev/null
+redis-cli -p "$P2" SET rl their-token PX 60000 >/dev/null
+expect 75 "--redlock: a majority held elsewhere" RL exec --redlock --simple --wait 300ms rl -- true
+redis-cli -p "$P1" DEL rl >/dev/null
+redis-cli -p "$P2" DEL rl >/dev/null
+kill -KILL "$PID1"
+expect 0 "--redlock with one of three masters dead" RL exec --redlock --wait 2s rl -- true
+kill -KILL "$PID2"
+expect 69 "--redlock with two of three masters dead" RL exec --redlock --wait 500ms rl -- true
+contains "$T/err" "unreachable" "the unreachable nodes are reported"
 finish
