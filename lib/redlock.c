@@ -342,6 +342,7 @@ RLOCK_API int rlock_redlock_acquire(rlock_redlock_t *r, int64_t wait_ms, int64_t
     return rlock__fail(RLOCK_EINVAL, "lease %lld ms is out of range", (long long)lease_ms);
   pthread_mutex_lock(&r->op_mu);
   pthread_mutex_lock(&r->mu);
+  if (r->holding && r->lost_told) r->holding = false; /* lost: its nodes were released */
   bool held = r->holding;
   pthread_mutex_unlock(&r->mu);
   int64_t vu = 0;

@@ -7,12 +7,14 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock status [--json] NAME\n"
+    "Usage: rlock status [--json] [--simple] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry).\n\n"
     "  --json         print one JSON object:\n"
     "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N}\n"
+    "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
+    "                 the holder is its token, count 1\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl) {
@@ -61,13 +63,15 @@ static int show(rlock_lock_t *lock, const char *name, int json) {
 
 int cmd_status(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                           {"simple", no_argument, NULL, 's'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, json = 0, ex = 0;
+  int c, json = 0, simple = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
+      case 's': simple = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("status", g, c, optarg, argv);
     }
@@ -79,7 +83,7 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = cli_lock(client, name, &lock))) {
+  if (!(ex = simple ? cli_lock_simple(client, name, &lock) : cli_lock(client, name, &lock))) {
     ex = show(lock, name, json);
     rlock_lock_free(lock);
   }

@@ -43,6 +43,13 @@ overlap=0
 for p in "${pids[@]}"; do await "$p" 60; [ "$RC" = 0 ] || overlap=$RC; done
 [ "$overlap" = 0 ] && pass "20 concurrent --simple execs never overlapped" || fail "concurrent execs: exit $overlap"
 
+# status and unlock --force of a simple lock
+rc SET sjob their-token PX 60000 >/dev/null
+expect 0 "status --simple" R status --json --simple sjob
+contains "$T/out" '"owner":"their-token","count":1' "status --simple shows the token"
+expect 0 "unlock --force --simple" R unlock --force --simple sjob
+[ "$(rc EXISTS sjob)" = 0 ] && pass "unlock --force --simple deleted it" || fail "sjob still exists"
+
 # Several NAMEs: a MultiLock. Both held while CMD runs, both released after.
 expect 0 "exec NAME1 NAME2 -- CMD" R exec ma mb -- sh -c "redis-cli -p $PORT EXISTS ma mb > $T/both"
 [ "$(cat "$T/both")" = 2 ] && pass "every member held while CMD runs" || fail "EXISTS ma mb: $(cat "$T/both")"

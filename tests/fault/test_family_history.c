@@ -67,6 +67,7 @@ static int redlock_worker(int id) {
   o.command_timeout_ms = 1000;
   rlock_redlock_t *r;
   if (fd < 0 || rlock_redlock_new(&r, &o, urls, NODES, "fh:redlock", 10, 0)) return 10;
+  rlock_redlock_set_node_timeout(r, 200); /* the default (10 ms here) is short for valgrind */
   g_fd = fd, g_id = id;
   rlock_redlock_on_lost(r, on_lost, NULL);
   const char *name = "fh:redlock";
