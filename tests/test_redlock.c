@@ -13,7 +13,12 @@
  *                         failed node, not an error
  *   lost_majority         watchdog holds deleted on 3 nodes: the lost
  *                         callback runs once, the other nodes are released
- *   busy_minority         2 nodes held by another owner: still a majority */
+ *   busy_minority         2 nodes held by another owner: still a majority
+ *   restart_hazard        A holds nodes 1-3 (4 and 5 held elsewhere); node 3
+ *                         restarts: without persistence it forgot A's hold
+ *                         and B gets 3, 4, 5: both hold a majority (the
+ *                         documented hazard, asserted); with appendfsync
+ *                         always B gets no majority */
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -119,6 +124,42 @@ TEST(busy_minority) {
   CHECK_EQ(holders("rl:minority"), 3);
   for (int i = 0; i < 3; i++) th_reply_free(th_cmd(srv[i], "DEL", "rl:minority", NULL));
   rlock_redlock_free(a);
+}
+
+/* A holds nodes 1-3 of urls u (4 and 5 are held by another token while A
+ * acquires); then node 3 (s3) restarts and 4, 5 are free: 1 if B gets a
+ * majority too. */
+static int restart_then_b(const char *const *u, th_server_t *s3, th_server_t *s4, th_server_t *s5) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  rlock_redlock_t *a = NULL, *b = NULL;
+  CHECK_OK(rlock_redlock_new(&a, &o, u, N, "rl:restart", 10, RLOCK_REDLOCK_SIMPLE));
+  CHECK_OK(rlock_redlock_new(&b, &o, u, N, "rl:restart", 10, RLOCK_REDLOCK_SIMPLE));
+  CHECK_OK(rlock_redlock_set_node_timeout(a, NODE_TIMEOUT_MS));
+  CHECK_OK(rlock_redlock_set_node_timeout(b, NODE_TIMEOUT_MS));
+  th_reply_free(th_cmd(s4, "SET", "rl:restart", "their-token", "PX", "60000", NULL));
+  th_reply_free(th_cmd(s5, "SET", "rl:restart", "their-token", "PX", "60000", NULL));
+  CHECK_OK(rlock_redlock_acquire(a, 0, 30000, NULL, NULL));
+  th_reply_free(th_cmd(s4, "DEL", "rl:restart", NULL));
+  th_reply_free(th_cmd(s5, "DEL", "rl:restart", NULL));
+  th_server_restart(s3);
+  /* a wait: B's rounds go on while its client of node 3 reconnects */
+  int both = rlock_redlock_acquire(b, 3000, 30000, NULL, NULL) == 0;
+  if (both) CHECK_OK(rlock_redlock_release(b));
+  rlock_redlock_release(a); /* node 3 may answer "not held": A's hold there is B's or gone */
+  rlock_redlock_free(a);
+  rlock_redlock_free(b);
+  for (int i = 0; i < N; i++) th_reply_free(th_cmd(srv[i], "DEL", "rl:restart", NULL));
+  return both;
+}
+
+TEST(restart_hazard) {
+  CHECK_EQ(restart_then_b(urls, srv[2], srv[3], srv[4]), 1); /* the hazard: two holders */
+  th_server_opts_t aof = {.appendonly = 1};
+  th_server_t *durable = th_server_start(&aof);
+  const char *u[N] = {urls[0], urls[1], durable->url, urls[3], urls[4]};
+  CHECK_EQ(restart_then_b(u, durable, srv[3], srv[4]), 0); /* the hold survived the restart */
+  th_server_stop(durable);
 }
 
 TEST(down_at_creation) {
@@ -244,6 +285,7 @@ int main(int argc, char **argv) {
   RUN(down_at_creation);
   RUN(lost_majority);
   RUN(stopped_node);
+  RUN(restart_hazard);
   RUN(two_killed);   /* kills nodes 4 and 5 */
   RUN(three_killed); /* and node 3 */
   stop_all();
