@@ -456,7 +456,7 @@ int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owne
  *
  * opts: the options of every node's client (its url is ignored: urls[i]);
  * 1 <= n <= 64. Free with rlock_redlock_free (holds are not released, their
- * leases free the nodes). */
+ * leases free the nodes; not from a callback: it joins the nodes' threads). */
 typedef struct rlock_redlock rlock_redlock_t;
 #define RLOCK_REDLOCK_SIMPLE 1u /* the simple format (SET NX PX) on each node */
 int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
