@@ -16,7 +16,11 @@
  *                     holder's back is reported lost (RLOCK_LOST_DELETED)
  *   other_type        a reentrant lock's hash under the name is busy, not an error
  *   cancel_waiter     a cancelled waiter ends with RLOCK_ECANCELED and leaves
- *                     nothing behind */
+ *                     nothing behind
+ *   reply_lost_undone a try whose answers never came (the server in DEBUG
+ *                     SLEEP past the command timeout and the re-send) ends
+ *                     with RLOCK_ETIMEDOUT; once the server wakes, the try
+ *                     applies and the undo sent behind it gives the lock back */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -285,9 +289,64 @@ TEST(other_type) {
   rlock_client_free(c);
 }
 
+/* A raw connection that sent cmd without waiting for its reply. */
+static redisContext *send_nowait(const char *cmd) {
+  redisContext *rc = th_raw_connect(srv);
+  CHECK(redisAppendCommand(rc, cmd) == REDIS_OK);
+  int done = 0;
+  while (!done) CHECK(redisBufferWrite(rc, &done) == REDIS_OK);
+  return rc;
+}
+
+/* The server has read everything rc sent (its DEBUG SLEEP is running). */
+static int server_took(void *arg) {
+  redisContext *rc = arg;
+  int me = th_local_port(rc->fd);
+  long tx = -1, rx = -1;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
+         rx == 0;
+}
+
+static long long scripts_want;
+static int scripts_ran(void *arg) {
+  (void)arg;
+  return th_scripts_run(srv) >= scripts_want;
+}
+
+TEST(reply_lost_undone) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = simple(c, "simple:undo");
+  long long s0 = th_scripts_run(srv);
+  redisContext *rc = send_nowait("DEBUG SLEEP 3"); /* longer than 2 x 300 ms, with a margin for valgrind */
+  CHECK(th_wait_until(server_took, rc, 5000));
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ETIMEDOUT);
+  redisReply *r = NULL;
+  CHECK(redisGetReply(rc, (void **)&r) == REDIS_OK); /* the server is awake */
+  freeReplyObject(r);
+  redisFree(rc);
+  scripts_want = s0 + 3; /* the try, its re-send (answered by the latch), the undo */
+  CHECK(th_wait_until(scripts_ran, NULL, 20000));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "simple:undo", NULL), 0);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000)); /* free, and the client can take it */
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
-  srv = th_server_start(NULL);
+  const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP */
+  th_server_opts_t so = {.extra_args = extra};
+  srv = th_server_start(&so);
   RUN(layout);
   RUN(not_reentrant);
   RUN(foreign_token);
@@ -296,6 +355,7 @@ int main(int argc, char **argv) {
   RUN(cancel_waiter);
   RUN(watchdog_and_lost);
   RUN(other_type);
+  RUN(reply_lost_undone);
   th_server_stop(srv);
   return th_done();
 }
