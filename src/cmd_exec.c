@@ -190,6 +190,7 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
   if (atomic_load(&g_lost)) {
     cli_err("lock %s lost while the command ran: %s", name,
             rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason)));
+    if (gd->multi) guard_release(gd); /* the members still held: free them now, not at their lease's end */
     return EX_PROTOCOL;
   }
   rc = guard_release(gd);

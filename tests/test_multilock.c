@@ -6,12 +6,16 @@
  *   member_held_elsewhere a member held by another owner: the acquire fails
  *                         within its wait, names that member, and leaves
  *                         nothing of its own behind
+ *   cancelled             a wait (RLOCK_WAIT_FOREVER) on a member held
+ *                         elsewhere, cancelled: RLOCK_ECANCELED, the member
+ *                         taken before it released
  *   bad_arguments         the same lock twice, a fixed lease with no bounded
  *                         wait: RLOCK_EINVAL before anything is sent
  *   opposite_orders       two processes take overlapping sets given in
  *                         opposite orders, 25 times each: never a deadlock
  *                         (every acquire succeeds well within its wait), never
  *                         two inside at once */
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -68,6 +72,44 @@ TEST(member_held_elsewhere) {
   CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
   rlock_multilock_free(m);
   rlock_lock_free(x), rlock_lock_free(y), rlock_lock_free(z), rlock_lock_free(oy);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+typedef struct canceller {
+  rlock_cancel_t *cancel;
+} canceller_t;
+
+static int x_taken(void *arg) {
+  (void)arg;
+  return exists(s1, "ml:cx") == 1;
+}
+
+static void *cancel_when_waiting(void *arg) {
+  canceller_t *k = arg;
+  if (th_wait_until(x_taken, NULL, 20000)) th_sleep_ms(50); /* the scenario: it waits on ml:cy a while */
+  rlock_cancel_trigger(k->cancel);
+  return NULL;
+}
+
+TEST(cancelled) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *x = th_lock(c, "ml:cx"), *y = th_lock(c, "ml:cy"), *oy = th_lock(other, "ml:cy");
+  CHECK_OK(rlock_lock_acquire(oy, 3, 0, 60000, NULL));
+  rlock_lock_t *members[2] = {y, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  canceller_t k;
+  CHECK_OK(rlock_cancel_new(&k.cancel));
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_when_waiting, &k);
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, k.cancel),
+           RLOCK_ECANCELED);
+  pthread_join(t, NULL);
+  CHECK_EQ(exists(s1, "ml:cx"), 0); /* taken first, given back */
+  CHECK_OK(rlock_lock_release(oy, 3));
+  rlock_cancel_free(k.cancel);
+  rlock_multilock_free(m);
+  rlock_lock_free(x), rlock_lock_free(y), rlock_lock_free(oy);
   rlock_client_free(c), rlock_client_free(other);
 }
 
@@ -136,6 +178,7 @@ int main(int argc, char **argv) {
   s2 = th_server_start(NULL);
   RUN(all_and_release);
   RUN(member_held_elsewhere);
+  RUN(cancelled);
   RUN(bad_arguments);
   RUN(opposite_orders);
   th_server_stop(s1);

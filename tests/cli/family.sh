@@ -61,6 +61,16 @@ contains "$T/err" "mb" "the busy member is named"
 [ "$(rc EXISTS ma mc)" = 0 ] && pass "nothing left behind" || fail "left behind: $(rc EXISTS ma mc)"
 rc DEL mb >/dev/null
 expect 64 "--lease with several NAMEs needs --wait" R exec --lease 5s ma mb -- true
+# A member lost while CMD runs: the whole lock is lost (76).
+bg "$T/mlost" "$RLOCK" -u "$URL" exec --watchdog 600ms ma mb -- sleep 30
+mlost=$BG
+both_held() { [ "$(rc EXISTS ma mb)" = 2 ]; }
+until_true 20 both_held || fail "the MultiLock was never held"
+rc DEL mb >/dev/null
+await "$mlost" 30
+[ "$RC" = 76 ] && pass "a lost member: exit 76" || fail "lost member: exit $RC, $(cat "$T/mlost.err")"
+contains "$T/mlost.err" "lost while the command ran" "the loss is reported"
+[ "$(rc EXISTS ma)" = 0 ] && pass "the other member released" || fail "ma left held: $(rc PTTL ma) ms"
 
 # --redlock over three masters.
 U1=$URL P1=$PORT PID1=${REDIS_PIDS[-1]}
@@ -80,6 +90,15 @@ redis-cli -p "$P2" SET rl their-token PX 60000 >/dev/null
 expect 75 "--redlock: a majority held elsewhere" RL exec --redlock --simple --wait 300ms rl -- true
 redis-cli -p "$P1" DEL rl >/dev/null
 redis-cli -p "$P2" DEL rl >/dev/null
+# The majority lost while CMD runs (2 of 3 deleted): 76.
+bg "$T/rlost" "$RLOCK" -u "$U1" -u "$U2" -u "$U3" exec --redlock --watchdog 600ms rl -- sleep 30
+rlost=$BG
+all_three() { [ "$(for p in "$P1" "$P2" "$P3"; do redis-cli -p "$p" EXISTS rl; done | grep -c 1)" = 3 ]; }
+until_true 20 all_three || fail "the RedLock was never held on all three"
+redis-cli -p "$P1" DEL rl >/dev/null
+redis-cli -p "$P2" DEL rl >/dev/null
+await "$rlost" 30
+[ "$RC" = 76 ] && pass "--redlock: majority lost, exit 76" || fail "redlock lost: exit $RC, $(cat "$T/rlost.err")"
 kill -KILL "$PID1"
 expect 0 "--redlock with one of three masters dead" RL exec --redlock --wait 2s rl -- true
 kill -KILL "$PID2"
