@@ -84,9 +84,12 @@ expect 0 "exec --redlock" RL exec --redlock rl -- sh -c \
 [ "$(grep -c 1 "$T/rl")" = 3 ] && pass "held on all three masters" || fail "held on: $(cat "$T/rl")"
 expect 0 "exec --redlock --simple" RL exec --redlock --simple rl -- sh -c "redis-cli -p $P2 TYPE rl > $T/type"
 contains "$T/type" "string" "--redlock --simple: a string on each node"
-# A majority held by another program: busy (75).
+# A majority held by another program: busy (75); status --redlock shows each node.
 redis-cli -p "$P1" SET rl their-token PX 60000 >/dev/null
 redis-cli -p "$P2" SET rl their-token PX 60000 >/dev/null
+expect 0 "status --redlock --simple --json" RL status --redlock --simple --json rl
+contains "$T/out" '"locked_on":2,"majority":2' "status --redlock counts the masters that hold it"
+contains "$T/out" '"holders":[{"owner":"their-token","count":1}]' "status --redlock shows a node's holder"
 expect 75 "--redlock: a majority held elsewhere" RL exec --redlock --simple --wait 300ms rl -- true
 redis-cli -p "$P1" DEL rl >/dev/null
 redis-cli -p "$P2" DEL rl >/dev/null
@@ -104,4 +107,7 @@ expect 0 "--redlock with one of three masters dead" RL exec --redlock --wait 2s 
 kill -KILL "$PID2"
 expect 69 "--redlock with two of three masters dead" RL exec --redlock --wait 500ms rl -- true
 contains "$T/err" "unreachable" "the unreachable nodes are reported"
+expect 0 "status --redlock with two masters dead" RL status --redlock rl
+contains "$T/out" "node 1 redis://127.0.0.1:$P1: cannot read it" "a dead master is shown as such"
+contains "$T/out" "locked on 0 of 3 masters" "status --redlock summary"
 finish
