@@ -352,6 +352,133 @@ void rlock_holders_free(rlock_holder_t *holders, size_t n);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t rlock_now_ms(void);
 
+/* ---------------------------------------------------------------- simple lock */
+
+/* A handle on one named simple lock: SET NAME <token> NX PX <lease>, the
+ * layout of redis-py's Lock, node-redlock and redsync, so C, Python, Node and
+ * Go programs share one lock (docs/wire-format.md, "The simple lock"). Every
+ * rlock_lock_* call works on it, with these differences:
+ *   - not reentrant: an acquire by the owner that holds it already fails at
+ *     once with RLOCK_EBUSY ("this owner holds the lock already (a simple
+ *     lock is not reentrant)"), whatever the wait: never a deadlock;
+ *   - the token stored is the owner id ("<client id>:<thread id>" or
+ *     "<client id>:owner-<n>"); a release deletes the key only while it holds
+ *     that token (compare-and-delete), else RLOCK_ENOTHELD and the key is left
+ *     as it is; the watchdog renews by compare-and-PEXPIRE, and a renewal that
+ *     finds another token (or none) reports RLOCK_LOST_DELETED;
+ *   - waiting polls: the other libraries publish nothing when they release,
+ *     so a busy acquire tries again after a capped exponential backoff with
+ *     jitter: the n-th wait is drawn uniformly from [c/2, c], c = min(8 ms x
+ *     2^n, 500 ms), and never lasts past the holder's TTL left. rlock's own
+ *     releases also publish on "rlock_simple__channel:{NAME}", so rlock
+ *     waiters (this process's and others') wake at once when an rlock program
+ *     releases;
+ *   - hold count is 1 or 0; holders lists the token stored, whoever wrote it;
+ *     force unlock deletes a string key (another type: RLOCK_ENOTLOCK unless
+ *     RLOCK_FORCE_ANY_TYPE).
+ * Free with rlock_lock_free. */
+int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+
+/* ---------------------------------------------------------------- MultiLock */
+
+/* Several locks taken as one, all or nothing: rlock_lock_t handles of any
+ * kind, on one client or several (servers, deployments). The handles are not
+ * copied: they must outlive the MultiLock (rlock_multilock_free does not
+ * free them). The same lock twice (same URL and name) is RLOCK_EINVAL.
+ *
+ * Acquire takes the members one by one in a canonical order, (client URL,
+ * name) ascending, whatever the order given: every process orders the same
+ * members the same way, so two MultiLocks over overlapping sets never wait
+ * for each other in a cycle (no deadlock). Each member waits within what is
+ * left of the one wait budget. If a member cannot be had (the budget ran
+ * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
+ * taken are released (in parallel) and the call fails with that member's
+ * error, the member named in rlock_last_error(): nothing is left behind.
+ * Lease: RLOCK_LEASE_WATCHDOG, or a fixed lease with a bounded wait (a
+ * member taken with w ms of the budget left gets lease + w, so every member
+ * lasts at least the lease past the end of the acquire; a fixed lease with
+ * RLOCK_WAIT_FOREVER is RLOCK_EINVAL for more than one member). Owners as in
+ * rlock_lock_acquire. A member lost while held is reported by its client's
+ * lock-lost callback (with the member's name). */
+typedef struct rlock_multilock rlock_multilock_t;
+int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
+void rlock_multilock_free(rlock_multilock_t *multilock);
+int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                            rlock_cancel_t *cancel);
+/* Releases every member in parallel and waits for their answers. The first
+ * error (RLOCK_ENOTHELD: a member was not held) after all were tried. */
+int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
+/* The earliest valid-until of the members (rlock_lock_valid_until). */
+int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t *out);
+
+/* ---------------------------------------------------------------- RedLock */
+
+/* RedLock over N independent masters (no replication between them), as the
+ * Redis documentation describes it. The RedLock makes one client per URL
+ * (its own I/O thread and connections: the nodes are asked in parallel) and
+ * one lock handle per node, in Redisson's reentrant format (a RedLock shared
+ * with Redisson's RedLock / MultiLock over the same masters) or, with
+ * RLOCK_REDLOCK_SIMPLE, the simple format (shared with node-redlock and
+ * redsync).
+ *
+ * Acquire: a try (no wait) goes to every node at once; a node that has not
+ * answered within the per-node timeout (default lease/100 clamped to 5..50
+ * ms; rlock_redlock_set_node_timeout) counts as failed, like a dead, slow or
+ * SIGSTOPped node: never an error of the whole attempt (its try is
+ * cancelled: a late grant is given back). It succeeds with a majority
+ * (N/2+1) AND a validity = lease - elapsed (monotonic) - drift (lease/100 +
+ * 2 ms) > 0; *valid_until (may be NULL) is then the CLOCK_MONOTONIC ms
+ * (rlock_now_ms) until which the lock is safe. Otherwise every node that
+ * granted is released, and the round is retried after a random delay of 10
+ * to 200 ms while the wait budget lasts. RLOCK_EBUSY: no majority within
+ * wait_ms; RLOCK_ECONNECT: too many nodes unreachable (or too slow) for a
+ * majority; RLOCK_ECANCELED: cancelled. One hold per RedLock object: an
+ * acquire while it is held is RLOCK_EBUSY. The owner on each node is the
+ * calling thread ("<node client id>:<thread id>"); any thread may release.
+ *
+ * Lease: fixed, or RLOCK_LEASE_WATCHDOG (opts->watchdog_timeout_ms, each
+ * node renewed by its client, so all nodes are extended in parallel).
+ * rlock_redlock_valid_until then answers the time until which a majority of
+ * nodes is known valid, minus the drift. When fewer than a majority still
+ * hold (a node's renewal found the hold gone, a fixed lease ran out, a
+ * partition outlasted the lease), the callback set with rlock_redlock_on_lost
+ * runs once (on a node's I/O thread, with that node's reason), and the
+ * remaining nodes are released.
+ *
+ * Nodes: a node unreachable when the RedLock is made counts as failed in
+ * every round of this object (make a new RedLock to include it again); a
+ * bad URL or option fails rlock_redlock_new itself (RLOCK_EURL,
+ * RLOCK_EINVAL). A node restarted without persistence forgets the hold: it
+ * may then grant it to another process, and with the other failures of a
+ * minority, two processes can both believe they hold a majority. The remedy
+ * is a restart delayed by more than the longest lease (or persistence with
+ * appendfsync always), or fencing tokens checked by the resource.
+ *
+ * opts: the options of every node's client (its url is ignored: urls[i]);
+ * 1 <= n <= 64. Free with rlock_redlock_free (holds are not released, their
+ * leases free the nodes; not from a callback: it joins the nodes' threads). */
+typedef struct rlock_redlock rlock_redlock_t;
+#define RLOCK_REDLOCK_SIMPLE 1u /* the simple format (SET NX PX) on each node */
+int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
+                      const void *name, size_t name_len, unsigned flags);
+void rlock_redlock_free(rlock_redlock_t *redlock);
+int rlock_redlock_acquire(rlock_redlock_t *redlock, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                          int64_t *valid_until);
+/* Releases every node in parallel and waits for their answers at most
+ * command_timeout_ms (a node that does not answer frees the lock when its
+ * lease runs out). RLOCK_ENOTHELD if not held, or if the hold was lost (the
+ * nodes still holding were released all the same). */
+int rlock_redlock_release(rlock_redlock_t *redlock);
+int rlock_redlock_valid_until(rlock_redlock_t *redlock, int64_t *out);
+void rlock_redlock_on_lost(rlock_redlock_t *redlock, rlock_lost_cb cb, void *arg);
+/* The per-node timeout of an acquire round; 0: lease/100 clamped to 5..50 ms. */
+int rlock_redlock_set_node_timeout(rlock_redlock_t *redlock, int64_t ms);
+size_t rlock_redlock_nodes(const rlock_redlock_t *redlock);
+/* Node i's view: *held 1 if this RedLock's hold counts on it; *ttl_ms the
+ * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node unreachable
+ * since the RedLock was made (message: why). */
+int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int64_t *ttl_ms);
+
 /* ---------------------------------------------------------------- async */
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;

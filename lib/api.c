@@ -36,6 +36,10 @@ RLOCK_API int rlock_lock_new(rlock_client_t *cl, const void *name, size_t len, r
   return rlock__lock_new_kind(cl, &rlock__kind_reentrant, name, len, out);
 }
 
+RLOCK_API int rlock_lock_new_simple(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return rlock__lock_new_kind(cl, &rlock__kind_simple, name, len, out);
+}
+
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
   if (!l) return;
   free(l->name);

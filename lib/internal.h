@@ -233,15 +233,22 @@ void rlock__req_free(req_t *r);
 #include "topology/topology.h"
 
 /* ------------------------------------------------------------ script.c */
-/* The embedded scripts (lua/<name>.lua): the reentrant lock's today
- * (kinds/reentrant.c; the watchdog renews every hold with SCRIPT_RENEW). */
+/* The embedded scripts (lua/<name>.lua): the reentrant lock's
+ * (kinds/reentrant.c) and the simple lock's (kinds/simple.c); the watchdog
+ * renews each hold with its kind's renew script (SCRIPT_RENEW by default). */
 enum {
   SCRIPT_ACQUIRE = 1,
   SCRIPT_ACQUIRE_UNDO,
   SCRIPT_UNLOCK,
   SCRIPT_RENEW,
   SCRIPT_FORCE_UNLOCK,
-  SCRIPT_N = SCRIPT_FORCE_UNLOCK
+  SCRIPT_SIMPLE_ACQUIRE,
+  SCRIPT_SIMPLE_ACQUIRE_UNDO,
+  SCRIPT_SIMPLE_UNLOCK,
+  SCRIPT_SIMPLE_RENEW,
+  SCRIPT_SIMPLE_FORCE_UNLOCK,
+  SCRIPT_SIMPLE_QUERY,
+  SCRIPT_N = SCRIPT_SIMPLE_QUERY
 };
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
@@ -301,6 +308,10 @@ void rlock__watchdog_close(watchdog_t *wd);
  * RLOCK_ENOMEM if it cannot be tracked. */
 int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at);
+/* The script that renews the hold of (name, owner) (its kind's; default
+ * SCRIPT_RENEW). Set after rlock__watchdog_acquired. */
+void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                               int script);
 /* The client's hold count of (name, owner) (0: untracked) and, in *unknown,
  * how many of its releases had an unknown outcome (the server may count
  * that many more). */
@@ -466,6 +477,7 @@ struct op {
   bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
   bool unchecked;  /* release: sent without the count check (others_in_flight) */
+  int polls;       /* acquire: busy answers so far (a polling kind's backoff) */
   waiter_t w;
   /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);
    * deadline is the call's, wait_ms its timeout (RLOCK_WAIT_FOREVER: none) */

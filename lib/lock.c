@@ -438,6 +438,7 @@ static void acquired(op_t *op) {
     acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
+  if (l->kind->renew_script) rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
   drop_latch(op, ACQUIRE_LATCH);
   rlock__op_finish(op, 0, 0, NULL, 0);
 }
@@ -460,6 +461,7 @@ static void busy(op_t *op, int64_t ttl) {
     /* rc 0: on_wake once the subscription is confirmed */
     return;
   }
+  if (op->lock->kind->poll_ms) ttl = op->lock->kind->poll_ms(op, ttl); /* no message from other programs */
   park(op, ttl, now);
 }
 
@@ -681,6 +683,9 @@ static void start_simple(op_t *op) {
   int64_t t = cl->opt.command_timeout_ms;
   if (op->kind == OP_FORCE) {
     r = l->kind->force_req(op, simple_done); /* reentrant_force_unlock.lua (kinds/reentrant.c) */
+    stat_add(cl, ST_SCRIPTS, 1);
+  } else if (l->kind->query_req && (op->kind == OP_IS_HELD || op->kind == OP_COUNT || op->kind == OP_HOLDERS)) {
+    r = l->kind->query_req(op, simple_done); /* the kind's layout is not a hash */
     stat_add(cl, ST_SCRIPTS, 1);
   } else {
     static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",

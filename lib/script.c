@@ -1,5 +1,5 @@
 /* script.c -- the Lua scripts of lua/ (one .lua file each, named after its lock
- * kind: lua/reentrant_*.lua), embedded at build time, sent as
+ * kind: lua/reentrant_*.lua, lua/simple_*.lua), embedded at build time, sent as
  * EVALSHA; a NOSCRIPT answer (server restarted, SCRIPT FLUSH) turns the same
  * request into EVAL with the script body (see conn.c). */
 #include "internal.h"
@@ -10,7 +10,9 @@
 #include <openssl/evp.h>
 
 extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_undo[],
-    rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[];
+    rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[],
+    rlock_lua_simple_acquire[], rlock_lua_simple_acquire_undo[], rlock_lua_simple_unlock[],
+    rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[];
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
@@ -22,6 +24,12 @@ static void compute(void) {
   bodies[SCRIPT_UNLOCK] = rlock_lua_reentrant_unlock;
   bodies[SCRIPT_RENEW] = rlock_lua_reentrant_renew;
   bodies[SCRIPT_FORCE_UNLOCK] = rlock_lua_reentrant_force_unlock;
+  bodies[SCRIPT_SIMPLE_ACQUIRE] = rlock_lua_simple_acquire;
+  bodies[SCRIPT_SIMPLE_ACQUIRE_UNDO] = rlock_lua_simple_acquire_undo;
+  bodies[SCRIPT_SIMPLE_UNLOCK] = rlock_lua_simple_unlock;
+  bodies[SCRIPT_SIMPLE_RENEW] = rlock_lua_simple_renew;
+  bodies[SCRIPT_SIMPLE_FORCE_UNLOCK] = rlock_lua_simple_force_unlock;
+  bodies[SCRIPT_SIMPLE_QUERY] = rlock_lua_simple_query;
   for (int i = 1; i <= SCRIPT_N; i++) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

@@ -1,7 +1,7 @@
 /* watchdog.c -- the registry of holds this client has taken, keyed by
  * (owner id, name): the client's own hold count, lease renewal for watchdog
- * holds, batched (up to RENEW_BATCH holds per reentrant_renew.lua call, every
- * watchdog_timeout/3), the valid-until deadline of each hold, and the
+ * holds, batched (up to RENEW_BATCH holds per call of the kind's renew
+ * script, reentrant_renew.lua or simple_renew.lua, every watchdog_timeout/3), the valid-until deadline of each hold, and the
  * lock-lost notification (with its reason) when a renewal finds the hold
  * gone, the lease has certainly run out, or an unlock found a count other
  * than the client's.
@@ -38,6 +38,7 @@ struct hold {
   int64_t w_lo, w_hi; /* watchdog lease: last acquire/renewal send + lease, reply + lease */
   int64_t unknown;    /* releases with an unknown outcome, counted as done */
   struct event *expire; /* fires when the lease has certainly run out */
+  int script;           /* its kind's renew script (0: SCRIPT_RENEW) */
 };
 
 typedef struct batch {
@@ -239,6 +240,14 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
   return 0;
 }
 
+void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
+                               int script) {
+  hold_t *h = find(wd, name, len, owner_id);
+  if (h) h->script = script;
+}
+
+static int renew_script(const hold_t *h) { return h->script ? h->script : SCRIPT_RENEW; }
+
 int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        int64_t *unknown) {
   hold_t *h = find(wd, name, len, owner_id);
@@ -340,7 +349,7 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   batch_free(b);
 }
 
-static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
+static void send_batch(watchdog_t *wd, int script, hold_t **hs, size_t n) {
   client_t *cl = wd->cl;
   batch_t *b = calloc(1, sizeof *b);
   const char **keys = malloc(n * sizeof *keys), **args = malloc((n + 1) * sizeof *args);
@@ -364,7 +373,7 @@ static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
     b->n = i + 1;
   }
   b->sent_at = rlock_now_ms();
-  req_t *r = rlock__script_req(SCRIPT_RENEW, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
+  req_t *r = rlock__script_req(script, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
                         renew_done, b);
   if (!r) goto out;
   stat_add(cl, ST_RENEWALS, 1);
@@ -376,14 +385,10 @@ out:
   free(keys), free(args), free(kl), free(al);
 }
 
-/* One round: every watchdog hold, RENEW_BATCH per script call (and one slot
- * per call where the topology says slots matter). */
-void rlock__watchdog_renew_now(watchdog_t *wd) {
+/* One round of the holds renewed by `script`, RENEW_BATCH per script call
+ * (and one slot per call where the topology says slots matter). */
+static void renew_round(watchdog_t *wd, int script) {
   size_t n = 0, first, count;
-  if (!wd->holds.count) {
-    rlock__client_flush(wd->cl);
-    return;
-  }
   bool by_slot = wd->cl->topo->slots_matter;
   hold_t **all = malloc(wd->holds.count * sizeof *all);
   uint16_t *slots = by_slot ? malloc(wd->holds.count * sizeof *slots) : NULL;
@@ -395,7 +400,7 @@ void rlock__watchdog_renew_now(watchdog_t *wd) {
   rlock__map_iter_init(&it, &wd->holds);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     hold_t *h = e->value;
-    if (!renews(h)) continue;
+    if (!renews(h) || renew_script(h) != script) continue;
     if (by_slot) {
       size_t len;
       const char *name = hold_name(h, &len);
@@ -403,16 +408,29 @@ void rlock__watchdog_renew_now(watchdog_t *wd) {
     }
     all[n++] = h;
   }
-  if (rlock__batcher_init(&b, slots, n, RENEW_BATCH)) goto out;
+  if (!n || rlock__batcher_init(&b, slots, n, RENEW_BATCH)) goto out;
   while (rlock__batcher_next(&b, &first, &count)) {
     hold_t *hs[RENEW_BATCH];
     for (size_t i = 0; i < count; i++) hs[i] = all[batcher_item(&b, first + i)];
-    send_batch(wd, hs, count);
+    send_batch(wd, script, hs, count);
   }
   rlock__batcher_free(&b);
 out:
   free(all);
   free(slots);
+}
+
+/* One round: every watchdog hold, grouped by its kind's renew script. */
+void rlock__watchdog_renew_now(watchdog_t *wd) {
+  bool used[SCRIPT_N + 1] = {false};
+  map_iter_t it;
+  rlock__map_iter_init(&it, &wd->holds);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
+    hold_t *h = e->value;
+    if (renews(h)) used[renew_script(h)] = true;
+  }
+  for (int s = 1; s <= SCRIPT_N; s++)
+    if (used[s]) renew_round(wd, s);
   rlock__client_flush(wd->cl);
 }
 

@@ -75,9 +75,15 @@ static int take_url(cli_global_t *g, char *arg) {
     memcpy(arg, shown, strlen(shown) < n ? strlen(shown) : n);
   }
   free(shown);
-  static char *kept; /* the last -u wins; lives as long as the process */
-  free(kept);
-  g->url = kept = copy;
+  if (g->nurls == CLI_URLS_MAX) {
+    free(copy);
+    return cli_usage(NULL, "at most %d -u URLs", CLI_URLS_MAX);
+  }
+  /* every -u is kept for the process's lifetime (exec --redlock uses them
+   * all); the last one is the URL of the other commands */
+  static char *kept[CLI_URLS_MAX];
+  g->url = g->urls[g->nurls] = kept[g->nurls] = copy;
+  g->nurls++;
   return 0;
 }
 
@@ -149,12 +155,7 @@ int cli_fail(int err, const char *what) {
   return cli_exit_for(err);
 }
 
-int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **out) {
-  rlock_options_t defaults;
-  if (!opts) {
-    rlock_options_init(&defaults);
-    opts = &defaults;
-  }
+int cli_options(const cli_global_t *g, rlock_options_t *opts) {
   int ex = check_tls(g);
   if (ex) return ex;
   opts->url = g->url;
@@ -164,6 +165,17 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
   opts->tls_key_file = g->tls_key;
   opts->tls_server_name = g->tls_server_name;
   if (g->insecure) opts->tls_verify = 0;
+  return 0;
+}
+
+int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **out) {
+  rlock_options_t defaults;
+  if (!opts) {
+    rlock_options_init(&defaults);
+    opts = &defaults;
+  }
+  int ex = cli_options(g, opts);
+  if (ex) return ex;
   int rc = rlock_client_new(out, opts);
   if (rc == 0) return 0;
   char shown[512];
@@ -174,6 +186,11 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
 
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out) {
   int rc = rlock_lock_new(client, name, strlen(name), out);
+  return rc ? cli_fail(rc, "cannot open the lock") : 0;
+}
+
+int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out) {
+  int rc = rlock_lock_new_simple(client, name, strlen(name), out);
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 

@@ -13,8 +13,11 @@
 #include "rlock.h"
 
 /* Options given before (or inside) the sub-command: where and how to connect. */
+#define CLI_URLS_MAX 64
 typedef struct cli_global {
   const char *url; /* -u/--url, else $RLOCK_URL, else redis://127.0.0.1:6379 */
+  const char *urls[CLI_URLS_MAX]; /* every -u given, in order (exec --redlock: one per node) */
+  int nurls;
   const char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* --tls-*, NULL: not given */
   int insecure;                                              /* --insecure */
 } cli_global_t;
@@ -81,8 +84,13 @@ int cli_fail(int err, const char *what);
  * on failure prints why (URL redacted) and returns the exit code (EX_UNAVAILABLE
  * also for a server that does not speak RESP), else 0. */
 int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **out);
+/* Fills opts (TLS, client name) from g as cli_connect does, without
+ * connecting: 0 or the usage error's exit code. */
+int cli_options(const cli_global_t *g, rlock_options_t *opts);
 /* Opens the lock NAME (a C string) or prints why not; 0 or the exit code. */
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
+/* The same for a simple lock (SET NX PX: rlock_lock_new_simple). */
+int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out);
 
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
  * empty or too long. */

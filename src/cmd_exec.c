@@ -18,16 +18,22 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  NAME -- CMD [ARG...]\n"
+    "                  [--simple] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
-    "(128+N if CMD was killed by signal N).\n\n"
+    "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
+    "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
     "  --wait DUR      give up after DUR (exit 75); default: wait forever\n"
     "  --lease DUR     fixed lease: the lock expires after DUR even if CMD still runs\n"
     "  --watchdog DUR  lease of the watchdog-renewed lock (default 30s, renewed every third)\n"
     "  --kill-after DUR  if the lock is lost, CMD's group gets SIGTERM, then SIGKILL\n"
     "                  after DUR if still running (default 10s; 0: SIGKILL at once)\n"
+    "  --simple        the simple lock (SET NAME token NX PX lease), shared with\n"
+    "                  redis-py's Lock, node-redlock and redsync; default: Redisson's\n"
+    "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
+    "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
-    "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable;\n"
+    "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable\n"
+    "(--redlock: too many nodes unreachable for a majority);\n"
     "75 timed out waiting; 76 the lock was lost while CMD ran (CMD got SIGTERM);\n"
     "128+N interrupted by signal N while waiting.\n\n"
     "CMD runs in its own process group; signals and the SIGTERM of a lost lock go to\n"
@@ -144,12 +150,31 @@ static void started(void) {
   if (g_signal) group_kill(g_signal);
 }
 
+/* What exec holds: one lock, a MultiLock or a RedLock. */
+typedef struct guard {
+  rlock_lock_t *lock;
+  rlock_multilock_t *multi;
+  rlock_redlock_t *redlock;
+} guard_t;
+
+static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
+  if (gd->redlock) return rlock_redlock_acquire(gd->redlock, wait_ms, lease_ms, g_cancel, NULL);
+  if (gd->multi) return rlock_multilock_acquire(gd->multi, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
+  return rlock_lock_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
+}
+
+static int guard_release(guard_t *gd) {
+  if (gd->redlock) return rlock_redlock_release(gd->redlock);
+  if (gd->multi) return rlock_multilock_release(gd->multi, RLOCK_OWNER_SELF);
+  return rlock_lock_unlock(gd->lock);
+}
+
 /* Holds the lock around the command; returns the exit code. */
-static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, int64_t lease_ms,
+static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t lease_ms,
                         char **cmd, const sigset_t *orig_mask) {
-  int rc = rlock_lock_acquire(lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
+  int rc = guard_acquire(gd, wait_ms, lease_ms);
   if (rc == RLOCK_EBUSY) {
-    cli_err("timed out waiting for %s", name);
+    cli_err("timed out waiting for %s (%s)", name, rlock_last_error());
     return EX_TEMPFAIL;
   }
   if (rc == RLOCK_ECANCELED) {
@@ -165,9 +190,10 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
   if (atomic_load(&g_lost)) {
     cli_err("lock %s lost while the command ran: %s", name,
             rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason)));
+    if (gd->multi) guard_release(gd); /* the members still held: free them now, not at their lease's end */
     return EX_PROTOCOL;
   }
-  rc = rlock_lock_unlock(lock);
+  rc = guard_release(gd);
   if (rc == RLOCK_ENOTHELD) {
     cli_err("lock %s lost while the command ran", name);
     return EX_PROTOCOL;
@@ -176,20 +202,71 @@ static int hold_and_run(rlock_lock_t *lock, const char *name, int64_t wait_ms, i
   return ex;
 }
 
+#define CLI_NAMES_MAX 64
+
+/* How many NAMEs start at argv[first]: all words up to a "--" (a MultiLock
+ * when more than one), or just one when no "--" follows (NAME CMD...). */
+static int names_before_dashes(int argc, char **argv, int first) {
+  for (int i = first; i < argc; i++)
+    if (strcmp(argv[i], "--") == 0) return i - first;
+  return 1;
+}
+
+/* "a b c" for messages, cut to len. */
+static void show_names(char **names, int n, char *out, size_t len) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o + 1 < len; i++) {
+    int w = snprintf(out + o, len - o, "%s%s", i ? " " : "", names[i]);
+    if (w < 0) break;
+    o += (size_t)w;
+  }
+}
+
+/* The locks NAMEs on client; a MultiLock over them when there are several. */
+static int open_locks(rlock_client_t *client, char **names, int n, int simple, rlock_lock_t **locks,
+                      guard_t *gd) {
+  if (n > CLI_NAMES_MAX) return cli_usage("exec", "at most %d NAMEs", CLI_NAMES_MAX);
+  for (int i = 0; i < n; i++) {
+    int ex = simple ? cli_lock_simple(client, names[i], &locks[i]) : cli_lock(client, names[i], &locks[i]);
+    if (ex) return ex;
+  }
+  gd->lock = locks[0];
+  if (n == 1) return 0;
+  int rc = rlock_multilock_new(&gd->multi, locks, (size_t)n);
+  return rc ? cli_fail(rc, "cannot make the MultiLock") : 0;
+}
+
+/* A RedLock over every -u URL (one master each). */
+static int open_redlock(const cli_global_t *g, rlock_options_t *opts, const char *name, int simple, guard_t *gd) {
+  int ex = cli_options(g, opts);
+  if (ex) return ex;
+  const char *one[1] = {g->url};
+  const char *const *urls = g->nurls ? g->urls : one;
+  size_t n = g->nurls ? (size_t)g->nurls : 1;
+  int rc = rlock_redlock_new(&gd->redlock, opts, urls, n, name, strlen(name), simple ? RLOCK_REDLOCK_SIMPLE : 0);
+  if (rc) return cli_fail(rc, "cannot make the RedLock");
+  rlock_redlock_on_lost(gd->redlock, on_lost, NULL);
+  return 0;
+}
+
 int cmd_exec(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
+      {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
-  int c, ex = 0;
+  int c, ex = 0, simple = 0, redlock = 0;
   while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
+      case 's': simple = 1; break;
+      case 'r': redlock = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
@@ -198,31 +275,42 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (lease_ms != RLOCK_LEASE_WATCHDOG && watchdog_ms)
     return cli_usage("exec", "--lease and --watchdog exclude each other");
   if (optind >= argc) return cli_usage("exec", "missing the lock NAME");
-  const char *name = argv[optind++];
-  if ((ex = cli_name("exec", name))) return ex;
+  int first = optind, nnames = names_before_dashes(argc, argv, first);
+  for (int i = 0; i < nnames; i++)
+    if ((ex = cli_name("exec", argv[first + i]))) return ex;
+  optind = first + nnames;
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
-  char **cmd = argv + optind;
+  if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
+  if (nnames > 1 && lease_ms != RLOCK_LEASE_WATCHDOG && wait_ms == RLOCK_WAIT_FOREVER)
+    return cli_usage("exec", "--lease with several NAMEs needs --wait (or use the watchdog)");
+  char **cmd = argv + optind, shown[256];
+  show_names(argv + first, nnames, shown, sizeof shown);
 
   rlock_options_t opts;
   rlock_options_init(&opts);
   if (watchdog_ms) opts.watchdog_timeout_ms = watchdog_ms;
   if (rlock_cancel_new(&g_cancel)) return cli_fail(RLOCK_ENOMEM, "cannot create a cancel token");
-  /* Block the signals while the client starts: its thread inherits the mask. */
+  /* Block the signals while the clients start: their threads inherit the mask. */
   sigset_t sigs, orig_mask;
   list_handled(&sigs);
   pthread_sigmask(SIG_BLOCK, &sigs, &orig_mask);
   install_handlers();
+  guard_t gd = {0};
   rlock_client_t *client = NULL;
-  rlock_lock_t *lock = NULL;
-  ex = cli_connect(g, &opts, &client);
-  pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
-  if (!ex) {
-    rlock_client_on_lost(client, on_lost, NULL);
-    ex = cli_lock(client, name, &lock);
+  rlock_lock_t *locks[CLI_NAMES_MAX] = {0};
+  if (redlock) {
+    ex = open_redlock(g, &opts, argv[first], simple, &gd);
+  } else {
+    ex = cli_connect(g, &opts, &client);
+    if (!ex) rlock_client_on_lost(client, on_lost, NULL);
+    if (!ex) ex = open_locks(client, argv + first, nnames, simple, locks, &gd);
   }
-  if (!ex) ex = hold_and_run(lock, name, wait_ms, lease_ms, cmd, &orig_mask);
-  if (lock) rlock_lock_free(lock);
+  pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
+  if (!ex) ex = hold_and_run(&gd, shown, wait_ms, lease_ms, cmd, &orig_mask);
+  rlock_redlock_free(gd.redlock);
+  rlock_multilock_free(gd.multi);
+  for (int i = 0; i < nnames && i < CLI_NAMES_MAX; i++) rlock_lock_free(locks[i]);
   if (client) rlock_client_free(client);
   restore_handlers();
   rlock_cancel_free(g_cancel);

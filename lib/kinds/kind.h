@@ -105,9 +105,20 @@ struct lock_kind {
   int (*wake)(const rlock_reply_t *msg);
   /* Force unlock (reply: integer 1 if it was locked, 0 if not). */
   req_t *(*force_req)(op_t *op, req_done_fn done);
+  /* Optional (NULL: try_reply's bound). How long a busy try of op waits at
+   * most before trying again, given try_reply's bound: a kind whose unlocks
+   * other programs make without a message polls (backoff, op->polls). */
+  int64_t (*poll_ms)(op_t *op, int64_t wait_ms);
+  /* The script that renews its holds (watchdog.c); 0: SCRIPT_RENEW, the
+   * hash layout's. Same keys and arguments: names; lease, owner ids. */
+  int renew_script;
+  /* Optional (NULL: the hash layout's HEXISTS, HGET, HGETALL). is held,
+   * hold count, holders of op as one request, answered in those shapes. */
+  req_t *(*query_req)(op_t *op, req_done_fn done);
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
+extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
 
 /* A lock handle of a kind (rlock_lock_new: rlock__kind_reentrant). */
 int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out);

@@ -58,8 +58,14 @@ static void re_close(fh_worker_ctx_t *w) {
 }
 
 const fh_kind_t fh_kind_reentrant = {"reentrant", HIST_MUTEX_LEASE, re_open, re_acquire,
-                                     re_valid_until, re_release, re_close};
-const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, NULL};
+                                     re_valid_until, re_release, re_close, "redisson_lock__channel"};
+/* The simple lock (SET NX PX): the same calls on another handle. */
+static int simple_open(fh_worker_ctx_t *w) {
+  return rlock_lock_new_simple(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
+}
+const fh_kind_t fh_kind_simple = {"simple", HIST_MUTEX_LEASE, simple_open, re_acquire,
+                                  re_valid_until, re_release, re_close, "rlock_simple__channel"};
+const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, NULL};
 
 /* ------------------------------------------------------------ workers */
 

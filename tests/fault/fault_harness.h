@@ -57,9 +57,11 @@ typedef struct fh_kind {
   int (*valid_until)(fh_worker_ctx_t *w, int64_t *out_ms);
   int (*release)(fh_worker_ctx_t *w);
   void (*close)(fh_worker_ctx_t *w);
+  const char *channel; /* where its waiters listen: "<channel>:{NAME}" */
 } fh_kind_t;
 
 extern const fh_kind_t fh_kind_reentrant;
+extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */

@@ -263,7 +263,7 @@ static int skip_valid(fh_worker_ctx_t *w, int64_t *out) {
 static int skip_release(fh_worker_ctx_t *w) { return 0; }
 static void skip_close(fh_worker_ctx_t *w) {}
 static const fh_kind_t kind_skip = {"broken-skip", HIST_MUTEX_LEASE, skip_open, skip_acquire,
-                                    skip_valid, skip_release, skip_close};
+                                    skip_valid, skip_release, skip_close, NULL};
 
 /* "getset": GET the key; if empty, (think 1 ms, then) SET it. Not atomic. */
 static int gs_cmd(fh_worker_ctx_t *w, const char *verb, rlock_reply_type_t *type) {
@@ -292,7 +292,7 @@ static int gs_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int
 }
 static int gs_release(fh_worker_ctx_t *w) { return gs_cmd(w, "DEL", NULL); }
 static const fh_kind_t kind_getset = {"broken-getset", HIST_MUTEX_LEASE, skip_open, gs_acquire,
-                                      skip_valid, gs_release, skip_close};
+                                      skip_valid, gs_release, skip_close, NULL};
 
 TEST(broken_skip_lock_is_caught) {
   fh_pool_t p;

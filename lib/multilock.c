@@ -1,0 +1,167 @@
+/* multilock.c -- MultiLock (rlock_multilock_t): several locks taken as one,
+ * all or nothing, possibly on different clients (servers, deployments).
+ *
+ * Acquire: the members in one canonical order, (URL, name) ascending, each
+ * waiting within what is left of the one wait budget: every process orders
+ * the same members the same way, so two MultiLocks over overlapping sets
+ * never wait for each other in a cycle. A member that cannot be had (the
+ * budget ran out, an error, a cancel) releases the members already taken (in
+ * parallel) and ends the acquire with that member's error: nothing is left
+ * behind. Release: every member in parallel.
+ * A fixed lease must survive the wait for the members after it: a member
+ * taken with w ms of the budget left gets lease + w, so every member lasts
+ * at least the lease past the end of the acquire. (Hence a fixed lease needs
+ * a bounded wait; the watchdog lease has no such limit.) */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rlock_multilock {
+  size_t n;
+  rlock_lock_t **locks; /* the members, in canonical order */
+};
+
+static int by_url_name(const void *a, const void *b) {
+  const rlock_lock_t *x = *(rlock_lock_t *const *)a, *y = *(rlock_lock_t *const *)b;
+  int c = strcmp(x->cl->s_url, y->cl->s_url);
+  if (c) return c;
+  size_t n = x->len < y->len ? x->len : y->len;
+  c = memcmp(x->name, y->name, n);
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static bool same_lock(const rlock_lock_t *x, const rlock_lock_t *y) {
+  return !strcmp(x->cl->s_url, y->cl->s_url) && x->len == y->len && !memcmp(x->name, y->name, x->len);
+}
+
+RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!locks || n == 0) return rlock__fail(RLOCK_EINVAL, "a MultiLock needs at least one lock");
+  for (size_t i = 0; i < n; i++)
+    if (!locks[i]) return rlock__fail(RLOCK_EINVAL, "lock %zu is NULL", i + 1);
+  rlock_multilock_t *m = calloc(1, sizeof *m);
+  if (m) m->locks = malloc(n * sizeof *m->locks);
+  if (!m || !m->locks) {
+    free(m);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  memcpy(m->locks, locks, n * sizeof *locks);
+  m->n = n;
+  qsort(m->locks, n, sizeof *m->locks, by_url_name);
+  for (size_t i = 1; i < n; i++) {
+    if (same_lock(m->locks[i - 1], m->locks[i])) {
+      rlock_lock_t *d = m->locks[i];
+      rlock_multilock_free(m);
+      return rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice", (int)(d->len > 100 ? 100 : d->len), d->name);
+    }
+  }
+  *out = m;
+  return 0;
+}
+
+RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
+  if (!m) return;
+  free(m->locks);
+  free(m);
+}
+
+/* ------------------------------------------------------------ release in parallel */
+
+typedef struct fan {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  size_t left;
+  int rc; /* the first error (RLOCK_ENOTHELD if only that) */
+} fan_t;
+
+static void release_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  fan_t *f = arg;
+  pthread_mutex_lock(&f->mu);
+  if (status && (!f->rc || f->rc == RLOCK_ENOTHELD)) f->rc = status;
+  if (--f->left == 0) pthread_cond_signal(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+}
+
+/* Releases the first n members (owner) in parallel and waits for every
+ * answer (each bounded by its client's retries and command timeout). */
+static int release_first(rlock_multilock_t *m, size_t n, uint64_t owner) {
+  fan_t f = {.left = n};
+  pthread_mutex_init(&f.mu, NULL);
+  pthread_cond_init(&f.cv, NULL);
+  for (size_t i = 0; i < n; i++) {
+    int rc = rlock_lock_release_async(m->locks[i], owner, release_cb, &f);
+    if (rc) release_cb(m->locks[i], rc, 0, &f); /* the callback will not run */
+  }
+  pthread_mutex_lock(&f.mu);
+  while (f.left) pthread_cond_wait(&f.cv, &f.mu);
+  pthread_mutex_unlock(&f.mu);
+  pthread_cond_destroy(&f.cv);
+  pthread_mutex_destroy(&f.mu);
+  return f.rc;
+}
+
+/* ------------------------------------------------------------ acquire */
+
+static int check_acquire(rlock_multilock_t *m, int64_t wait_ms, int64_t lease_ms) {
+  if (!m) return rlock__fail(RLOCK_EINVAL, "multilock is NULL");
+  if ((wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER) || wait_ms > RLOCK_DURATION_MAX)
+    return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range", (long long)wait_ms);
+  if ((lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG) || lease_ms > RLOCK_DURATION_MAX)
+    return rlock__fail(RLOCK_EINVAL, "lease %lld ms is out of range", (long long)lease_ms);
+  if (lease_ms != RLOCK_LEASE_WATCHDOG && wait_ms == RLOCK_WAIT_FOREVER && m->n > 1)
+    return rlock__fail(RLOCK_EINVAL, "a MultiLock with a fixed lease needs a bounded wait (the members taken "
+                                     "first would run out while later ones are awaited): use the watchdog");
+  return 0;
+}
+
+/* The lease member gets with left ms of the budget to go (see the top). */
+static int64_t member_lease(int64_t lease_ms, int64_t left) {
+  if (lease_ms == RLOCK_LEASE_WATCHDOG) return lease_ms;
+  return lease_ms > RLOCK_DURATION_MAX - left ? RLOCK_DURATION_MAX : lease_ms + left;
+}
+
+RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                      rlock_cancel_t *cancel) {
+  int rc = check_acquire(m, wait_ms, lease_ms);
+  if (rc) return rc;
+  uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
+  int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
+  for (size_t i = 0; i < m->n; i++) {
+    int64_t left = RLOCK_WAIT_FOREVER;
+    if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
+    rc = rlock_lock_acquire(m->locks[i], who, left, member_lease(lease_ms, left < 0 ? 0 : left), cancel);
+    if (rc == 0) continue;
+    char why[256];
+    snprintf(why, sizeof why, "%s", rlock_last_error());
+    rlock_lock_t *l = m->locks[i];
+    release_first(m, i, who); /* all or nothing */
+    return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
+  }
+  return 0;
+}
+
+RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner) {
+  if (!m) return rlock__fail(RLOCK_EINVAL, "multilock is NULL");
+  uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
+  int rc = release_first(m, m->n, who);
+  return rc ? rlock__fail(rc, "%s", rc == RLOCK_ENOTHELD ? "a member was not held (the others were released)"
+                                                         : "a member's release failed (the others were released)")
+            : 0;
+}
+
+RLOCK_API int rlock_multilock_valid_until(rlock_multilock_t *m, rlock_owner_t owner, int64_t *out) {
+  if (!m || !out) return rlock__fail(RLOCK_EINVAL, "multilock or out is NULL");
+  int64_t least = INT64_MAX;
+  for (size_t i = 0; i < m->n; i++) {
+    int64_t v;
+    int rc = rlock_lock_valid_until(m->locks[i], owner, &v);
+    if (rc) return rc;
+    if (v < least) least = v;
+  }
+  *out = least;
+  return 0;
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# tests/cli/family.sh -- the lock family through `rlock exec`: --simple (the
+# SET NX PX lock: a string key holding the owner id, compare-and-delete
+# release, waiters that poll), and its mutual exclusion with itself; several
+# NAMEs (a MultiLock: all or nothing); --redlock over three servers (one
+# killed: still held; two killed: exit 69; a majority held elsewhere: 75).
+. "$(dirname "$0")/common.sh"
+start_redis
+R() { "$RLOCK" -u "$URL" "$@"; }
+rc() { redis-cli -p "$PORT" "$@"; }
+
+# --simple: the key is a string with the holder's token and a TTL while CMD runs.
+expect 0 "exec --simple runs the command" R exec --simple sjob -- sh -c \
+  "redis-cli -p $PORT TYPE sjob > $T/type; redis-cli -p $PORT PTTL sjob > $T/pttl"
+contains "$T/type" "string" "the simple lock is a string key"
+[ "$(cat "$T/pttl")" -gt 0 ] && pass "with a TTL" || fail "PTTL $(cat "$T/pttl")"
+[ "$(rc EXISTS sjob)" = 0 ] && pass "released after the command" || fail "sjob still exists"
+expect 3 "exec --simple returns the command's status" R exec --simple sjob -- sh -c 'exit 3'
+
+# Held by another program's token (redis-py, node-redlock...): busy, untouched.
+rc SET sjob their-token PX 60000 >/dev/null
+expect 75 "--simple --wait times out while another token holds it" R exec --simple --wait 300ms sjob -- true
+contains "$T/err" "timed out waiting for sjob" "timeout message"
+[ "$(rc GET sjob)" = their-token ] && pass "the other token is left as it is" || fail "GET sjob: $(rc GET sjob)"
+# A waiter polls: the other program's release (a plain DEL, no message) lets it in.
+scripts() { rc INFO commandstats | awk -F'[=,]' '/^cmdstat_eval(sha)?:/ {n += $2} END {print n + 0}'; }
+before=$(scripts)
+bg "$T/waiter" "$RLOCK" -u "$URL" exec --simple --wait 30s sjob -- true
+waiter=$BG
+tried_twice() { [ "$(scripts)" -ge $((before + 2)) ]; }
+until_true 20 tried_twice || fail "the waiter never tried twice"
+rc DEL sjob >/dev/null
+await "$waiter" 25
+[ "$RC" = 0 ] && pass "the waiter got the lock after a release without a message" || \
+  fail "waiter: exit $RC, $(cat "$T/waiter.err")"
+
+# Mutual exclusion: 4 concurrent loops of exec --simple; mkdir fails if two overlap.
+cs='mkdir "$1" || exit 9; sleep 0.02; rmdir "$1"'
+loop() { for _ in 1 2 3 4 5; do R exec --simple smutex -- sh -c "$cs" sh "$T/cs" || return $?; done; }
+pids=()
+for i in 1 2 3 4; do loop >"$T/loop$i.out" 2>&1 & pids+=($!); BG_PIDS+=($!); done
+overlap=0
+for p in "${pids[@]}"; do await "$p" 60; [ "$RC" = 0 ] || overlap=$RC; done
+[ "$overlap" = 0 ] && pass "20 concurrent --simple execs never overlapped" || fail "concurrent execs: exit $overlap"
+
+# status and unlock --force of a simple lock
+rc SET sjob their-token PX 60000 >/dev/null
+expect 0 "status --simple" R status --json --simple sjob
+contains "$T/out" '"owner":"their-token","count":1' "status --simple shows the token"
+expect 0 "unlock --force --simple" R unlock --force --simple sjob
+[ "$(rc EXISTS sjob)" = 0 ] && pass "unlock --force --simple deleted it" || fail "sjob still exists"
+
+# Several NAMEs: a MultiLock. Both held while CMD runs, both released after.
+expect 0 "exec NAME1 NAME2 -- CMD" R exec ma mb -- sh -c "redis-cli -p $PORT EXISTS ma mb > $T/both"
+[ "$(cat "$T/both")" = 2 ] && pass "every member held while CMD runs" || fail "EXISTS ma mb: $(cat "$T/both")"
+[ "$(rc EXISTS ma mb)" = 0 ] && pass "every member released after" || fail "members left: $(rc EXISTS ma mb)"
+# A member held elsewhere: the whole acquire fails and leaves nothing behind.
+rc HSET mb 00000000-0000-0000-0000-000000000000:1 1 >/dev/null
+expect 75 "a member held elsewhere: timed out" R exec --wait 300ms ma mb mc -- true
+contains "$T/err" "mb" "the busy member is named"
+[ "$(rc EXISTS ma mc)" = 0 ] && pass "nothing left behind" || fail "left behind: $(rc EXISTS ma mc)"
+rc DEL mb >/dev/null
+expect 64 "--lease with several NAMEs needs --wait" R exec --lease 5s ma mb -- true
+# A member lost while CMD runs: the whole lock is lost (76).
+bg "$T/mlost" "$RLOCK" -u "$URL" exec --watchdog 600ms ma mb -- sleep 30
+mlost=$BG
+both_held() { [ "$(rc EXISTS ma mb)" = 2 ]; }
+until_true 20 both_held || fail "the MultiLock was never held"
+rc DEL mb >/dev/null
+await "$mlost" 30
+[ "$RC" = 76 ] && pass "a lost member: exit 76" || fail "lost member: exit $RC, $(cat "$T/mlost.err")"
+contains "$T/mlost.err" "lost while the command ran" "the loss is reported"
+[ "$(rc EXISTS ma)" = 0 ] && pass "the other member released" || fail "ma left held: $(rc PTTL ma) ms"
+
+# --redlock over three masters.
+U1=$URL P1=$PORT PID1=${REDIS_PIDS[-1]}
+start_redis
+U2=$URL P2=$PORT PID2=${REDIS_PIDS[-1]}
+start_redis
+U3=$URL P3=$PORT
+RL() { "$RLOCK" -u "$U1" -u "$U2" -u "$U3" "$@"; }
+expect 0 "exec --redlock" RL exec --redlock rl -- sh -c \
+  "for p in $P1 $P2 $P3; do redis-cli -p \$p EXISTS rl; done > $T/rl"
+[ "$(grep -c 1 "$T/rl")" = 3 ] && pass "held on all three masters" || fail "held on: $(cat "$T/rl")"
+expect 0 "exec --redlock --simple" RL exec --redlock --simple rl -- sh -c "redis-cli -p $P2 TYPE rl > $T/type"
+contains "$T/type" "string" "--redlock --simple: a string on each node"
+# A majority held by another program: busy (75); status --redlock shows each node.
+redis-cli -p "$P1" SET rl their-token PX 60000 >/dev/null
+redis-cli -p "$P2" SET rl their-token PX 60000 >/dev/null
+expect 0 "status --redlock --simple --json" RL status --redlock --simple --json rl
+contains "$T/out" '"locked_on":2,"majority":2' "status --redlock counts the masters that hold it"
+contains "$T/out" '"holders":[{"owner":"their-token","count":1}]' "status --redlock shows a node's holder"
+expect 75 "--redlock: a majority held elsewhere" RL exec --redlock --simple --wait 300ms rl -- true
+redis-cli -p "$P1" DEL rl >/dev/null
+redis-cli -p "$P2" DEL rl >/dev/null
+# The majority lost while CMD runs (2 of 3 deleted): 76.
+bg "$T/rlost" "$RLOCK" -u "$U1" -u "$U2" -u "$U3" exec --redlock --watchdog 600ms rl -- sleep 30
+rlost=$BG
+all_three() { [ "$(for p in "$P1" "$P2" "$P3"; do redis-cli -p "$p" EXISTS rl; done | grep -c 1)" = 3 ]; }
+until_true 20 all_three || fail "the RedLock was never held on all three"
+redis-cli -p "$P1" DEL rl >/dev/null
+redis-cli -p "$P2" DEL rl >/dev/null
+await "$rlost" 30
+[ "$RC" = 76 ] && pass "--redlock: majority lost, exit 76" || fail "redlock lost: exit $RC, $(cat "$T/rlost.err")"
+kill -KILL "$PID1"
+expect 0 "--redlock with one of three masters dead" RL exec --redlock --wait 2s rl -- true
+kill -KILL "$PID2"
+expect 69 "--redlock with two of three masters dead" RL exec --redlock --wait 500ms rl -- true
+contains "$T/err" "unreachable" "the unreachable nodes are reported"
+expect 0 "status --redlock with two masters dead" RL status --redlock rl
+contains "$T/out" "node 1 redis://127.0.0.1:$P1: cannot read it" "a dead master is shown as such"
+contains "$T/out" "locked on 0 of 3 masters" "status --redlock summary"
+finish

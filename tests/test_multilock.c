@@ -1,0 +1,197 @@
+/* test_multilock.c -- MultiLock (rlock_multilock_t) against real
+ * redis-servers:
+ *   all_and_release       every member taken, valid-until the earliest,
+ *                         released in parallel; members on two servers and of
+ *                         two kinds (reentrant, simple)
+ *   member_held_elsewhere a member held by another owner: the acquire fails
+ *                         within its wait, names that member, and leaves
+ *                         nothing of its own behind
+ *   cancelled             a wait (RLOCK_WAIT_FOREVER) on a member held
+ *                         elsewhere, cancelled: RLOCK_ECANCELED, the member
+ *                         taken before it released
+ *   bad_arguments         the same lock twice, a fixed lease with no bounded
+ *                         wait: RLOCK_EINVAL before anything is sent
+ *   opposite_orders       two processes take overlapping sets given in
+ *                         opposite orders, 25 times each: never a deadlock
+ *                         (every acquire succeeds well within its wait), never
+ *                         two inside at once */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static th_server_t *s1, *s2;
+
+static int exists(th_server_t *s, const char *key) { return (int)th_cmd_int(s, "EXISTS", key, NULL); }
+
+TEST(all_and_release) {
+  rlock_client_t *c1 = th_client(s1->url, 0), *c2 = th_client(s2->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:a"), *b = th_lock(c2, "ml:b"), *s = NULL;
+  CHECK_OK(rlock_lock_new_simple(c1, "ml:s", 4, &s));
+  rlock_lock_t *members[3] = {s, b, a};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 3));
+  CHECK_OK(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, 20000, NULL));
+  CHECK(exists(s1, "ml:a") && exists(s2, "ml:b") && exists(s1, "ml:s"));
+  int64_t vu = 0, each = 0;
+  CHECK_OK(rlock_multilock_valid_until(m, RLOCK_OWNER_SELF, &vu));
+  CHECK_OK(rlock_lock_valid_until(a, RLOCK_OWNER_SELF, &each));
+  CHECK(vu <= each && vu > rlock_now_ms() + 10000);
+  CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
+  CHECK(!exists(s1, "ml:a") && !exists(s2, "ml:b") && !exists(s1, "ml:s"));
+  CHECK_RC(rlock_multilock_release(m, RLOCK_OWNER_SELF), RLOCK_ENOTHELD);
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(s);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+TEST(member_held_elsewhere) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *x = th_lock(c, "ml:x"), *y = th_lock(c, "ml:y"), *z = th_lock(c, "ml:z");
+  rlock_lock_t *oy = th_lock(other, "ml:y");
+  CHECK_OK(rlock_lock_acquire(oy, 7, 0, 60000, NULL));
+  rlock_lock_t *members[3] = {z, x, y};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 3));
+  int64_t t0 = rlock_now_ms();
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 300, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  CHECK(rlock_now_ms() - t0 < 300 + 5000); /* its wait, plus a margin for a loaded machine */
+  CHECK_MSG(strstr(rlock_last_error(), "ml:y"), "message: %s", rlock_last_error());
+  /* ml:x was taken first (canonical order) and given back; ml:z never taken */
+  CHECK(!exists(s1, "ml:x") && !exists(s1, "ml:z"));
+  CHECK(exists(s1, "ml:y")); /* the other owner's hold is untouched */
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(oy, 7, &held));
+  CHECK_EQ(held, 1);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  CHECK_OK(rlock_lock_release(oy, 7));
+  CHECK_OK(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, 10000, NULL)); /* free now */
+  CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
+  rlock_multilock_free(m);
+  rlock_lock_free(x), rlock_lock_free(y), rlock_lock_free(z), rlock_lock_free(oy);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+typedef struct canceller {
+  rlock_cancel_t *cancel;
+} canceller_t;
+
+static int x_taken(void *arg) {
+  (void)arg;
+  return exists(s1, "ml:cx") == 1;
+}
+
+static void *cancel_when_waiting(void *arg) {
+  canceller_t *k = arg;
+  if (th_wait_until(x_taken, NULL, 20000)) th_sleep_ms(50); /* the scenario: it waits on ml:cy a while */
+  rlock_cancel_trigger(k->cancel);
+  return NULL;
+}
+
+TEST(cancelled) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *x = th_lock(c, "ml:cx"), *y = th_lock(c, "ml:cy"), *oy = th_lock(other, "ml:cy");
+  CHECK_OK(rlock_lock_acquire(oy, 3, 0, 60000, NULL));
+  rlock_lock_t *members[2] = {y, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  canceller_t k;
+  CHECK_OK(rlock_cancel_new(&k.cancel));
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_when_waiting, &k);
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, k.cancel),
+           RLOCK_ECANCELED);
+  pthread_join(t, NULL);
+  CHECK_EQ(exists(s1, "ml:cx"), 0); /* taken first, given back */
+  CHECK_OK(rlock_lock_release(oy, 3));
+  rlock_cancel_free(k.cancel);
+  rlock_multilock_free(m);
+  rlock_lock_free(x), rlock_lock_free(y), rlock_lock_free(oy);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+TEST(bad_arguments) {
+  rlock_client_t *c = th_client(s1->url, 0);
+  rlock_lock_t *a = th_lock(c, "ml:dup"), *a2 = th_lock(c, "ml:dup"), *b = th_lock(c, "ml:other");
+  rlock_lock_t *dup[2] = {a, a2}, *two[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_RC(rlock_multilock_new(&m, dup, 2), RLOCK_EINVAL);
+  CHECK(m == NULL);
+  CHECK_OK(rlock_multilock_new(&m, two, 2));
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, 5000, NULL), RLOCK_EINVAL);
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, -5, 5000, NULL), RLOCK_EINVAL);
+  CHECK(!exists(s1, "ml:dup") && !exists(s1, "ml:other"));
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(a2), rlock_lock_free(b);
+  rlock_client_free(c);
+}
+
+/* A child process: 25 times, the MultiLock over names (in the order given),
+ * then INCR/DECR a counter inside: it must read 1. Exit 0, or the step that failed. */
+static int worker(const char *const *names, size_t n) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = s1->url;
+  rlock_client_t *c;
+  if (rlock_client_new(&c, &o)) return 10;
+  rlock_lock_t *ls[8];
+  for (size_t i = 0; i < n; i++)
+    if (rlock_lock_new(c, names[i], strlen(names[i]), &ls[i])) return 11;
+  rlock_multilock_t *m;
+  if (rlock_multilock_new(&m, ls, n)) return 12;
+  for (int round = 0; round < 25; round++) {
+    /* 30 s: far more than 25 short sections take; a deadlock would use it all up */
+    if (rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 30000, RLOCK_LEASE_WATCHDOG, NULL)) return 20;
+    const char *incr[2] = {"INCR", "ml:inside"}, *decr[2] = {"DECR", "ml:inside"};
+    rlock_reply_t *r = NULL;
+    if (rlock_client_command(c, 2, incr, NULL, &r) || r->type != RLOCK_REPLY_INTEGER) return 21;
+    int alone = r->integer == 1;
+    rlock_reply_free(r);
+    if (rlock_client_command(c, 2, decr, NULL, &r)) return 22;
+    rlock_reply_free(r);
+    if (!alone) return 23;
+    if (rlock_multilock_release(m, RLOCK_OWNER_SELF)) return 24;
+  }
+  rlock_multilock_free(m);
+  for (size_t i = 0; i < n; i++) rlock_lock_free(ls[i]);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* A forked child ends by exec (exit status rc): it must not run the exit
+ * path of the parent's memory it inherited (valgrind would report the
+ * parent's cached connections as its own leaks). */
+static void exit_by_exec(int rc) {
+  char code[16];
+  snprintf(code, sizeof code, "%d", rc);
+  execl("/bin/sh", "sh", "-c", "exit $0", code, (char *)NULL);
+  _exit(rc);
+}
+
+TEST(opposite_orders) {
+  static const char *fwd[3] = {"ml:o1", "ml:o2", "ml:o3"}, *rev[3] = {"ml:o3", "ml:o2", "ml:o1"};
+  pid_t p1 = th_fork();
+  if (p1 == 0) exit_by_exec(worker(fwd, 3));
+  pid_t p2 = th_fork();
+  if (p2 == 0) exit_by_exec(worker(rev, 3));
+  CHECK_EQ(th_wait_child(p1), 0);
+  CHECK_EQ(th_wait_child(p2), 0);
+  CHECK(!exists(s1, "ml:o1") && !exists(s1, "ml:o2") && !exists(s1, "ml:o3"));
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  s1 = th_server_start(NULL);
+  s2 = th_server_start(NULL);
+  RUN(all_and_release);
+  RUN(member_held_elsewhere);
+  RUN(cancelled);
+  RUN(bad_arguments);
+  RUN(opposite_orders);
+  th_server_stop(s1);
+  th_server_stop(s2);
+  return th_done();
+}

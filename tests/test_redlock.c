@@ -1,0 +1,295 @@
+/* test_redlock.c -- RedLock over 5 independent redis-servers
+ * (rlock_redlock_t), real processes killed and stopped:
+ *   majority_basics       acquire (validity returned), every node holds the
+ *                         hash; a second RedLock is busy, then gets it after
+ *                         the release; release frees every node
+ *   simple_format         RLOCK_REDLOCK_SIMPLE: a string on every node
+ *   two_killed            2 of 5 nodes killed: still acquires (3 of 5)
+ *   three_killed          3 of 5 killed: RLOCK_ECONNECT within the wait
+ *   stopped_node          a SIGSTOPped node does not hold the acquire
+ *                         beyond the per-node timeout; after SIGCONT its late
+ *                         try is given back
+ *   down_at_creation      a node unreachable when the RedLock is made is a
+ *                         failed node, not an error
+ *   lost_majority         watchdog holds deleted on 3 nodes: the lost
+ *                         callback runs once, the other nodes are released
+ *   busy_minority         2 nodes held by another owner: still a majority
+ *   restart_hazard        A holds nodes 1-3 (4 and 5 held elsewhere); node 3
+ *                         restarts: without persistence it forgot A's hold
+ *                         and B gets 3, 4, 5: both hold a majority (the
+ *                         documented hazard, asserted); with appendfsync
+ *                         always B gets no majority */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define N 5
+static th_server_t *srv[N];
+static const char *urls[N];
+
+static void start_all(void) {
+  for (int i = 0; i < N; i++) {
+    srv[i] = th_server_start(NULL);
+    urls[i] = srv[i]->url;
+  }
+}
+
+static void stop_all(void) {
+  for (int i = 0; i < N; i++) th_server_stop(srv[i]);
+}
+
+/* The per-node timeout of these tests: the default (lease/100, 5..50 ms)
+ * is too short under valgrind, where every test but the stopped node's
+ * asks for answers, not for speed. */
+#define NODE_TIMEOUT_MS 1000
+
+static rlock_redlock_t *redlock(const char *name, unsigned flags, int64_t watchdog_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  if (watchdog_ms) o.watchdog_timeout_ms = watchdog_ms;
+  rlock_redlock_t *r = NULL;
+  CHECK_OK(rlock_redlock_new(&r, &o, urls, N, name, strlen(name), flags));
+  CHECK_OK(rlock_redlock_set_node_timeout(r, NODE_TIMEOUT_MS));
+  return r;
+}
+
+static int holders(const char *name) {
+  int n = 0;
+  for (int i = 0; i < N; i++) n += th_cmd_int(srv[i], "EXISTS", name, NULL) == 1;
+  return n;
+}
+
+TEST(majority_basics) {
+  rlock_redlock_t *a = redlock("rl:basic", 0, 0), *b = redlock("rl:basic", 0, 0);
+  CHECK_EQ(rlock_redlock_nodes(a), N);
+  int64_t t0 = rlock_now_ms(), vu = 0;
+  CHECK_OK(rlock_redlock_acquire(a, 0, 10000, NULL, &vu));
+  int64_t t1 = rlock_now_ms();
+  /* the round's start + lease - drift (10000/100 + 2), the start within [t0, t1] */
+  CHECK(vu >= t0 + 10000 - 102 && vu <= t1 + 10000 - 102);
+  int64_t vu2 = 0;
+  CHECK_OK(rlock_redlock_valid_until(a, &vu2));
+  CHECK(vu2 >= vu - 1000 && vu2 <= rlock_now_ms() + 10000);
+  CHECK_EQ(holders("rl:basic"), N);
+  redisReply *t = th_cmd(srv[0], "TYPE", "rl:basic", NULL);
+  CHECK_STREQ(t->str, "hash");
+  th_reply_free(t);
+  CHECK_RC(rlock_redlock_acquire(a, 0, 10000, NULL, NULL), RLOCK_EBUSY); /* held by this object */
+  CHECK_RC(rlock_redlock_acquire(b, 0, 10000, NULL, NULL), RLOCK_EBUSY);
+  CHECK_EQ(holders("rl:basic"), N); /* b's failed round left a's holds alone */
+  for (int i = 0; i < N; i++) {
+    int held = 0;
+    int64_t ttl = 0;
+    CHECK_OK(rlock_redlock_node_status(a, (size_t)i, &held, &ttl));
+    CHECK(held == 1 && ttl > 0);
+  }
+  CHECK_OK(rlock_redlock_release(a));
+  CHECK_EQ(holders("rl:basic"), 0);
+  CHECK_RC(rlock_redlock_release(a), RLOCK_ENOTHELD);
+  CHECK_OK(rlock_redlock_acquire(b, 5000, 10000, NULL, NULL));
+  CHECK_OK(rlock_redlock_release(b));
+  rlock_redlock_free(a);
+  rlock_redlock_free(b);
+}
+
+TEST(simple_format) {
+  rlock_redlock_t *a = redlock("rl:simple", RLOCK_REDLOCK_SIMPLE, 0);
+  CHECK_OK(rlock_redlock_acquire(a, 0, 10000, NULL, NULL));
+  for (int i = 0; i < N; i++) {
+    redisReply *t = th_cmd(srv[i], "TYPE", "rl:simple", NULL);
+    CHECK_STREQ(t->str, "string");
+    th_reply_free(t);
+  }
+  CHECK_OK(rlock_redlock_release(a));
+  CHECK_EQ(holders("rl:simple"), 0);
+  rlock_redlock_free(a);
+}
+
+TEST(busy_minority) {
+  /* another program holds the name on 2 nodes: 3 of 5 still grant */
+  for (int i = 0; i < 2; i++) th_reply_free(th_cmd(srv[i], "SET", "rl:minority", "their-token", "PX", "60000", NULL));
+  rlock_redlock_t *a = redlock("rl:minority", RLOCK_REDLOCK_SIMPLE, 0);
+  CHECK_OK(rlock_redlock_acquire(a, 0, 10000, NULL, NULL));
+  CHECK_OK(rlock_redlock_release(a));
+  for (int i = 0; i < 2; i++) {
+    char *v = th_cmd_str(srv[i], "GET", "rl:minority", NULL);
+    CHECK_STREQ(v, "their-token");
+    free(v);
+    th_reply_free(th_cmd(srv[i], "DEL", "rl:minority", NULL));
+  }
+  /* on 3 nodes: no majority, and nothing of ours is left behind */
+  for (int i = 0; i < 3; i++) th_reply_free(th_cmd(srv[i], "SET", "rl:minority", "their-token", "PX", "60000", NULL));
+  CHECK_RC(rlock_redlock_acquire(a, 300, 10000, NULL, NULL), RLOCK_EBUSY);
+  CHECK_MSG(strstr(rlock_last_error(), "no majority"), "message: %s", rlock_last_error());
+  CHECK_EQ(holders("rl:minority"), 3);
+  for (int i = 0; i < 3; i++) th_reply_free(th_cmd(srv[i], "DEL", "rl:minority", NULL));
+  rlock_redlock_free(a);
+}
+
+/* A holds nodes 1-3 of urls u (4 and 5 are held by another token while A
+ * acquires); then node 3 (s3) restarts and 4, 5 are free: 1 if B gets a
+ * majority too. */
+static int restart_then_b(const char *const *u, th_server_t *s3, th_server_t *s4, th_server_t *s5) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  rlock_redlock_t *a = NULL, *b = NULL;
+  CHECK_OK(rlock_redlock_new(&a, &o, u, N, "rl:restart", 10, RLOCK_REDLOCK_SIMPLE));
+  CHECK_OK(rlock_redlock_new(&b, &o, u, N, "rl:restart", 10, RLOCK_REDLOCK_SIMPLE));
+  CHECK_OK(rlock_redlock_set_node_timeout(a, NODE_TIMEOUT_MS));
+  CHECK_OK(rlock_redlock_set_node_timeout(b, NODE_TIMEOUT_MS));
+  th_reply_free(th_cmd(s4, "SET", "rl:restart", "their-token", "PX", "60000", NULL));
+  th_reply_free(th_cmd(s5, "SET", "rl:restart", "their-token", "PX", "60000", NULL));
+  CHECK_OK(rlock_redlock_acquire(a, 0, 30000, NULL, NULL));
+  th_reply_free(th_cmd(s4, "DEL", "rl:restart", NULL));
+  th_reply_free(th_cmd(s5, "DEL", "rl:restart", NULL));
+  th_server_restart(s3);
+  /* a wait: B's rounds go on while its client of node 3 reconnects */
+  int both = rlock_redlock_acquire(b, 3000, 30000, NULL, NULL) == 0;
+  if (both) CHECK_OK(rlock_redlock_release(b));
+  rlock_redlock_release(a); /* node 3 may answer "not held": A's hold there is B's or gone */
+  rlock_redlock_free(a);
+  rlock_redlock_free(b);
+  for (int i = 0; i < N; i++) th_reply_free(th_cmd(srv[i], "DEL", "rl:restart", NULL));
+  return both;
+}
+
+TEST(restart_hazard) {
+  CHECK_EQ(restart_then_b(urls, srv[2], srv[3], srv[4]), 1); /* the hazard: two holders */
+  th_server_opts_t aof = {.appendonly = 1};
+  th_server_t *durable = th_server_start(&aof);
+  const char *u[N] = {urls[0], urls[1], durable->url, urls[3], urls[4]};
+  CHECK_EQ(restart_then_b(u, durable, srv[3], srv[4]), 0); /* the hold survived the restart */
+  th_server_stop(durable);
+}
+
+TEST(down_at_creation) {
+  th_server_t *dead = th_server_start(NULL);
+  const char *u[N] = {urls[0], urls[1], urls[2], urls[3], dead->url};
+  th_server_kill(dead);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  rlock_redlock_t *r = NULL;
+  CHECK_OK(rlock_redlock_new(&r, &o, u, N, "rl:down", 7, 0));
+  CHECK_OK(rlock_redlock_set_node_timeout(r, NODE_TIMEOUT_MS));
+  int held;
+  int64_t ttl;
+  CHECK_RC(rlock_redlock_node_status(r, 4, &held, &ttl), RLOCK_ECONNECT);
+  CHECK_OK(rlock_redlock_acquire(r, 0, 10000, NULL, NULL));
+  CHECK_OK(rlock_redlock_release(r));
+  rlock_redlock_free(r);
+  th_server_stop(dead);
+  /* a bad URL is the caller's mistake */
+  const char *bad[2] = {urls[0], "redis://[nope"};
+  CHECK_RC(rlock_redlock_new(&r, &o, bad, 2, "rl:down", 7, 0), RLOCK_EURL);
+  CHECK(r == NULL);
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int lost_calls;
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)name, (void)len, (void)owner, (void)reason, (void)arg;
+  pthread_mutex_lock(&mu);
+  lost_calls++;
+  pthread_mutex_unlock(&mu);
+}
+static int lost_once(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  int n = lost_calls;
+  pthread_mutex_unlock(&mu);
+  return n >= 1;
+}
+static int none_hold(void *name) { return holders(name) == 0; }
+
+TEST(lost_majority) {
+  rlock_redlock_t *a = redlock("rl:lost", 0, 1000);
+  rlock_redlock_on_lost(a, on_lost, NULL);
+  CHECK_OK(rlock_redlock_acquire(a, 0, RLOCK_LEASE_WATCHDOG, NULL, NULL));
+  th_reply_free(th_cmd(srv[0], "DEL", "rl:lost", NULL));
+  th_reply_free(th_cmd(srv[1], "DEL", "rl:lost", NULL));
+  int64_t vu;
+  /* 3 of 5 still hold: a majority, no callback (renewals every ~333 ms) */
+  CHECK(!th_wait_until(lost_once, NULL, 1500));
+  CHECK_OK(rlock_redlock_valid_until(a, &vu));
+  th_reply_free(th_cmd(srv[2], "DEL", "rl:lost", NULL));
+  CHECK(th_wait_until(lost_once, NULL, 20000));
+  CHECK(th_wait_until(none_hold, "rl:lost", 20000)); /* the minority left was released */
+  CHECK_RC(rlock_redlock_valid_until(a, &vu), RLOCK_ENOTHELD);
+  CHECK_RC(rlock_redlock_release(a), RLOCK_ENOTHELD);
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(lost_calls, 1);
+  pthread_mutex_unlock(&mu);
+  rlock_redlock_free(a);
+}
+
+static long long stopped_scripts0;
+static int try_and_undo_ran(void *arg) {
+  (void)arg;
+  return th_scripts_run(srv[0]) >= stopped_scripts0 + 2;
+}
+
+TEST(stopped_node) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.command_timeout_ms = 20000; /* without the per-node timeout, a stopped node would cost this */
+  rlock_redlock_t *r = NULL;
+  CHECK_OK(rlock_redlock_new(&r, &o, urls, N, "rl:stop", 7, 0));
+  CHECK_OK(rlock_redlock_set_node_timeout(r, 500));
+  long long scripts0 = th_scripts_run(srv[0]);
+  kill(srv[0]->pid, SIGSTOP);
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_redlock_acquire(r, 0, 10000, NULL, NULL));
+  int64_t took = rlock_now_ms() - t0;
+  /* 500 ms per-node timeout; the bound is generous for a loaded machine (and
+   * valgrind) and still half the 20 s a wait for the stopped node would take */
+  CHECK_MSG(took < 10000, "the acquire took %lld ms with one node stopped", (long long)took);
+  CHECK_OK(rlock_redlock_release(r));
+  kill(srv[0]->pid, SIGCONT);
+  /* the stopped node runs the try late (it takes the free lock there), then
+   * the undo of the cancelled try gives it back */
+  stopped_scripts0 = scripts0;
+  CHECK(th_wait_until(try_and_undo_ran, NULL, 20000));
+  CHECK_EQ(th_cmd_int(srv[0], "EXISTS", "rl:stop", NULL), 0);
+  CHECK_EQ(holders("rl:stop"), 0);
+  rlock_redlock_free(r);
+}
+
+TEST(two_killed) {
+  th_server_kill(srv[3]);
+  th_server_kill(srv[4]);
+  rlock_redlock_t *r = redlock("rl:two", 0, 0);
+  CHECK_OK(rlock_redlock_acquire(r, 2000, 10000, NULL, NULL));
+  CHECK_OK(rlock_redlock_release(r));
+  rlock_redlock_free(r);
+}
+
+TEST(three_killed) {
+  rlock_redlock_t *r = redlock("rl:three", 0, 0); /* made while 3 nodes live */
+  th_server_kill(srv[2]);
+  int64_t t0 = rlock_now_ms();
+  CHECK_RC(rlock_redlock_acquire(r, 1000, 10000, NULL, NULL), RLOCK_ECONNECT);
+  int64_t took = rlock_now_ms() - t0;
+  CHECK_MSG(strstr(rlock_last_error(), "unreachable"), "message: %s", rlock_last_error());
+  /* the wait, one more round (node timeout) and its releases (command
+   * timeout 3 s), plus a margin for a loaded machine */
+  CHECK_MSG(took < 1000 + NODE_TIMEOUT_MS + 3000 + 5000, "failed after %lld ms (wait 1000 ms)", (long long)took);
+  rlock_redlock_free(r);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  start_all();
+  RUN(majority_basics);
+  RUN(simple_format);
+  RUN(busy_minority);
+  RUN(down_at_creation);
+  RUN(lost_majority);
+  RUN(stopped_node);
+  RUN(restart_hazard);
+  RUN(two_killed);   /* kills nodes 4 and 5 */
+  RUN(three_killed); /* and node 3 */
+  stop_all();
+  return th_done();
+}
