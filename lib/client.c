@@ -29,6 +29,8 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->ping_interval_ms = 5000;
   o->dead_after_timeouts = 5;
   o->tcp_keepalive_ms = 60000;
+  o->replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o->replica_sync_timeout_ms = 1000;
 }
 
 int64_t rlock__client_latch_ttl(const client_t *cl) {
@@ -72,6 +74,71 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
 void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
   r->slot = key ? rlock__names_slot(key, klen) : -1;
   rlock__conn_send(cl->topo->route(cl, r), r);
+}
+
+/* ------------------------------------------------------------ replica sync
+ * After an acquire, unlock or renewal script: WAIT in the same compound
+ * request, asking what the policy needs of the replicas the node reported
+ * at its last handshake (conn.c). WAIT returns as soon as that many have
+ * acknowledged, or after the timeout with how many did. */
+
+static const char *policy_name(int policy) {
+  static const char *names[] = {"off", "one", "majority", "all"};
+  return policy >= 0 && policy <= RLOCK_REPLICA_SYNC_ALL ? names[policy] : "?";
+}
+
+/* Acknowledgements the policy needs of n connected replicas (0: no WAIT). */
+static int sync_needed(int policy, int n) {
+  if (n <= 0) return 0;
+  switch (policy) {
+  case RLOCK_REPLICA_SYNC_ONE: return 1;
+  case RLOCK_REPLICA_SYNC_MAJORITY: return n / 2 + 1;
+  case RLOCK_REPLICA_SYNC_ALL: return n;
+  default: return 0;
+  }
+}
+
+int rlock__client_add_wait(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
+  need->need = need->of = 0;
+  if (cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
+  r->slot = key ? rlock__names_slot(key, klen) : -1;
+  const conn_t *c = cl->topo->route(cl, r); /* the node whose replicas count */
+  int n = sync_needed(cl->opt.replica_sync, c->replicas);
+  if (!n) return 0;
+  char count[16], ms[32];
+  snprintf(count, sizeof count, "%d", n);
+  rlock__i64toa(cl->opt.replica_sync_timeout_ms, ms);
+  const char *argv[3] = {"WAIT", count, ms};
+  if (rlock__req_append(r, 3, argv, NULL)) return RLOCK_ENOMEM;
+  r->deadline += cl->opt.replica_sync_timeout_ms;
+  need->need = n;
+  need->of = c->replicas;
+  return 0;
+}
+
+bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked) {
+  *acked = 0;
+  if (!need->need) return true;
+  rlock_reply_t *all = *reply, *wait = all->element[1];
+  *reply = all->element[0];
+  all->element[0] = NULL;
+  if (wait->type == RLOCK_REPLY_INTEGER) *acked = (int)wait->integer;
+  else *acked = -1; /* an error reply (an ACL without WAIT...) */
+  rlock_reply_free(all);
+  return *acked >= need->need;
+}
+
+void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen) {
+  req_t probe = {.slot = key ? rlock__names_slot(key, klen) : -1, .conn = CONN_CMD};
+  rlock__conn_refresh_replicas(cl->topo->route(cl, &probe));
+}
+
+int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked) {
+  if (acked < 0)
+    return rlock__fail(RLOCK_ENOSYNC, "replica sync: the server refused WAIT (%d replicas connected)", need->of);
+  return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",
+                     acked, need->of, (long long)cl->opt.replica_sync_timeout_ms,
+                     policy_name(cl->opt.replica_sync), need->need);
 }
 
 /* ------------------------------------------------------------ latch clean-up */
@@ -306,6 +373,23 @@ static int check_ms(const char *name, int64_t v, int64_t min) {
   return 0;
 }
 
+/* The replica-sync policy, and WAIT's timeout below the command timeout: a
+ * WAIT blocks the command connection that long, and a PING queued behind it
+ * must still be answered within the command timeout. */
+static int validate_replica_sync(const rlock_options_t *o) {
+  if (o->replica_sync < RLOCK_REPLICA_SYNC_OFF || o->replica_sync > RLOCK_REPLICA_SYNC_ALL)
+    return rlock__fail(RLOCK_EINVAL, "replica_sync is %d (allowed: RLOCK_REPLICA_SYNC_OFF, _ONE, _MAJORITY, _ALL)",
+                       o->replica_sync);
+  if (o->replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
+  if (check_ms("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1)) return RLOCK_EINVAL;
+  if (o->replica_sync_timeout_ms >= o->command_timeout_ms)
+    return rlock__fail(RLOCK_EINVAL,
+                       "replica_sync_timeout_ms (%lld) must be less than command_timeout_ms (%lld): a WAIT blocks "
+                       "the command connection that long",
+                       (long long)o->replica_sync_timeout_ms, (long long)o->command_timeout_ms);
+  return 0;
+}
+
 static int validate(const rlock_options_t *o) {
   if (check_ms("connect_timeout_ms", o->connect_timeout_ms, 1) ||
       check_ms("command_timeout_ms", o->command_timeout_ms, 1) ||
@@ -321,6 +405,7 @@ static int validate(const rlock_options_t *o) {
   if (o->dead_after_timeouts < 0) return rlock__fail(RLOCK_EINVAL, "dead_after_timeouts must be >= 0 (0: never)");
   if (o->tcp_keepalive_ms < 0 || o->tcp_keepalive_ms > 32767000)
     return rlock__fail(RLOCK_EINVAL, "tcp_keepalive_ms must be 0 (off) to 32767000");
+  if (validate_replica_sync(o)) return RLOCK_EINVAL;
   if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
     return rlock__fail(RLOCK_EINVAL, "tls_cert_file and tls_key_file go together");
   return 0;
@@ -475,6 +560,9 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   o->locks_lost = v[ST_LOST];
   o->held = v[ST_HELD];
   o->user_commands = v[ST_USER_COMMANDS];
+  o->acquire_sync_misses = v[ST_ACQUIRE_SYNC_MISSES];
+  o->unlock_sync_misses = v[ST_UNLOCK_SYNC_MISSES];
+  o->renewal_sync_misses = v[ST_RENEWAL_SYNC_MISSES];
 }
 
 /* ------------------------------------------------------------ submitting */

@@ -130,6 +130,7 @@ int cli_exit_for(int err) {
     case RLOCK_ECLOSED:
       return EX_UNAVAILABLE;
     case RLOCK_EBUSY:
+    case RLOCK_ENOSYNC:
       return EX_TEMPFAIL;
     case RLOCK_ENOTLOCK:
       return EX_DATAERR;

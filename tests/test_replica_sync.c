@@ -1,0 +1,296 @@
+/* test_replica_sync.c -- the replica-sync check (rlock_options_t.replica_sync)
+ * against a real master with replicas (redis-server --replicaof): acquire,
+ * unlock and renewal carry WAIT (the master's INFO commandstats counts it);
+ * policy off and a server without replicas send none; a replica paused with
+ * SIGSTOP makes an acquire fail with RLOCK_ENOSYNC and leave nothing on the
+ * master (one replica), or not (two replicas, policy one); an unlock or a
+ * renewal that misses the policy stands and is counted in the stats; the
+ * replica count is read again on reconnect and after a miss. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "harness_replica.h"
+
+#define SYNC_MS 300        /* WAIT's timeout in these tests */
+#define ONLINE_MS 30000    /* how long a replica may take to come online (valgrind) */
+
+static th_server_t *master; /* with no replica between tests */
+
+static rlock_client_t *client(th_server_t *m, int policy, int retries, int64_t watchdog_ms, const char *name) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = m->url;
+  o.replica_sync = policy;
+  o.replica_sync_timeout_ms = SYNC_MS;
+  o.retry_attempts = retries;
+  o.client_name = name;
+  if (watchdog_ms) o.watchdog_timeout_ms = watchdog_ms;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static rlock_stats_t stats(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st;
+}
+
+static long long waits(th_server_t *m) { return th_cmdstat(m, "wait"); }
+
+typedef struct stat_wait {
+  rlock_client_t *c;
+  size_t offset; /* of a uint64_t field of rlock_stats_t */
+  uint64_t at_least;
+} stat_wait_t;
+
+static int stat_reached(void *arg) {
+  stat_wait_t *w = arg;
+  rlock_stats_t st = stats(w->c);
+  return *(uint64_t *)((char *)&st + w->offset) >= w->at_least;
+}
+
+/* Waits until the stats field reaches at_least (fails after timeout_ms). */
+#define WAIT_STAT(cl, field, n, timeout_ms)                                                  \
+  do {                                                                                      \
+    stat_wait_t w_ = {(cl), offsetof(rlock_stats_t, field), (n)};                           \
+    CHECK_MSG(th_wait_until(stat_reached, &w_, (timeout_ms)), #field " stayed below %llu", \
+              (unsigned long long)(n));                                                     \
+  } while (0)
+
+/* Lock with the watchdog, see a renewal answered, unlock: every step's WAIT
+ * count on the master is returned (acquire, renewals, unlock). */
+static long long lock_renew_unlock(rlock_client_t *c, th_server_t *m, const char *name) {
+  long long w0 = waits(m);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  WAIT_STAT(c, renewed_locks, 1, 30000);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(m, "EXISTS", name, NULL), 0);
+  rlock_lock_free(l);
+  return waits(m) - w0;
+}
+
+TEST(acquire_unlock_renew_carry_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 600, "rs-carry");
+  long long n = lock_renew_unlock(c, master, "rs:carry");
+  rlock_stats_t st = stats(c);
+  /* renewals sent before the unlock were answered before it (one connection, in order) */
+  CHECK_MSG(n == 2 + (long long)st.renewals, "WAIT calls %lld, want acquire + unlock + %llu renewals", n,
+            (unsigned long long)st.renewals);
+  CHECK_EQ(st.acquire_sync_misses, 0);
+  CHECK_EQ(st.unlock_sync_misses, 0);
+  CHECK_EQ(st.renewal_sync_misses, 0);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+TEST(policy_off_sends_no_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_OFF, 3, 600, "rs-off");
+  CHECK_EQ(lock_renew_unlock(c, master, "rs:off"), 0);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+TEST(no_replicas_no_wait) {
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ALL, 3, 600, "rs-none");
+  CHECK_EQ(lock_renew_unlock(c, master, "rs:none"), 0);
+  rlock_client_free(c);
+}
+
+/* One replica, paused: the acquire is undone (awaited) and retried, then
+ * fails with RLOCK_ENOSYNC saying 0 of 1; nothing is left on the master. */
+TEST(paused_replica_acquire_fails_clean) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-paused");
+  rlock_lock_t *l = th_lock(c, "rs:paused");
+  long long w0 = waits(master);
+  th_server_pause(r);
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "0 of 1 replicas acknowledged"), "message: %s", rlock_last_error());
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:paused", NULL), 0); /* at once: the undo was awaited */
+  rlock_stats_t st = stats(c);
+  CHECK_EQ(st.held, 0);
+  CHECK_EQ(st.acquire_sync_misses, 2); /* the try and its one retry */
+  CHECK_EQ(waits(master) - w0, 2);
+  /* a waiting acquire behaves the same: it does not wait for the lock it undid */
+  CHECK_RC(rlock_lock_trylock(l, 5000, 30000), RLOCK_ENOSYNC);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:paused", NULL), 0);
+  th_server_resume(r);
+  th_replicas_caught_up(master, 1, ONLINE_MS);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* Two replicas, one paused: one is enough for policy one, not for majority
+ * (2 of 2) or all. */
+TEST(two_replicas_one_paused) {
+  th_server_t *r1 = th_replica_start(master), *r2 = th_replica_start(master);
+  th_replicas_wait(master, 2, ONLINE_MS);
+  th_server_pause(r2);
+  rlock_client_t *one = client(master, RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-one");
+  rlock_client_t *maj = client(master, RLOCK_REPLICA_SYNC_MAJORITY, 0, 0, "rs-maj");
+  rlock_client_t *all = client(master, RLOCK_REPLICA_SYNC_ALL, 0, 0, "rs-all");
+  rlock_lock_t *lo = th_lock(one, "rs:two"), *lm = th_lock(maj, "rs:two"), *la = th_lock(all, "rs:two");
+  CHECK_OK(rlock_lock_trylock(lo, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(lo));
+  CHECK_EQ(stats(one).acquire_sync_misses, 0);
+  CHECK_EQ(stats(one).unlock_sync_misses, 0);
+  CHECK_RC(rlock_lock_trylock(lm, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "1 of 2 replicas acknowledged") && strstr(rlock_last_error(), "majority needs 2"),
+            "message: %s", rlock_last_error());
+  CHECK_RC(rlock_lock_trylock(la, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "1 of 2 replicas acknowledged"), "message: %s", rlock_last_error());
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:two", NULL), 0);
+  th_server_resume(r2);
+  rlock_lock_free(lo), rlock_lock_free(lm), rlock_lock_free(la);
+  rlock_client_free(one), rlock_client_free(maj), rlock_client_free(all);
+  th_server_stop(r1);
+  th_server_stop(r2);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* The count is read at each (re)connect: a replica added shows after the
+ * connection is killed; one removed shows after the first miss (the count
+ * is read again before the retry). */
+TEST(replica_count_refreshed) {
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-refresh");
+  rlock_lock_t *l = th_lock(c, "rs:refresh");
+  long long w0 = waits(master);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(waits(master) - w0, 0);
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  CHECK(th_kill_clients_named(master, "rs-refresh") >= 1);
+  WAIT_STAT(c, reconnects, 2, 30000); /* command and subscriber connections */
+  w0 = waits(master);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(waits(master) - w0, 2);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+  /* the client still counts one replica: its WAIT gets 0, it reads INFO
+   * again, undoes, and the retry goes without WAIT */
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_EQ(stats(c).acquire_sync_misses, 1);
+  w0 = waits(master);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(waits(master) - w0, 0);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:refresh", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* An unlock the replicas do not acknowledge stands: the lock is free on the
+ * master, the call succeeds, the miss is counted. */
+TEST(unlock_miss_stands) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 0, "rs-unlock");
+  rlock_lock_t *l = th_lock(c, "rs:unlock");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_server_pause(r);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:unlock", NULL), 0);
+  rlock_stats_t st = stats(c);
+  CHECK_EQ(st.unlock_sync_misses, 1);
+  CHECK_EQ(st.held, 0);
+  CHECK_EQ(st.locks_lost, 0);
+  th_server_resume(r);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* A renewal the replicas do not acknowledge stands (the hold stays) and is
+ * counted in renewal_sync_misses. */
+TEST(renewal_miss_counted) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-renew");
+  rlock_lock_t *l = th_lock(c, "rs:renew");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_server_pause(r);
+  WAIT_STAT(c, renewal_sync_misses, 1, 30000);
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 1);
+  CHECK_EQ(stats(c).locks_lost, 0);
+  th_server_resume(r);
+  th_replicas_caught_up(master, 1, ONLINE_MS);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+static int new_client_rc(int policy, int64_t sync_ms, int64_t command_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = "redis://127.0.0.1:1";
+  o.replica_sync = policy;
+  o.replica_sync_timeout_ms = sync_ms;
+  o.command_timeout_ms = command_ms;
+  o.connect_timeout_ms = 200;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  rlock_client_free(c);
+  return rc;
+}
+
+TEST(options_validated) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  CHECK_EQ(o.replica_sync, RLOCK_REPLICA_SYNC_ONE);
+  CHECK_EQ(o.replica_sync_timeout_ms, 1000);
+  CHECK_RC(new_client_rc(7, 1000, 3000), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "replica_sync is 7"), "message: %s", rlock_last_error());
+  CHECK_RC(new_client_rc(-1, 1000, 3000), RLOCK_EINVAL);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ONE, 0, 3000), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "replica_sync_timeout_ms"), "message: %s", rlock_last_error());
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ALL, 3000, 3000), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "less than command_timeout_ms"), "message: %s", rlock_last_error());
+  /* off: the timeout is not used, not checked; valid options get as far as connecting */
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_OFF, 0, 3000), RLOCK_ECONNECT);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_MAJORITY, 2999, 3000), RLOCK_ECONNECT);
+  CHECK_STREQ(rlock_err_name(RLOCK_ENOSYNC), "RLOCK_ENOSYNC");
+}
+
+/* RLOCK_TEST_ONLY=<name> runs one test (to see one fail on its own). */
+#define RUN_SEL(name)                                                             \
+  do {                                                                            \
+    const char *only_ = getenv("RLOCK_TEST_ONLY");                                \
+    if (!only_ || !strcmp(only_, #name)) RUN(name);                               \
+  } while (0)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  static const char *const fast_sync[] = {"--repl-diskless-sync-delay", "0", NULL}; /* default: 5 s */
+  th_server_opts_t mo = {.extra_args = fast_sync};
+  master = th_server_start(&mo);
+  RUN_SEL(options_validated);
+  RUN_SEL(no_replicas_no_wait);
+  RUN_SEL(acquire_unlock_renew_carry_wait);
+  RUN_SEL(policy_off_sends_no_wait);
+  RUN_SEL(paused_replica_acquire_fails_clean);
+  RUN_SEL(two_replicas_one_paused);
+  RUN_SEL(replica_count_refreshed);
+  RUN_SEL(unlock_miss_stands);
+  RUN_SEL(renewal_miss_counted);
+  return th_done();
+}
