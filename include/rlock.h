@@ -85,7 +85,8 @@ const char *rlock_err_name(int err);
  * with a fresh request id, up to retry_attempts times; then it ends with
  * RLOCK_ENOSYNC, the message saying how many replicas acknowledged of how
  * many ("replica sync: 0 of 1 replicas acknowledged within 1000 ms, policy
- * one needs 1"). Not met on an unlock: the unlock applied on the master and
+ * one needs 1"). A waiting acquire does not wait on after that: the
+ * replicas, not the lock, are missing. Not met on an unlock: the unlock applied on the master and
  * stands (it returns 0: taking the lock back would be worse); the miss is
  * counted in rlock_stats_t.unlock_sync_misses. A failover before the replica
  * caught up can bring the hold back on the new master until its lease runs
@@ -150,9 +151,10 @@ typedef struct rlock_options {
                                    then every third of it, 3 probes (whole seconds,
                                    rounded up). Default 60000; 0: off */
   int replica_sync;             /* an rlock_replica_sync_t (above); default ONE */
-  int64_t replica_sync_timeout_ms; /* WAIT's timeout; default 1000; 1 ms to less than
-                                   command_timeout_ms (a PING queued behind a WAIT must
-                                   still be answered in time) */
+  int64_t replica_sync_timeout_ms; /* WAIT's timeout: 1 ms to less than command_timeout_ms
+                                   (a PING queued behind a WAIT must still be answered in
+                                   time); default 0: 1000 ms, or half the command timeout
+                                   if that is shorter */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);

@@ -30,7 +30,7 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->dead_after_timeouts = 5;
   o->tcp_keepalive_ms = 60000;
   o->replica_sync = RLOCK_REPLICA_SYNC_ONE;
-  o->replica_sync_timeout_ms = 1000;
+  o->replica_sync_timeout_ms = 0; /* 1000 ms, or half the command timeout if shorter */
 }
 
 int64_t rlock__client_latch_ttl(const client_t *cl) {
@@ -98,11 +98,10 @@ static int sync_needed(int policy, int n) {
   }
 }
 
-int rlock__client_add_wait(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
+/* WAIT <needed> <timeout> appended to r for the node c (0: none needed). */
+static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) {
   need->need = need->of = 0;
   if (cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
-  r->slot = key ? rlock__names_slot(key, klen) : -1;
-  const conn_t *c = cl->topo->route(cl, r); /* the node whose replicas count */
   int n = sync_needed(cl->opt.replica_sync, c->replicas);
   if (!n) return 0;
   char count[16], ms[32];
@@ -114,6 +113,18 @@ int rlock__client_add_wait(client_t *cl, const char *key, size_t klen, req_t *r,
   need->need = n;
   need->of = c->replicas;
   return 0;
+}
+
+void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
+  r->slot = key ? rlock__names_slot(key, klen) : -1;
+  conn_t *c = cl->topo->route(cl, r);
+  if (add_wait(cl, c, r, need)) { /* out of memory: the request fails as a whole */
+    rlock__fail(RLOCK_ENOMEM, "out of memory");
+    r->done(r, RLOCK_ENOMEM, NULL);
+    rlock__req_free(r);
+    return;
+  }
+  rlock__conn_send(c, r);
 }
 
 bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked) {
@@ -129,8 +140,11 @@ bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, in
 }
 
 void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen) {
-  req_t probe = {.slot = key ? rlock__names_slot(key, klen) : -1, .conn = CONN_CMD};
-  rlock__conn_refresh_replicas(cl->topo->route(cl, &probe));
+  const char *argv[2] = {"INFO", "replication"};
+  req_t *r = rlock__req_new(2, argv, NULL, cl->opt.command_timeout_ms, NULL, NULL);
+  if (!r) return; /* out of memory: the next reconnect reads it */
+  r->reads_replicas = true;
+  rlock__client_send(cl, key, klen, r);
 }
 
 int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked) {
@@ -375,19 +389,28 @@ static int check_ms(const char *name, int64_t v, int64_t min) {
 
 /* The replica-sync policy, and WAIT's timeout below the command timeout: a
  * WAIT blocks the command connection that long, and a PING queued behind it
- * must still be answered within the command timeout. */
+ * must still be answered within the command timeout. 0 is automatic
+ * (sync_timeout_ms). */
 static int validate_replica_sync(const rlock_options_t *o) {
   if (o->replica_sync < RLOCK_REPLICA_SYNC_OFF || o->replica_sync > RLOCK_REPLICA_SYNC_ALL)
     return rlock__fail(RLOCK_EINVAL, "replica_sync is %d (allowed: RLOCK_REPLICA_SYNC_OFF, _ONE, _MAJORITY, _ALL)",
                        o->replica_sync);
-  if (o->replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
-  if (check_ms("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 1)) return RLOCK_EINVAL;
+  if (o->replica_sync == RLOCK_REPLICA_SYNC_OFF || o->replica_sync_timeout_ms == 0) return 0; /* 0: automatic */
+  if (check_ms("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 0)) return RLOCK_EINVAL;
   if (o->replica_sync_timeout_ms >= o->command_timeout_ms)
     return rlock__fail(RLOCK_EINVAL,
                        "replica_sync_timeout_ms (%lld) must be less than command_timeout_ms (%lld): a WAIT blocks "
                        "the command connection that long",
                        (long long)o->replica_sync_timeout_ms, (long long)o->command_timeout_ms);
   return 0;
+}
+
+/* WAIT's timeout: the option, or by default 1000 ms (Redisson's), at most
+ * half the command timeout. */
+static int64_t sync_timeout_ms(const rlock_options_t *o) {
+  if (o->replica_sync_timeout_ms > 0) return o->replica_sync_timeout_ms;
+  int64_t half = o->command_timeout_ms / 2;
+  return half < 1 ? 1 : half < 1000 ? half : 1000;
 }
 
 static int validate(const rlock_options_t *o) {
@@ -461,6 +484,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   pthread_mutex_init(&cl->cbmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
   cl->opt = *opts;
+  cl->opt.replica_sync_timeout_ms = sync_timeout_ms(opts);
   bool fail = false;
   cl->s_url = dup_or_null(opts->url ? opts->url : defaults.url, &fail);
   cl->s_name = dup_or_null(opts->client_name ? opts->client_name : "rlock", &fail);

@@ -177,17 +177,6 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   if (p) c->replicas = atoi(p + strlen("connected_slaves:"));
 }
 
-static void refresh_done(req_t *r, int status, rlock_reply_t *reply) {
-  replicas_read(r->ctx, status, reply);
-  rlock_reply_free(reply);
-}
-
-void rlock__conn_refresh_replicas(conn_t *c) {
-  const char *a[2] = {"INFO", "replication"};
-  req_t *r = rlock__req_new(2, a, NULL, c->cl->opt.command_timeout_ms, refresh_done, c);
-  if (r) rlock__conn_send(c, r); /* out of memory: the next reconnect reads it */
-}
-
 /* INFO replication: the replicas the node reports connected (the replica-sync
  * check asks WAIT for them). A refusal (an ACL without INFO) leaves 0: no WAIT. */
 static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -302,6 +291,7 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
     rlock_reply_free(reply); /* r belongs to the topology now */
     return;
   }
+  if (r->reads_replicas) replicas_read(c, 0, reply); /* the replica-sync check's refresh */
   if (r->completed) {
     rlock_reply_free(reply);
   } else {

@@ -166,6 +166,7 @@ struct req {
   bool completed; /* done() already called (timed out): the reply is discarded */
   bool internal;  /* handshake request: its errors fail the connection */
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
+  bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -220,9 +221,6 @@ void rlock__conn_close(conn_t *c);   /* fail everything with ECLOSED, free resou
 /* Points c at host:port (copied) from its next connection attempt on
  * (Sentinel: the master it found; Cluster: a shard's master). RLOCK_ENOMEM. */
 int rlock__conn_set_node(conn_t *c, const char *host, int port);
-/* Reads the node's replica count again (INFO replication, queued like a
- * request): the replica-sync check after a WAIT came short. */
-void rlock__conn_refresh_replicas(conn_t *c);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
@@ -424,16 +422,18 @@ typedef struct sync_need {
   int need; /* acknowledgements the policy needs: 0 = no WAIT was sent */
   int of;   /* replicas the node reported connected */
 } sync_need_t;
-/* Appends "WAIT <need> <timeout>" to r, a request about key for the command
- * connection, when the policy is not off and the node r goes to reported
- * replicas; pushes r's deadline back by the timeout. 0 or RLOCK_ENOMEM. */
-int rlock__client_add_wait(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need);
-/* The reply of a request built with rlock__client_add_wait: *reply becomes
+/* rlock__client_send, with "WAIT <need> <timeout>" appended to r (a request
+ * for the command connection) when the policy is not off and the node r goes
+ * to reported replicas; r's deadline is pushed back by the timeout. Out of
+ * memory: r completes with RLOCK_ENOMEM. */
+void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need);
+/* The reply of a request sent with rlock__client_send_synced: *reply becomes
  * the script's own reply (the compound's rest is freed); returns whether the
  * policy was met (true without a WAIT), *acked how many acknowledged (-1: an
  * error reply to WAIT). */
 bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked);
-/* A WAIT came short: the node of key reads its replica count again. */
+/* A WAIT came short: the node of key reads its replica count again (an
+ * INFO replication request with reads_replicas, routed like the others). */
 void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen);
 /* RLOCK_ENOSYNC with the message "replica sync: <acked> of <of> replicas ...". */
 int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked);

@@ -18,7 +18,7 @@
  * way, so an unlock never applies twice; it carries the client's hold count,
  * and a server count that disagrees is a loss (watchdog.c reports it).
  * Replica sync: tries and releases carry WAIT in the same request
- * (rlock__client_add_wait); a grant too few replicas acknowledged is undone
+ * (rlock__client_send_synced); a grant too few replicas acknowledged is undone
  * and tried again (sync_missed), an unlock stands and is counted. */
 #include "kinds/kind.h"
 
@@ -280,17 +280,13 @@ static int latch_key(const op_t *op, const char *prefix, bytes_t *out) {
 static void send_op_req(op_t *op, req_t *r) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
-  if (r && rlock__client_add_wait(cl, l->name, l->len, r, &op->sync_need)) {
-    rlock__req_free(r);
-    r = NULL;
-  }
   if (!r) {
     rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send(cl, l->name, l->len, r);
+  rlock__client_send_synced(cl, l->name, l->len, r, &op->sync_need);
 }
 
 /* The request got its answer: its latch is dead weight (batched DEL), unless

@@ -388,14 +388,10 @@ static void send_batch(watchdog_t *wd, hold_t **hs, size_t n) {
   b->sent_at = rlock_now_ms();
   req_t *r = rlock__script_req(SCRIPT_RENEW, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
                         renew_done, b);
-  if (r && rlock__client_add_wait(cl, keys[0], kl[0], r, &b->sync_need)) {
-    rlock__req_free(r);
-    r = NULL;
-  }
   if (!r) goto out;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send(cl, keys[0], kl[0], r); /* one slot per batch where slots matter */
+  rlock__client_send_synced(cl, keys[0], kl[0], r, &b->sync_need); /* one slot per batch where slots matter */
   b = NULL;
 out:
   if (b) batch_free(b);

@@ -181,7 +181,8 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
   if (g->insecure) opts->tls_verify = 0;
   if (g->replica_sync) opts->replica_sync = g->replica_sync - 1;
   if (g->replica_sync_timeout_ms) opts->replica_sync_timeout_ms = g->replica_sync_timeout_ms;
-  if (opts->replica_sync != RLOCK_REPLICA_SYNC_OFF && opts->replica_sync_timeout_ms >= opts->command_timeout_ms)
+  if (opts->replica_sync != RLOCK_REPLICA_SYNC_OFF && g->replica_sync_timeout_ms &&
+      opts->replica_sync_timeout_ms >= opts->command_timeout_ms)
     return cli_usage(NULL, "--replica-sync-timeout must be less than the command timeout (%lldms)",
                      (long long)opts->command_timeout_ms);
   int rc = rlock_client_new(out, opts);

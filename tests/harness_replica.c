@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_REPLICAS 8
+#define MAX_REPLICAS 64 /* replicas started by one test binary */
 
 /* A replica's command line must outlive its start (th_server_restart reuses it). */
 typedef struct replica_args {

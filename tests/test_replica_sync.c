@@ -114,7 +114,9 @@ TEST(paused_replica_acquire_fails_clean) {
   rlock_lock_t *l = th_lock(c, "rs:paused");
   long long w0 = waits(master);
   th_server_pause(r);
+  int64_t t0 = th_now_ms();
   CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  printf("# ENOSYNC after %lld ms (2 tries x WAIT %d ms)\n", (long long)(th_now_ms() - t0), SYNC_MS);
   CHECK_MSG(strstr(rlock_last_error(), "0 of 1 replicas acknowledged"), "message: %s", rlock_last_error());
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:paused", NULL), 0); /* at once: the undo was awaited */
   rlock_stats_t st = stats(c);
@@ -134,6 +136,88 @@ TEST(paused_replica_acquire_fails_clean) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* A re-entrant try that misses gives back its own level only: the outer
+ * hold stays (count 1 on the master), and its unlock later finds the count
+ * it expects (no count-mismatch loss). */
+TEST(reentrant_miss_keeps_outer_hold) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-reent");
+  rlock_lock_t *l = th_lock(c, "rs:reent");
+  char owner[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_server_pause(r);
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_EQ(th_hget_num(master, "rs:reent", owner), 1);
+  int64_t count = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &count));
+  CHECK_EQ(count, 1);
+  th_server_resume(r);
+  th_replicas_caught_up(master, 1, ONLINE_MS);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:reent", NULL), 0);
+  CHECK_EQ(stats(c).locks_lost, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+typedef struct result {
+  _Atomic int done, status;
+} result_t;
+
+static void on_acquired(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  result_t *res = arg;
+  res->status = status;
+  res->done = 1;
+}
+
+static int is_done(void *arg) { return ((result_t *)arg)->done; }
+
+
+
+static int key_exists(void *name) { return th_cmd_int(master, "EXISTS", (const char *)name, NULL) == 1; }
+
+/* Nobody sleeps while the lock is free: a waiter that found the lock taken
+ * by a grant that is then undone (the replica is paused) is woken by the
+ * undo's unlock message and gets the lock at once, not after the undone
+ * grant's 30 s lease. */
+TEST(undone_grant_wakes_waiters) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.replica_sync_timeout_ms = 2000; /* the window in which the waiter finds the lock taken */
+  o.retry_attempts = 0;
+  rlock_client_t *synced = NULL, *plain = client(master, RLOCK_REPLICA_SYNC_OFF, 3, 0, "rs-plain");
+  CHECK_OK(rlock_client_new(&synced, &o));
+  rlock_lock_t *ls = th_lock(synced, "rs:wake"), *lp = th_lock(plain, "rs:wake");
+  th_server_pause(r);
+  result_t rs = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(ls, 1, 0, 30000, NULL, on_acquired, &rs));
+  CHECK(th_wait_until(key_exists, "rs:wake", 10000)); /* granted on the master, WAIT pending */
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_acquire(lp, 2, 20000, 30000, NULL));
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(th_wait_until(is_done, &rs, 10000), "the synced acquire never ended");
+  CHECK_RC(rs.status, RLOCK_ENOSYNC);
+  printf("# waiter granted %lld ms after it started (the undone grant's lease: 30000 ms); messages %llu\n",
+         (long long)took, (unsigned long long)stats(plain).messages);
+  CHECK_MSG(stats(plain).messages >= 1, "the waiter was not woken by a message");
+  CHECK_MSG(took < 15000, "the waiter slept %lld ms while the lock was free", (long long)took);
+  th_server_resume(r);
+  CHECK_OK(rlock_lock_release(lp, 2));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:wake", NULL), 0);
+  rlock_lock_free(ls), rlock_lock_free(lp);
+  rlock_client_free(synced), rlock_client_free(plain);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* Two replicas, one paused: one is enough for policy one, not for majority
  * (2 of 2) or all. */
 TEST(two_replicas_one_paused) {
@@ -144,8 +228,10 @@ TEST(two_replicas_one_paused) {
   rlock_client_t *maj = client(master, RLOCK_REPLICA_SYNC_MAJORITY, 0, 0, "rs-maj");
   rlock_client_t *all = client(master, RLOCK_REPLICA_SYNC_ALL, 0, 0, "rs-all");
   rlock_lock_t *lo = th_lock(one, "rs:two"), *lm = th_lock(maj, "rs:two"), *la = th_lock(all, "rs:two");
+  int64_t t0 = th_now_ms();
   CHECK_OK(rlock_lock_trylock(lo, 0, 30000));
   CHECK_OK(rlock_lock_unlock(lo));
+  printf("# policy one, 1 of 2 replicas paused: lock + unlock in %lld ms\n", (long long)(th_now_ms() - t0));
   CHECK_EQ(stats(one).acquire_sync_misses, 0);
   CHECK_EQ(stats(one).unlock_sync_misses, 0);
   CHECK_RC(rlock_lock_trylock(lm, 0, 30000), RLOCK_ENOSYNC);
@@ -203,7 +289,9 @@ TEST(unlock_miss_stands) {
   rlock_lock_t *l = th_lock(c, "rs:unlock");
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   th_server_pause(r);
+  int64_t t0 = th_now_ms();
   CHECK_OK(rlock_lock_unlock(l));
+  printf("# unlock with the replica paused: %lld ms\n", (long long)(th_now_ms() - t0));
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:unlock", NULL), 0);
   rlock_stats_t st = stats(c);
   CHECK_EQ(st.unlock_sync_misses, 1);
@@ -257,17 +345,18 @@ TEST(options_validated) {
   rlock_options_t o;
   rlock_options_init(&o);
   CHECK_EQ(o.replica_sync, RLOCK_REPLICA_SYNC_ONE);
-  CHECK_EQ(o.replica_sync_timeout_ms, 1000);
+  CHECK_EQ(o.replica_sync_timeout_ms, 0); /* automatic: 1000 ms, at most half the command timeout */
   CHECK_RC(new_client_rc(7, 1000, 3000), RLOCK_EINVAL);
   CHECK_MSG(strstr(rlock_last_error(), "replica_sync is 7"), "message: %s", rlock_last_error());
   CHECK_RC(new_client_rc(-1, 1000, 3000), RLOCK_EINVAL);
-  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ONE, 0, 3000), RLOCK_EINVAL);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ONE, -5, 3000), RLOCK_EINVAL);
   CHECK_MSG(strstr(rlock_last_error(), "replica_sync_timeout_ms"), "message: %s", rlock_last_error());
   CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ALL, 3000, 3000), RLOCK_EINVAL);
   CHECK_MSG(strstr(rlock_last_error(), "less than command_timeout_ms"), "message: %s", rlock_last_error());
   /* off: the timeout is not used, not checked; valid options get as far as connecting */
   CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_OFF, 0, 3000), RLOCK_ECONNECT);
   CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_MAJORITY, 2999, 3000), RLOCK_ECONNECT);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ONE, 0, 300), RLOCK_ECONNECT); /* automatic: 150 ms */
   CHECK_STREQ(rlock_err_name(RLOCK_ENOSYNC), "RLOCK_ENOSYNC");
 }
 
@@ -288,6 +377,8 @@ int main(int argc, char **argv) {
   RUN_SEL(acquire_unlock_renew_carry_wait);
   RUN_SEL(policy_off_sends_no_wait);
   RUN_SEL(paused_replica_acquire_fails_clean);
+  RUN_SEL(reentrant_miss_keeps_outer_hold);
+  RUN_SEL(undone_grant_wakes_waiters);
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(unlock_miss_stands);
