@@ -1,9 +1,10 @@
 /* conn.c -- one RESP connection to one Redis node, driven by the I/O thread.
  *
  * connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
- * SETNAME, INFO replication for the replica-sync check, SCRIPT LOAD, pipelined) -> READY. Requests queued before READY wait
- * in `pending`; written requests wait in `inflight` and replies are matched to
- * them in order (Redis answers in order); a compound request (several
+ * SETNAME, INFO replication for the replica-sync check, SCRIPT LOAD,
+ * pipelined) -> READY. Requests queued before READY wait in `pending`;
+ * written requests wait in `inflight` and replies are matched to them in
+ * order (Redis answers in order); a compound request (several
  * commands, as many replies) completes once all its replies are in.
  * Everything written in one pass of the loop leaves in one socket write: that
  * is the automatic pipelining. An error reply passes the topology's redirect
