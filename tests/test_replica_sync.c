@@ -8,9 +8,14 @@
  * replica count is read again on reconnect and after a miss. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "harness.h"
 #include "harness_replica.h"
+#include "history.h"
 
 #define SYNC_MS 300        /* WAIT's timeout in these tests */
 #define ONLINE_MS 30000    /* how long a replica may take to come online (valgrind) */
@@ -328,6 +333,122 @@ TEST(renewal_miss_counted) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* ------------------------------------------------------------ history */
+
+#define HIST_WORKERS 4
+#define HIST_LOCK "rs:hist"
+
+typedef struct hworker {
+  int id, fd;
+  rlock_client_t *c;
+  _Atomic int *stop;
+  int grants, nosync, busy, other, bad_release, counter_errors;
+} hworker_t;
+
+/* A non-atomic read-modify-write of a counter: only mutual exclusion keeps it exact. */
+static int bump(rlock_client_t *c) {
+  const char *get[2] = {"GET", "rs:hist:counter"};
+  rlock_reply_t *r = NULL;
+  if (rlock_client_command(c, 2, get, NULL, &r)) return -1;
+  long long v = r->type == RLOCK_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+  rlock_reply_free(r);
+  char next[32];
+  snprintf(next, sizeof next, "%lld", v + 1);
+  const char *set[3] = {"SET", "rs:hist:counter", next};
+  if (rlock_client_command(c, 3, set, NULL, &r)) return -1;
+  rlock_reply_free(r);
+  return 0;
+}
+
+static void *hworker_run(void *arg) {
+  hworker_t *w = arg;
+  rlock_lock_t *l = NULL;
+  if (rlock_lock_new(w->c, HIST_LOCK, strlen(HIST_LOCK), &l)) return NULL;
+  size_t n = strlen(HIST_LOCK);
+  while (!atomic_load(w->stop)) {
+    hist_log(w->fd, HK_ATTEMPT, w->id, HIST_LOCK, n, 0, 0, 0);
+    int rc = rlock_lock_trylock(l, 3000, 20000);
+    if (rc) {
+      hist_log(w->fd, HK_FAIL, w->id, HIST_LOCK, n, rc, 0, 0);
+      if (rc == RLOCK_ENOSYNC) w->nosync++;
+      else if (rc == RLOCK_EBUSY) w->busy++;
+      else w->other++;
+      continue;
+    }
+    int64_t vu = 0;
+    rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu);
+    hist_log(w->fd, HK_GRANT, w->id, HIST_LOCK, n, 0, vu * 1000000, 0);
+    hist_log(w->fd, HK_ENTER, w->id, HIST_LOCK, n, 0, 0, 0);
+    if (bump(w->c)) w->counter_errors++;
+    else w->grants++;
+    hist_log(w->fd, HK_EXIT, w->id, HIST_LOCK, n, 0, 0, 0);
+    rc = rlock_lock_unlock(l);
+    hist_log(w->fd, HK_RELEASE, w->id, HIST_LOCK, n, rc, 0, 0);
+    if (rc) w->bad_release++;
+  }
+  rlock_lock_free(l);
+  return NULL;
+}
+
+/* 4 worker threads (a client each, policy one) take one lock in a loop while
+ * the two replicas are paused in turn and then together; the history
+ * checker (HIST_MUTEX) finds no overlap, a counter bumped non-atomically
+ * inside the critical sections equals the grants, and nothing is left held. */
+TEST(history_under_replica_pauses) {
+  th_server_t *r1 = th_replica_start(master), *r2 = th_replica_start(master);
+  th_replicas_wait(master, 2, ONLINE_MS);
+  char path[300];
+  snprintf(path, sizeof path, "%s/history", th_tempdir());
+  CHECK_EQ(hist_create(path), 0);
+  _Atomic int stop = 0;
+  hworker_t ws[HIST_WORKERS];
+  pthread_t ts[HIST_WORKERS];
+  for (int i = 0; i < HIST_WORKERS; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rs-hist-%d", i);
+    ws[i] = (hworker_t){.id = i + 1, .fd = hist_open(path), .c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, name),
+                        .stop = &stop};
+    CHECK(ws[i].fd >= 0);
+  }
+  for (int i = 0; i < HIST_WORKERS; i++) pthread_create(&ts[i], NULL, hworker_run, &ws[i]);
+  /* the scenario: 3 rounds of r1 paused (600 ms), r2 paused (600 ms), both
+   * paused (1500 ms: more than the 2 x 300 ms WAITs of a try and its retry) */
+  for (int round = 0; round < 3; round++) {
+    th_server_pause(r1), th_sleep_ms(600), th_server_resume(r1);
+    th_server_pause(r2), th_sleep_ms(600), th_server_resume(r2);
+    th_server_pause(r1), th_server_pause(r2), th_sleep_ms(1500);
+    th_server_resume(r1), th_server_resume(r2);
+  }
+  atomic_store(&stop, 1);
+  int grants = 0, nosync = 0, busy = 0, other = 0, bad = 0, cerr = 0;
+  for (int i = 0; i < HIST_WORKERS; i++) {
+    pthread_join(ts[i], NULL);
+    grants += ws[i].grants, nosync += ws[i].nosync, busy += ws[i].busy, other += ws[i].other;
+    bad += ws[i].bad_release, cerr += ws[i].counter_errors;
+    close(ws[i].fd);
+    rlock_client_free(ws[i].c);
+  }
+  hist_check_opts_t ho = {.mode = HIST_MUTEX};
+  hist_report_t rep;
+  int verdict = hist_check_file(path, &ho, &rep);
+  printf("# history: %zu sections, %zu overlaps, %zu violations; grants %d, ENOSYNC %d, EBUSY %d, other %d\n",
+         rep.sections, rep.overlaps, rep.violations, grants, nosync, busy, other);
+  if (verdict != HIST_OK) hist_report_print(stdout, &rep);
+  hist_report_free(&rep);
+  CHECK_EQ(verdict, HIST_OK);
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(cerr, 0);
+  CHECK_EQ(other, 0);
+  CHECK_MSG(grants > 0 && nosync > 0, "the scenario did not happen: grants %d, ENOSYNC %d", grants, nosync);
+  char *counter = th_cmd_str(master, "GET", "rs:hist:counter", NULL);
+  CHECK_EQ(counter ? strtoll(counter, NULL, 10) : 0, grants);
+  free(counter);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", HIST_LOCK, NULL), 0);
+  th_server_stop(r1);
+  th_server_stop(r2);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 static int new_client_rc(int policy, int64_t sync_ms, int64_t command_ms) {
   rlock_options_t o;
   rlock_options_init(&o);
@@ -384,5 +505,7 @@ int main(int argc, char **argv) {
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(unlock_miss_stands);
   RUN_SEL(renewal_miss_counted);
+  RUN_SEL(history_under_replica_pauses);
+  th_server_stop(master);
   return th_done();
 }
