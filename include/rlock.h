@@ -86,9 +86,11 @@ const char *rlock_err_name(int err);
  * RLOCK_ENOSYNC, the message saying how many replicas acknowledged of how
  * many ("replica sync: 0 of 1 replicas acknowledged within 1000 ms, policy
  * one needs 1"). A waiting acquire does not wait on after that: the
- * replicas, not the lock, are missing. Not met on an unlock: the unlock applied on the master and
- * stands (it returns 0: taking the lock back would be worse); the miss is
- * counted in rlock_stats_t.unlock_sync_misses. A failover before the replica
+ * replicas, not the lock, are missing. The replica count is also read again
+ * after a miss (a replica that left is no longer waited for).
+ * Not met on an unlock: the unlock applied on the master and stands (it
+ * returns 0: taking the lock back would be worse); the miss is counted in
+ * rlock_stats_t.unlock_sync_misses. A failover before the replica
  * caught up can bring the hold back on the new master until its lease runs
  * out (no renewal: the client forgot it): a delay for the next owner, never
  * two owners. Not met on a renewal: the renewal stands, the miss is counted
