@@ -187,7 +187,9 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
  * back rather than left to nobody for its lease. The request-id latch keys
  * of acquires and unlocks that completed are deleted before it returns (one
  * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
- * 500 ms); past that the latches expire by their TTL).
+ * 500 ms), plus replica_sync_timeout_ms when the server reported replicas:
+ * an undo sent behind a try's WAIT runs only once that WAIT ends; past that
+ * the latches expire by their TTL).
  * Must not be called from a callback (on the I/O thread it cannot join
  * itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);

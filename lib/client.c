@@ -279,6 +279,16 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engi
  * CLOSE_LINGER_MS), so a short-lived process leaves no keys behind; then the
  * engine shuts down. */
 #define CLOSE_LINGER_MS 500
+/* How long closing waits for the last DELs and undos: min(command timeout,
+ * CLOSE_LINGER_MS), plus the WAIT timeout when the server has replicas: an
+ * undo sent behind a try's WAIT runs only once that WAIT ends, and a
+ * connection closed before would drop it (the hold would wait for its lease). */
+static int64_t close_linger_ms(const client_t *cl) {
+  int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
+  if (cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && cl->cmd.replicas > 0) ms += cl->opt.replica_sync_timeout_ms;
+  return ms;
+}
+
 static void begin_close(client_t *cl) {
   if (cl->draining || cl->shut) return;
   cl->draining = true;
@@ -287,7 +297,7 @@ static void begin_close(client_t *cl) {
   rlock__op_undo_on_close(cl);
   rlock__op_fail_all(cl, RLOCK_ECLOSED);
   if (cl->cmd.state == CS_READY) send_dels(cl);
-  int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
+  int64_t ms = close_linger_ms(cl);
   if ((cl->dels_inflight == 0 && cl->undos_inflight == 0) || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
     shutdown_engine(cl);
     return;

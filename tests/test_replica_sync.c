@@ -224,6 +224,37 @@ TEST(undone_grant_wakes_waiters) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* rlock_client_free while a granted try waits for its WAIT (the only
+ * replica paused): the undo sent behind it on the same connection runs only
+ * once the WAIT ends, and the client lingers for it, so the hold is given
+ * back when rlock_client_free returns (not left for its 60 s lease). */
+TEST(close_during_wait_gives_back) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 5000;
+  o.replica_sync_timeout_ms = 1500; /* longer than the close's own linger (500 ms) */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:close");
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
+  CHECK(th_wait_until(key_exists, "rs:close", 10000)); /* granted on the master, WAIT pending */
+  int64_t t0 = th_now_ms();
+  rlock_client_free(c);
+  printf("# rlock_client_free returned after %lld ms (WAIT 1500 ms pending)\n", (long long)(th_now_ms() - t0));
+  CHECK(res.done);
+  CHECK_RC(res.status, RLOCK_ECLOSED);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close", NULL), 0);
+  rlock_lock_free(l);
+  th_server_resume(r);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* Two replicas, one paused: one is enough for policy one, not for majority
  * (2 of 2) or all. */
 TEST(two_replicas_one_paused) {
@@ -501,6 +532,7 @@ int main(int argc, char **argv) {
   RUN_SEL(paused_replica_acquire_fails_clean);
   RUN_SEL(reentrant_miss_keeps_outer_hold);
   RUN_SEL(undone_grant_wakes_waiters);
+  RUN_SEL(close_during_wait_gives_back);
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(unlock_miss_stands);
