@@ -149,7 +149,10 @@ void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen) {
 
 int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked) {
   if (acked < 0)
-    return rlock__fail(RLOCK_ENOSYNC, "replica sync: the server refused WAIT (%d replicas connected)", need->of);
+    return rlock__fail(RLOCK_ENOSYNC,
+                       "replica sync: the server refused WAIT (%d replicas connected; an ACL without WAIT? "
+                       "replica_sync off locks without it)",
+                       need->of);
   return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",
                      acked, need->of, (long long)cl->opt.replica_sync_timeout_ms,
                      policy_name(cl->opt.replica_sync), need->need);

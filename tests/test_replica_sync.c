@@ -255,6 +255,40 @@ TEST(close_during_wait_gives_back) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
+ * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
+ * policy off locks. */
+TEST(wait_refused_by_acl) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  th_reply_free(th_cmd(master, "ACL", "SETUSER", "nowait", "on", ">nowait-pw", "~*", "&*", "+@all", "-wait", NULL));
+  char url[300];
+  snprintf(url, sizeof url, "redis://nowait:nowait-pw@127.0.0.1:%d", master->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.retry_attempts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:acl");
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "refused WAIT") && !strstr(rlock_last_error(), "nowait-pw"), "message: %s",
+            rlock_last_error());
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:acl", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  o.replica_sync = RLOCK_REPLICA_SYNC_OFF;
+  CHECK_OK(rlock_client_new(&c, &o));
+  l = th_lock(c, "rs:acl");
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_reply_free(th_cmd(master, "ACL", "DELUSER", "nowait", NULL));
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* Two replicas, one paused: one is enough for policy one, not for majority
  * (2 of 2) or all. */
 TEST(two_replicas_one_paused) {
@@ -533,6 +567,7 @@ int main(int argc, char **argv) {
   RUN_SEL(reentrant_miss_keeps_outer_hold);
   RUN_SEL(undone_grant_wakes_waiters);
   RUN_SEL(close_during_wait_gives_back);
+  RUN_SEL(wait_refused_by_acl);
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(unlock_miss_stands);
