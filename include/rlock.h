@@ -58,6 +58,8 @@ const char *rlock_version(void);
 #define RLOCK_ESYS (-16)       /* a system call failed (thread, pipe, socket setup), or a
                                   client used in a forked child (see rlock_client_new) */
 #define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
+#define RLOCK_ENOSYNC (-18)    /* the replica-sync check failed: too few replicas acknowledged
+                                  the acquire (WAIT); nothing is left held (replica_sync) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -66,6 +68,47 @@ const char *rlock_strerror(int err);
 const char *rlock_err_name(int err);
 
 /* ---------------------------------------------------------------- options */
+
+/* The replica-sync check (rlock_options_t.replica_sync): after each acquire,
+ * unlock and renewal script, `WAIT <n> <replica_sync_timeout_ms>` goes in the
+ * same write, where n is what the policy needs of the replicas the server
+ * reported connected (INFO replication, read at every (re)connect of the
+ * command connection; any URL: a plain redis:// URL too). A server that
+ * reports no replicas gets no WAIT.
+ *   OFF       no WAIT
+ *   ONE       at least one replica must acknowledge (Redisson's behaviour:
+ *             it fails only when none did); the default
+ *   MAJORITY  more than half of the connected replicas
+ *   ALL       every connected replica
+ * Not met on an acquire: the acquire is undone (the undo is awaited, so no
+ * hold is left that the caller was told it does not have) and tried again
+ * with a fresh request id, up to retry_attempts times; then it ends with
+ * RLOCK_ENOSYNC, the message saying how many replicas acknowledged of how
+ * many ("replica sync: 0 of 1 replicas acknowledged within 1000 ms, policy
+ * one needs 1"). A waiting acquire does not wait on after that: the
+ * replicas, not the lock, are missing. The replica count is also read again
+ * after a miss (a replica that left is no longer waited for).
+ * Not met on an unlock: the unlock applied on the master and stands (it
+ * returns 0: taking the lock back would be worse); the miss is counted in
+ * rlock_stats_t.unlock_sync_misses. A failover before the replica
+ * caught up can bring the hold back on the new master until its lease runs
+ * out (no renewal: the client forgot it): a delay for the next owner, never
+ * two owners. Not met on a renewal: the renewal stands, the miss is counted
+ * in renewal_sync_misses.
+ * What WAIT does not guarantee: an acknowledged write is in the replicas'
+ * memory, not on their disk, and a failover may still promote a replica that
+ * did not get it (Redis replication is asynchronous; WAIT only narrows the
+ * window). A lock that must survive any single failure needs RedLock
+ * (independent masters) and, for the resource, fencing tokens.
+ * Cost: WAIT blocks the command connection until the acknowledgements come
+ * or the timeout: with a slow replica every lock call of the client waits
+ * behind it (at most replica_sync_timeout_ms each). */
+typedef enum rlock_replica_sync {
+  RLOCK_REPLICA_SYNC_OFF = 0,
+  RLOCK_REPLICA_SYNC_ONE,
+  RLOCK_REPLICA_SYNC_MAJORITY,
+  RLOCK_REPLICA_SYNC_ALL
+} rlock_replica_sync_t;
 
 /* Client options. Always start from rlock_options_init(), which fills in the
  * defaults, then change what you need. Strings are copied by
@@ -109,6 +152,11 @@ typedef struct rlock_options {
   int64_t tcp_keepalive_ms;     /* TCP keepalive: probes after this much idle time,
                                    then every third of it, 3 probes (whole seconds,
                                    rounded up). Default 60000; 0: off */
+  int replica_sync;             /* an rlock_replica_sync_t (above); default ONE */
+  int64_t replica_sync_timeout_ms; /* WAIT's timeout: 1 ms to less than command_timeout_ms
+                                   (a PING queued behind a WAIT must still be answered in
+                                   time); default 0: 1000 ms, or half the command timeout
+                                   if that is shorter */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);
@@ -139,7 +187,9 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
  * back rather than left to nobody for its lease. The request-id latch keys
  * of acquires and unlocks that completed are deleted before it returns (one
  * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
- * 500 ms); past that the latches expire by their TTL).
+ * 500 ms), plus replica_sync_timeout_ms when the server reported replicas:
+ * an undo sent behind a try's WAIT runs only once that WAIT ends; past that
+ * the latches expire by their TTL).
  * Must not be called from a callback (on the I/O thread it cannot join
  * itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);
@@ -202,6 +252,11 @@ typedef struct rlock_stats {
   uint64_t held;              /* holds tracked right now (name, owner) */
   uint64_t user_commands;     /* commands written on the user connection (rlock_client_command;
                                  a transaction of n commands counts n + 2: MULTI, EXEC) */
+  uint64_t acquire_sync_misses; /* acquires granted but undone: too few replicas acknowledged */
+  uint64_t unlock_sync_misses;  /* unlocks applied on the master that too few replicas
+                                   acknowledged (the unlock stands) */
+  uint64_t renewal_sync_misses; /* renewal calls applied on the master that too few replicas
+                                   acknowledged (the renewal stands) */
 } rlock_stats_t;
 void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
 

@@ -29,6 +29,8 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->ping_interval_ms = 5000;
   o->dead_after_timeouts = 5;
   o->tcp_keepalive_ms = 60000;
+  o->replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o->replica_sync_timeout_ms = 0; /* 1000 ms, or half the command timeout if shorter */
 }
 
 int64_t rlock__client_latch_ttl(const client_t *cl) {
@@ -72,6 +74,88 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
 void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
   r->slot = key ? rlock__names_slot(key, klen) : -1;
   rlock__conn_send(cl->topo->route(cl, r), r);
+}
+
+/* ------------------------------------------------------------ replica sync
+ * After an acquire, unlock or renewal script: WAIT in the same compound
+ * request, asking what the policy needs of the replicas the node reported
+ * at its last handshake (conn.c). WAIT returns as soon as that many have
+ * acknowledged, or after the timeout with how many did. */
+
+static const char *policy_name(int policy) {
+  static const char *names[] = {"off", "one", "majority", "all"};
+  return policy >= 0 && policy <= RLOCK_REPLICA_SYNC_ALL ? names[policy] : "?";
+}
+
+/* Acknowledgements the policy needs of n connected replicas (0: no WAIT). */
+static int sync_needed(int policy, int n) {
+  if (n <= 0) return 0;
+  switch (policy) {
+  case RLOCK_REPLICA_SYNC_ONE: return 1;
+  case RLOCK_REPLICA_SYNC_MAJORITY: return n / 2 + 1;
+  case RLOCK_REPLICA_SYNC_ALL: return n;
+  default: return 0;
+  }
+}
+
+/* WAIT <needed> <timeout> appended to r for the node c (0: none needed). */
+static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) {
+  need->need = need->of = 0;
+  if (cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
+  int n = sync_needed(cl->opt.replica_sync, c->replicas);
+  if (!n) return 0;
+  char count[16], ms[32];
+  snprintf(count, sizeof count, "%d", n);
+  rlock__i64toa(cl->opt.replica_sync_timeout_ms, ms);
+  const char *argv[3] = {"WAIT", count, ms};
+  if (rlock__req_append(r, 3, argv, NULL)) return RLOCK_ENOMEM;
+  r->deadline += cl->opt.replica_sync_timeout_ms;
+  need->need = n;
+  need->of = c->replicas;
+  return 0;
+}
+
+void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
+  r->slot = key ? rlock__names_slot(key, klen) : -1;
+  conn_t *c = cl->topo->route(cl, r);
+  if (add_wait(cl, c, r, need)) { /* out of memory: the request fails as a whole */
+    rlock__fail(RLOCK_ENOMEM, "out of memory");
+    r->done(r, RLOCK_ENOMEM, NULL);
+    rlock__req_free(r);
+    return;
+  }
+  rlock__conn_send(c, r);
+}
+
+bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked) {
+  *acked = 0;
+  if (!need->need) return true;
+  rlock_reply_t *all = *reply, *wait = all->element[1];
+  *reply = all->element[0];
+  all->element[0] = NULL;
+  if (wait->type == RLOCK_REPLY_INTEGER) *acked = (int)wait->integer;
+  else *acked = -1; /* an error reply (an ACL without WAIT...) */
+  rlock_reply_free(all);
+  return *acked >= need->need;
+}
+
+void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen) {
+  const char *argv[2] = {"INFO", "replication"};
+  req_t *r = rlock__req_new(2, argv, NULL, cl->opt.command_timeout_ms, NULL, NULL);
+  if (!r) return; /* out of memory: the next reconnect reads it */
+  r->reads_replicas = true;
+  rlock__client_send(cl, key, klen, r);
+}
+
+int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked) {
+  if (acked < 0)
+    return rlock__fail(RLOCK_ENOSYNC,
+                       "replica sync: the server refused WAIT (%d replicas connected; an ACL without WAIT? "
+                       "replica_sync off locks without it)",
+                       need->of);
+  return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",
+                     acked, need->of, (long long)cl->opt.replica_sync_timeout_ms,
+                     policy_name(cl->opt.replica_sync), need->need);
 }
 
 /* ------------------------------------------------------------ latch clean-up */
@@ -198,6 +282,16 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engi
  * CLOSE_LINGER_MS), so a short-lived process leaves no keys behind; then the
  * engine shuts down. */
 #define CLOSE_LINGER_MS 500
+/* How long closing waits for the last DELs and undos: min(command timeout,
+ * CLOSE_LINGER_MS), plus the WAIT timeout when the server has replicas: an
+ * undo sent behind a try's WAIT runs only once that WAIT ends, and a
+ * connection closed before would drop it (the hold would wait for its lease). */
+static int64_t close_linger_ms(const client_t *cl) {
+  int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
+  if (cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && cl->cmd.replicas > 0) ms += cl->opt.replica_sync_timeout_ms;
+  return ms;
+}
+
 static void begin_close(client_t *cl) {
   if (cl->draining || cl->shut) return;
   cl->draining = true;
@@ -206,7 +300,7 @@ static void begin_close(client_t *cl) {
   rlock__op_undo_on_close(cl);
   rlock__op_fail_all(cl, RLOCK_ECLOSED);
   if (cl->cmd.state == CS_READY) send_dels(cl);
-  int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
+  int64_t ms = close_linger_ms(cl);
   if ((cl->dels_inflight == 0 && cl->undos_inflight == 0) || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
     shutdown_engine(cl);
     return;
@@ -306,6 +400,32 @@ static int check_ms(const char *name, int64_t v, int64_t min) {
   return 0;
 }
 
+/* The replica-sync policy, and WAIT's timeout below the command timeout: a
+ * WAIT blocks the command connection that long, and a PING queued behind it
+ * must still be answered within the command timeout. 0 is automatic
+ * (sync_timeout_ms). */
+static int validate_replica_sync(const rlock_options_t *o) {
+  if (o->replica_sync < RLOCK_REPLICA_SYNC_OFF || o->replica_sync > RLOCK_REPLICA_SYNC_ALL)
+    return rlock__fail(RLOCK_EINVAL, "replica_sync is %d (allowed: RLOCK_REPLICA_SYNC_OFF, _ONE, _MAJORITY, _ALL)",
+                       o->replica_sync);
+  if (o->replica_sync == RLOCK_REPLICA_SYNC_OFF || o->replica_sync_timeout_ms == 0) return 0; /* 0: automatic */
+  if (check_ms("replica_sync_timeout_ms", o->replica_sync_timeout_ms, 0)) return RLOCK_EINVAL;
+  if (o->replica_sync_timeout_ms >= o->command_timeout_ms)
+    return rlock__fail(RLOCK_EINVAL,
+                       "replica_sync_timeout_ms (%lld) must be less than command_timeout_ms (%lld): a WAIT blocks "
+                       "the command connection that long",
+                       (long long)o->replica_sync_timeout_ms, (long long)o->command_timeout_ms);
+  return 0;
+}
+
+/* WAIT's timeout: the option, or by default 1000 ms (Redisson's), at most
+ * half the command timeout. */
+static int64_t sync_timeout_ms(const rlock_options_t *o) {
+  if (o->replica_sync_timeout_ms > 0) return o->replica_sync_timeout_ms;
+  int64_t half = o->command_timeout_ms / 2;
+  return half < 1 ? 1 : half < 1000 ? half : 1000;
+}
+
 static int validate(const rlock_options_t *o) {
   if (check_ms("connect_timeout_ms", o->connect_timeout_ms, 1) ||
       check_ms("command_timeout_ms", o->command_timeout_ms, 1) ||
@@ -321,6 +441,7 @@ static int validate(const rlock_options_t *o) {
   if (o->dead_after_timeouts < 0) return rlock__fail(RLOCK_EINVAL, "dead_after_timeouts must be >= 0 (0: never)");
   if (o->tcp_keepalive_ms < 0 || o->tcp_keepalive_ms > 32767000)
     return rlock__fail(RLOCK_EINVAL, "tcp_keepalive_ms must be 0 (off) to 32767000");
+  if (validate_replica_sync(o)) return RLOCK_EINVAL;
   if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
     return rlock__fail(RLOCK_EINVAL, "tls_cert_file and tls_key_file go together");
   return 0;
@@ -376,6 +497,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   pthread_mutex_init(&cl->cbmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
   cl->opt = *opts;
+  cl->opt.replica_sync_timeout_ms = sync_timeout_ms(opts);
   bool fail = false;
   cl->s_url = dup_or_null(opts->url ? opts->url : defaults.url, &fail);
   cl->s_name = dup_or_null(opts->client_name ? opts->client_name : "rlock", &fail);
@@ -475,6 +597,9 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   o->locks_lost = v[ST_LOST];
   o->held = v[ST_HELD];
   o->user_commands = v[ST_USER_COMMANDS];
+  o->acquire_sync_misses = v[ST_ACQUIRE_SYNC_MISSES];
+  o->unlock_sync_misses = v[ST_UNLOCK_SYNC_MISSES];
+  o->renewal_sync_misses = v[ST_RENEWAL_SYNC_MISSES];
 }
 
 /* ------------------------------------------------------------ submitting */

@@ -1,9 +1,10 @@
 /* conn.c -- one RESP connection to one Redis node, driven by the I/O thread.
  *
  * connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
- * SETNAME, SCRIPT LOAD, pipelined) -> READY. Requests queued before READY wait
- * in `pending`; written requests wait in `inflight` and replies are matched to
- * them in order (Redis answers in order); a compound request (several
+ * SETNAME, INFO replication for the replica-sync check, SCRIPT LOAD,
+ * pipelined) -> READY. Requests queued before READY wait in `pending`;
+ * written requests wait in `inflight` and replies are matched to them in
+ * order (Redis answers in order); a compound request (several
  * commands, as many replies) completes once all its replies are in.
  * Everything written in one pass of the loop leaves in one socket write: that
  * is the automatic pipelining. An error reply passes the topology's redirect
@@ -168,8 +169,26 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   rlock__client_flush(c->cl);
 }
 
-static void handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
-  req_t *r = rlock__req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, handshake_done, c);
+/* An answer to INFO replication: c->replicas is its connected_slaves (left
+ * as it is if the answer is anything else). */
+static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
+  const char *p = status == 0 && reply && reply->type == RLOCK_REPLY_STRING && reply->str
+                      ? strstr(reply->str, "connected_slaves:")
+                      : NULL;
+  if (p) c->replicas = atoi(p + strlen("connected_slaves:"));
+}
+
+/* INFO replication: the replicas the node reports connected (the replica-sync
+ * check asks WAIT for them). A refusal (an ACL without INFO) leaves 0: no WAIT. */
+static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
+  conn_t *c = r->ctx;
+  c->replicas = 0;
+  replicas_read(c, status, reply);
+  handshake_done(r, status, reply);
+}
+
+static void handshake_req(conn_t *c, int argc, const char **argv, bool is_auth, req_done_fn done) {
+  req_t *r = rlock__req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, done, c);
   if (!r) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;
@@ -178,6 +197,10 @@ static void handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) 
   r->is_auth = is_auth;
   c->handshake_left++;
   write_req(c, r);
+}
+
+static void handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
+  handshake_req(c, argc, argv, is_auth, handshake_done);
 }
 
 static void start_handshake(conn_t *c) {
@@ -196,6 +219,10 @@ static void start_handshake(conn_t *c) {
   }
   const char *n[4] = {"CLIENT", "SETNAME", cl->s_name};
   handshake_cmd(c, 3, n, false);
+  if (c->kind == CONN_CMD && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
+    const char *a[2] = {"INFO", "replication"};
+    handshake_req(c, 2, a, false, replicas_done);
+  }
   if (c->kind == CONN_CMD)
     for (int s = 1; s <= SCRIPT_N; s++) {
       const char *a[3] = {"SCRIPT", "LOAD", rlock__script_body(s)};
@@ -265,6 +292,7 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
     rlock_reply_free(reply); /* r belongs to the topology now */
     return;
   }
+  if (r->reads_replicas) replicas_read(c, 0, reply); /* the replica-sync check's refresh */
   if (r->completed) {
     rlock_reply_free(reply);
   } else {

@@ -23,6 +23,7 @@ static const struct {
     {RLOCK_EDEADLK, "RLOCK_EDEADLK", "blocking call made from the client's I/O thread"},
     {RLOCK_ESYS, "RLOCK_ESYS", "system call failed"},
     {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK", "the key is not a lock"},
+    {RLOCK_ENOSYNC, "RLOCK_ENOSYNC", "too few replicas acknowledged the lock (replica sync)"},
 };
 
 RLOCK_API const char *rlock_strerror(int err) {

@@ -166,6 +166,7 @@ struct req {
   bool completed; /* done() already called (timed out): the reply is discarded */
   bool internal;  /* handshake request: its errors fail the connection */
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
+  bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -205,6 +206,8 @@ struct conn {
   int handshake_left;
   bool ever_ready;
   int last_err; /* why the last connection attempt failed */
+  int replicas; /* command connections: the replicas the node reported connected
+                   (INFO replication) at the last handshake; 0 unknown or none */
   /* Callbacks into the layer above. */
   void (*on_ready)(conn_t *c);
   void (*on_down)(conn_t *c);
@@ -361,7 +364,7 @@ void rlock__usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
 enum {
   ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
   ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD,
-  ST_USER_COMMANDS, ST_COUNT
+  ST_USER_COMMANDS, ST_ACQUIRE_SYNC_MISSES, ST_UNLOCK_SYNC_MISSES, ST_RENEWAL_SYNC_MISSES, ST_COUNT
 };
 
 struct rlock_client {
@@ -424,6 +427,28 @@ int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread *
  * of key (NULL: any node) in r, asks the topology for the connection. */
 void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r);
 bool rlock__client_on_io_thread(const client_t *cl);
+/* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
+ * script, in the same compound request (client.c). */
+typedef struct sync_need {
+  int need; /* acknowledgements the policy needs: 0 = no WAIT was sent */
+  int of;   /* replicas the node reported connected */
+} sync_need_t;
+/* rlock__client_send, with "WAIT <need> <timeout>" appended to r (a request
+ * for the command connection) when the policy is not off and the node r goes
+ * to reported replicas; r's deadline is pushed back by the timeout. Out of
+ * memory: r completes with RLOCK_ENOMEM. */
+void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need);
+/* The reply of a request sent with rlock__client_send_synced: *reply becomes
+ * the script's own reply (the compound's rest is freed); returns whether the
+ * policy was met (true without a WAIT), *acked how many acknowledged (-1: an
+ * error reply to WAIT). */
+bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked);
+/* A WAIT came short: the node of key reads its replica count again (an
+ * INFO replication request with reads_replicas, routed like the others). */
+void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen);
+/* RLOCK_ENOSYNC with the message "replica sync: <acked> of <of> replicas ...". */
+int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked);
+
 /* Owner id into buf (>= 64 bytes): "<client id>:<tid>" for RLOCK_OWNER_THREAD | tid,
  * "<client id>:owner-<n>" for explicit owners; returns the length. */
 size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
@@ -478,6 +503,9 @@ struct op {
   bool subscribed, cancelled, in_flight, finished;
   bool unchecked;  /* release: sent without the count check (others_in_flight) */
   int polls;       /* acquire: busy answers so far (a polling kind's backoff) */
+  sync_need_t sync_need; /* the current try's or release's WAIT (replica sync) */
+  int sync_misses;       /* acquire: grants undone because the replicas did not acknowledge */
+  int sync_acked;        /* ... and how many did, the last time */
   waiter_t w;
   /* OP_COMMAND: the command, or MULTI, the commands, EXEC (linked by next);
    * deadline is the call's, wait_ms its timeout (RLOCK_WAIT_FOREVER: none) */

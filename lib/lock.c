@@ -16,7 +16,10 @@
  * it), then tries with a fresh id.
  * Release: kind->release_req with its own request id, re-sent on timeout the same
  * way, so an unlock never applies twice; it carries the client's hold count,
- * and a server count that disagrees is a loss (watchdog.c reports it). */
+ * and a server count that disagrees is a loss (watchdog.c reports it).
+ * Replica sync: tries and releases carry WAIT in the same request
+ * (rlock__client_send_synced); a grant too few replicas acknowledged is undone
+ * and tried again (sync_missed), an unlock stands and is counted. */
 #include "kinds/kind.h"
 
 #include <errno.h>
@@ -272,7 +275,8 @@ static int latch_key(const op_t *op, const char *prefix, bytes_t *out) {
   return rlock__names_prefixed_suffix(out, prefix, op->lock->name, op->lock->len, op->reqid);
 }
 
-/* Sends op's request r (built by the kind; NULL: out of memory). */
+/* Sends op's request r (built by the kind; NULL: out of memory), with the
+ * replica-sync WAIT behind it when the policy and the node ask for one. */
 static void send_op_req(op_t *op, req_t *r) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
@@ -282,7 +286,7 @@ static void send_op_req(op_t *op, req_t *r) {
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send(cl, l->name, l->len, r);
+  rlock__client_send_synced(cl, l->name, l->len, r, &op->sync_need);
 }
 
 /* The request got its answer: its latch is dead weight (batched DEL), unless
@@ -338,11 +342,14 @@ static void acquire_fail(op_t *op, int rc) { rlock__op_finish(op, rc, 0, NULL, 0
 
 static int cancelled_rc(void) { return rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"); }
 
-/* The undo of a stale id (undo_attempt with wait) is answered, or gave up. */
+/* The undo of a stale id or of a grant the replicas did not acknowledge
+ * (undo_attempt with wait) is answered, or gave up. */
 static void resume_after_undo(op_t *op, bool landed, int status) {
   if (orphan(op)) return;
   if (op->cancelled) acquire_fail(op, cancelled_rc());
   else if (!landed) acquire_fail(op, rlock__fail_keep(status));
+  else if (op->sync_misses > op->cl->opt.retry_attempts)
+    acquire_fail(op, rlock__client_sync_fail(op->cl, &op->sync_need, op->sync_acked));
   else attempt(op, true);
 }
 
@@ -443,6 +450,19 @@ static void acquired(op_t *op) {
   rlock__op_finish(op, 0, 0, NULL, 0);
 }
 
+/* Granted, but fewer replicas acknowledged than the policy needs: the hold
+ * is given back (and the op waits for that, so a caller told "not acquired"
+ * leaves nothing held), the node's replica count is read again first (a
+ * replica may be gone), then a fresh try, up to retry_attempts times; then
+ * RLOCK_ENOSYNC (resume_after_undo). */
+static void sync_missed(op_t *op, int acked) {
+  stat_add(op->cl, ST_ACQUIRE_SYNC_MISSES, 1);
+  op->sync_misses++;
+  op->sync_acked = acked;
+  rlock__client_sync_refresh(op->cl, op->lock->name, op->lock->len);
+  undo_attempt(op, true);
+}
+
 /* Held by others for ttl ms more at most (-1: no bound): wait, or end. */
 static void busy(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
@@ -487,10 +507,13 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   int64_t ttl = -1;
+  int acked;
+  bool synced = rlock__client_sync_split(&op->sync_need, &reply, &acked);
   int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str)
                                             : op->lock->kind->try_reply(reply, &ttl);
   rlock_reply_free(reply);
-  if (rc == KIND_GRANTED) acquired(op);
+  if (rc == KIND_GRANTED && !synced) sync_missed(op, acked);
+  else if (rc == KIND_GRANTED) acquired(op);
   else if (rc < 0) acquire_fail(op, rc);
   else busy(op, ttl);
 }
@@ -568,6 +591,16 @@ static void send_release(op_t *op) {
   send_op_req(op, r);
 }
 
+/* An unlock applied on the master that fewer replicas acknowledged than the
+ * policy needs stands: taking the lock back would be worse. A failover
+ * before the replicas catch up may bring the hold back until its lease runs
+ * out (nobody renews it): a delay for the next owner, never two owners. The
+ * miss is counted, and the replica count read again. */
+static void unlock_sync_missed(op_t *op) {
+  stat_add(op->cl, ST_UNLOCK_SYNC_MISSES, 1);
+  rlock__client_sync_refresh(op->cl, op->lock->name, op->lock->len);
+}
+
 static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
   client_t *cl = op->cl;
@@ -581,10 +614,11 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     send_release(op);
     return;
   }
-  int rc = 0;
+  int rc = 0, acked;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
   bool notified = false;
+  bool synced = status != 0 || rlock__client_sync_split(&op->sync_need, &reply, &acked);
   if (status != 0) {
     rc = rlock__fail_keep(status);
   } else if (reply->type == RLOCK_REPLY_ERROR) {
@@ -599,6 +633,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     value = how != REL_ONE && how != REL_ONE_UNCHECKED; /* REL_MISMATCH: the owner's field is gone too */
     if (notified) handoff_mark(cl, l);
     drop_latch(op, UNLOCK_LATCH);
+    if (!synced) unlock_sync_missed(op);
   }
   rlock_reply_free(reply);
   rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);

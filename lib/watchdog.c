@@ -4,7 +4,8 @@
  * script, reentrant_renew.lua or simple_renew.lua, every watchdog_timeout/3), the valid-until deadline of each hold, and the
  * lock-lost notification (with its reason) when a renewal finds the hold
  * gone, the lease has certainly run out, or an unlock found a count other
- * than the client's.
+ * than the client's. With the replica-sync check a renewal carries WAIT; one
+ * that too few replicas acknowledged stands and is counted.
  *
  * A hold is a stack of levels, one per acquire of that owner (reentrancy):
  * each level keeps the running maxima of the fixed leases below and at it,
@@ -43,6 +44,7 @@ struct hold {
 
 typedef struct batch {
   watchdog_t *wd;
+  sync_need_t sync_need; /* the WAIT behind the renewal (replica sync) */
   size_t n;
   int64_t sent_at;
   uint64_t *gens;
@@ -64,6 +66,13 @@ RLOCK_API const char *rlock_lost_reason_str(rlock_lost_reason_t reason) {
 static const char *hold_name(const hold_t *h, size_t *len) {
   *len = h->klen - h->olen - 1;
   return h->key + h->olen + 1;
+}
+
+/* The name in a registry key "<owner id>\n<name>" (owner ids hold no '\n'). */
+static const char *hold_name_of_key(const char *key, size_t klen, size_t *len) {
+  const char *nl = memchr(key, '\n', klen);
+  *len = klen - (size_t)(nl - key) - 1;
+  return nl + 1;
 }
 
 static const level_t *top(const hold_t *h) { return &h->levels[h->depth - 1]; }
@@ -323,9 +332,22 @@ static void batch_free(batch_t *b) {
   free(b);
 }
 
+/* A renewal applied on the master that fewer replicas acknowledged than the
+ * policy needs: it stands (the hold is valid on the master), the miss is
+ * counted, and the node's replica count read again. */
+static void renewal_sync_missed(batch_t *b) {
+  size_t len;
+  const char *name = hold_name_of_key(b->keys[0], b->klens[0], &len);
+  stat_add(b->wd->cl, ST_RENEWAL_SYNC_MISSES, 1);
+  rlock__client_sync_refresh(b->wd->cl, name, len);
+}
+
 static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   batch_t *b = r->ctx;
   watchdog_t *wd = b->wd;
+  int acked;
+  if (status == 0 && !rlock__client_sync_split(&b->sync_need, &reply, &acked) && wd->cl->cmd.state != CS_CLOSED)
+    renewal_sync_missed(b);
   if (status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == b->n &&
       wd->cl->cmd.state != CS_CLOSED) {
     for (size_t i = 0; i < b->n; i++) {
@@ -378,7 +400,7 @@ static void send_batch(watchdog_t *wd, int script, hold_t **hs, size_t n) {
   if (!r) goto out;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send(cl, keys[0], kl[0], r); /* one slot per batch where slots matter */
+  rlock__client_send_synced(cl, keys[0], kl[0], r, &b->sync_need); /* one slot per batch where slots matter */
   b = NULL;
 out:
   if (b) batch_free(b);

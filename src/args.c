@@ -87,6 +87,17 @@ static int take_url(cli_global_t *g, char *arg) {
   return 0;
 }
 
+/* --replica-sync POLICY: off, one, majority, all. */
+static int replica_sync(const char *cmd, const char *arg, int *out) {
+  static const char *names[] = {"off", "one", "majority", "all"};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(arg, names[i])) {
+      *out = RLOCK_REPLICA_SYNC_OFF + i + 1;
+      return 0;
+    }
+  return cli_usage(cmd, "bad value '%s' for --replica-sync (off, one, majority or all)", arg);
+}
+
 int cli_connect_option(const char *cmd, cli_global_t *g, int c, char *arg, char **argv) {
   switch (c) {
     case 'u': return take_url(g, arg);
@@ -98,6 +109,9 @@ int cli_connect_option(const char *cmd, cli_global_t *g, int c, char *arg, char 
       g->tls_server_name = arg;
       return 0;
     case OPT_INSECURE: g->insecure = 1; return 0;
+    case OPT_REPLICA_SYNC: return replica_sync(cmd, arg, &g->replica_sync);
+    case OPT_REPLICA_SYNC_TIMEOUT:
+      return cli_duration(cmd, "--replica-sync-timeout", arg, 1, &g->replica_sync_timeout_ms);
     default: return cli_bad_option(cmd, c, argv);
   }
 }
@@ -136,6 +150,7 @@ int cli_exit_for(int err) {
     case RLOCK_ECLOSED:
       return EX_UNAVAILABLE;
     case RLOCK_EBUSY:
+    case RLOCK_ENOSYNC:
       return EX_TEMPFAIL;
     case RLOCK_ENOTLOCK:
       return EX_DATAERR;
@@ -165,6 +180,12 @@ int cli_options(const cli_global_t *g, rlock_options_t *opts) {
   opts->tls_key_file = g->tls_key;
   opts->tls_server_name = g->tls_server_name;
   if (g->insecure) opts->tls_verify = 0;
+  if (g->replica_sync) opts->replica_sync = g->replica_sync - 1;
+  if (g->replica_sync_timeout_ms) opts->replica_sync_timeout_ms = g->replica_sync_timeout_ms;
+  if (opts->replica_sync != RLOCK_REPLICA_SYNC_OFF && g->replica_sync_timeout_ms &&
+      opts->replica_sync_timeout_ms >= opts->command_timeout_ms)
+    return cli_usage(NULL, "--replica-sync-timeout must be less than the command timeout (%lldms)",
+                     (long long)opts->command_timeout_ms);
   return 0;
 }
 

@@ -20,19 +20,26 @@ typedef struct cli_global {
   int nurls;
   const char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* --tls-*, NULL: not given */
   int insecure;                                              /* --insecure */
+  int replica_sync;                /* --replica-sync: RLOCK_REPLICA_SYNC_* + 1, 0: not given */
+  int64_t replica_sync_timeout_ms; /* --replica-sync-timeout, 0: not given */
 } cli_global_t;
 
 /* The connection options, accepted before the sub-command and by each one:
  * put CLI_CONNECT_LONGOPTS in a getopt_long table and hand every option
  * code the sub-command does not know to cli_connect_option. A password in
  * the -u value is wiped from argv (the value is copied first). */
-enum { OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INSECURE };
+enum {
+  OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INSECURE, OPT_REPLICA_SYNC,
+  OPT_REPLICA_SYNC_TIMEOUT
+};
 #define CLI_CONNECT_LONGOPTS                                                               \
   {"url", required_argument, NULL, 'u'}, {"tls-ca", required_argument, NULL, OPT_TLS_CA},  \
       {"tls-cert", required_argument, NULL, OPT_TLS_CERT},                                 \
       {"tls-key", required_argument, NULL, OPT_TLS_KEY},                                   \
       {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},                   \
-      {"insecure", no_argument, NULL, OPT_INSECURE}
+      {"insecure", no_argument, NULL, OPT_INSECURE},                                       \
+      {"replica-sync", required_argument, NULL, OPT_REPLICA_SYNC},                         \
+      {"replica-sync-timeout", required_argument, NULL, OPT_REPLICA_SYNC_TIMEOUT}
 /* The help lines of those options. */
 #define CLI_CONNECT_HELP                                                                   \
   "  -u, --url URL            Redis URL: redis://[[user]:password@]host[:port][/db],\n"    \
@@ -44,7 +51,11 @@ enum { OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INS
   "      --tls-key FILE       client private key (PEM)\n"                                  \
   "      --tls-server-name N  name to verify in the certificate and send as SNI\n"         \
   "                           (default: the URL's host)\n"                                 \
-  "      --insecure           do not verify the server's certificate\n"
+  "      --insecure           do not verify the server's certificate\n"                  \
+  "      --replica-sync POLICY  WAIT for the server's replicas after each lock write:\n"  \
+  "                           off, one (default), majority or all\n"                      \
+  "      --replica-sync-timeout DUR\n"                                                     \
+  "                           how long that WAIT waits (default 1s)\n"
 /* Handles option c (from getopt_long, value arg) of sub-command cmd (NULL:
  * the top level): 0 if it was a connection option, else the usage error
  * (EX_USAGE) for an unknown option. */

@@ -21,6 +21,7 @@ static const struct {
     {RLOCK_ESERVER, "RLOCK_ESERVER"}, {RLOCK_EPROTO, "RLOCK_EPROTO"},
     {RLOCK_ECLOSED, "RLOCK_ECLOSED"}, {RLOCK_EDEADLK, "RLOCK_EDEADLK"},
     {RLOCK_ESYS, "RLOCK_ESYS"},       {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK"},
+    {RLOCK_ENOSYNC, "RLOCK_ENOSYNC"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 

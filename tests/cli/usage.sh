@@ -47,6 +47,15 @@ expect 64 "TLS options with redis://" "$RLOCK" -u redis://127.0.0.1:1 --insecure
 contains "$T/err" "rediss://" "TLS options without rediss:// are explained"
 expect 64 "--insecure with --tls-ca" "$RLOCK" -u rediss://127.0.0.1:1 --insecure --tls-ca "$T/x.pem" status NAME
 expect 64 "--tls-ca without a value" "$RLOCK" status NAME --tls-ca
+# --replica-sync: a policy name, a positive timeout below the command timeout (3s),
+# all checked before connecting (port 1: a connection attempt would be exit 69).
+expect 64 "--replica-sync of an unknown policy" "$RLOCK" -u redis://127.0.0.1:1 --replica-sync some status NAME
+contains "$T/err" "off, one, majority or all" "the policies are listed"
+expect 64 "--replica-sync-timeout 0" "$RLOCK" -u redis://127.0.0.1:1 --replica-sync-timeout 0 status NAME
+expect 64 "--replica-sync-timeout of the command timeout" "$RLOCK" -u redis://127.0.0.1:1 --replica-sync-timeout 3s status NAME
+contains "$T/err" "less than the command timeout" "a too long WAIT timeout is explained"
+expect 69 "--replica-sync all is accepted" "$RLOCK" -u redis://127.0.0.1:1 status --replica-sync all --replica-sync-timeout 500ms NAME
+expect 69 "--replica-sync off ignores the timeout" "$RLOCK" -u redis://127.0.0.1:1 --replica-sync off --replica-sync-timeout 9s status NAME
 expect 64 "exec: empty name" "$RLOCK" exec "" -- true
 contains "$T/err" "empty" "empty name is explained"
 expect 64 "exec: no name" "$RLOCK" exec

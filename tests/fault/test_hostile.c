@@ -1,6 +1,6 @@
 /* test_hostile.c -- hostile input. A fake server (a thread on a loopback
  * port, parsing the client's requests with hiredis) answers the handshake
- * (CLIENT SETNAME, SCRIPT LOAD of every embedded script; SETNAME + SUBSCRIBE on the subscriber
+ * (CLIENT SETNAME, INFO replication, SCRIPT LOAD of every embedded script; SETNAME + SUBSCRIBE on the subscriber
  * connection) and then sends malformed, truncated, oversized, wrongly typed
  * and unsolicited replies: the client must report an error (RLOCK_EPROTO,
  * RLOCK_ECONNLOST, RLOCK_ETIMEDOUT...), never crash, never allocate without
@@ -97,6 +97,12 @@ static int answer(fake_t *f, fconn_t *c, redisReply *req) {
                        req->element[i]->str);
       if (req->element[i]->len <= 400) send_all(c->fd, buf, (size_t)n);
     }
+    return 0;
+  }
+  if (!strcasecmp(v, "INFO")) { /* the replica-sync check's handshake: no replicas */
+    static const char info[] = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n";
+    int n = snprintf(buf, sizeof buf, "$%zu\r\n%s\r\n", sizeof info - 1, info);
+    send_all(c->fd, buf, (size_t)n);
     return 0;
   }
   if (!strcasecmp(v, "DEL")) { /* latch clean-up */

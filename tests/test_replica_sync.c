@@ -1,0 +1,578 @@
+/* test_replica_sync.c -- the replica-sync check (rlock_options_t.replica_sync)
+ * against a real master with replicas (redis-server --replicaof): acquire,
+ * unlock and renewal carry WAIT (the master's INFO commandstats counts it);
+ * policy off and a server without replicas send none; a replica paused with
+ * SIGSTOP makes an acquire fail with RLOCK_ENOSYNC and leave nothing on the
+ * master (one replica), or not (two replicas, policy one); an unlock or a
+ * renewal that misses the policy stands and is counted in the stats; the
+ * replica count is read again on reconnect and after a miss. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "harness.h"
+#include "harness_replica.h"
+#include "history.h"
+
+#define SYNC_MS 300        /* WAIT's timeout in these tests */
+#define ONLINE_MS 30000    /* how long a replica may take to come online (valgrind) */
+
+static th_server_t *master; /* with no replica between tests */
+
+static rlock_client_t *client(th_server_t *m, int policy, int retries, int64_t watchdog_ms, const char *name) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = m->url;
+  o.replica_sync = policy;
+  o.replica_sync_timeout_ms = SYNC_MS;
+  o.retry_attempts = retries;
+  o.client_name = name;
+  if (watchdog_ms) o.watchdog_timeout_ms = watchdog_ms;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static rlock_stats_t stats(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st;
+}
+
+static long long waits(th_server_t *m) { return th_cmdstat(m, "wait"); }
+
+typedef struct stat_wait {
+  rlock_client_t *c;
+  size_t offset; /* of a uint64_t field of rlock_stats_t */
+  uint64_t at_least;
+} stat_wait_t;
+
+static int stat_reached(void *arg) {
+  stat_wait_t *w = arg;
+  rlock_stats_t st = stats(w->c);
+  return *(uint64_t *)((char *)&st + w->offset) >= w->at_least;
+}
+
+/* Waits until the stats field reaches at_least (fails after timeout_ms). */
+#define WAIT_STAT(cl, field, n, timeout_ms)                                                  \
+  do {                                                                                      \
+    stat_wait_t w_ = {(cl), offsetof(rlock_stats_t, field), (n)};                           \
+    CHECK_MSG(th_wait_until(stat_reached, &w_, (timeout_ms)), #field " stayed below %llu", \
+              (unsigned long long)(n));                                                     \
+  } while (0)
+
+/* Lock with the watchdog, see a renewal answered, unlock: every step's WAIT
+ * count on the master is returned (acquire, renewals, unlock). */
+static long long lock_renew_unlock(rlock_client_t *c, th_server_t *m, const char *name) {
+  long long w0 = waits(m);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  WAIT_STAT(c, renewed_locks, 1, 30000);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(m, "EXISTS", name, NULL), 0);
+  rlock_lock_free(l);
+  return waits(m) - w0;
+}
+
+TEST(acquire_unlock_renew_carry_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 1500, "rs-carry");
+  long long n = lock_renew_unlock(c, master, "rs:carry");
+  rlock_stats_t st = stats(c);
+  /* renewals sent before the unlock were answered before it (one connection, in order) */
+  CHECK_MSG(n == 2 + (long long)st.renewals, "WAIT calls %lld, want acquire + unlock + %llu renewals", n,
+            (unsigned long long)st.renewals);
+  CHECK_EQ(st.acquire_sync_misses, 0);
+  CHECK_EQ(st.unlock_sync_misses, 0);
+  CHECK_EQ(st.renewal_sync_misses, 0);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+TEST(policy_off_sends_no_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_OFF, 3, 1500, "rs-off");
+  CHECK_EQ(lock_renew_unlock(c, master, "rs:off"), 0);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+TEST(no_replicas_no_wait) {
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ALL, 3, 1500, "rs-none");
+  CHECK_EQ(lock_renew_unlock(c, master, "rs:none"), 0);
+  rlock_client_free(c);
+}
+
+/* One replica, paused: the acquire is undone (awaited) and retried, then
+ * fails with RLOCK_ENOSYNC saying 0 of 1; nothing is left on the master. */
+TEST(paused_replica_acquire_fails_clean) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-paused");
+  rlock_lock_t *l = th_lock(c, "rs:paused");
+  long long w0 = waits(master);
+  th_server_pause(r);
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  printf("# ENOSYNC after %lld ms (2 tries x WAIT %d ms)\n", (long long)(th_now_ms() - t0), SYNC_MS);
+  CHECK_MSG(strstr(rlock_last_error(), "0 of 1 replicas acknowledged"), "message: %s", rlock_last_error());
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:paused", NULL), 0); /* at once: the undo was awaited */
+  rlock_stats_t st = stats(c);
+  CHECK_EQ(st.held, 0);
+  CHECK_EQ(st.acquire_sync_misses, 2); /* the try and its one retry */
+  CHECK_EQ(waits(master) - w0, 2);
+  /* a waiting acquire behaves the same: it does not wait for the lock it undid */
+  CHECK_RC(rlock_lock_trylock(l, 5000, 30000), RLOCK_ENOSYNC);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:paused", NULL), 0);
+  th_server_resume(r);
+  th_replicas_caught_up(master, 1, ONLINE_MS);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* A re-entrant try that misses gives back its own level only: the outer
+ * hold stays (count 1 on the master), and its unlock later finds the count
+ * it expects (no count-mismatch loss). */
+TEST(reentrant_miss_keeps_outer_hold) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-reent");
+  rlock_lock_t *l = th_lock(c, "rs:reent");
+  char owner[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_server_pause(r);
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_EQ(th_hget_num(master, "rs:reent", owner), 1);
+  int64_t count = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &count));
+  CHECK_EQ(count, 1);
+  th_server_resume(r);
+  th_replicas_caught_up(master, 1, ONLINE_MS);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:reent", NULL), 0);
+  CHECK_EQ(stats(c).locks_lost, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+typedef struct result {
+  _Atomic int done, status;
+} result_t;
+
+static void on_acquired(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  result_t *res = arg;
+  res->status = status;
+  res->done = 1;
+}
+
+static int is_done(void *arg) { return ((result_t *)arg)->done; }
+
+
+
+static int key_exists(void *name) { return th_cmd_int(master, "EXISTS", (const char *)name, NULL) == 1; }
+
+/* Nobody sleeps while the lock is free: a waiter that found the lock taken
+ * by a grant that is then undone (the replica is paused) is woken by the
+ * undo's unlock message and gets the lock at once, not after the undone
+ * grant's 60 s lease. */
+TEST(undone_grant_wakes_waiters) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 12000;
+  o.replica_sync_timeout_ms = 5000; /* the window in which the waiter finds the lock taken (valgrind: wide) */
+  o.retry_attempts = 0;
+  rlock_client_t *synced = NULL, *plain = client(master, RLOCK_REPLICA_SYNC_OFF, 3, 0, "rs-plain");
+  CHECK_OK(rlock_client_new(&synced, &o));
+  rlock_lock_t *ls = th_lock(synced, "rs:wake"), *lp = th_lock(plain, "rs:wake");
+  th_server_pause(r);
+  result_t rs = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(ls, 1, 0, 60000, NULL, on_acquired, &rs));
+  CHECK(th_wait_until(key_exists, "rs:wake", 10000)); /* granted on the master, WAIT pending */
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_acquire(lp, 2, 25000, 60000, NULL));
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(th_wait_until(is_done, &rs, 10000), "the synced acquire never ended");
+  CHECK_RC(rs.status, RLOCK_ENOSYNC);
+  printf("# waiter granted %lld ms after it started (the undone grant's lease: 60000 ms); messages %llu\n",
+         (long long)took, (unsigned long long)stats(plain).messages);
+  CHECK_MSG(stats(plain).messages >= 1, "the waiter was not woken by a message");
+  CHECK_MSG(took < 20000, "the waiter slept %lld ms while the lock was free", (long long)took);
+  th_server_resume(r);
+  CHECK_OK(rlock_lock_release(lp, 2));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:wake", NULL), 0);
+  rlock_lock_free(ls), rlock_lock_free(lp);
+  rlock_client_free(synced), rlock_client_free(plain);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* rlock_client_free while a granted try waits for its WAIT (the only
+ * replica paused): the undo sent behind it on the same connection runs only
+ * once the WAIT ends, and the client lingers for it, so the hold is given
+ * back when rlock_client_free returns (not left for its 60 s lease). */
+TEST(close_during_wait_gives_back) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 5000;
+  o.replica_sync_timeout_ms = 1500; /* longer than the close's own linger (500 ms) */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:close");
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
+  CHECK(th_wait_until(key_exists, "rs:close", 10000)); /* granted on the master, WAIT pending */
+  int64_t t0 = th_now_ms();
+  rlock_client_free(c);
+  printf("# rlock_client_free returned after %lld ms (WAIT 1500 ms pending)\n", (long long)(th_now_ms() - t0));
+  CHECK(res.done);
+  CHECK_RC(res.status, RLOCK_ECLOSED);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close", NULL), 0);
+  rlock_lock_free(l);
+  th_server_resume(r);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
+ * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
+ * policy off locks. */
+TEST(wait_refused_by_acl) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  th_reply_free(th_cmd(master, "ACL", "SETUSER", "nowait", "on", ">nowait-pw", "~*", "&*", "+@all", "-wait", NULL));
+  char url[300];
+  snprintf(url, sizeof url, "redis://nowait:nowait-pw@127.0.0.1:%d", master->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.retry_attempts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:acl");
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "refused WAIT") && !strstr(rlock_last_error(), "nowait-pw"), "message: %s",
+            rlock_last_error());
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:acl", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  o.replica_sync = RLOCK_REPLICA_SYNC_OFF;
+  CHECK_OK(rlock_client_new(&c, &o));
+  l = th_lock(c, "rs:acl");
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_reply_free(th_cmd(master, "ACL", "DELUSER", "nowait", NULL));
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* Two replicas, one paused: one is enough for policy one, not for majority
+ * (2 of 2) or all. */
+TEST(two_replicas_one_paused) {
+  th_server_t *r1 = th_replica_start(master), *r2 = th_replica_start(master);
+  th_replicas_wait(master, 2, ONLINE_MS);
+  th_server_pause(r2);
+  rlock_client_t *one = client(master, RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-one");
+  rlock_client_t *maj = client(master, RLOCK_REPLICA_SYNC_MAJORITY, 0, 0, "rs-maj");
+  rlock_client_t *all = client(master, RLOCK_REPLICA_SYNC_ALL, 0, 0, "rs-all");
+  rlock_lock_t *lo = th_lock(one, "rs:two"), *lm = th_lock(maj, "rs:two"), *la = th_lock(all, "rs:two");
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_trylock(lo, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(lo));
+  printf("# policy one, 1 of 2 replicas paused: lock + unlock in %lld ms\n", (long long)(th_now_ms() - t0));
+  CHECK_EQ(stats(one).acquire_sync_misses, 0);
+  CHECK_EQ(stats(one).unlock_sync_misses, 0);
+  CHECK_RC(rlock_lock_trylock(lm, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "1 of 2 replicas acknowledged") && strstr(rlock_last_error(), "majority needs 2"),
+            "message: %s", rlock_last_error());
+  CHECK_RC(rlock_lock_trylock(la, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_MSG(strstr(rlock_last_error(), "1 of 2 replicas acknowledged"), "message: %s", rlock_last_error());
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:two", NULL), 0);
+  th_server_resume(r2);
+  rlock_lock_free(lo), rlock_lock_free(lm), rlock_lock_free(la);
+  rlock_client_free(one), rlock_client_free(maj), rlock_client_free(all);
+  th_server_stop(r1);
+  th_server_stop(r2);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* The count is read at each (re)connect: a replica added shows after the
+ * connection is killed; one removed shows after the first miss (the count
+ * is read again before the retry). */
+TEST(replica_count_refreshed) {
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-refresh");
+  rlock_lock_t *l = th_lock(c, "rs:refresh");
+  long long w0 = waits(master);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(waits(master) - w0, 0);
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  CHECK(th_kill_clients_named(master, "rs-refresh") >= 1);
+  WAIT_STAT(c, reconnects, 2, 30000); /* command and subscriber connections */
+  w0 = waits(master);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(waits(master) - w0, 2);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+  /* the client still counts one replica: its WAIT gets 0, it reads INFO
+   * again, undoes, and the retry goes without WAIT */
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_EQ(stats(c).acquire_sync_misses, 1);
+  w0 = waits(master);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(waits(master) - w0, 0);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:refresh", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* An unlock the replicas do not acknowledge stands: the lock is free on the
+ * master, the call succeeds, the miss is counted. */
+TEST(unlock_miss_stands) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 0, "rs-unlock");
+  rlock_lock_t *l = th_lock(c, "rs:unlock");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_server_pause(r);
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(l));
+  printf("# unlock with the replica paused: %lld ms\n", (long long)(th_now_ms() - t0));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:unlock", NULL), 0);
+  rlock_stats_t st = stats(c);
+  CHECK_EQ(st.unlock_sync_misses, 1);
+  CHECK_EQ(st.held, 0);
+  CHECK_EQ(st.locks_lost, 0);
+  th_server_resume(r);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* A renewal the replicas do not acknowledge stands (the hold stays) and is
+ * counted in renewal_sync_misses. */
+TEST(renewal_miss_counted) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-renew");
+  rlock_lock_t *l = th_lock(c, "rs:renew");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_server_pause(r);
+  WAIT_STAT(c, renewal_sync_misses, 1, 30000);
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 1);
+  CHECK_EQ(stats(c).locks_lost, 0);
+  th_server_resume(r);
+  th_replicas_caught_up(master, 1, ONLINE_MS);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* ------------------------------------------------------------ history */
+
+#define HIST_WORKERS 4
+#define HIST_LOCK "rs:hist"
+
+typedef struct hworker {
+  int id, fd;
+  rlock_client_t *c;
+  _Atomic int *stop;
+  int grants, nosync, busy, other, bad_release, counter_errors;
+} hworker_t;
+
+/* A non-atomic read-modify-write of a counter: only mutual exclusion keeps it exact. */
+static int bump(rlock_client_t *c) {
+  const char *get[2] = {"GET", "rs:hist:counter"};
+  rlock_reply_t *r = NULL;
+  if (rlock_client_command(c, 2, get, NULL, &r)) return -1;
+  long long v = r->type == RLOCK_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+  rlock_reply_free(r);
+  char next[32];
+  snprintf(next, sizeof next, "%lld", v + 1);
+  const char *set[3] = {"SET", "rs:hist:counter", next};
+  if (rlock_client_command(c, 3, set, NULL, &r)) return -1;
+  rlock_reply_free(r);
+  return 0;
+}
+
+static void *hworker_run(void *arg) {
+  hworker_t *w = arg;
+  rlock_lock_t *l = NULL;
+  if (rlock_lock_new(w->c, HIST_LOCK, strlen(HIST_LOCK), &l)) return NULL;
+  size_t n = strlen(HIST_LOCK);
+  while (!atomic_load(w->stop)) {
+    hist_log(w->fd, HK_ATTEMPT, w->id, HIST_LOCK, n, 0, 0, 0);
+    int rc = rlock_lock_trylock(l, 3000, 20000);
+    if (rc) {
+      hist_log(w->fd, HK_FAIL, w->id, HIST_LOCK, n, rc, 0, 0);
+      if (rc == RLOCK_ENOSYNC) w->nosync++;
+      else if (rc == RLOCK_EBUSY) w->busy++;
+      else w->other++;
+      continue;
+    }
+    int64_t vu = 0;
+    rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu);
+    hist_log(w->fd, HK_GRANT, w->id, HIST_LOCK, n, 0, vu * 1000000, 0);
+    hist_log(w->fd, HK_ENTER, w->id, HIST_LOCK, n, 0, 0, 0);
+    if (bump(w->c)) w->counter_errors++;
+    else w->grants++;
+    hist_log(w->fd, HK_EXIT, w->id, HIST_LOCK, n, 0, 0, 0);
+    rc = rlock_lock_unlock(l);
+    hist_log(w->fd, HK_RELEASE, w->id, HIST_LOCK, n, rc, 0, 0);
+    if (rc) w->bad_release++;
+  }
+  rlock_lock_free(l);
+  return NULL;
+}
+
+/* 4 worker threads (a client each, policy one) take one lock in a loop while
+ * the two replicas are paused in turn and then together; the history
+ * checker (HIST_MUTEX) finds no overlap, a counter bumped non-atomically
+ * inside the critical sections equals the grants, and nothing is left held. */
+TEST(history_under_replica_pauses) {
+  th_server_t *r1 = th_replica_start(master), *r2 = th_replica_start(master);
+  th_replicas_wait(master, 2, ONLINE_MS);
+  char path[300];
+  snprintf(path, sizeof path, "%s/history", th_tempdir());
+  CHECK_EQ(hist_create(path), 0);
+  _Atomic int stop = 0;
+  hworker_t ws[HIST_WORKERS];
+  pthread_t ts[HIST_WORKERS];
+  for (int i = 0; i < HIST_WORKERS; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rs-hist-%d", i);
+    ws[i] = (hworker_t){.id = i + 1, .fd = hist_open(path), .c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, name),
+                        .stop = &stop};
+    CHECK(ws[i].fd >= 0);
+  }
+  for (int i = 0; i < HIST_WORKERS; i++) pthread_create(&ts[i], NULL, hworker_run, &ws[i]);
+  /* the scenario: 3 rounds of r1 paused (600 ms), r2 paused (600 ms), both
+   * paused (1500 ms: more than the 2 x 300 ms WAITs of a try and its retry) */
+  for (int round = 0; round < 3; round++) {
+    th_server_pause(r1), th_sleep_ms(600), th_server_resume(r1);
+    th_server_pause(r2), th_sleep_ms(600), th_server_resume(r2);
+    th_server_pause(r1), th_server_pause(r2), th_sleep_ms(1500);
+    th_server_resume(r1), th_server_resume(r2);
+  }
+  atomic_store(&stop, 1);
+  int grants = 0, nosync = 0, busy = 0, other = 0, bad = 0, cerr = 0;
+  for (int i = 0; i < HIST_WORKERS; i++) {
+    pthread_join(ts[i], NULL);
+    grants += ws[i].grants, nosync += ws[i].nosync, busy += ws[i].busy, other += ws[i].other;
+    bad += ws[i].bad_release, cerr += ws[i].counter_errors;
+    close(ws[i].fd);
+    rlock_client_free(ws[i].c);
+  }
+  hist_check_opts_t ho = {.mode = HIST_MUTEX};
+  hist_report_t rep;
+  int verdict = hist_check_file(path, &ho, &rep);
+  printf("# history: %zu sections, %zu overlaps, %zu violations; grants %d, ENOSYNC %d, EBUSY %d, other %d\n",
+         rep.sections, rep.overlaps, rep.violations, grants, nosync, busy, other);
+  if (verdict != HIST_OK) hist_report_print(stdout, &rep);
+  hist_report_free(&rep);
+  CHECK_EQ(verdict, HIST_OK);
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(cerr, 0);
+  CHECK_EQ(other, 0);
+  CHECK_MSG(grants > 0 && nosync > 0, "the scenario did not happen: grants %d, ENOSYNC %d", grants, nosync);
+  char *counter = th_cmd_str(master, "GET", "rs:hist:counter", NULL);
+  CHECK_EQ(counter ? strtoll(counter, NULL, 10) : 0, grants);
+  free(counter);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", HIST_LOCK, NULL), 0);
+  th_server_stop(r1);
+  th_server_stop(r2);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+static int new_client_rc(int policy, int64_t sync_ms, int64_t command_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = "redis://127.0.0.1:1";
+  o.replica_sync = policy;
+  o.replica_sync_timeout_ms = sync_ms;
+  o.command_timeout_ms = command_ms;
+  o.connect_timeout_ms = 200;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  rlock_client_free(c);
+  return rc;
+}
+
+TEST(options_validated) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  CHECK_EQ(o.replica_sync, RLOCK_REPLICA_SYNC_ONE);
+  CHECK_EQ(o.replica_sync_timeout_ms, 0); /* automatic: 1000 ms, at most half the command timeout */
+  CHECK_RC(new_client_rc(7, 1000, 3000), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "replica_sync is 7"), "message: %s", rlock_last_error());
+  CHECK_RC(new_client_rc(-1, 1000, 3000), RLOCK_EINVAL);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ONE, -5, 3000), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "replica_sync_timeout_ms"), "message: %s", rlock_last_error());
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ALL, 3000, 3000), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "less than command_timeout_ms"), "message: %s", rlock_last_error());
+  /* off: the timeout is not used, not checked; valid options get as far as connecting */
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_OFF, 0, 3000), RLOCK_ECONNECT);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_MAJORITY, 2999, 3000), RLOCK_ECONNECT);
+  CHECK_RC(new_client_rc(RLOCK_REPLICA_SYNC_ONE, 0, 300), RLOCK_ECONNECT); /* automatic: 150 ms */
+  CHECK_STREQ(rlock_err_name(RLOCK_ENOSYNC), "RLOCK_ENOSYNC");
+}
+
+/* RLOCK_TEST_ONLY=<name> runs one test (to see one fail on its own). */
+#define RUN_SEL(name)                                                             \
+  do {                                                                            \
+    const char *only_ = getenv("RLOCK_TEST_ONLY");                                \
+    if (!only_ || !strcmp(only_, #name)) RUN(name);                               \
+  } while (0)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  static const char *const fast_sync[] = {"--repl-diskless-sync-delay", "0", NULL}; /* default: 5 s */
+  th_server_opts_t mo = {.extra_args = fast_sync};
+  master = th_server_start(&mo);
+  RUN_SEL(options_validated);
+  RUN_SEL(no_replicas_no_wait);
+  RUN_SEL(acquire_unlock_renew_carry_wait);
+  RUN_SEL(policy_off_sends_no_wait);
+  RUN_SEL(paused_replica_acquire_fails_clean);
+  RUN_SEL(reentrant_miss_keeps_outer_hold);
+  RUN_SEL(undone_grant_wakes_waiters);
+  RUN_SEL(close_during_wait_gives_back);
+  RUN_SEL(wait_refused_by_acl);
+  RUN_SEL(two_replicas_one_paused);
+  RUN_SEL(replica_count_refreshed);
+  RUN_SEL(unlock_miss_stands);
+  RUN_SEL(renewal_miss_counted);
+  RUN_SEL(history_under_replica_pauses);
+  th_server_stop(master);
+  return th_done();
+}
