@@ -1,0 +1,278 @@
+/* test_sentinel.c -- redis+sentinel:// against a real Sentinel deployment
+ * (harness_sentinel.c: a master, 2 replicas, 3 sentinels): URL forms and
+ * errors, redaction, connecting with the first sentinel dead, a master name
+ * no sentinel knows, no sentinel reachable, the CLI, and the master SIGKILLed
+ * while a lock is held and waited for: the clients follow the promoted
+ * replica (+switch-master), the waiter is resubscribed and woken by the
+ * holder's unlock message, the hold (replicated with WAIT before the kill)
+ * survives, and the lock is never held twice. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness_sentinel.h"
+
+#define NAME "sentinel:lock"
+#define CHANNEL "redisson_lock__channel:{" NAME "}"
+
+static th_sentinels_t *dep;
+
+/* ------------------------------------------------------------ URLs */
+
+static void check_bad_url(const char *url, const char *why) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == RLOCK_EURL, "%s: rc %d (%s), want RLOCK_EURL", url, rc, rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), why), "%s: message \"%s\" lacks \"%s\"", url, rlock_last_error(), why);
+  CHECK_MSG(!strstr(rlock_last_error(), "s3cr3t"), "%s: the message shows the password", url);
+  CHECK(c == NULL);
+}
+
+TEST(url_errors) {
+  check_bad_url("redis+sentinel://127.0.0.1:26379", "names its master");
+  check_bad_url("redis+sentinel://127.0.0.1:26379/", "names its master");
+  check_bad_url("redis+sentinel://:s3cr3t@127.0.0.1:26379?sentinel_password=x", "names its master");
+  check_bad_url("redis+sentinel://h1:1,,h2:2/m", "missing sentinel host");
+  check_bad_url("redis+sentinel://h1:1,/m", "missing sentinel host");
+  check_bad_url("redis+sentinel://h1:99999/m", "port must be a number");
+  check_bad_url("redis+sentinel://h1/m/x", "database must be a number");
+  check_bad_url("redis+sentinel://h1/m?password=s3cr3t", "only sentinel_password");
+  check_bad_url("redis+sentinel://h1/m?sentinel_password=a&b", "%26");
+  check_bad_url("redis+sentinel://h1/m#frag", "fragments");
+  check_bad_url("redis+sentinel:/h1/m", "must be followed by '//'");
+  check_bad_url("redis+sentinel://u:s3cr3t@/m", "missing sentinel host");
+  check_bad_url("redis://h1:1,h2:2", "redis+sentinel://");
+  check_bad_url("redis+cluster://h1/m", "unknown scheme");
+}
+
+static void check_redacted(const char *url, const char *want) {
+  char buf[512];
+  rlock_url_redact(url, buf, sizeof buf);
+  CHECK_MSG(!strcmp(buf, want), "redact(%s) = %s, want %s", url, buf, want);
+}
+
+TEST(url_redaction) {
+  check_redacted("redis+sentinel://u:s3cr3t@h1:1,h2:2/m?sentinel_password=t0p",
+                 "redis+sentinel://u:***@h1:1,h2:2/m?sentinel_password=***");
+  check_redacted("rediss+sentinel://s3cr3t@[::1]:1,h2/m/3", "rediss+sentinel://***@[::1]:1,h2/m/3");
+  check_redacted("REDIS+SENTINEL://h1/m?SENTINEL_PASSWORD=a%26b", "REDIS+SENTINEL://h1/m?SENTINEL_PASSWORD=***");
+}
+
+/* ------------------------------------------------------------ connecting */
+
+static rlock_client_t *client_on(const char *url, const char *name) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.client_name = name;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 1000;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == 0, "client on %s: %s: %s", url, rlock_err_name(rc), rlock_last_error());
+  return c;
+}
+
+/* A lock taken through the sentinels lands on the master. */
+static void lock_on_master(rlock_client_t *c, th_server_t *master, const char *name) {
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_lock(l, 10000));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", name, NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", name, NULL), 0);
+  rlock_lock_free(l);
+}
+
+TEST(connect_first_sentinel_dead) {
+  char url[1200];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,%s", th_dead_port(),
+           dep->url + strlen("redis+sentinel://"));
+  rlock_client_t *c = client_on(url, "first-dead");
+  lock_on_master(c, dep->nodes[0], "sentinel:first-dead");
+  rlock_client_free(c);
+}
+
+TEST(connect_with_db_and_user_command) {
+  char url[1200];
+  snprintf(url, sizeof url, "%s/3", dep->url);
+  rlock_client_t *c = client_on(url, "db3");
+  const char *argv[3] = {"SET", "sentinel:db3", "x"};
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_command(c, 3, argv, NULL, &r));
+  rlock_reply_free(r);
+  CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:db3", NULL), 0); /* db 0 */
+  redisReply *x = th_cmd(dep->nodes[0], "SELECT", "3", NULL);
+  th_reply_free(x);
+  CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:db3", NULL), 1);
+  x = th_cmd(dep->nodes[0], "SELECT", "0", NULL);
+  th_reply_free(x);
+  rlock_client_free(c);
+}
+
+TEST(unknown_master) {
+  char url[1200];
+  snprintf(url, sizeof url, "%.*sno-such-master", (int)(strrchr(dep->url, '/') + 1 - dep->url), dep->url);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  rlock_client_t *c = NULL;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  CHECK_MSG(strstr(rlock_last_error(), "does not know master 'no-such-master'"), "message: %s", rlock_last_error());
+}
+
+TEST(no_sentinel_reachable) {
+  char url[200];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/%s", th_dead_port(), th_dead_port(),
+           dep->name);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.reconnect_min_ms = 10;
+  rlock_client_t *c = NULL;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  CHECK_MSG(strstr(rlock_last_error(), "no Sentinel answered"), "message: %s", rlock_last_error());
+}
+
+TEST(cli_exec_and_status) {
+  const char *exec_argv[] = {RLOCK_CLI, "-u", dep->url, "exec", "sentinel:cli", "--", "true", NULL};
+  CHECK_EQ(th_exec(exec_argv), 0);
+  const char *status_argv[] = {RLOCK_CLI, "-u", dep->url, "status", "sentinel:cli", NULL};
+  CHECK_EQ(th_exec(status_argv), 0);
+  /* the exec left nothing behind on the master */
+  CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:cli", NULL), 0);
+}
+
+/* ------------------------------------------------------------ failover */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int lost_calls;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)name, (void)len, (void)owner, (void)arg;
+  fprintf(stderr, "lock lost: %s\n", rlock_lost_reason_str(reason));
+  pthread_mutex_lock(&mu);
+  lost_calls++;
+  pthread_mutex_unlock(&mu);
+}
+
+struct waiter {
+  rlock_lock_t *lock;
+  int rc, done;
+  int64_t done_at;
+};
+
+static void *wait_thread(void *p) {
+  struct waiter *w = p;
+  int rc = rlock_lock_trylock(w->lock, 120000, RLOCK_LEASE_WATCHDOG);
+  int64_t now = th_now_ms();
+  pthread_mutex_lock(&mu);
+  w->rc = rc;
+  w->done = 1;
+  w->done_at = now;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  if (rc == 0) CHECK_OK(rlock_lock_unlock(w->lock));
+  return NULL;
+}
+
+static int wait_done(struct waiter *w, int64_t timeout_ms) {
+  int64_t deadline = th_now_ms() + timeout_ms;
+  pthread_mutex_lock(&mu);
+  while (!w->done && th_now_ms() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&cv, &mu, &ts);
+  }
+  int d = w->done;
+  pthread_mutex_unlock(&mu);
+  return d;
+}
+
+static th_server_t *watched;
+static int subscribed(void *chan) { return th_numsub(watched, chan) >= 1; }
+
+/* Both clients have their command and subscriber connections on `watched`. */
+static int connections_there(void *arg) {
+  (void)arg;
+  char *list = th_cmd_str(watched, "CLIENT", "LIST", NULL);
+  int holder = 0, waiter = 0;
+  for (const char *p = list; p && (p = strstr(p, "name=")); p += 5) {
+    holder += !strncmp(p, "name=holder ", 12);
+    waiter += !strncmp(p, "name=waiter ", 12);
+  }
+  free(list);
+  return holder >= 2 && waiter >= 2;
+}
+
+TEST(master_killed_while_held_and_waited_for) {
+  th_server_t *old = dep->nodes[0];
+  rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
+  rlock_client_on_lost(h, on_lost, NULL);
+  rlock_lock_t *hl = th_lock(h, NAME);
+  struct waiter wt = {.lock = th_lock(w, NAME)};
+
+  /* the hold, replicated to both replicas before the master dies */
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+  CHECK_EQ(th_cmd_int(old, "WAIT", "2", "10000", NULL), 2);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  watched = old;
+  CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
+
+  th_server_kill(old);
+  th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
+  CHECK_MSG(m, "no failover within 60 s");
+  watched = m;
+  CHECK_MSG(th_wait_until(connections_there, NULL, 30000), "the clients did not follow the new master");
+  CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter was not resubscribed on the new master");
+  CHECK(!wait_done(&wt, 0)); /* still waiting: the hold survived */
+
+  /* the holder's unlock on the new master wakes the waiter by its message,
+   * long before the 30 s lease could */
+  rlock_stats_t before;
+  rlock_client_stats(w, &before);
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(wait_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
+  CHECK_OK(wt.rc);
+  CHECK(wt.done_at >= unlocked_at); /* never held twice */
+  rlock_stats_t after;
+  rlock_client_stats(w, &after);
+  CHECK(after.messages > before.messages);
+  CHECK(pthread_join(t, NULL) == 0);
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(lost_calls, 0);
+  pthread_mutex_unlock(&mu);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
+  rlock_stats_t hs;
+  rlock_client_stats(h, &hs);
+  CHECK(hs.reconnects >= 1);
+
+  /* and new locks go to the new master */
+  lock_on_master(h, m, "sentinel:after");
+  rlock_lock_free(hl);
+  rlock_lock_free(wt.lock);
+  rlock_client_free(h);
+  rlock_client_free(w);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 600);
+  RUN(url_errors);
+  RUN(url_redaction);
+  dep = th_sentinels_start("mymaster", 2, 3);
+  RUN(connect_first_sentinel_dead);
+  RUN(connect_with_db_and_user_command);
+  RUN(unknown_master);
+  RUN(no_sentinel_reachable);
+  RUN(cli_exec_and_status);
+  RUN(master_killed_while_held_and_waited_for);
+  th_sentinels_stop(dep);
+  return th_done();
+}
