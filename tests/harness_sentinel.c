@@ -238,16 +238,26 @@ static int failed_over(void *arg) {
   }
   th_server_t *s = th_sentinels_node(w->t, port);
   if (!s) return 0;
-  redisReply *r = th_cmd(s, "ROLE", NULL);
+  redisContext *raw = th_raw_connect(s);
+  redisReply *r = redisCommand(raw, "ROLE");
   int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements && !strcmp(r->element[0]->str, "master");
-  th_reply_free(r);
+  if (r) freeReplyObject(r);
+  redisFree(raw);
   w->port = port;
   return ok;
 }
 
 th_server_t *th_sentinels_wait_failover(th_sentinels_t *t, int old_port, int64_t timeout_ms) {
   failover_wait_t w = {t, old_port, 0};
-  return th_wait_until(failed_over, &w, timeout_ms) ? th_sentinels_node(t, w.port) : NULL;
+  if (!th_wait_until(failed_over, &w, timeout_ms)) return NULL;
+  /* A demoted node's clients were killed (CLIENT KILL TYPE normal): the
+   * cached raw connections (th_cmd) of every node start afresh. */
+  for (int i = 0; i < t->nnodes; i++)
+    if (t->nodes[i]->raw) {
+      redisFree(t->nodes[i]->raw);
+      t->nodes[i]->raw = NULL;
+    }
+  return th_sentinels_node(t, w.port);
 }
 
 void th_sentinels_stop(th_sentinels_t *t) {

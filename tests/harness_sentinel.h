@@ -44,7 +44,8 @@ int th_sentinel_master_port(th_sentinels_t *t, int i);
 /* The node listening on port (NULL: none). */
 th_server_t *th_sentinels_node(th_sentinels_t *t, int port);
 /* Waits until every live sentinel names a master other than old_port whose
- * ROLE is master; returns it (NULL after timeout_ms). */
+ * ROLE is master; returns it (NULL after timeout_ms). The nodes' cached raw
+ * connections (th_cmd) are dropped: a demotion kills them. */
 th_server_t *th_sentinels_wait_failover(th_sentinels_t *t, int old_port, int64_t timeout_ms);
 /* A port with nothing listening (for a dead sentinel in a URL). */
 int th_dead_port(void);

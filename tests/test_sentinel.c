@@ -5,8 +5,13 @@
  * while a lock is held and waited for: the clients follow the promoted
  * replica (+switch-master), the waiter is resubscribed and woken by the
  * holder's unlock message, the hold (replicated with WAIT before the kill)
- * survives, and the lock is never held twice. */
+ * survives, and the lock is never held twice; the same after SENTINEL
+ * FAILOVER (the old master demoted under open connections); and the poll
+ * alone moves a client when the sentinels change their master without an
+ * event. */
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,22 +215,40 @@ static int connections_there(void *arg) {
   return holder >= 2 && waiter >= 2;
 }
 
-TEST(master_killed_while_held_and_waited_for) {
-  th_server_t *old = dep->nodes[0];
+static th_server_t *current_master(void) {
+  th_server_t *m = th_sentinels_node(dep, th_sentinel_master_port(dep, 0));
+  CHECK_MSG(m, "the sentinels name no master of the deployment");
+  return m;
+}
+
+/* A lock held (replicated with WAIT) and waited for while the master
+ * changes (kill: SIGKILL; else SENTINEL FAILOVER, the old master demoted
+ * with the clients' connections open): both clients follow, the waiter is
+ * resubscribed, the hold survives, and the holder's unlock wakes the waiter
+ * by its message. */
+static void held_and_waited_across_failover(bool kill) {
+  th_server_t *old = current_master();
   rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
   rlock_client_on_lost(h, on_lost, NULL);
+  lost_calls = 0;
   rlock_lock_t *hl = th_lock(h, NAME);
   struct waiter wt = {.lock = th_lock(w, NAME)};
 
-  /* the hold, replicated to both replicas before the master dies */
+  /* the hold, replicated to every replica before the master changes */
   CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
-  CHECK_EQ(th_cmd_int(old, "WAIT", "2", "10000", NULL), 2);
+  CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
   watched = old;
   CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
 
-  th_server_kill(old);
+  if (kill) {
+    th_server_kill(old);
+  } else {
+    redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
   th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
   CHECK_MSG(m, "no failover within 60 s");
   watched = m;
@@ -262,6 +285,151 @@ TEST(master_killed_while_held_and_waited_for) {
   rlock_client_free(w);
 }
 
+TEST(manual_failover_while_held_and_waited_for) { held_and_waited_across_failover(false); }
+
+TEST(master_killed_while_held_and_waited_for) { held_and_waited_across_failover(true); }
+
+/* A raw command on a fresh connection (th_cmd's cached one may have been
+ * killed by a demotion: Sentinel sends CLIENT KILL TYPE normal). */
+static redisReply *fresh_cmd(th_server_t *n, const char *fmt, ...) {
+  redisContext *raw = th_raw_connect(n);
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(raw, fmt, ap);
+  va_end(ap);
+  redisFree(raw);
+  return r;
+}
+
+static rlock_lost_reason_t last_reason;
+static void on_lost_reason(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  on_lost(name, len, owner, reason, arg);
+  pthread_mutex_lock(&mu);
+  last_reason = reason;
+  pthread_mutex_unlock(&mu);
+}
+
+static int holder_told(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  int n = lost_calls;
+  pthread_mutex_unlock(&mu);
+  return n > 0;
+}
+
+/* The hold never reached the replica that gets promoted (deleted there by
+ * hand: what a failover before replication does): the new master has no
+ * lock, the waiter is woken by its resubscription and takes it, and the
+ * holder is told at its reconnect (renewal answers 0), not at the end of
+ * its 30 s lease. Without the replica-sync check this overlap is the
+ * deployment's, not the client's: the test shows both sides learn at once. */
+TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
+  th_server_t *old = current_master();
+  rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
+  rlock_client_on_lost(h, on_lost_reason, NULL);
+  lost_calls = 0;
+  rlock_lock_t *hl = th_lock(h, NAME);
+  struct waiter wt = {.lock = th_lock(w, NAME)};
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+  CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
+  for (int i = 0; i < dep->nnodes; i++) {
+    th_server_t *n = dep->nodes[i];
+    if (n == old || n->pid <= 0) continue;
+    redisReply *r = fresh_cmd(n, "CONFIG SET replica-read-only no");
+    freeReplyObject(r);
+    redisContext *raw = th_raw_connect(n);
+    r = redisCommand(raw, "DEL %s", NAME);
+    freeReplyObject(r);
+    r = redisCommand(raw, "CONFIG SET replica-read-only yes");
+    freeReplyObject(r);
+    redisFree(raw);
+  }
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  watched = old;
+  CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
+  th_server_kill(old);
+  th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
+  CHECK_MSG(m, "no failover within 60 s");
+  int64_t failed_over_at = th_now_ms();
+  CHECK_MSG(wait_done(&wt, 20000), "the waiter still sleeps 20 s after the failover (lease: 30 s)");
+  CHECK_OK(wt.rc);
+  CHECK_MSG(th_wait_until(holder_told, NULL, 20000), "the holder was not told within 20 s");
+  CHECK(th_now_ms() - failed_over_at < 25000);
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(last_reason, RLOCK_LOST_DELETED);
+  pthread_mutex_unlock(&mu);
+  CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
+  rlock_lock_free(hl);
+  rlock_lock_free(wt.lock);
+  rlock_client_free(h);
+  rlock_client_free(w);
+}
+
+static th_server_t *other;
+static int on_other(void *arg) {
+  (void)arg;
+  char *list = th_cmd_str(other, "CLIENT", "LIST", NULL);
+  int n = 0;
+  for (const char *p = list; p && (p = strstr(p, "name=poller ")); p += 5) n++;
+  free(list);
+  return n >= 2;
+}
+
+/* The sentinels are told to monitor another server under the same name: no
+ * +switch-master is published and no connection drops, so only the poll
+ * can move the client there. */
+TEST(poll_follows_without_event) {
+  rlock_client_t *c = client_on(dep->url, "poller");
+  lock_on_master(c, current_master(), "sentinel:poll");
+  other = th_server_start(NULL);
+  char port[16], quorum[16];
+  snprintf(port, sizeof port, "%d", other->port);
+  snprintf(quorum, sizeof quorum, "%d", dep->nsent / 2 + 1);
+  for (int i = 0; i < dep->nsent; i++) {
+    redisReply *r = th_sentinel_cmd(dep, i, "SENTINEL REMOVE %s", dep->name);
+    if (r) freeReplyObject(r);
+    r = th_sentinel_cmd(dep, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", dep->name, port, quorum);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+  CHECK_MSG(th_wait_until(on_other, NULL, 30000), "the client did not follow the sentinels' new master");
+  lock_on_master(c, other, "sentinel:poll");
+  rlock_client_free(c);
+  th_server_stop(other);
+}
+
+/* Sentinel names a replica as the master (monitoring it under the name):
+ * the ROLE check refuses it, so nothing is written to a replica. */
+TEST(role_check_refuses_a_replica) {
+  th_server_t *primary = th_server_start(NULL);
+  char pport[16];
+  snprintf(pport, sizeof pport, "%d", primary->port);
+  const char *args[] = {"--replicaof", "127.0.0.1", pport, NULL};
+  th_server_opts_t ro = {.extra_args = args};
+  th_server_t *rep = th_server_start(&ro);
+  char port[16], quorum[16];
+  snprintf(port, sizeof port, "%d", rep->port);
+  snprintf(quorum, sizeof quorum, "%d", dep->nsent / 2 + 1);
+  for (int i = 0; i < dep->nsent; i++) {
+    redisReply *r = th_sentinel_cmd(dep, i, "SENTINEL REMOVE %s", dep->name);
+    if (r) freeReplyObject(r);
+    r = th_sentinel_cmd(dep, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", dep->name, port, quorum);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = dep->url;
+  rlock_client_t *c = NULL;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  CHECK_MSG(strstr(rlock_last_error(), "is not a master (ROLE: slave)"), "message: %s", rlock_last_error());
+  th_server_stop(rep);
+  th_server_stop(primary);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 600);
   RUN(url_errors);
@@ -272,7 +440,11 @@ int main(int argc, char **argv) {
   RUN(unknown_master);
   RUN(no_sentinel_reachable);
   RUN(cli_exec_and_status);
+  RUN(manual_failover_while_held_and_waited_for);
   RUN(master_killed_while_held_and_waited_for);
+  RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
+  RUN(poll_follows_without_event);
+  RUN(role_check_refuses_a_replica);
   th_sentinels_stop(dep);
   return th_done();
 }
