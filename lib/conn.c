@@ -116,6 +116,11 @@ static void finish_err(req_t *r, int status) {
 
 /* ------------------------------------------------------------ handshake */
 
+/* TCP + TLS + handshake: the connection's own bound (sentinels), else the option. */
+static int64_t connect_timeout(const conn_t *c) {
+  return c->connect_timeout_ms ? c->connect_timeout_ms : c->cl->opt.connect_timeout_ms;
+}
+
 /* ROLE's answer names a master: ["master", offset, replicas]. */
 static bool role_is_master(const rlock_reply_t *reply) {
   return reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements >= 1 && reply->element[0]->str &&
@@ -189,7 +194,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
 }
 
 static req_t *handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
-  req_t *r = rlock__req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, handshake_done, c);
+  req_t *r = rlock__req_new(argc, argv, NULL, connect_timeout(c), handshake_done, c);
   if (!r) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return NULL;
@@ -537,7 +542,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   int64_t now = rlock_now_ms();
   if ((c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) && now >= c->connect_deadline) {
     char peer[256], msg[400];
-    long long ms = (long long)c->cl->opt.connect_timeout_ms;
+    long long ms = (long long)connect_timeout(c);
     describe_peer(c, peer, sizeof peer);
     bool tls_silent = c->state == CS_CONNECTING && c->cl->url.kind == URL_TLS && tcp_connected(c);
     if (tls_silent)
@@ -773,7 +778,7 @@ void rlock__conn_start(conn_t *c) {
    * topology starts c again once it knows the node (topology.h). */
   if (c->cl->topo->before_connect && !c->cl->topo->before_connect(c->cl, c)) return;
   c->state = CS_CONNECTING;
-  c->connect_deadline = rlock_now_ms() + c->cl->opt.connect_timeout_ms;
+  c->connect_deadline = rlock_now_ms() + connect_timeout(c);
   if (!c->reader && !(c->reader = rlock__reply_reader_new())) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;

@@ -220,6 +220,7 @@ struct conn {
    * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
    * the client's command stats. */
   bool to_sentinel;
+  int64_t connect_timeout_ms; /* 0: the client's connect_timeout_ms (sentinels: shorter) */
   /* Callbacks into the layer above. */
   void (*on_ready)(conn_t *c);
   void (*on_down)(conn_t *c);

@@ -9,11 +9,15 @@
  * FAILOVER (the old master demoted under open connections); and the poll
  * alone moves a client when the sentinels change their master without an
  * event. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness_sentinel.h"
 
@@ -98,6 +102,32 @@ TEST(connect_first_sentinel_dead) {
   rlock_client_t *c = client_on(url, "first-dead");
   lock_on_master(c, dep->nodes[0], "sentinel:first-dead");
   rlock_client_free(c);
+}
+
+/* A sentinel that accepts connections and never answers (a listening
+ * socket nobody reads) comes first: the client skips it after the short
+ * sentinel bound (1 s), not after its 30 s connect timeout. */
+TEST(connect_first_sentinel_silent) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 16) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  char url[1200];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,%s", ntohs(a.sin_port),
+           dep->url + strlen("redis+sentinel://"));
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 30000;
+  rlock_client_t *c = NULL;
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_client_new(&c, &o));
+  CHECK_MSG(th_now_ms() - t0 < 15000, "connecting took %lld ms", (long long)(th_now_ms() - t0));
+  lock_on_master(c, dep->nodes[0], "sentinel:first-silent");
+  rlock_client_free(c);
+  close(fd);
 }
 
 TEST(connect_with_db_and_user_command) {
@@ -436,6 +466,7 @@ int main(int argc, char **argv) {
   RUN(url_redaction);
   dep = th_sentinels_start("mymaster", 2, 3);
   RUN(connect_first_sentinel_dead);
+  RUN(connect_first_sentinel_silent);
   RUN(connect_with_db_and_user_command);
   RUN(unknown_master);
   RUN(no_sentinel_reachable);

@@ -19,9 +19,10 @@
  *           master is asked for again, so a missed +switch-master never
  *           strands the client on a demoted node.
  *
- * The sentinels are asked over conn.c's non-blocking connections (the same
- * connect timeout, TLS, PING liveness and backoff as every connection): the
- * I/O thread never blocks on a sentinel. One server's semantics otherwise:
+ * The sentinels are asked over conn.c's non-blocking connections (TLS, PING
+ * liveness and backoff as every connection; a connect bound of
+ * SENTINEL_CONNECT_MS, so a silent sentinel costs little): the I/O thread
+ * never blocks on a sentinel. One server's semantics otherwise:
  * requests go to the master's connections, slots do not matter. */
 #include "internal.h"
 
@@ -30,6 +31,7 @@
 #include <string.h>
 
 #define POLL_MS 1000
+#define SENTINEL_CONNECT_MS 1000 /* a silent sentinel costs at most this (or connect_timeout_ms if less) */
 #define NDATA 3 /* the client's command, subscriber and user connections */
 
 typedef struct sentinel {
@@ -310,7 +312,7 @@ static void again_cb(evutil_socket_t fd, short what, void *arg) {
 static bool before_connect(client_t *cl, conn_t *c) {
   sentinel_t *s = cl->topo_state;
   int i = data_index(cl, c);
-  if (i < 0) return true; /* a sentinel connection */
+  if (i < 0 || !s) return true; /* a sentinel connection, or closing */
   if (s->d[i].fresh) {
     s->d[i].fresh = false;
     return true;
@@ -352,6 +354,8 @@ static int sentinel_init(client_t *cl) {
   }
   for (int i = 0; i < cl->url.nsentinels; i++) s->order[i] = i;
   s->q.to_sentinel = s->sub.to_sentinel = true;
+  int64_t ms = cl->opt.connect_timeout_ms < SENTINEL_CONNECT_MS ? cl->opt.connect_timeout_ms : SENTINEL_CONNECT_MS;
+  s->q.connect_timeout_ms = s->sub.connect_timeout_ms = ms;
   s->q.on_error = q_error;
   s->q.on_ready = q_ready;
   s->sub.on_error = sub_error;
