@@ -176,7 +176,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (--c->handshake_left > 0) return;
   c->state = CS_READY;
   c->backoff_ms = c->cl->opt.reconnect_min_ms;
-  if (c->ever_ready) stat_add(c->cl, ST_RECONNECTS, 1);
+  if (c->ever_ready && !c->to_sentinel) stat_add(c->cl, ST_RECONNECTS, 1);
   c->ever_ready = true;
   c->last_err = 0;
   c->last_read = rlock_now_ms();
