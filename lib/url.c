@@ -164,10 +164,10 @@ static const char *parse_sentinels(url_t *u, const char *p, const char *end) {
   for (const char *t = p; t < end; t++) n += *t == ',';
   if (n > 64) return "at most 64 sentinels";
   if (!(u->sentinels = calloc(n, sizeof *u->sentinels))) return "out of memory";
-  for (const char *h = p; h <= end; u->nsentinels++) {
+  for (const char *h = p; h <= end;) {
     const char *e = memchr(h, ',', (size_t)(end - h));
     if (!e) e = end;
-    url_node_t *sn = &u->sentinels[u->nsentinels];
+    url_node_t *sn = &u->sentinels[u->nsentinels++]; /* counted first: rlock__url_free frees a half-parsed one */
     const char *why = parse_hostport(h, e, 26379, &sn->host, &sn->port);
     if (why) return strcmp(why, "missing host") ? why : "missing sentinel host (an empty entry in the list?)";
     h = e + 1;
