@@ -55,7 +55,8 @@ static void track(th_sentinel_t *s, bool add) {
     }
 }
 
-static void write_conf(const th_sentinel_t *s, const th_sentinels_t *t, int quorum) {
+static void write_conf(const th_sentinel_t *s, const char *name, int master_port, int quorum,
+                       const char *requirepass) {
   char path[300];
   snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
   FILE *f = fopen(path, "w");
@@ -66,7 +67,8 @@ static void write_conf(const th_sentinel_t *s, const th_sentinels_t *t, int quor
           "sentinel down-after-milliseconds %s 1000\n"
           "sentinel failover-timeout %s 5000\n"
           "sentinel parallel-syncs %s 1\n",
-          s->port, s->dir, t->name, t->nodes[0]->port, quorum, t->name, t->name, t->name);
+          s->port, s->dir, name, master_port, quorum, name, name, name);
+  if (requirepass) fprintf(f, "requirepass %s\n", requirepass);
   fclose(f);
 }
 
@@ -199,7 +201,7 @@ th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentine
     snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
     for (int attempt = 0;; attempt++) {
       s->port = free_port();
-      write_conf(s, t, nsentinels / 2 + 1);
+      write_conf(s, t->name, t->nodes[0]->port, nsentinels / 2 + 1, NULL);
       if (spawn_sentinel(s) == 0) break;
       if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
     }
@@ -211,6 +213,29 @@ th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentine
   if (!th_wait_until(deployment_ready, t, 60000))
     th_fail(__FILE__, __LINE__, "the sentinels did not discover the replicas and each other within 60 s");
   return t;
+}
+
+th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass) {
+  th_sentinel_t *s = calloc(1, sizeof *s);
+  if (!s) th_fail(__FILE__, __LINE__, "out of memory");
+  snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
+  for (int attempt = 0;; attempt++) {
+    s->port = free_port();
+    write_conf(s, name, master_port, 1, requirepass);
+    if (spawn_sentinel(s) == 0) break;
+    if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
+  }
+  track(s, true);
+  return s;
+}
+
+void th_sentinel_stop_alone(th_sentinel_t *s) {
+  if (s->pid > 0) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+  }
+  track(s, false);
+  free(s);
 }
 
 void th_sentinel_kill(th_sentinels_t *t, int i) {

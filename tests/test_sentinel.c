@@ -180,6 +180,28 @@ TEST(cli_exec_and_status) {
   CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:cli", NULL), 0);
 }
 
+/* A sentinel with requirepass: sentinel_password is sent to it (and
+ * never shown); without it, or with a wrong one, RLOCK_EAUTH. */
+TEST(sentinel_password) {
+  th_sentinel_t *g = th_sentinel_start_alone("guarded", dep->nodes[0]->port, "s3ntin3l");
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=s3ntin3l", g->port);
+  rlock_client_t *c = client_on(url, "guarded");
+  lock_on_master(c, dep->nodes[0], "sentinel:guarded");
+  rlock_client_free(c);
+  const char *bad[2] = {"redis+sentinel://127.0.0.1:%d/guarded", "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=wr0ng"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(url, sizeof url, bad[i], g->port);
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = url;
+    CHECK_RC(rlock_client_new(&c, &o), RLOCK_EAUTH);
+    CHECK_MSG(!strstr(rlock_last_error(), "wr0ng") && !strstr(rlock_last_error(), "s3ntin3l"), "message: %s",
+              rlock_last_error());
+  }
+  th_sentinel_stop_alone(g);
+}
+
 /* ------------------------------------------------------------ failover */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -481,6 +503,7 @@ int main(int argc, char **argv) {
   RUN(unknown_master);
   RUN(no_sentinel_reachable);
   RUN(cli_exec_and_status);
+  RUN(sentinel_password);
   RUN(manual_failover_while_held_and_waited_for);
   RUN(master_killed_while_held_and_waited_for);
   RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
