@@ -184,6 +184,8 @@ static const char *parse_sentinel_path(url_t *u, const char *p) {
   const char *m = p + 1;
   size_t mn = strcspn(m, "/?#");
   if (!(u->master = decode(m, mn))) return "bad %-escape in master name";
+  for (const char *t = u->master; *t || t == u->master; t++)
+    if (!isgraph((unsigned char)*t)) return "the master name must be printable, without blanks";
   p = m + mn;
   if (*p == '/') {
     size_t n = strcspn(p + 1, "?#");

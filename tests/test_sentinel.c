@@ -51,6 +51,8 @@ TEST(url_errors) {
   check_bad_url("redis+sentinel://h1/m?password=s3cr3t", "only sentinel_password");
   check_bad_url("redis+sentinel://h1/m?sentinel_password=a&b", "%26");
   check_bad_url("redis+sentinel://h1/m#frag", "fragments");
+  check_bad_url("redis+sentinel://h1/m%20x", "printable");
+  check_bad_url("redis+sentinel://h1/%00", "printable");
   check_bad_url("redis+sentinel:/h1/m", "must be followed by '//'");
   check_bad_url("redis+sentinel://u:s3cr3t@/m", "missing sentinel host");
   check_bad_url("redis://h1:1,h2:2", "redis+sentinel://");
