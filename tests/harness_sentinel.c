@@ -69,6 +69,12 @@ static void write_conf(const th_sentinel_t *s, const char *name, int master_port
           "sentinel parallel-syncs %s 1\n",
           s->port, s->dir, name, master_port, quorum, name, name, name);
   if (requirepass) fprintf(f, "requirepass %s\n", requirepass);
+  if (s->tls_port) { /* TLS to its clients and to the instances it monitors */
+    const th_tls_certs_t *c = th_tls_certs();
+    fprintf(f, "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+               "tls-auth-clients no\ntls-replication yes\n",
+            s->tls_port, c->server_cert, c->server_key, c->ca);
+  }
   fclose(f);
 }
 
@@ -215,12 +221,13 @@ th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentine
   return t;
 }
 
-th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass) {
+th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass, int tls) {
   th_sentinel_t *s = calloc(1, sizeof *s);
   if (!s) th_fail(__FILE__, __LINE__, "out of memory");
   snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
   for (int attempt = 0;; attempt++) {
     s->port = free_port();
+    s->tls_port = tls ? free_port() : 0;
     write_conf(s, name, master_port, 1, requirepass);
     if (spawn_sentinel(s) == 0) break;
     if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");

@@ -14,6 +14,7 @@
 typedef struct th_sentinel {
   pid_t pid;
   int port;
+  int tls_port; /* 0: none */
   char dir[256];
 } th_sentinel_t;
 
@@ -48,8 +49,10 @@ th_server_t *th_sentinels_node(th_sentinels_t *t, int port);
  * connections (th_cmd) are dropped: a demotion kills them. */
 th_server_t *th_sentinels_wait_failover(th_sentinels_t *t, int old_port, int64_t timeout_ms);
 /* One more sentinel on its own (quorum 1), monitoring master_port as name,
- * with requirepass if not NULL; stop it with th_sentinel_stop_alone. */
-th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass);
+ * with requirepass if not NULL; with tls, also a TLS port (th_tls_certs),
+ * and TLS to the master (master_port must then be its TLS port). Stop it
+ * with th_sentinel_stop_alone. */
+th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass, int tls);
 void th_sentinel_stop_alone(th_sentinel_t *s);
 /* A port with nothing listening (for a dead sentinel in a URL). */
 int th_dead_port(void);

@@ -1,7 +1,8 @@
 /* test_sentinel.c -- redis+sentinel:// against a real Sentinel deployment
  * (harness_sentinel.c: a master, 2 replicas, 3 sentinels): URL forms and
- * errors, redaction, connecting with the first sentinel dead, a master name
- * no sentinel knows, no sentinel reachable, the CLI, and the master SIGKILLed
+ * errors, redaction, connecting with the first sentinel dead or silent, a
+ * master name no sentinel knows, no sentinel reachable, sentinel_password,
+ * rediss+sentinel:// (TLS), the CLI, and the master SIGKILLed
  * while a lock is held and waited for: the clients follow the promoted
  * replica (+switch-master), the waiter is resubscribed and woken by the
  * holder's unlock message, the hold (replicated with WAIT before the kill)
@@ -185,7 +186,7 @@ TEST(cli_exec_and_status) {
 /* A sentinel with requirepass: sentinel_password is sent to it (and
  * never shown); without it, or with a wrong one, RLOCK_EAUTH. */
 TEST(sentinel_password) {
-  th_sentinel_t *g = th_sentinel_start_alone("guarded", dep->nodes[0]->port, "s3ntin3l");
+  th_sentinel_t *g = th_sentinel_start_alone("guarded", dep->nodes[0]->port, "s3ntin3l", 0);
   char url[300];
   snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=s3ntin3l", g->port);
   rlock_client_t *c = client_on(url, "guarded");
@@ -202,6 +203,28 @@ TEST(sentinel_password) {
               rlock_last_error());
   }
   th_sentinel_stop_alone(g);
+}
+
+/* rediss+sentinel://: TLS to the sentinel and to the master it names (its
+ * TLS port), verified against the test CA. */
+TEST(tls_sentinel_and_master) {
+  th_server_opts_t so = {.tls = 1};
+  th_server_t *m = th_server_start(&so);
+  th_sentinel_t *g = th_sentinel_start_alone("tls-master", m->tls_port, NULL, 1);
+  char url[300];
+  snprintf(url, sizeof url, "rediss+sentinel://127.0.0.1:%d/tls-master", g->tls_port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.tls_ca_file = th_tls_certs()->ca;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  lock_on_master(c, m, "sentinel:tls");
+  rlock_client_free(c);
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/tls-master", g->port); /* plain to the sentinel: */
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT); /* it names a TLS port, spoken to in plain text */
+  th_sentinel_stop_alone(g);
+  th_server_stop(m);
 }
 
 /* ------------------------------------------------------------ failover */
@@ -506,6 +529,7 @@ int main(int argc, char **argv) {
   RUN(no_sentinel_reachable);
   RUN(cli_exec_and_status);
   RUN(sentinel_password);
+  RUN(tls_sentinel_and_master);
   RUN(manual_failover_while_held_and_waited_for);
   RUN(master_killed_while_held_and_waited_for);
   RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
