@@ -89,8 +89,9 @@ typedef struct rlock_options {
    * answered is asked first from then on), and the node must answer ROLE as
    * a master. The client follows a failover at once on Sentinel's
    * +switch-master event, and asks again every second in case the event was
-   * missed; connections to a node that is no longer the master are reset,
-   * and waiters are resubscribed and woken there. A hold survives a failover
+   * missed; connections to a node that is no longer the master (or that
+   * answered READONLY: the refused command is sent again) are reset, and
+   * waiters are resubscribed and woken there. A hold survives a failover
    * only if the promoted replica had it (the lock is as safe as Redis
    * replication: see docs/guarantees.md). */
   const char *url;

@@ -227,6 +227,64 @@ TEST(tls_sentinel_and_master) {
   th_server_stop(m);
 }
 
+struct trylock_job {
+  rlock_lock_t *lock;
+  int rc;
+};
+static void *trylock_thread(void *p) {
+  struct trylock_job *j = p;
+  j->rc = rlock_lock_acquire(j->lock, 7, 30000, 10000, NULL); /* owner 7: released by the test thread */
+  return NULL;
+}
+
+static th_server_t *refusing;
+static int refused_a_write(void *arg) {
+  (void)arg;
+  char *info = th_cmd_str(refusing, "INFO", "errorstats", NULL);
+  int yes = info && strstr(info, "errorstat_READONLY:count=");
+  free(info);
+  return yes;
+}
+
+/* The master is demoted by hand (REPLICAOF: its clients stay connected, no
+ * event) and a lock is asked for: the READONLY refusal resets the
+ * connection, the acquire waits for the master (Sentinel still names the
+ * demoted node: ROLE refuses it) and lands on the new one once Sentinel
+ * names it. Before: the trylock failed at once with RLOCK_ESERVER. */
+TEST(readonly_after_a_silent_demotion) {
+  th_server_t *x = th_server_start(NULL), *y = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("ro", x->port, NULL, 0);
+  char url[300], port[16];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/ro", g->port);
+  rlock_client_t *c = client_on(url, "demoted");
+  lock_on_master(c, x, "sentinel:ro");
+  snprintf(port, sizeof port, "%d", y->port);
+  redisReply *r = th_cmd(x, "REPLICAOF", "127.0.0.1", port, NULL);
+  th_reply_free(r);
+  struct trylock_job j = {.lock = th_lock(c, "sentinel:ro")};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, trylock_thread, &j) == 0);
+  refusing = x;
+  CHECK_MSG(th_wait_until(refused_a_write, NULL, 20000), "the demoted node never refused a write");
+  redisContext *sc = redisConnect("127.0.0.1", g->port);
+  CHECK(sc && !sc->err);
+  r = redisCommand(sc, "SENTINEL REMOVE ro");
+  if (r) freeReplyObject(r);
+  r = redisCommand(sc, "SENTINEL MONITOR ro 127.0.0.1 %d 1", y->port);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  redisFree(sc);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_MSG(j.rc == 0, "trylock: %s", rlock_err_name(j.rc));
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:ro", NULL), 1);
+  CHECK_OK(rlock_lock_release(j.lock, 7));
+  rlock_lock_free(j.lock);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(g);
+  th_server_stop(y);
+  th_server_stop(x);
+}
+
 /* ------------------------------------------------------------ failover */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -530,6 +588,7 @@ int main(int argc, char **argv) {
   RUN(cli_exec_and_status);
   RUN(sentinel_password);
   RUN(tls_sentinel_and_master);
+  RUN(readonly_after_a_silent_demotion);
   RUN(manual_failover_while_held_and_waited_for);
   RUN(master_killed_while_held_and_waited_for);
   RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);

@@ -18,6 +18,9 @@
  *   poll    every POLL_MS (and whenever the subscription comes back) the
  *           master is asked for again, so a missed +switch-master never
  *           strands the client on a demoted node.
+ *   refused a READONLY reply (a node demoted under an open connection) resets
+ *           that connection and sends the refused command again once it is
+ *           back on the master (on_error_reply).
  *
  * The sentinels are asked over conn.c's non-blocking connections (TLS, PING
  * liveness and backoff as every connection; a connect bound of
@@ -51,6 +54,7 @@ typedef struct sentinel {
     bool reset;   /* up on a master that is no longer the master: reset it */
     bool start;   /* start it (out of the callback that learnt the node) */
   } d[NDATA];
+  req_t *held, *held_tail; /* refused with READONLY: sent again once the connection is reset */
   struct event *poll, *kick, *again;
 } sentinel_t;
 
@@ -286,7 +290,7 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg) {
     conn_t *c = data_conn(s->cl, i);
     if (s->d[i].reset) {
       s->d[i].reset = false;
-      snprintf(msg, sizeof msg, "Sentinel: the master moved to %.100s:%d", s->host, s->port);
+      snprintf(msg, sizeof msg, "Sentinel: reconnecting to the master (last named: %.100s:%d)", s->host, s->port);
       if (c->state != CS_IDLE && c->state != CS_CLOSED) rlock__conn_reset(c, msg);
     }
     if (s->d[i].start) {
@@ -294,6 +298,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg) {
       rlock__conn_start(c);
     }
   }
+  req_t *r;
+  while ((r = s->held)) { /* their connections are down now: they wait for the master */
+    s->held = r->next;
+    r->next = NULL;
+    rlock__conn_send(s->cl->topo->route(s->cl, r), r);
+  }
+  s->held_tail = NULL;
 }
 
 static void poll_cb(evutil_socket_t fd, short what, void *arg) {
@@ -326,6 +337,13 @@ static void sentinel_close(client_t *cl) {
   sentinel_t *s = cl->topo_state;
   if (!s) return;
   s->closed = true;
+  for (req_t *r = s->held, *next; r; r = next) {
+    next = r->next;
+    r->completed = true;
+    rlock__set_msg("client closed");
+    if (r->done) r->done(r, RLOCK_ECLOSED, NULL);
+    rlock__req_free(r);
+  }
   rlock__conn_close(&s->q);
   rlock__conn_close(&s->sub);
   if (s->poll) event_free(s->poll);
@@ -375,9 +393,23 @@ static conn_t *route(client_t *cl, const req_t *r) {
   return rlock__topology_single.route(cl, r); /* the master's connections */
 }
 
+/* READONLY: the node was demoted under an open connection (the poll or the
+ * event will name the new master). The connection is reset, so its next
+ * attempt asks Sentinel again, and a single command is sent again once it is
+ * back: a replica refused its write, nothing of it was applied. A compound
+ * (a command after the refused one may have run) completes with the error. */
 static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err) {
-  (void)cl, (void)c, (void)r, (void)err;
-  return false; /* no redirects: READONLY after a demotion fails the request, and the reset follows */
+  sentinel_t *s = cl->topo_state;
+  int i = data_index(cl, c);
+  if (!s || s->closed || i < 0 || !rlock__reply_is_error(err, "READONLY")) return false;
+  s->d[i].reset = true;
+  kick(s);
+  if (r->ncmds != 1) return false;
+  r->next = NULL;
+  if (s->held_tail) s->held_tail->next = r;
+  else s->held = r;
+  s->held_tail = r;
+  return true;
 }
 
 const topology_ops_t rlock__topology_sentinel = {
