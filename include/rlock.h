@@ -90,8 +90,9 @@ typedef struct rlock_options {
    * a master. The client follows a failover at once on Sentinel's
    * +switch-master event, and asks again every second in case the event was
    * missed; connections to a node that is no longer the master (or that
-   * answered READONLY: the refused command is sent again) are reset, and
-   * waiters are resubscribed and woken there. A hold survives a failover
+   * answered READONLY: a refused lock command is sent again, a user command
+   * ends with the READONLY error reply) are reset, and waiters are
+   * resubscribed and woken there. A hold survives a failover
    * only if the promoted replica had it (the lock is as safe as Redis
    * replication: see docs/guarantees.md). */
   const char *url;

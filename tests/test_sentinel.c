@@ -237,20 +237,42 @@ static void *trylock_thread(void *p) {
   return NULL;
 }
 
-static th_server_t *refusing;
-static int refused_a_write(void *arg) {
+struct tx_job {
+  rlock_client_t *c;
+  int rc;
+  rlock_reply_t *reply;
+};
+static void *tx_thread(void *p) {
+  struct tx_job *j = p;
+  const char *set[3] = {"SET", "sentinel:tx", "1"};
+  rlock_command_t tx = {3, set, NULL};
+  j->rc = rlock_client_transaction(j->c, 1, &tx, &j->reply);
+  return NULL;
+}
+
+static th_server_t *aborting;
+static int aborted(void *arg) {
   (void)arg;
-  char *info = th_cmd_str(refusing, "INFO", "errorstats", NULL);
-  int yes = info && strstr(info, "errorstat_READONLY:count=");
+  char *info = th_cmd_str(aborting, "INFO", "errorstats", NULL);
+  int yes = info && strstr(info, "errorstat_EXECABORT:");
   free(info);
   return yes;
+}
+
+static rlock_client_t *attempting;
+static int attempted(void *want) {
+  rlock_stats_t st;
+  rlock_client_stats(attempting, &st);
+  return st.acquire_attempts >= *(uint64_t *)want;
 }
 
 /* The master is demoted by hand (REPLICAOF: its clients stay connected, no
  * event) and a lock is asked for: the READONLY refusal resets the
  * connection, the acquire waits for the master (Sentinel still names the
  * demoted node: ROLE refuses it) and lands on the new one once Sentinel
- * names it. Before: the trylock failed at once with RLOCK_ESERVER. */
+ * names it. Before: the trylock failed at once with RLOCK_ESERVER. A user
+ * transaction refused there fails and is not sent again (its SET alone would
+ * run outside the transaction). */
 TEST(readonly_after_a_silent_demotion) {
   th_server_t *x = th_server_start(NULL), *y = th_server_start(NULL);
   th_sentinel_t *g = th_sentinel_start_alone("ro", x->port, NULL, 0);
@@ -258,14 +280,26 @@ TEST(readonly_after_a_silent_demotion) {
   snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/ro", g->port);
   rlock_client_t *c = client_on(url, "demoted");
   lock_on_master(c, x, "sentinel:ro");
+  const char *ping[1] = {"PING"};
+  rlock_reply_t *pr = NULL;
+  CHECK_OK(rlock_client_command(c, 1, ping, NULL, &pr)); /* the user connection is up on x */
+  rlock_reply_free(pr);
   snprintf(port, sizeof port, "%d", y->port);
   redisReply *r = th_cmd(x, "REPLICAOF", "127.0.0.1", port, NULL);
   th_reply_free(r);
+  struct tx_job tj = {.c = c};
+  pthread_t tt;
+  CHECK(pthread_create(&tt, NULL, tx_thread, &tj) == 0);
+  aborting = x;
+  CHECK_MSG(th_wait_until(aborted, NULL, 20000), "the transaction never reached the demoted node");
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  uint64_t want = st.acquire_attempts + 1;
   struct trylock_job j = {.lock = th_lock(c, "sentinel:ro")};
   pthread_t t;
   CHECK(pthread_create(&t, NULL, trylock_thread, &j) == 0);
-  refusing = x;
-  CHECK_MSG(th_wait_until(refused_a_write, NULL, 20000), "the demoted node never refused a write");
+  attempting = c;
+  CHECK_MSG(th_wait_until(attempted, &want, 20000), "the acquire was never tried");
   redisContext *sc = redisConnect("127.0.0.1", g->port);
   CHECK(sc && !sc->err);
   r = redisCommand(sc, "SENTINEL REMOVE ro");
@@ -276,7 +310,11 @@ TEST(readonly_after_a_silent_demotion) {
   redisFree(sc);
   CHECK(pthread_join(t, NULL) == 0);
   CHECK_MSG(j.rc == 0, "trylock: %s", rlock_err_name(j.rc));
+  CHECK(pthread_join(tt, NULL) == 0);
+  CHECK_MSG(tj.rc != 0 || (tj.reply && tj.reply->type == RLOCK_REPLY_ERROR), "the transaction succeeded on a replica");
+  rlock_reply_free(tj.reply);
   CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:ro", NULL), 1);
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:tx", NULL), 0); /* the refused transaction never ran */
   CHECK_OK(rlock_lock_release(j.lock, 7));
   rlock_lock_free(j.lock);
   rlock_client_free(c);
