@@ -292,6 +292,29 @@ th_server_t *th_sentinels_wait_failover(th_sentinels_t *t, int old_port, int64_t
   return th_sentinels_node(t, w.port);
 }
 
+typedef struct replicas_wait {
+  th_server_t *m;
+  int n;
+} replicas_wait_t;
+
+/* INFO replication of the master lists n replicas in state online. */
+static int replicas_online(void *arg) {
+  replicas_wait_t *w = arg;
+  redisContext *raw = th_raw_connect(w->m);
+  redisReply *r = redisCommand(raw, "INFO replication");
+  int online = 0;
+  for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; p && (p = strstr(p, "state=online")); p++)
+    online++;
+  if (r) freeReplyObject(r);
+  redisFree(raw);
+  return online >= w->n;
+}
+
+int th_sentinels_wait_replicas(th_server_t *m, int n, int64_t timeout_ms) {
+  replicas_wait_t w = {m, n};
+  return th_wait_until(replicas_online, &w, timeout_ms);
+}
+
 void th_sentinels_stop(th_sentinels_t *t) {
   if (!t) return;
   for (int i = 0; i < t->nsent; i++) {

@@ -54,6 +54,9 @@ th_server_t *th_sentinels_wait_failover(th_sentinels_t *t, int old_port, int64_t
  * with th_sentinel_stop_alone. */
 th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass, int tls);
 void th_sentinel_stop_alone(th_sentinel_t *s);
+/* Waits until master m has n replicas online (after a failover Sentinel
+ * re-points the other replicas, which then sync): 1, or 0 after timeout_ms. */
+int th_sentinels_wait_replicas(th_server_t *m, int n, int64_t timeout_ms);
 /* A port with nothing listening (for a dead sentinel in a URL). */
 int th_dead_port(void);
 

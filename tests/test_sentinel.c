@@ -401,6 +401,7 @@ static th_server_t *current_master(void) {
  * by its message. */
 static void held_and_waited_across_failover(bool kill) {
   th_server_t *old = current_master();
+  CHECK_MSG(th_sentinels_wait_replicas(old, 1, 60000), "the master has no replica online");
   rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
   rlock_client_on_lost(h, on_lost, NULL);
   lost_calls = 0;
@@ -505,6 +506,7 @@ static int holder_told(void *arg) {
  * deployment's, not the client's: the test shows both sides learn at once. */
 TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
   th_server_t *old = current_master();
+  CHECK_MSG(th_sentinels_wait_replicas(old, 1, 60000), "the master has no replica online");
   rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
   rlock_client_on_lost(h, on_lost_reason, NULL);
   lost_calls = 0;
