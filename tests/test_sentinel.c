@@ -323,6 +323,34 @@ TEST(readonly_after_a_silent_demotion) {
   th_server_stop(x);
 }
 
+/* Every sentinel and the master gone under a running client: a lock call
+ * ends with RLOCK_ECONNECT (the connections wait for a sentinel to answer,
+ * nothing hangs; after the 3 s command timeout, not the 1 s wait: a try
+ * queued while disconnected waits for its own deadline, as with one server)
+ * and rlock_client_free returns at once. */
+TEST(everything_gone) {
+  th_server_t *m = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("gone", m->port, NULL, 0);
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/gone", g->port);
+  rlock_client_t *c = client_on(url, "gone");
+  lock_on_master(c, m, "sentinel:gone");
+  th_sentinel_stop_alone(g);
+  th_server_stop(m);
+  rlock_lock_t *l = th_lock(c, "sentinel:gone");
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_trylock(l, 1000, 10000), RLOCK_ECONNECT);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(took >= 900 && took < 10000, "trylock(1000 ms) took %lld ms", (long long)took);
+  printf("# figures: everything gone: trylock(1000 ms) RLOCK_ECONNECT after %lld ms\n", (long long)took);
+  rlock_lock_free(l);
+  t0 = th_now_ms();
+  rlock_client_free(c);
+  took = th_now_ms() - t0;
+  CHECK_MSG(took < 10000, "rlock_client_free took %lld ms", (long long)took);
+  printf("# figures: everything gone: rlock_client_free took %lld ms\n", (long long)took);
+}
+
 /* ------------------------------------------------------------ failover */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -629,6 +657,7 @@ int main(int argc, char **argv) {
   RUN(sentinel_password);
   RUN(tls_sentinel_and_master);
   RUN(readonly_after_a_silent_demotion);
+  RUN(everything_gone);
   RUN(manual_failover_while_held_and_waited_for);
   RUN(master_killed_while_held_and_waited_for);
   RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
