@@ -117,9 +117,27 @@ typedef struct rlock_options {
   /* redis://[[user]:password@]host[:port][/db]
    * rediss://... (TLS)
    * unix:///path/to/redis.sock[?db=N&user=U&password=P]
+   * redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/MASTER[/db]
+   *                  [?sentinel_password=P]
+   * rediss+sentinel://... (TLS to the sentinels and to the master)
    * Default "redis://127.0.0.1:6379". Percent-escapes are decoded in user
    * and password: write '/', '?', '#', '@' as %2F, %3F, %23, %40 there (and
-   * '&' as %26 in a unix URL's password). Schemes are case-insensitive. */
+   * '&' as %26 in a unix URL's password and in sentinel_password). Schemes
+   * are case-insensitive.
+   * Sentinel: the hosts are sentinels (port 26379 by default), MASTER the
+   * name they monitor; user, password and db are the master's, and
+   * sentinel_password (if any) is sent to the sentinels with AUTH. Before
+   * every connection attempt the sentinels are asked for the master in order
+   * (one that is down or silent is skipped after at most 1 s; the one that
+   * answered is asked first from then on), and the node must answer ROLE as
+   * a master. The client follows a failover at once on Sentinel's
+   * +switch-master event, and asks again every second in case the event was
+   * missed; connections to a node that is no longer the master (or that
+   * answered READONLY: a refused lock command is sent again, a user command
+   * ends with the READONLY error reply) are reset, and waiters are
+   * resubscribed and woken there. A hold survives a failover
+   * only if the promoted replica had it (the lock is as safe as Redis
+   * replication: see docs/guarantees.md). */
   const char *url;
   const char *client_name;      /* CLIENT SETNAME on every connection; NULL: "rlock" */
   const char *tls_ca_file;      /* PEM bundle to verify the server; NULL: system default */
@@ -169,7 +187,10 @@ typedef struct rlock_client rlock_client_t;
  * waiting at most connect_timeout_ms for the first connection (so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
  * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS; RLOCK_EPROTO when
- * the server answers in another protocol: not a Redis server). Afterwards the
+ * the server answers in another protocol: not a Redis server). Sentinel URLs:
+ * RLOCK_ECONNECT also when no sentinel answered for the master (each one
+ * down, silent, or not knowing MASTER) or when the node they name is not a
+ * master (ROLE). Afterwards the
  * client reconnects by itself whenever a connection drops or is found dead
  * (see the liveness options). opts must not be NULL (RLOCK_EINVAL).
  * A client belongs to the process that created it: its descriptors are
@@ -245,7 +266,8 @@ typedef struct rlock_stats {
   uint64_t acquire_attempts;  /* acquire scripts sent (first tries and retries after a wake) */
   uint64_t renewals;          /* watchdog renewal script calls */
   uint64_t renewed_locks;     /* holds renewed by those calls */
-  uint64_t reconnects;        /* connections re-established after a drop (any of the three) */
+  uint64_t reconnects;        /* connections re-established after a drop (any of the three;
+                                 not the connections to sentinels) */
   uint64_t timeouts;          /* requests that hit their timeout (user commands included,
                                  liveness PINGs not) */
   uint64_t locks_lost;        /* lock-lost notifications */

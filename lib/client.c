@@ -261,6 +261,7 @@ static void shutdown_engine(client_t *cl) {
   rlock__usercmd_close(&cl->uc);
   rlock__op_fail_all(cl, RLOCK_ECLOSED);
   rlock__pubsub_close(&cl->ps);
+  if (cl->topo->close) cl->topo->close(cl); /* the deployment's own connections (sentinels) */
   rlock__watchdog_close(&cl->wd);
   rlock__handoff_clear(cl);
   send_dels(cl); /* the command connection is closed: just frees them */
@@ -526,7 +527,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   }
   cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST, wake_cb, cl);
   if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
-      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl)) {
+      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl) ||
+      (cl->topo->init && cl->topo->init(cl))) {
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
@@ -547,6 +549,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     rlock__pubsub_close(&cl->ps);
     rlock__usercmd_close(&cl->uc);
     rlock__watchdog_close(&cl->wd);
+    if (cl->topo->close) cl->topo->close(cl);
     client_destroy(cl);
     return rlock__fail(RLOCK_ESYS, "cannot start the I/O thread: %s", strerror(rc));
   }

@@ -117,6 +117,17 @@ static void finish_err(req_t *r, int status) {
 
 /* ------------------------------------------------------------ handshake */
 
+/* TCP + TLS + handshake: the connection's own bound (sentinels), else the option. */
+static int64_t connect_timeout(const conn_t *c) {
+  return c->connect_timeout_ms ? c->connect_timeout_ms : c->cl->opt.connect_timeout_ms;
+}
+
+/* ROLE's answer names a master: ["master", offset, replicas]. */
+static bool role_is_master(const rlock_reply_t *reply) {
+  return reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements >= 1 && reply->element[0]->str &&
+         !strcmp(reply->element[0]->str, "master");
+}
+
 static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   conn_t *c = r->ctx;
   if (status == 0 && reply && reply->type == RLOCK_REPLY_ERROR) {
@@ -134,8 +145,22 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
       return;
     }
   }
+  if (r->is_role && status == 0 && c->state == CS_HANDSHAKE && !role_is_master(reply)) {
+    /* Sentinel named a node that is not (or no longer) a master: drop it;
+     * the reconnect asks Sentinel again (topology/sentinel.c). */
+    char msg[400], peer[256];
+    describe_peer(c, peer, sizeof peer);
+    snprintf(msg, sizeof msg, "%s is not a master (ROLE: %.40s): asking Sentinel again", peer,
+             reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements && reply->element[0]->str
+                 ? reply->element[0]->str
+                 : "no answer");
+    rlock_reply_free(reply);
+    c->last_err = RLOCK_ECONNECT;
+    drop(c, RLOCK_ECONNECT, msg);
+    return;
+  }
   if (status == 0 && reply && reply->type != RLOCK_REPLY_STATUS && reply->type != RLOCK_REPLY_STRING &&
-      reply->type != RLOCK_REPLY_ERROR && c->state == CS_HANDSHAKE) {
+      reply->type != RLOCK_REPLY_ERROR && c->state == CS_HANDSHAKE && !r->is_role) {
     /* AUTH, SELECT, CLIENT SETNAME answer +OK and SCRIPT LOAD a SHA: an array
      * or a number is RESP from something else (an echo server, a proxy) */
     char msg[400], peer[256];
@@ -152,7 +177,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (--c->handshake_left > 0) return;
   c->state = CS_READY;
   c->backoff_ms = c->cl->opt.reconnect_min_ms;
-  if (c->ever_ready) stat_add(c->cl, ST_RECONNECTS, 1);
+  if (c->ever_ready && !c->to_sentinel) stat_add(c->cl, ST_RECONNECTS, 1);
   c->ever_ready = true;
   c->last_err = 0;
   c->last_read = rlock_now_ms();
@@ -187,29 +212,52 @@ static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
   handshake_done(r, status, reply);
 }
 
-static void handshake_req(conn_t *c, int argc, const char **argv, bool is_auth, req_done_fn done) {
-  req_t *r = rlock__req_new(argc, argv, NULL, c->cl->opt.connect_timeout_ms, done, c);
+static req_t *handshake_req(conn_t *c, int argc, const char **argv, bool is_auth, req_done_fn done) {
+  req_t *r = rlock__req_new(argc, argv, NULL, connect_timeout(c), done, c);
   if (!r) {
     drop(c, RLOCK_ENOMEM, "out of memory");
-    return;
+    return NULL;
   }
   r->internal = true;
   r->is_auth = is_auth;
   c->handshake_left++;
   write_req(c, r);
+  return r;
 }
 
-static void handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
-  handshake_req(c, argc, argv, is_auth, handshake_done);
+static req_t *handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth) {
+  return handshake_req(c, argc, argv, is_auth, handshake_done);
+}
+
+/* A sentinel: AUTH with sentinel_password, CLIENT SETNAME, nothing else. */
+static void sentinel_handshake(conn_t *c) {
+  client_t *cl = c->cl;
+  if (cl->url.sentinel_password) {
+    const char *a[2] = {"AUTH", cl->url.sentinel_password};
+    handshake_cmd(c, 2, a, true);
+  }
+  const char *n[3] = {"CLIENT", "SETNAME", cl->s_name};
+  handshake_cmd(c, 3, n, false);
+  if (c->state != CS_HANDSHAKE) return;
+  c->handshake_left--;
 }
 
 static void start_handshake(conn_t *c) {
   client_t *cl = c->cl;
   c->state = CS_HANDSHAKE;
   c->handshake_left = 1; /* held until every command below is queued */
+  if (c->to_sentinel) {
+    sentinel_handshake(c);
+    return;
+  }
   if (cl->url.password) {
     const char *a[3] = {"AUTH", cl->url.user ? cl->url.user : cl->url.password, cl->url.password};
     handshake_cmd(c, cl->url.user ? 3 : 2, a, true);
+  }
+  if (cl->url.sentinel) { /* the node Sentinel named must be the master */
+    const char *a[1] = {"ROLE"};
+    req_t *r = handshake_cmd(c, 1, a, false);
+    if (r) r->is_role = true;
   }
   char db[16];
   if (c->kind != CONN_SUB && cl->url.db) {
@@ -369,7 +417,7 @@ static void write_req(conn_t *c, req_t *r) {
   r->sent_at = rlock_now_ms();
   q_push(&c->inflight, r);
   arm_at(c, r->deadline);
-  if (r->done == ping_done) return; /* liveness traffic: not counted, not a batch */
+  if (r->done == ping_done || c->to_sentinel) return; /* liveness, discovery: not counted, not a batch */
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
@@ -522,7 +570,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   int64_t now = rlock_now_ms();
   if ((c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) && now >= c->connect_deadline) {
     char peer[256], msg[400];
-    long long ms = (long long)c->cl->opt.connect_timeout_ms;
+    long long ms = (long long)connect_timeout(c);
     describe_peer(c, peer, sizeof peer);
     bool tls_silent = c->state == CS_CONNECTING && c->cl->url.kind == URL_TLS && tcp_connected(c);
     if (tls_silent)
@@ -754,8 +802,11 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg) { rlock__conn_st
 
 void rlock__conn_start(conn_t *c) {
   if (c->state != CS_IDLE) return;
+  /* Sentinel: the master is asked for before each connection attempt; the
+   * topology starts c again once it knows the node (topology.h). */
+  if (c->cl->topo->before_connect && !c->cl->topo->before_connect(c->cl, c)) return;
   c->state = CS_CONNECTING;
-  c->connect_deadline = rlock_now_ms() + c->cl->opt.connect_timeout_ms;
+  c->connect_deadline = rlock_now_ms() + connect_timeout(c);
   if (!c->reader && !(c->reader = rlock__reply_reader_new())) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;

@@ -109,13 +109,23 @@ const char *rlock__names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hash
 
 /* ------------------------------------------------------------ url.c */
 typedef enum { URL_TCP, URL_TLS, URL_UNIX } url_kind_t;
+typedef struct url_node {
+  char *host;
+  int port;
+} url_node_t;
 typedef struct url {
   url_kind_t kind;
-  char *host; /* TCP/TLS; brackets removed for IPv6 */
+  char *host; /* TCP/TLS; brackets removed for IPv6 (Sentinel: the first sentinel's) */
   int port;
   char *path; /* unix socket */
-  char *user, *password;
+  char *user, *password; /* the Redis servers' (Sentinel: the master's) */
   int db;
+  /* redis+sentinel:// and rediss+sentinel:// (kind URL_TCP / URL_TLS) */
+  bool sentinel;
+  url_node_t *sentinels; /* in the URL's order */
+  int nsentinels;
+  char *master;            /* the master's name in Sentinel */
+  char *sentinel_password; /* AUTH to the sentinels; NULL: none */
 } url_t;
 int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
 /* Sets hide[i] for each of the n bytes of s that may be a password, whatever
@@ -167,6 +177,7 @@ struct req {
   bool internal;  /* handshake request: its errors fail the connection */
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
   bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
+  bool is_role;   /* ROLE (Sentinel deployments): anything but a master fails the connection */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -208,6 +219,11 @@ struct conn {
   int last_err; /* why the last connection attempt failed */
   int replicas; /* command connections: the replicas the node reported connected
                    (INFO replication) at the last handshake; 0 unknown or none */
+  /* A connection to a Sentinel (topology/sentinel.c): AUTH with the URL's
+   * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
+   * the client's command stats. */
+  bool to_sentinel;
+  int64_t connect_timeout_ms; /* 0: the client's connect_timeout_ms (sentinels: shorter) */
   /* Callbacks into the layer above. */
   void (*on_ready)(conn_t *c);
   void (*on_down)(conn_t *c);
@@ -390,6 +406,7 @@ struct rlock_client {
   char start_msg[256];
   /* engine (I/O thread only) */
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */
+  void *topo_state;           /* the deployment's own state (Sentinel: sentinel.c) */
   conn_t cmd;
   pubsub_t ps;
   usercmd_t uc;

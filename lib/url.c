@@ -1,6 +1,8 @@
 /* url.c -- parsing and redacting Redis URLs:
  *   redis://[[user]:password@]host[:port][/db]   rediss://... (TLS)
  *   unix:///path/to/sock[?db=N&user=U&password=P]
+ *   redis+sentinel://[[user]:password@]h1[:p1][,h2[:p2]...]/MASTER[/db][?sentinel_password=P]
+ *   rediss+sentinel://... (TLS to the sentinels and the master)
  * Schemes and "password=" are compared in ASCII, whatever the locale.
  * The messages of rlock__url_parse never quote the URL (only fixed text), and
  * rlock_url_redact hides every byte that might be a password in any input,
@@ -54,6 +56,13 @@ static int parse_int(const char *s, size_t n, long lo, long hi, int *out) {
 }
 
 void rlock__url_free(url_t *u) {
+  for (int i = 0; i < u->nsentinels; i++) free(u->sentinels[i].host);
+  free(u->sentinels);
+  free(u->master);
+  if (u->sentinel_password) {
+    memset(u->sentinel_password, 0, strlen(u->sentinel_password));
+    free(u->sentinel_password);
+  }
   free(u->host);
   free(u->path);
   free(u->user);
@@ -113,11 +122,87 @@ static int parse_unix(url_t *u, const char *p) {
 /* Why a URL without a known scheme was refused (fixed text only). */
 static const char *scheme_hint(const char *s) {
   if (isspace((unsigned char)s[0])) return "the URL starts with a blank";
-  static const char *const schemes[] = {"rediss:", "redis:", "unix:"};
-  for (size_t i = 0; i < 3; i++)
+  static const char *const schemes[] = {"rediss+sentinel:", "redis+sentinel:", "rediss:", "redis:", "unix:"};
+  for (size_t i = 0; i < 5; i++)
     if (rlock__ascii_ncaseeq(s, schemes[i], strlen(schemes[i])))
-      return "the scheme must be followed by '//' (redis://host, rediss://host, unix:///path)";
-  return "unknown scheme (expected redis://, rediss:// or unix://)";
+      return "the scheme must be followed by '//' (redis://host, rediss://host, unix:///path, "
+             "redis+sentinel://host/master)";
+  return "unknown scheme (expected redis://, rediss://, unix://, redis+sentinel:// or rediss+sentinel://)";
+}
+
+/* One "host[:port]" or "[v6]:port" in [p, end): a decoded copy in *host.
+ * NULL, or why it is bad (fixed text). */
+static const char *parse_hostport(const char *p, const char *end, int defport, char **host, int *port) {
+  const char *hs = p, *he, *portp = NULL;
+  if (*p == '[') {
+    const char *rb = memchr(p, ']', (size_t)(end - p));
+    if (!rb) return "unterminated '[' in IPv6 host";
+    hs = p + 1, he = rb;
+    if (rb + 1 < end) {
+      if (rb[1] != ':') return "junk after IPv6 host";
+      portp = rb + 2;
+    }
+  } else {
+    const char *colon = memchr(p, ':', (size_t)(end - p));
+    he = colon ? colon : end;
+    if (colon) portp = colon + 1;
+  }
+  if (he == hs) return "missing host";
+  for (const char *t = hs; t < he; t++)
+    if (!isalnum((unsigned char)*t) && !strchr(".-_:", *t)) return "invalid character in host";
+  if (!(*host = decode(hs, (size_t)(he - hs)))) return "out of memory";
+  *port = defport;
+  if (portp && parse_int(portp, (size_t)(end - portp), 1, 65535, port))
+    return "port must be a number from 1 to 65535";
+  return NULL;
+}
+
+/* The sentinels "h1:p1,h2:p2" of [p, end) into u->sentinels; the first is
+ * also u->host/u->port (what messages name before a master is known). */
+static const char *parse_sentinels(url_t *u, const char *p, const char *end) {
+  size_t n = 1;
+  for (const char *t = p; t < end; t++) n += *t == ',';
+  if (n > 64) return "at most 64 sentinels";
+  if (!(u->sentinels = calloc(n, sizeof *u->sentinels))) return "out of memory";
+  for (const char *h = p; h <= end;) {
+    const char *e = memchr(h, ',', (size_t)(end - h));
+    if (!e) e = end;
+    url_node_t *sn = &u->sentinels[u->nsentinels++]; /* counted first: rlock__url_free frees a half-parsed one */
+    const char *why = parse_hostport(h, e, 26379, &sn->host, &sn->port);
+    if (why) return strcmp(why, "missing host") ? why : "missing sentinel host (an empty entry in the list?)";
+    h = e + 1;
+  }
+  if (!(u->host = strdup(u->sentinels[0].host))) return "out of memory";
+  u->port = u->sentinels[0].port;
+  return NULL;
+}
+
+/* After the sentinels: "/MASTER[/db][?sentinel_password=P]" at p. */
+static const char *parse_sentinel_path(url_t *u, const char *p) {
+  if (*p != '/' || p[1] == '/' || p[1] == '?' || p[1] == '#' || !p[1])
+    return "a Sentinel URL names its master: redis+sentinel://host:port/MASTER";
+  const char *m = p + 1;
+  size_t mn = strcspn(m, "/?#");
+  if (!(u->master = decode(m, mn))) return "bad %-escape in master name";
+  for (const char *t = u->master; *t || t == u->master; t++)
+    if (!isgraph((unsigned char)*t)) return "the master name must be printable, without blanks";
+  p = m + mn;
+  if (*p == '/') {
+    size_t n = strcspn(p + 1, "?#");
+    if (n && parse_int(p + 1, n, 0, 1000000, &u->db)) return "database must be a number (/MASTER/0, /MASTER/1, ...)";
+    p += 1 + n;
+  }
+  if (*p == '?') {
+    static const char key[] = "sentinel_password=";
+    if (!rlock__ascii_ncaseeq(p + 1, key, sizeof key - 1))
+      return "unknown query parameter in a Sentinel URL (only sentinel_password)";
+    const char *v = p + sizeof key;
+    size_t n = strcspn(v, "#");
+    if (memchr(v, '&', n)) return "a '&' in the sentinel password must be written %26";
+    if (!(u->sentinel_password = decode(v, n))) return "bad %-escape in sentinel_password";
+    p = v + n;
+  }
+  return *p ? "fragments are not supported in Redis URLs" : NULL;
 }
 
 int rlock__url_parse(url_t *u, const char *s) {
@@ -126,6 +211,8 @@ int rlock__url_parse(url_t *u, const char *s) {
   const char *p;
   if (rlock__ascii_ncaseeq(s, "redis://", 8)) u->kind = URL_TCP, p = s + 8;
   else if (rlock__ascii_ncaseeq(s, "rediss://", 9)) u->kind = URL_TLS, p = s + 9;
+  else if (rlock__ascii_ncaseeq(s, "redis+sentinel://", 17)) u->kind = URL_TCP, u->sentinel = true, p = s + 17;
+  else if (rlock__ascii_ncaseeq(s, "rediss+sentinel://", 18)) u->kind = URL_TLS, u->sentinel = true, p = s + 18;
   else if (rlock__ascii_ncaseeq(s, "unix://", 7)) return parse_unix(u, s + 7);
   else return bad(u, scheme_hint(s));
 
@@ -149,27 +236,13 @@ int rlock__url_parse(url_t *u, const char *s) {
     }
     p = at + 1;
   }
-  const char *hs = p, *he, *portp = NULL;
-  if (*p == '[') {
-    const char *rb = memchr(p, ']', (size_t)(end - p));
-    if (!rb) return bad(u, "unterminated '[' in IPv6 host");
-    hs = p + 1, he = rb;
-    if (rb + 1 < end) {
-      if (rb[1] != ':') return bad(u, "junk after IPv6 host");
-      portp = rb + 2;
-    }
-  } else {
-    const char *colon = memchr(p, ':', (size_t)(end - p));
-    he = colon ? colon : end;
-    if (colon) portp = colon + 1;
+  const char *why;
+  if (u->sentinel) {
+    if ((why = parse_sentinels(u, p, end)) || (why = parse_sentinel_path(u, end))) return bad(u, why);
+    return 0;
   }
-  if (he == hs) return bad(u, "missing host");
-  for (const char *t = hs; t < he; t++)
-    if (!isalnum((unsigned char)*t) && !strchr(".-_:", *t)) return bad(u, "invalid character in host");
-  if (!(u->host = decode(hs, (size_t)(he - hs)))) return bad(u, "out of memory");
-  u->port = 6379;
-  if (portp && parse_int(portp, (size_t)(end - portp), 1, 65535, &u->port))
-    return bad(u, "port must be a number from 1 to 65535");
+  if (memchr(p, ',', (size_t)(end - p))) return bad(u, "several hosts need redis+sentinel:// (a ',' in the host)");
+  if ((why = parse_hostport(p, end, 6379, &u->host, &u->port))) return bad(u, why);
   if (*end == '/') {
     const char *d = end + 1;
     size_t n = strcspn(d, "?#");

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 const topology_ops_t *rlock__topology_for(const url_t *u) {
-  (void)u; /* redis-sentinel:// and Cluster seeds will pick theirs here */
+  if (u->sentinel) return &rlock__topology_sentinel; /* Cluster seeds will pick theirs here */
   return &rlock__topology_single;
 }
 

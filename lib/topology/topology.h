@@ -9,6 +9,10 @@
  *   slots_matter    whether multi-key batches (renewals, latch DELs) must be
  *                   cut per slot: Cluster refuses cross-slot scripts and DELs,
  *                   one server (single, Sentinel) keeps them as large as they go
+ *   init, close, before_connect (optional, NULL in single.c)
+ *                   the deployment's own state and connections, and a hook
+ *                   before every connection attempt (Sentinel: ask for the
+ *                   master first)
  * Included by internal.h (needs client_t, conn_t, req_t). I/O thread only. */
 #ifndef RLOCK_TOPOLOGY_H
 #define RLOCK_TOPOLOGY_H
@@ -24,11 +28,22 @@ typedef struct topology_ops {
    * it again elsewhere, or completed it) and r must not be touched; false: r
    * completes with the reply as usual. */
   bool (*on_error_reply)(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err);
+  /* Creates cl->topo_state (on the creating thread, before the I/O thread
+   * runs): 0 or RLOCK_ENOMEM. */
+  int (*init)(client_t *cl);
+  /* Frees it (the I/O thread at shutdown, or the creator if the I/O thread
+   * never ran); after the client's connections are closed. */
+  void (*close)(client_t *cl);
+  /* Called by rlock__conn_start before every connection attempt of c:
+   * true = connect now (to c's node); false = not yet: the topology calls
+   * rlock__conn_start(c) again once c's node is known. */
+  bool (*before_connect)(client_t *cl, conn_t *c);
 } topology_ops_t;
 
 extern const topology_ops_t rlock__topology_single;
+extern const topology_ops_t rlock__topology_sentinel;
 
-/* The topology of a client's URL (one server for every URL today). */
+/* The topology of a client's URL: Sentinel for redis+sentinel://, else one server. */
 const topology_ops_t *rlock__topology_for(const url_t *u);
 
 /* Cuts n items into batches of at most max items (topology.c). With slots

@@ -195,6 +195,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (u.db < 0 || u.db > 1000000) abort();
     if (u.password) check_parsed_password(s, pw, u.password);
+    if (u.sentinel_password) check_parsed_password(s, pw, u.sentinel_password);
+    if (u.sentinel && (!u.master || !*u.master || u.nsentinels < 1)) abort();
+    for (int i = 0; i < u.nsentinels; i++)
+      if (!u.sentinels[i].host || !*u.sentinels[i].host || u.sentinels[i].port < 1 || u.sentinels[i].port > 65535)
+        abort();
     rlock__url_free(&u);
   } else if (rc != RLOCK_EURL) {
     abort();

@@ -1,0 +1,425 @@
+/* topology/sentinel.c -- a master found through Redis Sentinel
+ * (redis+sentinel://h1:p1,h2:p2/MASTER), after the Sentinel client spec:
+ *
+ *   ask     before every connection attempt of the command, subscriber and
+ *           user connections (the before_connect hook), ask the sentinels in
+ *           order "SENTINEL get-master-addr-by-name MASTER"; the one that
+ *           answers moves to the front of the list. A sentinel that is down or
+ *           does not know the master is skipped (the next one is tried at
+ *           once; a whole round without an answer backs off).
+ *   verify  every connection to the master starts with ROLE in its handshake
+ *           (conn.c): a node that is not a master fails the attempt, and the
+ *           next attempt asks again ("wait and start again").
+ *   follow  a connection subscribed to +switch-master on a sentinel points
+ *           every connection at the new master at once and resets the ones
+ *           that are up; the engine's reconnect path does the rest (lock
+ *           requests re-sent with their latches, channels resubscribed and
+ *           every waiter woken, a renewal round to find lost holds).
+ *   poll    every POLL_MS (and whenever the subscription comes back) the
+ *           master is asked for again, so a missed +switch-master never
+ *           strands the client on a demoted node.
+ *   refused a READONLY reply (a node demoted under an open connection) resets
+ *           that connection and sends the refused command again once it is
+ *           back on the master (on_error_reply).
+ *
+ * The sentinels are asked over conn.c's non-blocking connections (TLS, PING
+ * liveness and backoff as every connection; a connect bound of
+ * SENTINEL_CONNECT_MS, so a silent sentinel costs little): the I/O thread
+ * never blocks on a sentinel. One server's semantics otherwise:
+ * requests go to the master's connections, slots do not matter. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POLL_MS 1000
+#define SENTINEL_CONNECT_MS 1000 /* a silent sentinel costs at most this (or connect_timeout_ms if less) */
+#define NDATA 3 /* the client's command, subscriber and user connections */
+
+typedef struct sentinel {
+  client_t *cl;
+  conn_t q;       /* queries: SENTINEL get-master-addr-by-name */
+  conn_t sub;     /* SUBSCRIBE +switch-master */
+  int *order;     /* the sentinels, the last one that answered first */
+  int qi, si;     /* the position (in order) q and sub talk to */
+  int failed;     /* sentinels that failed in a row (a whole round at start: report) */
+  int64_t round_ms, again_ms; /* backoff between rounds (q) and between questions */
+  bool q_started, sub_started, asking, rotate_q, closed;
+  char *host;     /* the master, once known */
+  int port;
+  struct {
+    bool waiting; /* its connection attempt waits for an answer */
+    bool fresh;   /* its node was just set: the next attempt connects at once */
+    bool reset;   /* up on a master that is no longer the master: reset it */
+    bool start;   /* start it (out of the callback that learnt the node) */
+  } d[NDATA];
+  req_t *held, *held_tail; /* refused with READONLY: sent again once the connection is reset */
+  struct event *poll, *kick, *again;
+} sentinel_t;
+
+static conn_t *data_conn(client_t *cl, int i) { return i == 0 ? &cl->cmd : i == 1 ? &cl->ps.conn : &cl->uc.conn; }
+
+static int data_index(client_t *cl, const conn_t *c) {
+  for (int i = 0; i < NDATA; i++)
+    if (data_conn(cl, i) == c) return i;
+  return -1;
+}
+
+static const url_node_t *node_at(const sentinel_t *s, int i) { return &s->cl->url.sentinels[s->order[i]]; }
+
+static void kick(sentinel_t *s) {
+  if (!s->closed) event_active(s->kick, EV_TIMEOUT, 0);
+}
+
+static bool anyone_waiting(const sentinel_t *s) {
+  for (int i = 0; i < NDATA; i++)
+    if (s->d[i].waiting) return true;
+  return false;
+}
+
+/* ------------------------------------------------------------ the master */
+
+/* The master is host:port: connections waiting for it start; if it moved,
+ * every connection is pointed at it and the ones that are up are reset. */
+static void use_master(sentinel_t *s, const char *host, int port) {
+  client_t *cl = s->cl;
+  bool moved = !s->host || strcmp(s->host, host) || s->port != port;
+  if (moved) {
+    char *h = strdup(host);
+    if (!h) return; /* out of memory: the next poll tries again */
+    free(s->host);
+    s->host = h;
+    s->port = port;
+  }
+  for (int i = 0; i < NDATA; i++) {
+    conn_t *c = data_conn(cl, i);
+    if (c->state == CS_CLOSED || (!moved && !s->d[i].waiting)) continue;
+    if (rlock__conn_set_node(c, host, port)) continue;
+    s->d[i].fresh = true;
+    if (s->d[i].waiting) {
+      s->d[i].waiting = false;
+      s->d[i].start = true;
+    } else if (c->state != CS_IDLE) {
+      s->d[i].reset = true;
+    } else if (evtimer_pending(c->retry, NULL)) {
+      s->d[i].start = true; /* its backoff may be long: the new master is worth trying now */
+    }
+  }
+  kick(s);
+}
+
+/* A move of the master named in "+switch-master": "NAME OLDIP OLDPORT NEWIP NEWPORT". */
+static void on_switch(sentinel_t *s, const char *msg) {
+  char name[256], oldip[64], newip[64];
+  int oldport, newport;
+  if (sscanf(msg, "%255s %63s %d %63s %d", name, oldip, &oldport, newip, &newport) != 5) return;
+  if (strcmp(name, s->cl->url.master) || newport < 1 || newport > 65535) return;
+  use_master(s, newip, newport);
+}
+
+/* ------------------------------------------------------------ asking */
+
+static void ask(sentinel_t *s);
+
+static void again_later(sentinel_t *s) {
+  if (s->closed || evtimer_pending(s->again, NULL)) return;
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, s->again_ms);
+  evtimer_add(s->again, &tv);
+  s->again_ms = s->again_ms * 2 > s->cl->opt.reconnect_max_ms ? s->cl->opt.reconnect_max_ms : s->again_ms * 2;
+}
+
+/* A sentinel failed (down, or it does not know the master). While the
+ * client is starting, a whole round of failures is its answer. */
+static void sentinel_failed(sentinel_t *s, int err, const char *msg) {
+  client_t *cl = s->cl;
+  if (++s->failed < cl->url.nsentinels || cl->cmd.ever_ready || !cl->cmd.on_error) return;
+  char m[400];
+  snprintf(m, sizeof m, "no Sentinel answered for master '%.100s' (%d tried; last: %.200s)", cl->url.master,
+           cl->url.nsentinels, msg);
+  cl->cmd.on_error(&cl->cmd, err, m);
+}
+
+/* [ip, port]: the master's address. */
+static bool parse_addr(const rlock_reply_t *r, const char **host, int *port) {
+  if (!r || r->type != RLOCK_REPLY_ARRAY || r->elements != 2 || !r->element[0]->str || !r->element[1]->str)
+    return false;
+  char *end;
+  long p = strtol(r->element[1]->str, &end, 10);
+  if (*end || p < 1 || p > 65535) return false;
+  *host = r->element[0]->str;
+  *port = (int)p;
+  return true;
+}
+
+/* The sentinel at position i answered: it goes first from now on. */
+static void to_front(sentinel_t *s, int i) {
+  int n = s->order[i];
+  memmove(s->order + 1, s->order, (size_t)i * sizeof *s->order);
+  s->order[0] = n;
+  s->qi = 0;
+}
+
+static void start_sub(sentinel_t *s) {
+  if (s->sub_started) return;
+  s->sub_started = true;
+  s->si = 0;
+  if (rlock__conn_set_node(&s->sub, node_at(s, 0)->host, node_at(s, 0)->port) == 0) rlock__conn_start(&s->sub);
+}
+
+static void answered(req_t *r, int status, rlock_reply_t *reply) {
+  sentinel_t *s = r->ctx;
+  const char *host;
+  int port;
+  s->asking = false;
+  if (s->closed || status == RLOCK_ECLOSED) {
+    rlock_reply_free(reply);
+    return;
+  }
+  if (status == 0 && parse_addr(reply, &host, &port)) {
+    s->failed = 0;
+    s->again_ms = s->cl->opt.reconnect_min_ms;
+    to_front(s, s->qi);
+    use_master(s, host, port);
+    start_sub(s);
+  } else {
+    char msg[300];
+    if (status == 0)
+      snprintf(msg, sizeof msg, "Sentinel %.100s:%d does not know master '%.100s'%s%.60s", node_at(s, s->qi)->host,
+               node_at(s, s->qi)->port, s->cl->url.master, reply && reply->str ? ": " : "",
+               reply && reply->str ? reply->str : "");
+    else
+      snprintf(msg, sizeof msg, "%s", rlock__msg());
+    if (status == 0 || status == RLOCK_ETIMEDOUT) { /* ask the next sentinel (ECONNLOST/ECONNECT: q moves on itself) */
+      s->rotate_q = true;
+      sentinel_failed(s, status ? status : RLOCK_ECONNECT, msg);
+      kick(s);
+    }
+    if (anyone_waiting(s)) again_later(s);
+  }
+  rlock_reply_free(reply);
+}
+
+/* One question at a time; connections waiting for the master get the answer. */
+static void ask(sentinel_t *s) {
+  if (s->asking || s->closed) return;
+  const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->cl->url.master};
+  req_t *r = rlock__req_new(3, argv, NULL, s->cl->opt.command_timeout_ms, answered, s);
+  if (!r) {
+    again_later(s);
+    return;
+  }
+  s->asking = true;
+  rlock__conn_send(&s->q, r);
+  rlock__conn_flush(&s->q);
+  if (!s->q_started) {
+    s->q_started = true;
+    rlock__conn_start(&s->q);
+  }
+}
+
+/* ------------------------------------------------------------ the sentinel connections */
+
+static sentinel_t *of_q(conn_t *c) { return (sentinel_t *)((char *)c - offsetof(sentinel_t, q)); }
+static sentinel_t *of_sub(conn_t *c) { return (sentinel_t *)((char *)c - offsetof(sentinel_t, sub)); }
+
+/* q could not reach its sentinel: the next one is tried at once, and after
+ * a whole round the backoff grows. */
+static void q_error(conn_t *c, int err, const char *msg) {
+  sentinel_t *s = of_q(c);
+  int n = s->cl->url.nsentinels;
+  s->qi = (s->qi + 1) % n;
+  rlock__conn_set_node(c, node_at(s, s->qi)->host, node_at(s, s->qi)->port);
+  if (s->qi) {
+    c->backoff_ms = 0;
+  } else {
+    c->backoff_ms = s->round_ms;
+    s->round_ms = s->round_ms * 2 > s->cl->opt.reconnect_max_ms ? s->cl->opt.reconnect_max_ms : s->round_ms * 2;
+  }
+  sentinel_failed(s, err, msg);
+}
+
+static void q_ready(conn_t *c) { of_q(c)->round_ms = c->cl->opt.reconnect_min_ms; }
+
+static void sub_error(conn_t *c, int err, const char *msg) {
+  (void)err, (void)msg;
+  sentinel_t *s = of_sub(c);
+  s->si = (s->si + 1) % s->cl->url.nsentinels;
+  rlock__conn_set_node(c, node_at(s, s->si)->host, node_at(s, s->si)->port);
+}
+
+static void subscribed(req_t *r, int status, rlock_reply_t *reply) {
+  (void)r, (void)status;
+  rlock_reply_free(reply); /* refused or lost: the poll still follows the master */
+}
+
+/* (Re)subscribed: events may have been missed meanwhile, so ask as well. */
+static void sub_ready(conn_t *c) {
+  sentinel_t *s = of_sub(c);
+  const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
+  req_t *r = rlock__req_new(2, argv, NULL, s->cl->opt.command_timeout_ms, subscribed, s);
+  if (r) rlock__conn_send(c, r);
+  rlock__conn_flush(c);
+  ask(s);
+}
+
+static void sub_push(conn_t *c, rlock_reply_t *msg) {
+  sentinel_t *s = of_sub(c);
+  if (msg->elements == 3 && msg->element[1]->str && !strcmp(msg->element[1]->str, "+switch-master") &&
+      msg->element[2]->str)
+    on_switch(s, msg->element[2]->str);
+  rlock_reply_free(msg);
+}
+
+/* ------------------------------------------------------------ events */
+
+/* What the callbacks decided, done outside them (rlock__conn_reset must not
+ * run inside a request's completion). */
+static void kick_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  sentinel_t *s = arg;
+  char msg[200];
+  if (s->rotate_q) {
+    s->rotate_q = false;
+    s->qi = (s->qi + 1) % s->cl->url.nsentinels;
+    rlock__conn_set_node(&s->q, node_at(s, s->qi)->host, node_at(s, s->qi)->port);
+    if (s->q.state != CS_IDLE) rlock__conn_reset(&s->q, "asking the next Sentinel");
+  }
+  for (int i = 0; i < NDATA; i++) {
+    conn_t *c = data_conn(s->cl, i);
+    if (s->d[i].reset) {
+      s->d[i].reset = false;
+      snprintf(msg, sizeof msg, "Sentinel: reconnecting to the master (last named: %.100s:%d)", s->host, s->port);
+      if (c->state != CS_IDLE && c->state != CS_CLOSED) rlock__conn_reset(c, msg);
+    }
+    if (s->d[i].start) {
+      s->d[i].start = false;
+      rlock__conn_start(c);
+    }
+  }
+  req_t *r;
+  while ((r = s->held)) { /* their connections are down now: they wait for the master */
+    s->held = r->next;
+    r->next = NULL;
+    rlock__conn_send(s->cl->topo->route(s->cl, r), r);
+  }
+  s->held_tail = NULL;
+}
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  ask(arg);
+}
+
+static void again_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  sentinel_t *s = arg;
+  if (anyone_waiting(s)) ask(s);
+}
+
+/* ------------------------------------------------------------ the table */
+
+static bool before_connect(client_t *cl, conn_t *c) {
+  sentinel_t *s = cl->topo_state;
+  int i = data_index(cl, c);
+  if (i < 0 || !s) return true; /* a sentinel connection, or closing */
+  if (s->d[i].fresh) {
+    s->d[i].fresh = false;
+    return true;
+  }
+  s->d[i].waiting = true;
+  ask(s);
+  return false;
+}
+
+static void sentinel_close(client_t *cl) {
+  sentinel_t *s = cl->topo_state;
+  if (!s) return;
+  s->closed = true;
+  for (req_t *r = s->held, *next; r; r = next) {
+    next = r->next;
+    r->completed = true;
+    rlock__set_msg("client closed");
+    if (r->done) r->done(r, RLOCK_ECLOSED, NULL);
+    rlock__req_free(r);
+  }
+  rlock__conn_close(&s->q);
+  rlock__conn_close(&s->sub);
+  if (s->poll) event_free(s->poll);
+  if (s->kick) event_free(s->kick);
+  if (s->again) event_free(s->again);
+  free(s->order);
+  free(s->host);
+  free(s);
+  cl->topo_state = NULL;
+}
+
+static int sentinel_init(client_t *cl) {
+  sentinel_t *s = calloc(1, sizeof *s);
+  if (!s) return RLOCK_ENOMEM;
+  cl->topo_state = s;
+  s->cl = cl;
+  s->round_ms = s->again_ms = cl->opt.reconnect_min_ms;
+  s->order = malloc((size_t)cl->url.nsentinels * sizeof *s->order);
+  s->poll = event_new(cl->base, -1, EV_PERSIST, poll_cb, s);
+  s->kick = event_new(cl->base, -1, 0, kick_cb, s);
+  s->again = evtimer_new(cl->base, again_cb, s);
+  if (!s->order || !s->poll || !s->kick || !s->again || rlock__conn_init(&s->q, cl, CONN_CMD) ||
+      rlock__conn_init(&s->sub, cl, CONN_SUB)) {
+    sentinel_close(cl);
+    return RLOCK_ENOMEM;
+  }
+  for (int i = 0; i < cl->url.nsentinels; i++) s->order[i] = i;
+  s->q.to_sentinel = s->sub.to_sentinel = true;
+  int64_t ms = cl->opt.connect_timeout_ms < SENTINEL_CONNECT_MS ? cl->opt.connect_timeout_ms : SENTINEL_CONNECT_MS;
+  s->q.connect_timeout_ms = s->sub.connect_timeout_ms = ms;
+  s->q.on_error = q_error;
+  s->q.on_ready = q_ready;
+  s->sub.on_error = sub_error;
+  s->sub.on_ready = sub_ready;
+  s->sub.on_push = sub_push;
+  if (rlock__conn_set_node(&s->q, node_at(s, 0)->host, node_at(s, 0)->port)) {
+    sentinel_close(cl);
+    return RLOCK_ENOMEM;
+  }
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, POLL_MS);
+  evtimer_add(s->poll, &tv);
+  return 0;
+}
+
+static conn_t *route(client_t *cl, const req_t *r) {
+  return rlock__topology_single.route(cl, r); /* the master's connections */
+}
+
+/* READONLY: the node was demoted under an open connection (the poll or the
+ * event will name the new master). The connection is reset, so its next
+ * attempt asks Sentinel again, and a single command of the lock engine is
+ * sent again once it is back: a replica refused its write, nothing of it was
+ * applied. A compound (a command after the refused one may have run) and a
+ * user command (it may be one of a MULTI ... EXEC: sent alone it would run
+ * outside its transaction) complete with the error. */
+static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err) {
+  sentinel_t *s = cl->topo_state;
+  int i = data_index(cl, c);
+  if (!s || s->closed || i < 0 || !rlock__reply_is_error(err, "READONLY")) return false;
+  s->d[i].reset = true;
+  kick(s);
+  if (r->ncmds != 1 || c->kind == CONN_USER) return false;
+  r->next = NULL;
+  if (s->held_tail) s->held_tail->next = r;
+  else s->held = r;
+  s->held_tail = r;
+  return true;
+}
+
+const topology_ops_t rlock__topology_sentinel = {
+    .name = "sentinel",
+    .slots_matter = false,
+    .route = route,
+    .on_error_reply = on_error_reply,
+    .init = sentinel_init,
+    .close = sentinel_close,
+    .before_connect = before_connect,
+};

@@ -1,0 +1,668 @@
+/* test_sentinel.c -- redis+sentinel:// against a real Sentinel deployment
+ * (harness_sentinel.c: a master, 2 replicas, 3 sentinels): URL forms and
+ * errors, redaction, connecting with the first sentinel dead or silent, a
+ * master name no sentinel knows, no sentinel reachable, sentinel_password,
+ * rediss+sentinel:// (TLS), the CLI, and the master SIGKILLed
+ * while a lock is held and waited for: the clients follow the promoted
+ * replica (+switch-master), the waiter is resubscribed and woken by the
+ * holder's unlock message, the hold (replicated with WAIT before the kill)
+ * survives, and the lock is never held twice; the same after SENTINEL
+ * FAILOVER (the old master demoted under open connections); and the poll
+ * alone moves a client when the sentinels change their master without an
+ * event. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness_sentinel.h"
+
+#define NAME "sentinel:lock"
+#define CHANNEL "redisson_lock__channel:{" NAME "}"
+
+static th_sentinels_t *dep;
+
+/* ------------------------------------------------------------ URLs */
+
+static void check_bad_url(const char *url, const char *why) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == RLOCK_EURL, "%s: rc %d (%s), want RLOCK_EURL", url, rc, rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), why), "%s: message \"%s\" lacks \"%s\"", url, rlock_last_error(), why);
+  CHECK_MSG(!strstr(rlock_last_error(), "s3cr3t"), "%s: the message shows the password", url);
+  CHECK(c == NULL);
+}
+
+TEST(url_errors) {
+  check_bad_url("redis+sentinel://127.0.0.1:26379", "names its master");
+  check_bad_url("redis+sentinel://127.0.0.1:26379/", "names its master");
+  check_bad_url("redis+sentinel://:s3cr3t@127.0.0.1:26379?sentinel_password=x", "names its master");
+  check_bad_url("redis+sentinel://h1:1,,h2:2/m", "missing sentinel host");
+  check_bad_url("redis+sentinel://h1:1,/m", "missing sentinel host");
+  check_bad_url("redis+sentinel://h1:99999/m", "port must be a number");
+  check_bad_url("redis+sentinel://h1/m/x", "database must be a number");
+  check_bad_url("redis+sentinel://h1/m?password=s3cr3t", "only sentinel_password");
+  check_bad_url("redis+sentinel://h1/m?sentinel_password=a&b", "%26");
+  check_bad_url("redis+sentinel://h1/m#frag", "fragments");
+  check_bad_url("redis+sentinel://h1/m%20x", "printable");
+  check_bad_url("redis+sentinel://h1/%00", "printable");
+  check_bad_url("redis+sentinel:/h1/m", "must be followed by '//'");
+  check_bad_url("redis+sentinel://u:s3cr3t@/m", "missing sentinel host");
+  check_bad_url("redis://h1:1,h2:2", "redis+sentinel://");
+  check_bad_url("redis+cluster://h1/m", "unknown scheme");
+}
+
+static void check_redacted(const char *url, const char *want) {
+  char buf[512];
+  rlock_url_redact(url, buf, sizeof buf);
+  CHECK_MSG(!strcmp(buf, want), "redact(%s) = %s, want %s", url, buf, want);
+}
+
+TEST(url_redaction) {
+  check_redacted("redis+sentinel://u:s3cr3t@h1:1,h2:2/m?sentinel_password=t0p",
+                 "redis+sentinel://u:***@h1:1,h2:2/m?sentinel_password=***");
+  check_redacted("rediss+sentinel://s3cr3t@[::1]:1,h2/m/3", "rediss+sentinel://***@[::1]:1,h2/m/3");
+  check_redacted("REDIS+SENTINEL://h1/m?SENTINEL_PASSWORD=a%26b", "REDIS+SENTINEL://h1/m?SENTINEL_PASSWORD=***");
+}
+
+/* ------------------------------------------------------------ connecting */
+
+static rlock_client_t *client_on(const char *url, const char *name) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.client_name = name;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 1000;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == 0, "client on %s: %s: %s", url, rlock_err_name(rc), rlock_last_error());
+  return c;
+}
+
+/* A lock taken through the sentinels lands on the master. */
+static void lock_on_master(rlock_client_t *c, th_server_t *master, const char *name) {
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_lock(l, 10000));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", name, NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", name, NULL), 0);
+  rlock_lock_free(l);
+}
+
+TEST(connect_first_sentinel_dead) {
+  char url[1200];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,%s", th_dead_port(),
+           dep->url + strlen("redis+sentinel://"));
+  rlock_client_t *c = client_on(url, "first-dead");
+  lock_on_master(c, dep->nodes[0], "sentinel:first-dead");
+  rlock_client_free(c);
+}
+
+/* A sentinel that accepts connections and never answers (a listening
+ * socket nobody reads) comes first: the client skips it after the short
+ * sentinel bound (1 s), not after its 30 s connect timeout. */
+TEST(connect_first_sentinel_silent) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 16) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  char url[1200];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,%s", ntohs(a.sin_port),
+           dep->url + strlen("redis+sentinel://"));
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 30000;
+  rlock_client_t *c = NULL;
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_client_new(&c, &o));
+  CHECK_MSG(th_now_ms() - t0 < 15000, "connecting took %lld ms", (long long)(th_now_ms() - t0));
+  lock_on_master(c, dep->nodes[0], "sentinel:first-silent");
+  rlock_client_free(c);
+  close(fd);
+}
+
+TEST(connect_with_db_and_user_command) {
+  char url[1200];
+  snprintf(url, sizeof url, "%s/3", dep->url);
+  rlock_client_t *c = client_on(url, "db3");
+  const char *argv[3] = {"SET", "sentinel:db3", "x"};
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_command(c, 3, argv, NULL, &r));
+  rlock_reply_free(r);
+  CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:db3", NULL), 0); /* db 0 */
+  redisReply *x = th_cmd(dep->nodes[0], "SELECT", "3", NULL);
+  th_reply_free(x);
+  CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:db3", NULL), 1);
+  x = th_cmd(dep->nodes[0], "SELECT", "0", NULL);
+  th_reply_free(x);
+  rlock_client_free(c);
+}
+
+TEST(unknown_master) {
+  char url[1200];
+  snprintf(url, sizeof url, "%.*sno-such-master", (int)(strrchr(dep->url, '/') + 1 - dep->url), dep->url);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  rlock_client_t *c = NULL;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  CHECK_MSG(strstr(rlock_last_error(), "does not know master 'no-such-master'"), "message: %s", rlock_last_error());
+}
+
+TEST(no_sentinel_reachable) {
+  char url[200];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/%s", th_dead_port(), th_dead_port(),
+           dep->name);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.reconnect_min_ms = 10;
+  rlock_client_t *c = NULL;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  CHECK_MSG(strstr(rlock_last_error(), "no Sentinel answered"), "message: %s", rlock_last_error());
+}
+
+TEST(cli_exec_and_status) {
+  const char *exec_argv[] = {RLOCK_CLI, "-u", dep->url, "exec", "sentinel:cli", "--", "true", NULL};
+  CHECK_EQ(th_exec(exec_argv), 0);
+  const char *status_argv[] = {RLOCK_CLI, "-u", dep->url, "status", "sentinel:cli", NULL};
+  CHECK_EQ(th_exec(status_argv), 0);
+  /* the exec left nothing behind on the master */
+  CHECK_EQ(th_cmd_int(dep->nodes[0], "EXISTS", "sentinel:cli", NULL), 0);
+}
+
+/* A sentinel with requirepass: sentinel_password is sent to it (and
+ * never shown); without it, or with a wrong one, RLOCK_EAUTH. */
+TEST(sentinel_password) {
+  th_sentinel_t *g = th_sentinel_start_alone("guarded", dep->nodes[0]->port, "s3ntin3l", 0);
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=s3ntin3l", g->port);
+  rlock_client_t *c = client_on(url, "guarded");
+  lock_on_master(c, dep->nodes[0], "sentinel:guarded");
+  rlock_client_free(c);
+  const char *bad[2] = {"redis+sentinel://127.0.0.1:%d/guarded", "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=wr0ng"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(url, sizeof url, bad[i], g->port);
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = url;
+    CHECK_RC(rlock_client_new(&c, &o), RLOCK_EAUTH);
+    CHECK_MSG(!strstr(rlock_last_error(), "wr0ng") && !strstr(rlock_last_error(), "s3ntin3l"), "message: %s",
+              rlock_last_error());
+  }
+  th_sentinel_stop_alone(g);
+}
+
+/* rediss+sentinel://: TLS to the sentinel and to the master it names (its
+ * TLS port), verified against the test CA. */
+TEST(tls_sentinel_and_master) {
+  th_server_opts_t so = {.tls = 1};
+  th_server_t *m = th_server_start(&so);
+  th_sentinel_t *g = th_sentinel_start_alone("tls-master", m->tls_port, NULL, 1);
+  char url[300];
+  snprintf(url, sizeof url, "rediss+sentinel://127.0.0.1:%d/tls-master", g->tls_port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.tls_ca_file = th_tls_certs()->ca;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  lock_on_master(c, m, "sentinel:tls");
+  rlock_client_free(c);
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/tls-master", g->port); /* plain to the sentinel: */
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT); /* it names a TLS port, spoken to in plain text */
+  th_sentinel_stop_alone(g);
+  th_server_stop(m);
+}
+
+struct trylock_job {
+  rlock_lock_t *lock;
+  int rc;
+};
+static void *trylock_thread(void *p) {
+  struct trylock_job *j = p;
+  j->rc = rlock_lock_acquire(j->lock, 7, 30000, 10000, NULL); /* owner 7: released by the test thread */
+  return NULL;
+}
+
+struct tx_job {
+  rlock_client_t *c;
+  int rc;
+  rlock_reply_t *reply;
+};
+static void *tx_thread(void *p) {
+  struct tx_job *j = p;
+  const char *set[3] = {"SET", "sentinel:tx", "1"};
+  rlock_command_t tx = {3, set, NULL};
+  j->rc = rlock_client_transaction(j->c, 1, &tx, &j->reply);
+  return NULL;
+}
+
+static th_server_t *aborting;
+static int aborted(void *arg) {
+  (void)arg;
+  char *info = th_cmd_str(aborting, "INFO", "errorstats", NULL);
+  int yes = info && strstr(info, "errorstat_EXECABORT:");
+  free(info);
+  return yes;
+}
+
+static rlock_client_t *attempting;
+static int attempted(void *want) {
+  rlock_stats_t st;
+  rlock_client_stats(attempting, &st);
+  return st.acquire_attempts >= *(uint64_t *)want;
+}
+
+/* The master is demoted by hand (REPLICAOF: its clients stay connected, no
+ * event) and a lock is asked for: the READONLY refusal resets the
+ * connection, the acquire waits for the master (Sentinel still names the
+ * demoted node: ROLE refuses it) and lands on the new one once Sentinel
+ * names it. Before: the trylock failed at once with RLOCK_ESERVER. A user
+ * transaction refused there fails and is not sent again (its SET alone would
+ * run outside the transaction). */
+TEST(readonly_after_a_silent_demotion) {
+  th_server_t *x = th_server_start(NULL), *y = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("ro", x->port, NULL, 0);
+  char url[300], port[16];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/ro", g->port);
+  rlock_client_t *c = client_on(url, "demoted");
+  lock_on_master(c, x, "sentinel:ro");
+  const char *ping[1] = {"PING"};
+  rlock_reply_t *pr = NULL;
+  CHECK_OK(rlock_client_command(c, 1, ping, NULL, &pr)); /* the user connection is up on x */
+  rlock_reply_free(pr);
+  snprintf(port, sizeof port, "%d", y->port);
+  redisReply *r = th_cmd(x, "REPLICAOF", "127.0.0.1", port, NULL);
+  th_reply_free(r);
+  struct tx_job tj = {.c = c};
+  pthread_t tt;
+  CHECK(pthread_create(&tt, NULL, tx_thread, &tj) == 0);
+  aborting = x;
+  CHECK_MSG(th_wait_until(aborted, NULL, 20000), "the transaction never reached the demoted node");
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  uint64_t want = st.acquire_attempts + 1;
+  struct trylock_job j = {.lock = th_lock(c, "sentinel:ro")};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, trylock_thread, &j) == 0);
+  attempting = c;
+  CHECK_MSG(th_wait_until(attempted, &want, 20000), "the acquire was never tried");
+  redisContext *sc = redisConnect("127.0.0.1", g->port);
+  CHECK(sc && !sc->err);
+  r = redisCommand(sc, "SENTINEL REMOVE ro");
+  if (r) freeReplyObject(r);
+  r = redisCommand(sc, "SENTINEL MONITOR ro 127.0.0.1 %d 1", y->port);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  redisFree(sc);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_MSG(j.rc == 0, "trylock: %s", rlock_err_name(j.rc));
+  CHECK(pthread_join(tt, NULL) == 0);
+  CHECK_MSG(tj.rc != 0 || (tj.reply && tj.reply->type == RLOCK_REPLY_ERROR), "the transaction succeeded on a replica");
+  rlock_reply_free(tj.reply);
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:ro", NULL), 1);
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:tx", NULL), 0); /* the refused transaction never ran */
+  CHECK_OK(rlock_lock_release(j.lock, 7));
+  rlock_lock_free(j.lock);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(g);
+  th_server_stop(y);
+  th_server_stop(x);
+}
+
+/* Every sentinel and the master gone under a running client: a lock call
+ * ends with RLOCK_ECONNECT (the connections wait for a sentinel to answer,
+ * nothing hangs; after the 3 s command timeout, not the 1 s wait: a try
+ * queued while disconnected waits for its own deadline, as with one server)
+ * and rlock_client_free returns at once. */
+TEST(everything_gone) {
+  th_server_t *m = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("gone", m->port, NULL, 0);
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/gone", g->port);
+  rlock_client_t *c = client_on(url, "gone");
+  lock_on_master(c, m, "sentinel:gone");
+  th_sentinel_stop_alone(g);
+  th_server_stop(m);
+  rlock_lock_t *l = th_lock(c, "sentinel:gone");
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_trylock(l, 1000, 10000), RLOCK_ECONNECT);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(took >= 900 && took < 10000, "trylock(1000 ms) took %lld ms", (long long)took);
+  printf("# figures: everything gone: trylock(1000 ms) RLOCK_ECONNECT after %lld ms\n", (long long)took);
+  rlock_lock_free(l);
+  t0 = th_now_ms();
+  rlock_client_free(c);
+  took = th_now_ms() - t0;
+  CHECK_MSG(took < 10000, "rlock_client_free took %lld ms", (long long)took);
+  printf("# figures: everything gone: rlock_client_free took %lld ms\n", (long long)took);
+}
+
+/* ------------------------------------------------------------ failover */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int lost_calls;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)name, (void)len, (void)owner, (void)arg;
+  fprintf(stderr, "lock lost: %s\n", rlock_lost_reason_str(reason));
+  pthread_mutex_lock(&mu);
+  lost_calls++;
+  pthread_mutex_unlock(&mu);
+}
+
+struct waiter {
+  rlock_lock_t *lock;
+  int rc, done;
+  int64_t done_at;
+};
+
+static void *wait_thread(void *p) {
+  struct waiter *w = p;
+  int rc = rlock_lock_trylock(w->lock, 120000, RLOCK_LEASE_WATCHDOG);
+  int64_t now = th_now_ms();
+  pthread_mutex_lock(&mu);
+  w->rc = rc;
+  w->done = 1;
+  w->done_at = now;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  if (rc == 0) CHECK_OK(rlock_lock_unlock(w->lock));
+  return NULL;
+}
+
+static int wait_done(struct waiter *w, int64_t timeout_ms) {
+  int64_t deadline = th_now_ms() + timeout_ms;
+  pthread_mutex_lock(&mu);
+  while (!w->done && th_now_ms() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&cv, &mu, &ts);
+  }
+  int d = w->done;
+  pthread_mutex_unlock(&mu);
+  return d;
+}
+
+static th_server_t *watched;
+static int subscribed(void *chan) { return th_numsub(watched, chan) >= 1; }
+
+/* Both clients have their command and subscriber connections on `watched`. */
+static int connections_there(void *arg) {
+  (void)arg;
+  char *list = th_cmd_str(watched, "CLIENT", "LIST", NULL);
+  int holder = 0, waiter = 0;
+  for (const char *p = list; p && (p = strstr(p, "name=")); p += 5) {
+    holder += !strncmp(p, "name=holder ", 12);
+    waiter += !strncmp(p, "name=waiter ", 12);
+  }
+  free(list);
+  return holder >= 2 && waiter >= 2;
+}
+
+static th_server_t *current_master(void) {
+  th_server_t *m = th_sentinels_node(dep, th_sentinel_master_port(dep, 0));
+  CHECK_MSG(m, "the sentinels name no master of the deployment");
+  return m;
+}
+
+/* A lock held (replicated with WAIT) and waited for while the master
+ * changes (kill: SIGKILL; else SENTINEL FAILOVER, the old master demoted
+ * with the clients' connections open): both clients follow, the waiter is
+ * resubscribed, the hold survives, and the holder's unlock wakes the waiter
+ * by its message. */
+static void held_and_waited_across_failover(bool kill) {
+  th_server_t *old = current_master();
+  CHECK_MSG(th_sentinels_wait_replicas(old, 1, 60000), "the master has no replica online");
+  rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
+  rlock_client_on_lost(h, on_lost, NULL);
+  lost_calls = 0;
+  rlock_lock_t *hl = th_lock(h, NAME);
+  struct waiter wt = {.lock = th_lock(w, NAME)};
+
+  /* the hold, replicated to every replica before the master changes */
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+  CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  watched = old;
+  CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
+
+  int64_t changed_at = th_now_ms();
+  if (kill) {
+    th_server_kill(old);
+  } else {
+    redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+  th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
+  CHECK_MSG(m, "no failover within 60 s");
+  watched = m;
+  int64_t promoted_at = th_now_ms();
+  CHECK_MSG(th_wait_until(connections_there, NULL, 30000), "the clients did not follow the new master");
+  CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter was not resubscribed on the new master");
+  int64_t followed_at = th_now_ms();
+  CHECK(!wait_done(&wt, 0)); /* still waiting: the hold survived */
+
+  /* the holder's unlock on the new master wakes the waiter by its message,
+   * long before the 30 s lease could */
+  rlock_stats_t before;
+  rlock_client_stats(w, &before);
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(wait_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
+  CHECK_OK(wt.rc);
+  CHECK(wt.done_at >= unlocked_at); /* never held twice */
+  printf("# figures: %s: sentinels agreed on the new master %lld ms after the change, clients there and "
+         "resubscribed %lld ms later; waiter granted %lld ms after the unlock\n",
+         kill ? "kill" : "SENTINEL FAILOVER", (long long)(promoted_at - changed_at),
+         (long long)(followed_at - promoted_at), (long long)(wt.done_at - unlocked_at));
+  rlock_stats_t after;
+  rlock_client_stats(w, &after);
+  CHECK(after.messages > before.messages);
+  CHECK(pthread_join(t, NULL) == 0);
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(lost_calls, 0);
+  pthread_mutex_unlock(&mu);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
+  rlock_stats_t hs;
+  rlock_client_stats(h, &hs);
+  CHECK(hs.reconnects >= 1);
+
+  /* and new locks go to the new master */
+  lock_on_master(h, m, "sentinel:after");
+  rlock_lock_free(hl);
+  rlock_lock_free(wt.lock);
+  rlock_client_free(h);
+  rlock_client_free(w);
+}
+
+TEST(manual_failover_while_held_and_waited_for) { held_and_waited_across_failover(false); }
+
+TEST(master_killed_while_held_and_waited_for) { held_and_waited_across_failover(true); }
+
+/* A raw command on a fresh connection (th_cmd's cached one may have been
+ * killed by a demotion: Sentinel sends CLIENT KILL TYPE normal). */
+static redisReply *fresh_cmd(th_server_t *n, const char *fmt, ...) {
+  redisContext *raw = th_raw_connect(n);
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(raw, fmt, ap);
+  va_end(ap);
+  redisFree(raw);
+  return r;
+}
+
+static rlock_lost_reason_t last_reason;
+static void on_lost_reason(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  on_lost(name, len, owner, reason, arg);
+  pthread_mutex_lock(&mu);
+  last_reason = reason;
+  pthread_mutex_unlock(&mu);
+}
+
+static int holder_told(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  int n = lost_calls;
+  pthread_mutex_unlock(&mu);
+  return n > 0;
+}
+
+/* The hold never reached the replica that gets promoted (deleted there by
+ * hand: what a failover before replication does): the new master has no
+ * lock, the waiter is woken by its resubscription and takes it, and the
+ * holder is told at its reconnect (renewal answers 0), not at the end of
+ * its 30 s lease. Without the replica-sync check this overlap is the
+ * deployment's, not the client's: the test shows both sides learn at once. */
+TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
+  th_server_t *old = current_master();
+  CHECK_MSG(th_sentinels_wait_replicas(old, 1, 60000), "the master has no replica online");
+  rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
+  rlock_client_on_lost(h, on_lost_reason, NULL);
+  lost_calls = 0;
+  rlock_lock_t *hl = th_lock(h, NAME);
+  struct waiter wt = {.lock = th_lock(w, NAME)};
+  CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
+  CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
+  for (int i = 0; i < dep->nnodes; i++) {
+    th_server_t *n = dep->nodes[i];
+    if (n == old || n->pid <= 0) continue;
+    redisReply *r = fresh_cmd(n, "CONFIG SET replica-read-only no");
+    freeReplyObject(r);
+    redisContext *raw = th_raw_connect(n);
+    r = redisCommand(raw, "DEL %s", NAME);
+    freeReplyObject(r);
+    r = redisCommand(raw, "CONFIG SET replica-read-only yes");
+    freeReplyObject(r);
+    redisFree(raw);
+  }
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  watched = old;
+  CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
+  th_server_kill(old);
+  th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
+  CHECK_MSG(m, "no failover within 60 s");
+  int64_t failed_over_at = th_now_ms();
+  CHECK_MSG(wait_done(&wt, 20000), "the waiter still sleeps 20 s after the failover (lease: 30 s)");
+  CHECK_OK(wt.rc);
+  CHECK_MSG(th_wait_until(holder_told, NULL, 20000), "the holder was not told within 20 s");
+  int64_t told_at = th_now_ms();
+  CHECK(told_at - failed_over_at < 25000);
+  printf("# figures: unreplicated hold: waiter granted %lld ms, holder told by %lld ms after the sentinels "
+         "agreed\n", (long long)(wt.done_at - failed_over_at), (long long)(told_at - failed_over_at));
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(last_reason, RLOCK_LOST_DELETED);
+  pthread_mutex_unlock(&mu);
+  CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
+  rlock_lock_free(hl);
+  rlock_lock_free(wt.lock);
+  rlock_client_free(h);
+  rlock_client_free(w);
+}
+
+static th_server_t *other;
+static int on_other(void *arg) {
+  (void)arg;
+  char *list = th_cmd_str(other, "CLIENT", "LIST", NULL);
+  int n = 0;
+  for (const char *p = list; p && (p = strstr(p, "name=poller ")); p += 5) n++;
+  free(list);
+  return n >= 2;
+}
+
+/* The sentinels are told to monitor another server under the same name: no
+ * +switch-master is published and no connection drops, so only the poll
+ * can move the client there. */
+TEST(poll_follows_without_event) {
+  rlock_client_t *c = client_on(dep->url, "poller");
+  lock_on_master(c, current_master(), "sentinel:poll");
+  other = th_server_start(NULL);
+  char port[16], quorum[16];
+  snprintf(port, sizeof port, "%d", other->port);
+  snprintf(quorum, sizeof quorum, "%d", dep->nsent / 2 + 1);
+  for (int i = 0; i < dep->nsent; i++) {
+    redisReply *r = th_sentinel_cmd(dep, i, "SENTINEL REMOVE %s", dep->name);
+    if (r) freeReplyObject(r);
+    r = th_sentinel_cmd(dep, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", dep->name, port, quorum);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+  CHECK_MSG(th_wait_until(on_other, NULL, 30000), "the client did not follow the sentinels' new master");
+  lock_on_master(c, other, "sentinel:poll");
+  rlock_client_free(c);
+  th_server_stop(other);
+}
+
+/* Sentinel names a replica as the master (monitoring it under the name):
+ * the ROLE check refuses it, so nothing is written to a replica. */
+TEST(role_check_refuses_a_replica) {
+  th_server_t *primary = th_server_start(NULL);
+  char pport[16];
+  snprintf(pport, sizeof pport, "%d", primary->port);
+  const char *args[] = {"--replicaof", "127.0.0.1", pport, NULL};
+  th_server_opts_t ro = {.extra_args = args};
+  th_server_t *rep = th_server_start(&ro);
+  char port[16], quorum[16];
+  snprintf(port, sizeof port, "%d", rep->port);
+  snprintf(quorum, sizeof quorum, "%d", dep->nsent / 2 + 1);
+  for (int i = 0; i < dep->nsent; i++) {
+    redisReply *r = th_sentinel_cmd(dep, i, "SENTINEL REMOVE %s", dep->name);
+    if (r) freeReplyObject(r);
+    r = th_sentinel_cmd(dep, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", dep->name, port, quorum);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = dep->url;
+  rlock_client_t *c = NULL;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  CHECK_MSG(strstr(rlock_last_error(), "is not a master (ROLE: slave)"), "message: %s", rlock_last_error());
+  th_server_stop(rep);
+  th_server_stop(primary);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 600);
+  RUN(url_errors);
+  RUN(url_redaction);
+  dep = th_sentinels_start("mymaster", 2, 3);
+  RUN(connect_first_sentinel_dead);
+  RUN(connect_first_sentinel_silent);
+  RUN(connect_with_db_and_user_command);
+  RUN(unknown_master);
+  RUN(no_sentinel_reachable);
+  RUN(cli_exec_and_status);
+  RUN(sentinel_password);
+  RUN(tls_sentinel_and_master);
+  RUN(readonly_after_a_silent_demotion);
+  RUN(everything_gone);
+  RUN(manual_failover_while_held_and_waited_for);
+  RUN(master_killed_while_held_and_waited_for);
+  RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
+  RUN(poll_follows_without_event);
+  RUN(role_check_refuses_a_replica);
+  th_sentinels_stop(dep);
+  return th_done();
+}
