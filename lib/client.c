@@ -160,6 +160,7 @@ void rlock__client_flush(client_t *cl) {
     cl->batch_wrote = false;
     rlock__conn_flush(&cl->cmd);
   }
+  if (cl->topo->flush) cl->topo->flush(cl);
   rlock__conn_flush(&cl->uc.conn);
 }
 
@@ -169,11 +170,13 @@ static void shutdown_engine(client_t *cl) {
   if (cl->shut) return;
   cl->shut = true;
   rlock__conn_flush(&cl->cmd); /* what the last pass queued (undos) leaves before the close */
+  if (cl->topo->flush) cl->topo->flush(cl);
   /* Order matters: closing the command and user connections completes every
    * request in flight (ops that begin_close ended just free themselves; a
    * user command's op ends through its requests); then any op still active
    * (none after begin_close). */
   rlock__conn_close(&cl->cmd);
+  if (cl->topo->close) cl->topo->close(cl);
   rlock__usercmd_close(&cl->uc);
   rlock__op_fail_all(cl, RLOCK_ECLOSED);
   rlock__pubsub_close(&cl->ps);
@@ -412,6 +415,14 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
+  if (cl->topo->init && cl->topo->init(cl)) {
+    rlock__conn_close(&cl->cmd);
+    rlock__pubsub_close(&cl->ps);
+    rlock__usercmd_close(&cl->uc);
+    rlock__watchdog_close(&cl->wd);
+    client_destroy(cl);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
   /* The I/O thread starts with every signal blocked: the application's
    * signals go to its own threads, and a write to a connection the server
    * closed gives EPIPE there instead of a SIGPIPE that would kill the process. */
@@ -422,6 +433,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   pthread_sigmask(SIG_SETMASK, &caller, NULL);
   if (rc) {
     rlock__conn_close(&cl->cmd);
+    if (cl->topo->close) cl->topo->close(cl);
     rlock__pubsub_close(&cl->ps);
     rlock__usercmd_close(&cl->uc);
     rlock__watchdog_close(&cl->wd);

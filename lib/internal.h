@@ -116,6 +116,8 @@ typedef struct url {
   char *path; /* unix socket */
   char *user, *password;
   int db;
+  bool cluster; /* redis+cluster:// or rediss+cluster:// (kind URL_TCP / URL_TLS) */
+  char *seeds;  /* cluster: the seeds after the first, "h2:p2,h3:p3" (validated); NULL: none */
 } url_t;
 int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
 /* Sets hide[i] for each of the n bytes of s that may be a password, whatever
@@ -166,6 +168,8 @@ struct req {
   bool completed; /* done() already called (timed out): the reply is discarded */
   bool internal;  /* handshake request: its errors fail the connection */
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
+  uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
+  uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -376,6 +380,7 @@ struct rlock_client {
   char start_msg[256];
   /* engine (I/O thread only) */
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */
+  void *topo_state;           /* the topology's own state (Cluster: node table, slot map) */
   conn_t cmd;
   pubsub_t ps;
   usercmd_t uc;

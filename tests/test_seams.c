@@ -323,7 +323,7 @@ static conn_t *route_cmd(client_t *cl, const req_t *r) {
   return &cl->cmd;
 }
 
-static const topology_ops_t hook_topology = {"hook-test", false, route_cmd, test_hook};
+static const topology_ops_t hook_topology = {"hook-test", false, route_cmd, test_hook, NULL, NULL, NULL};
 
 TEST(requests_keep_command_and_slot) {
   struct event_base *base = event_base_new();
@@ -484,8 +484,8 @@ static bool no_redirect(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *
   return false;
 }
 
-static const topology_ops_t count_single = {"count-single", false, count_route, no_redirect};
-static const topology_ops_t count_by_slot = {"count-by-slot", true, count_route, no_redirect};
+static const topology_ops_t count_single = {"count-single", false, count_route, no_redirect, NULL, NULL, NULL};
+static const topology_ops_t count_by_slot = {"count-by-slot", true, count_route, no_redirect, NULL, NULL, NULL};
 
 /* Scripts call DEL, EXISTS and PTTL themselves (counted by the server too):
  * those verbs are only checked to have been routed. */

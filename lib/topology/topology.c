@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 const topology_ops_t *rlock__topology_for(const url_t *u) {
-  (void)u; /* redis-sentinel:// and Cluster seeds will pick theirs here */
-  return &rlock__topology_single;
+  if (u->cluster) return &rlock__topology_cluster;
+  return &rlock__topology_single; /* redis-sentinel:// will pick its own here */
 }
 
 static int by_key(const void *a, const void *b) {

@@ -24,11 +24,19 @@ typedef struct topology_ops {
    * it again elsewhere, or completed it) and r must not be touched; false: r
    * completes with the reply as usual. */
   bool (*on_error_reply)(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err);
+  /* Optional (NULL: nothing to do). init: at client creation, after the
+   * client's connections exist, before the I/O thread starts (RLOCK_ENOMEM);
+   * flush: the end of an I/O pass (write what the topology's own connections
+   * queued); close: the client shuts down (complete and free what it owns). */
+  int (*init)(client_t *cl);
+  void (*flush)(client_t *cl);
+  void (*close)(client_t *cl);
 } topology_ops_t;
 
 extern const topology_ops_t rlock__topology_single;
+extern const topology_ops_t rlock__topology_cluster;
 
-/* The topology of a client's URL (one server for every URL today). */
+/* The topology of a client's URL: Cluster for redis+cluster://, else one server. */
 const topology_ops_t *rlock__topology_for(const url_t *u);
 
 /* Cuts n items into batches of at most max items (topology.c). With slots

@@ -1,0 +1,287 @@
+/* test_cluster.c -- redis+cluster://: a real Redis Cluster (3 masters, 3
+ * replicas, harness_cluster.c). The URL form; locks on every one of the
+ * 16384 slots and on hash-tagged names, each landing on the master that owns
+ * its slot; two processes contending through different seed nodes; a slot
+ * migrated live (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE) while its lock is
+ * held, renewed and waited for; a replica promoted with CLUSTER FAILOVER under
+ * a held and waited-for lock. Internal test: it names slots with the
+ * library's own tags (rlock__names_tag). */
+#include "harness.h"
+#include "harness_cluster.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static th_cluster_t *cl;
+
+/* A client on url with a short watchdog lease (renewed every third). */
+static rlock_client_t *client_on(const char *url, int64_t watchdog_ms) { return th_client(url, watchdog_ms); }
+
+/* The cluster URL starting with node i (the first seed the client asks). */
+static void url_from(int i, char *buf, size_t n) {
+  size_t off = (size_t)snprintf(buf, n, "redis+cluster://");
+  for (int k = 0; k < cl->masters; k++)
+    off += (size_t)snprintf(buf + off, n - off, "%s127.0.0.1:%d", k ? "," : "", cl->node[(i + k) % cl->masters]->port);
+}
+
+TEST(url_forms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  rlock_client_t *c = NULL;
+  const char *bad[] = {"redis+cluster://", "redis+cluster://h:1,", "redis+cluster://h:1,h2",
+                       "redis+cluster://h:1,h2:0", "redis+cluster://h:1,h 2:3", "redis+cluster://h:1/2",
+                       "redis+cluster://h:1,h2:70000", NULL};
+  for (int i = 0; bad[i]; i++) {
+    o.url = bad[i];
+    CHECK_RC(rlock_client_new(&c, &o), RLOCK_EURL);
+    CHECK(c == NULL);
+  }
+  o.url = "redis+cluster://:secret-pw@127.0.0.1:1,127.0.0.1:2";
+  o.connect_timeout_ms = 200;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT); /* both seeds tried, both refused */
+  CHECK(strstr(rlock_last_error(), "secret-pw") == NULL);
+  /* a first seed that is down: the next one is used */
+  char url[200];
+  snprintf(url, sizeof url, "redis+cluster://127.0.0.1:1,127.0.0.1:%d", cl->node[1]->port);
+  o.url = url;
+  o.connect_timeout_ms = 3000;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "seed-fallback");
+  CHECK_OK(rlock_lock_trylock(l, 0, 10000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* The lock key of a name lands on the master that owns its slot. */
+static void check_on_owner(const char *name, int present) {
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *owner = th_cluster_owner(cl, slot);
+  CHECK(owner != NULL);
+  CHECK_EQ(th_cmd_int(owner, "EXISTS", name, NULL), present);
+}
+
+TEST(every_slot) {
+  rlock_client_t *c = client_on(cl->url, 0);
+  static char names[16384][16];
+  static rlock_lock_t *locks[16384];
+  for (int s = 0; s < 16384; s++) {
+    snprintf(names[s], sizeof names[s], "{%s}", rlock__names_tag((uint16_t)s));
+    CHECK_EQ(rlock__names_slot(names[s], strlen(names[s])), s);
+    locks[s] = th_lock(c, names[s]);
+    CHECK_OK(rlock_lock_trylock(locks[s], 0, 60000));
+  }
+  for (int s = 0; s < 16384; s += 997) check_on_owner(names[s], 1);
+  int total = 0;
+  for (int i = 0; i < cl->masters; i++) total += (int)th_cmd_int(cl->node[i], "DBSIZE", NULL);
+  CHECK(total >= 16384); /* every lock key (and maybe latches not yet deleted) */
+  for (int s = 0; s < 16384; s++) {
+    CHECK_OK(rlock_lock_unlock(locks[s]));
+    rlock_lock_free(locks[s]);
+  }
+  for (int s = 0; s < 16384; s += 997) check_on_owner(names[s], 0);
+  rlock_client_free(c);
+}
+
+TEST(hash_tags) {
+  rlock_client_t *a = client_on(cl->url, 0), *b = client_on(cl->url, 0);
+  const char *names[] = {"{user42}:profile", "{user42}:cart", "orders:{user42}", "plain-name", "x{}y", NULL};
+  for (int i = 0; names[i]; i++) {
+    rlock_lock_t *la = th_lock(a, names[i]), *lb = th_lock(b, names[i]);
+    CHECK_OK(rlock_lock_trylock(la, 0, 30000));
+    check_on_owner(names[i], 1);
+    CHECK_RC(rlock_lock_trylock(lb, 0, 30000), RLOCK_EBUSY);
+    int locked = 0;
+    CHECK_OK(rlock_lock_is_locked(lb, &locked));
+    CHECK_EQ(locked, 1);
+    CHECK_OK(rlock_lock_unlock(la));
+    CHECK_OK(rlock_lock_trylock(lb, 0, 30000));
+    CHECK_OK(rlock_lock_unlock(lb));
+    rlock_lock_free(la);
+    rlock_lock_free(lb);
+  }
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
+/* Two processes, each through another first seed, take turns on names on
+ * every master: never both inside. */
+typedef struct shared {
+  atomic_int inside, overlaps, done;
+} shared_t;
+
+static void contend(int seed, shared_t *sh, int rounds) {
+  char url[300];
+  url_from(seed, url, sizeof url);
+  rlock_client_t *c = client_on(url, 0);
+  rlock_lock_t *l[3] = {th_lock(c, "contend-a"), th_lock(c, "contend-b"), th_lock(c, "contend-c")};
+  for (int i = 0; i < rounds; i++) {
+    rlock_lock_t *x = l[i % 3];
+    CHECK_OK(rlock_lock_trylock(x, 60000, 30000));
+    if (atomic_fetch_add(&sh[i % 3].inside, 1) != 0) atomic_fetch_add(&sh[i % 3].overlaps, 1);
+    atomic_fetch_sub(&sh[i % 3].inside, 1);
+    atomic_fetch_add(&sh[i % 3].done, 1);
+    CHECK_OK(rlock_lock_unlock(x));
+  }
+  for (int i = 0; i < 3; i++) rlock_lock_free(l[i]);
+  rlock_client_free(c);
+}
+
+TEST(two_processes_two_seeds) {
+  shared_t *sh = mmap(NULL, 3 * sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(sh != MAP_FAILED);
+  memset(sh, 0, 3 * sizeof *sh);
+  const int rounds = 300;
+  pid_t kid = th_fork();
+  if (kid == 0) {
+    contend(1, sh, rounds);
+    const char *argv[] = {"true", NULL};
+    execvp("true", (char *const *)argv); /* leave without the parent's cleanup */
+    _exit(1);
+  }
+  contend(0, sh, rounds);
+  CHECK_EQ(th_wait_child(kid), 0);
+  int done = 0;
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ(atomic_load(&sh[i].overlaps), 0);
+    done += atomic_load(&sh[i].done);
+  }
+  CHECK_EQ(done, 2 * rounds);
+  munmap(sh, 3 * sizeof *sh);
+}
+
+/* ------------------------------------------------------------ live migration */
+
+typedef struct waiter_arg {
+  rlock_lock_t *lock;
+  int rc;
+  atomic_int granted;
+  int64_t at;
+} waiter_arg_t;
+
+static void *waiter_main(void *arg) {
+  waiter_arg_t *w = arg;
+  w->rc = rlock_lock_acquire(w->lock, 7, 120000, RLOCK_LEASE_WATCHDOG, NULL); /* owner 7: released by main */
+  w->at = th_now_ms();
+  atomic_store(&w->granted, 1);
+  return NULL;
+}
+
+static int is_granted(void *arg) { return atomic_load(&((waiter_arg_t *)arg)->granted); }
+
+typedef struct renewed_arg {
+  rlock_client_t *c;
+  uint64_t base;
+} renewed_arg_t;
+
+static uint64_t renewed(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st.renewed_locks;
+}
+static int renewed_twice(void *arg) {
+  renewed_arg_t *r = arg;
+  return renewed(r->c) >= r->base + 2;
+}
+
+typedef struct released {
+  atomic_int done;
+  int status;
+} released_t;
+
+static void on_released(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  released_t *r = arg;
+  r->status = status;
+  atomic_store(&r->done, 1);
+}
+static int is_released(void *arg) { return atomic_load(&((released_t *)arg)->done); }
+
+typedef struct mig {
+  rlock_client_t *holder, *waiter_client;
+  rlock_lock_t *held;
+  waiter_arg_t *w;
+  th_server_t *to;
+  const char *name;
+  released_t rel;
+} mig_t;
+
+/* Keys moved, slot still MIGRATING/IMPORTING: renewals reach the target
+ * through ASK. The unlock is sent then: its latch key is not on the target,
+ * so the target answers TRYAGAIN until the slot is its own (SETSLOT NODE
+ * right after): the unlock lands then, and the waiter is granted. */
+static void during_move(void *arg, int phase) {
+  mig_t *m = arg;
+  if (phase != 1) return;
+  th_reply_free(th_cmd(m->to, "ASKING", NULL)); /* the slot is only importing there */
+  CHECK_EQ(th_cmd_int(m->to, "EXISTS", m->name, NULL), 1); /* the lock key moved */
+  renewed_arg_t r = {m->holder, renewed(m->holder)};
+  CHECK_MSG(th_wait_until(renewed_twice, &r, 20000), "the holder's renewals did not reach the new owner");
+  CHECK(!is_granted(m->w));
+  CHECK_OK(rlock_lock_release_async(m->held, RLOCK_OWNER_SELF, on_released, &m->rel));
+}
+
+TEST(slot_migrated_live) {
+  const char *name = "migrating-lock";
+  rlock_client_t *h = client_on(cl->url, 1500), *wc = client_on(cl->url, 1500);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = NULL;
+  for (int i = 0; i < cl->masters && !to; i++)
+    if (cl->node[i] != from) to = cl->node[i];
+  /* the waiter is subscribed before the move starts */
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+  for (int64_t end = th_now_ms() + 20000; th_now_ms() < end;) {
+    int sum = 0;
+    for (int i = 0; i < cl->masters; i++) sum += (int)th_numsub(cl->node[i], chan);
+    if (sum) break;
+    th_sleep_ms(5);
+  }
+  mig_t m = {.holder = h, .waiter_client = wc, .held = lh, .w = &w, .to = to, .name = name};
+  th_cluster_move_slot(cl, slot, to, during_move, &m);
+  CHECK_MSG(th_wait_until(is_released, &m.rel, 20000), "the unlock sent during the move never ended");
+  CHECK_OK(m.rel.status);
+  CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(th_cluster_wait_ok(cl, 30000));
+  CHECK(th_cluster_owner(cl, slot) == to);
+  /* the new holder renews on the new owner (MOVED followed, map refreshed) */
+  renewed_arg_t r = {wc, renewed(wc)};
+  CHECK(th_wait_until(renewed_twice, &r, 20000));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 1);
+  CHECK(th_cmd_int(to, "PTTL", name, NULL) > 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 0);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_client_stats(wc, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 900);
+  cl = th_cluster_start(3, 1, 2000);
+  RUN(url_forms);
+  RUN(hash_tags);
+  RUN(every_slot);
+  RUN(two_processes_two_seeds);
+  RUN(slot_migrated_live);
+  th_cluster_stop(cl);
+  return th_done();
+}
