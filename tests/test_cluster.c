@@ -174,6 +174,19 @@ static void *waiter_main(void *arg) {
 
 static int is_granted(void *arg) { return atomic_load(&((waiter_arg_t *)arg)->granted); }
 
+/* Some live node has a subscriber on the lock's channel (classic pub/sub:
+ * subscriptions are per node). */
+static int subscribed(void *arg) {
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", (const char *)arg);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]->pid > 0 && th_numsub(cl->node[i], chan) > 0) return 1;
+  return 0;
+}
+static void wait_subscribed(const char *name) {
+  CHECK_MSG(th_wait_until(subscribed, (void *)name, 20000), "the waiter never subscribed");
+}
+
 typedef struct renewed_arg {
   rlock_client_t *c;
   uint64_t base;
@@ -260,15 +273,7 @@ TEST(slot_migrated_live) {
   th_server_t *from = th_cluster_owner(cl, slot), *to = NULL;
   for (int i = 0; i < cl->masters && !to; i++)
     if (cl->node[i] != from) to = cl->node[i];
-  /* the waiter is subscribed before the move starts */
-  char chan[128];
-  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
-  for (int64_t end = th_now_ms() + 20000; th_now_ms() < end;) {
-    int sum = 0;
-    for (int i = 0; i < cl->masters; i++) sum += (int)th_numsub(cl->node[i], chan);
-    if (sum) break;
-    th_sleep_ms(5);
-  }
+  wait_subscribed(name); /* the waiter is parked before the move starts */
   mig_t m = {.holder = h, .waiter_client = wc, .held = lh, .w = &w, .to = to, .name = name};
   th_cluster_move_slot(cl, slot, to, during_move, &m);
   CHECK_MSG(th_wait_until(is_released, &m.rel, 20000), "the unlock sent during the move never ended");
@@ -296,6 +301,107 @@ TEST(slot_migrated_live) {
   rlock_client_free(wc);
 }
 
+/* ------------------------------------------------------------ failover */
+
+/* A name whose slot master is m. */
+static void name_on(th_server_t *m, const char *prefix, char *buf, size_t n) {
+  for (int i = 0;; i++) {
+    snprintf(buf, n, "%s-%d", prefix, i);
+    if (th_cluster_owner(cl, th_cluster_keyslot(cl, buf)) == m) return;
+  }
+}
+
+typedef struct replica_has {
+  th_server_t *replica;
+  const char *key;
+} replica_has_t;
+
+/* The replica holds key (a replica answers reads after READONLY). */
+static int replica_has_key(void *arg) {
+  replica_has_t *r = arg;
+  th_reply_free(th_cmd(r->replica, "READONLY", NULL));
+  return th_cmd_int(r->replica, "EXISTS", r->key, NULL) == 1;
+}
+
+typedef struct owner_is {
+  int slot;
+  th_server_t *s;
+} owner_is_t;
+static int owner_is(void *arg) {
+  owner_is_t *o = arg;
+  return th_cluster_owner(cl, o->slot) == o->s;
+}
+
+/* A held lock and a waiter across a failover of the master that owns it:
+ * `how` promotes its replica. The holder renews on the new master, nothing
+ * is reported lost, the unlock grants the waiter. */
+static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog_ms, void (*how)(th_server_t *m,
+                                                                                                  th_server_t *rep)) {
+  char name[64];
+  name_on(m, prefix, name, sizeof name);
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *rep = th_cluster_replica_of(cl, m);
+  CHECK(rep != NULL);
+  rlock_client_t *h = client_on(cl->url, watchdog_ms), *wc = client_on(cl->url, watchdog_ms);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  replica_has_t rh = {rep, name};
+  CHECK(th_wait_until(replica_has_key, &rh, 20000)); /* the hold survives the failover */
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  how(m, rep);
+  owner_is_t o = {slot, rep};
+  CHECK_MSG(th_wait_until(owner_is, &o, 60000), "the replica did not take the slot");
+  CHECK(th_cluster_wait_ok(cl, 60000));
+  renewed_arg_t r = {h, renewed(h)};
+  CHECK_MSG(th_wait_until(renewed_twice, &r, 60000), "the holder does not renew on the promoted replica");
+  CHECK(th_cmd_int(rep, "PTTL", name, NULL) > 0);
+  CHECK(!is_granted(&w));
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  /* woken by the unlock message (the subscription followed the cluster),
+   * not by its lease-long park: the waiter re-tries at most every 2/3 lease */
+  rlock_stats_t ws;
+  rlock_client_stats(wc, &ws);
+  CHECK(ws.messages >= 1);
+  CHECK_MSG(w.at - unlocked_at < watchdog_ms / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK_EQ(th_cmd_int(rep, "EXISTS", name, NULL), 0);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_client_stats(wc, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+static void manual_failover(th_server_t *m, th_server_t *rep) {
+  (void)m;
+  redisReply *r = th_cmd(rep, "CLUSTER", "FAILOVER", NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+}
+
+static void kill_master(th_server_t *m, th_server_t *rep) {
+  (void)rep;
+  th_server_kill(m); /* the replica takes over after cluster-node-timeout */
+}
+
+TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
+
+/* The killed master is the first seed: the control and subscriber
+ * connections move to another node too. Lease 15 s: longer than the
+ * failover (node timeout 2 s + election). */
+TEST(master_killed) { across_failover(cl->node[0], "killed-master", 15000, kill_master); }
+
 /* TEST_ONLY=name runs that test alone (the cluster is started either way). */
 #define RUN_SOME(name)                                            \
   do {                                                            \
@@ -311,6 +417,8 @@ int main(int argc, char **argv) {
   RUN_SOME(every_slot);
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
+  RUN_SOME(replica_promoted_by_cluster_failover);
+  RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);
   return th_done();
 }
