@@ -69,9 +69,11 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
  * and connection. One server today; Cluster routes by the slot (and follows
  * MOVED/ASK through its redirect hook), Sentinel to the current master: the
  * lock objects above never change. key may be NULL (any node). */
-void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
+conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
   r->slot = key ? rlock__names_slot(key, klen) : -1;
-  rlock__conn_send(cl->topo->route(cl, r), r);
+  conn_t *c = cl->topo->route(cl, r);
+  rlock__conn_send(c, r);
+  return c;
 }
 
 /* ------------------------------------------------------------ latch clean-up */

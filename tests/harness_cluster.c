@@ -38,7 +38,8 @@ th_cluster_t *th_cluster_start(int masters, int replicas_each, int node_timeout_
   for (int i = 0; i < n; i++) {
     snprintf(c->bus[i], sizeof c->bus[i], "%d", bus_port());
     const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                          "--cluster-node-timeout", c->timeout, "--cluster-port", c->bus[i], NULL};
+                          "--cluster-node-timeout", c->timeout, "--cluster-port", c->bus[i],
+                          "--repl-diskless-sync-delay", "0", NULL}; /* replicas in sync at once */
     memcpy(c->args[i], args, sizeof args);
     th_server_opts_t o = {.extra_args = c->args[i]};
     c->node[i] = th_server_start(&o);
@@ -79,10 +80,14 @@ static int slot_ports(th_server_t *s, int *ports) {
   return 1;
 }
 
+/* cluster_state:ok, and a replica's link to its master is up (in sync). */
 static int state_ok(th_server_t *s) {
   char *info = th_cmd_str(s, "CLUSTER", "INFO", NULL);
   int ok = info && strstr(info, "cluster_state:ok") != NULL;
   free(info);
+  char *repl = th_cmd_str(s, "INFO", "replication", NULL);
+  if (repl && strstr(repl, "role:slave") && !strstr(repl, "master_link_status:up")) ok = 0;
+  free(repl);
   return ok;
 }
 

@@ -22,8 +22,9 @@ typedef struct th_cluster {
 /* masters (>= 3) with replicas_each replicas each; cluster-node-timeout node_timeout_ms. */
 th_cluster_t *th_cluster_start(int masters, int replicas_each, int node_timeout_ms);
 void th_cluster_stop(th_cluster_t *c);
-/* Waits until every live node says cluster_state:ok and agrees on the owner
- * of every slot; 1 if so within timeout_ms. */
+/* Waits until every live node says cluster_state:ok (a replica: its link
+ * to its master is up) and agrees on the owner of every slot; 1 if so
+ * within timeout_ms. */
 int th_cluster_wait_ok(th_cluster_t *c, int64_t timeout_ms);
 /* The master that serves slot, as a live node sees it (NULL if none). */
 th_server_t *th_cluster_owner(th_cluster_t *c, int slot);

@@ -174,14 +174,21 @@ static void *waiter_main(void *arg) {
 
 static int is_granted(void *arg) { return atomic_load(&((waiter_arg_t *)arg)->granted); }
 
-/* Some live node has a subscriber on the lock's channel (classic pub/sub:
- * subscriptions are per node). */
+/* Sharded subscribers of a channel on s (PUBSUB SHARDNUMSUB). */
+static long long shard_numsub(th_server_t *s, const char *chan) {
+  redisReply *r = th_cmd(s, "PUBSUB", "SHARDNUMSUB", chan, NULL);
+  long long n = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : 0;
+  th_reply_free(r);
+  return n;
+}
+
+/* The master that owns the lock's slot has a sharded subscriber on its
+ * channel (the client probed sharded pub/sub: Redis 7). */
 static int subscribed(void *arg) {
   char chan[128];
   snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", (const char *)arg);
-  for (int i = 0; i < cl->n; i++)
-    if (cl->node[i]->pid > 0 && th_numsub(cl->node[i], chan) > 0) return 1;
-  return 0;
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, arg));
+  return owner && shard_numsub(owner, chan) > 0;
 }
 static void wait_subscribed(const char *name) {
   CHECK_MSG(th_wait_until(subscribed, (void *)name, 20000), "the waiter never subscribed");
@@ -359,6 +366,8 @@ static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog
   CHECK_MSG(th_wait_until(renewed_twice, &r, 60000), "the holder does not renew on the promoted replica");
   CHECK(th_cmd_int(rep, "PTTL", name, NULL) > 0);
   CHECK(!is_granted(&w));
+  /* the waiter's subscription followed the slot to the promoted replica */
+  wait_subscribed(name);
   int64_t unlocked_at = th_now_ms();
   CHECK_OK(rlock_lock_unlock(lh));
   CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted after the unlock");

@@ -43,6 +43,8 @@ typedef struct cnode {
   char *host;
   int port;
   conn_t cmd;
+  conn_t sub;    /* sharded pub/sub: SSUBSCRIBE for the channels of its slots */
+  bool has_sub;  /* sub was opened (on first use) */
 } cnode_t;
 
 typedef struct delayed delayed_t;
@@ -60,6 +62,8 @@ typedef struct cluster {
   char **seeds;          /* the URL's seeds after the first, "host:port" */
   int nseeds, next_seed; /* next_seed: the next one to try for the control connection */
   void (*cmd_on_error)(conn_t *c, int err, const char *msg); /* the client's */
+  void (*cmd_on_ready)(conn_t *c);                           /* the client's */
+  bool probed;           /* PUBSUB SHARDNUMSUB answered (or failed): pub/sub mode known */
 } cluster_t;
 
 struct delayed {
@@ -147,6 +151,33 @@ static void move_queued(cluster_t *k, int i) {
   c->pending = keep;
 }
 
+/* Sharded pub/sub: the SSUBSCRIBEs still queued on node i (down) whose slot
+ * another node owns now fail at once (ECONNECT: never written); pubsub.c
+ * marks their channels unsubscribed and wakes their waiters, and the
+ * resubscribe after the map change sends them to the new owner. */
+static void fail_queued_subs(cluster_t *k, int i) {
+  conn_t *c = &k->nodes[i]->sub;
+  req_queue_t keep = {0}, doomed = {0};
+  req_t *r;
+  while ((r = c->pending.head)) {
+    c->pending.head = r->next;
+    r->next = NULL;
+    req_queue_t *q = r->slot >= 0 && k->owner[r->slot] >= 0 && k->owner[r->slot] != i ? &doomed : &keep;
+    if (q->tail) q->tail->next = r;
+    else q->head = r;
+    q->tail = r;
+    q->n++;
+  }
+  c->pending = keep; /* before the callbacks below, which may queue more */
+  while ((r = doomed.head)) {
+    doomed.head = r->next;
+    rlock__set_msg("the slot moved to another node");
+    r->completed = true;
+    if (r->done) r->done(r, RLOCK_ECONNECT, NULL);
+    rlock__req_free(r);
+  }
+}
+
 /* A CLUSTER SLOTS reply: [[start, end, [host, port, id...], replicas...]...]. */
 static void apply_slots(cluster_t *k, const conn_t *from, const rlock_reply_t *rep) {
   bool all_usable = true;
@@ -169,7 +200,11 @@ static void apply_slots(cluster_t *k, const conn_t *from, const rlock_reply_t *r
       if (s >= 0) k->owner[s] = (int16_t)idx;
   }
   for (int i = 0; i < k->nnodes; i++)
-    if (!node_usable(k->nodes[i])) move_queued(k, i);
+    if (!node_usable(k->nodes[i])) {
+      move_queued(k, i);
+      if (k->nodes[i]->has_sub) fail_queued_subs(k, i);
+    }
+  if (k->cl->sharded_pubsub) rlock__pubsub_resubscribe(&k->cl->ps);
   if (!all_usable) schedule_refresh(k, REFRESH_MIN_MS); /* a failover may be under way: look again */
 }
 
@@ -221,12 +256,29 @@ static void schedule_refresh(cluster_t *k, int64_t delay_ms) {
 
 /* ------------------------------------------------------------ routing */
 
+/* Node n's subscriber connection, opened on first use; NULL when out of memory. */
+static conn_t *node_sub(cluster_t *k, cnode_t *n) {
+  if (!n->has_sub) {
+    if (rlock__conn_init(&n->sub, k->cl, CONN_SUB) || rlock__conn_set_node(&n->sub, n->host, n->port)) {
+      rlock__conn_close(&n->sub);
+      return NULL;
+    }
+    n->has_sub = true;
+    rlock__pubsub_attach(&k->cl->ps, &n->sub);
+    rlock__conn_start(&n->sub);
+  }
+  return &n->sub;
+}
+
 static conn_t *route(client_t *cl, const req_t *r) {
   cluster_t *k = state(cl);
-  if (r->conn == CONN_SUB) return &cl->ps.conn;
+  bool known = r->slot >= 0 && r->slot < NSLOTS && k->owner[r->slot] >= 0;
+  if (r->conn == CONN_SUB) { /* classic: any node hears every PUBLISH; sharded: the slot's master */
+    conn_t *c = cl->sharded_pubsub && known ? node_sub(k, k->nodes[k->owner[r->slot]]) : NULL;
+    return c ? c : &cl->ps.conn;
+  }
   if (r->conn == CONN_USER) return &cl->uc.conn;
-  if (r->slot < 0 || r->slot >= NSLOTS || k->owner[r->slot] < 0) return &cl->cmd;
-  return &k->nodes[k->owner[r->slot]]->cmd;
+  return known ? &k->nodes[k->owner[r->slot]]->cmd : &cl->cmd;
 }
 
 /* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the slot and the node's index. */
@@ -285,7 +337,14 @@ static bool send_later(cluster_t *k, req_t *r) {
 
 static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err) {
   cluster_t *k = state(cl);
-  if (r->conn != CONN_CMD || r->ctx == asking_marker || !err->str) return false;
+  if (!err->str || r->ctx == asking_marker) return false;
+  if (r->conn == CONN_SUB) { /* SSUBSCRIBE on a node that lost the slot: learn, fail (pubsub re-sends) */
+    int slot, idx = rlock__reply_is_error(err, "MOVED") ? parse_redirect(k, c, err, &slot) : -1;
+    if (idx >= 0) k->owner[slot] = (int16_t)idx;
+    if (idx >= 0) schedule_refresh(k, 0);
+    return false;
+  }
+  if (r->conn != CONN_CMD) return false;
   if (rlock__reply_is_error(err, "TRYAGAIN") || rlock__reply_is_error(err, "CLUSTERDOWN")) {
     if (rlock__reply_is_error(err, "CLUSTERDOWN")) schedule_refresh(k, 0);
     return send_later(k, r);
@@ -308,6 +367,36 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
   }
   rlock__conn_send(to, r);
   return true;
+}
+
+/* ------------------------------------------------------------ pub/sub mode */
+
+/* PUBSUB SHARDNUMSUB answered: sharded pub/sub (Redis 7) if it is a command
+ * there, as Redisson's AUTO mode decides. The client's start waits for it,
+ * so every lock of the client publishes and subscribes one way. */
+static void probe_done(req_t *r, int status, rlock_reply_t *reply) {
+  cluster_t *k = r->ctx;
+  if (status != RLOCK_ECLOSED) {
+    k->cl->sharded_pubsub = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
+    k->probed = true;
+    if (k->cmd_on_ready) k->cmd_on_ready(&k->cl->cmd);
+  }
+  rlock_reply_free(reply);
+}
+
+/* The control connection is ready: the client hears of it once the probe
+ * has answered (the first time), at once afterwards (reconnects). */
+static void control_ready(conn_t *c) {
+  cluster_t *k = state(c->cl);
+  if (k->probed && k->cmd_on_ready) k->cmd_on_ready(c);
+}
+
+static int send_probe(cluster_t *k) {
+  const char *argv[2] = {"PUBSUB", "SHARDNUMSUB"};
+  req_t *r = rlock__req_new(2, argv, NULL, k->cl->opt.connect_timeout_ms, probe_done, k);
+  if (!r) return RLOCK_ENOMEM;
+  rlock__conn_send(&k->cl->cmd, r);
+  return 0;
 }
 
 /* ------------------------------------------------------------ seeds */
@@ -382,21 +471,33 @@ static int cluster_init(client_t *cl) {
     return RLOCK_ENOMEM;
   }
   k->cmd_on_error = cl->cmd.on_error;
+  k->cmd_on_ready = cl->cmd.on_ready;
   cl->cmd.on_error = control_error;
+  cl->cmd.on_ready = control_ready;
   cl->ps.conn.on_error = sub_error;
-  refresh_now(k); /* queued on the control connection: the first thing it sends */
+  if (send_probe(k)) { /* queued on the control connection: the first things it sends */
+    cluster_close(cl);
+    return RLOCK_ENOMEM;
+  }
+  refresh_now(k);
   return 0;
 }
 
 static void cluster_flush(client_t *cl) {
   cluster_t *k = state(cl);
-  for (int i = 0; k && i < k->nnodes; i++) rlock__conn_flush(&k->nodes[i]->cmd);
+  for (int i = 0; k && i < k->nnodes; i++) {
+    rlock__conn_flush(&k->nodes[i]->cmd);
+    if (k->nodes[i]->has_sub) rlock__conn_flush(&k->nodes[i]->sub);
+  }
 }
 
 static void cluster_close(client_t *cl) {
   cluster_t *k = state(cl);
   if (!k) return;
-  for (int i = 0; i < k->nnodes; i++) rlock__conn_close(&k->nodes[i]->cmd);
+  for (int i = 0; i < k->nnodes; i++) {
+    rlock__conn_close(&k->nodes[i]->cmd);
+    if (k->nodes[i]->has_sub) rlock__conn_close(&k->nodes[i]->sub);
+  }
   rlock__set_msg("client closed");
   while (k->delayed) {
     delayed_t *d = k->delayed;
