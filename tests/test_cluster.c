@@ -157,6 +157,16 @@ TEST(two_processes_two_seeds) {
 
 /* ------------------------------------------------------------ live migration */
 
+/* A master other than m (the owner of some slot). */
+static th_server_t *other_master(th_server_t *m) {
+  for (int s = 0; s < 16384; s += 512) {
+    th_server_t *o = th_cluster_owner(cl, s);
+    if (o && o != m) return o;
+  }
+  th_fail(__FILE__, __LINE__, "no other master");
+}
+
+
 typedef struct waiter_arg {
   rlock_lock_t *lock;
   int rc;
@@ -278,8 +288,7 @@ TEST(slot_migrated_live) {
   CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
   int slot = th_cluster_keyslot(cl, name);
   th_server_t *from = th_cluster_owner(cl, slot), *to = NULL;
-  for (int i = 0; i < cl->masters && !to; i++)
-    if (cl->node[i] != from) to = cl->node[i];
+  to = other_master(from);
   wait_subscribed(name); /* the waiter is parked before the move starts */
   mig_t m = {.holder = h, .waiter_client = wc, .held = lh, .w = &w, .to = to, .name = name};
   th_cluster_move_slot(cl, slot, to, during_move, &m);
@@ -302,6 +311,74 @@ TEST(slot_migrated_live) {
   CHECK_EQ(st.locks_lost, 0);
   rlock_client_stats(wc, &st);
   CHECK_EQ(st.locks_lost, 0);
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+/* A waiter parked on a lock whose slot moves (no unlock meanwhile): the old
+ * owner pushes an unsolicited sunsubscribe when SETSLOT NODE takes the slot
+ * away. The client tells it from a reply (no connection dropped),
+ * subscribes on the new owner, and the waiter tries again at once (not a
+ * lease later); the unlock then reaches it as a message. */
+typedef struct attempts_arg {
+  rlock_client_t *c;
+  uint64_t base;
+} attempts_arg_t;
+static uint64_t attempts(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st.acquire_attempts;
+}
+static int attempted(void *arg) {
+  attempts_arg_t *a = arg;
+  return attempts(a->c) > a->base;
+}
+typedef struct sub_on {
+  th_server_t *s;
+  const char *name;
+} sub_on_t;
+static int subscribed_on(void *arg) {
+  sub_on_t *o = arg;
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", o->name);
+  return shard_numsub(o->s, chan) > 0;
+}
+
+TEST(slot_moved_under_waiter) {
+  const char *name = "moved-under-waiter";
+  const int64_t lease = 30000; /* a waiter's own retry comes >= 20 s apart */
+  rlock_client_t *h = client_on(cl->url, lease), *wc = client_on(cl->url, lease);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = other_master(from);
+  rlock_stats_t st;
+  rlock_client_stats(wc, &st);
+  uint64_t reconnects = st.reconnects;
+  attempts_arg_t a = {wc, attempts(wc)};
+  th_cluster_move_slot(cl, slot, to, NULL, NULL);
+  sub_on_t o = {to, name};
+  CHECK_MSG(th_wait_until(subscribed_on, &o, 10000), "the waiter did not subscribe on the new owner");
+  CHECK_MSG(th_wait_until(attempted, &a, 10000), "the waiter did not try again at once");
+  rlock_client_stats(wc, &st);
+  CHECK_EQ(st.reconnects, reconnects); /* the push was not taken for a stray reply */
+  CHECK(!is_granted(&w));
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - unlocked_at < lease / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
+  rlock_client_stats(wc, &st);
+  CHECK(st.messages >= 1);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 0);
   rlock_lock_free(lh);
   rlock_lock_free(lw);
   rlock_client_free(h);
@@ -426,6 +503,7 @@ int main(int argc, char **argv) {
   RUN_SOME(every_slot);
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
+  RUN_SOME(slot_moved_under_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);
