@@ -157,6 +157,14 @@ TEST(two_processes_two_seeds) {
 
 /* ------------------------------------------------------------ live migration */
 
+/* A name whose slot master is m. */
+static void name_on(th_server_t *m, const char *prefix, char *buf, size_t n) {
+  for (int i = 0;; i++) {
+    snprintf(buf, n, "%s-%d", prefix, i);
+    if (th_cluster_owner(cl, th_cluster_keyslot(cl, buf)) == m) return;
+  }
+}
+
 /* A master other than m (the owner of some slot). */
 static th_server_t *other_master(th_server_t *m) {
   for (int s = 0; s < 16384; s += 512) {
@@ -385,15 +393,73 @@ TEST(slot_moved_under_waiter) {
   rlock_client_free(wc);
 }
 
-/* ------------------------------------------------------------ failover */
+/* ------------------------------------------------------------ watchdog per shard */
 
-/* A name whose slot master is m. */
-static void name_on(th_server_t *m, const char *prefix, char *buf, size_t n) {
-  for (int i = 0;; i++) {
-    snprintf(buf, n, "%s-%d", prefix, i);
-    if (th_cluster_owner(cl, th_cluster_keyslot(cl, buf)) == m) return;
-  }
+typedef struct lost_log {
+  pthread_mutex_t mu;
+  char names[8][64];
+  int n;
+} lost_log_t;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)owner, (void)reason;
+  lost_log_t *l = arg;
+  pthread_mutex_lock(&l->mu);
+  if (l->n < 8) snprintf(l->names[l->n++], sizeof l->names[0], "%.*s", (int)len, name);
+  pthread_mutex_unlock(&l->mu);
 }
+static int lost_any(void *arg) {
+  lost_log_t *l = arg;
+  pthread_mutex_lock(&l->mu);
+  int n = l->n;
+  pthread_mutex_unlock(&l->mu);
+  return n;
+}
+
+/* Holds on every master; one master stops answering scripts (CLIENT PAUSE
+ * WRITE: no failover, its keys do not expire meanwhile). Its hold is
+ * reported lost once its lease may have run out, and only it: the other
+ * shards' holds keep being renewed in the same rounds. */
+TEST(one_shard_failing) {
+  const int64_t lease = 2400; /* renewed every 800 ms */
+  rlock_client_t *c = client_on(cl->url, lease);
+  lost_log_t log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_client_on_lost(c, on_lost, &log);
+  th_server_t *masters[3] = {th_cluster_owner(cl, 0), NULL, NULL};
+  masters[1] = other_master(masters[0]);
+  for (int s = 0; s < 16384 && !masters[2]; s += 512) {
+    th_server_t *o = th_cluster_owner(cl, s);
+    if (o && o != masters[0] && o != masters[1]) masters[2] = o;
+  }
+  CHECK(masters[2] != NULL);
+  char names[3][64];
+  rlock_lock_t *l[3];
+  for (int i = 0; i < 3; i++) {
+    name_on(masters[i], "shard-hold", names[i], sizeof names[i]);
+    l[i] = th_lock(c, names[i]);
+    CHECK_OK(rlock_lock_trylock(l[i], 0, RLOCK_LEASE_WATCHDOG));
+  }
+  int64_t paused_at = th_now_ms();
+  th_reply_free(th_cmd(masters[0], "CLIENT", "PAUSE", "30000", "WRITE", NULL));
+  CHECK_MSG(th_wait_until(lost_any, &log, 30000), "the paused shard's hold was never reported lost");
+  int64_t lost_after = th_now_ms() - paused_at;
+  CHECK_STREQ(log.names[0], names[0]);
+  CHECK_MSG(lost_after <= 2 * lease + 5000, "lost %lld ms after the pause", (long long)lost_after);
+  /* two more leases: the other shards' holds are still renewed */
+  int64_t until = th_now_ms() + 2 * lease;
+  while (th_now_ms() < until) {
+    for (int i = 1; i < 3; i++) CHECK(th_cmd_int(masters[i], "PTTL", names[i], NULL) > 0);
+    th_sleep_ms(100); /* sampling the servers' state over time, not waiting for an event */
+  }
+  CHECK_EQ(lost_any(&log), 1);
+  th_reply_free(th_cmd(masters[0], "CLIENT", "UNPAUSE", NULL));
+  for (int i = 1; i < 3; i++) CHECK_OK(rlock_lock_unlock(l[i]));
+  for (int i = 0; i < 3; i++) rlock_lock_free(l[i]);
+  rlock_client_free(c);
+  th_reply_free(th_cmd(masters[0], "DEL", names[0], NULL));
+}
+
+/* ------------------------------------------------------------ failover */
 
 typedef struct replica_has {
   th_server_t *replica;
@@ -504,6 +570,7 @@ int main(int argc, char **argv) {
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
   RUN_SOME(slot_moved_under_waiter);
+  RUN_SOME(one_shard_failing);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);
