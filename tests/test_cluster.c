@@ -124,6 +124,7 @@ static void contend(int seed, shared_t *sh, int rounds) {
     rlock_lock_t *x = l[i % 3];
     CHECK_OK(rlock_lock_trylock(x, 60000, 30000));
     if (atomic_fetch_add(&sh[i % 3].inside, 1) != 0) atomic_fetch_add(&sh[i % 3].overlaps, 1);
+    th_sleep_ms(1); /* a critical section long enough for the other process to try */
     atomic_fetch_sub(&sh[i % 3].inside, 1);
     atomic_fetch_add(&sh[i % 3].done, 1);
     CHECK_OK(rlock_lock_unlock(x));
@@ -265,6 +266,7 @@ typedef struct mig {
   th_server_t *to;
   const char *name;
   released_t rel;
+  int64_t finished_at; /* the migration's SETSLOT NODE calls returned */
 } mig_t;
 
 /* Keys moved, slot still MIGRATING/IMPORTING: renewals reach the target
@@ -300,10 +302,13 @@ TEST(slot_migrated_live) {
   wait_subscribed(name); /* the waiter is parked before the move starts */
   mig_t m = {.holder = h, .waiter_client = wc, .held = lh, .w = &w, .to = to, .name = name};
   th_cluster_move_slot(cl, slot, to, during_move, &m);
+  m.finished_at = th_now_ms();
   CHECK_MSG(th_wait_until(is_released, &m.rel, 20000), "the unlock sent during the move never ended");
   CHECK_OK(m.rel.status);
   CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted after the unlock");
   CHECK_OK(w.rc);
+  printf("# unlock sent mid-migration: waiter granted %lld ms after the slot was finished\n",
+         (long long)(w.at - m.finished_at));
   CHECK(pthread_join(t, NULL) == 0);
   CHECK(th_cluster_wait_ok(cl, 30000));
   CHECK(th_cluster_owner(cl, slot) == to);
@@ -382,6 +387,7 @@ TEST(slot_moved_under_waiter) {
   CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted after the unlock");
   CHECK_OK(w.rc);
   CHECK_MSG(w.at - unlocked_at < lease / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
+  printf("# waiter granted %lld ms after the unlock\n", (long long)(w.at - unlocked_at));
   rlock_client_stats(wc, &st);
   CHECK(st.messages >= 1);
   CHECK(pthread_join(t, NULL) == 0);
@@ -445,6 +451,8 @@ TEST(one_shard_failing) {
   int64_t lost_after = th_now_ms() - paused_at;
   CHECK_STREQ(log.names[0], names[0]);
   CHECK_MSG(lost_after <= 2 * lease + 5000, "lost %lld ms after the pause", (long long)lost_after);
+  printf("# paused shard's hold reported lost %lld ms after the pause (lease %lld)\n", (long long)lost_after,
+         (long long)lease);
   /* two more leases: the other shards' holds are still renewed */
   int64_t until = th_now_ms() + 2 * lease;
   while (th_now_ms() < until) {
@@ -501,9 +509,11 @@ static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog
   pthread_t t;
   CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
   wait_subscribed(name);
+  int64_t failover_at = th_now_ms();
   how(m, rep);
   owner_is_t o = {slot, rep};
   CHECK_MSG(th_wait_until(owner_is, &o, 60000), "the replica did not take the slot");
+  int64_t owner_at = th_now_ms();
   CHECK(th_cluster_wait_ok(cl, 60000));
   renewed_arg_t r = {h, renewed(h)};
   CHECK_MSG(th_wait_until(renewed_twice, &r, 60000), "the holder does not renew on the promoted replica");
@@ -521,6 +531,8 @@ static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog
   rlock_client_stats(wc, &ws);
   CHECK(ws.messages >= 1);
   CHECK_MSG(w.at - unlocked_at < watchdog_ms / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
+  printf("# slot owner changed %lld ms after the failover began; waiter granted %lld ms after the unlock\n",
+         (long long)(owner_at - failover_at), (long long)(w.at - unlocked_at));
   CHECK(pthread_join(t, NULL) == 0);
   CHECK_OK(rlock_lock_release(lw, 7));
   CHECK_EQ(th_cmd_int(rep, "EXISTS", name, NULL), 0);
