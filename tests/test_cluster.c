@@ -14,7 +14,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static th_cluster_t *cl;
@@ -286,6 +289,44 @@ static void during_move(void *arg, int phase) {
   /* the slot is finished only once the unlock met TRYAGAIN there */
   CHECK_MSG(th_wait_until(tryagain_seen, &t, 20000), "the unlock never reached the importing node");
   CHECK(!is_released(&m->rel));
+}
+
+/* A first seed that accepts TCP but never answers (a listening socket
+ * nobody accepts on): its handshake times out, the next seed is used, and
+ * the pub/sub probe waits for it (the client starts in sharded mode, not in
+ * classic mode because the probe's first copy expired with the first seed). */
+TEST(first_seed_hangs) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 16) == 0);
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
+  char url[200];
+  snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", ntohs(a.sin_port), cl->node[1]->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 500;
+  rlock_client_t *h = NULL, *wc = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  CHECK_OK(rlock_client_new(&wc, &o));
+  const char *name = "first-seed-hangs";
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, 30000));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name); /* sharded: on the slot's master */
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+  close(fd);
 }
 
 TEST(slot_migrated_live) {
@@ -577,6 +618,7 @@ int main(int argc, char **argv) {
   th_init(argc, argv, 900);
   cl = th_cluster_start(3, 1, 2000);
   RUN_SOME(url_forms);
+  RUN_SOME(first_seed_hangs);
   RUN_SOME(hash_tags);
   RUN_SOME(every_slot);
   RUN_SOME(two_processes_two_seeds);

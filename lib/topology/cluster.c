@@ -374,14 +374,19 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
 /* PUBSUB SHARDNUMSUB answered: sharded pub/sub (Redis 7) if it is a command
  * there, as Redisson's AUTO mode decides. The client's start waits for it,
  * so every lock of the client publishes and subscribes one way. */
+static int send_probe(cluster_t *k);
+
 static void probe_done(req_t *r, int status, rlock_reply_t *reply) {
   cluster_t *k = r->ctx;
-  if (status != RLOCK_ECLOSED) {
-    k->cl->sharded_pubsub = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
-    k->probed = true;
-    if (k->cmd_on_ready) k->cmd_on_ready(&k->cl->cmd);
-  }
+  bool sharded = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
   rlock_reply_free(reply);
+  if (status == RLOCK_ECLOSED) return;
+  /* no answer (not connected yet: the seeds are still being tried): ask
+   * again; out of memory: classic pub/sub */
+  if (status != 0 && !send_probe(k)) return;
+  k->cl->sharded_pubsub = sharded;
+  k->probed = true;
+  if (k->cmd_on_ready && k->cl->cmd.state == CS_READY) k->cmd_on_ready(&k->cl->cmd);
 }
 
 /* The control connection is ready: the client hears of it once the probe
