@@ -87,7 +87,9 @@ typedef struct rlock_options {
    * connection per master), following MOVED (the map is refreshed, at most
    * once a second), ASK (ASKING + the command, map untouched) and
    * TRYAGAIN / CLUSTERDOWN (sent again after a backoff) within
-   * command_timeout_ms, at most 5 MOVED/ASK in a row. Waiters listen with
+   * command_timeout_ms, at most 5 MOVED/ASK in a row; a command still
+   * refused at its timeout did not run: an acquire keeps trying within its
+   * wait (a trylock with no wait ends with RLOCK_ECONNECT). Waiters listen with
    * sharded pub/sub (SSUBSCRIBE on the slot's master, unlocks SPUBLISH) when
    * the cluster has it (probed once with PUBSUB SHARDNUMSUB before
    * rlock_client_new returns, as Redisson does), else classic. User commands

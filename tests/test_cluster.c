@@ -371,6 +371,64 @@ TEST(slot_migrated_live) {
   rlock_client_free(wc);
 }
 
+/* A waiter whose tries meet TRYAGAIN for longer than its command timeout
+ * (keys moved, slot not yet finished): it keeps waiting (each try ends as
+ * "not run" and is queued again within its wait bound), and is granted once
+ * the slot is finished and the holder's unlock lands. */
+typedef struct window_wait {
+  tryagain_arg_t t;
+  waiter_arg_t *w;
+} window_wait_t;
+static int window_over(void *arg) { /* enough TRYAGAINs, or the waiter ended */
+  window_wait_t *x = arg;
+  return tryagain_seen(&x->t) || is_granted(x->w);
+}
+
+typedef struct long_window {
+  rlock_lock_t *held;
+  waiter_arg_t *w;
+  th_server_t *to;
+  released_t rel;
+} long_window_t;
+
+static void long_tryagain(void *arg, int phase) {
+  long_window_t *m = arg;
+  if (phase != 1) return;
+  pthread_t t;
+  window_wait_t ww = {{m->to, tryagains(m->to) + 30}, m->w}; /* > 3 command timeouts of backoffs */
+  CHECK(pthread_create(&t, NULL, waiter_main, m->w) == 0);
+  CHECK(pthread_detach(t) == 0);
+  CHECK_MSG(th_wait_until(window_over, &ww, 30000), "the waiter's tries did not meet TRYAGAIN");
+  CHECK_MSG(!is_granted(m->w), "the waiter gave up: %s", rlock_strerror(m->w->rc));
+  CHECK_OK(rlock_lock_release_async(m->held, RLOCK_OWNER_SELF, on_released, &m->rel));
+}
+
+TEST(tryagain_longer_than_timeout) {
+  const char *name = "long-tryagain";
+  rlock_client_t *h = client_on(cl->url, 0);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = cl->url;
+  o.command_timeout_ms = 300;
+  rlock_client_t *wc = NULL;
+  CHECK_OK(rlock_client_new(&wc, &o));
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, 60000));
+  int slot = th_cluster_keyslot(cl, name);
+  waiter_arg_t w = {.lock = lw};
+  long_window_t m = {.held = lh, .w = &w, .to = other_master(th_cluster_owner(cl, slot))};
+  th_cluster_move_slot(cl, slot, m.to, long_tryagain, &m);
+  CHECK_MSG(th_wait_until(is_released, &m.rel, 20000), "the unlock never ended");
+  CHECK_OK(m.rel.status);
+  CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted");
+  CHECK_OK(w.rc);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
 /* A waiter parked on a lock whose slot moves (no unlock meanwhile): the old
  * owner pushes an unsolicited sunsubscribe when SETSLOT NODE takes the slot
  * away. The client tells it from a reply (no connection dropped),
@@ -624,6 +682,7 @@ int main(int argc, char **argv) {
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
   RUN_SOME(slot_moved_under_waiter);
+  RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(one_shard_failing);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */

@@ -15,7 +15,9 @@
  *   TRYAGAIN,        the request is sent again after a backoff (a slot in
  *   CLUSTERDOWN      migration: a script whose latch key is not on the
  *                    target yet; a failover under way) if it still fits its
- *                    deadline, else it completes with that error
+ *                    deadline, else it completes as never written
+ *                    (RLOCK_ECONNECT: it did not run; an acquire is queued
+ *                    again until its wait bound)
  * A node connection that goes down, or a refresh that finds a node not
  * reachable, asks for another refresh a second later, until the map names
  * only reachable masters (a failover: the promoted replica takes the slots).
@@ -30,6 +32,7 @@
  * (the user connection carries the caller's own commands, not the locks'). */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,15 +316,29 @@ static void delayed_cb(evutil_socket_t fd, short what, void *arg) {
   rlock__client_flush(k->cl);
 }
 
+/* r did not run (TRYAGAIN / CLUSTERDOWN) and its deadline comes before the
+ * next backoff ends: it completes as "never written" (RLOCK_ECONNECT), which
+ * the lock machinery answers as for a connection not up yet (an acquire is
+ * queued again until its wait bound; nothing to undo for it). */
+static bool not_run(req_t *r, const rlock_reply_t *err) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "Redis Cluster answered %.100s until the command timeout", err->str);
+  rlock__set_msg(msg);
+  r->completed = true;
+  if (r->done) r->done(r, RLOCK_ECONNECT, NULL);
+  rlock__req_free(r);
+  return true;
+}
+
 /* TRYAGAIN / CLUSTERDOWN: r again after a backoff, if that fits its deadline. */
-static bool send_later(cluster_t *k, req_t *r) {
+static bool send_later(cluster_t *k, req_t *r, const rlock_reply_t *err) {
   int64_t ms = TRYAGAIN_MIN_MS << (r->tryagains < 6 ? r->tryagains : 6);
   if (ms > TRYAGAIN_MAX_MS) ms = TRYAGAIN_MAX_MS;
-  if (rlock_now_ms() + ms >= r->deadline) return false;
+  if (rlock_now_ms() + ms >= r->deadline) return not_run(r, err);
   delayed_t *d = calloc(1, sizeof *d);
   if (!d || !(d->ev = evtimer_new(k->cl->base, delayed_cb, d))) {
     free(d);
-    return false;
+    return not_run(r, err);
   }
   d->k = k, d->r = r;
   d->next = k->delayed;
@@ -347,7 +364,7 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
   if (r->conn != CONN_CMD) return false;
   if (rlock__reply_is_error(err, "TRYAGAIN") || rlock__reply_is_error(err, "CLUSTERDOWN")) {
     if (rlock__reply_is_error(err, "CLUSTERDOWN")) schedule_refresh(k, 0);
-    return send_later(k, r);
+    return send_later(k, r, err);
   }
   bool moved = rlock__reply_is_error(err, "MOVED");
   if ((!moved && !rlock__reply_is_error(err, "ASK")) || r->redirects >= MAX_REDIRECTS) return false;
