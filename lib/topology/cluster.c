@@ -24,12 +24,17 @@
  * Requests still queued (never written) on a node that lost its slots move
  * to the new owner at once.
  *
- * Pub/sub is classic: the subscriber connection SUBSCRIBEs on one node and
- * Redis Cluster forwards every PUBLISH to every node. When that node cannot
- * be reached, the subscriber connection (and the control connection) moves
- * to another known node. User commands go to the first seed's user
- * connection; their redirects are returned to the caller as error replies
- * (the user connection carries the caller's own commands, not the locks'). */
+ * Pub/sub: PUBSUB SHARDNUMSUB is probed once on the control connection
+ * (the client's start waits for it). Sharded (Redis 7): each channel is
+ * SSUBSCRIBEd on the subscriber connection of its slot's master (opened on
+ * first use, its pushes handled by pubsub.c) and the scripts SPUBLISH;
+ * after every slot-map change pubsub.c moves channels whose node no longer
+ * serves their slot. Classic: the client's subscriber connection SUBSCRIBEs
+ * on one node (Cluster forwards every PUBLISH to every node); when that node
+ * cannot be reached it moves to another known master, as the control
+ * connection does. User commands go to the first seed's user connection;
+ * their redirects are returned to the caller as error replies (the user
+ * connection carries the caller's own commands, not the locks'). */
 #include "internal.h"
 
 #include <stdio.h>
