@@ -371,6 +371,46 @@ TEST(slot_migrated_live) {
   rlock_client_free(wc);
 }
 
+/* Redisson's side of the wire in sharded mode: a lock held by a foreign
+ * owner (a Java client's hash, 60 s TTL), freed the way Redisson's unlock
+ * does it (DEL + SPUBLISH "0" on redisson_lock__channel:{NAME} on the slot's
+ * master): the rlock waiter is woken by that message, long before the TTL. */
+TEST(foreign_unlock_spublish) {
+  const char *name = "foreign-held";
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, name));
+  th_reply_free(th_cmd(owner, "HSET", name, "java-uuid:1", "1", NULL));
+  th_reply_free(th_cmd(owner, "PEXPIRE", name, "60000", NULL));
+  rlock_client_t *wc = client_on(cl->url, 0);
+  rlock_lock_t *lw = th_lock(wc, name);
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  int64_t freed_at = th_now_ms();
+  th_reply_free(th_cmd(owner, "DEL", name, NULL));
+  CHECK_EQ(th_cmd_int(owner, "SPUBLISH", chan, "0", NULL), 1);
+  CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted");
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - freed_at < 30000, "granted %lld ms after the unlock (the TTL, not the message)",
+            (long long)(w.at - freed_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  /* and rlock's own unlock publishes the same way: a sharded subscriber hears it */
+  redisContext *sub = th_raw_connect(owner);
+  redisReply *r = redisCommand(sub, "SSUBSCRIBE %s", chan);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  freeReplyObject(r);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK(redisGetReply(sub, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "smessage");
+  CHECK_STREQ(r->element[2]->str, "0");
+  freeReplyObject(r);
+  redisFree(sub);
+  rlock_lock_free(lw);
+  rlock_client_free(wc);
+}
+
 /* A waiter whose tries meet TRYAGAIN for longer than its command timeout
  * (keys moved, slot not yet finished): it keeps waiting (each try ends as
  * "not run" and is queued again within its wait bound), and is granted once
@@ -682,6 +722,7 @@ int main(int argc, char **argv) {
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
   RUN_SOME(slot_moved_under_waiter);
+  RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(one_shard_failing);
   RUN_SOME(replica_promoted_by_cluster_failover);
