@@ -120,6 +120,8 @@ typedef struct rlock_options {
    * redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/MASTER[/db]
    *                  [?sentinel_password=P]
    * rediss+sentinel://... (TLS to the sentinels and to the master)
+   * redis+cluster://[[user]:password@]host[:port][,host:port...]   (Redis Cluster)
+   * rediss+cluster://... (Redis Cluster over TLS)
    * Default "redis://127.0.0.1:6379". Percent-escapes are decoded in user
    * and password: write '/', '?', '#', '@' as %2F, %3F, %23, %40 there (and
    * '&' as %26 in a unix URL's password and in sentinel_password). Schemes
@@ -137,7 +139,23 @@ typedef struct rlock_options {
    * ends with the READONLY error reply) are reset, and waiters are
    * resubscribed and woken there. A hold survives a failover
    * only if the promoted replica had it (the lock is as safe as Redis
-   * replication: see docs/guarantees.md). */
+   * replication: see docs/guarantees.md).
+   * Cluster: the hosts are seeds, tried in order until one answers (each
+   * within connect_timeout_ms; rlock_client_new fails with RLOCK_ECONNECT
+   * only when every seed failed); every seed after the first needs its port;
+   * no database (Cluster has db 0 only). The slot map comes from CLUSTER
+   * SLOTS; each lock's keys go to the master of its slot (one command
+   * connection per master), following MOVED (the map is refreshed, at most
+   * once a second), ASK (ASKING + the command, map untouched) and
+   * TRYAGAIN / CLUSTERDOWN (sent again after a backoff) within
+   * command_timeout_ms, at most 5 MOVED/ASK in a row; a command still
+   * refused at its timeout did not run: an acquire keeps trying within its
+   * wait (a trylock with no wait ends with RLOCK_ECONNECT). Waiters listen with
+   * sharded pub/sub (SSUBSCRIBE on the slot's master, unlocks SPUBLISH) when
+   * the cluster has it (probed once with PUBSUB SHARDNUMSUB before
+   * rlock_client_new returns, as Redisson does), else classic. User commands
+   * (rlock_client_command) go to the first seed that answers and are not
+   * redirected: a MOVED comes back to the caller as an error reply. */
   const char *url;
   const char *client_name;      /* CLIENT SETNAME on every connection; NULL: "rlock" */
   const char *tls_ca_file;      /* PEM bundle to verify the server; NULL: system default */

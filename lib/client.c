@@ -71,9 +71,11 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
  * and connection. One server today; Cluster routes by the slot (and follows
  * MOVED/ASK through its redirect hook), Sentinel to the current master: the
  * lock objects above never change. key may be NULL (any node). */
-void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
+conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r) {
   r->slot = key ? rlock__names_slot(key, klen) : -1;
-  rlock__conn_send(cl->topo->route(cl, r), r);
+  conn_t *c = cl->topo->route(cl, r);
+  rlock__conn_send(c, r);
+  return c;
 }
 
 /* ------------------------------------------------------------ replica sync
@@ -244,6 +246,7 @@ void rlock__client_flush(client_t *cl) {
     cl->batch_wrote = false;
     rlock__conn_flush(&cl->cmd);
   }
+  if (cl->topo->flush) cl->topo->flush(cl);
   rlock__conn_flush(&cl->uc.conn);
 }
 
@@ -253,15 +256,16 @@ static void shutdown_engine(client_t *cl) {
   if (cl->shut) return;
   cl->shut = true;
   rlock__conn_flush(&cl->cmd); /* what the last pass queued (undos) leaves before the close */
+  if (cl->topo->flush) cl->topo->flush(cl);
   /* Order matters: closing the command and user connections completes every
    * request in flight (ops that begin_close ended just free themselves; a
    * user command's op ends through its requests); then any op still active
    * (none after begin_close). */
   rlock__conn_close(&cl->cmd);
+  if (cl->topo->close) cl->topo->close(cl); /* the deployment's own connections (shards, sentinels) */
   rlock__usercmd_close(&cl->uc);
   rlock__op_fail_all(cl, RLOCK_ECLOSED);
   rlock__pubsub_close(&cl->ps);
-  if (cl->topo->close) cl->topo->close(cl); /* the deployment's own connections (sentinels) */
   rlock__watchdog_close(&cl->wd);
   rlock__handoff_clear(cl);
   send_dels(cl); /* the command connection is closed: just frees them */
@@ -527,8 +531,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   }
   cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST, wake_cb, cl);
   if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
-      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl) ||
-      (cl->topo->init && cl->topo->init(cl))) {
+      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
@@ -536,6 +539,14 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
+  if (cl->topo->init && cl->topo->init(cl)) {
+    rlock__conn_close(&cl->cmd);
+    rlock__pubsub_close(&cl->ps);
+    rlock__usercmd_close(&cl->uc);
+    rlock__watchdog_close(&cl->wd);
+    client_destroy(cl);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
   /* The I/O thread starts with every signal blocked: the application's
    * signals go to its own threads, and a write to a connection the server
    * closed gives EPIPE there instead of a SIGPIPE that would kill the process. */
@@ -546,10 +557,10 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   pthread_sigmask(SIG_SETMASK, &caller, NULL);
   if (rc) {
     rlock__conn_close(&cl->cmd);
+    if (cl->topo->close) cl->topo->close(cl);
     rlock__pubsub_close(&cl->ps);
     rlock__usercmd_close(&cl->uc);
     rlock__watchdog_close(&cl->wd);
-    if (cl->topo->close) cl->topo->close(cl);
     client_destroy(cl);
     return rlock__fail(RLOCK_ESYS, "cannot start the I/O thread: %s", strerror(rc));
   }

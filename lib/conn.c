@@ -352,7 +352,7 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
 }
 
 static void on_reply(conn_t *c, rlock_reply_t *reply) {
-  if (c->kind == CONN_SUB && is_push(reply)) {
+  if (c->kind == CONN_SUB && (is_push(reply) || (c->is_own_push && c->is_own_push(c, reply)))) {
     if (c->on_push) c->on_push(c, reply);
     else rlock_reply_free(reply);
     return;

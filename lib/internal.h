@@ -126,6 +126,8 @@ typedef struct url {
   int nsentinels;
   char *master;            /* the master's name in Sentinel */
   char *sentinel_password; /* AUTH to the sentinels; NULL: none */
+  bool cluster; /* redis+cluster:// or rediss+cluster:// (kind URL_TCP / URL_TLS) */
+  char *seeds;  /* cluster: the seeds after the first, "h2:p2,h3:p3" (validated); NULL: none */
 } url_t;
 int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
 /* Sets hide[i] for each of the n bytes of s that may be a password, whatever
@@ -178,6 +180,8 @@ struct req {
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
   bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
   bool is_role;   /* ROLE (Sentinel deployments): anything but a master fails the connection */
+  uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
+  uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -228,6 +232,9 @@ struct conn {
   void (*on_ready)(conn_t *c);
   void (*on_down)(conn_t *c);
   void (*on_push)(conn_t *c, rlock_reply_t *msg); /* pub/sub messages (SUB only) */
+  /* SUB only, may be NULL: whether a reply that is not a message is a push
+   * nonetheless (an unsolicited sunsubscribe); true: it goes to on_push. */
+  bool (*is_own_push)(conn_t *c, const rlock_reply_t *reply);
   void (*on_error)(conn_t *c, int err, const char *msg); /* a connection attempt failed */
 };
 
@@ -300,6 +307,11 @@ typedef struct pubsub {
   int64_t resub_ms;     /* its backoff: reconnect_min_ms .. reconnect_max_ms */
 } pubsub_t;
 int rlock__pubsub_init(pubsub_t *ps, client_t *cl);
+/* c (CONN_SUB, another node's subscriber connection: sharded pub/sub in
+ * Cluster) reports its messages, drops and reconnects to ps. */
+void rlock__pubsub_attach(pubsub_t *ps, conn_t *c);
+/* Subscribe now every channel that is not subscribed (the slot map changed). */
+void rlock__pubsub_resubscribe(pubsub_t *ps);
 void rlock__pubsub_close(pubsub_t *ps);
 /* Join the channel: subscribes if first; w->on_wake is called once the
  * subscription is confirmed (or failed: the waiter then falls back to its
@@ -406,7 +418,8 @@ struct rlock_client {
   char start_msg[256];
   /* engine (I/O thread only) */
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */
-  void *topo_state;           /* the deployment's own state (Sentinel: sentinel.c) */
+  void *topo_state;           /* the deployment's own state (Sentinel: sentinel.c; Cluster: node table, slot map) */
+  bool sharded_pubsub;        /* lock channels use SSUBSCRIBE/SPUBLISH (Cluster, when the server has them) */
   conn_t cmd;
   pubsub_t ps;
   usercmd_t uc;
@@ -442,7 +455,9 @@ int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread *
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
-void rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r);
+conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r); /* the connection it went to */
+/* The command unlock scripts publish with: "spublish" under sharded pub/sub, else "publish". */
+static inline const char *rlock__publish_cmd(const client_t *cl) { return cl->sharded_pubsub ? "spublish" : "publish"; }
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */

@@ -23,6 +23,7 @@ struct channel {
   size_t len;
   uint64_t gen;
   ch_state_t state;
+  conn_t *on; /* the connection it was (is being) subscribed on */
   waiter_t *head, *tail;
   int wakes; /* a message came while no waiter was parked */
   int (*wake)(const rlock_reply_t *msg); /* how many a message wakes (the kind's policy) */
@@ -65,15 +66,17 @@ static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
     /* failed: the waiters try now and then sleep on the TTL, until a re-send
      * (or the reconnect, if the connection dropped) subscribes it */
     else if (status != RLOCK_ECLOSED) resub_later(ps);
-    wake_some(ch, INT_MAX); /* messages may have been missed: everyone tries */
+    if (status != RLOCK_ECLOSED) wake_some(ch, INT_MAX); /* messages may have been missed: everyone tries */
   }
   rlock_reply_free(reply);
   free(x);
 }
 
-static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
+/* SUBSCRIBE (sub) or UNSUBSCRIBE ch; SSUBSCRIBE / SUNSUBSCRIBE under sharded pub/sub. */
+static void send_sub(pubsub_t *ps, channel_t *ch, bool sub) {
   sub_ctx_t *x = NULL;
-  bool sub = verb[0] == 'S';
+  bool sharded = ps->cl->sharded_pubsub;
+  const char *verb = sub ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE") : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
   if (sub) {
     if (!(x = malloc(sizeof *x + ch->len))) return;
     x->ps = ps, x->gen = ch->gen, x->len = ch->len;
@@ -90,26 +93,67 @@ static void send_sub(pubsub_t *ps, channel_t *ch, const char *verb) {
   }
   stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
   r->conn = CONN_SUB; /* routed by the channel's slot (sharded pub/sub) */
-  rlock__client_send(ps->cl, ch->name, ch->len, r);
+  conn_t *on = rlock__client_send(ps->cl, ch->name, ch->len, r);
+  if (sub) ch->on = on;
+}
+
+/* The channel a push names, if it is in the table. */
+static channel_t *push_channel(pubsub_t *ps, const rlock_reply_t *msg) {
+  const rlock_reply_t *chan = msg->element[msg->elements == 4 ? 2 : 1];
+  return chan && chan->str ? rlock__map_get(&ps->channels, chan->str, chan->len) : NULL;
+}
+
+static bool is_sunsubscribe(const rlock_reply_t *r) {
+  return r->type == RLOCK_REPLY_ARRAY && r->elements == 3 && r->element[0] && r->element[0]->str &&
+         !strcmp(r->element[0]->str, "sunsubscribe");
+}
+
+/* A sunsubscribe for a channel still subscribed on c was not asked for (we
+ * send SUNSUBSCRIBE only for channels gone from the table): the server
+ * dropped the subscription (the slot moved, the node became a replica). */
+static bool is_own_push(conn_t *c, const rlock_reply_t *reply) {
+  if (!is_sunsubscribe(reply)) return false;
+  channel_t *ch = push_channel(&c->cl->ps, reply);
+  return ch && ch->on == c && ch->state == CH_SUBSCRIBED;
+}
+
+/* The server dropped ch's subscription: subscribe again where the slot map
+ * says now (a MOVED answer updates it), and every waiter tries at once (an
+ * unlock on the new owner may have gone unheard). */
+static void lost_subscription(pubsub_t *ps, channel_t *ch) {
+  ch->state = CH_UNSUBSCRIBED;
+  send_sub(ps, ch, true);
+  wake_some(ch, INT_MAX);
 }
 
 static void on_push(conn_t *c, rlock_reply_t *msg) {
-  pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
-  rlock_reply_t *chan = msg->element[msg->elements == 4 ? 2 : 1];
-  stat_add(ps->cl, ST_MESSAGES, 1);
-  channel_t *ch = chan && chan->str ? rlock__map_get(&ps->channels, chan->str, chan->len) : NULL;
-  if (ch) wake_some(ch, ch->wake ? ch->wake(msg->element[msg->elements - 1]) : 1);
+  pubsub_t *ps = &c->cl->ps;
+  channel_t *ch = push_channel(ps, msg);
+  if (is_sunsubscribe(msg)) {
+    if (ch) lost_subscription(ps, ch);
+  } else {
+    stat_add(ps->cl, ST_MESSAGES, 1);
+    if (ch) wake_some(ch, ch->wake ? ch->wake(msg->element[msg->elements - 1]) : 1);
+  }
   rlock_reply_free(msg);
 }
 
+/* c dropped: its channels are not subscribed any more. Under sharded pub/sub
+ * another connection may own them now (a failover): they are subscribed
+ * again after a backoff wherever the slot map says, and their waiters try
+ * at once; otherwise c's reconnect (on_ready) subscribes them again. */
 static void on_down(conn_t *c) {
-  pubsub_t *ps = (pubsub_t *)((char *)c - offsetof(pubsub_t, conn));
+  pubsub_t *ps = &c->cl->ps;
+  bool any = false;
   map_iter_t it;
   rlock__map_iter_init(&it, &ps->channels);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     channel_t *ch = e->value;
-    if (ch->state == CH_SUBSCRIBED) ch->state = CH_UNSUBSCRIBED;
+    if (ch->on != c || ch->state != CH_SUBSCRIBED) continue;
+    ch->state = CH_UNSUBSCRIBED;
+    any = true;
   }
+  if (any && c != &ps->conn) resub_later(ps);
 }
 
 /* SUBSCRIBE again every channel that is not subscribed (and has waiters:
@@ -119,15 +163,41 @@ static void resubscribe(pubsub_t *ps) {
   rlock__map_iter_init(&it, &ps->channels);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     channel_t *ch = e->value;
-    if (ch->state == CH_UNSUBSCRIBED) send_sub(ps, ch, "SUBSCRIBE");
+    if (ch->state == CH_UNSUBSCRIBED) send_sub(ps, ch, true);
   }
 }
 
-static void on_ready(conn_t *c) { resubscribe((pubsub_t *)((char *)c - offsetof(pubsub_t, conn))); }
+static void on_ready(conn_t *c) { resubscribe(&c->cl->ps); }
+
+/* The slot map changed: a channel subscribed on a connection that no longer
+ * serves its slot (a replica promoted: Redis 7.0 keeps the subscription on
+ * the demoted master, which hears no SPUBLISH of the new one) leaves it and
+ * subscribes where the map says; its waiters try at once. Then every channel
+ * not subscribed is subscribed. */
+void rlock__pubsub_resubscribe(pubsub_t *ps) {
+  map_iter_t it;
+  rlock__map_iter_init(&it, &ps->channels);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
+    channel_t *ch = e->value;
+    req_t where = {.slot = rlock__names_slot(ch->name, ch->len), .conn = CONN_SUB};
+    if (ch->state != CH_SUBSCRIBED || ps->cl->topo->route(ps->cl, &where) == ch->on) continue;
+    const char *argv[2] = {ps->cl->sharded_pubsub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", ch->name};
+    size_t lens[2] = {strlen(argv[0]), ch->len};
+    req_t *r = rlock__req_new(2, argv, lens, ps->cl->opt.command_timeout_ms, NULL, NULL);
+    if (r) { /* on the old node itself: the routing point would pick the new one */
+      r->conn = CONN_SUB;
+      rlock__conn_send(ch->on, r);
+    }
+    ch->state = CH_UNSUBSCRIBED;
+    wake_some(ch, INT_MAX);
+  }
+  resubscribe(ps);
+}
 
 static void resub_cb(evutil_socket_t fd, short what, void *arg) {
   pubsub_t *ps = arg;
-  if (ps->conn.state == CS_READY) resubscribe(ps); /* else on_ready will */
+  /* one server: on_ready will; sharded: each channel goes (or waits) where its slot is */
+  if (ps->conn.state == CS_READY || ps->cl->sharded_pubsub) resubscribe(ps);
 }
 
 static void resub_later(pubsub_t *ps) {
@@ -146,10 +216,16 @@ int rlock__pubsub_init(pubsub_t *ps, client_t *cl) {
   ps->resub = evtimer_new(cl->base, resub_cb, ps);
   int rc = rlock__conn_init(&ps->conn, cl, CONN_SUB);
   if (!ps->resub) rc = RLOCK_ENOMEM;
-  ps->conn.on_push = on_push;
-  ps->conn.on_down = on_down;
-  ps->conn.on_ready = on_ready;
+  rlock__pubsub_attach(ps, &ps->conn);
   return rc;
+}
+
+void rlock__pubsub_attach(pubsub_t *ps, conn_t *c) {
+  (void)ps; /* the callbacks find it through c->cl */
+  c->on_push = on_push;
+  c->on_down = on_down;
+  c->on_ready = on_ready;
+  c->is_own_push = is_own_push;
 }
 
 void rlock__pubsub_close(pubsub_t *ps) {
@@ -180,7 +256,7 @@ int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) 
     ch->gen = ++ps->next_gen;
     ch->state = CH_UNSUBSCRIBED;
     if (ps->conn.state == CS_CLOSED) return RLOCK_ECLOSED;
-    send_sub(ps, ch, "SUBSCRIBE");
+    send_sub(ps, ch, true);
   }
   w->ch = ch;
   w->parked = ch->state == CH_SUBSCRIBING; /* woken when the subscription is confirmed */
@@ -204,7 +280,7 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
   w->parked = false;
   if (ch->head) return;
   rlock__map_del(&ps->channels, ch->name, ch->len);
-  if (ch->state != CH_UNSUBSCRIBED && ps->conn.state != CS_CLOSED) send_sub(ps, ch, "UNSUBSCRIBE");
+  if (ch->state != CH_UNSUBSCRIBED && ps->conn.state != CS_CLOSED) send_sub(ps, ch, false);
   free(ch->name);
   free(ch);
 }

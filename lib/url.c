@@ -3,6 +3,8 @@
  *   unix:///path/to/sock[?db=N&user=U&password=P]
  *   redis+sentinel://[[user]:password@]h1[:p1][,h2[:p2]...]/MASTER[/db][?sentinel_password=P]
  *   rediss+sentinel://... (TLS to the sentinels and the master)
+ *   redis+cluster://[[user]:password@]h1[:p1][,h2[:p2]...]   rediss+cluster://... (TLS)
+ *     (seed nodes of a Redis Cluster: the first in host/port, the rest in seeds; db 0 only)
  * Schemes and "password=" are compared in ASCII, whatever the locale.
  * The messages of rlock__url_parse never quote the URL (only fixed text), and
  * rlock_url_redact hides every byte that might be a password in any input,
@@ -66,6 +68,7 @@ void rlock__url_free(url_t *u) {
   free(u->host);
   free(u->path);
   free(u->user);
+  free(u->seeds);
   if (u->password) {
     memset(u->password, 0, strlen(u->password));
     free(u->password);
@@ -119,15 +122,37 @@ static int parse_unix(url_t *u, const char *p) {
   return 0;
 }
 
+/* Cluster seeds after the first, [s, end): "host:port[,host:port...]", each
+ * host of [0-9A-Za-z.-_] (or a bracketed IPv6 address) and a port 1..65535. */
+static int check_seeds(const char *s, const char *end) {
+  if (s == end) return -1; /* a trailing ',' */
+  while (s < end) {
+    const char *e = memchr(s, ',', (size_t)(end - s));
+    if (!e) e = end;
+    const char *colon = NULL;
+    for (const char *t = s; t < e; t++)
+      if (*t == ':') colon = t; /* the last ':' (IPv6 hosts are bracketed) */
+    int port;
+    if (!colon || colon == s || parse_int(colon + 1, (size_t)(e - colon - 1), 1, 65535, &port)) return -1;
+    for (const char *t = s; t < colon; t++)
+      if (!isalnum((unsigned char)*t) && !strchr(".-_:[]", *t)) return -1;
+    s = e + (e < end);
+    if (e < end && s == end) return -1; /* a trailing ',' */
+  }
+  return 0;
+}
+
 /* Why a URL without a known scheme was refused (fixed text only). */
 static const char *scheme_hint(const char *s) {
   if (isspace((unsigned char)s[0])) return "the URL starts with a blank";
-  static const char *const schemes[] = {"rediss+sentinel:", "redis+sentinel:", "rediss:", "redis:", "unix:"};
-  for (size_t i = 0; i < 5; i++)
+  static const char *const schemes[] = {"rediss+sentinel:", "redis+sentinel:", "rediss+cluster:",
+                                        "redis+cluster:",   "rediss:",         "redis:", "unix:"};
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
     if (rlock__ascii_ncaseeq(s, schemes[i], strlen(schemes[i])))
       return "the scheme must be followed by '//' (redis://host, rediss://host, unix:///path, "
-             "redis+sentinel://host/master)";
-  return "unknown scheme (expected redis://, rediss://, unix://, redis+sentinel:// or rediss+sentinel://)";
+             "redis+sentinel://host/master, redis+cluster://host)";
+  return "unknown scheme (expected redis://, rediss://, unix://, redis+sentinel://, rediss+sentinel://, "
+         "redis+cluster:// or rediss+cluster://)";
 }
 
 /* One "host[:port]" or "[v6]:port" in [p, end): a decoded copy in *host.
@@ -213,6 +238,8 @@ int rlock__url_parse(url_t *u, const char *s) {
   else if (rlock__ascii_ncaseeq(s, "rediss://", 9)) u->kind = URL_TLS, p = s + 9;
   else if (rlock__ascii_ncaseeq(s, "redis+sentinel://", 17)) u->kind = URL_TCP, u->sentinel = true, p = s + 17;
   else if (rlock__ascii_ncaseeq(s, "rediss+sentinel://", 18)) u->kind = URL_TLS, u->sentinel = true, p = s + 18;
+  else if (rlock__ascii_ncaseeq(s, "redis+cluster://", 16)) u->kind = URL_TCP, u->cluster = true, p = s + 16;
+  else if (rlock__ascii_ncaseeq(s, "rediss+cluster://", 17)) u->kind = URL_TLS, u->cluster = true, p = s + 17;
   else if (rlock__ascii_ncaseeq(s, "unix://", 7)) return parse_unix(u, s + 7);
   else return bad(u, scheme_hint(s));
 
@@ -241,8 +268,18 @@ int rlock__url_parse(url_t *u, const char *s) {
     if ((why = parse_sentinels(u, p, end)) || (why = parse_sentinel_path(u, end))) return bad(u, why);
     return 0;
   }
-  if (memchr(p, ',', (size_t)(end - p))) return bad(u, "several hosts need redis+sentinel:// (a ',' in the host)");
+  if (u->cluster) { /* the seeds after the first: checked here, parsed by topology/cluster.c */
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    if (comma) {
+      if (check_seeds(comma + 1, end)) return bad(u, "each cluster seed must be host:port, separated by ','");
+      if (!(u->seeds = rlock__strndup(comma + 1, (size_t)(end - comma - 1)))) return bad(u, "out of memory");
+      end = comma;
+    }
+  } else if (memchr(p, ',', (size_t)(end - p)))
+    return bad(u, "several hosts need redis+sentinel:// or redis+cluster:// (a ',' in the host)");
   if ((why = parse_hostport(p, end, 6379, &u->host, &u->port))) return bad(u, why);
+  if (u->seeds) end = p + strcspn(p, "/?#");
+  if (*end == '/' && u->cluster) return bad(u, "a cluster URL takes no database (Redis Cluster has only db 0)");
   if (*end == '/') {
     const char *d = end + 1;
     size_t n = strcspn(d, "?#");

@@ -119,8 +119,9 @@ int cli_connect_option(const char *cmd, cli_global_t *g, int c, char *arg, char 
 /* The TLS options make sense only together and with a rediss:// URL. */
 static int check_tls(const cli_global_t *g) {
   if (!g->tls_ca && !g->tls_cert && !g->tls_key && !g->tls_server_name && !g->insecure) return 0;
-  if (strncasecmp(g->url, "rediss://", 9) != 0 && strncasecmp(g->url, "rediss+sentinel://", 18) != 0)
-    return cli_usage(NULL, "TLS options need a rediss:// (or rediss+sentinel://) URL");
+  if (strncasecmp(g->url, "rediss://", 9) != 0 && strncasecmp(g->url, "rediss+sentinel://", 18) != 0 &&
+      strncasecmp(g->url, "rediss+cluster://", 17) != 0)
+    return cli_usage(NULL, "TLS options need a rediss://, rediss+sentinel:// or rediss+cluster:// URL");
   if (!g->tls_cert != !g->tls_key) return cli_usage(NULL, "--tls-cert and --tls-key go together");
   if (g->insecure && (g->tls_ca || g->tls_server_name))
     return cli_usage(NULL, "--insecure verifies nothing: it excludes --tls-ca and --tls-server-name");

@@ -57,7 +57,7 @@ TEST(url_errors) {
   check_bad_url("redis+sentinel:/h1/m", "must be followed by '//'");
   check_bad_url("redis+sentinel://u:s3cr3t@/m", "missing sentinel host");
   check_bad_url("redis://h1:1,h2:2", "redis+sentinel://");
-  check_bad_url("redis+cluster://h1/m", "unknown scheme");
+  check_bad_url("redis+sentinal://h1/m", "unknown scheme"); /* a typo */
 }
 
 static void check_redacted(const char *url, const char *want) {

@@ -10,7 +10,6 @@
 
 #define CHANNEL "redisson_lock__channel"
 #define MESSAGE "0"      /* the unlock message */
-#define PUBLISH "publish" /* the publish command (spublish for sharded pub/sub) */
 
 static int init(rlock_lock_t *l) {
   return rlock__names_prefixed(&l->channel, CHANNEL, l->name, l->len) ? RLOCK_ENOMEM : 0;
@@ -45,7 +44,7 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   rlock__i64toa(u->keep, keep);
   const char *keys[3] = {u->name, u->channel->p, u->latch->p};
   size_t kl[3] = {u->len, u->channel->n, u->latch->n};
-  const char *args[5] = {MESSAGE, u->owner_id, PUBLISH, ttl, keep};
+  const char *args[5] = {MESSAGE, u->owner_id, rlock__publish_cmd(u->cl), ttl, keep};
   return rlock__script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, u->cl->opt.command_timeout_ms, done, ctx);
 }
 
@@ -64,7 +63,7 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   rlock__i64toa(rel->unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
-  const char *args[7] = {MESSAGE, lease, op->owner_id, PUBLISH, ttl, left, extra};
+  const char *args[7] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra};
   return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, 7, args, NULL, op->cl->opt.command_timeout_ms, done, op);
 }
 
@@ -94,7 +93,7 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   int64_t t = op->cl->opt.command_timeout_ms;
   const char *keys[2] = {l->name, l->channel.p};
   size_t kl[2] = {l->len, l->channel.n};
-  const char *args[3] = {"0", "publish", op->any_type ? "1" : "0"};
+  const char *args[3] = {"0", rlock__publish_cmd(op->cl), op->any_type ? "1" : "0"};
   return rlock__script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, t, done, op);
 }
 

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 
 const topology_ops_t *rlock__topology_for(const url_t *u) {
-  if (u->sentinel) return &rlock__topology_sentinel; /* Cluster seeds will pick theirs here */
+  if (u->sentinel) return &rlock__topology_sentinel;
+  if (u->cluster) return &rlock__topology_cluster;
   return &rlock__topology_single;
 }
 

@@ -28,22 +28,29 @@ typedef struct topology_ops {
    * it again elsewhere, or completed it) and r must not be touched; false: r
    * completes with the reply as usual. */
   bool (*on_error_reply)(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err);
-  /* Creates cl->topo_state (on the creating thread, before the I/O thread
-   * runs): 0 or RLOCK_ENOMEM. */
+  /* Optional (NULL: nothing to do). init: creates cl->topo_state at client
+   * creation, after the client's connections exist, before the I/O thread
+   * starts (0 or RLOCK_ENOMEM; it cleans up after itself on failure).
+   * flush: the end of an I/O pass (write what the topology's own connections
+   * queued). close: the client shuts down, right after the command
+   * connection closed and before the ops still active are failed: complete
+   * what the topology holds and free its state (also called by the creator
+   * if the I/O thread never ran). */
   int (*init)(client_t *cl);
-  /* Frees it (the I/O thread at shutdown, or the creator if the I/O thread
-   * never ran); after the client's connections are closed. */
+  void (*flush)(client_t *cl);
   void (*close)(client_t *cl);
   /* Called by rlock__conn_start before every connection attempt of c:
    * true = connect now (to c's node); false = not yet: the topology calls
-   * rlock__conn_start(c) again once c's node is known. */
+   * rlock__conn_start(c) again once c's node is known. NULL: connect now. */
   bool (*before_connect)(client_t *cl, conn_t *c);
 } topology_ops_t;
 
 extern const topology_ops_t rlock__topology_single;
 extern const topology_ops_t rlock__topology_sentinel;
+extern const topology_ops_t rlock__topology_cluster;
 
-/* The topology of a client's URL: Sentinel for redis+sentinel://, else one server. */
+/* The topology of a client's URL: Sentinel for redis+sentinel://, Cluster for
+ * redis+cluster://, else one server. */
 const topology_ops_t *rlock__topology_for(const url_t *u);
 
 /* Cuts n items into batches of at most max items (topology.c). With slots

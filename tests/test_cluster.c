@@ -1,0 +1,774 @@
+/* test_cluster.c -- redis+cluster://: a real Redis Cluster (3 masters, 3
+ * replicas, harness_cluster.c). The URL form; locks on every one of the
+ * 16384 slots and on hash-tagged names, each landing on the master that owns
+ * its slot; two processes contending through different seed nodes; a slot
+ * migrated live (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE) while its lock is
+ * held, renewed and waited for; a replica promoted with CLUSTER FAILOVER under
+ * a held and waited-for lock. Internal test: it names slots with the
+ * library's own tags (rlock__names_tag). */
+#include "harness.h"
+#include "harness_cluster.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static th_cluster_t *cl;
+
+/* A client on url with a short watchdog lease (renewed every third). */
+static rlock_client_t *client_on(const char *url, int64_t watchdog_ms) { return th_client(url, watchdog_ms); }
+
+/* The cluster URL starting with node i (the first seed the client asks). */
+static void url_from(int i, char *buf, size_t n) {
+  size_t off = (size_t)snprintf(buf, n, "redis+cluster://");
+  for (int k = 0; k < cl->masters; k++)
+    off += (size_t)snprintf(buf + off, n - off, "%s127.0.0.1:%d", k ? "," : "", cl->node[(i + k) % cl->masters]->port);
+}
+
+TEST(url_forms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  rlock_client_t *c = NULL;
+  const char *bad[] = {"redis+cluster://", "redis+cluster://h:1,", "redis+cluster://h:1,h2",
+                       "redis+cluster://h:1,h2:0", "redis+cluster://h:1,h 2:3", "redis+cluster://h:1/2",
+                       "redis+cluster://h:1,h2:70000", NULL};
+  for (int i = 0; bad[i]; i++) {
+    o.url = bad[i];
+    CHECK_RC(rlock_client_new(&c, &o), RLOCK_EURL);
+    CHECK(c == NULL);
+  }
+  o.url = "redis+cluster://:secret-pw@127.0.0.1:1,127.0.0.1:2";
+  o.connect_timeout_ms = 200;
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT); /* both seeds tried, both refused */
+  CHECK(strstr(rlock_last_error(), "secret-pw") == NULL);
+  /* a first seed that is down: the next one is used */
+  char url[200];
+  snprintf(url, sizeof url, "redis+cluster://127.0.0.1:1,127.0.0.1:%d", cl->node[1]->port);
+  o.url = url;
+  o.connect_timeout_ms = 3000;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "seed-fallback");
+  CHECK_OK(rlock_lock_trylock(l, 0, 10000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* The lock key of a name lands on the master that owns its slot. */
+static void check_on_owner(const char *name, int present) {
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *owner = th_cluster_owner(cl, slot);
+  CHECK(owner != NULL);
+  CHECK_EQ(th_cmd_int(owner, "EXISTS", name, NULL), present);
+}
+
+TEST(every_slot) {
+  rlock_client_t *c = client_on(cl->url, 0);
+  static char names[16384][16];
+  static rlock_lock_t *locks[16384];
+  for (int s = 0; s < 16384; s++) {
+    snprintf(names[s], sizeof names[s], "{%s}", rlock__names_tag((uint16_t)s));
+    CHECK_EQ(rlock__names_slot(names[s], strlen(names[s])), s);
+    locks[s] = th_lock(c, names[s]);
+    CHECK_OK(rlock_lock_trylock(locks[s], 0, 60000));
+  }
+  for (int s = 0; s < 16384; s += 997) check_on_owner(names[s], 1);
+  int total = 0;
+  for (int i = 0; i < cl->masters; i++) total += (int)th_cmd_int(cl->node[i], "DBSIZE", NULL);
+  CHECK(total >= 16384); /* every lock key (and maybe latches not yet deleted) */
+  for (int s = 0; s < 16384; s++) {
+    CHECK_OK(rlock_lock_unlock(locks[s]));
+    rlock_lock_free(locks[s]);
+  }
+  for (int s = 0; s < 16384; s += 997) check_on_owner(names[s], 0);
+  rlock_client_free(c);
+}
+
+TEST(hash_tags) {
+  rlock_client_t *a = client_on(cl->url, 0), *b = client_on(cl->url, 0);
+  const char *names[] = {"{user42}:profile", "{user42}:cart", "orders:{user42}", "plain-name", "x{}y", NULL};
+  for (int i = 0; names[i]; i++) {
+    rlock_lock_t *la = th_lock(a, names[i]), *lb = th_lock(b, names[i]);
+    CHECK_OK(rlock_lock_trylock(la, 0, 30000));
+    check_on_owner(names[i], 1);
+    CHECK_RC(rlock_lock_trylock(lb, 0, 30000), RLOCK_EBUSY);
+    int locked = 0;
+    CHECK_OK(rlock_lock_is_locked(lb, &locked));
+    CHECK_EQ(locked, 1);
+    CHECK_OK(rlock_lock_unlock(la));
+    CHECK_OK(rlock_lock_trylock(lb, 0, 30000));
+    CHECK_OK(rlock_lock_unlock(lb));
+    rlock_lock_free(la);
+    rlock_lock_free(lb);
+  }
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
+/* Two processes, each through another first seed, take turns on names on
+ * every master: never both inside. */
+typedef struct shared {
+  atomic_int inside, overlaps, done;
+} shared_t;
+
+static void contend(int seed, shared_t *sh, int rounds) {
+  char url[300];
+  url_from(seed, url, sizeof url);
+  rlock_client_t *c = client_on(url, 0);
+  rlock_lock_t *l[3] = {th_lock(c, "contend-a"), th_lock(c, "contend-b"), th_lock(c, "contend-c")};
+  for (int i = 0; i < rounds; i++) {
+    rlock_lock_t *x = l[i % 3];
+    CHECK_OK(rlock_lock_trylock(x, 60000, 30000));
+    if (atomic_fetch_add(&sh[i % 3].inside, 1) != 0) atomic_fetch_add(&sh[i % 3].overlaps, 1);
+    th_sleep_ms(1); /* a critical section long enough for the other process to try */
+    atomic_fetch_sub(&sh[i % 3].inside, 1);
+    atomic_fetch_add(&sh[i % 3].done, 1);
+    CHECK_OK(rlock_lock_unlock(x));
+  }
+  for (int i = 0; i < 3; i++) rlock_lock_free(l[i]);
+  rlock_client_free(c);
+}
+
+TEST(two_processes_two_seeds) {
+  shared_t *sh = mmap(NULL, 3 * sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(sh != MAP_FAILED);
+  memset(sh, 0, 3 * sizeof *sh);
+  const int rounds = 300;
+  pid_t kid = th_fork();
+  if (kid == 0) {
+    contend(1, sh, rounds);
+    const char *argv[] = {"true", NULL};
+    execvp("true", (char *const *)argv); /* leave without the parent's cleanup */
+    _exit(1);
+  }
+  contend(0, sh, rounds);
+  CHECK_EQ(th_wait_child(kid), 0);
+  int done = 0;
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ(atomic_load(&sh[i].overlaps), 0);
+    done += atomic_load(&sh[i].done);
+  }
+  CHECK_EQ(done, 2 * rounds);
+  munmap(sh, 3 * sizeof *sh);
+}
+
+/* ------------------------------------------------------------ live migration */
+
+/* A name whose slot master is m. */
+static void name_on(th_server_t *m, const char *prefix, char *buf, size_t n) {
+  for (int i = 0;; i++) {
+    snprintf(buf, n, "%s-%d", prefix, i);
+    if (th_cluster_owner(cl, th_cluster_keyslot(cl, buf)) == m) return;
+  }
+}
+
+/* A master other than m (the owner of some slot). */
+static th_server_t *other_master(th_server_t *m) {
+  for (int s = 0; s < 16384; s += 512) {
+    th_server_t *o = th_cluster_owner(cl, s);
+    if (o && o != m) return o;
+  }
+  th_fail(__FILE__, __LINE__, "no other master");
+}
+
+
+typedef struct waiter_arg {
+  rlock_lock_t *lock;
+  int rc;
+  atomic_int granted;
+  int64_t at;
+} waiter_arg_t;
+
+static void *waiter_main(void *arg) {
+  waiter_arg_t *w = arg;
+  w->rc = rlock_lock_acquire(w->lock, 7, 120000, RLOCK_LEASE_WATCHDOG, NULL); /* owner 7: released by main */
+  w->at = th_now_ms();
+  atomic_store(&w->granted, 1);
+  return NULL;
+}
+
+static int is_granted(void *arg) { return atomic_load(&((waiter_arg_t *)arg)->granted); }
+
+/* Sharded subscribers of a channel on s (PUBSUB SHARDNUMSUB). */
+static long long shard_numsub(th_server_t *s, const char *chan) {
+  redisReply *r = th_cmd(s, "PUBSUB", "SHARDNUMSUB", chan, NULL);
+  long long n = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : 0;
+  th_reply_free(r);
+  return n;
+}
+
+/* The master that owns the lock's slot has a sharded subscriber on its
+ * channel (the client probed sharded pub/sub: Redis 7). */
+static int subscribed(void *arg) {
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", (const char *)arg);
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, arg));
+  return owner && shard_numsub(owner, chan) > 0;
+}
+static void wait_subscribed(const char *name) {
+  CHECK_MSG(th_wait_until(subscribed, (void *)name, 20000), "the waiter never subscribed");
+}
+
+typedef struct renewed_arg {
+  rlock_client_t *c;
+  uint64_t base;
+} renewed_arg_t;
+
+static uint64_t renewed(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st.renewed_locks;
+}
+static int renewed_twice(void *arg) {
+  renewed_arg_t *r = arg;
+  return renewed(r->c) >= r->base + 2;
+}
+
+typedef struct released {
+  atomic_int done;
+  int status;
+} released_t;
+
+static void on_released(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  released_t *r = arg;
+  r->status = status;
+  atomic_store(&r->done, 1);
+}
+static int is_released(void *arg) { return atomic_load(&((released_t *)arg)->done); }
+
+/* TRYAGAIN errors a node has answered (INFO errorstats). */
+static long long tryagains(th_server_t *s) {
+  char *info = th_cmd_str(s, "INFO", "errorstats", NULL);
+  const char *p = info ? strstr(info, "errorstat_TRYAGAIN:count=") : NULL;
+  long long n = p ? atoll(p + strlen("errorstat_TRYAGAIN:count=")) : 0;
+  free(info);
+  return n;
+}
+
+typedef struct tryagain_arg {
+  th_server_t *s;
+  long long base;
+} tryagain_arg_t;
+static int tryagain_seen(void *arg) {
+  tryagain_arg_t *t = arg;
+  return tryagains(t->s) > t->base;
+}
+
+typedef struct mig {
+  rlock_client_t *holder, *waiter_client;
+  rlock_lock_t *held;
+  waiter_arg_t *w;
+  th_server_t *to;
+  const char *name;
+  released_t rel;
+  int64_t finished_at; /* the migration's SETSLOT NODE calls returned */
+} mig_t;
+
+/* Keys moved, slot still MIGRATING/IMPORTING: renewals reach the target
+ * through ASK. The unlock is sent then: its latch key is not on the target,
+ * so the target answers TRYAGAIN until the slot is its own (SETSLOT NODE
+ * right after): the unlock lands then, and the waiter is granted. */
+static void during_move(void *arg, int phase) {
+  mig_t *m = arg;
+  if (phase != 1) return;
+  th_reply_free(th_cmd(m->to, "ASKING", NULL)); /* the slot is only importing there */
+  CHECK_EQ(th_cmd_int(m->to, "EXISTS", m->name, NULL), 1); /* the lock key moved */
+  renewed_arg_t r = {m->holder, renewed(m->holder)};
+  CHECK_MSG(th_wait_until(renewed_twice, &r, 20000), "the holder's renewals did not reach the new owner");
+  CHECK(!is_granted(m->w));
+  tryagain_arg_t t = {m->to, tryagains(m->to)};
+  CHECK_OK(rlock_lock_release_async(m->held, RLOCK_OWNER_SELF, on_released, &m->rel));
+  /* the slot is finished only once the unlock met TRYAGAIN there */
+  CHECK_MSG(th_wait_until(tryagain_seen, &t, 20000), "the unlock never reached the importing node");
+  CHECK(!is_released(&m->rel));
+}
+
+/* A first seed that accepts TCP but never answers (a listening socket
+ * nobody accepts on): its handshake times out, the next seed is used, and
+ * the pub/sub probe waits for it (the client starts in sharded mode, not in
+ * classic mode because the probe's first copy expired with the first seed). */
+TEST(first_seed_hangs) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 16) == 0);
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
+  char url[200];
+  snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", ntohs(a.sin_port), cl->node[1]->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 500;
+  rlock_client_t *h = NULL, *wc = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  CHECK_OK(rlock_client_new(&wc, &o));
+  const char *name = "first-seed-hangs";
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, 30000));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name); /* sharded: on the slot's master */
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+  close(fd);
+}
+
+TEST(slot_migrated_live) {
+  const char *name = "migrating-lock";
+  rlock_client_t *h = client_on(cl->url, 1500), *wc = client_on(cl->url, 1500);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = NULL;
+  to = other_master(from);
+  wait_subscribed(name); /* the waiter is parked before the move starts */
+  mig_t m = {.holder = h, .waiter_client = wc, .held = lh, .w = &w, .to = to, .name = name};
+  th_cluster_move_slot(cl, slot, to, during_move, &m);
+  m.finished_at = th_now_ms();
+  CHECK_MSG(th_wait_until(is_released, &m.rel, 20000), "the unlock sent during the move never ended");
+  CHECK_OK(m.rel.status);
+  CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  printf("# unlock sent mid-migration: waiter granted %lld ms after the slot was finished\n",
+         (long long)(w.at - m.finished_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(th_cluster_wait_ok(cl, 30000));
+  CHECK(th_cluster_owner(cl, slot) == to);
+  /* the new holder renews on the new owner (MOVED followed, map refreshed) */
+  renewed_arg_t r = {wc, renewed(wc)};
+  CHECK(th_wait_until(renewed_twice, &r, 20000));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 1);
+  CHECK(th_cmd_int(to, "PTTL", name, NULL) > 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 0);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_client_stats(wc, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+/* Redisson's side of the wire in sharded mode: a lock held by a foreign
+ * owner (a Java client's hash, 60 s TTL), freed the way Redisson's unlock
+ * does it (DEL + SPUBLISH "0" on redisson_lock__channel:{NAME} on the slot's
+ * master): the rlock waiter is woken by that message, long before the TTL. */
+TEST(foreign_unlock_spublish) {
+  const char *name = "foreign-held";
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, name));
+  th_reply_free(th_cmd(owner, "HSET", name, "java-uuid:1", "1", NULL));
+  th_reply_free(th_cmd(owner, "PEXPIRE", name, "60000", NULL));
+  rlock_client_t *wc = client_on(cl->url, 0);
+  rlock_lock_t *lw = th_lock(wc, name);
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  int64_t freed_at = th_now_ms();
+  th_reply_free(th_cmd(owner, "DEL", name, NULL));
+  CHECK_EQ(th_cmd_int(owner, "SPUBLISH", chan, "0", NULL), 1);
+  CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted");
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - freed_at < 30000, "granted %lld ms after the unlock (the TTL, not the message)",
+            (long long)(w.at - freed_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  /* and rlock's own unlock publishes the same way: a sharded subscriber hears it */
+  redisContext *sub = th_raw_connect(owner);
+  redisReply *r = redisCommand(sub, "SSUBSCRIBE %s", chan);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  freeReplyObject(r);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK(redisGetReply(sub, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "smessage");
+  CHECK_STREQ(r->element[2]->str, "0");
+  freeReplyObject(r);
+  redisFree(sub);
+  rlock_lock_free(lw);
+  rlock_client_free(wc);
+}
+
+/* rlock_client_free while an acquire waits out a TRYAGAIN backoff (slot in
+ * migration): the call ends once (RLOCK_ECLOSED), no key is left behind once
+ * the slot is finished, and the delayed request is freed (a leak there is
+ * what ASan / valgrind report: the op itself ends through the close). */
+typedef struct once {
+  atomic_int calls;
+  int status;
+} once_t;
+static void on_once(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  once_t *o = arg;
+  o->status = status;
+  atomic_fetch_add(&o->calls, 1);
+}
+typedef struct close_mid {
+  th_server_t *to;
+  once_t done;
+} close_mid_t;
+static void close_in_window(void *arg, int phase) {
+  close_mid_t *m = arg;
+  if (phase != 1) return;
+  rlock_client_t *c = client_on(cl->url, 0);
+  rlock_lock_t *l = th_lock(c, "closed-mid-migration");
+  tryagain_arg_t ta = {m->to, tryagains(m->to) + 2};
+  CHECK_OK(rlock_lock_acquire_async(l, 9, 10000, 10000, NULL, on_once, &m->done));
+  CHECK_MSG(th_wait_until(tryagain_seen, &ta, 20000), "the acquire did not meet TRYAGAIN");
+  rlock_client_free(c); /* ends the call: the client is gone */
+  CHECK_EQ(atomic_load(&m->done.calls), 1);
+  CHECK_RC(m->done.status, RLOCK_ECLOSED);
+  rlock_lock_free(l);
+}
+
+TEST(close_during_tryagain) {
+  const char *name = "closed-mid-migration";
+  int slot = th_cluster_keyslot(cl, name);
+  close_mid_t m = {.to = other_master(th_cluster_owner(cl, slot))};
+  th_cluster_move_slot(cl, slot, m.to, close_in_window, &m);
+  CHECK_EQ(th_cmd_int(m.to, "EXISTS", name, NULL), 0);
+  CHECK_EQ(atomic_load(&m.done.calls), 1);
+}
+
+/* A waiter whose tries meet TRYAGAIN for longer than its command timeout
+ * (keys moved, slot not yet finished): it keeps waiting (each try ends as
+ * "not run" and is queued again within its wait bound), and is granted once
+ * the slot is finished and the holder's unlock lands. */
+typedef struct window_wait {
+  tryagain_arg_t t;
+  waiter_arg_t *w;
+} window_wait_t;
+static int window_over(void *arg) { /* enough TRYAGAINs, or the waiter ended */
+  window_wait_t *x = arg;
+  return tryagain_seen(&x->t) || is_granted(x->w);
+}
+
+typedef struct long_window {
+  rlock_lock_t *held;
+  waiter_arg_t *w;
+  th_server_t *to;
+  released_t rel;
+} long_window_t;
+
+static void long_tryagain(void *arg, int phase) {
+  long_window_t *m = arg;
+  if (phase != 1) return;
+  pthread_t t;
+  window_wait_t ww = {{m->to, tryagains(m->to) + 30}, m->w}; /* > 3 command timeouts of backoffs */
+  CHECK(pthread_create(&t, NULL, waiter_main, m->w) == 0);
+  CHECK(pthread_detach(t) == 0);
+  CHECK_MSG(th_wait_until(window_over, &ww, 30000), "the waiter's tries did not meet TRYAGAIN");
+  CHECK_MSG(!is_granted(m->w), "the waiter gave up: %s", rlock_strerror(m->w->rc));
+  CHECK_OK(rlock_lock_release_async(m->held, RLOCK_OWNER_SELF, on_released, &m->rel));
+}
+
+TEST(tryagain_longer_than_timeout) {
+  const char *name = "long-tryagain";
+  rlock_client_t *h = client_on(cl->url, 0);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = cl->url;
+  o.command_timeout_ms = 300;
+  rlock_client_t *wc = NULL;
+  CHECK_OK(rlock_client_new(&wc, &o));
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, 60000));
+  int slot = th_cluster_keyslot(cl, name);
+  waiter_arg_t w = {.lock = lw};
+  long_window_t m = {.held = lh, .w = &w, .to = other_master(th_cluster_owner(cl, slot))};
+  th_cluster_move_slot(cl, slot, m.to, long_tryagain, &m);
+  CHECK_MSG(th_wait_until(is_released, &m.rel, 20000), "the unlock never ended");
+  CHECK_OK(m.rel.status);
+  CHECK_MSG(th_wait_until(is_granted, &w, 20000), "the waiter was not granted");
+  CHECK_OK(w.rc);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+/* A waiter parked on a lock whose slot moves (no unlock meanwhile): the old
+ * owner pushes an unsolicited sunsubscribe when SETSLOT NODE takes the slot
+ * away. The client tells it from a reply (no connection dropped),
+ * subscribes on the new owner, and the waiter tries again at once (not a
+ * lease later); the unlock then reaches it as a message. */
+typedef struct attempts_arg {
+  rlock_client_t *c;
+  uint64_t base;
+} attempts_arg_t;
+static uint64_t attempts(rlock_client_t *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st.acquire_attempts;
+}
+static int attempted(void *arg) {
+  attempts_arg_t *a = arg;
+  return attempts(a->c) > a->base;
+}
+typedef struct sub_on {
+  th_server_t *s;
+  const char *name;
+} sub_on_t;
+static int subscribed_on(void *arg) {
+  sub_on_t *o = arg;
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", o->name);
+  return shard_numsub(o->s, chan) > 0;
+}
+
+TEST(slot_moved_under_waiter) {
+  const char *name = "moved-under-waiter";
+  const int64_t lease = 30000; /* a waiter's own retry comes >= 20 s apart */
+  rlock_client_t *h = client_on(cl->url, lease), *wc = client_on(cl->url, lease);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = other_master(from);
+  rlock_stats_t st;
+  rlock_client_stats(wc, &st);
+  uint64_t reconnects = st.reconnects;
+  attempts_arg_t a = {wc, attempts(wc)};
+  th_cluster_move_slot(cl, slot, to, NULL, NULL);
+  sub_on_t o = {to, name};
+  CHECK_MSG(th_wait_until(subscribed_on, &o, 10000), "the waiter did not subscribe on the new owner");
+  CHECK_MSG(th_wait_until(attempted, &a, 10000), "the waiter did not try again at once");
+  rlock_client_stats(wc, &st);
+  CHECK_EQ(st.reconnects, reconnects); /* the push was not taken for a stray reply */
+  CHECK(!is_granted(&w));
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - unlocked_at < lease / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
+  printf("# waiter granted %lld ms after the unlock\n", (long long)(w.at - unlocked_at));
+  rlock_client_stats(wc, &st);
+  CHECK(st.messages >= 1);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 0);
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+/* ------------------------------------------------------------ watchdog per shard */
+
+typedef struct lost_log {
+  pthread_mutex_t mu;
+  char names[8][64];
+  int n;
+} lost_log_t;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)owner, (void)reason;
+  lost_log_t *l = arg;
+  pthread_mutex_lock(&l->mu);
+  if (l->n < 8) snprintf(l->names[l->n++], sizeof l->names[0], "%.*s", (int)len, name);
+  pthread_mutex_unlock(&l->mu);
+}
+static int lost_any(void *arg) {
+  lost_log_t *l = arg;
+  pthread_mutex_lock(&l->mu);
+  int n = l->n;
+  pthread_mutex_unlock(&l->mu);
+  return n;
+}
+
+/* Holds on every master; one master stops answering scripts (CLIENT PAUSE
+ * WRITE: no failover, its keys do not expire meanwhile). Its hold is
+ * reported lost once its lease may have run out, and only it: the other
+ * shards' holds keep being renewed in the same rounds. */
+TEST(one_shard_failing) {
+  const int64_t lease = 2400; /* renewed every 800 ms */
+  rlock_client_t *c = client_on(cl->url, lease);
+  lost_log_t log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_client_on_lost(c, on_lost, &log);
+  th_server_t *masters[3] = {th_cluster_owner(cl, 0), NULL, NULL};
+  masters[1] = other_master(masters[0]);
+  for (int s = 0; s < 16384 && !masters[2]; s += 512) {
+    th_server_t *o = th_cluster_owner(cl, s);
+    if (o && o != masters[0] && o != masters[1]) masters[2] = o;
+  }
+  CHECK(masters[2] != NULL);
+  char names[3][64];
+  rlock_lock_t *l[3];
+  for (int i = 0; i < 3; i++) {
+    name_on(masters[i], "shard-hold", names[i], sizeof names[i]);
+    l[i] = th_lock(c, names[i]);
+    CHECK_OK(rlock_lock_trylock(l[i], 0, RLOCK_LEASE_WATCHDOG));
+  }
+  int64_t paused_at = th_now_ms();
+  th_reply_free(th_cmd(masters[0], "CLIENT", "PAUSE", "30000", "WRITE", NULL));
+  CHECK_MSG(th_wait_until(lost_any, &log, 30000), "the paused shard's hold was never reported lost");
+  int64_t lost_after = th_now_ms() - paused_at;
+  CHECK_STREQ(log.names[0], names[0]);
+  CHECK_MSG(lost_after <= 2 * lease + 5000, "lost %lld ms after the pause", (long long)lost_after);
+  printf("# paused shard's hold reported lost %lld ms after the pause (lease %lld)\n", (long long)lost_after,
+         (long long)lease);
+  /* two more leases: the other shards' holds are still renewed */
+  int64_t until = th_now_ms() + 2 * lease;
+  while (th_now_ms() < until) {
+    for (int i = 1; i < 3; i++) CHECK(th_cmd_int(masters[i], "PTTL", names[i], NULL) > 0);
+    th_sleep_ms(100); /* sampling the servers' state over time, not waiting for an event */
+  }
+  CHECK_EQ(lost_any(&log), 1);
+  th_reply_free(th_cmd(masters[0], "CLIENT", "UNPAUSE", NULL));
+  for (int i = 1; i < 3; i++) CHECK_OK(rlock_lock_unlock(l[i]));
+  for (int i = 0; i < 3; i++) rlock_lock_free(l[i]);
+  rlock_client_free(c);
+  th_reply_free(th_cmd(masters[0], "DEL", names[0], NULL));
+}
+
+/* ------------------------------------------------------------ failover */
+
+typedef struct replica_has {
+  th_server_t *replica;
+  const char *key;
+} replica_has_t;
+
+/* The replica holds key (a replica answers reads after READONLY). */
+static int replica_has_key(void *arg) {
+  replica_has_t *r = arg;
+  th_reply_free(th_cmd(r->replica, "READONLY", NULL));
+  return th_cmd_int(r->replica, "EXISTS", r->key, NULL) == 1;
+}
+
+typedef struct owner_is {
+  int slot;
+  th_server_t *s;
+} owner_is_t;
+static int owner_is(void *arg) {
+  owner_is_t *o = arg;
+  return th_cluster_owner(cl, o->slot) == o->s;
+}
+
+/* A held lock and a waiter across a failover of the master that owns it:
+ * `how` promotes its replica. The holder renews on the new master, nothing
+ * is reported lost, the unlock grants the waiter. */
+static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog_ms, void (*how)(th_server_t *m,
+                                                                                                  th_server_t *rep)) {
+  char name[64];
+  name_on(m, prefix, name, sizeof name);
+  int slot = th_cluster_keyslot(cl, name);
+  th_server_t *rep = th_cluster_replica_of(cl, m);
+  CHECK(rep != NULL);
+  rlock_client_t *h = client_on(cl->url, watchdog_ms), *wc = client_on(cl->url, watchdog_ms);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  replica_has_t rh = {rep, name};
+  CHECK(th_wait_until(replica_has_key, &rh, 20000)); /* the hold survives the failover */
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  int64_t failover_at = th_now_ms();
+  how(m, rep);
+  owner_is_t o = {slot, rep};
+  CHECK_MSG(th_wait_until(owner_is, &o, 60000), "the replica did not take the slot");
+  int64_t owner_at = th_now_ms();
+  CHECK(th_cluster_wait_ok(cl, 60000));
+  renewed_arg_t r = {h, renewed(h)};
+  CHECK_MSG(th_wait_until(renewed_twice, &r, 60000), "the holder does not renew on the promoted replica");
+  CHECK(th_cmd_int(rep, "PTTL", name, NULL) > 0);
+  CHECK(!is_granted(&w));
+  /* the waiter's subscription followed the slot to the promoted replica */
+  wait_subscribed(name);
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  CHECK_MSG(th_wait_until(is_granted, &w, 30000), "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  /* woken by the unlock message (the subscription followed the cluster),
+   * not by its lease-long park: the waiter re-tries at most every 2/3 lease */
+  rlock_stats_t ws;
+  rlock_client_stats(wc, &ws);
+  CHECK(ws.messages >= 1);
+  CHECK_MSG(w.at - unlocked_at < watchdog_ms / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
+  printf("# slot owner changed %lld ms after the failover began; waiter granted %lld ms after the unlock\n",
+         (long long)(owner_at - failover_at), (long long)(w.at - unlocked_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  CHECK_EQ(th_cmd_int(rep, "EXISTS", name, NULL), 0);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_client_stats(wc, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
+static void manual_failover(th_server_t *m, th_server_t *rep) {
+  (void)m;
+  redisReply *r = th_cmd(rep, "CLUSTER", "FAILOVER", NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+}
+
+static void kill_master(th_server_t *m, th_server_t *rep) {
+  (void)rep;
+  th_server_kill(m); /* the replica takes over after cluster-node-timeout */
+}
+
+TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
+
+/* The killed master is the first seed: the control and subscriber
+ * connections move to another node too. Lease 15 s: longer than the
+ * failover (node timeout 2 s + election). */
+TEST(master_killed) { across_failover(cl->node[0], "killed-master", 15000, kill_master); }
+
+/* TEST_ONLY=name runs that test alone (the cluster is started either way). */
+#define RUN_SOME(name)                                            \
+  do {                                                            \
+    const char *only_ = getenv("TEST_ONLY");                      \
+    if (!only_ || !strcmp(only_, #name)) RUN(name);               \
+  } while (0)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 900);
+  cl = th_cluster_start(3, 1, 2000);
+  RUN_SOME(url_forms);
+  RUN_SOME(first_seed_hangs);
+  RUN_SOME(hash_tags);
+  RUN_SOME(every_slot);
+  RUN_SOME(two_processes_two_seeds);
+  RUN_SOME(slot_migrated_live);
+  RUN_SOME(slot_moved_under_waiter);
+  RUN_SOME(foreign_unlock_spublish);
+  RUN_SOME(tryagain_longer_than_timeout);
+  RUN_SOME(close_during_tryagain);
+  RUN_SOME(one_shard_failing);
+  RUN_SOME(replica_promoted_by_cluster_failover);
+  RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
+  th_cluster_stop(cl);
+  return th_done();
+}
