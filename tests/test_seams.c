@@ -528,11 +528,11 @@ static void routing_scenario(const topology_ops_t *topo, int nlocks) {
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
   for (int i = 0; i < V_N; i++) routed[i] = 0;
   cross_slot = renew_calls = renew_keys_max = 0;
+  /* the client takes the counting table when it is made: the I/O thread
+   * reads it from its first pass on */
+  rlock__topology_forced = topo;
   rlock_client_t *c = th_client(srv->url, 1500);
-  /* No request has been routed yet (the handshake is per connection): the
-   * topology is swapped before the first submit, which orders the I/O
-   * thread's later reads after this write. */
-  c->topo = topo;
+  rlock__topology_forced = NULL;
   rlock_lock_t **ls = calloc((size_t)nlocks, sizeof *ls);
   int per_slot[16384] = {0}, most = 0;
   for (int i = 0; i < nlocks; i++) {

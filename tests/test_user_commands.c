@@ -612,6 +612,13 @@ TEST(stats_count_user_commands_apart) {
   rlock_client_t *c = client_with(0, 0, "uc-stats");
   named_t two = {"uc-stats", 2};
   CHECK(th_wait_until(named_count_is, &two, 5000)); /* both lock connections' handshakes written */
+  /* A lock query's round trip: the command connection's handshake is over
+   * and its writes are counted (a write is counted at the end of the pass
+   * that queued it, which may come after the server saw the bytes). */
+  rlock_lock_t *l = th_lock(c, "uc-stats:barrier");
+  int locked = -1;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  rlock_lock_free(l);
   rlock_stats_t st0, st1;
   rlock_client_stats(c, &st0);
   for (int i = 0; i < 3; i++) ping(c);

@@ -5,7 +5,10 @@
 
 #include <stdlib.h>
 
+const topology_ops_t *rlock__topology_forced;
+
 const topology_ops_t *rlock__topology_for(const url_t *u) {
+  if (rlock__topology_forced) return rlock__topology_forced;
   if (u->sentinel) return &rlock__topology_sentinel;
   if (u->cluster) return &rlock__topology_cluster;
   return &rlock__topology_single;

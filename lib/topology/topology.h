@@ -51,6 +51,9 @@ extern const topology_ops_t rlock__topology_cluster;
 
 /* The topology of a client's URL: Sentinel for redis+sentinel://, Cluster for
  * redis+cluster://, else one server. */
+/* Tests only: a table every client made from now on takes whatever its URL
+ * (NULL: by URL). Set it on the thread that then calls rlock_client_new. */
+extern const topology_ops_t *rlock__topology_forced;
 const topology_ops_t *rlock__topology_for(const url_t *u);
 
 /* Cuts n items into batches of at most max items (topology.c). With slots
