@@ -466,7 +466,8 @@ static int make_clients(rlock_redlock_t *r, const rlock_options_t *opts, const c
     started[i] = pthread_create(&t[i], NULL, make_client, &m[i]) == 0;
     if (!started[i]) make_client(&m[i]);
   }
-  for (size_t i = 0; !rc && i < r->n; i++) {
+  /* join every thread, even after an error: each writes into r */
+  for (size_t i = 0; m && t && started && i < r->n; i++) {
     if (started[i]) pthread_join(t[i], NULL);
     if (config_error(m[i].rc) && !rc) {
       char shown[256];

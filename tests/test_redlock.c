@@ -11,6 +11,8 @@
  *                         try is given back
  *   down_at_creation      a node unreachable when the RedLock is made is a
  *                         failed node, not an error
+ *   bad_url_with_slow_node  a bad URL fails rlock_redlock_new only after
+ *                         every node's connecting thread ended
  *   lost_majority         watchdog holds deleted on 3 nodes: the lost
  *                         callback runs once, the other nodes are released
  *   busy_minority         2 nodes held by another owner: still a majority
@@ -19,9 +21,15 @@
  *                         and B gets 3, 4, 5: both hold a majority (the
  *                         documented hazard, asserted); with appendfsync
  *                         always B gets no majority */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -186,6 +194,39 @@ TEST(down_at_creation) {
   CHECK(r == NULL);
 }
 
+static int threads_now(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Threads:", 8)) n = atoi(line + 8);
+  if (f) fclose(f);
+  return n;
+}
+
+/* A bad URL fails rlock_redlock_new, while a node listed after it is still
+ * connecting (a socket that accepts and never answers): the call must not
+ * return before that node's connecting thread ended (it wrote into the freed
+ * RedLock: a crash, seen intermittently with `rlock exec --redlock`). */
+TEST(bad_url_with_slow_node) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 8) == 0);
+  char slow[64];
+  snprintf(slow, sizeof slow, "redis://127.0.0.1:%d", th_local_port(ls));
+  const char *u[3] = {urls[0], "redis://[nope", slow};
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.command_timeout_ms = 2000; /* the slow node's handshake gives up after that */
+  int before = threads_now();
+  rlock_redlock_t *r = NULL;
+  CHECK_RC(rlock_redlock_new(&r, &o, u, 3, "rl:badurl", 9, 0), RLOCK_EURL);
+  CHECK(r == NULL);
+  CHECK_MSG(threads_now() == before, "threads before %d, after %d: a node's connecting thread outlived "
+            "rlock_redlock_new", before, threads_now());
+  close(ls);
+}
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int lost_calls;
 static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
@@ -285,6 +326,7 @@ int main(int argc, char **argv) {
   RUN(simple_format);
   RUN(busy_minority);
   RUN(down_at_creation);
+  RUN(bad_url_with_slow_node);
   RUN(lost_majority);
   RUN(stopped_node);
   RUN(restart_hazard);
