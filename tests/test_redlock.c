@@ -15,6 +15,8 @@
  *                         every node's connecting thread ended
  *   lost_majority         watchdog holds deleted on 3 nodes: the lost
  *                         callback runs once, the other nodes are released
+ *   validity_from_send    3 nodes asleep: the validity starts when the
+ *                         tries were sent, not when they were answered
  *   busy_minority         2 nodes held by another owner: still a majority
  *   restart_hazard        A holds nodes 1-3 (4 and 5 held elsewhere); node 3
  *                         restarts: without persistence it forgot A's hold
@@ -38,8 +40,10 @@ static th_server_t *srv[N];
 static const char *urls[N];
 
 static void start_all(void) {
+  const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP (validity_from_send) */
+  th_server_opts_t so = {.extra_args = extra};
   for (int i = 0; i < N; i++) {
-    srv[i] = th_server_start(NULL);
+    srv[i] = th_server_start(&so);
     urls[i] = srv[i]->url;
   }
 }
@@ -112,6 +116,46 @@ TEST(simple_format) {
   }
   CHECK_OK(rlock_redlock_release(a));
   CHECK_EQ(holders("rl:simple"), 0);
+  rlock_redlock_free(a);
+}
+
+/* The server has read everything rc sent (its DEBUG SLEEP is running). */
+static int server_took(void *arg) {
+  redisContext *rc = arg;
+  int me = th_local_port(rc->fd), port = rc->tcp.port;
+  long tx = -1, rx = -1;
+  return th_tcp_queues(me, port, &tx, NULL) && tx == 0 && th_tcp_queues(port, me, NULL, &rx) && rx == 0;
+}
+
+/* The validity counts from when the tries were SENT: 3 of 5 nodes asleep
+ * (DEBUG SLEEP 2) answer ~2 s after the round started, and the validity
+ * returned must not start from their answers. */
+TEST(validity_from_send) {
+  rlock_redlock_t *a = redlock("rl:validity", 0, 0);
+  CHECK_OK(rlock_redlock_set_node_timeout(a, 10000)); /* the sleepers count as answers */
+  redisContext *rc[3];
+  for (int i = 0; i < 3; i++) {
+    rc[i] = th_raw_connect(srv[i]);
+    CHECK(redisAppendCommand(rc[i], "DEBUG SLEEP 2") == REDIS_OK);
+    int done = 0;
+    while (!done) CHECK(redisBufferWrite(rc[i], &done) == REDIS_OK);
+  }
+  for (int i = 0; i < 3; i++) CHECK(th_wait_until(server_took, rc[i], 5000));
+  int64_t t0 = rlock_now_ms(), vu = 0;
+  CHECK_OK(rlock_redlock_acquire(a, 0, 60000, NULL, &vu));
+  int64_t t1 = rlock_now_ms();
+  int64_t start = vu - (60000 - 602); /* valid_until = round start + lease - drift (60000/100 + 2) */
+  CHECK_MSG(t1 - t0 >= 1000, "the nodes did not sleep (acquire took %lld ms)", (long long)(t1 - t0));
+  CHECK_MSG(start >= t0 && start <= t1 - 500, "validity counted from %lld ms after the call (which took %lld ms): "
+            "not from when the tries were sent", (long long)(start - t0), (long long)(t1 - t0));
+  for (int i = 0; i < 3; i++) {
+    redisReply *r = NULL;
+    CHECK(redisGetReply(rc[i], (void **)&r) == REDIS_OK);
+    CHECK_MSG(r->type == REDIS_REPLY_STATUS, "DEBUG SLEEP: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    freeReplyObject(r);
+    redisFree(rc[i]);
+  }
+  CHECK_OK(rlock_redlock_release(a));
   rlock_redlock_free(a);
 }
 
@@ -324,6 +368,7 @@ int main(int argc, char **argv) {
   start_all();
   RUN(majority_basics);
   RUN(simple_format);
+  RUN(validity_from_send);
   RUN(busy_minority);
   RUN(down_at_creation);
   RUN(bad_url_with_slow_node);
