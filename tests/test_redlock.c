@@ -17,6 +17,9 @@
  *                         callback runs once, the other nodes are released
  *   validity_from_send    3 nodes asleep: the validity starts when the
  *                         tries were sent, not when they were answered
+ *   lost_during_round     holds lost while the round still waits for a
+ *                         slow node are not counted: losing one more
+ *                         (2 of 5 left) reports the RedLock lost
  *   busy_minority         2 nodes held by another owner: still a majority
  *   restart_hazard        A holds nodes 1-3 (4 and 5 held elsewhere); node 3
  *                         restarts: without persistence it forgot A's hold
@@ -309,6 +312,68 @@ TEST(lost_majority) {
   rlock_redlock_free(a);
 }
 
+typedef struct acquirer {
+  rlock_redlock_t *r;
+  int rc;
+} acquirer_t;
+static void *acquire_thread(void *arg) {
+  acquirer_t *a = arg;
+  a->rc = rlock_redlock_acquire(a->r, 0, RLOCK_LEASE_WATCHDOG, NULL, NULL);
+  return NULL;
+}
+static int first_four_hold(void *name) {
+  for (int i = 0; i < 4; i++)
+    if (th_cmd_int(srv[i], "EXISTS", name, NULL) != 1) return 0;
+  return 1;
+}
+static long long race_scripts0[2];
+static int renewals_ran(void *arg) { /* nodes 0 and 1 ran a renewal since the DEL */
+  (void)arg;
+  return th_scripts_run(srv[0]) > race_scripts0[0] && th_scripts_run(srv[1]) > race_scripts0[1];
+}
+
+/* Nodes 0 and 1 lose their holds while the round still waits for node 4
+ * (asleep): their clients report the loss before the round is decided. The
+ * RedLock then holds nodes 2, 3, 4 only; when node 2 loses its hold too, 2 of
+ * 5 remain: the lost callback must run (the losses reported during the round
+ * were dropped, the RedLock counted 5 holds and never told). */
+TEST(lost_during_round) {
+  /* watchdog 3 s: a renewal every ~1 s; node 4 sleeps 2 s: the losses are
+   * seen ~1 s before the round ends, and the round leaves ~1 s of validity */
+  rlock_redlock_t *a = redlock("rl:race", 0, 3000);
+  CHECK_OK(rlock_redlock_set_node_timeout(a, 20000));
+  pthread_mutex_lock(&mu);
+  lost_calls = 0;
+  pthread_mutex_unlock(&mu);
+  rlock_redlock_on_lost(a, on_lost, NULL);
+  redisContext *rc = th_raw_connect(srv[4]);
+  CHECK(redisAppendCommand(rc, "DEBUG SLEEP 2") == REDIS_OK);
+  int done = 0;
+  while (!done) CHECK(redisBufferWrite(rc, &done) == REDIS_OK);
+  CHECK(th_wait_until(server_took, rc, 5000));
+  acquirer_t ac = {a, -1};
+  pthread_t t;
+  pthread_create(&t, NULL, acquire_thread, &ac);
+  CHECK(th_wait_until(first_four_hold, "rl:race", 5000));
+  race_scripts0[0] = th_scripts_run(srv[0]), race_scripts0[1] = th_scripts_run(srv[1]);
+  th_reply_free(th_cmd(srv[0], "DEL", "rl:race", NULL));
+  th_reply_free(th_cmd(srv[1], "DEL", "rl:race", NULL));
+  CHECK(th_wait_until(renewals_ran, NULL, 5000)); /* a renewal found each hold gone */
+  redisReply *rr = NULL;
+  CHECK(redisGetReply(rc, (void **)&rr) == REDIS_OK); /* node 4 is awake */
+  CHECK_MSG(rr->type == REDIS_REPLY_STATUS, "DEBUG SLEEP: %s", rr->type == REDIS_REPLY_ERROR ? rr->str : "?");
+  freeReplyObject(rr);
+  redisFree(rc);
+  pthread_join(t, NULL);
+  CHECK_OK(ac.rc); /* nodes 2, 3, 4 */
+  CHECK(!lost_once(NULL));
+  th_reply_free(th_cmd(srv[2], "DEL", "rl:race", NULL));
+  CHECK_MSG(th_wait_until(lost_once, NULL, 20000), "2 of 5 nodes hold, and the RedLock was not reported lost");
+  CHECK(th_wait_until(none_hold, "rl:race", 20000)); /* the minority left was released */
+  CHECK_RC(rlock_redlock_release(a), RLOCK_ENOTHELD);
+  rlock_redlock_free(a);
+}
+
 static long long stopped_scripts0;
 static int try_and_undo_ran(void *arg) {
   (void)arg;
@@ -373,6 +438,7 @@ int main(int argc, char **argv) {
   RUN(down_at_creation);
   RUN(bad_url_with_slow_node);
   RUN(lost_majority);
+  RUN(lost_during_round);
   RUN(stopped_node);
   RUN(restart_hazard);
   RUN(two_killed);   /* kills nodes 4 and 5 */
