@@ -507,6 +507,11 @@ static int open_locks(rlock_redlock_t *r, const void *name, size_t len, unsigned
 
 RLOCK_API void rlock_redlock_free(rlock_redlock_t *r) {
   if (!r) return;
+  /* no loss counts from now on: node_lost() of a client not yet freed would
+   * release the nodes still held, on clients already freed */
+  pthread_mutex_lock(&r->mu);
+  r->holding = r->acquiring = false;
+  pthread_mutex_unlock(&r->mu);
   /* clients first: their outstanding callbacks end (RLOCK_ECLOSED) while the
    * lock handles and the fan-outs they use still exist */
   for (size_t i = 0; r->nodes && i < r->n; i++) rlock_client_free(r->nodes[i].cl);
