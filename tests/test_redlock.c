@@ -43,7 +43,7 @@ static th_server_t *srv[N];
 static const char *urls[N];
 
 static void start_all(void) {
-  const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP (validity_from_send) */
+  static const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP; kept for restarts */
   th_server_opts_t so = {.extra_args = extra};
   for (int i = 0; i < N; i++) {
     srv[i] = th_server_start(&so);
