@@ -13,6 +13,8 @@
  *                         failed node, not an error
  *   bad_url_with_slow_node  a bad URL fails rlock_redlock_new only after
  *                         every node's connecting thread ended
+ *   freed_with_try_in_flight  freed while a stopped node's try is in
+ *                         flight: that try, applied late, is given back
  *   lost_majority         watchdog holds deleted on 3 nodes: the lost
  *                         callback runs once, the other nodes are released
  *   validity_from_send    3 nodes asleep: the validity starts when the
@@ -406,6 +408,27 @@ TEST(stopped_node) {
   rlock_redlock_free(r);
 }
 
+/* The RedLock is freed while node 0 (SIGSTOPped) still has the round's try
+ * in flight: no crash, and once node 0 runs again, the try that applies late
+ * is given back (the undo its client sent behind it while closing). */
+TEST(freed_with_try_in_flight) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.command_timeout_ms = 20000;
+  rlock_redlock_t *r = NULL;
+  CHECK_OK(rlock_redlock_new(&r, &o, urls, N, "rl:freed", 8, RLOCK_REDLOCK_SIMPLE));
+  CHECK_OK(rlock_redlock_set_node_timeout(r, 500));
+  long long scripts0 = th_scripts_run(srv[0]);
+  kill(srv[0]->pid, SIGSTOP);
+  CHECK_OK(rlock_redlock_acquire(r, 0, 60000, NULL, NULL));
+  rlock_redlock_free(r); /* held on nodes 1-4: their leases free them; node 0's try in flight */
+  kill(srv[0]->pid, SIGCONT);
+  stopped_scripts0 = scripts0;
+  CHECK(th_wait_until(try_and_undo_ran, NULL, 20000));
+  CHECK_EQ(th_cmd_int(srv[0], "EXISTS", "rl:freed", NULL), 0);
+  for (int i = 1; i < N; i++) th_reply_free(th_cmd(srv[i], "DEL", "rl:freed", NULL));
+}
+
 TEST(two_killed) {
   th_server_kill(srv[3]);
   th_server_kill(srv[4]);
@@ -441,6 +464,7 @@ int main(int argc, char **argv) {
   RUN(lost_during_round);
   RUN(stopped_node);
   RUN(restart_hazard);
+  RUN(freed_with_try_in_flight);
   RUN(two_killed);   /* kills nodes 4 and 5 */
   RUN(three_killed); /* and node 3 */
   stop_all();
