@@ -550,7 +550,10 @@ RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *op
   if (!rc) rc = make_clients(r, opts, urls);
   if (!rc && (rc = open_locks(r, name, len, flags))) rc = rlock__fail(rc, "out of memory");
   if (rc) {
-    rlock_redlock_free(r);
+    char why[512];
+    snprintf(why, sizeof why, "%s", rlock_last_error());
+    rlock_redlock_free(r); /* freeing the clients sets messages of its own */
+    rlock__set_msg(why);
     return rc;
   }
   *out = r;

@@ -271,6 +271,9 @@ TEST(bad_url_with_slow_node) {
   rlock_redlock_t *r = NULL;
   CHECK_RC(rlock_redlock_new(&r, &o, u, 3, "rl:badurl", 9, 0), RLOCK_EURL);
   CHECK(r == NULL);
+  /* the message names the node and why (not what freeing the other nodes' clients said) */
+  CHECK_MSG(strstr(rlock_last_error(), "node 2") && strstr(rlock_last_error(), "invalid Redis URL"), "message: %s",
+            rlock_last_error());
   CHECK_MSG(threads_now() == before, "threads before %d, after %d: a node's connecting thread outlived "
             "rlock_redlock_new", before, threads_now());
   close(ls);
