@@ -343,6 +343,10 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
  * SCRIPT_RENEW). Set after rlock__watchdog_acquired. */
 void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                                int script);
+/* Whether the hold of (name, owner) tracked here, if any, is of the kind
+ * whose holds `script` renews (0: SCRIPT_RENEW's). A release through a handle
+ * of another kind (the same name) must not touch the hold it cannot release. */
+bool rlock__watchdog_kind_is(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script);
 /* The client's hold count of (name, owner) (0: untracked) and, in *unknown,
  * how many of its releases had an unknown outcome (the server may count
  * that many more). */

@@ -636,7 +636,10 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     if (!synced) unlock_sync_missed(op);
   }
   rlock_reply_free(reply);
-  rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
+  /* a hold of the name of another kind (a handle of the wrong kind) is left
+   * alone: this release did not touch it */
+  if (rlock__watchdog_kind_is(&cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script))
+    rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
   rlock__op_finish(op, rc, value, NULL, 0);
 }
 

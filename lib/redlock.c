@@ -16,7 +16,9 @@
  *            time until which a majority of nodes is valid, minus the drift.
  *   lost     each node's client reports its node's loss here; when fewer
  *            than a majority still hold, the RedLock is lost: the user's
- *            callback runs once and the remaining nodes are released.
+ *            callback runs once and the remaining nodes are released. A
+ *            node whose hold is lost while its round is still under way
+ *            (waiting for slower nodes) does not count as granted.
  *
  * Locking: r->op_mu serializes the user's calls (acquire, release) and is
  * never taken by a callback; r->mu guards the hold's state and is held only
@@ -55,6 +57,9 @@ struct rlock_redlock {
   bool holding, lost_told;
   bool *held;            /* held[i]: node i grants the current hold */
   size_t nheld;
+  bool acquiring;        /* a round is under way (for acq_owner) */
+  uint64_t acq_owner;
+  bool *gone;            /* gone[i]: node i lost the round's hold before the round was decided */
   uint64_t owner;
   int64_t lease_ms;
   rlock_lost_cb lost_cb;
@@ -213,7 +218,9 @@ static void node_lost(const char *name, size_t len, uint64_t owner, rlock_lost_r
   bool tell = false;
   bool *rest = NULL;
   pthread_mutex_lock(&r->mu);
-  if (r->holding && owner == r->owner && r->held[nd->idx]) {
+  if (!r->holding && r->acquiring && owner == r->acq_owner) {
+    r->gone[nd->idx] = true; /* granted in the round under way, lost already: judge() does not count it */
+  } else if (r->holding && owner == r->owner && r->held[nd->idx]) {
     r->held[nd->idx] = false;
     r->nheld--;
     if (r->nheld < r->majority && !r->lost_told) {
@@ -252,22 +259,24 @@ static bool unreachable(int status) {
  * hold, or why not (its message set). */
 static int judge(rlock_redlock_t *r, const int *status, int64_t validity, uint64_t owner, int64_t lease_ms) {
   size_t granted = 0, down = 0, busy = 0;
+  pthread_mutex_lock(&r->mu); /* a node's loss is either in gone[] or finds the hold set */
+  r->acquiring = false;
   for (size_t i = 0; i < r->n; i++) {
-    granted += status[i] == 0;
+    granted += status[i] == 0 && !r->gone[i];
     down += unreachable(status[i]);
     busy += status[i] == RLOCK_EBUSY;
   }
-  if (granted >= r->majority && validity > 0) {
-    pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->n; i++) r->held[i] = status[i] == 0;
+  bool won = granted >= r->majority && validity > 0;
+  if (won) {
+    for (size_t i = 0; i < r->n; i++) r->held[i] = status[i] == 0 && !r->gone[i];
     r->nheld = granted;
     r->holding = true;
     r->lost_told = false;
     r->owner = owner;
     r->lease_ms = lease_ms;
-    pthread_mutex_unlock(&r->mu);
-    return 0;
   }
+  pthread_mutex_unlock(&r->mu);
+  if (won) return 0;
   if (down > r->n - r->majority)
     return rlock__fail(RLOCK_ECONNECT, "%zu of %zu nodes unreachable or too slow: no majority (%zu) possible", down,
                        r->n, r->majority);
@@ -283,6 +292,11 @@ static int round_once(rlock_redlock_t *r, uint64_t owner, int64_t lease_ms, int6
   int64_t lease = lease_ms == RLOCK_LEASE_WATCHDOG ? r->watchdog_ms : lease_ms;
   fanout_t *f = fanout_new(r, owner, true);
   if (!f) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  pthread_mutex_lock(&r->mu);
+  r->acquiring = true;
+  r->acq_owner = owner;
+  for (size_t i = 0; i < r->n; i++) r->gone[i] = false;
+  pthread_mutex_unlock(&r->mu);
   int64_t t0 = rlock_now_ms();
   for (size_t i = 0; i < r->n; i++) fanout_send(f, i, true, lease_ms);
   fanout_wait(f, t0 + node_timeout(r, lease));
@@ -466,7 +480,8 @@ static int make_clients(rlock_redlock_t *r, const rlock_options_t *opts, const c
     started[i] = pthread_create(&t[i], NULL, make_client, &m[i]) == 0;
     if (!started[i]) make_client(&m[i]);
   }
-  for (size_t i = 0; !rc && i < r->n; i++) {
+  /* join every thread, even after an error: each writes into r */
+  for (size_t i = 0; m && t && started && i < r->n; i++) {
     if (started[i]) pthread_join(t[i], NULL);
     if (config_error(m[i].rc) && !rc) {
       char shown[256];
@@ -492,12 +507,18 @@ static int open_locks(rlock_redlock_t *r, const void *name, size_t len, unsigned
 
 RLOCK_API void rlock_redlock_free(rlock_redlock_t *r) {
   if (!r) return;
+  /* no loss counts from now on: node_lost() of a client not yet freed would
+   * release the nodes still held, on clients already freed */
+  pthread_mutex_lock(&r->mu);
+  r->holding = r->acquiring = false;
+  pthread_mutex_unlock(&r->mu);
   /* clients first: their outstanding callbacks end (RLOCK_ECLOSED) while the
    * lock handles and the fan-outs they use still exist */
   for (size_t i = 0; r->nodes && i < r->n; i++) rlock_client_free(r->nodes[i].cl);
   for (size_t i = 0; r->nodes && i < r->n; i++) rlock_lock_free(r->nodes[i].lock);
   free(r->nodes);
   free(r->held);
+  free(r->gone);
   pthread_mutex_destroy(&r->mu);
   pthread_mutex_destroy(&r->op_mu);
   free(r);
@@ -523,12 +544,16 @@ RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *op
   r->command_timeout_ms = opts->command_timeout_ms;
   r->nodes = calloc(n, sizeof *r->nodes);
   r->held = calloc(n, sizeof *r->held);
-  int rc = r->nodes && r->held ? 0 : rlock__fail(RLOCK_ENOMEM, "out of memory");
+  r->gone = calloc(n, sizeof *r->gone);
+  int rc = r->nodes && r->held && r->gone ? 0 : rlock__fail(RLOCK_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < n; i++) r->nodes[i].r = r, r->nodes[i].idx = i;
   if (!rc) rc = make_clients(r, opts, urls);
   if (!rc && (rc = open_locks(r, name, len, flags))) rc = rlock__fail(rc, "out of memory");
   if (rc) {
-    rlock_redlock_free(r);
+    char why[512];
+    snprintf(why, sizeof why, "%s", rlock_last_error());
+    rlock_redlock_free(r); /* freeing the clients sets messages of its own */
+    rlock__set_msg(why);
     return rc;
   }
   *out = r;

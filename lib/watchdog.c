@@ -257,6 +257,11 @@ void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, con
 
 static int renew_script(const hold_t *h) { return h->script ? h->script : SCRIPT_RENEW; }
 
+bool rlock__watchdog_kind_is(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script) {
+  hold_t *h = find(wd, name, len, owner_id);
+  return !h || renew_script(h) == (script ? script : SCRIPT_RENEW);
+}
+
 int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        int64_t *unknown) {
   hold_t *h = find(wd, name, len, owner_id);

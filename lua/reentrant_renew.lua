@@ -12,7 +12,9 @@ end
 local lease_ms = tonumber(lease)
 local out = {}
 for i = 1, #KEYS do
-  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+  -- the type first: a name taken by another kind (a simple lock's string)
+  -- is a hold gone, not an error failing the whole batch
+  if redis.call('type', KEYS[i]).ok == 'hash' and redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
     if redis.call('pttl', KEYS[i]) < lease_ms then
       redis.call('pexpire', KEYS[i], lease)
     end

@@ -276,6 +276,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     return cli_usage("exec", "--lease and --watchdog exclude each other");
   if (optind >= argc) return cli_usage("exec", "missing the lock NAME");
   int first = optind, nnames = names_before_dashes(argc, argv, first);
+  if (nnames == 0) return cli_usage("exec", "missing the lock NAME before '--'");
   for (int i = 0; i < nnames; i++)
     if ((ex = cli_name("exec", argv[first + i]))) return ex;
   optind = first + nnames;

@@ -84,9 +84,15 @@ static int x_taken(void *arg) {
   return exists(s1, "ml:cx") == 1;
 }
 
+/* The MultiLock waits for ml:cy: ml:cx taken, and a waiter subscribed to ml:cy's channel. */
+static int waits_for_cy(void *arg) {
+  (void)arg;
+  return x_taken(NULL) && th_numsub(s1, "redisson_lock__channel:{ml:cy}") >= 1;
+}
+
 static void *cancel_when_waiting(void *arg) {
   canceller_t *k = arg;
-  if (th_wait_until(x_taken, NULL, 20000)) th_sleep_ms(50); /* the scenario: it waits on ml:cy a while */
+  CHECK(th_wait_until(waits_for_cy, NULL, 20000));
   rlock_cancel_trigger(k->cancel);
   return NULL;
 }

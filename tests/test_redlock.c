@@ -11,17 +11,32 @@
  *                         try is given back
  *   down_at_creation      a node unreachable when the RedLock is made is a
  *                         failed node, not an error
+ *   bad_url_with_slow_node  a bad URL fails rlock_redlock_new only after
+ *                         every node's connecting thread ended
+ *   freed_with_try_in_flight  freed while a stopped node's try is in
+ *                         flight: that try, applied late, is given back
  *   lost_majority         watchdog holds deleted on 3 nodes: the lost
  *                         callback runs once, the other nodes are released
+ *   validity_from_send    3 nodes asleep: the validity starts when the
+ *                         tries were sent, not when they were answered
+ *   lost_during_round     holds lost while the round still waits for a
+ *                         slow node are not counted: losing one more
+ *                         (2 of 5 left) reports the RedLock lost
  *   busy_minority         2 nodes held by another owner: still a majority
  *   restart_hazard        A holds nodes 1-3 (4 and 5 held elsewhere); node 3
  *                         restarts: without persistence it forgot A's hold
  *                         and B gets 3, 4, 5: both hold a majority (the
  *                         documented hazard, asserted); with appendfsync
  *                         always B gets no majority */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -30,8 +45,10 @@ static th_server_t *srv[N];
 static const char *urls[N];
 
 static void start_all(void) {
+  static const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP; kept for restarts */
+  th_server_opts_t so = {.extra_args = extra};
   for (int i = 0; i < N; i++) {
-    srv[i] = th_server_start(NULL);
+    srv[i] = th_server_start(&so);
     urls[i] = srv[i]->url;
   }
 }
@@ -104,6 +121,46 @@ TEST(simple_format) {
   }
   CHECK_OK(rlock_redlock_release(a));
   CHECK_EQ(holders("rl:simple"), 0);
+  rlock_redlock_free(a);
+}
+
+/* The server has read everything rc sent (its DEBUG SLEEP is running). */
+static int server_took(void *arg) {
+  redisContext *rc = arg;
+  int me = th_local_port(rc->fd), port = rc->tcp.port;
+  long tx = -1, rx = -1;
+  return th_tcp_queues(me, port, &tx, NULL) && tx == 0 && th_tcp_queues(port, me, NULL, &rx) && rx == 0;
+}
+
+/* The validity counts from when the tries were SENT: 3 of 5 nodes asleep
+ * (DEBUG SLEEP 2) answer ~2 s after the round started, and the validity
+ * returned must not start from their answers. */
+TEST(validity_from_send) {
+  rlock_redlock_t *a = redlock("rl:validity", 0, 0);
+  CHECK_OK(rlock_redlock_set_node_timeout(a, 10000)); /* the sleepers count as answers */
+  redisContext *rc[3];
+  for (int i = 0; i < 3; i++) {
+    rc[i] = th_raw_connect(srv[i]);
+    CHECK(redisAppendCommand(rc[i], "DEBUG SLEEP 2") == REDIS_OK);
+    int done = 0;
+    while (!done) CHECK(redisBufferWrite(rc[i], &done) == REDIS_OK);
+  }
+  for (int i = 0; i < 3; i++) CHECK(th_wait_until(server_took, rc[i], 5000));
+  int64_t t0 = rlock_now_ms(), vu = 0;
+  CHECK_OK(rlock_redlock_acquire(a, 0, 60000, NULL, &vu));
+  int64_t t1 = rlock_now_ms();
+  int64_t start = vu - (60000 - 602); /* valid_until = round start + lease - drift (60000/100 + 2) */
+  CHECK_MSG(t1 - t0 >= 1000, "the nodes did not sleep (acquire took %lld ms)", (long long)(t1 - t0));
+  CHECK_MSG(start >= t0 && start <= t1 - 500, "validity counted from %lld ms after the call (which took %lld ms): "
+            "not from when the tries were sent", (long long)(start - t0), (long long)(t1 - t0));
+  for (int i = 0; i < 3; i++) {
+    redisReply *r = NULL;
+    CHECK(redisGetReply(rc[i], (void **)&r) == REDIS_OK);
+    CHECK_MSG(r->type == REDIS_REPLY_STATUS, "DEBUG SLEEP: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    freeReplyObject(r);
+    redisFree(rc[i]);
+  }
+  CHECK_OK(rlock_redlock_release(a));
   rlock_redlock_free(a);
 }
 
@@ -186,6 +243,42 @@ TEST(down_at_creation) {
   CHECK(r == NULL);
 }
 
+static int threads_now(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Threads:", 8)) n = atoi(line + 8);
+  if (f) fclose(f);
+  return n;
+}
+
+/* A bad URL fails rlock_redlock_new, while a node listed after it is still
+ * connecting (a socket that accepts and never answers): the call must not
+ * return before that node's connecting thread ended (it wrote into the freed
+ * RedLock: a crash, seen intermittently with `rlock exec --redlock`). */
+TEST(bad_url_with_slow_node) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 8) == 0);
+  char slow[64];
+  snprintf(slow, sizeof slow, "redis://127.0.0.1:%d", th_local_port(ls));
+  const char *u[3] = {urls[0], "redis://[nope", slow};
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.command_timeout_ms = 2000; /* the slow node's handshake gives up after that */
+  int before = threads_now();
+  rlock_redlock_t *r = NULL;
+  CHECK_RC(rlock_redlock_new(&r, &o, u, 3, "rl:badurl", 9, 0), RLOCK_EURL);
+  CHECK(r == NULL);
+  /* the message names the node and why (not what freeing the other nodes' clients said) */
+  CHECK_MSG(strstr(rlock_last_error(), "node 2") && strstr(rlock_last_error(), "invalid Redis URL"), "message: %s",
+            rlock_last_error());
+  CHECK_MSG(threads_now() == before, "threads before %d, after %d: a node's connecting thread outlived "
+            "rlock_redlock_new", before, threads_now());
+  close(ls);
+}
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int lost_calls;
 static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
@@ -224,6 +317,68 @@ TEST(lost_majority) {
   rlock_redlock_free(a);
 }
 
+typedef struct acquirer {
+  rlock_redlock_t *r;
+  int rc;
+} acquirer_t;
+static void *acquire_thread(void *arg) {
+  acquirer_t *a = arg;
+  a->rc = rlock_redlock_acquire(a->r, 0, RLOCK_LEASE_WATCHDOG, NULL, NULL);
+  return NULL;
+}
+static int first_four_hold(void *name) {
+  for (int i = 0; i < 4; i++)
+    if (th_cmd_int(srv[i], "EXISTS", name, NULL) != 1) return 0;
+  return 1;
+}
+static long long race_scripts0[2];
+static int renewals_ran(void *arg) { /* nodes 0 and 1 ran a renewal since the DEL */
+  (void)arg;
+  return th_scripts_run(srv[0]) > race_scripts0[0] && th_scripts_run(srv[1]) > race_scripts0[1];
+}
+
+/* Nodes 0 and 1 lose their holds while the round still waits for node 4
+ * (asleep): their clients report the loss before the round is decided. The
+ * RedLock then holds nodes 2, 3, 4 only; when node 2 loses its hold too, 2 of
+ * 5 remain: the lost callback must run (the losses reported during the round
+ * were dropped, the RedLock counted 5 holds and never told). */
+TEST(lost_during_round) {
+  /* watchdog 3 s: a renewal every ~1 s; node 4 sleeps 2 s: the losses are
+   * seen ~1 s before the round ends, and the round leaves ~1 s of validity */
+  rlock_redlock_t *a = redlock("rl:race", 0, 3000);
+  CHECK_OK(rlock_redlock_set_node_timeout(a, 20000));
+  pthread_mutex_lock(&mu);
+  lost_calls = 0;
+  pthread_mutex_unlock(&mu);
+  rlock_redlock_on_lost(a, on_lost, NULL);
+  redisContext *rc = th_raw_connect(srv[4]);
+  CHECK(redisAppendCommand(rc, "DEBUG SLEEP 2") == REDIS_OK);
+  int done = 0;
+  while (!done) CHECK(redisBufferWrite(rc, &done) == REDIS_OK);
+  CHECK(th_wait_until(server_took, rc, 5000));
+  acquirer_t ac = {a, -1};
+  pthread_t t;
+  pthread_create(&t, NULL, acquire_thread, &ac);
+  CHECK(th_wait_until(first_four_hold, "rl:race", 5000));
+  race_scripts0[0] = th_scripts_run(srv[0]), race_scripts0[1] = th_scripts_run(srv[1]);
+  th_reply_free(th_cmd(srv[0], "DEL", "rl:race", NULL));
+  th_reply_free(th_cmd(srv[1], "DEL", "rl:race", NULL));
+  CHECK(th_wait_until(renewals_ran, NULL, 5000)); /* a renewal found each hold gone */
+  redisReply *rr = NULL;
+  CHECK(redisGetReply(rc, (void **)&rr) == REDIS_OK); /* node 4 is awake */
+  CHECK_MSG(rr->type == REDIS_REPLY_STATUS, "DEBUG SLEEP: %s", rr->type == REDIS_REPLY_ERROR ? rr->str : "?");
+  freeReplyObject(rr);
+  redisFree(rc);
+  pthread_join(t, NULL);
+  CHECK_OK(ac.rc); /* nodes 2, 3, 4 */
+  CHECK(!lost_once(NULL));
+  th_reply_free(th_cmd(srv[2], "DEL", "rl:race", NULL));
+  CHECK_MSG(th_wait_until(lost_once, NULL, 20000), "2 of 5 nodes hold, and the RedLock was not reported lost");
+  CHECK(th_wait_until(none_hold, "rl:race", 20000)); /* the minority left was released */
+  CHECK_RC(rlock_redlock_release(a), RLOCK_ENOTHELD);
+  rlock_redlock_free(a);
+}
+
 static long long stopped_scripts0;
 static int try_and_undo_ran(void *arg) {
   (void)arg;
@@ -256,6 +411,27 @@ TEST(stopped_node) {
   rlock_redlock_free(r);
 }
 
+/* The RedLock is freed while node 0 (SIGSTOPped) still has the round's try
+ * in flight: no crash, and once node 0 runs again, the try that applies late
+ * is given back (the undo its client sent behind it while closing). */
+TEST(freed_with_try_in_flight) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.command_timeout_ms = 20000;
+  rlock_redlock_t *r = NULL;
+  CHECK_OK(rlock_redlock_new(&r, &o, urls, N, "rl:freed", 8, RLOCK_REDLOCK_SIMPLE));
+  CHECK_OK(rlock_redlock_set_node_timeout(r, 500));
+  long long scripts0 = th_scripts_run(srv[0]);
+  kill(srv[0]->pid, SIGSTOP);
+  CHECK_OK(rlock_redlock_acquire(r, 0, 60000, NULL, NULL));
+  rlock_redlock_free(r); /* held on nodes 1-4: their leases free them; node 0's try in flight */
+  kill(srv[0]->pid, SIGCONT);
+  stopped_scripts0 = scripts0;
+  CHECK(th_wait_until(try_and_undo_ran, NULL, 20000));
+  CHECK_EQ(th_cmd_int(srv[0], "EXISTS", "rl:freed", NULL), 0);
+  for (int i = 1; i < N; i++) th_reply_free(th_cmd(srv[i], "DEL", "rl:freed", NULL));
+}
+
 TEST(two_killed) {
   th_server_kill(srv[3]);
   th_server_kill(srv[4]);
@@ -283,11 +459,15 @@ int main(int argc, char **argv) {
   start_all();
   RUN(majority_basics);
   RUN(simple_format);
+  RUN(validity_from_send);
   RUN(busy_minority);
   RUN(down_at_creation);
+  RUN(bad_url_with_slow_node);
   RUN(lost_majority);
+  RUN(lost_during_round);
   RUN(stopped_node);
   RUN(restart_hazard);
+  RUN(freed_with_try_in_flight);
   RUN(two_killed);   /* kills nodes 4 and 5 */
   RUN(three_killed); /* and node 3 */
   stop_all();

@@ -15,6 +15,11 @@
  *                     client side by side; a key taken over behind the
  *                     holder's back is reported lost (RLOCK_LOST_DELETED)
  *   other_type        a reentrant lock's hash under the name is busy, not an error
+ *   string_in_reentrant_batch  a reentrant hold whose name became a simple
+ *                     lock (a string) elsewhere is reported lost; the
+ *                     other holds renewed in the same batch stay renewed
+ *   other_kind_release a release through a handle of the other kind fails
+ *                     and leaves the hold tracked and renewed
  *   cancel_waiter     a cancelled waiter ends with RLOCK_ECANCELED and leaves
  *                     nothing behind
  *   reply_lost_undone a try whose answers never came (the server in DEBUG
@@ -23,6 +28,7 @@
  *                     applies and the undo sent behind it gives the lock back */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "harness.h"
@@ -275,6 +281,85 @@ TEST(watchdog_and_lost) {
   rlock_client_free(c);
 }
 
+static long long renewed_goal;
+static int renewed_to_goal(void *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return (long long)st.renewed_locks >= renewed_goal;
+}
+
+/* One client, one owner, one name: a hold of one kind and a release through
+ * a handle of the other kind (a mistake: the name is the other kind's). The
+ * release fails, and the hold it could not release stays tracked and renewed
+ * (it was forgotten: never renewed again, no lost callback, its lease ran out
+ * while its owner believed it held). */
+static void other_kind_release(bool simple_first) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  pthread_mutex_lock(&mu);
+  lost_calls = 0;
+  pthread_mutex_unlock(&mu);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *s = simple(c, "simple:mix"), *r = th_lock(c, "simple:mix");
+  rlock_lock_t *held = simple_first ? s : r, *other = simple_first ? r : s;
+  CHECK_OK(rlock_lock_acquire(held, 7, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  CHECK(rlock_lock_release(other, 7) != 0); /* not held through that handle */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  renewed_goal = (long long)st.renewed_locks + 4; /* 4 renewals (~1.3 s) outlast the 1 s lease */
+  CHECK_MSG(th_wait_until(renewed_to_goal, c, 20000), "the hold is no longer renewed");
+  CHECK(!lost_once(NULL));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "simple:mix", NULL), 1);
+  CHECK_OK(rlock_lock_release(held, 7));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "simple:mix", NULL), 0);
+  rlock_lock_free(s);
+  rlock_lock_free(r);
+  rlock_client_free(c);
+}
+
+TEST(other_kind_release) {
+  other_kind_release(true);
+  other_kind_release(false);
+}
+
+/* A client holds two reentrant locks (one renewal batch). One of them is
+ * deleted behind its back and the name taken as a simple lock (a string) by
+ * another program: that hold is reported lost (RLOCK_LOST_DELETED) by the
+ * next renewal, and the other hold of the batch is still renewed (the
+ * reentrant renewal failed on the string with WRONGTYPE: the whole batch
+ * went unrenewed, both holds were lost when their leases ran out). */
+TEST(string_in_reentrant_batch) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  pthread_mutex_lock(&mu);
+  lost_calls = 0;
+  pthread_mutex_unlock(&mu);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *a = th_lock(c, "simple:batch-a"), *x = th_lock(c, "simple:batch-x");
+  CHECK_OK(rlock_lock_lock(a, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(x, RLOCK_LEASE_WATCHDOG));
+  th_reply_free(th_cmd(srv, "DEL", "simple:batch-x", NULL));
+  th_reply_free(th_cmd(srv, "SET", "simple:batch-x", "their-token", "PX", "60000", NULL));
+  CHECK(th_wait_until(lost_once, NULL, 20000));
+  pthread_mutex_lock(&mu);
+  CHECK_STREQ(lost_name, "simple:batch-x");
+  CHECK_EQ(lost_reason, RLOCK_LOST_DELETED);
+  pthread_mutex_unlock(&mu);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  renewed_goal = (long long)st.renewed_locks + 4; /* 4 renewals of a (~1.3 s) outlast its 1 s lease */
+  CHECK_MSG(th_wait_until(renewed_to_goal, c, 20000), "the other hold of the batch is no longer renewed");
+  pthread_mutex_lock(&mu);
+  CHECK_EQ(lost_calls, 1);
+  pthread_mutex_unlock(&mu);
+  CHECK_OK(rlock_lock_unlock(a));
+  char *v = get("simple:batch-x");
+  CHECK_STREQ(v, "their-token"); /* left to its holder */
+  free(v);
+  th_reply_free(th_cmd(srv, "DEL", "simple:batch-x", NULL));
+  rlock_lock_free(a);
+  rlock_lock_free(x);
+  rlock_client_free(c);
+}
+
 TEST(other_type) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *s = simple(c, "simple:type"), *r = th_lock(c, "simple:type");
@@ -355,6 +440,8 @@ int main(int argc, char **argv) {
   RUN(cancel_waiter);
   RUN(watchdog_and_lost);
   RUN(other_type);
+  RUN(other_kind_release);
+  RUN(string_in_reentrant_batch);
   RUN(reply_lost_undone);
   th_server_stop(srv);
   return th_done();

@@ -50,6 +50,12 @@ contains "$T/out" '"owner":"their-token","count":1' "status --simple shows the t
 expect 0 "unlock --force --simple" R unlock --force --simple sjob
 [ "$(rc EXISTS sjob)" = 0 ] && pass "unlock --force --simple deleted it" || fail "sjob still exists"
 
+# No NAME before the "--": a usage error, for every kind (--redlock took "--" as the NAME).
+for k in "" --simple --redlock; do
+  expect 64 "exec $k without a NAME is a usage error" R exec $k -- -- true
+  contains "$T/err" "missing the lock NAME" "exec $k: the missing NAME is named"
+done
+
 # Several NAMEs: a MultiLock. Both held while CMD runs, both released after.
 expect 0 "exec NAME1 NAME2 -- CMD" R exec ma mb -- sh -c "redis-cli -p $PORT EXISTS ma mb > $T/both"
 [ "$(cat "$T/both")" = 2 ] && pass "every member held while CMD runs" || fail "EXISTS ma mb: $(cat "$T/both")"

@@ -12,7 +12,10 @@
  *   - a late unlock copy must not release a second time: with the hold-count
  *     check it would remove the owner's field, freeing a lock the owner
  *     still holds (a second owner gets in);
- *   - a late acquire copy must not count a second time. */
+ *   - a late acquire copy must not count a second time;
+ *   - the same for the simple lock, whose token (the owner id) is the same for
+ *     every hold of an owner: a late unlock copy must not delete the hold the
+ *     owner took again, a late acquire copy must not take a released lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +165,65 @@ TEST(late_acquire_copy) {
   rlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ the simple lock
+ * Its token is the owner id, the same for every hold of that owner: only the
+ * latch tells a late copy from a new request. */
+
+static rlock_lock_t *simple_lock(rlock_client_t *c, const char *name) {
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_simple(c, name, strlen(name), &l));
+  return l;
+}
+
+static void unlock_then_lock(void *l) {
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+}
+
+/* An unlock whose first copies arrive after the owner took the lock again:
+ * they must not delete the new hold (same token). */
+TEST(late_unlock_copy_simple) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = simple_lock(c, "late:sunlock"), *lo = simple_lock(other, "late:sunlock");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long late = with_late_copies(c, unlock_then_lock, l);
+  CHECK(late >= 1);
+  int rc = rlock_lock_trylock(lo, 0, 10000);
+  if (rc == 0) rlock_lock_unlock(lo);
+  CHECK_MSG(rc == RLOCK_EBUSY, "another owner got the simple lock while the first holds it again");
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:sunlock", NULL), 0);
+  fh_result("unlock copy delivered after its answer and a new acquire (stuck path)", "single", "simple",
+            "answered by its latch: the new hold kept, no second owner", 0);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
+static void lock_then_unlock(void *l) {
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(l));
+}
+
+/* An acquire whose first copies arrive after it was answered and released:
+ * they must not take the lock again (nobody would hold it for its lease). */
+TEST(late_acquire_copy_simple) {
+  rlock_client_t *c = client();
+  rlock_lock_t *l = simple_lock(c, "late:sacquire");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_lock_unlock(l));
+  long long late = with_late_copies(c, lock_then_unlock, l);
+  CHECK(late >= 1);
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:sacquire", NULL) == 0,
+            "a late acquire copy took the simple lock after its release (PTTL %lld)",
+            th_cmd_int(srv, "PTTL", "late:sacquire", NULL));
+  fh_result("acquire copy delivered after its answer and the release (stuck path)", "single", "simple",
+            "answered by its latch: not taken again", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* test_late_copies [NAME]: all tests, or only NAME */
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
@@ -171,6 +233,8 @@ int main(int argc, char **argv) {
   const char *only = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
   if (!only || strstr("late_unlock_copy", only)) RUN(late_unlock_copy);
   if (!only || strstr("late_acquire_copy", only)) RUN(late_acquire_copy);
+  if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
+  if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
