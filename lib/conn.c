@@ -184,6 +184,10 @@ static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
   conn_t *c = r->ctx;
   c->replicas = 0;
   replicas_read(c, status, reply);
+  if (status == 0 && rlock__reply_is_error(reply, "NOPERM")) { /* INFO is in @dangerous: not an AUTH failure */
+    rlock_reply_free(reply);
+    reply = NULL;
+  }
   handshake_done(r, status, reply);
 }
 

@@ -289,6 +289,31 @@ TEST(wait_refused_by_acl) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* A user whose ACL forbids INFO (INFO is in @dangerous: "+@all -@dangerous"
+ * is a common ACL) still connects with the default policy and locks: the
+ * refused INFO leaves the replica count at 0 (no WAIT, rlock.h), it does not
+ * fail the handshake as if the credentials were wrong. */
+TEST(info_refused_by_acl_connects) {
+  th_reply_free(th_cmd(master, "ACL", "SETUSER", "noinfo", "on", ">noinfo-pw", "~*", "&*", "+@all", "-info", NULL));
+  char url[300];
+  snprintf(url, sizeof url, "redis://noinfo:noinfo-pw@127.0.0.1:%d", master->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 2000;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == 0, "rlock_client_new: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(!strstr(rlock_last_error(), "noinfo-pw"), "message: %s", rlock_last_error());
+  rlock_lock_t *l = th_lock(c, "rs:noinfo");
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:noinfo", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_reply_free(th_cmd(master, "ACL", "DELUSER", "noinfo", NULL));
+}
+
 /* Two replicas, one paused: one is enough for policy one, not for majority
  * (2 of 2) or all. */
 TEST(two_replicas_one_paused) {
@@ -568,6 +593,7 @@ int main(int argc, char **argv) {
   RUN_SEL(undone_grant_wakes_waiters);
   RUN_SEL(close_during_wait_gives_back);
   RUN_SEL(wait_refused_by_acl);
+  RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(unlock_miss_stands);
