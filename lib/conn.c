@@ -396,7 +396,21 @@ void rlock__conn_flush(conn_t *c) {
    * is the bufferevent's to report when it writes */
 }
 
+static int waits_in(const req_queue_t *q) {
+  int n = 0;
+  for (const req_t *r = q->head; r; r = r->next) n += r->waits;
+  return n;
+}
+
+int rlock__conn_waits_ahead(const conn_t *c) { return waits_in(&c->pending) + waits_in(&c->inflight); }
+
+/* r queued behind the WAITs on c: its deadline allows for them (rlock__conn_waits_ahead). */
+static void behind_waits(conn_t *c, req_t *r) {
+  if (c->kind == CONN_CMD) r->deadline += rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+}
+
 void rlock__conn_send(conn_t *c, req_t *r) {
+  behind_waits(c, r);
   if (c->state == CS_CLOSED) {
     finish_err(r, RLOCK_ECLOSED);
     return;
@@ -495,6 +509,7 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg) {
   const char *argv[1] = {"PING"};
   req_t *r = rlock__req_new(1, argv, NULL, c->cl->opt.command_timeout_ms, ping_done, c);
   if (!r) return;
+  behind_waits(c, r); /* a PING behind a WAIT is answered when the WAIT ends */
   c->ping_out = true;
   write_req(c, r);
   rlock__conn_flush(c);

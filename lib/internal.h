@@ -167,6 +167,7 @@ struct req {
   bool internal;  /* handshake request: its errors fail the connection */
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
   bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
+  bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -224,6 +225,13 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
+/* Requests carrying a replica-sync WAIT queued or written on c, not yet
+ * answered (timed out ones too: the server still runs them). Redis runs
+ * what follows a WAIT on the connection only once it ends, so each may hold
+ * back a later request by up to replica_sync_timeout_ms: rlock__conn_send
+ * pushes a command connection request's deadline back by that much per WAIT
+ * ahead of it, and closing lingers that much longer. */
+int rlock__conn_waits_ahead(const conn_t *c);
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
  * (msg), queued ones wait. Not from inside a request's done callback. */
 void rlock__conn_reset(conn_t *c, const char *msg);

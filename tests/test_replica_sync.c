@@ -255,6 +255,87 @@ TEST(close_during_wait_gives_back) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* The same with two granted tries pending on one connection: Redis runs
+ * the second WAIT only after the first, so the undos queued behind both run
+ * after two WAIT timeouts; the client lingers for both (not one), and
+ * neither hold is left for its lease. */
+TEST(close_during_two_waits_gives_back) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 1500;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l1 = th_lock(c, "rs:close2a"), *l2 = th_lock(c, "rs:close2b");
+  th_server_pause(r);
+  result_t res1 = {0, 0}, res2 = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l1, 1, 0, 60000, NULL, on_acquired, &res1));
+  CHECK_OK(rlock_lock_acquire_async(l2, 1, 0, 60000, NULL, on_acquired, &res2));
+  CHECK(th_wait_until(key_exists, "rs:close2a", 10000)); /* granted, first WAIT pending, the second try behind it */
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2b", NULL), 0); /* not run yet: the first WAIT blocks it */
+  int64_t t0 = th_now_ms();
+  rlock_client_free(c);
+  printf("# rlock_client_free returned after %lld ms (2 WAITs of 1500 ms ahead)\n", (long long)(th_now_ms() - t0));
+  CHECK(res1.done && res2.done);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2a", NULL), 0);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2b", NULL), 0);
+  rlock_lock_free(l1), rlock_lock_free(l2);
+  th_server_resume(r);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* Four tries of one client at once, the only replica paused: Redis runs
+ * them one WAIT after the other on the command connection, so the last
+ * answer comes after four WAIT timeouts (2400 ms), past one WAIT's worth of
+ * command timeout (1000 + 600 ms). Each must still end with RLOCK_ENOSYNC
+ * (its deadline allows for the WAITs ahead of it), not RLOCK_ETIMEDOUT, the
+ * connection is not presumed dead, and nothing is left held. */
+TEST(queued_waits_do_not_time_out) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 1000;
+  o.replica_sync_timeout_ms = 600;
+  o.retry_attempts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  enum { N = 4 };
+  rlock_lock_t *ls[N];
+  result_t res[N];
+  th_server_pause(r);
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rs:queued:%d", i);
+    ls[i] = th_lock(c, name);
+    res[i] = (result_t){0, 0};
+    CHECK_OK(rlock_lock_acquire_async(ls[i], 1, 0, 60000, NULL, on_acquired, &res[i]));
+  }
+  for (int i = 0; i < N; i++) {
+    CHECK_MSG(th_wait_until(is_done, &res[i], 30000), "try %d never ended", i);
+    CHECK_MSG(res[i].status == RLOCK_ENOSYNC, "try %d: %s", i, rlock_err_name(res[i].status));
+  }
+  th_server_resume(r);
+  rlock_stats_t st = stats(c);
+  CHECK_EQ(st.timeouts, 0);
+  CHECK_EQ(st.reconnects, 0);
+  CHECK_EQ(st.held, 0);
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rs:queued:%d", i);
+    CHECK_EQ(th_cmd_int(master, "EXISTS", name, NULL), 0);
+    rlock_lock_free(ls[i]);
+  }
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
  * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
  * policy off locks. */
@@ -592,6 +673,8 @@ int main(int argc, char **argv) {
   RUN_SEL(reentrant_miss_keeps_outer_hold);
   RUN_SEL(undone_grant_wakes_waiters);
   RUN_SEL(close_during_wait_gives_back);
+  RUN_SEL(close_during_two_waits_gives_back);
+  RUN_SEL(queued_waits_do_not_time_out);
   RUN_SEL(wait_refused_by_acl);
   RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
