@@ -184,6 +184,16 @@ static int is_done(void *arg) { return ((result_t *)arg)->done; }
 
 
 
+typedef struct th_key {
+  th_server_t *s;
+  const char *name;
+} th_key_t;
+
+static int th_key_exists_on(void *arg) {
+  th_key_t *k = arg;
+  return th_cmd_int(k->s, "EXISTS", k->name, NULL) == 1;
+}
+
 static int key_exists(void *name) { return th_cmd_int(master, "EXISTS", (const char *)name, NULL) == 1; }
 
 /* Nobody sleeps while the lock is free: a waiter that found the lock taken
@@ -335,6 +345,46 @@ TEST(queued_waits_do_not_time_out) {
   th_server_stop(r);
   th_replicas_wait(master, 0, ONLINE_MS);
 }
+
+/* The command connection is killed while a granted try waits for its WAIT
+ * (the only replica paused all along): the outcome is unknown, the try is
+ * re-sent with the same id on a new connection and answered by its latch;
+ * that answer's WAIT must still miss (redis 7.0 sets a client's WAIT offset
+ * to the master's after every command, so the latch hit waits for the
+ * grant too): the acquire ends RLOCK_ENOSYNC with nothing held. */
+static void conn_lost_during_wait(th_server_t *m) {
+  th_server_t *r = th_replica_start(m);
+  th_replicas_wait(m, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = m->url;
+  o.client_name = "rs-lost";
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 3000;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:lost");
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
+  CHECK(th_wait_until(th_key_exists_on, &(th_key_t){m, "rs:lost"}, 10000)); /* granted, WAIT pending */
+  CHECK(th_kill_clients_named(m, "rs-lost") >= 1);
+  CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
+  rlock_stats_t st = stats(c);
+  printf("# acquire after the connection loss: %s; reconnects %llu, sync misses %llu\n", rlock_err_name(res.status),
+         (unsigned long long)st.reconnects, (unsigned long long)st.acquire_sync_misses);
+  CHECK_MSG(res.status == RLOCK_ENOSYNC, "acquire: %s (the paused replica never acknowledged the grant)",
+            rlock_err_name(res.status));
+  CHECK_EQ(th_cmd_int(m, "EXISTS", "rs:lost", NULL), 0);
+  th_server_resume(r);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(m, 0, ONLINE_MS);
+}
+
+TEST(conn_lost_during_wait_not_synced) { conn_lost_during_wait(master); }
 
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
  * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
@@ -675,6 +725,7 @@ int main(int argc, char **argv) {
   RUN_SEL(close_during_wait_gives_back);
   RUN_SEL(close_during_two_waits_gives_back);
   RUN_SEL(queued_waits_do_not_time_out);
+  RUN_SEL(conn_lost_during_wait_not_synced);
   RUN_SEL(wait_refused_by_acl);
   RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
