@@ -386,6 +386,41 @@ static void conn_lost_during_wait(th_server_t *m) {
 
 TEST(conn_lost_during_wait_not_synced) { conn_lost_during_wait(master); }
 
+/* The undo of a grant the replicas did not acknowledge is refused by the
+ * server (here: maxmemory reached while the WAIT was pending, so the undo's
+ * writes get an OOM error). The caller must not be told it holds the lock
+ * (status 0) when the client neither tracks nor renews the hold: the
+ * acquire ends with an error. */
+TEST(refused_undo_is_not_a_grant) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 2000;
+  o.retry_attempts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:oom");
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
+  CHECK(th_wait_until(key_exists, "rs:oom", 10000)); /* granted, WAIT pending */
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "1", NULL));
+  CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "0", NULL));
+  printf("# acquire whose undo was refused: %s\n", rlock_err_name(res.status));
+  CHECK_MSG(res.status == RLOCK_ESERVER, "acquire: %s; held %llu (tracked), key exists %lld", rlock_err_name(res.status),
+            (unsigned long long)stats(c).held, th_cmd_int(master, "EXISTS", "rs:oom", NULL));
+  th_server_resume(r);
+  th_reply_free(th_cmd(master, "DEL", "rs:oom", NULL));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
  * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
  * policy off locks. */
@@ -726,6 +761,7 @@ int main(int argc, char **argv) {
   RUN_SEL(close_during_two_waits_gives_back);
   RUN_SEL(queued_waits_do_not_time_out);
   RUN_SEL(conn_lost_during_wait_not_synced);
+  RUN_SEL(refused_undo_is_not_a_grant);
   RUN_SEL(wait_refused_by_acl);
   RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
