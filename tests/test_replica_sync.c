@@ -421,6 +421,34 @@ TEST(refused_undo_is_not_a_grant) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* Cancelled while its granted try waits for the WAIT (the only replica
+ * paused): the acquire ends RLOCK_ECANCELED once the WAIT misses, the grant
+ * undone (nothing held on the master, nothing tracked). */
+TEST(cancel_during_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 0, "rs-cancel");
+  rlock_lock_t *l = th_lock(c, "rs:cancel");
+  rlock_cancel_t *tok = NULL;
+  CHECK_OK(rlock_cancel_new(&tok));
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 30000, 60000, tok, on_acquired, &res));
+  CHECK(th_wait_until(key_exists, "rs:cancel", 10000)); /* granted, WAIT pending */
+  rlock_cancel_trigger(tok);
+  CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
+  CHECK_RC(res.status, RLOCK_ECANCELED);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:cancel", NULL), 0);
+  CHECK_EQ(stats(c).held, 0);
+  CHECK_EQ(stats(c).acquire_sync_misses, 1); /* no retry after the cancel */
+  th_server_resume(r);
+  rlock_cancel_free(tok);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
  * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
  * policy off locks. */
@@ -762,6 +790,7 @@ int main(int argc, char **argv) {
   RUN_SEL(queued_waits_do_not_time_out);
   RUN_SEL(conn_lost_during_wait_not_synced);
   RUN_SEL(refused_undo_is_not_a_grant);
+  RUN_SEL(cancel_during_wait);
   RUN_SEL(wait_refused_by_acl);
   RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
