@@ -427,7 +427,13 @@ TEST(refused_undo_is_not_a_grant) {
 TEST(cancel_during_wait) {
   th_server_t *r = th_replica_start(master);
   th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 0, "rs-cancel");
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 3000; /* the window for the cancel (valgrind: wide) */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
   rlock_lock_t *l = th_lock(c, "rs:cancel");
   rlock_cancel_t *tok = NULL;
   CHECK_OK(rlock_cancel_new(&tok));
