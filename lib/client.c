@@ -284,13 +284,14 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engi
  * engine shuts down. */
 #define CLOSE_LINGER_MS 500
 /* How long closing waits for the last DELs and undos: min(command timeout,
- * CLOSE_LINGER_MS), plus the WAIT timeout for each WAIT on the command
- * connection: an undo sent behind a try's WAIT runs only once that WAIT (and
- * every WAIT before it) ends, and a connection closed before would drop it
- * (the hold would wait for its lease). */
+ * CLOSE_LINGER_MS), plus the WAIT timeout for each WAIT written on the
+ * command connection: an undo sent behind a try's WAIT runs only once that
+ * WAIT (and every WAIT before it) ends, and a connection closed before would
+ * drop it (the hold would wait for its lease). WAITs not written (the
+ * connection is down) hold nothing back: a dead server costs no more. */
 static int64_t close_linger_ms(const client_t *cl) {
   int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
-  return ms + rlock__conn_waits_ahead(&cl->cmd) * cl->opt.replica_sync_timeout_ms;
+  return ms + rlock__conn_waits_written(&cl->cmd) * cl->opt.replica_sync_timeout_ms;
 }
 
 static void begin_close(client_t *cl) {

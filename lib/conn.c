@@ -403,6 +403,7 @@ static int waits_in(const req_queue_t *q) {
 }
 
 int rlock__conn_waits_ahead(const conn_t *c) { return waits_in(&c->pending) + waits_in(&c->inflight); }
+int rlock__conn_waits_written(const conn_t *c) { return waits_in(&c->inflight); }
 
 /* r queued behind the WAITs on c: its deadline allows for them (rlock__conn_waits_ahead). */
 static void behind_waits(conn_t *c, req_t *r) {

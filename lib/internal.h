@@ -232,6 +232,7 @@ void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) *
  * pushes a command connection request's deadline back by that much per WAIT
  * ahead of it, and closing lingers that much longer. */
 int rlock__conn_waits_ahead(const conn_t *c);
+int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only */
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
  * (msg), queued ones wait. Not from inside a request's done callback. */
 void rlock__conn_reset(conn_t *c, const char *msg);
