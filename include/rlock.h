@@ -73,8 +73,11 @@ const char *rlock_err_name(int err);
  * unlock and renewal script, `WAIT <n> <replica_sync_timeout_ms>` goes in the
  * same write, where n is what the policy needs of the replicas the server
  * reported connected (INFO replication, read at every (re)connect of the
- * command connection; any URL: a plain redis:// URL too). A server that
- * reports no replicas gets no WAIT.
+ * command connection and again every ping_interval_ms, so replicas that
+ * attach later, e.g. after a master restart the client reconnected to
+ * first, are waited for from then on; any URL: a plain redis:// URL too).
+ * A server that reports no replicas gets no WAIT (nor one whose ACL refuses
+ * INFO: the count stays 0).
  *   OFF       no WAIT
  *   ONE       at least one replica must acknowledge (Redisson's behaviour:
  *             it fails only when none did); the default
@@ -189,7 +192,7 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
  * back rather than left to nobody for its lease. The request-id latch keys
  * of acquires and unlocks that completed are deleted before it returns (one
  * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
- * 500 ms), plus replica_sync_timeout_ms for each replica-sync WAIT still on
+ * 500 ms), plus replica_sync_timeout_ms for each replica-sync WAIT written on
  * the command connection: an undo sent behind a try's WAIT runs only once
  * that WAIT and every WAIT before it end; past that the latches expire by
  * their TTL).

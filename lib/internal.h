@@ -208,7 +208,9 @@ struct conn {
   bool ever_ready;
   int last_err; /* why the last connection attempt failed */
   int replicas; /* command connections: the replicas the node reported connected
-                   (INFO replication) at the last handshake; 0 unknown or none */
+                   (INFO replication) at the last handshake, after a WAIT that
+                   came short, or at the last ping interval; 0 unknown or none */
+  bool recount_out; /* the periodic INFO replication is in flight */
   /* Callbacks into the layer above. */
   void (*on_ready)(conn_t *c);
   void (*on_down)(conn_t *c);

@@ -576,6 +576,55 @@ TEST(replica_count_refreshed) {
   rlock_client_free(c);
 }
 
+typedef struct carry {
+  rlock_lock_t *l;
+  th_server_t *m;
+} carry_t;
+
+/* A lock + unlock that carried WAIT (the master's cmdstat_wait grew). */
+static int lock_carries_wait(void *arg) {
+  carry_t *k = arg;
+  long long w0 = waits(k->m);
+  if (rlock_lock_trylock(k->l, 0, 30000)) return 0;
+  rlock_lock_unlock(k->l);
+  return waits(k->m) > w0;
+}
+
+/* A replica that attaches while the client counts none (its handshake, or
+ * a miss, read "connected_slaves:0"; e.g. after a master restart the client
+ * reconnects before the replicas do, their reconnect is on a 1 s cron) is
+ * waited for from the next ping interval on (the command connection reads
+ * the count again then), not only after the next reconnect, which may never
+ * come: replica sync would stay off for the connection's whole life. */
+TEST(replicas_attached_later_counted) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.client_name = "rs-later";
+  o.ping_interval_ms = 500;
+  o.replica_sync_timeout_ms = SYNC_MS;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:later");
+  carry_t k = {l, master};
+  CHECK(lock_carries_wait(&k));
+  th_server_stop(r); /* the client still counts it: a miss re-reads the count (0) */
+  th_replicas_wait(master, 0, ONLINE_MS);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK(!lock_carries_wait(&k));
+  r = th_replica_start(master); /* attached while the client counts 0 */
+  th_replicas_wait(master, 1, ONLINE_MS);
+  CHECK_MSG(th_wait_until(lock_carries_wait, &k, 20000), "a replica attached later is never waited for");
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:later", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* An unlock the replicas do not acknowledge stands: the lock is free on the
  * master, the call succeeds, the miss is counted. */
 TEST(unlock_miss_stands) {
@@ -801,6 +850,7 @@ int main(int argc, char **argv) {
   RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
+  RUN_SEL(replicas_attached_later_counted);
   RUN_SEL(unlock_miss_stands);
   RUN_SEL(renewal_miss_counted);
   RUN_SEL(history_under_replica_pauses);
