@@ -73,8 +73,11 @@ const char *rlock_err_name(int err);
  * unlock and renewal script, `WAIT <n> <replica_sync_timeout_ms>` goes in the
  * same write, where n is what the policy needs of the replicas the server
  * reported connected (INFO replication, read at every (re)connect of the
- * command connection; any URL: a plain redis:// URL too). A server that
- * reports no replicas gets no WAIT.
+ * command connection and again every ping_interval_ms, so replicas that
+ * attach later, e.g. after a master restart the client reconnected to
+ * first, are waited for from then on; any URL: a plain redis:// URL too).
+ * A server that reports no replicas gets no WAIT (nor one whose ACL refuses
+ * INFO: the count stays 0).
  *   OFF       no WAIT
  *   ONE       at least one replica must acknowledge (Redisson's behaviour:
  *             it fails only when none did); the default
@@ -102,7 +105,9 @@ const char *rlock_err_name(int err);
  * (independent masters) and, for the resource, fencing tokens.
  * Cost: WAIT blocks the command connection until the acknowledgements come
  * or the timeout: with a slow replica every lock call of the client waits
- * behind it (at most replica_sync_timeout_ms each). */
+ * behind it (at most replica_sync_timeout_ms each). A request's command
+ * timeout is counted from when the WAITs queued ahead of it on that
+ * connection end (replica_sync_timeout_ms more per WAIT ahead). */
 typedef enum rlock_replica_sync {
   RLOCK_REPLICA_SYNC_OFF = 0,
   RLOCK_REPLICA_SYNC_ONE,
@@ -226,9 +231,10 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
  * back rather than left to nobody for its lease. The request-id latch keys
  * of acquires and unlocks that completed are deleted before it returns (one
  * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
- * 500 ms), plus replica_sync_timeout_ms when the server reported replicas:
- * an undo sent behind a try's WAIT runs only once that WAIT ends; past that
- * the latches expire by their TTL).
+ * 500 ms), plus replica_sync_timeout_ms for each replica-sync WAIT written on
+ * the command connection: an undo sent behind a try's WAIT runs only once
+ * that WAIT and every WAIT before it end; past that the latches expire by
+ * their TTL).
  * Must not be called from a callback (on the I/O thread it cannot join
  * itself: the call then does nothing). */
 void rlock_client_free(rlock_client_t *client);

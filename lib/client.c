@@ -111,7 +111,8 @@ static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) 
   rlock__i64toa(cl->opt.replica_sync_timeout_ms, ms);
   const char *argv[3] = {"WAIT", count, ms};
   if (rlock__req_append(r, 3, argv, NULL)) return RLOCK_ENOMEM;
-  r->deadline += cl->opt.replica_sync_timeout_ms;
+  r->deadline += cl->opt.replica_sync_timeout_ms; /* its own WAIT; those ahead: rlock__conn_send */
+  r->waits = true;
   need->need = n;
   need->of = c->replicas;
   return 0;
@@ -288,13 +289,14 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engi
  * engine shuts down. */
 #define CLOSE_LINGER_MS 500
 /* How long closing waits for the last DELs and undos: min(command timeout,
- * CLOSE_LINGER_MS), plus the WAIT timeout when the server has replicas: an
- * undo sent behind a try's WAIT runs only once that WAIT ends, and a
- * connection closed before would drop it (the hold would wait for its lease). */
+ * CLOSE_LINGER_MS), plus the WAIT timeout for each WAIT written on the
+ * command connection: an undo sent behind a try's WAIT runs only once that
+ * WAIT (and every WAIT before it) ends, and a connection closed before would
+ * drop it (the hold would wait for its lease). WAITs not written (the
+ * connection is down) hold nothing back: a dead server costs no more. */
 static int64_t close_linger_ms(const client_t *cl) {
   int64_t ms = cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS;
-  if (cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && cl->cmd.replicas > 0) ms += cl->opt.replica_sync_timeout_ms;
-  return ms;
+  return ms + rlock__conn_waits_written(&cl->cmd) * cl->opt.replica_sync_timeout_ms;
 }
 
 static void begin_close(client_t *cl) {

@@ -209,6 +209,10 @@ static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
   conn_t *c = r->ctx;
   c->replicas = 0;
   replicas_read(c, status, reply);
+  if (status == 0 && rlock__reply_is_error(reply, "NOPERM")) { /* INFO is in @dangerous: not an AUTH failure */
+    rlock_reply_free(reply);
+    reply = NULL;
+  }
   handshake_done(r, status, reply);
 }
 
@@ -410,6 +414,7 @@ static void read_cb(struct bufferevent *bev, void *arg) {
 /* ------------------------------------------------------------ writing */
 
 static void ping_done(req_t *r, int status, rlock_reply_t *reply);
+static void recount_done(req_t *r, int status, rlock_reply_t *reply);
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
@@ -417,7 +422,8 @@ static void write_req(conn_t *c, req_t *r) {
   r->sent_at = rlock_now_ms();
   q_push(&c->inflight, r);
   arm_at(c, r->deadline);
-  if (r->done == ping_done || c->to_sentinel) return; /* liveness, discovery: not counted, not a batch */
+  if (r->done == ping_done || r->done == recount_done || c->to_sentinel)
+    return; /* liveness, replica recount, discovery: not counted, not a batch */
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
@@ -440,7 +446,22 @@ void rlock__conn_flush(conn_t *c) {
    * is the bufferevent's to report when it writes */
 }
 
+static int waits_in(const req_queue_t *q) {
+  int n = 0;
+  for (const req_t *r = q->head; r; r = r->next) n += r->waits;
+  return n;
+}
+
+int rlock__conn_waits_ahead(const conn_t *c) { return waits_in(&c->pending) + waits_in(&c->inflight); }
+int rlock__conn_waits_written(const conn_t *c) { return waits_in(&c->inflight); }
+
+/* r queued behind the WAITs on c: its deadline allows for them (rlock__conn_waits_ahead). */
+static void behind_waits(conn_t *c, req_t *r) {
+  if (c->kind == CONN_CMD) r->deadline += rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+}
+
 void rlock__conn_send(conn_t *c, req_t *r) {
+  behind_waits(c, r);
   if (c->state == CS_CLOSED) {
     finish_err(r, RLOCK_ECLOSED);
     return;
@@ -527,10 +548,36 @@ static void ping_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status == RLOCK_ETIMEDOUT) c->ping_missed = true; /* timer_cb drops it after its pass */
 }
 
+/* The periodic INFO replication of the replica-sync check (answered() reads
+ * it: reads_replicas). */
+static void recount_done(req_t *r, int status, rlock_reply_t *reply) {
+  conn_t *c = r->ctx;
+  rlock_reply_free(reply);
+  c->recount_out = false;
+}
+
+/* Every ping interval the command connection reads its node's replica count
+ * again (policy not off): replicas that attach after the handshake (a master
+ * restart: the client reconnects before its replicas do) are waited for
+ * from then on, not only after the next reconnect. */
+static void recount_replicas(conn_t *c) {
+  if (c->kind != CONN_CMD || c->to_sentinel || c->cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out)
+    return;
+  const char *argv[2] = {"INFO", "replication"};
+  req_t *r = rlock__req_new(2, argv, NULL, c->cl->opt.command_timeout_ms, recount_done, c);
+  if (!r) return;
+  r->reads_replicas = true;
+  behind_waits(c, r);
+  c->recount_out = true;
+  write_req(c, r);
+  rlock__conn_flush(c);
+}
+
 /* Every ping_interval_ms: a PING on a connection nothing arrived on for that
  * long (PING is allowed on a subscribed connection). */
 static void ping_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
+  if (c->state == CS_READY) recount_replicas(c);
   if (c->state != CS_READY || c->ping_out || rlock_now_ms() - c->last_read < c->cl->opt.ping_interval_ms)
     return;
   /* The user connection is silent by design while a blocking command runs
@@ -539,6 +586,7 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg) {
   const char *argv[1] = {"PING"};
   req_t *r = rlock__req_new(1, argv, NULL, c->cl->opt.command_timeout_ms, ping_done, c);
   if (!r) return;
+  behind_waits(c, r); /* a PING behind a WAIT is answered when the WAIT ends */
   c->ping_out = true;
   write_req(c, r);
   rlock__conn_flush(c);

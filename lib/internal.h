@@ -182,6 +182,7 @@ struct req {
   bool is_role;   /* ROLE (Sentinel deployments): anything but a master fails the connection */
   uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
   uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
+  bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -222,7 +223,9 @@ struct conn {
   bool ever_ready;
   int last_err; /* why the last connection attempt failed */
   int replicas; /* command connections: the replicas the node reported connected
-                   (INFO replication) at the last handshake; 0 unknown or none */
+                   (INFO replication) at the last handshake, after a WAIT that
+                   came short, or at the last ping interval; 0 unknown or none */
+  bool recount_out; /* the periodic INFO replication is in flight */
   /* A connection to a Sentinel (topology/sentinel.c): AUTH with the URL's
    * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
    * the client's command stats. */
@@ -247,6 +250,14 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
+/* Requests carrying a replica-sync WAIT queued or written on c, not yet
+ * answered (timed out ones too: the server still runs them). Redis runs
+ * what follows a WAIT on the connection only once it ends, so each may hold
+ * back a later request by up to replica_sync_timeout_ms: rlock__conn_send
+ * pushes a command connection request's deadline back by that much per WAIT
+ * ahead of it, and closing lingers that much longer. */
+int rlock__conn_waits_ahead(const conn_t *c);
+int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only */
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
  * (msg), queued ones wait. Not from inside a request's done callback. */
 void rlock__conn_reset(conn_t *c, const char *msg);

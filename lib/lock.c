@@ -208,6 +208,11 @@ static bool op_over(const op_t *op) {
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
   bool landed = status == 0 && reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply);
+  if (status == 0 && !landed) /* answered, but refused (OOM, an error reply): the op must not take
+                                 status 0 for a grant (resume_after_undo) */
+    status = rlock__fail(RLOCK_ESERVER, "the server refused to give back the hold (it may stay until its lease "
+                                        "runs out): %.200s",
+                         reply && reply->type == RLOCK_REPLY_ERROR ? reply->str : "unexpected reply");
   rlock_reply_free(reply);
   bool again = !landed && undo_again(u, status);
   op_t *op = u->op;

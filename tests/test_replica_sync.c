@@ -184,6 +184,16 @@ static int is_done(void *arg) { return ((result_t *)arg)->done; }
 
 
 
+typedef struct th_key {
+  th_server_t *s;
+  const char *name;
+} th_key_t;
+
+static int th_key_exists_on(void *arg) {
+  th_key_t *k = arg;
+  return th_cmd_int(k->s, "EXISTS", k->name, NULL) == 1;
+}
+
 static int key_exists(void *name) { return th_cmd_int(master, "EXISTS", (const char *)name, NULL) == 1; }
 
 /* Nobody sleeps while the lock is free: a waiter that found the lock taken
@@ -255,6 +265,196 @@ TEST(close_during_wait_gives_back) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* The same with two granted tries pending on one connection: Redis runs
+ * the second WAIT only after the first, so the undos queued behind both run
+ * after two WAIT timeouts; the client lingers for both (not one), and
+ * neither hold is left for its lease. */
+TEST(close_during_two_waits_gives_back) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 1500;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l1 = th_lock(c, "rs:close2a"), *l2 = th_lock(c, "rs:close2b");
+  th_server_pause(r);
+  result_t res1 = {0, 0}, res2 = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l1, 1, 0, 60000, NULL, on_acquired, &res1));
+  CHECK_OK(rlock_lock_acquire_async(l2, 1, 0, 60000, NULL, on_acquired, &res2));
+  CHECK(th_wait_until(key_exists, "rs:close2a", 10000)); /* granted, first WAIT pending, the second try behind it */
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2b", NULL), 0); /* not run yet: the first WAIT blocks it */
+  int64_t t0 = th_now_ms();
+  rlock_client_free(c);
+  printf("# rlock_client_free returned after %lld ms (2 WAITs of 1500 ms ahead)\n", (long long)(th_now_ms() - t0));
+  CHECK(res1.done && res2.done);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2a", NULL), 0);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2b", NULL), 0);
+  rlock_lock_free(l1), rlock_lock_free(l2);
+  th_server_resume(r);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* Four tries of one client at once, the only replica paused: Redis runs
+ * them one WAIT after the other on the command connection, so the last
+ * answer comes after four WAIT timeouts (2400 ms), past one WAIT's worth of
+ * command timeout (1000 + 600 ms). Each must still end with RLOCK_ENOSYNC
+ * (its deadline allows for the WAITs ahead of it), not RLOCK_ETIMEDOUT, the
+ * connection is not presumed dead, and nothing is left held. */
+TEST(queued_waits_do_not_time_out) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 1000;
+  o.replica_sync_timeout_ms = 600;
+  o.retry_attempts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  enum { N = 4 };
+  rlock_lock_t *ls[N];
+  result_t res[N];
+  th_server_pause(r);
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rs:queued:%d", i);
+    ls[i] = th_lock(c, name);
+    res[i] = (result_t){0, 0};
+    CHECK_OK(rlock_lock_acquire_async(ls[i], 1, 0, 60000, NULL, on_acquired, &res[i]));
+  }
+  for (int i = 0; i < N; i++) {
+    CHECK_MSG(th_wait_until(is_done, &res[i], 30000), "try %d never ended", i);
+    CHECK_MSG(res[i].status == RLOCK_ENOSYNC, "try %d: %s", i, rlock_err_name(res[i].status));
+  }
+  th_server_resume(r);
+  rlock_stats_t st = stats(c);
+  CHECK_EQ(st.timeouts, 0);
+  CHECK_EQ(st.reconnects, 0);
+  CHECK_EQ(st.held, 0);
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rs:queued:%d", i);
+    CHECK_EQ(th_cmd_int(master, "EXISTS", name, NULL), 0);
+    rlock_lock_free(ls[i]);
+  }
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* The command connection is killed while a granted try waits for its WAIT
+ * (the only replica paused all along): the outcome is unknown, the try is
+ * re-sent with the same id on a new connection and answered by its latch;
+ * that answer's WAIT must still miss (redis 7.0 sets a client's WAIT offset
+ * to the master's after every command, so the latch hit waits for the
+ * grant too): the acquire ends RLOCK_ENOSYNC with nothing held. */
+static void conn_lost_during_wait(th_server_t *m) {
+  th_server_t *r = th_replica_start(m);
+  th_replicas_wait(m, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = m->url;
+  o.client_name = "rs-lost";
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 3000;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:lost");
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
+  CHECK(th_wait_until(th_key_exists_on, &(th_key_t){m, "rs:lost"}, 10000)); /* granted, WAIT pending */
+  CHECK(th_kill_clients_named(m, "rs-lost") >= 1);
+  CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
+  rlock_stats_t st = stats(c);
+  printf("# acquire after the connection loss: %s; reconnects %llu, sync misses %llu\n", rlock_err_name(res.status),
+         (unsigned long long)st.reconnects, (unsigned long long)st.acquire_sync_misses);
+  CHECK_MSG(res.status == RLOCK_ENOSYNC, "acquire: %s (the paused replica never acknowledged the grant)",
+            rlock_err_name(res.status));
+  CHECK_EQ(th_cmd_int(m, "EXISTS", "rs:lost", NULL), 0);
+  th_server_resume(r);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(m, 0, ONLINE_MS);
+}
+
+TEST(conn_lost_during_wait_not_synced) { conn_lost_during_wait(master); }
+
+/* The undo of a grant the replicas did not acknowledge is refused by the
+ * server (here: maxmemory reached while the WAIT was pending, so the undo's
+ * writes get an OOM error). The caller must not be told it holds the lock
+ * (status 0) when the client neither tracks nor renews the hold: the
+ * acquire ends with an error. */
+TEST(refused_undo_is_not_a_grant) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 2000;
+  o.retry_attempts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:oom");
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
+  CHECK(th_wait_until(key_exists, "rs:oom", 10000)); /* granted, WAIT pending */
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "1", NULL));
+  CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "0", NULL));
+  printf("# acquire whose undo was refused: %s\n", rlock_err_name(res.status));
+  CHECK_MSG(res.status == RLOCK_ESERVER, "acquire: %s; held %llu (tracked), key exists %lld", rlock_err_name(res.status),
+            (unsigned long long)stats(c).held, th_cmd_int(master, "EXISTS", "rs:oom", NULL));
+  th_server_resume(r);
+  th_reply_free(th_cmd(master, "DEL", "rs:oom", NULL));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* Cancelled while its granted try waits for the WAIT (the only replica
+ * paused): the acquire ends RLOCK_ECANCELED once the WAIT misses, the grant
+ * undone (nothing held on the master, nothing tracked). */
+TEST(cancel_during_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.command_timeout_ms = 8000;
+  o.replica_sync_timeout_ms = 3000; /* the window for the cancel (valgrind: wide) */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:cancel");
+  rlock_cancel_t *tok = NULL;
+  CHECK_OK(rlock_cancel_new(&tok));
+  th_server_pause(r);
+  result_t res = {0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, 30000, 60000, tok, on_acquired, &res));
+  CHECK(th_wait_until(key_exists, "rs:cancel", 10000)); /* granted, WAIT pending */
+  rlock_cancel_trigger(tok);
+  CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
+  CHECK_RC(res.status, RLOCK_ECANCELED);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:cancel", NULL), 0);
+  CHECK_EQ(stats(c).held, 0);
+  CHECK_EQ(stats(c).acquire_sync_misses, 1); /* no retry after the cancel */
+  th_server_resume(r);
+  rlock_cancel_free(tok);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
  * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
  * policy off locks. */
@@ -287,6 +487,31 @@ TEST(wait_refused_by_acl) {
   th_reply_free(th_cmd(master, "ACL", "DELUSER", "nowait", NULL));
   th_server_stop(r);
   th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* A user whose ACL forbids INFO (INFO is in @dangerous: "+@all -@dangerous"
+ * is a common ACL) still connects with the default policy and locks: the
+ * refused INFO leaves the replica count at 0 (no WAIT, rlock.h), it does not
+ * fail the handshake as if the credentials were wrong. */
+TEST(info_refused_by_acl_connects) {
+  th_reply_free(th_cmd(master, "ACL", "SETUSER", "noinfo", "on", ">noinfo-pw", "~*", "&*", "+@all", "-info", NULL));
+  char url[300];
+  snprintf(url, sizeof url, "redis://noinfo:noinfo-pw@127.0.0.1:%d", master->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 2000;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == 0, "rlock_client_new: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(!strstr(rlock_last_error(), "noinfo-pw"), "message: %s", rlock_last_error());
+  rlock_lock_t *l = th_lock(c, "rs:noinfo");
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:noinfo", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_reply_free(th_cmd(master, "ACL", "DELUSER", "noinfo", NULL));
 }
 
 /* Two replicas, one paused: one is enough for policy one, not for majority
@@ -349,6 +574,55 @@ TEST(replica_count_refreshed) {
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:refresh", NULL), 0);
   rlock_lock_free(l);
   rlock_client_free(c);
+}
+
+typedef struct carry {
+  rlock_lock_t *l;
+  th_server_t *m;
+} carry_t;
+
+/* A lock + unlock that carried WAIT (the master's cmdstat_wait grew). */
+static int lock_carries_wait(void *arg) {
+  carry_t *k = arg;
+  long long w0 = waits(k->m);
+  if (rlock_lock_trylock(k->l, 0, 30000)) return 0;
+  rlock_lock_unlock(k->l);
+  return waits(k->m) > w0;
+}
+
+/* A replica that attaches while the client counts none (its handshake, or
+ * a miss, read "connected_slaves:0"; e.g. after a master restart the client
+ * reconnects before the replicas do, their reconnect is on a 1 s cron) is
+ * waited for from the next ping interval on (the command connection reads
+ * the count again then), not only after the next reconnect, which may never
+ * come: replica sync would stay off for the connection's whole life. */
+TEST(replicas_attached_later_counted) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = master->url;
+  o.client_name = "rs-later";
+  o.ping_interval_ms = 500;
+  o.replica_sync_timeout_ms = SYNC_MS;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, "rs:later");
+  carry_t k = {l, master};
+  CHECK(lock_carries_wait(&k));
+  th_server_stop(r); /* the client still counts it: a miss re-reads the count (0) */
+  th_replicas_wait(master, 0, ONLINE_MS);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK(!lock_carries_wait(&k));
+  r = th_replica_start(master); /* attached while the client counts 0 */
+  th_replicas_wait(master, 1, ONLINE_MS);
+  CHECK_MSG(th_wait_until(lock_carries_wait, &k, 20000), "a replica attached later is never waited for");
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:later", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
 }
 
 /* An unlock the replicas do not acknowledge stands: the lock is free on the
@@ -567,9 +841,16 @@ int main(int argc, char **argv) {
   RUN_SEL(reentrant_miss_keeps_outer_hold);
   RUN_SEL(undone_grant_wakes_waiters);
   RUN_SEL(close_during_wait_gives_back);
+  RUN_SEL(close_during_two_waits_gives_back);
+  RUN_SEL(queued_waits_do_not_time_out);
+  RUN_SEL(conn_lost_during_wait_not_synced);
+  RUN_SEL(refused_undo_is_not_a_grant);
+  RUN_SEL(cancel_during_wait);
   RUN_SEL(wait_refused_by_acl);
+  RUN_SEL(info_refused_by_acl_connects);
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
+  RUN_SEL(replicas_attached_later_counted);
   RUN_SEL(unlock_miss_stands);
   RUN_SEL(renewal_miss_counted);
   RUN_SEL(history_under_replica_pauses);
