@@ -72,8 +72,10 @@ const char *rlock_err_name(int err);
 /* The replica-sync check (rlock_options_t.replica_sync): after each acquire,
  * unlock and renewal script, `WAIT <n> <replica_sync_timeout_ms>` goes in the
  * same write, where n is what the policy needs of the replicas the server
- * reported connected (INFO replication, read at every (re)connect of the
- * command connection and again every ping_interval_ms, so replicas that
+ * reported online (INFO replication's slaveN lines with state=online: one
+ * still in its first sync acknowledges nothing and is not counted; read at
+ * every (re)connect of the command connection and again every
+ * ping_interval_ms, so replicas that
  * attach later, e.g. after a master restart the client reconnected to
  * first, are waited for from then on; any URL: a plain redis:// URL too).
  * A server that reports no replicas gets no WAIT (nor one whose ACL refuses
@@ -81,8 +83,8 @@ const char *rlock_err_name(int err);
  *   OFF       no WAIT
  *   ONE       at least one replica must acknowledge (Redisson's behaviour:
  *             it fails only when none did); the default
- *   MAJORITY  more than half of the connected replicas
- *   ALL       every connected replica
+ *   MAJORITY  more than half of the online replicas
+ *   ALL       every online replica
  * Not met on an acquire: the acquire is undone (the undo is awaited, so no
  * hold is left that the caller was told it does not have) and tried again
  * with a fresh request id, up to retry_attempts times; then it ends with

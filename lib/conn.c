@@ -194,16 +194,27 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   rlock__client_flush(c->cl);
 }
 
-/* An answer to INFO replication: c->replicas is its connected_slaves (left
- * as it is if the answer is anything else). */
+/* An answer to INFO replication: c->replicas is the replicas it lists online
+ * (left as it is if the answer is anything else). */
 static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
-  const char *p = status == 0 && reply && reply->type == RLOCK_REPLY_STRING && reply->str
-                      ? strstr(reply->str, "connected_slaves:")
-                      : NULL;
-  if (p) c->replicas = atoi(p + strlen("connected_slaves:"));
+  if (status != 0 || !reply || reply->type != RLOCK_REPLY_STRING || !reply->str ||
+      !strstr(reply->str, "connected_slaves:"))
+    return;
+  /* "slaveN:ip=...,port=...,state=online,offset=...": only an online replica
+   * acknowledges writes; one still in its first sync (after a failover every
+   * replica resyncs) would make every WAIT come short for the whole sync. */
+  int online = 0;
+  for (const char *p = reply->str; (p = strstr(p, "\nslave")); p++) {
+    const char *q = p + 6, *eol = strchr(p + 1, '\n');
+    while (*q >= '0' && *q <= '9') q++;
+    if (q == p + 6 || *q != ':') continue;
+    const char *st = strstr(q, "state=online");
+    if (st && (!eol || st < eol)) online++;
+  }
+  c->replicas = online;
 }
 
-/* INFO replication: the replicas the node reports connected (the replica-sync
+/* INFO replication: the replicas the node reports online (the replica-sync
  * check asks WAIT for them). A refusal (an ACL without INFO) leaves 0: no WAIT. */
 static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
   conn_t *c = r->ctx;

@@ -821,6 +821,39 @@ TEST(options_validated) {
   CHECK_STREQ(rlock_err_name(RLOCK_ENOSYNC), "RLOCK_ENOSYNC");
 }
 
+/* A replica still in its first sync (the master holds the transfer back:
+ * repl-diskless-sync-delay) is connected but cannot acknowledge anything:
+ * WAIT never counts it. It is not waited for (policy one: no WAIT at all),
+ * so an acquire is not refused for the whole sync (after a failover every
+ * replica resyncs with the new master). */
+static int one_replica_syncing(void *arg) {
+  redisReply *r = th_cmd(master, "INFO", "replication", NULL);
+  int syncing = r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:1") &&
+                !strstr(r->str, "state=online");
+  th_reply_free(r);
+  (void)arg;
+  return syncing;
+}
+TEST(syncing_replica_not_counted) {
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "repl-diskless-sync", "yes", NULL));
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "repl-diskless-sync-delay", "60", NULL));
+  th_server_t *r = th_replica_start(master);
+  CHECK_MSG(th_wait_until(one_replica_syncing, NULL, ONLINE_MS), "the replica never showed up syncing");
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-syncing");
+  rlock_lock_t *l = th_lock(c, "rs:syncing");
+  long long w0 = waits(master);
+  int rc = rlock_lock_acquire(l, 1, 0, 60000, NULL);
+  CHECK_MSG(rc == 0, "acquire: %s: %s", rlock_err_name(rc), rlock_last_error());
+  CHECK_EQ(waits(master) - w0, 0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:syncing", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_reply_free(th_cmd(master, "CONFIG", "SET", "repl-diskless-sync-delay", "0", NULL));
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* RLOCK_TEST_ONLY=<name> runs one test (to see one fail on its own). */
 #define RUN_SEL(name)                                                             \
   do {                                                                            \
@@ -851,6 +884,7 @@ int main(int argc, char **argv) {
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(replicas_attached_later_counted);
+  RUN_SEL(syncing_replica_not_counted);
   RUN_SEL(unlock_miss_stands);
   RUN_SEL(renewal_miss_counted);
   RUN_SEL(history_under_replica_pauses);
