@@ -136,7 +136,7 @@ TEST(switch_master_event_moves_quiet_clients_and_wakes_the_waiter) {
 }
 
 int main(int argc, char **argv) {
-  th_init(argc, argv, 120);
+  th_init(argc, argv, 300);
   RUN(switch_master_event_moves_quiet_clients_and_wakes_the_waiter);
   return th_done();
 }
