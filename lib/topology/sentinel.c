@@ -34,6 +34,7 @@
 #include <string.h>
 
 #define POLL_MS 1000
+int64_t rlock__sentinel_poll_ms = POLL_MS; /* tests set it (topology.h) */
 #define SENTINEL_CONNECT_MS 1000 /* a silent sentinel costs at most this (or connect_timeout_ms if less) */
 #define NDATA 3 /* the client's command, subscriber and user connections */
 
@@ -384,7 +385,7 @@ static int sentinel_init(client_t *cl) {
     return RLOCK_ENOMEM;
   }
   struct timeval tv;
-  rlock__tv_from_ms(&tv, POLL_MS);
+  rlock__tv_from_ms(&tv, rlock__sentinel_poll_ms);
   evtimer_add(s->poll, &tv);
   return 0;
 }

@@ -48,6 +48,9 @@ typedef struct topology_ops {
 extern const topology_ops_t rlock__topology_single;
 extern const topology_ops_t rlock__topology_sentinel;
 extern const topology_ops_t rlock__topology_cluster;
+/* sentinel.c's poll period (POLL_MS, 1 s), read by each new client: tests
+ * raise it to prove what the +switch-master event does on its own. */
+extern int64_t rlock__sentinel_poll_ms;
 
 /* The topology of a client's URL: Sentinel for redis+sentinel://, Cluster for
  * redis+cluster://, else one server. */
