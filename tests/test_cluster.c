@@ -579,6 +579,35 @@ TEST(slot_moved_under_waiter) {
   rlock_client_free(wc);
 }
 
+/* ------------------------------------------------------------ replica sync per node */
+
+/* The replica-sync check (default policy one: a WAIT after each script when
+ * the node has replicas) holds on the first request a fresh client sends to
+ * a master that is not its first seed: that node's command connection was
+ * opened by the slot map a moment before and has not read INFO replication
+ * yet. Each master here has a replica, so every acquire carries a WAIT. */
+TEST(fresh_node_gets_wait) {
+  for (int round = 0; round < 5; round++) {
+    char name[32];
+    th_server_t *owner = NULL;
+    for (int s = 0; s < 16384; s += 101) { /* a slot served by another master than the first seed */
+      snprintf(name, sizeof name, "{%s}fresh%d", rlock__names_tag((uint16_t)s), round);
+      owner = th_cluster_owner(cl, th_cluster_keyslot(cl, name));
+      if (owner != cl->node[0]) break;
+    }
+    CHECK(owner != NULL && owner != cl->node[0]);
+    long long waits = th_cmdstat(owner, "wait");
+    rlock_client_t *c = client_on(cl->url, 0); /* first seed: node[0] */
+    rlock_lock_t *l = th_lock(c, name);
+    CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+    CHECK_MSG(th_cmdstat(owner, "wait") > waits, "round %d: the acquire ran on a master with a replica without WAIT",
+              round);
+    CHECK_OK(rlock_lock_unlock(l));
+    rlock_lock_free(l);
+    rlock_client_free(c);
+  }
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -763,6 +792,7 @@ int main(int argc, char **argv) {
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
   RUN_SOME(slot_moved_under_waiter);
+  RUN_SOME(fresh_node_gets_wait);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
