@@ -608,6 +608,32 @@ TEST(fresh_node_gets_wait) {
   }
 }
 
+/* The first seed is a replica (any node may be a seed) that does not
+ * answer CLUSTER SLOTS to this user (an ACL): the client's first acquire
+ * goes to the replica (no replicas of its own: no WAIT), is redirected by
+ * MOVED to the master, which has a replica: it must run there with its
+ * WAIT, as if it had been routed there in the first place. */
+TEST(moved_from_replica_seed_gets_wait) {
+  th_server_t *m = cl->node[1], *rep = th_cluster_replica_of(cl, m);
+  CHECK(rep != NULL);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]->pid > 0) th_reply_free(th_cmd(cl->node[i], "ACL", "SETUSER", "rseed", "reset", "on", ">rseed-pw", "~*", "&*", "+@all", NULL));
+  th_reply_free(th_cmd(rep, "ACL", "SETUSER", "rseed", "-cluster|slots", NULL));
+  char name[64], url[128];
+  name_on(m, "replica-seed", name, sizeof name);
+  snprintf(url, sizeof url, "redis+cluster://rseed:rseed-pw@127.0.0.1:%d", rep->port);
+  long long waits = th_cmdstat(m, "wait");
+  rlock_client_t *c = client_on(url, 0);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_MSG(th_cmdstat(m, "wait") > waits, "the acquire redirected to a master with a replica ran without WAIT");
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]->pid > 0) th_reply_free(th_cmd(cl->node[i], "ACL", "DELUSER", "rseed", NULL));
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -793,6 +819,7 @@ int main(int argc, char **argv) {
   RUN_SOME(slot_migrated_live);
   RUN_SOME(slot_moved_under_waiter);
   RUN_SOME(fresh_node_gets_wait);
+  RUN_SOME(moved_from_replica_seed_gets_wait);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);

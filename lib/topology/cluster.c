@@ -377,6 +377,7 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
   if (idx < 0) return false;
   r->redirects++;
   conn_t *to = &k->nodes[idx]->cmd;
+  rlock__client_sync_redirected(cl, r); /* sent without WAIT: the new node may have replicas */
   if (moved) {
     k->owner[slot] = (int16_t)idx;
     schedule_refresh(k, 0);
