@@ -794,6 +794,47 @@ static void kill_master(th_server_t *m, th_server_t *rep) {
   th_server_kill(m); /* the replica takes over after cluster-node-timeout */
 }
 
+/* CLUSTER FAILOVER under a waiter whose client has nothing else to say
+ * (its only traffic is the parked wait; a 30 s lease: its own re-try comes
+ * 20 s apart). The holder's unlock runs on the promoted replica right after
+ * the failover: the waiter must be granted by the unlock's message, not by
+ * its lease-long park. The demoted master keeps the waiter's SSUBSCRIBE
+ * (Redis 7.0) and nothing tells the waiter's client that the slot moved. */
+TEST(failover_under_an_idle_waiter) {
+  th_server_t *m = cl->node[2], *rep = th_cluster_replica_of(cl, m);
+  CHECK(rep != NULL);
+  char name[64];
+  name_on(m, "idle-waiter", name, sizeof name);
+  int slot = th_cluster_keyslot(cl, name);
+  rlock_client_t *h = client_on(cl->url, 30000), *wc = client_on(cl->url, 30000);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  replica_has_t rh = {rep, name};
+  CHECK(th_wait_until(replica_has_key, &rh, 20000));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  manual_failover(m, rep);
+  owner_is_t o = {slot, rep};
+  CHECK_MSG(th_wait_until(owner_is, &o, 60000), "the replica did not take the slot");
+  CHECK(th_cluster_wait_ok(cl, 60000));
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  int granted = th_wait_until(is_granted, &w, 40000);
+  printf("# idle waiter granted %lld ms after the unlock\n", (long long)(th_now_ms() - unlocked_at));
+  CHECK_MSG(granted, "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - unlocked_at < 5000, "the idle waiter slept %lld ms while the lock was free",
+            (long long)(w.at - unlocked_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
 TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
 
 /* The killed master is the first seed: the control and subscriber
@@ -824,6 +865,7 @@ int main(int argc, char **argv) {
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
   RUN_SOME(one_shard_failing);
+  RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);
