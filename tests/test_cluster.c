@@ -634,6 +634,73 @@ TEST(moved_from_replica_seed_gets_wait) {
     if (cl->node[i]->pid > 0) th_reply_free(th_cmd(cl->node[i], "ACL", "DELUSER", "rseed", NULL));
 }
 
+/* The simple lock on a cluster URL: its key (the raw NAME), latch and
+ * channel in NAME's slot whatever braces NAME holds; the lock key lands on
+ * the slot's master; a waiter on another client is woken by the unlock's
+ * SPUBLISH (well before its polling backoff would matter: 3 s lease). */
+typedef struct simple_waiter {
+  rlock_lock_t *lock;
+  int rc;
+  atomic_int done;
+  int64_t at;
+} simple_waiter_t;
+static void *simple_waiter_main(void *arg) {
+  simple_waiter_t *w = arg;
+  w->rc = rlock_lock_acquire(w->lock, 7, 20000, 30000, NULL); /* owner 7: released by main */
+  w->at = th_now_ms();
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+static int simple_done(void *arg) { return atomic_load(&((simple_waiter_t *)arg)->done); }
+typedef struct chan_on {
+  th_server_t *s;
+  const char *chan;
+} chan_on_t;
+static int chan_subscribed(void *arg) {
+  chan_on_t *c = arg;
+  return shard_numsub(c->s, c->chan) > 0;
+}
+
+TEST(simple_lock_on_cluster) {
+  rlock_client_t *a = client_on(cl->url, 0), *b = client_on(cl->url, 0);
+  const char *names[] = {"simple-plain", "simple{tag}x", "a{b", "x}{y}", "x{}y", "{}", NULL};
+  for (int i = 0; names[i]; i++) {
+    rlock_lock_t *la = NULL, *lb = NULL;
+    CHECK_OK(rlock_lock_new_simple(a, names[i], strlen(names[i]), &la));
+    CHECK_OK(rlock_lock_new_simple(b, names[i], strlen(names[i]), &lb));
+    CHECK_OK(rlock_lock_trylock(la, 0, 3000));
+    check_on_owner(names[i], 1);
+    CHECK_RC(rlock_lock_trylock(lb, 0, 30000), RLOCK_EBUSY);
+    simple_waiter_t w = {.lock = lb};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, simple_waiter_main, &w) == 0);
+    bytes_t chan; /* the simple lock's channel (names.c), sharded-subscribed on the slot's master */
+    CHECK_OK(rlock__names_prefixed(&chan, "rlock_simple__channel", names[i], strlen(names[i])));
+    CHECK_EQ(rlock__names_slot(chan.p, chan.n), th_cluster_keyslot(cl, names[i]));
+    chan_on_t co = {th_cluster_owner(cl, th_cluster_keyslot(cl, names[i])), chan.p};
+    CHECK_MSG(th_wait_until(chan_subscribed, &co, 20000), "%s: the waiter never subscribed", names[i]);
+    free(chan.p);
+    rlock_stats_t st0, st1;
+    rlock_client_stats(b, &st0);
+    int64_t unlocked_at = th_now_ms();
+    CHECK_OK(rlock_lock_unlock(la));
+    CHECK_MSG(th_wait_until(simple_done, &w, 20000), "%s: the waiter never ended", names[i]);
+    rlock_client_stats(b, &st1);
+    CHECK_MSG(st1.messages > st0.messages, "%s: the unlock's SPUBLISH did not reach the waiter", names[i]);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(w.rc);
+    CHECK_MSG(w.at - unlocked_at < 2000, "%s: granted %lld ms after the unlock", names[i],
+              (long long)(w.at - unlocked_at));
+    check_on_owner(names[i], 1);
+    CHECK_OK(rlock_lock_release(lb, 7));
+    check_on_owner(names[i], 0);
+    rlock_lock_free(la);
+    rlock_lock_free(lb);
+  }
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -861,6 +928,7 @@ int main(int argc, char **argv) {
   RUN_SOME(slot_moved_under_waiter);
   RUN_SOME(fresh_node_gets_wait);
   RUN_SOME(moved_from_replica_seed_gets_wait);
+  RUN_SOME(simple_lock_on_cluster);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
