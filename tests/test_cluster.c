@@ -701,6 +701,23 @@ TEST(simple_lock_on_cluster) {
   rlock_client_free(b);
 }
 
+/* rlock_client_free while the first CLUSTER SLOTS (and the node
+ * connections it opens) are in flight, and while a MOVED's refresh is
+ * pending: returns, no leak or stale callback (run under ASan). */
+TEST(free_during_refresh) {
+  for (int i = 0; i < 20; i++) {
+    rlock_client_t *c = client_on(cl->url, 0);
+    if (i % 2) {
+      char name[32];
+      snprintf(name, sizeof name, "{%s}free", rlock__names_tag((uint16_t)(i * 811)));
+      rlock_lock_t *l = th_lock(c, name);
+      CHECK_OK(rlock_lock_trylock(l, 0, 2000));
+      rlock_lock_free(l); /* held: its 2 s lease frees it */
+    }
+    rlock_client_free(c);
+  }
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -929,6 +946,7 @@ int main(int argc, char **argv) {
   RUN_SOME(fresh_node_gets_wait);
   RUN_SOME(moved_from_replica_seed_gets_wait);
   RUN_SOME(simple_lock_on_cluster);
+  RUN_SOME(free_during_refresh);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
