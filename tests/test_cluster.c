@@ -718,6 +718,77 @@ TEST(free_during_refresh) {
   }
 }
 
+/* A slot moved back and forth between two masters while four threads on
+ * two clients take and give back two locks of that slot: every call
+ * succeeds (MOVED/ASK/TRYAGAIN followed within the deadlines), never two
+ * holders of one lock. */
+typedef struct churn {
+  rlock_client_t *c;
+  const char *name;
+  atomic_int *inside, *overlaps, *stop, *errors, *rounds;
+} churn_t;
+static void *churn_main(void *arg) {
+  churn_t *x = arg;
+  rlock_lock_t *l = th_lock(x->c, x->name);
+  while (!atomic_load(x->stop)) {
+    int rc = rlock_lock_acquire(l, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), 20000, 10000, NULL);
+    if (rc) {
+      fprintf(stderr, "# churn acquire %s: %s (%s)\n", x->name, rlock_err_name(rc), rlock_last_error());
+      atomic_fetch_add(x->errors, 1);
+      continue;
+    }
+    if (atomic_fetch_add(x->inside, 1) != 0) atomic_fetch_add(x->overlaps, 1);
+    atomic_fetch_sub(x->inside, 1);
+    rc = rlock_lock_unlock(l);
+    if (rc) {
+      fprintf(stderr, "# churn unlock %s: %s (%s)\n", x->name, rlock_err_name(rc), rlock_last_error());
+      atomic_fetch_add(x->errors, 1);
+    }
+    atomic_fetch_add(x->rounds, 1);
+  }
+  rlock_lock_free(l);
+  return NULL;
+}
+
+TEST(slot_churn) {
+  char a[32], b[32];
+  const char *tag = rlock__names_tag(4242);
+  snprintf(a, sizeof a, "{%s}churn-a", tag);
+  snprintf(b, sizeof b, "{%s}churn-b", tag);
+  int slot = th_cluster_keyslot(cl, a);
+  rlock_client_t *c1 = client_on(cl->url, 0), *c2 = client_on(cl->url, 0);
+  atomic_int inside[2] = {0}, overlaps = 0, stop = 0, errors = 0, rounds = 0;
+  churn_t x[4] = {{c1, a, &inside[0], &overlaps, &stop, &errors, &rounds},
+                  {c2, a, &inside[0], &overlaps, &stop, &errors, &rounds},
+                  {c1, b, &inside[1], &overlaps, &stop, &errors, &rounds},
+                  {c2, b, &inside[1], &overlaps, &stop, &errors, &rounds}};
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, churn_main, &x[i]) == 0);
+  th_server_t *home = th_cluster_owner(cl, slot), *away = other_master(home);
+  for (int i = 0; i < 6; i++) {
+    th_cluster_move_slot(cl, slot, i % 2 ? home : away, NULL, NULL);
+    /* every node agrees before the next move (moved back at once, the nodes
+     * can stay split for many seconds, each sending the slot to the other) */
+    CHECK(th_cluster_wait_ok(cl, 30000));
+    CHECK(th_cluster_owner(cl, slot) == (i % 2 ? home : away));
+  }
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  printf("# slot churn: %d rounds, %d errors, %d overlaps\n", atomic_load(&rounds), atomic_load(&errors),
+         atomic_load(&overlaps));
+  rlock_stats_t s1, s2;
+  rlock_client_stats(c1, &s1);
+  rlock_client_stats(c2, &s2);
+  printf("# slot churn: acquire sync misses %llu, unlock sync misses %llu\n",
+         (unsigned long long)(s1.acquire_sync_misses + s2.acquire_sync_misses),
+         (unsigned long long)(s1.unlock_sync_misses + s2.unlock_sync_misses));
+  CHECK_EQ(atomic_load(&overlaps), 0);
+  CHECK_EQ(atomic_load(&errors), 0);
+  CHECK(atomic_load(&rounds) > 0);
+  rlock_client_free(c1);
+  rlock_client_free(c2);
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -947,6 +1018,7 @@ int main(int argc, char **argv) {
   RUN_SOME(moved_from_replica_seed_gets_wait);
   RUN_SOME(simple_lock_on_cluster);
   RUN_SOME(free_during_refresh);
+  RUN_SOME(slot_churn);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
