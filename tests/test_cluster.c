@@ -789,6 +789,31 @@ TEST(slot_churn) {
   rlock_client_free(c2);
 }
 
+/* A RedLock whose node is a cluster URL, in both formats: its key lands on
+ * the master of the name's slot, a second RedLock on the same name is
+ * refused while it is held, the release frees it. */
+TEST(redlock_on_cluster_url) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  const char *urls[1] = {cl->url};
+  const char *name = "redlock-on-cluster";
+  for (unsigned flags = 0; flags <= RLOCK_REDLOCK_SIMPLE; flags++) {
+    rlock_redlock_t *a = NULL, *b = NULL;
+    CHECK_OK(rlock_redlock_new(&a, &o, urls, 1, name, strlen(name), flags));
+    CHECK_OK(rlock_redlock_new(&b, &o, urls, 1, name, strlen(name), flags));
+    int64_t vu = 0;
+    CHECK_OK(rlock_redlock_acquire(a, 0, 10000, NULL, &vu));
+    check_on_owner(name, 1);
+    CHECK_RC(rlock_redlock_acquire(b, 0, 10000, NULL, &vu), RLOCK_EBUSY);
+    CHECK_OK(rlock_redlock_release(a));
+    check_on_owner(name, 0);
+    CHECK_OK(rlock_redlock_acquire(b, 0, 10000, NULL, &vu));
+    CHECK_OK(rlock_redlock_release(b));
+    rlock_redlock_free(a);
+    rlock_redlock_free(b);
+  }
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -1019,6 +1044,7 @@ int main(int argc, char **argv) {
   RUN_SOME(simple_lock_on_cluster);
   RUN_SOME(free_during_refresh);
   RUN_SOME(slot_churn);
+  RUN_SOME(redlock_on_cluster_url);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
