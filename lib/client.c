@@ -120,7 +120,17 @@ static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) 
 
 void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
   r->slot = key ? rlock__names_slot(key, klen) : -1;
+  r->sync_of = need;
   conn_t *c = cl->topo->route(cl, r);
+  if (c->state != CS_READY && c->state != CS_CLOSED && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
+    /* not connected yet (a Cluster node opened a moment ago): its replicas
+     * are known once its handshake read them; decided when r is written */
+    need->need = need->of = 0;
+    r->sync_defer = need;
+    r->deadline += cl->opt.replica_sync_timeout_ms;
+    rlock__conn_send(c, r);
+    return;
+  }
   if (add_wait(cl, c, r, need)) { /* out of memory: the request fails as a whole */
     rlock__fail(RLOCK_ENOMEM, "out of memory");
     r->done(r, RLOCK_ENOMEM, NULL);
@@ -128,6 +138,20 @@ void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t
     return;
   }
   rlock__conn_send(c, r);
+}
+
+int rlock__client_sync_decide(client_t *cl, const conn_t *c, req_t *r) {
+  sync_need_t *need = r->sync_defer;
+  r->sync_defer = NULL;
+  int rc = add_wait(cl, c, r, need);
+  if (!rc && need->need) r->deadline -= cl->opt.replica_sync_timeout_ms; /* pushed back already */
+  return rc;
+}
+
+void rlock__client_sync_redirected(client_t *cl, req_t *r) {
+  if (!r->sync_of || r->sync_defer || r->sync_of->need || cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return;
+  r->sync_defer = r->sync_of;
+  r->deadline += cl->opt.replica_sync_timeout_ms;
 }
 
 bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked) {

@@ -429,6 +429,11 @@ static void recount_done(req_t *r, int status, rlock_reply_t *reply);
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
+  if (r->sync_defer && rlock__client_sync_decide(c->cl, c, r)) {
+    rlock__fail(RLOCK_ENOMEM, "out of memory");
+    finish_err(r, RLOCK_ENOMEM);
+    return;
+  }
   bufferevent_write(c->bev, r->cmd, r->len);
   r->sent_at = rlock_now_ms();
   q_push(&c->inflight, r);

@@ -183,6 +183,14 @@ struct req {
   uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
   uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
+  /* Replica sync decided when r is written (rlock__client_send_synced on a
+   * connection not ready yet: its node's replica count is read by the
+   * handshake); the sync_need_t the WAIT is recorded in. */
+  struct sync_need *sync_defer;
+  /* The sync_need_t of a request sent with rlock__client_send_synced (NULL:
+   * none): a redirect of one that went without WAIT decides it again on the
+   * node it is redirected to. */
+  struct sync_need *sync_of;
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -485,6 +493,12 @@ typedef struct sync_need {
  * to reported replicas; r's deadline is pushed back by the timeout. Out of
  * memory: r completes with RLOCK_ENOMEM. */
 void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need);
+/* conn.c, writing r (r->sync_defer set) on c: the WAIT c's node needs, appended
+ * now (RLOCK_ENOMEM: r must fail as a whole). */
+int rlock__client_sync_decide(client_t *cl, const conn_t *c, req_t *r);
+/* topology, re-sending r to another node (MOVED/ASK): a request sent with
+ * rlock__client_send_synced and no WAIT decides its WAIT there, when written. */
+void rlock__client_sync_redirected(client_t *cl, req_t *r);
 /* The reply of a request sent with rlock__client_send_synced: *reply becomes
  * the script's own reply (the compound's rest is freed); returns whether the
  * policy was met (true without a WAIT), *acked how many acknowledged (-1: an

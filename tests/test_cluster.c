@@ -579,6 +579,241 @@ TEST(slot_moved_under_waiter) {
   rlock_client_free(wc);
 }
 
+/* ------------------------------------------------------------ replica sync per node */
+
+/* The replica-sync check (default policy one: a WAIT after each script when
+ * the node has replicas) holds on the first request a fresh client sends to
+ * a master that is not its first seed: that node's command connection was
+ * opened by the slot map a moment before and has not read INFO replication
+ * yet. Each master here has a replica, so every acquire carries a WAIT. */
+TEST(fresh_node_gets_wait) {
+  for (int round = 0; round < 5; round++) {
+    char name[32];
+    th_server_t *owner = NULL;
+    for (int s = 0; s < 16384; s += 101) { /* a slot served by another master than the first seed */
+      snprintf(name, sizeof name, "{%s}fresh%d", rlock__names_tag((uint16_t)s), round);
+      owner = th_cluster_owner(cl, th_cluster_keyslot(cl, name));
+      if (owner != cl->node[0]) break;
+    }
+    CHECK(owner != NULL && owner != cl->node[0]);
+    long long waits = th_cmdstat(owner, "wait");
+    rlock_client_t *c = client_on(cl->url, 0); /* first seed: node[0] */
+    rlock_lock_t *l = th_lock(c, name);
+    CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+    CHECK_MSG(th_cmdstat(owner, "wait") > waits, "round %d: the acquire ran on a master with a replica without WAIT",
+              round);
+    CHECK_OK(rlock_lock_unlock(l));
+    rlock_lock_free(l);
+    rlock_client_free(c);
+  }
+}
+
+/* The first seed is a replica (any node may be a seed) that does not
+ * answer CLUSTER SLOTS to this user (an ACL): the client's first acquire
+ * goes to the replica (no replicas of its own: no WAIT), is redirected by
+ * MOVED to the master, which has a replica: it must run there with its
+ * WAIT, as if it had been routed there in the first place. */
+TEST(moved_from_replica_seed_gets_wait) {
+  th_server_t *m = cl->node[1], *rep = th_cluster_replica_of(cl, m);
+  CHECK(rep != NULL);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]->pid > 0) th_reply_free(th_cmd(cl->node[i], "ACL", "SETUSER", "rseed", "reset", "on", ">rseed-pw", "~*", "&*", "+@all", NULL));
+  th_reply_free(th_cmd(rep, "ACL", "SETUSER", "rseed", "-cluster|slots", NULL));
+  char name[64], url[128];
+  name_on(m, "replica-seed", name, sizeof name);
+  snprintf(url, sizeof url, "redis+cluster://rseed:rseed-pw@127.0.0.1:%d", rep->port);
+  long long waits = th_cmdstat(m, "wait");
+  rlock_client_t *c = client_on(url, 0);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
+  CHECK_MSG(th_cmdstat(m, "wait") > waits, "the acquire redirected to a master with a replica ran without WAIT");
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]->pid > 0) th_reply_free(th_cmd(cl->node[i], "ACL", "DELUSER", "rseed", NULL));
+}
+
+/* The simple lock on a cluster URL: its key (the raw NAME), latch and
+ * channel in NAME's slot whatever braces NAME holds; the lock key lands on
+ * the slot's master; a waiter on another client is woken by the unlock's
+ * SPUBLISH (well before its polling backoff would matter: 3 s lease). */
+typedef struct simple_waiter {
+  rlock_lock_t *lock;
+  int rc;
+  atomic_int done;
+  int64_t at;
+} simple_waiter_t;
+static void *simple_waiter_main(void *arg) {
+  simple_waiter_t *w = arg;
+  w->rc = rlock_lock_acquire(w->lock, 7, 20000, 30000, NULL); /* owner 7: released by main */
+  w->at = th_now_ms();
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+static int simple_done(void *arg) { return atomic_load(&((simple_waiter_t *)arg)->done); }
+typedef struct chan_on {
+  th_server_t *s;
+  const char *chan;
+} chan_on_t;
+static int chan_subscribed(void *arg) {
+  chan_on_t *c = arg;
+  return shard_numsub(c->s, c->chan) > 0;
+}
+
+TEST(simple_lock_on_cluster) {
+  rlock_client_t *a = client_on(cl->url, 0), *b = client_on(cl->url, 0);
+  const char *names[] = {"simple-plain", "simple{tag}x", "a{b", "x}{y}", "x{}y", "{}", NULL};
+  for (int i = 0; names[i]; i++) {
+    rlock_lock_t *la = NULL, *lb = NULL;
+    CHECK_OK(rlock_lock_new_simple(a, names[i], strlen(names[i]), &la));
+    CHECK_OK(rlock_lock_new_simple(b, names[i], strlen(names[i]), &lb));
+    CHECK_OK(rlock_lock_trylock(la, 0, 3000));
+    check_on_owner(names[i], 1);
+    CHECK_RC(rlock_lock_trylock(lb, 0, 30000), RLOCK_EBUSY);
+    simple_waiter_t w = {.lock = lb};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, simple_waiter_main, &w) == 0);
+    bytes_t chan; /* the simple lock's channel (names.c), sharded-subscribed on the slot's master */
+    CHECK_OK(rlock__names_prefixed(&chan, "rlock_simple__channel", names[i], strlen(names[i])));
+    CHECK_EQ(rlock__names_slot(chan.p, chan.n), th_cluster_keyslot(cl, names[i]));
+    chan_on_t co = {th_cluster_owner(cl, th_cluster_keyslot(cl, names[i])), chan.p};
+    CHECK_MSG(th_wait_until(chan_subscribed, &co, 20000), "%s: the waiter never subscribed", names[i]);
+    free(chan.p);
+    rlock_stats_t st0, st1;
+    rlock_client_stats(b, &st0);
+    int64_t unlocked_at = th_now_ms();
+    CHECK_OK(rlock_lock_unlock(la));
+    CHECK_MSG(th_wait_until(simple_done, &w, 20000), "%s: the waiter never ended", names[i]);
+    rlock_client_stats(b, &st1);
+    CHECK_MSG(st1.messages > st0.messages, "%s: the unlock's SPUBLISH did not reach the waiter", names[i]);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(w.rc);
+    CHECK_MSG(w.at - unlocked_at < 2000, "%s: granted %lld ms after the unlock", names[i],
+              (long long)(w.at - unlocked_at));
+    check_on_owner(names[i], 1);
+    CHECK_OK(rlock_lock_release(lb, 7));
+    check_on_owner(names[i], 0);
+    rlock_lock_free(la);
+    rlock_lock_free(lb);
+  }
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
+/* rlock_client_free while the first CLUSTER SLOTS (and the node
+ * connections it opens) are in flight, and while a MOVED's refresh is
+ * pending: returns, no leak or stale callback (run under ASan). */
+TEST(free_during_refresh) {
+  for (int i = 0; i < 20; i++) {
+    rlock_client_t *c = client_on(cl->url, 0);
+    if (i % 2) {
+      char name[32];
+      snprintf(name, sizeof name, "{%s}free", rlock__names_tag((uint16_t)(i * 811)));
+      rlock_lock_t *l = th_lock(c, name);
+      CHECK_OK(rlock_lock_trylock(l, 0, 2000));
+      rlock_lock_free(l); /* held: its 2 s lease frees it */
+    }
+    rlock_client_free(c);
+  }
+}
+
+/* A slot moved back and forth between two masters while four threads on
+ * two clients take and give back two locks of that slot: every call
+ * succeeds (MOVED/ASK/TRYAGAIN followed within the deadlines), never two
+ * holders of one lock. */
+typedef struct churn {
+  rlock_client_t *c;
+  const char *name;
+  atomic_int *inside, *overlaps, *stop, *errors, *rounds;
+} churn_t;
+static void *churn_main(void *arg) {
+  churn_t *x = arg;
+  rlock_lock_t *l = th_lock(x->c, x->name);
+  while (!atomic_load(x->stop)) {
+    int rc = rlock_lock_acquire(l, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), 20000, 10000, NULL);
+    if (rc) {
+      fprintf(stderr, "# churn acquire %s: %s (%s)\n", x->name, rlock_err_name(rc), rlock_last_error());
+      atomic_fetch_add(x->errors, 1);
+      continue;
+    }
+    if (atomic_fetch_add(x->inside, 1) != 0) atomic_fetch_add(x->overlaps, 1);
+    atomic_fetch_sub(x->inside, 1);
+    rc = rlock_lock_unlock(l);
+    if (rc) {
+      fprintf(stderr, "# churn unlock %s: %s (%s)\n", x->name, rlock_err_name(rc), rlock_last_error());
+      atomic_fetch_add(x->errors, 1);
+    }
+    atomic_fetch_add(x->rounds, 1);
+  }
+  rlock_lock_free(l);
+  return NULL;
+}
+
+TEST(slot_churn) {
+  char a[32], b[32];
+  const char *tag = rlock__names_tag(4242);
+  snprintf(a, sizeof a, "{%s}churn-a", tag);
+  snprintf(b, sizeof b, "{%s}churn-b", tag);
+  int slot = th_cluster_keyslot(cl, a);
+  rlock_client_t *c1 = client_on(cl->url, 0), *c2 = client_on(cl->url, 0);
+  atomic_int inside[2] = {0}, overlaps = 0, stop = 0, errors = 0, rounds = 0;
+  churn_t x[4] = {{c1, a, &inside[0], &overlaps, &stop, &errors, &rounds},
+                  {c2, a, &inside[0], &overlaps, &stop, &errors, &rounds},
+                  {c1, b, &inside[1], &overlaps, &stop, &errors, &rounds},
+                  {c2, b, &inside[1], &overlaps, &stop, &errors, &rounds}};
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, churn_main, &x[i]) == 0);
+  th_server_t *home = th_cluster_owner(cl, slot), *away = other_master(home);
+  for (int i = 0; i < 6; i++) {
+    th_cluster_move_slot(cl, slot, i % 2 ? home : away, NULL, NULL);
+    /* every node agrees before the next move (moved back at once, the nodes
+     * can stay split for many seconds, each sending the slot to the other) */
+    CHECK(th_cluster_wait_ok(cl, 30000));
+    CHECK(th_cluster_owner(cl, slot) == (i % 2 ? home : away));
+  }
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  printf("# slot churn: %d rounds, %d errors, %d overlaps\n", atomic_load(&rounds), atomic_load(&errors),
+         atomic_load(&overlaps));
+  rlock_stats_t s1, s2;
+  rlock_client_stats(c1, &s1);
+  rlock_client_stats(c2, &s2);
+  printf("# slot churn: acquire sync misses %llu, unlock sync misses %llu\n",
+         (unsigned long long)(s1.acquire_sync_misses + s2.acquire_sync_misses),
+         (unsigned long long)(s1.unlock_sync_misses + s2.unlock_sync_misses));
+  CHECK_EQ(atomic_load(&overlaps), 0);
+  CHECK_EQ(atomic_load(&errors), 0);
+  CHECK(atomic_load(&rounds) > 0);
+  rlock_client_free(c1);
+  rlock_client_free(c2);
+}
+
+/* A RedLock whose node is a cluster URL, in both formats: its key lands on
+ * the master of the name's slot, a second RedLock on the same name is
+ * refused while it is held, the release frees it. */
+TEST(redlock_on_cluster_url) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  const char *urls[1] = {cl->url};
+  const char *name = "redlock-on-cluster";
+  for (unsigned flags = 0; flags <= RLOCK_REDLOCK_SIMPLE; flags++) {
+    rlock_redlock_t *a = NULL, *b = NULL;
+    CHECK_OK(rlock_redlock_new(&a, &o, urls, 1, name, strlen(name), flags));
+    CHECK_OK(rlock_redlock_new(&b, &o, urls, 1, name, strlen(name), flags));
+    int64_t vu = 0;
+    CHECK_OK(rlock_redlock_acquire(a, 0, 10000, NULL, &vu));
+    check_on_owner(name, 1);
+    CHECK_RC(rlock_redlock_acquire(b, 0, 10000, NULL, &vu), RLOCK_EBUSY);
+    CHECK_OK(rlock_redlock_release(a));
+    check_on_owner(name, 0);
+    CHECK_OK(rlock_redlock_acquire(b, 0, 10000, NULL, &vu));
+    CHECK_OK(rlock_redlock_release(b));
+    rlock_redlock_free(a);
+    rlock_redlock_free(b);
+  }
+}
+
 /* ------------------------------------------------------------ watchdog per shard */
 
 typedef struct lost_log {
@@ -739,6 +974,47 @@ static void kill_master(th_server_t *m, th_server_t *rep) {
   th_server_kill(m); /* the replica takes over after cluster-node-timeout */
 }
 
+/* CLUSTER FAILOVER under a waiter whose client has nothing else to say
+ * (its only traffic is the parked wait; a 30 s lease: its own re-try comes
+ * 20 s apart). The holder's unlock runs on the promoted replica right after
+ * the failover: the waiter must be granted by the unlock's message, not by
+ * its lease-long park. The demoted master keeps the waiter's SSUBSCRIBE
+ * (Redis 7.0) and nothing tells the waiter's client that the slot moved. */
+TEST(failover_under_an_idle_waiter) {
+  th_server_t *m = cl->node[2], *rep = th_cluster_replica_of(cl, m);
+  CHECK(rep != NULL);
+  char name[64];
+  name_on(m, "idle-waiter", name, sizeof name);
+  int slot = th_cluster_keyslot(cl, name);
+  rlock_client_t *h = client_on(cl->url, 30000), *wc = client_on(cl->url, 30000);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  replica_has_t rh = {rep, name};
+  CHECK(th_wait_until(replica_has_key, &rh, 20000));
+  waiter_arg_t w = {.lock = lw};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+  wait_subscribed(name);
+  manual_failover(m, rep);
+  owner_is_t o = {slot, rep};
+  CHECK_MSG(th_wait_until(owner_is, &o, 60000), "the replica did not take the slot");
+  CHECK(th_cluster_wait_ok(cl, 60000));
+  int64_t unlocked_at = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lh));
+  int granted = th_wait_until(is_granted, &w, 40000);
+  printf("# idle waiter granted %lld ms after the unlock\n", (long long)(th_now_ms() - unlocked_at));
+  CHECK_MSG(granted, "the waiter was not granted after the unlock");
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - unlocked_at < 5000, "the idle waiter slept %lld ms while the lock was free",
+            (long long)(w.at - unlocked_at));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(rlock_lock_release(lw, 7));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+}
+
 TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
 
 /* The killed master is the first seed: the control and subscriber
@@ -763,10 +1039,17 @@ int main(int argc, char **argv) {
   RUN_SOME(two_processes_two_seeds);
   RUN_SOME(slot_migrated_live);
   RUN_SOME(slot_moved_under_waiter);
+  RUN_SOME(fresh_node_gets_wait);
+  RUN_SOME(moved_from_replica_seed_gets_wait);
+  RUN_SOME(simple_lock_on_cluster);
+  RUN_SOME(free_during_refresh);
+  RUN_SOME(slot_churn);
+  RUN_SOME(redlock_on_cluster_url);
   RUN_SOME(foreign_unlock_spublish);
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
   RUN_SOME(one_shard_failing);
+  RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);

@@ -16,7 +16,6 @@
 
 #define CHANNEL "rlock_simple__channel"
 #define MESSAGE "0"       /* the unlock message */
-#define PUBLISH "publish" /* the publish command (spublish for sharded pub/sub) */
 #define POLL_MIN_MS 8     /* the first poll's delay: 4 to 8 ms */
 #define POLL_MAX_MS 500   /* the cap: polls 250 to 500 ms apart */
 
@@ -56,7 +55,7 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   rlock__i64toa(u->keep, keep);
   const char *keys[3] = {u->name, u->channel->p, u->latch->p};
   size_t kl[3] = {u->len, u->channel->n, u->latch->n};
-  const char *args[5] = {MESSAGE, u->owner_id, PUBLISH, ttl, keep};
+  const char *args[5] = {MESSAGE, u->owner_id, rlock__publish_cmd(u->cl), ttl, keep};
   return rlock__script_req(SCRIPT_SIMPLE_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, u->cl->opt.command_timeout_ms,
                            done, ctx);
 }
@@ -73,7 +72,7 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
-  const char *args[4] = {MESSAGE, op->owner_id, PUBLISH, ttl};
+  const char *args[4] = {MESSAGE, op->owner_id, rlock__publish_cmd(op->cl), ttl};
   return rlock__script_req(SCRIPT_SIMPLE_UNLOCK, 3, keys, kl, 4, args, NULL, op->cl->opt.command_timeout_ms, done,
                            op);
 }
@@ -103,7 +102,7 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   rlock_lock_t *l = op->lock;
   const char *keys[2] = {l->name, l->channel.p};
   size_t kl[2] = {l->len, l->channel.n};
-  const char *args[3] = {MESSAGE, PUBLISH, op->any_type ? "1" : "0"};
+  const char *args[3] = {MESSAGE, rlock__publish_cmd(op->cl), op->any_type ? "1" : "0"};
   return rlock__script_req(SCRIPT_SIMPLE_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms,
                            done, op);
 }

@@ -204,8 +204,8 @@ static void apply_slots(cluster_t *k, const conn_t *from, const rlock_reply_t *r
     if (idx < 0) continue;
     all_usable &= node_usable(k->nodes[idx]) || k->nodes[idx]->cmd.state == CS_CONNECTING ||
                   k->nodes[idx]->cmd.state == CS_HANDSHAKE;
-    for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < NSLOTS; s++)
-      if (s >= 0) k->owner[s] = (int16_t)idx;
+    long long lo = e->element[0]->integer, hi = e->element[1]->integer; /* clamped: a broken node's range */
+    for (long long s = lo < 0 ? 0 : lo; s <= hi && s < NSLOTS; s++) k->owner[s] = (int16_t)idx;
   }
   for (int i = 0; i < k->nnodes; i++)
     if (!node_usable(k->nodes[i])) {
@@ -377,6 +377,7 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
   if (idx < 0) return false;
   r->redirects++;
   conn_t *to = &k->nodes[idx]->cmd;
+  rlock__client_sync_redirected(cl, r); /* sent without WAIT: the new node may have replicas */
   if (moved) {
     k->owner[slot] = (int16_t)idx;
     schedule_refresh(k, 0);
