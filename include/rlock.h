@@ -513,6 +513,18 @@ int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, i
 int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
 /* The earliest valid-until of the members (rlock_lock_valid_until). */
 int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t *out);
+/* The MultiLock's lock-lost notification: cb runs (on the I/O thread of the
+ * member's client) once per acquire, when the first member held by the
+ * MultiLock's owner is lost (any reason), with that member's name, the owner
+ * and the member client's reason; later losses of the same acquire are not
+ * reported again (the next successful acquire re-arms it). The member
+ * clients' own callbacks (rlock_client_on_lost) still run, before this one:
+ * this is a second listener, not a replacement. Replaces any earlier
+ * callback of this MultiLock; NULL removes it. cb must not call
+ * rlock_multilock_on_lost or rlock_multilock_free (they wait for a running
+ * callback to return); rlock_multilock_free removes the callback, and none
+ * runs after it returned. */
+void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- RedLock */
 

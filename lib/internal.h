@@ -342,9 +342,20 @@ typedef struct watchdog {
   map_t residue;          /* (name, owner) -> residue_t: unknown releases of a forgotten hold */
   struct event *tick;     /* renewal round every watchdog_timeout/3 */
   uint64_t next_gen;
+  pthread_mutex_t lmu;    /* guards the listeners (added from user threads) */
+  struct lost_listener *listeners; /* also told of every lost hold (MultiLock) */
+  size_t nlisteners;
 } watchdog_t;
 int rlock__watchdog_init(watchdog_t *wd, client_t *cl);
 void rlock__watchdog_close(watchdog_t *wd);
+/* A second lock-lost listener beside the client's callback (the MultiLock's):
+ * fn(cl, name, len, owner, reason, arg) runs on the I/O thread after the
+ * client's callback, with lmu held, so _unlisten waits for a running call.
+ * Any thread; RLOCK_ENOMEM. (fn, arg) added twice is called twice. */
+typedef void (*lost_listener_fn)(client_t *cl, const char *name, size_t len, uint64_t owner,
+                                 rlock_lost_reason_t reason, void *arg);
+int rlock__watchdog_listen(watchdog_t *wd, lost_listener_fn fn, void *arg);
+void rlock__watchdog_unlisten(watchdog_t *wd, lost_listener_fn fn, void *arg);
 /* An acquire succeeded (sent at sent_at, reply at now): one more hold of
  * (name, owner), pushed on the hold's stack of leases (watchdog or fixed).
  * RLOCK_ENOMEM if it cannot be tracked. */

@@ -21,7 +21,17 @@
 struct rlock_multilock {
   size_t n;
   rlock_lock_t **locks; /* the members, in canonical order */
+  pthread_mutex_t mu;   /* guards the rest: the lost listener runs on I/O threads */
+  rlock_lost_cb cb;     /* rlock_multilock_on_lost */
+  void *cb_arg;
+  bool armed;   /* a loss is still to be reported (from acquire to release) */
+  uint64_t who; /* the owner of the last acquire */
 };
+
+static int listen_all(rlock_multilock_t *m);
+static void unlisten_first(rlock_multilock_t *m, size_t n);
+static void arm(rlock_multilock_t *m, bool on, uint64_t who);
+static void multilock_destroy(rlock_multilock_t *m);
 
 static int by_url_name(const void *a, const void *b) {
   const rlock_lock_t *x = *(rlock_lock_t *const *)a, *y = *(rlock_lock_t *const *)b;
@@ -54,18 +64,32 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
   for (size_t i = 1; i < n; i++) {
     if (same_lock(m->locks[i - 1], m->locks[i])) {
       rlock_lock_t *d = m->locks[i];
-      rlock_multilock_free(m);
+      multilock_destroy(m);
       return rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice", (int)(d->len > 100 ? 100 : d->len), d->name);
     }
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  if (listen_all(m)) {
+    pthread_mutex_destroy(&m->mu);
+    free(m->locks);
+    free(m);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   *out = m;
   return 0;
 }
 
-RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
-  if (!m) return;
+static void multilock_destroy(rlock_multilock_t *m) {
   free(m->locks);
   free(m);
+}
+
+/* Once unlisten returned no listener call of m runs or will run. */
+RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
+  if (!m) return;
+  unlisten_first(m, m->n);
+  pthread_mutex_destroy(&m->mu);
+  multilock_destroy(m);
 }
 
 /* ------------------------------------------------------------ release in parallel */
@@ -130,6 +154,7 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
   if (rc) return rc;
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
+  arm(m, true, who); /* a member lost from its grant on is reported */
   for (size_t i = 0; i < m->n; i++) {
     int64_t left = RLOCK_WAIT_FOREVER;
     if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
@@ -138,6 +163,7 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
     char why[256];
     snprintf(why, sizeof why, "%s", rlock_last_error());
     rlock_lock_t *l = m->locks[i];
+    arm(m, false, who); /* the caller is told: no lost callback for a failed acquire */
     release_first(m, i, who); /* all or nothing */
     return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
   }
@@ -148,6 +174,7 @@ RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner)
   if (!m) return rlock__fail(RLOCK_EINVAL, "multilock is NULL");
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int rc = release_first(m, m->n, who);
+  arm(m, false, who);
   return rc ? rlock__fail(rc, "%s", rc == RLOCK_ENOTHELD ? "a member was not held (the others were released)"
                                                          : "a member's release failed (the others were released)")
             : 0;
@@ -164,4 +191,67 @@ RLOCK_API int rlock_multilock_valid_until(rlock_multilock_t *m, rlock_owner_t ow
   }
   *out = least;
   return 0;
+}
+
+/* ------------------------------------------------------------ lock lost */
+
+/* Every member's client tells the MultiLock of each lost hold (a second
+ * listener beside the client's own callback, watchdog.c); the first loss of
+ * a member held by the MultiLock's owner since the acquire is passed on. */
+static bool is_member(const rlock_multilock_t *m, client_t *cl, const char *name, size_t len) {
+  for (size_t i = 0; i < m->n; i++) {
+    const rlock_lock_t *l = m->locks[i];
+    if (l->cl == cl && l->len == len && !memcmp(l->name, name, len)) return true;
+  }
+  return false;
+}
+
+static void member_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                        void *arg) {
+  rlock_multilock_t *m = arg;
+  pthread_mutex_lock(&m->mu);
+  if (m->armed && owner == m->who && m->cb && is_member(m, cl, name, len)) {
+    m->armed = false; /* once per acquire */
+    m->cb(name, len, owner, reason, m->cb_arg);
+  }
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void arm(rlock_multilock_t *m, bool on, uint64_t who) {
+  pthread_mutex_lock(&m->mu);
+  m->armed = on;
+  m->who = who;
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* The member clients, each once (the members are sorted by URL, but two
+ * clients may share one URL). */
+static bool client_seen_before(const rlock_multilock_t *m, size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (m->locks[j]->cl == m->locks[i]->cl) return true;
+  return false;
+}
+
+static void unlisten_first(rlock_multilock_t *m, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!client_seen_before(m, i)) rlock__watchdog_unlisten(&m->locks[i]->cl->wd, member_lost, m);
+}
+
+static int listen_all(rlock_multilock_t *m) {
+  for (size_t i = 0; i < m->n; i++) {
+    if (client_seen_before(m, i)) continue;
+    if (rlock__watchdog_listen(&m->locks[i]->cl->wd, member_lost, m)) {
+      unlisten_first(m, i);
+      return RLOCK_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+RLOCK_API void rlock_multilock_on_lost(rlock_multilock_t *m, rlock_lost_cb cb, void *arg) {
+  if (!m) return;
+  pthread_mutex_lock(&m->mu);
+  m->cb = cb;
+  m->cb_arg = arg;
+  pthread_mutex_unlock(&m->mu);
 }

@@ -157,6 +157,40 @@ static void residue_prune(watchdog_t *wd) {
   }
 }
 
+struct lost_listener {
+  lost_listener_fn fn;
+  void *arg;
+};
+
+int rlock__watchdog_listen(watchdog_t *wd, lost_listener_fn fn, void *arg) {
+  pthread_mutex_lock(&wd->lmu);
+  struct lost_listener *ls = realloc(wd->listeners, (wd->nlisteners + 1) * sizeof *ls);
+  if (ls) {
+    ls[wd->nlisteners++] = (struct lost_listener){fn, arg};
+    wd->listeners = ls;
+  }
+  pthread_mutex_unlock(&wd->lmu);
+  return ls ? 0 : RLOCK_ENOMEM;
+}
+
+void rlock__watchdog_unlisten(watchdog_t *wd, lost_listener_fn fn, void *arg) {
+  pthread_mutex_lock(&wd->lmu);
+  for (size_t i = 0; i < wd->nlisteners; i++) {
+    if (wd->listeners[i].fn == fn && wd->listeners[i].arg == arg) {
+      wd->listeners[i] = wd->listeners[--wd->nlisteners];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&wd->lmu);
+}
+
+static void tell_listeners(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+                           rlock_lost_reason_t reason) {
+  pthread_mutex_lock(&wd->lmu);
+  for (size_t i = 0; i < wd->nlisteners; i++) wd->listeners[i].fn(wd->cl, name, len, owner, reason, wd->listeners[i].arg);
+  pthread_mutex_unlock(&wd->lmu);
+}
+
 static void lost(hold_t *h, rlock_lost_reason_t reason) {
   watchdog_t *wd = h->wd;
   rlock__map_del(&wd->holds, h->key, h->klen);
@@ -164,6 +198,7 @@ static void lost(hold_t *h, rlock_lost_reason_t reason) {
   size_t len;
   const char *name = hold_name(h, &len);
   rlock__client_lost(wd->cl, name, len, h->owner, reason);
+  tell_listeners(wd, name, len, h->owner, reason);
   hold_free(h);
 }
 
@@ -469,6 +504,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg) {
 int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
   memset(wd, 0, sizeof *wd);
   wd->cl = cl;
+  pthread_mutex_init(&wd->lmu, NULL);
   rlock__map_init(&wd->holds);
   rlock__map_init(&wd->residue);
   wd->tick = event_new(cl->base, -1, EV_PERSIST, tick_cb, wd);
@@ -490,4 +526,8 @@ void rlock__watchdog_close(watchdog_t *wd) {
   rlock__map_iter_init(&it, &wd->residue);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) free(e->value);
   rlock__map_free(&wd->residue);
+  free(wd->listeners);
+  wd->listeners = NULL;
+  wd->nlisteners = 0;
+  pthread_mutex_destroy(&wd->lmu);
 }

@@ -14,8 +14,13 @@
  *   opposite_orders       two processes take overlapping sets given in
  *                         opposite orders, 25 times each: never a deadlock
  *                         (every acquire succeeds well within its wait), never
- *                         two inside at once */
+ *                         two inside at once
+ *   lost_fires_once       a member force-unlocked by another client: the
+ *                         MultiLock's lost callback fires once, naming it,
+ *                         and the member clients' own callbacks still run;
+ *                         a second member lost later: no second call */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -188,6 +193,72 @@ TEST(opposite_orders) {
   CHECK(!exists(s1, "ml:o1") && !exists(s1, "ml:o2") && !exists(s1, "ml:o3"));
 }
 
+/* What a lost callback saw (it runs on an I/O thread). */
+typedef struct seen {
+  pthread_mutex_t mu;
+  int calls;
+  char name[64];
+  uint64_t owner;
+  rlock_lost_reason_t reason;
+} seen_t;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  seen_t *s = arg;
+  pthread_mutex_lock(&s->mu);
+  if (s->calls++ == 0) {
+    snprintf(s->name, sizeof s->name, "%.*s", (int)len, name);
+    s->owner = owner;
+    s->reason = reason;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static int calls(void *arg) {
+  seen_t *s = arg;
+  pthread_mutex_lock(&s->mu);
+  int n = s->calls;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+static int called(void *arg) { return calls(arg) > 0; }
+
+TEST(lost_fires_once) {
+  /* a 3 s watchdog: a renewal every second finds a deleted hold */
+  rlock_client_t *c1 = th_client(s1->url, 3000), *c2 = th_client(s2->url, 3000);
+  rlock_client_t *o1 = th_client(s1->url, 0), *o2 = th_client(s2->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:la"), *b = th_lock(c2, "ml:lb");
+  rlock_lock_t *oa = th_lock(o1, "ml:la"), *ob = th_lock(o2, "ml:lb");
+  seen_t multi = {.mu = PTHREAD_MUTEX_INITIALIZER}, cl1 = multi, cl2 = multi;
+  rlock_client_on_lost(c1, on_lost, &cl1);
+  rlock_client_on_lost(c2, on_lost, &cl2);
+  rlock_lock_t *members[2] = {b, a};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  rlock_multilock_on_lost(m, on_lost, &multi);
+  CHECK_OK(rlock_multilock_acquire(m, 42, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(oa, &was));
+  CHECK_EQ(was, 1);
+  /* bound: 10 watchdog periods (a renewal every second), for a loaded machine */
+  CHECK(th_wait_until(called, &multi, 30000));
+  CHECK_MSG(!strcmp(multi.name, "ml:la"), "name: %s", multi.name);
+  CHECK_EQ(multi.owner, 42);
+  CHECK_EQ(multi.reason, RLOCK_LOST_DELETED);
+  CHECK(th_wait_until(called, &cl1, 30000)); /* the client's own callback still runs */
+  CHECK_MSG(!strcmp(cl1.name, "ml:la"), "name: %s", cl1.name);
+  /* the second member lost too: its client reports it, the MultiLock does not again */
+  CHECK_OK(rlock_lock_force_unlock(ob, &was));
+  CHECK_EQ(was, 1);
+  CHECK(th_wait_until(called, &cl2, 30000));
+  CHECK_EQ(calls(&multi), 1);
+  CHECK_EQ(calls(&cl1), 1);
+  rlock_multilock_release(m, 42); /* nothing held any more */
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(oa), rlock_lock_free(ob);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(o1), rlock_client_free(o2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -197,6 +268,7 @@ int main(int argc, char **argv) {
   RUN(cancelled);
   RUN(bad_arguments);
   RUN(opposite_orders);
+  RUN(lost_fires_once);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
