@@ -314,6 +314,23 @@ int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, cons
   return lease > 0 ? lease : 1; /* a fixed lease that ran out: expire now */
 }
 
+int rlock__watchdog_relet(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script,
+                          int64_t lease_ms, int64_t reply_by, int64_t *ttl) {
+  hold_t *h = find(wd, name, len, owner_id);
+  if (!h || renew_script(h) != (script ? script : SCRIPT_RENEW))
+    return rlock__fail(RLOCK_ENOTHELD, "this client tracks no hold of that lock by this owner");
+  level_t below = h->depth > 1 ? h->levels[h->depth - 2] : (level_t){0, 0, 0};
+  int64_t now = rlock_now_ms();
+  *ttl = below.nwatch ? max64(lease_ms, wd->cl->opt.watchdog_timeout_ms) : max64(lease_ms, below.hi - now);
+  level_t *t = &h->levels[h->depth - 1];
+  t->nwatch = below.nwatch;
+  t->lo = max64(below.lo, now + lease_ms);
+  t->hi = max64(below.hi, reply_by + *ttl);
+  if (!renews(h)) h->w_lo = h->w_hi = 0;
+  rearm(h);
+  return 0;
+}
+
 void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        release_t how, int64_t lease_ms) {
   hold_t *h = find(wd, name, len, owner_id);

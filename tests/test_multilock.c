@@ -9,8 +9,18 @@
  *   cancelled             a wait (RLOCK_WAIT_FOREVER) on a member held
  *                         elsewhere, cancelled: RLOCK_ECANCELED, the member
  *                         taken before it released
- *   bad_arguments         the same lock twice, a fixed lease with no bounded
- *                         wait: RLOCK_EINVAL before anything is sent
+ *   bad_arguments         the same lock twice, a negative wait: RLOCK_EINVAL
+ *                         before anything is sent
+ *   one_lease_at_the_end  a fixed lease: every member's PTTL is at most the
+ *                         lease and at least the lease minus the time the
+ *                         acquire and the reads took (they expire together);
+ *                         valid-until within the same bounds
+ *   fixed_lease_forever   a fixed lease shorter than the wait with
+ *                         RLOCK_WAIT_FOREVER: the member taken first survives
+ *                         the wait, then gets the lease
+ *   gone_before_relet     a member deleted while a later one is awaited: the
+ *                         final step finds it gone, the acquire fails
+ *                         RLOCK_ENOTHELD naming it, and nothing is left held
  *   opposite_orders       two processes take overlapping sets given in
  *                         opposite orders, 25 times each: never a deadlock
  *                         (every acquire succeeds well within its wait), never
@@ -132,7 +142,6 @@ TEST(bad_arguments) {
   CHECK_RC(rlock_multilock_new(&m, dup, 2), RLOCK_EINVAL);
   CHECK(m == NULL);
   CHECK_OK(rlock_multilock_new(&m, two, 2));
-  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, 5000, NULL), RLOCK_EINVAL);
   CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, -5, 5000, NULL), RLOCK_EINVAL);
   CHECK(!exists(s1, "ml:dup") && !exists(s1, "ml:other"));
   rlock_multilock_free(m);
@@ -259,6 +268,93 @@ TEST(lost_fires_once) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(o1), rlock_client_free(o2);
 }
 
+static int64_t pttl(th_server_t *s, const char *key) { return th_cmd_int(s, "PTTL", key, NULL); }
+
+TEST(one_lease_at_the_end) {
+  rlock_client_t *c1 = th_client(s1->url, 0), *c2 = th_client(s2->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:ea"), *b = th_lock(c2, "ml:eb"), *s = NULL;
+  CHECK_OK(rlock_lock_new_simple(c1, "ml:es", 5, &s));
+  rlock_lock_t *members[3] = {s, b, a};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 3));
+  const int64_t lease = 8000;
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_multilock_acquire(m, 5, 20000, lease, NULL));
+  int64_t ta = rlock_now_ms();
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(m, 5, &vu));
+  int64_t ta_ = pttl(s1, "ml:ea"), tb = pttl(s2, "ml:eb"), ts = pttl(s1, "ml:es");
+  int64_t took = rlock_now_ms() - t0; /* the acquire and the reads: the most a TTL can have run down */
+  int64_t got[3] = {ta_, tb, ts};
+  for (int i = 0; i < 3; i++)
+    CHECK_MSG(got[i] <= lease && got[i] >= lease - took - 1, "pttl %lld, lease %lld, took %lld", (long long)got[i],
+              (long long)lease, (long long)took);
+  /* valid until: the lease counted from the final step's send (after t0, before ta) */
+  CHECK_MSG(vu >= t0 + lease && vu <= ta + lease, "valid until %lld, [%lld, %lld]", (long long)vu,
+            (long long)(t0 + lease), (long long)(ta + lease));
+  CHECK_OK(rlock_multilock_release(m, 5));
+  CHECK(!exists(s1, "ml:ea") && !exists(s2, "ml:eb") && !exists(s1, "ml:es"));
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(s);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+TEST(fixed_lease_forever) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *w1 = th_lock(c, "ml:w1"), *w2 = th_lock(c, "ml:w2"), *o2 = th_lock(other, "ml:w2");
+  const int64_t lease = 1000;
+  /* the other hold runs out by itself 2.5 leases from now: ml:w1, taken
+   * first, is held across a wait longer than the lease */
+  CHECK_OK(rlock_lock_acquire(o2, 9, 0, 5 * lease / 2, NULL));
+  rlock_lock_t *members[2] = {w2, w1};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, lease, NULL));
+  int64_t p1 = pttl(s1, "ml:w1"), p2 = pttl(s1, "ml:w2");
+  CHECK(rlock_now_ms() - t0 >= 2 * lease); /* the wait did outlast the lease */
+  CHECK_MSG(p1 > 0 && p1 <= lease && p2 > 0 && p2 <= lease, "pttl %lld %lld", (long long)p1, (long long)p2);
+  CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
+  rlock_multilock_free(m);
+  rlock_lock_free(w1), rlock_lock_free(w2), rlock_lock_free(o2);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+/* The MultiLock holds ml:fa and waits for ml:fb: a waiter subscribed to its channel. */
+static int waits_for_fb(void *arg) {
+  (void)arg;
+  return exists(s1, "ml:fa") && th_numsub(s1, "redisson_lock__channel:{ml:fb}") >= 1;
+}
+
+static void *delete_fa_when_waiting(void *arg) {
+  int *ok = arg;
+  *ok = th_wait_until(waits_for_fb, NULL, 30000) && th_cmd_int(s1, "DEL", "ml:fa", NULL) == 1;
+  return NULL;
+}
+
+TEST(gone_before_relet) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *fa = th_lock(c, "ml:fa"), *fb = th_lock(c, "ml:fb"), *ob = th_lock(other, "ml:fb");
+  CHECK_OK(rlock_lock_acquire(ob, 9, 0, 2000, NULL)); /* runs out by itself */
+  rlock_lock_t *members[2] = {fb, fa};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int deleted = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, delete_fa_when_waiting, &deleted);
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 30000, 10000, NULL), RLOCK_ENOTHELD);
+  pthread_join(t, NULL);
+  CHECK(deleted);
+  CHECK_MSG(strstr(rlock_last_error(), "ml:fa"), "message: %s", rlock_last_error());
+  CHECK(!exists(s1, "ml:fa") && !exists(s1, "ml:fb")); /* ml:fb was taken, then given back */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_multilock_free(m);
+  rlock_lock_free(fa), rlock_lock_free(fb), rlock_lock_free(ob);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -269,6 +365,9 @@ int main(int argc, char **argv) {
   RUN(bad_arguments);
   RUN(opposite_orders);
   RUN(lost_fires_once);
+  RUN(one_lease_at_the_end);
+  RUN(fixed_lease_forever);
+  RUN(gone_before_relet);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
