@@ -497,12 +497,22 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
  * taken are released (in parallel) and the call fails with that member's
  * error, the member named in rlock_last_error(): nothing is left behind.
- * Lease: RLOCK_LEASE_WATCHDOG, or a fixed lease with a bounded wait (a
- * member taken with w ms of the budget left gets lease + w, so every member
- * lasts at least the lease past the end of the acquire; a fixed lease with
- * RLOCK_WAIT_FOREVER is RLOCK_EINVAL for more than one member). Owners as in
+ * Lease: one lease for all, applied at the end. While later members are
+ * awaited the members taken so far are held with the watchdog (their
+ * client's watchdog_timeout_ms, renewed), so none runs out during the wait,
+ * whatever its length. With RLOCK_LEASE_WATCHDOG they stay so. With a fixed
+ * lease, once every member is held each member's TTL is set to exactly the
+ * lease, in parallel (the client's hold becomes a fixed lease too: no more
+ * renewal), so all expire together lease ms after the acquire, and
+ * rlock_multilock_valid_until reports that; RLOCK_WAIT_FOREVER with a fixed
+ * lease is allowed. (A member the owner already held before keeps what its
+ * outer hold needs: the TTL is never cut below it.) If that final step
+ * fails for a member (its hold gone from the server: RLOCK_ENOTHELD; a
+ * timeout or lost connection: that error), the acquire fails, naming it,
+ * after releasing every member: all or nothing here too. Owners as in
  * rlock_lock_acquire. A member lost while held is reported by its client's
- * lock-lost callback (with the member's name). */
+ * lock-lost callback (with the member's name) and by the MultiLock's own
+ * (rlock_multilock_on_lost). */
 typedef struct rlock_multilock rlock_multilock_t;
 int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
 void rlock_multilock_free(rlock_multilock_t *multilock);
