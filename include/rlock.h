@@ -509,7 +509,10 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * outer hold needs: the TTL is never cut below it.) If that final step
  * fails for a member (its hold gone from the server: RLOCK_ENOTHELD; a
  * timeout or lost connection: that error), the acquire fails, naming it,
- * after releasing every member: all or nothing here too. Owners as in
+ * after releasing every member: all or nothing here too (a member whose
+ * server does not answer its release either is freed, as after any failed
+ * release, by the lease it has: the watchdog lease from its last renewal,
+ * or the fixed lease if the final step landed). Owners as in
  * rlock_lock_acquire. A member lost while held is reported by its client's
  * lock-lost callback (with the member's name) and by the MultiLock's own
  * (rlock_multilock_on_lost). */
