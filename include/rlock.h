@@ -497,12 +497,25 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
  * taken are released (in parallel) and the call fails with that member's
  * error, the member named in rlock_last_error(): nothing is left behind.
- * Lease: RLOCK_LEASE_WATCHDOG, or a fixed lease with a bounded wait (a
- * member taken with w ms of the budget left gets lease + w, so every member
- * lasts at least the lease past the end of the acquire; a fixed lease with
- * RLOCK_WAIT_FOREVER is RLOCK_EINVAL for more than one member). Owners as in
+ * Lease: one lease for all, applied at the end. While later members are
+ * awaited the members taken so far are held with the watchdog (their
+ * client's watchdog_timeout_ms, renewed), so none runs out during the wait,
+ * whatever its length. With RLOCK_LEASE_WATCHDOG they stay so. With a fixed
+ * lease, once every member is held each member's TTL is set to exactly the
+ * lease, in parallel (the client's hold becomes a fixed lease too: no more
+ * renewal), so all expire together lease ms after the acquire, and
+ * rlock_multilock_valid_until reports that; RLOCK_WAIT_FOREVER with a fixed
+ * lease is allowed. (A member the owner already held before keeps what its
+ * outer hold needs: the TTL is never cut below it.) If that final step
+ * fails for a member (its hold gone from the server: RLOCK_ENOTHELD; a
+ * timeout or lost connection: that error), the acquire fails, naming it,
+ * after releasing every member: all or nothing here too (a member whose
+ * server does not answer its release either is freed, as after any failed
+ * release, by the lease it has: the watchdog lease from its last renewal,
+ * or the fixed lease if the final step landed). Owners as in
  * rlock_lock_acquire. A member lost while held is reported by its client's
- * lock-lost callback (with the member's name). */
+ * lock-lost callback (with the member's name) and by the MultiLock's own
+ * (rlock_multilock_on_lost). */
 typedef struct rlock_multilock rlock_multilock_t;
 int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
 void rlock_multilock_free(rlock_multilock_t *multilock);
@@ -513,6 +526,18 @@ int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, i
 int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
 /* The earliest valid-until of the members (rlock_lock_valid_until). */
 int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t *out);
+/* The MultiLock's lock-lost notification: cb runs (on the I/O thread of the
+ * member's client) once per acquire, when the first member held by the
+ * MultiLock's owner is lost (any reason), with that member's name, the owner
+ * and the member client's reason; later losses of the same acquire are not
+ * reported again (the next successful acquire re-arms it). The member
+ * clients' own callbacks (rlock_client_on_lost) still run, before this one:
+ * this is a second listener, not a replacement. Replaces any earlier
+ * callback of this MultiLock; NULL removes it. cb must not call
+ * rlock_multilock_on_lost or rlock_multilock_free (they wait for a running
+ * callback to return); rlock_multilock_free removes the callback, and none
+ * runs after it returned. */
+void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- RedLock */
 

@@ -226,6 +226,16 @@ RLOCK_API int rlock_lock_valid_until(rlock_lock_t *l, rlock_owner_t owner, int64
   return sync_i64(l, OP_VALID_UNTIL, owner, out);
 }
 
+/* The MultiLock's final step (lock.c, OP_RELET). */
+int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, rlock_cb cb, void *arg) {
+  int rc;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  op_t *op = op_new(l, OP_RELET, owner, &rc);
+  if (!op) return rc;
+  op->lease_ms = lease_ms;
+  return submit_async(op, cb, arg);
+}
+
 RLOCK_API int rlock_lock_release_async(rlock_lock_t *l, rlock_owner_t owner, rlock_cb cb, void *arg) {
   return async_kind(l, OP_RELEASE, owner, cb, arg);
 }

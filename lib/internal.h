@@ -350,9 +350,20 @@ typedef struct watchdog {
   map_t residue;          /* (name, owner) -> residue_t: unknown releases of a forgotten hold */
   struct event *tick;     /* renewal round every watchdog_timeout/3 */
   uint64_t next_gen;
+  pthread_mutex_t lmu;    /* guards the listeners (added from user threads) */
+  struct lost_listener *listeners; /* also told of every lost hold (MultiLock) */
+  size_t nlisteners;
 } watchdog_t;
 int rlock__watchdog_init(watchdog_t *wd, client_t *cl);
 void rlock__watchdog_close(watchdog_t *wd);
+/* A second lock-lost listener beside the client's callback (the MultiLock's):
+ * fn(cl, name, len, owner, reason, arg) runs on the I/O thread after the
+ * client's callback, with lmu held, so _unlisten waits for a running call.
+ * Any thread; RLOCK_ENOMEM. (fn, arg) added twice is called twice. */
+typedef void (*lost_listener_fn)(client_t *cl, const char *name, size_t len, uint64_t owner,
+                                 rlock_lost_reason_t reason, void *arg);
+int rlock__watchdog_listen(watchdog_t *wd, lost_listener_fn fn, void *arg);
+void rlock__watchdog_unlisten(watchdog_t *wd, lost_listener_fn fn, void *arg);
 /* An acquire succeeded (sent at sent_at, reply at now): one more hold of
  * (name, owner), pushed on the hold's stack of leases (watchdog or fixed).
  * RLOCK_ENOMEM if it cannot be tracked. */
@@ -375,6 +386,16 @@ int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, cons
  * the stack still needs (watchdog lease if any renews, else the longest
  * fixed lease left, at least 1). */
 int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
+/* The MultiLock's final step (one lease for all): the top level of the hold
+ * of (name, owner), taken with the watchdog to outlive the wait, becomes a
+ * fixed lease of lease_ms sent now and answered by reply_by at the latest.
+ * *ttl: the exact TTL to set, the lease or, if the levels below need more,
+ * what they need (never shortened under an outer hold). Called before the
+ * request leaves, so no renewal sent after it undoes the TTL.
+ * RLOCK_ENOTHELD if untracked, or if the handle's kind (script) is not the
+ * hold's. */
+int rlock__watchdog_relet(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script,
+                          int64_t lease_ms, int64_t reply_by, int64_t *ttl);
 /* What a release did to the hold. */
 typedef enum {
   REL_ONE,      /* one hold released, others remain; the TTL was set to lease_ms */
@@ -517,7 +538,7 @@ size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 /* ------------------------------------------------------------ lock.c */
 typedef enum {
   OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
-  OP_COMMAND, OP_VALID_UNTIL
+  OP_COMMAND, OP_VALID_UNTIL, OP_RELET
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word, set to 1
@@ -575,6 +596,9 @@ struct op {
   bool any_type;
 };
 
+/* The MultiLock's final step: the hold of (l, owner) gets exactly lease_ms
+ * (rlock__watchdog_relet); cb as rlock_lock_release_async's. */
+int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, rlock_cb cb, void *arg);
 void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
 void rlock__handoff_clear(client_t *cl);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */

@@ -746,6 +746,53 @@ static void start_simple(op_t *op) {
   rlock__client_send(cl, l ? l->name : NULL, l ? l->len : 0, r);
 }
 
+/* ------------------------------------------------------------ relet (MultiLock) */
+
+/* The MultiLock's final step: the hold's TTL set to exactly its one lease by
+ * the kind's renew script ('=' lease), only where the owner still holds it.
+ * The client's view changes before the request leaves (watchdog.c). Not
+ * re-sent: a failure fails the MultiLock's acquire, which releases all. */
+static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
+  op_t *op = r->ctx;
+  if (orphan(op)) {
+    rlock_reply_free(reply);
+    return;
+  }
+  int rc = 0;
+  if (status) rc = rlock__fail_keep(status);
+  else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(RLOCK_ESERVER, "relet: %.200s", reply->str);
+  else if (reply->type != RLOCK_REPLY_ARRAY || reply->elements != 1 || reply->element[0]->type != RLOCK_REPLY_INTEGER)
+    rc = rlock__fail(RLOCK_EPROTO, "relet: unexpected reply");
+  else if (reply->element[0]->integer != 1)
+    rc = rlock__fail(RLOCK_ENOTHELD, "the hold was gone from the server when its lease was set");
+  rlock_reply_free(reply);
+  rlock__op_finish(op, rc, 0, NULL, 0);
+}
+
+static void start_relet(op_t *op) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  int64_t t = cl->opt.command_timeout_ms, ttl;
+  int script = l->kind->renew_script ? l->kind->renew_script : SCRIPT_RENEW;
+  int rc = rlock__watchdog_relet(&cl->wd, l->name, l->len, op->owner_id, script, op->lease_ms, rlock_now_ms() + t, &ttl);
+  if (rc) {
+    rlock__op_finish(op, rc, 0, NULL, 0);
+    return;
+  }
+  char lease[32] = "=";
+  rlock__i64toa(ttl, lease + 1);
+  const char *keys[1] = {l->name}, *args[2] = {lease, op->owner_id};
+  size_t kl[1] = {l->len}, al[2] = {strlen(lease), op->owner_len};
+  req_t *r = rlock__script_req(script, 1, keys, kl, 2, args, al, t, relet_done, op);
+  if (!r) {
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  stat_add(cl, ST_SCRIPTS, 1);
+  op->in_flight = true;
+  rlock__client_send(cl, l->name, l->len, r);
+}
+
 /* ------------------------------------------------------------ dispatch */
 
 void rlock__op_start(op_t *op) {
@@ -765,6 +812,9 @@ void rlock__op_start(op_t *op) {
     break;
   case OP_COMMAND:
     rlock__usercmd_start(op); /* on the user connection (usercmd.c) */
+    break;
+  case OP_RELET:
+    start_relet(op);
     break;
   case OP_VALID_UNTIL: {
     int64_t v = 0;

@@ -21,7 +21,17 @@
 struct rlock_multilock {
   size_t n;
   rlock_lock_t **locks; /* the members, in canonical order */
+  pthread_mutex_t mu;   /* guards the rest: the lost listener runs on I/O threads */
+  rlock_lost_cb cb;     /* rlock_multilock_on_lost */
+  void *cb_arg;
+  bool armed;   /* a loss is still to be reported (from acquire to release) */
+  uint64_t who; /* the owner of the last acquire */
 };
+
+static int listen_all(rlock_multilock_t *m);
+static void unlisten_first(rlock_multilock_t *m, size_t n);
+static void arm(rlock_multilock_t *m, bool on, uint64_t who);
+static void multilock_destroy(rlock_multilock_t *m);
 
 static int by_url_name(const void *a, const void *b) {
   const rlock_lock_t *x = *(rlock_lock_t *const *)a, *y = *(rlock_lock_t *const *)b;
@@ -54,18 +64,32 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
   for (size_t i = 1; i < n; i++) {
     if (same_lock(m->locks[i - 1], m->locks[i])) {
       rlock_lock_t *d = m->locks[i];
-      rlock_multilock_free(m);
+      multilock_destroy(m);
       return rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice", (int)(d->len > 100 ? 100 : d->len), d->name);
     }
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  if (listen_all(m)) {
+    pthread_mutex_destroy(&m->mu);
+    free(m->locks);
+    free(m);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   *out = m;
   return 0;
 }
 
-RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
-  if (!m) return;
+static void multilock_destroy(rlock_multilock_t *m) {
   free(m->locks);
   free(m);
+}
+
+/* Once unlisten returned no listener call of m runs or will run. */
+RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
+  if (!m) return;
+  unlisten_first(m, m->n);
+  pthread_mutex_destroy(&m->mu);
+  multilock_destroy(m);
 }
 
 /* ------------------------------------------------------------ release in parallel */
@@ -112,16 +136,59 @@ static int check_acquire(rlock_multilock_t *m, int64_t wait_ms, int64_t lease_ms
     return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range", (long long)wait_ms);
   if ((lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG) || lease_ms > RLOCK_DURATION_MAX)
     return rlock__fail(RLOCK_EINVAL, "lease %lld ms is out of range", (long long)lease_ms);
-  if (lease_ms != RLOCK_LEASE_WATCHDOG && wait_ms == RLOCK_WAIT_FOREVER && m->n > 1)
-    return rlock__fail(RLOCK_EINVAL, "a MultiLock with a fixed lease needs a bounded wait (the members taken "
-                                     "first would run out while later ones are awaited): use the watchdog");
   return 0;
 }
 
-/* The lease member gets with left ms of the budget to go (see the top). */
-static int64_t member_lease(int64_t lease_ms, int64_t left) {
-  if (lease_ms == RLOCK_LEASE_WATCHDOG) return lease_ms;
-  return lease_ms > RLOCK_DURATION_MAX - left ? RLOCK_DURATION_MAX : lease_ms + left;
+/* The first member's error in canonical order (i < *first), with its message. */
+typedef struct relet_fan {
+  fan_t f;
+  rlock_multilock_t *m;
+  size_t first;
+  char why[256];
+} relet_fan_t;
+
+static void relet_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)value;
+  relet_fan_t *rf = arg;
+  pthread_mutex_lock(&rf->f.mu);
+  size_t i = 0;
+  while (rf->m->locks[i] != l) i++;
+  if (status && i < rf->first) {
+    rf->first = i;
+    rf->f.rc = status;
+    snprintf(rf->why, sizeof rf->why, "%s", rlock_last_error());
+  }
+  if (--rf->f.left == 0) pthread_cond_signal(&rf->f.cv);
+  pthread_mutex_unlock(&rf->f.mu);
+}
+
+/* One lease for all, applied at the end: every member's TTL set to lease_ms
+ * in parallel (each was taken with the watchdog, so none ran out during the
+ * wait). 0, or the failing member's error (its index in *bad). */
+static int relet_all(rlock_multilock_t *m, uint64_t who, int64_t lease_ms, size_t *bad, char *why, size_t whylen) {
+  relet_fan_t rf = {.f = {.left = m->n}, .m = m, .first = m->n};
+  pthread_mutex_init(&rf.f.mu, NULL);
+  pthread_cond_init(&rf.f.cv, NULL);
+  for (size_t i = 0; i < m->n; i++) {
+    int rc = rlock__lock_relet_async(m->locks[i], who, lease_ms, relet_cb, &rf);
+    if (rc) relet_cb(m->locks[i], rc, 0, &rf); /* the callback will not run */
+  }
+  pthread_mutex_lock(&rf.f.mu);
+  while (rf.f.left) pthread_cond_wait(&rf.f.cv, &rf.f.mu);
+  pthread_mutex_unlock(&rf.f.mu);
+  pthread_cond_destroy(&rf.f.cv);
+  pthread_mutex_destroy(&rf.f.mu);
+  *bad = rf.first;
+  snprintf(why, whylen, "%s", rf.why);
+  return rf.f.rc;
+}
+
+/* Releases the first `taken` members and fails with member i's error. */
+static int give_up(rlock_multilock_t *m, uint64_t who, size_t taken, size_t i, int rc, const char *why) {
+  rlock_lock_t *l = m->locks[i];
+  arm(m, false, who); /* the caller is told: no lost callback for a failed acquire */
+  release_first(m, taken, who); /* all or nothing */
+  return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
 }
 
 RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
@@ -130,17 +197,20 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
   if (rc) return rc;
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
+  char why[256];
+  arm(m, true, who); /* a member lost from its grant on is reported */
   for (size_t i = 0; i < m->n; i++) {
     int64_t left = RLOCK_WAIT_FOREVER;
     if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
-    rc = rlock_lock_acquire(m->locks[i], who, left, member_lease(lease_ms, left < 0 ? 0 : left), cancel);
+    /* the watchdog keeps the members taken first while later ones are awaited */
+    rc = rlock_lock_acquire(m->locks[i], who, left, RLOCK_LEASE_WATCHDOG, cancel);
     if (rc == 0) continue;
-    char why[256];
     snprintf(why, sizeof why, "%s", rlock_last_error());
-    rlock_lock_t *l = m->locks[i];
-    release_first(m, i, who); /* all or nothing */
-    return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
+    return give_up(m, who, i, i, rc, why);
   }
+  size_t bad;
+  if (lease_ms != RLOCK_LEASE_WATCHDOG && (rc = relet_all(m, who, lease_ms, &bad, why, sizeof why)))
+    return give_up(m, who, m->n, bad, rc, why);
   return 0;
 }
 
@@ -148,6 +218,7 @@ RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner)
   if (!m) return rlock__fail(RLOCK_EINVAL, "multilock is NULL");
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int rc = release_first(m, m->n, who);
+  arm(m, false, who);
   return rc ? rlock__fail(rc, "%s", rc == RLOCK_ENOTHELD ? "a member was not held (the others were released)"
                                                          : "a member's release failed (the others were released)")
             : 0;
@@ -164,4 +235,67 @@ RLOCK_API int rlock_multilock_valid_until(rlock_multilock_t *m, rlock_owner_t ow
   }
   *out = least;
   return 0;
+}
+
+/* ------------------------------------------------------------ lock lost */
+
+/* Every member's client tells the MultiLock of each lost hold (a second
+ * listener beside the client's own callback, watchdog.c); the first loss of
+ * a member held by the MultiLock's owner since the acquire is passed on. */
+static bool is_member(const rlock_multilock_t *m, client_t *cl, const char *name, size_t len) {
+  for (size_t i = 0; i < m->n; i++) {
+    const rlock_lock_t *l = m->locks[i];
+    if (l->cl == cl && l->len == len && !memcmp(l->name, name, len)) return true;
+  }
+  return false;
+}
+
+static void member_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
+                        void *arg) {
+  rlock_multilock_t *m = arg;
+  pthread_mutex_lock(&m->mu);
+  if (m->armed && owner == m->who && m->cb && is_member(m, cl, name, len)) {
+    m->armed = false; /* once per acquire */
+    m->cb(name, len, owner, reason, m->cb_arg);
+  }
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void arm(rlock_multilock_t *m, bool on, uint64_t who) {
+  pthread_mutex_lock(&m->mu);
+  m->armed = on;
+  m->who = who;
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* The member clients, each once (the members are sorted by URL, but two
+ * clients may share one URL). */
+static bool client_seen_before(const rlock_multilock_t *m, size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (m->locks[j]->cl == m->locks[i]->cl) return true;
+  return false;
+}
+
+static void unlisten_first(rlock_multilock_t *m, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!client_seen_before(m, i)) rlock__watchdog_unlisten(&m->locks[i]->cl->wd, member_lost, m);
+}
+
+static int listen_all(rlock_multilock_t *m) {
+  for (size_t i = 0; i < m->n; i++) {
+    if (client_seen_before(m, i)) continue;
+    if (rlock__watchdog_listen(&m->locks[i]->cl->wd, member_lost, m)) {
+      unlisten_first(m, i);
+      return RLOCK_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+RLOCK_API void rlock_multilock_on_lost(rlock_multilock_t *m, rlock_lost_cb cb, void *arg) {
+  if (!m) return;
+  pthread_mutex_lock(&m->mu);
+  m->cb = cb;
+  m->cb_arg = arg;
+  pthread_mutex_unlock(&m->mu);
 }

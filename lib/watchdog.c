@@ -157,6 +157,40 @@ static void residue_prune(watchdog_t *wd) {
   }
 }
 
+struct lost_listener {
+  lost_listener_fn fn;
+  void *arg;
+};
+
+int rlock__watchdog_listen(watchdog_t *wd, lost_listener_fn fn, void *arg) {
+  pthread_mutex_lock(&wd->lmu);
+  struct lost_listener *ls = realloc(wd->listeners, (wd->nlisteners + 1) * sizeof *ls);
+  if (ls) {
+    ls[wd->nlisteners++] = (struct lost_listener){fn, arg};
+    wd->listeners = ls;
+  }
+  pthread_mutex_unlock(&wd->lmu);
+  return ls ? 0 : RLOCK_ENOMEM;
+}
+
+void rlock__watchdog_unlisten(watchdog_t *wd, lost_listener_fn fn, void *arg) {
+  pthread_mutex_lock(&wd->lmu);
+  for (size_t i = 0; i < wd->nlisteners; i++) {
+    if (wd->listeners[i].fn == fn && wd->listeners[i].arg == arg) {
+      wd->listeners[i] = wd->listeners[--wd->nlisteners];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&wd->lmu);
+}
+
+static void tell_listeners(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
+                           rlock_lost_reason_t reason) {
+  pthread_mutex_lock(&wd->lmu);
+  for (size_t i = 0; i < wd->nlisteners; i++) wd->listeners[i].fn(wd->cl, name, len, owner, reason, wd->listeners[i].arg);
+  pthread_mutex_unlock(&wd->lmu);
+}
+
 static void lost(hold_t *h, rlock_lost_reason_t reason) {
   watchdog_t *wd = h->wd;
   rlock__map_del(&wd->holds, h->key, h->klen);
@@ -164,6 +198,7 @@ static void lost(hold_t *h, rlock_lost_reason_t reason) {
   size_t len;
   const char *name = hold_name(h, &len);
   rlock__client_lost(wd->cl, name, len, h->owner, reason);
+  tell_listeners(wd, name, len, h->owner, reason);
   hold_free(h);
 }
 
@@ -277,6 +312,23 @@ int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, cons
   int64_t lease = below->nwatch ? wdt : 0;
   lease = max64(lease, below->hi - rlock_now_ms());
   return lease > 0 ? lease : 1; /* a fixed lease that ran out: expire now */
+}
+
+int rlock__watchdog_relet(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script,
+                          int64_t lease_ms, int64_t reply_by, int64_t *ttl) {
+  hold_t *h = find(wd, name, len, owner_id);
+  if (!h || renew_script(h) != (script ? script : SCRIPT_RENEW))
+    return rlock__fail(RLOCK_ENOTHELD, "this client tracks no hold of that lock by this owner");
+  level_t below = h->depth > 1 ? h->levels[h->depth - 2] : (level_t){0, 0, 0};
+  int64_t now = rlock_now_ms();
+  *ttl = below.nwatch ? max64(lease_ms, wd->cl->opt.watchdog_timeout_ms) : max64(lease_ms, below.hi - now);
+  level_t *t = &h->levels[h->depth - 1];
+  t->nwatch = below.nwatch;
+  t->lo = max64(below.lo, now + lease_ms);
+  t->hi = max64(below.hi, reply_by + *ttl);
+  if (!renews(h)) h->w_lo = h->w_hi = 0;
+  rearm(h);
+  return 0;
 }
 
 void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
@@ -469,6 +521,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg) {
 int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
   memset(wd, 0, sizeof *wd);
   wd->cl = cl;
+  pthread_mutex_init(&wd->lmu, NULL);
   rlock__map_init(&wd->holds);
   rlock__map_init(&wd->residue);
   wd->tick = event_new(cl->base, -1, EV_PERSIST, tick_cb, wd);
@@ -490,4 +543,8 @@ void rlock__watchdog_close(watchdog_t *wd) {
   rlock__map_iter_init(&it, &wd->residue);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) free(e->value);
   rlock__map_free(&wd->residue);
+  free(wd->listeners);
+  wd->listeners = NULL;
+  wd->nlisteners = 0;
+  pthread_mutex_destroy(&wd->lmu);
 }

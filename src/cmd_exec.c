@@ -283,8 +283,6 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
-  if (nnames > 1 && lease_ms != RLOCK_LEASE_WATCHDOG && wait_ms == RLOCK_WAIT_FOREVER)
-    return cli_usage("exec", "--lease with several NAMEs needs --wait (or use the watchdog)");
   char **cmd = argv + optind, shown[256];
   show_names(argv + first, nnames, shown, sizeof shown);
 

@@ -9,13 +9,34 @@
  *   cancelled             a wait (RLOCK_WAIT_FOREVER) on a member held
  *                         elsewhere, cancelled: RLOCK_ECANCELED, the member
  *                         taken before it released
- *   bad_arguments         the same lock twice, a fixed lease with no bounded
- *                         wait: RLOCK_EINVAL before anything is sent
+ *   bad_arguments         the same lock twice, a negative wait: RLOCK_EINVAL
+ *                         before anything is sent
+ *   one_lease_at_the_end  a fixed lease: every member's PTTL is at most the
+ *                         lease and at least the lease minus the time the
+ *                         acquire and the reads took (they expire together);
+ *                         valid-until within the same bounds
+ *   fixed_lease_forever   a fixed lease shorter than the wait with
+ *                         RLOCK_WAIT_FOREVER: the member taken first survives
+ *                         the wait, then gets the lease
+ *   gone_before_relet     a member deleted while a later one is awaited: the
+ *                         final step finds it gone, the acquire fails
+ *                         RLOCK_ENOTHELD naming it, and nothing is left held
+ *   paused_at_relet       the server of the member taken first paused
+ *                         (CLIENT PAUSE) while a later one is awaited: its
+ *                         final step times out, the acquire fails naming it,
+ *                         the other member is released at once; the paused
+ *                         one (its release timed out too) by the watchdog
+ *                         lease of its last renewal
  *   opposite_orders       two processes take overlapping sets given in
  *                         opposite orders, 25 times each: never a deadlock
  *                         (every acquire succeeds well within its wait), never
- *                         two inside at once */
+ *                         two inside at once
+ *   lost_fires_once       a member force-unlocked by another client: the
+ *                         MultiLock's lost callback fires once, naming it,
+ *                         and the member clients' own callbacks still run;
+ *                         a second member lost later: no second call */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -127,7 +148,6 @@ TEST(bad_arguments) {
   CHECK_RC(rlock_multilock_new(&m, dup, 2), RLOCK_EINVAL);
   CHECK(m == NULL);
   CHECK_OK(rlock_multilock_new(&m, two, 2));
-  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, 5000, NULL), RLOCK_EINVAL);
   CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, -5, 5000, NULL), RLOCK_EINVAL);
   CHECK(!exists(s1, "ml:dup") && !exists(s1, "ml:other"));
   rlock_multilock_free(m);
@@ -188,6 +208,228 @@ TEST(opposite_orders) {
   CHECK(!exists(s1, "ml:o1") && !exists(s1, "ml:o2") && !exists(s1, "ml:o3"));
 }
 
+/* What a lost callback saw (it runs on an I/O thread). */
+typedef struct seen {
+  pthread_mutex_t mu;
+  int calls;
+  char name[64];
+  uint64_t owner;
+  rlock_lost_reason_t reason;
+} seen_t;
+
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  seen_t *s = arg;
+  pthread_mutex_lock(&s->mu);
+  if (s->calls++ == 0) {
+    snprintf(s->name, sizeof s->name, "%.*s", (int)len, name);
+    s->owner = owner;
+    s->reason = reason;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static int calls(void *arg) {
+  seen_t *s = arg;
+  pthread_mutex_lock(&s->mu);
+  int n = s->calls;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+static int called(void *arg) { return calls(arg) > 0; }
+
+TEST(lost_fires_once) {
+  /* a 3 s watchdog: a renewal every second finds a deleted hold */
+  rlock_client_t *c1 = th_client(s1->url, 3000), *c2 = th_client(s2->url, 3000);
+  rlock_client_t *o1 = th_client(s1->url, 0), *o2 = th_client(s2->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:la"), *b = th_lock(c2, "ml:lb");
+  rlock_lock_t *oa = th_lock(o1, "ml:la"), *ob = th_lock(o2, "ml:lb");
+  seen_t multi = {.mu = PTHREAD_MUTEX_INITIALIZER}, cl1 = multi, cl2 = multi;
+  rlock_client_on_lost(c1, on_lost, &cl1);
+  rlock_client_on_lost(c2, on_lost, &cl2);
+  rlock_lock_t *members[2] = {b, a};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  rlock_multilock_on_lost(m, on_lost, &multi);
+  CHECK_OK(rlock_multilock_acquire(m, 42, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(oa, &was));
+  CHECK_EQ(was, 1);
+  /* bound: 10 watchdog periods (a renewal every second), for a loaded machine */
+  CHECK(th_wait_until(called, &multi, 30000));
+  CHECK_MSG(!strcmp(multi.name, "ml:la"), "name: %s", multi.name);
+  CHECK_EQ(multi.owner, 42);
+  CHECK_EQ(multi.reason, RLOCK_LOST_DELETED);
+  CHECK(th_wait_until(called, &cl1, 30000)); /* the client's own callback still runs */
+  CHECK_MSG(!strcmp(cl1.name, "ml:la"), "name: %s", cl1.name);
+  /* the second member lost too: its client reports it, the MultiLock does not again */
+  CHECK_OK(rlock_lock_force_unlock(ob, &was));
+  CHECK_EQ(was, 1);
+  CHECK(th_wait_until(called, &cl2, 30000));
+  CHECK_EQ(calls(&multi), 1);
+  CHECK_EQ(calls(&cl1), 1);
+  rlock_multilock_release(m, 42); /* nothing held any more */
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(oa), rlock_lock_free(ob);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(o1), rlock_client_free(o2);
+}
+
+static int64_t pttl(th_server_t *s, const char *key) { return th_cmd_int(s, "PTTL", key, NULL); }
+
+TEST(one_lease_at_the_end) {
+  rlock_client_t *c1 = th_client(s1->url, 0), *c2 = th_client(s2->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:ea"), *b = th_lock(c2, "ml:eb"), *s = NULL;
+  CHECK_OK(rlock_lock_new_simple(c1, "ml:es", 5, &s));
+  rlock_lock_t *members[3] = {s, b, a};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 3));
+  const int64_t lease = 8000;
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_multilock_acquire(m, 5, 20000, lease, NULL));
+  int64_t ta = rlock_now_ms();
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(m, 5, &vu));
+  int64_t ta_ = pttl(s1, "ml:ea"), tb = pttl(s2, "ml:eb"), ts = pttl(s1, "ml:es");
+  int64_t took = rlock_now_ms() - t0; /* the acquire and the reads: the most a TTL can have run down */
+  int64_t got[3] = {ta_, tb, ts};
+  for (int i = 0; i < 3; i++)
+    CHECK_MSG(got[i] <= lease && got[i] >= lease - took - 2, "pttl %lld, lease %lld, took %lld", (long long)got[i],
+              (long long)lease, (long long)took);
+  printf("lease %lld: PTTLs %lld %lld %lld, %lld ms after the acquire began\n", (long long)lease, (long long)ta_,
+         (long long)tb, (long long)ts, (long long)took);
+  /* valid until: the lease counted from the final step's send (after t0, before ta) */
+  CHECK_MSG(vu >= t0 + lease && vu <= ta + lease, "valid until %lld, [%lld, %lld]", (long long)vu,
+            (long long)(t0 + lease), (long long)(ta + lease));
+  CHECK_OK(rlock_multilock_release(m, 5));
+  CHECK(!exists(s1, "ml:ea") && !exists(s2, "ml:eb") && !exists(s1, "ml:es"));
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(s);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+TEST(fixed_lease_forever) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *w1 = th_lock(c, "ml:w1"), *w2 = th_lock(c, "ml:w2"), *o2 = th_lock(other, "ml:w2");
+  const int64_t lease = 1000;
+  /* the other hold runs out by itself 2.5 leases from now: ml:w1, taken
+   * first, is held across a wait longer than the lease */
+  CHECK_OK(rlock_lock_acquire(o2, 9, 0, 5 * lease / 2, NULL));
+  rlock_lock_t *members[2] = {w2, w1};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, lease, NULL));
+  int64_t p1 = pttl(s1, "ml:w1"), p2 = pttl(s1, "ml:w2");
+  CHECK(rlock_now_ms() - t0 >= 2 * lease); /* the wait did outlast the lease */
+  CHECK_MSG(p1 > 0 && p1 <= lease && p2 > 0 && p2 <= lease, "pttl %lld %lld", (long long)p1, (long long)p2);
+  printf("waited %lld ms with lease %lld: PTTLs %lld %lld\n", (long long)(rlock_now_ms() - t0), (long long)lease,
+         (long long)p1, (long long)p2);
+  CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
+  rlock_multilock_free(m);
+  rlock_lock_free(w1), rlock_lock_free(w2), rlock_lock_free(o2);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+/* The MultiLock holds ml:fa and waits for ml:fb: a waiter subscribed to its channel. */
+static int waits_for_fb(void *arg) {
+  (void)arg;
+  return exists(s1, "ml:fa") && th_numsub(s1, "redisson_lock__channel:{ml:fb}") >= 1;
+}
+
+static void *delete_fa_when_waiting(void *arg) {
+  int *ok = arg;
+  *ok = th_wait_until(waits_for_fb, NULL, 30000) && th_cmd_int(s1, "DEL", "ml:fa", NULL) == 1;
+  return NULL;
+}
+
+TEST(gone_before_relet) {
+  rlock_client_t *c = th_client(s1->url, 0), *other = th_client(s1->url, 0);
+  rlock_lock_t *fa = th_lock(c, "ml:fa"), *fb = th_lock(c, "ml:fb"), *ob = th_lock(other, "ml:fb");
+  CHECK_OK(rlock_lock_acquire(ob, 9, 0, 2000, NULL)); /* runs out by itself */
+  rlock_lock_t *members[2] = {fb, fa};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int deleted = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, delete_fa_when_waiting, &deleted);
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 30000, 10000, NULL), RLOCK_ENOTHELD);
+  pthread_join(t, NULL);
+  CHECK(deleted);
+  CHECK_MSG(strstr(rlock_last_error(), "ml:fa"), "message: %s", rlock_last_error());
+  CHECK(!exists(s1, "ml:fa") && !exists(s1, "ml:fb")); /* ml:fb was taken, then given back */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_multilock_free(m);
+  rlock_lock_free(fa), rlock_lock_free(fb), rlock_lock_free(ob);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+/* The paused test: the member taken first (the smaller URL) and the other. */
+static th_server_t *first_srv, *second_srv;
+
+static int waits_for_pq(void *arg) {
+  (void)arg;
+  return exists(first_srv, "ml:pp") && th_numsub(second_srv, "redisson_lock__channel:{ml:pq}") >= 1;
+}
+
+static void *pause_when_waiting(void *arg) {
+  int *ok = arg;
+  if (!th_wait_until(waits_for_pq, NULL, 30000)) return NULL;
+  redisReply *r = th_cmd(first_srv, "CLIENT", "PAUSE", "3000", NULL);
+  *ok = r && r->type == REDIS_REPLY_STATUS;
+  th_reply_free(r);
+  return NULL;
+}
+
+static rlock_client_t *quick_client(const char *url) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.command_timeout_ms = 300; /* the 3 s pause outlasts every try of the final step */
+  o.watchdog_timeout_ms = 5000; /* what frees a member whose release did not land */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static int pp_gone(void *arg) {
+  (void)arg;
+  return exists(first_srv, "ml:pp") == 0;
+}
+
+TEST(paused_at_relet) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  first_srv = order ? s1 : s2, second_srv = order ? s2 : s1;
+  rlock_client_t *c1 = quick_client(first_srv->url), *c2 = quick_client(second_srv->url);
+  rlock_client_t *other = th_client(second_srv->url, 0);
+  rlock_lock_t *pp = th_lock(c1, "ml:pp"), *pq = th_lock(c2, "ml:pq"), *oq = th_lock(other, "ml:pq");
+  CHECK_OK(rlock_lock_acquire(oq, 9, 0, 1500, NULL)); /* runs out by itself, within the pause */
+  rlock_lock_t *members[2] = {pq, pp};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int paused = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, pause_when_waiting, &paused);
+  const int64_t lease = 10000;
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 30000, lease, NULL);
+  int64_t t1 = rlock_now_ms();
+  pthread_join(t, NULL);
+  printf("acquire failed after %lld ms: %s\n", (long long)(t1 - t0), rlock_last_error());
+  CHECK(paused);
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST, "acquire: %s: %s", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), "ml:pp"), "message: %s", rlock_last_error());
+  CHECK_EQ(exists(second_srv, "ml:pq"), 0); /* given back at once */
+  /* the paused member: its release timed out too (counted as done), so the
+   * watchdog lease of its last renewal frees it, as after any failed release */
+  CHECK(th_wait_until(pp_gone, NULL, 5000 + 20000));
+  printf("ml:pp gone %lld ms after the acquire returned\n", (long long)(rlock_now_ms() - t1));
+  rlock_multilock_free(m);
+  rlock_lock_free(pp), rlock_lock_free(pq), rlock_lock_free(oq);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -197,6 +439,11 @@ int main(int argc, char **argv) {
   RUN(cancelled);
   RUN(bad_arguments);
   RUN(opposite_orders);
+  RUN(lost_fires_once);
+  RUN(one_lease_at_the_end);
+  RUN(fixed_lease_forever);
+  RUN(gone_before_relet);
+  RUN(paused_at_relet);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
