@@ -73,25 +73,9 @@ static rlock_stats_t stats(rlock_client_t *c) {
 
 static long long waits(th_server_t *m) { return th_cmdstat(m, "wait"); }
 
-typedef struct stat_wait {
-  rlock_client_t *c;
-  size_t offset; /* of a uint64_t field of rlock_stats_t */
-  uint64_t at_least;
-} stat_wait_t;
-
-static int stat_reached(void *arg) {
-  stat_wait_t *w = arg;
-  rlock_stats_t st = stats(w->c);
-  return *(uint64_t *)((char *)&st + w->offset) >= w->at_least;
-}
-
-/* Waits until the stats field reaches at_least (fails after timeout_ms). */
-#define WAIT_STAT(cl, field, n, timeout_ms)                                                  \
-  do {                                                                                      \
-    stat_wait_t w_ = {(cl), offsetof(rlock_stats_t, field), (n)};                           \
-    CHECK_MSG(th_wait_until(stat_reached, &w_, (timeout_ms)), #field " stayed below %llu", \
-              (unsigned long long)(n));                                                     \
-  } while (0)
+/* Waits until the stats field reaches n (fails after timeout_ms). */
+#define WAIT_STAT(cl, field, n, timeout_ms) \
+  CHECK_MSG(TH_STAT_REACHES(cl, field, n, timeout_ms), #field " stayed below %llu", (unsigned long long)(n))
 
 /* Lock with the watchdog, see a renewal answered, unlock: every step's WAIT
  * count on the master is returned (acquire, renewals, unlock). */
