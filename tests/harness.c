@@ -639,4 +639,14 @@ int th_client_blocked(th_server_t *s, const char *client_name) {
   return found;
 }
 
+int th_clients_named(th_server_t *s, const char *client_name) {
+  char name[160];
+  snprintf(name, sizeof name, "name=%s ", client_name);
+  char *list = th_cmd_str(s, "CLIENT", "LIST", NULL);
+  int n = 0;
+  for (const char *p = list; p && (p = strstr(p, name)); p += 5) n++;
+  free(list);
+  return n;
+}
+
 long long th_scripts_run(th_server_t *s) { return th_cmdstat(s, "evalsha") + th_cmdstat(s, "eval"); }

@@ -132,6 +132,8 @@ long long th_numsub(th_server_t *s, const char *channel);
 /* 1 if a connection named client_name (CLIENT SETNAME) has a command held
  * back by CLIENT PAUSE (flag b in CLIENT LIST). */
 int th_client_blocked(th_server_t *s, const char *client_name);
+/* How many connections named client_name (CLIENT SETNAME) s has. */
+int th_clients_named(th_server_t *s, const char *client_name);
 /* Script calls the server has run: EVALSHA + EVAL (INFO commandstats). */
 long long th_scripts_run(th_server_t *s);
 

@@ -39,6 +39,13 @@ static void replicas_down(void) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* The end of most tests: frees l and c, stops the replicas. */
+static void teardown(rlock_client_t *c, rlock_lock_t *l) {
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  replicas_down();
+}
+
 /* Options on master with these timeouts (0: the default). */
 static rlock_options_t master_opts(int64_t command_ms, int64_t sync_ms) {
   rlock_options_t o;
@@ -143,9 +150,7 @@ TEST(paused_replica_acquire_fails_clean) {
   th_replicas_caught_up(master, 1, ONLINE_MS);
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
   CHECK_OK(rlock_lock_unlock(l));
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* A re-entrant try that misses gives back its own level only: the outer
@@ -169,9 +174,7 @@ TEST(reentrant_miss_keeps_outer_hold) {
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:reent", NULL), 0);
   CHECK_EQ(stats(c).locks_lost, 0);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 typedef struct result {
@@ -346,9 +349,7 @@ TEST(conn_lost_during_wait_not_synced) {
             rlock_err_name(res.status));
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:lost", NULL), 0);
   th_server_resume(r);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* The undo of a grant the replicas did not acknowledge is refused by the
@@ -372,9 +373,7 @@ TEST(refused_undo_is_not_a_grant) {
             (unsigned long long)stats(c).held, th_cmd_int(master, "EXISTS", "rs:oom", NULL));
   th_server_resume(r);
   th_reply_free(th_cmd(master, "DEL", "rs:oom", NULL));
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* Cancelled while its granted try waits for the WAIT (the only replica
@@ -397,9 +396,7 @@ TEST(cancel_during_wait) {
   CHECK_EQ(stats(c).acquire_sync_misses, 1); /* no retry after the cancel */
   th_server_resume(r);
   rlock_cancel_free(tok);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
@@ -552,9 +549,7 @@ TEST(replicas_attached_later_counted) {
   replicas_up(1); /* attached while the client counts 0 */
   CHECK_MSG(th_wait_until(lock_carries_wait, &k, 20000), "a replica attached later is never waited for");
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:later", NULL), 0);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* An unlock the replicas do not acknowledge stands: the lock is free on the
@@ -574,9 +569,7 @@ TEST(unlock_miss_stands) {
   CHECK_EQ(st.held, 0);
   CHECK_EQ(st.locks_lost, 0);
   th_server_resume(r);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* A renewal the replicas do not acknowledge stands (the hold stays) and is
@@ -595,9 +588,7 @@ TEST(renewal_miss_counted) {
   th_server_resume(r);
   th_replicas_caught_up(master, 1, ONLINE_MS);
   CHECK_OK(rlock_lock_unlock(l));
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  replicas_down();
+  teardown(c, l);
 }
 
 /* ------------------------------------------------------------ history */

@@ -361,14 +361,7 @@ static int subscribed(void *chan) { return th_numsub(watched, chan) >= 1; }
 /* Both clients have their command and subscriber connections on `watched`. */
 static int connections_there(void *arg) {
   (void)arg;
-  char *list = th_cmd_str(watched, "CLIENT", "LIST", NULL);
-  int holder = 0, waiter = 0;
-  for (const char *p = list; p && (p = strstr(p, "name=")); p += 5) {
-    holder += !strncmp(p, "name=holder ", 12);
-    waiter += !strncmp(p, "name=waiter ", 12);
-  }
-  free(list);
-  return holder >= 2 && waiter >= 2;
+  return th_clients_named(watched, "holder") >= 2 && th_clients_named(watched, "waiter") >= 2;
 }
 
 static th_server_t *current_master(void) {
@@ -534,11 +527,7 @@ TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
 static th_server_t *other;
 static int on_other(void *arg) {
   (void)arg;
-  char *list = th_cmd_str(other, "CLIENT", "LIST", NULL);
-  int n = 0;
-  for (const char *p = list; p && (p = strstr(p, "name=poller ")); p += 5) n++;
-  free(list);
-  return n >= 2;
+  return th_clients_named(other, "poller") >= 2;
 }
 
 /* The sentinels are told to monitor another server under the same name: no

@@ -25,14 +25,7 @@ static th_server_t *watched;
 /* Both clients have their command and subscriber connections on `watched`. */
 static int clients_there(void *arg) {
   (void)arg;
-  char *list = th_cmd_str(watched, "CLIENT", "LIST", NULL);
-  int h = 0, w = 0;
-  for (const char *p = list; p && (p = strstr(p, "name=quiet-")); p += 5) {
-    h += !strncmp(p, "name=quiet-h ", 13);
-    w += !strncmp(p, "name=quiet-w ", 13);
-  }
-  free(list);
-  return h >= 2 && w >= 2;
+  return th_clients_named(watched, "quiet-h") >= 2 && th_clients_named(watched, "quiet-w") >= 2;
 }
 
 static int subscribed(void *arg) {
