@@ -206,7 +206,7 @@ int th_exec(const char *const *argv) {
 
 /* ------------------------------------------------------------ redis-server */
 
-static int free_port(void) {
+int th_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -216,6 +216,54 @@ static int free_port(void) {
     th_fail(__FILE__, __LINE__, "free port: %s", strerror(errno));
   close(fd);
   return ntohs(a.sin_port);
+}
+
+/* Runs argv (a redis-server) as a child that dies with this thread, reading
+ * its output until a line containing ready shows. 0 (*pid set), or 1 if the
+ * port was taken (the caller picks another); fails the test otherwise. */
+int th_spawn_ready(const char *const *argv, const char *ready_text, pid_t *pid_out) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) th_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+  pid_t parent = getpid();
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    /* Dies with the thread that started it, whatever happens to the test. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    dup2(p[1], 1);
+    dup2(p[1], 2);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  close(p[1]);
+  *pid_out = pid;
+  char out[16384];
+  size_t len = 0;
+  int64_t deadline = th_now_ms() + 20000;
+  int ready = 0;
+  while (!ready) {
+    int64_t left = deadline - th_now_ms();
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    if (left <= 0 || poll(&pfd, 1, (int)left) == 0) break;
+    ssize_t r = read(p[0], out + len, sizeof out - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    out[len] = 0;
+    if (strstr(out, ready_text)) ready = 1;
+    if (len >= sizeof out - 1) len = 0; /* keep reading; startup output is small */
+  }
+  /* From now on redis-server's log writes fail with EPIPE (it ignores SIGPIPE). */
+  close(p[0]);
+  if (ready) return 0;
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  *pid_out = 0;
+  if (strstr(out, "Address already in use")) return 1;
+  th_fail(__FILE__, __LINE__, "%s did not start:\n%s", argv[0], out);
 }
 
 /* Spawns redis-server and reads its output until it is ready. Returns 0, or
@@ -249,48 +297,7 @@ static int spawn(th_server_t *s) {
   for (const char *const *e = s->opts.extra_args; e && *e && n < 94; e++) argv[n++] = *e;
   argv[n] = NULL;
 
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) th_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
-  pid_t parent = getpid();
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    /* Dies with the thread that started it, whatever happens to the test. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    dup2(p[1], 1);
-    dup2(p[1], 2);
-    execvp("redis-server", (char *const *)argv);
-    _exit(127);
-  }
-  close(p[1]);
-  s->pid = pid;
-  char out[16384];
-  size_t len = 0;
-  int64_t deadline = th_now_ms() + 20000;
-  int ready = 0;
-  while (!ready) {
-    int64_t left = deadline - th_now_ms();
-    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-    if (left <= 0 || poll(&pfd, 1, (int)left) == 0) break;
-    ssize_t r = read(p[0], out + len, sizeof out - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-    out[len] = 0;
-    if (strstr(out, "Ready to accept connections")) ready = 1;
-    if (len >= sizeof out - 1) len = 0; /* keep reading; startup output is small */
-  }
-  /* From now on redis-server's log writes fail with EPIPE (it ignores SIGPIPE). */
-  close(p[0]);
-  if (ready) return 0;
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  s->pid = 0;
-  if (strstr(out, "Address already in use")) return 1;
-  th_fail(__FILE__, __LINE__, "redis-server did not start:\n%s", out);
+  return th_spawn_ready(argv, "Ready to accept connections", &s->pid);
 }
 
 th_server_t *th_server_start(const th_server_opts_t *opts) {
@@ -304,8 +311,8 @@ th_server_t *th_server_start(const th_server_opts_t *opts) {
   snprintf(s->sock, sizeof s->sock, "%s/redis.sock", s->dir);
   servers[slot] = s;
   for (int attempt = 0;; attempt++) {
-    s->port = free_port();
-    s->tls_port = s->opts.tls ? free_port() : 0;
+    s->port = th_free_port();
+    s->tls_port = s->opts.tls ? th_free_port() : 0;
     if (spawn(s) == 0) break;
     if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-server");
   }
@@ -507,6 +514,50 @@ rlock_lock_t *th_lock(rlock_client_t *c, const char *name) {
   return l;
 }
 
+typedef struct stat_wait {
+  rlock_client_t *c;
+  size_t offset;
+  uint64_t at_least;
+} stat_wait_t;
+
+static int stat_reached(void *arg) {
+  stat_wait_t *w = arg;
+  rlock_stats_t st;
+  rlock_client_stats(w->c, &st);
+  uint64_t v;
+  memcpy(&v, (char *)&st + w->offset, sizeof v);
+  return v >= w->at_least;
+}
+
+int th_stat_reaches(rlock_client_t *c, size_t field_offset, uint64_t at_least, int64_t timeout_ms) {
+  stat_wait_t w = {c, field_offset, at_least};
+  return th_wait_until(stat_reached, &w, timeout_ms);
+}
+
+void th_lost_record(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *lost) {
+  th_lost_t *l = lost;
+  (void)owner;
+  pthread_mutex_lock(&l->mu);
+  l->calls++;
+  l->reason = reason;
+  snprintf(l->name, sizeof l->name, "%.*s", (int)len, name);
+  pthread_mutex_unlock(&l->mu);
+}
+
+int th_lost_once(void *lost) {
+  th_lost_t *l = lost;
+  pthread_mutex_lock(&l->mu);
+  int n = l->calls;
+  pthread_mutex_unlock(&l->mu);
+  return n >= 1;
+}
+
+void th_lost_reset(th_lost_t *l) {
+  pthread_mutex_lock(&l->mu);
+  l->calls = 0;
+  pthread_mutex_unlock(&l->mu);
+}
+
 const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len) {
   if (owner & RLOCK_OWNER_THREAD)
     snprintf(buf, len, "%s:%llu", rlock_client_id(c), (unsigned long long)(owner & ~RLOCK_OWNER_THREAD));
@@ -586,6 +637,16 @@ int th_client_blocked(th_server_t *s, const char *client_name) {
   }
   free(list);
   return found;
+}
+
+int th_clients_named(th_server_t *s, const char *client_name) {
+  char name[160];
+  snprintf(name, sizeof name, "name=%s ", client_name);
+  char *list = th_cmd_str(s, "CLIENT", "LIST", NULL);
+  int n = 0;
+  for (const char *p = list; p && (p = strstr(p, name)); p += 5) n++;
+  free(list);
+  return n;
 }
 
 long long th_scripts_run(th_server_t *s) { return th_cmdstat(s, "evalsha") + th_cmdstat(s, "eval"); }

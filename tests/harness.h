@@ -6,6 +6,7 @@
 #ifndef RLOCK_TEST_HARNESS_H
 #define RLOCK_TEST_HARNESS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -110,6 +111,11 @@ th_server_t *th_server_start(const th_server_opts_t *opts); /* opts may be NULL 
 void th_server_kill(th_server_t *s);     /* SIGKILL and reap */
 void th_server_restart(th_server_t *s);  /* kill, then start again on the same ports */
 void th_server_stop(th_server_t *s);     /* kill, remove the dir, free */
+/* For servers of other shapes (sentinels): a free loopback port, and a
+ * redis-server run from argv until its output shows ready_text: 0 (*pid set),
+ * 1 if its port was taken (pick another), the test fails otherwise. */
+int th_free_port(void);
+int th_spawn_ready(const char *const *argv, const char *ready_text, pid_t *pid);
 
 /* Raw commands (hiredis, blocking) on the server's plain TCP port. th_cmd*
  * share one cached connection per server: use them from one thread at a time. */
@@ -126,6 +132,8 @@ long long th_numsub(th_server_t *s, const char *channel);
 /* 1 if a connection named client_name (CLIENT SETNAME) has a command held
  * back by CLIENT PAUSE (flag b in CLIENT LIST). */
 int th_client_blocked(th_server_t *s, const char *client_name);
+/* How many connections named client_name (CLIENT SETNAME) s has. */
+int th_clients_named(th_server_t *s, const char *client_name);
 /* Script calls the server has run: EVALSHA + EVAL (INFO commandstats). */
 long long th_scripts_run(th_server_t *s);
 
@@ -150,6 +158,24 @@ int th_local_port(int fd);
 rlock_client_t *th_client(const char *url, int64_t watchdog_ms);
 /* A lock handle on a NUL-terminated name. */
 rlock_lock_t *th_lock(rlock_client_t *c, const char *name);
+/* Waits until the uint64_t field of c's rlock_stats_t reaches at_least:
+ * 1, or 0 after timeout_ms. TH_STAT_REACHES(c, acquire_attempts, 3, ms). */
+int th_stat_reaches(rlock_client_t *c, size_t field_offset, uint64_t at_least, int64_t timeout_ms);
+#define TH_STAT_REACHES(c, field, n, timeout_ms) \
+  th_stat_reaches((c), offsetof(rlock_stats_t, field), (n), (timeout_ms))
+/* A lock-lost recorder: pass th_lost_record and a th_lost_t (TH_LOST_INIT)
+ * to rlock_client_on_lost or rlock_redlock_on_lost; read calls, reason and
+ * name under mu. th_lost_once(lost) is 1 once it was called (th_wait_until). */
+typedef struct th_lost {
+  pthread_mutex_t mu;
+  int calls;
+  rlock_lost_reason_t reason; /* of the last call */
+  char name[64];              /* of the last call */
+} th_lost_t;
+#define TH_LOST_INIT {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}}
+void th_lost_record(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *lost);
+int th_lost_once(void *lost);
+void th_lost_reset(th_lost_t *lost); /* calls = 0 */
 /* Writes the owner id as stored in Redis into buf; returns buf. owner in the
  * rlock_owner_t encoding: RLOCK_OWNER_THREAD | tid -> "<client id>:<tid>",
  * an explicit owner n -> "<client id>:owner-<n>". */

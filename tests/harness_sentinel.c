@@ -19,19 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-    th_fail(__FILE__, __LINE__, "free port: %s", strerror(errno));
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-int th_dead_port(void) { return free_port(); }
+int th_dead_port(void) { return th_free_port(); }
 
 /* Every sentinel of the process, killed at exit (they also die with the
  * thread that started them: PR_SET_PDEATHSIG). */
@@ -83,46 +71,8 @@ static void write_conf(const th_sentinel_t *s, const char *name, int master_port
 static int spawn_sentinel(th_sentinel_t *s) {
   char conf[300];
   snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) th_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
-  pid_t parent = getpid();
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    dup2(p[1], 1);
-    dup2(p[1], 2);
-    execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
-    _exit(127);
-  }
-  close(p[1]);
-  s->pid = pid;
-  char out[16384];
-  size_t len = 0;
-  int64_t deadline = th_now_ms() + 20000;
-  bool ready = false;
-  while (!ready) {
-    int64_t left = deadline - th_now_ms();
-    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-    if (left <= 0 || poll(&pfd, 1, (int)left) == 0) break;
-    ssize_t r = read(p[0], out + len, sizeof out - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-    out[len] = 0;
-    ready = strstr(out, "+monitor master") != NULL;
-    if (len >= sizeof out - 1) len = 0;
-  }
-  close(p[0]); /* its later log writes fail with EPIPE, which it ignores */
-  if (ready) return 0;
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  s->pid = 0;
-  if (strstr(out, "Address already in use")) return 1;
-  th_fail(__FILE__, __LINE__, "redis-sentinel did not start:\n%s", out);
+  const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
+  return th_spawn_ready(argv, "+monitor master", &s->pid);
 }
 
 static redisContext *sentinel_connect(const th_sentinel_t *s) {
@@ -206,7 +156,7 @@ th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentine
     th_sentinel_t *s = &t->sent[i];
     snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
     for (int attempt = 0;; attempt++) {
-      s->port = free_port();
+      s->port = th_free_port();
       write_conf(s, t->name, t->nodes[0]->port, nsentinels / 2 + 1, NULL);
       if (spawn_sentinel(s) == 0) break;
       if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
@@ -226,8 +176,8 @@ th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const 
   if (!s) th_fail(__FILE__, __LINE__, "out of memory");
   snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
   for (int attempt = 0;; attempt++) {
-    s->port = free_port();
-    s->tls_port = tls ? free_port() : 0;
+    s->port = th_free_port();
+    s->tls_port = tls ? th_free_port() : 0;
     write_conf(s, name, master_port, 1, requirepass);
     if (spawn_sentinel(s) == 0) break;
     if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
@@ -323,4 +273,58 @@ void th_sentinels_stop(th_sentinels_t *t) {
   }
   for (int i = 0; i < t->nnodes; i++) th_server_stop(t->nodes[i]);
   free(t);
+}
+
+void th_sentinels_monitor(th_sentinels_t *t, int port) {
+  char p[16], quorum[16];
+  snprintf(p, sizeof p, "%d", port);
+  snprintf(quorum, sizeof quorum, "%d", t->nsent / 2 + 1);
+  for (int i = 0; i < t->nsent; i++) {
+    redisReply *r = th_sentinel_cmd(t, i, "SENTINEL REMOVE %s", t->name);
+    if (r) freeReplyObject(r);
+    r = th_sentinel_cmd(t, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", t->name, p, quorum);
+    if (!r || r->type != REDIS_REPLY_STATUS)
+      th_fail(__FILE__, __LINE__, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+}
+
+/* ------------------------------------------------------------ the waiter */
+
+static pthread_mutex_t waiter_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t waiter_cv = PTHREAD_COND_INITIALIZER;
+
+static void *waiter_run(void *p) {
+  th_waiter_t *w = p;
+  int rc = rlock_lock_trylock(w->lock, 120000, w->lease_ms);
+  int64_t now = th_now_ms();
+  pthread_mutex_lock(&waiter_mu);
+  w->rc = rc, w->done = 1, w->done_at = now;
+  pthread_cond_broadcast(&waiter_cv);
+  pthread_mutex_unlock(&waiter_mu);
+  if (rc == 0) CHECK_OK(rlock_lock_unlock(w->lock));
+  return NULL;
+}
+
+void th_waiter_start(th_waiter_t *w) {
+  if (pthread_create(&w->thread, NULL, waiter_run, w) != 0) th_fail(__FILE__, __LINE__, "pthread_create");
+}
+
+int th_waiter_done(th_waiter_t *w, int64_t timeout_ms) {
+  int64_t deadline = th_now_ms() + timeout_ms;
+  pthread_mutex_lock(&waiter_mu);
+  while (!w->done && th_now_ms() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&waiter_cv, &waiter_mu, &ts);
+  }
+  int d = w->done;
+  pthread_mutex_unlock(&waiter_mu);
+  return d;
+}
+
+void th_waiter_join(th_waiter_t *w) {
+  if (pthread_join(w->thread, NULL) != 0) th_fail(__FILE__, __LINE__, "pthread_join");
 }

@@ -6,6 +6,8 @@
 #ifndef RLOCK_TEST_HARNESS_SENTINEL_H
 #define RLOCK_TEST_HARNESS_SENTINEL_H
 
+#include <pthread.h>
+
 #include "harness.h"
 
 #define TH_MAX_REPLICAS 4
@@ -59,5 +61,23 @@ void th_sentinel_stop_alone(th_sentinel_t *s);
 int th_sentinels_wait_replicas(th_server_t *m, int n, int64_t timeout_ms);
 /* A port with nothing listening (for a dead sentinel in a URL). */
 int th_dead_port(void);
+/* Every sentinel of t stops monitoring t->name and monitors the server on
+ * port under that name instead (quorum nsent/2+1): no +switch-master. */
+void th_sentinels_monitor(th_sentinels_t *t, int port);
+
+/* A thread that waits up to 120 s for lock (lease lease_ms), records when
+ * and how its wait ended, and unlocks once granted (the failover tests'
+ * waiter). */
+typedef struct th_waiter {
+  rlock_lock_t *lock;
+  int64_t lease_ms;
+  pthread_t thread;
+  int rc, done;     /* read them once th_waiter_done said 1 */
+  int64_t done_at;  /* th_now_ms() when the wait ended */
+} th_waiter_t;
+void th_waiter_start(th_waiter_t *w);
+/* 1 once the wait has ended, 0 if it has not within timeout_ms (0: now). */
+int th_waiter_done(th_waiter_t *w, int64_t timeout_ms);
+void th_waiter_join(th_waiter_t *w);
 
 #endif

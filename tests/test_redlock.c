@@ -279,41 +279,27 @@ TEST(bad_url_with_slow_node) {
   close(ls);
 }
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int lost_calls;
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
-  (void)name, (void)len, (void)owner, (void)reason, (void)arg;
-  pthread_mutex_lock(&mu);
-  lost_calls++;
-  pthread_mutex_unlock(&mu);
-}
-static int lost_once(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&mu);
-  int n = lost_calls;
-  pthread_mutex_unlock(&mu);
-  return n >= 1;
-}
+static th_lost_t lost = TH_LOST_INIT;
 static int none_hold(void *name) { return holders(name) == 0; }
 
 TEST(lost_majority) {
   rlock_redlock_t *a = redlock("rl:lost", 0, 1000);
-  rlock_redlock_on_lost(a, on_lost, NULL);
+  rlock_redlock_on_lost(a, th_lost_record, &lost);
   CHECK_OK(rlock_redlock_acquire(a, 0, RLOCK_LEASE_WATCHDOG, NULL, NULL));
   th_reply_free(th_cmd(srv[0], "DEL", "rl:lost", NULL));
   th_reply_free(th_cmd(srv[1], "DEL", "rl:lost", NULL));
   int64_t vu;
   /* 3 of 5 still hold: a majority, no callback (renewals every ~333 ms) */
-  CHECK(!th_wait_until(lost_once, NULL, 1500));
+  CHECK(!th_wait_until(th_lost_once, &lost, 1500));
   CHECK_OK(rlock_redlock_valid_until(a, &vu));
   th_reply_free(th_cmd(srv[2], "DEL", "rl:lost", NULL));
-  CHECK(th_wait_until(lost_once, NULL, 20000));
+  CHECK(th_wait_until(th_lost_once, &lost, 20000));
   CHECK(th_wait_until(none_hold, "rl:lost", 20000)); /* the minority left was released */
   CHECK_RC(rlock_redlock_valid_until(a, &vu), RLOCK_ENOTHELD);
   CHECK_RC(rlock_redlock_release(a), RLOCK_ENOTHELD);
-  pthread_mutex_lock(&mu);
-  CHECK_EQ(lost_calls, 1);
-  pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&lost.mu);
+  CHECK_EQ(lost.calls, 1);
+  pthread_mutex_unlock(&lost.mu);
   rlock_redlock_free(a);
 }
 
@@ -347,10 +333,8 @@ TEST(lost_during_round) {
    * seen ~1 s before the round ends, and the round leaves ~1 s of validity */
   rlock_redlock_t *a = redlock("rl:race", 0, 3000);
   CHECK_OK(rlock_redlock_set_node_timeout(a, 20000));
-  pthread_mutex_lock(&mu);
-  lost_calls = 0;
-  pthread_mutex_unlock(&mu);
-  rlock_redlock_on_lost(a, on_lost, NULL);
+  th_lost_reset(&lost);
+  rlock_redlock_on_lost(a, th_lost_record, &lost);
   redisContext *rc = th_raw_connect(srv[4]);
   CHECK(redisAppendCommand(rc, "DEBUG SLEEP 2") == REDIS_OK);
   int done = 0;
@@ -371,9 +355,9 @@ TEST(lost_during_round) {
   redisFree(rc);
   pthread_join(t, NULL);
   CHECK_OK(ac.rc); /* nodes 2, 3, 4 */
-  CHECK(!lost_once(NULL));
+  CHECK(!th_lost_once(&lost));
   th_reply_free(th_cmd(srv[2], "DEL", "rl:race", NULL));
-  CHECK_MSG(th_wait_until(lost_once, NULL, 20000), "2 of 5 nodes hold, and the RedLock was not reported lost");
+  CHECK_MSG(th_wait_until(th_lost_once, &lost, 20000), "2 of 5 nodes hold, and the RedLock was not reported lost");
   CHECK(th_wait_until(none_hold, "rl:race", 20000)); /* the minority left was released */
   CHECK_RC(rlock_redlock_release(a), RLOCK_ENOTHELD);
   rlock_redlock_free(a);

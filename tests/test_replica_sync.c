@@ -21,19 +21,55 @@
 #define ONLINE_MS 30000    /* how long a replica may take to come online (valgrind) */
 
 static th_server_t *master; /* with no replica between tests */
+static th_server_t *replicas[2]; /* of master, while a test runs (replicas_up) */
 
-static rlock_client_t *client(th_server_t *m, int policy, int retries, int64_t watchdog_ms, const char *name) {
+/* Starts n replicas of master, waits until they are online; returns the first. */
+static th_server_t *replicas_up(int n) {
+  for (int i = 0; i < n; i++) replicas[i] = th_replica_start(master);
+  th_replicas_wait(master, n, ONLINE_MS);
+  return replicas[0];
+}
+
+/* Stops the replicas replicas_up started; waits until master counts none. */
+static void replicas_down(void) {
+  for (int i = 0; i < 2; i++) {
+    if (replicas[i]) th_server_stop(replicas[i]);
+    replicas[i] = NULL;
+  }
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
+/* The end of most tests: frees l and c, stops the replicas. */
+static void teardown(rlock_client_t *c, rlock_lock_t *l) {
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  replicas_down();
+}
+
+/* Options on master with these timeouts (0: the default). */
+static rlock_options_t master_opts(int64_t command_ms, int64_t sync_ms) {
   rlock_options_t o;
   rlock_options_init(&o);
-  o.url = m->url;
+  o.url = master->url;
+  if (command_ms) o.command_timeout_ms = command_ms;
+  if (sync_ms) o.replica_sync_timeout_ms = sync_ms;
+  return o;
+}
+
+static rlock_client_t *client_with(const rlock_options_t *o) {
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, o));
+  return c;
+}
+
+/* A client of master with WAIT timeout SYNC_MS. */
+static rlock_client_t *client(int policy, int retries, int64_t watchdog_ms, const char *name) {
+  rlock_options_t o = master_opts(0, SYNC_MS);
   o.replica_sync = policy;
-  o.replica_sync_timeout_ms = SYNC_MS;
   o.retry_attempts = retries;
   o.client_name = name;
   if (watchdog_ms) o.watchdog_timeout_ms = watchdog_ms;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
-  return c;
+  return client_with(&o);
 }
 
 static rlock_stats_t stats(rlock_client_t *c) {
@@ -44,25 +80,9 @@ static rlock_stats_t stats(rlock_client_t *c) {
 
 static long long waits(th_server_t *m) { return th_cmdstat(m, "wait"); }
 
-typedef struct stat_wait {
-  rlock_client_t *c;
-  size_t offset; /* of a uint64_t field of rlock_stats_t */
-  uint64_t at_least;
-} stat_wait_t;
-
-static int stat_reached(void *arg) {
-  stat_wait_t *w = arg;
-  rlock_stats_t st = stats(w->c);
-  return *(uint64_t *)((char *)&st + w->offset) >= w->at_least;
-}
-
-/* Waits until the stats field reaches at_least (fails after timeout_ms). */
-#define WAIT_STAT(cl, field, n, timeout_ms)                                                  \
-  do {                                                                                      \
-    stat_wait_t w_ = {(cl), offsetof(rlock_stats_t, field), (n)};                           \
-    CHECK_MSG(th_wait_until(stat_reached, &w_, (timeout_ms)), #field " stayed below %llu", \
-              (unsigned long long)(n));                                                     \
-  } while (0)
+/* Waits until the stats field reaches n (fails after timeout_ms). */
+#define WAIT_STAT(cl, field, n, timeout_ms) \
+  CHECK_MSG(TH_STAT_REACHES(cl, field, n, timeout_ms), #field " stayed below %llu", (unsigned long long)(n))
 
 /* Lock with the watchdog, see a renewal answered, unlock: every step's WAIT
  * count on the master is returned (acquire, renewals, unlock). */
@@ -78,9 +98,8 @@ static long long lock_renew_unlock(rlock_client_t *c, th_server_t *m, const char
 }
 
 TEST(acquire_unlock_renew_carry_wait) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 1500, "rs-carry");
+  replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 3, 1500, "rs-carry");
   long long n = lock_renew_unlock(c, master, "rs:carry");
   rlock_stats_t st = stats(c);
   /* renewals sent before the unlock were answered before it (one connection, in order) */
@@ -90,22 +109,19 @@ TEST(acquire_unlock_renew_carry_wait) {
   CHECK_EQ(st.unlock_sync_misses, 0);
   CHECK_EQ(st.renewal_sync_misses, 0);
   rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 TEST(policy_off_sends_no_wait) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_OFF, 3, 1500, "rs-off");
+  replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_OFF, 3, 1500, "rs-off");
   CHECK_EQ(lock_renew_unlock(c, master, "rs:off"), 0);
   rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 TEST(no_replicas_no_wait) {
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ALL, 3, 1500, "rs-none");
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ALL, 3, 1500, "rs-none");
   CHECK_EQ(lock_renew_unlock(c, master, "rs:none"), 0);
   rlock_client_free(c);
 }
@@ -113,9 +129,8 @@ TEST(no_replicas_no_wait) {
 /* One replica, paused: the acquire is undone (awaited) and retried, then
  * fails with RLOCK_ENOSYNC saying 0 of 1; nothing is left on the master. */
 TEST(paused_replica_acquire_fails_clean) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-paused");
+  th_server_t *r = replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-paused");
   rlock_lock_t *l = th_lock(c, "rs:paused");
   long long w0 = waits(master);
   th_server_pause(r);
@@ -135,19 +150,15 @@ TEST(paused_replica_acquire_fails_clean) {
   th_replicas_caught_up(master, 1, ONLINE_MS);
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
   CHECK_OK(rlock_lock_unlock(l));
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 /* A re-entrant try that misses gives back its own level only: the outer
  * hold stays (count 1 on the master), and its unlock later finds the count
  * it expects (no count-mismatch loss). */
 TEST(reentrant_miss_keeps_outer_hold) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-reent");
+  th_server_t *r = replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-reent");
   rlock_lock_t *l = th_lock(c, "rs:reent");
   char owner[128];
   th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), owner, sizeof owner);
@@ -163,10 +174,7 @@ TEST(reentrant_miss_keeps_outer_hold) {
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:reent", NULL), 0);
   CHECK_EQ(stats(c).locks_lost, 0);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 typedef struct result {
@@ -184,38 +192,33 @@ static int is_done(void *arg) { return ((result_t *)arg)->done; }
 
 
 
-typedef struct th_key {
-  th_server_t *s;
-  const char *name;
-} th_key_t;
-
-static int th_key_exists_on(void *arg) {
-  th_key_t *k = arg;
-  return th_cmd_int(k->s, "EXISTS", k->name, NULL) == 1;
-}
-
 static int key_exists(void *name) { return th_cmd_int(master, "EXISTS", (const char *)name, NULL) == 1; }
+
+/* Pauses replica r and starts an acquire of l (named name, wait_ms, cancel
+ * token tok) that the master grants: returns once the grant is on the
+ * master, its WAIT pending; *res tells how the acquire ends. */
+static void grant_waiting_for_replica(th_server_t *r, rlock_lock_t *l, const char *name, int64_t wait_ms,
+                                      rlock_cancel_t *tok, result_t *res) {
+  th_server_pause(r);
+  *res = (result_t){0, 0};
+  CHECK_OK(rlock_lock_acquire_async(l, 1, wait_ms, 60000, tok, on_acquired, res));
+  CHECK(th_wait_until(key_exists, (void *)name, 10000));
+}
 
 /* Nobody sleeps while the lock is free: a waiter that found the lock taken
  * by a grant that is then undone (the replica is paused) is woken by the
  * undo's unlock message and gets the lock at once, not after the undone
  * grant's 60 s lease. */
 TEST(undone_grant_wakes_waiters) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
-  o.command_timeout_ms = 12000;
-  o.replica_sync_timeout_ms = 5000; /* the window in which the waiter finds the lock taken (valgrind: wide) */
+  th_server_t *r = replicas_up(1);
+  /* WAIT 5000 ms: the window in which the waiter finds the lock taken (valgrind: wide) */
+  rlock_options_t o = master_opts(12000, 5000);
   o.retry_attempts = 0;
-  rlock_client_t *synced = NULL, *plain = client(master, RLOCK_REPLICA_SYNC_OFF, 3, 0, "rs-plain");
+  rlock_client_t *synced = NULL, *plain = client(RLOCK_REPLICA_SYNC_OFF, 3, 0, "rs-plain");
   CHECK_OK(rlock_client_new(&synced, &o));
   rlock_lock_t *ls = th_lock(synced, "rs:wake"), *lp = th_lock(plain, "rs:wake");
-  th_server_pause(r);
-  result_t rs = {0, 0};
-  CHECK_OK(rlock_lock_acquire_async(ls, 1, 0, 60000, NULL, on_acquired, &rs));
-  CHECK(th_wait_until(key_exists, "rs:wake", 10000)); /* granted on the master, WAIT pending */
+  result_t rs;
+  grant_waiting_for_replica(r, ls, "rs:wake", 0, NULL, &rs);
   int64_t t0 = th_now_ms();
   CHECK_OK(rlock_lock_acquire(lp, 2, 25000, 60000, NULL));
   int64_t took = th_now_ms() - t0;
@@ -230,8 +233,7 @@ TEST(undone_grant_wakes_waiters) {
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:wake", NULL), 0);
   rlock_lock_free(ls), rlock_lock_free(lp);
   rlock_client_free(synced), rlock_client_free(plain);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* rlock_client_free while a granted try waits for its WAIT (the only
@@ -239,20 +241,12 @@ TEST(undone_grant_wakes_waiters) {
  * once the WAIT ends, and the client lingers for it, so the hold is given
  * back when rlock_client_free returns (not left for its 60 s lease). */
 TEST(close_during_wait_gives_back) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
-  o.command_timeout_ms = 5000;
-  o.replica_sync_timeout_ms = 1500; /* longer than the close's own linger (500 ms) */
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  th_server_t *r = replicas_up(1);
+  rlock_options_t o = master_opts(5000, 1500); /* longer than the close's own linger (500 ms) */
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:close");
-  th_server_pause(r);
-  result_t res = {0, 0};
-  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
-  CHECK(th_wait_until(key_exists, "rs:close", 10000)); /* granted on the master, WAIT pending */
+  result_t res;
+  grant_waiting_for_replica(r, l, "rs:close", 0, NULL, &res);
   int64_t t0 = th_now_ms();
   rlock_client_free(c);
   printf("# rlock_client_free returned after %lld ms (WAIT 1500 ms pending)\n", (long long)(th_now_ms() - t0));
@@ -261,8 +255,7 @@ TEST(close_during_wait_gives_back) {
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close", NULL), 0);
   rlock_lock_free(l);
   th_server_resume(r);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* The same with two granted tries pending on one connection: Redis runs
@@ -270,15 +263,9 @@ TEST(close_during_wait_gives_back) {
  * after two WAIT timeouts; the client lingers for both (not one), and
  * neither hold is left for its lease. */
 TEST(close_during_two_waits_gives_back) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
-  o.command_timeout_ms = 8000;
-  o.replica_sync_timeout_ms = 1500;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  th_server_t *r = replicas_up(1);
+  rlock_options_t o = master_opts(8000, 1500);
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l1 = th_lock(c, "rs:close2a"), *l2 = th_lock(c, "rs:close2b");
   th_server_pause(r);
   result_t res1 = {0, 0}, res2 = {0, 0};
@@ -294,8 +281,7 @@ TEST(close_during_two_waits_gives_back) {
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:close2b", NULL), 0);
   rlock_lock_free(l1), rlock_lock_free(l2);
   th_server_resume(r);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* Four tries of one client at once, the only replica paused: Redis runs
@@ -305,16 +291,10 @@ TEST(close_during_two_waits_gives_back) {
  * (its deadline allows for the WAITs ahead of it), not RLOCK_ETIMEDOUT, the
  * connection is not presumed dead, and nothing is left held. */
 TEST(queued_waits_do_not_time_out) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
-  o.command_timeout_ms = 1000;
-  o.replica_sync_timeout_ms = 600;
+  th_server_t *r = replicas_up(1);
+  rlock_options_t o = master_opts(1000, 600);
   o.retry_attempts = 0;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = client_with(&o);
   enum { N = 4 };
   rlock_lock_t *ls[N];
   result_t res[N];
@@ -342,8 +322,7 @@ TEST(queued_waits_do_not_time_out) {
     rlock_lock_free(ls[i]);
   }
   rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* The command connection is killed while a granted try waits for its WAIT
@@ -352,39 +331,26 @@ TEST(queued_waits_do_not_time_out) {
  * that answer's WAIT must still miss (redis 7.0 sets a client's WAIT offset
  * to the master's after every command, so the latch hit waits for the
  * grant too): the acquire ends RLOCK_ENOSYNC with nothing held. */
-static void conn_lost_during_wait(th_server_t *m) {
-  th_server_t *r = th_replica_start(m);
-  th_replicas_wait(m, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = m->url;
+TEST(conn_lost_during_wait_not_synced) {
+  th_server_t *r = replicas_up(1);
+  rlock_options_t o = master_opts(8000, 3000);
   o.client_name = "rs-lost";
-  o.command_timeout_ms = 8000;
-  o.replica_sync_timeout_ms = 3000;
   o.retry_attempts = 1;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:lost");
-  th_server_pause(r);
-  result_t res = {0, 0};
-  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
-  CHECK(th_wait_until(th_key_exists_on, &(th_key_t){m, "rs:lost"}, 10000)); /* granted, WAIT pending */
-  CHECK(th_kill_clients_named(m, "rs-lost") >= 1);
+  result_t res;
+  grant_waiting_for_replica(r, l, "rs:lost", 0, NULL, &res);
+  CHECK(th_kill_clients_named(master, "rs-lost") >= 1);
   CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
   rlock_stats_t st = stats(c);
   printf("# acquire after the connection loss: %s; reconnects %llu, sync misses %llu\n", rlock_err_name(res.status),
          (unsigned long long)st.reconnects, (unsigned long long)st.acquire_sync_misses);
   CHECK_MSG(res.status == RLOCK_ENOSYNC, "acquire: %s (the paused replica never acknowledged the grant)",
             rlock_err_name(res.status));
-  CHECK_EQ(th_cmd_int(m, "EXISTS", "rs:lost", NULL), 0);
+  CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:lost", NULL), 0);
   th_server_resume(r);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(m, 0, ONLINE_MS);
+  teardown(c, l);
 }
-
-TEST(conn_lost_during_wait_not_synced) { conn_lost_during_wait(master); }
 
 /* The undo of a grant the replicas did not acknowledge is refused by the
  * server (here: maxmemory reached while the WAIT was pending, so the undo's
@@ -392,21 +358,13 @@ TEST(conn_lost_during_wait_not_synced) { conn_lost_during_wait(master); }
  * (status 0) when the client neither tracks nor renews the hold: the
  * acquire ends with an error. */
 TEST(refused_undo_is_not_a_grant) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
-  o.command_timeout_ms = 8000;
-  o.replica_sync_timeout_ms = 2000;
+  th_server_t *r = replicas_up(1);
+  rlock_options_t o = master_opts(8000, 2000);
   o.retry_attempts = 0;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:oom");
-  th_server_pause(r);
-  result_t res = {0, 0};
-  CHECK_OK(rlock_lock_acquire_async(l, 1, 0, 60000, NULL, on_acquired, &res));
-  CHECK(th_wait_until(key_exists, "rs:oom", 10000)); /* granted, WAIT pending */
+  result_t res;
+  grant_waiting_for_replica(r, l, "rs:oom", 0, NULL, &res);
   th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "1", NULL));
   CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
   th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "0", NULL));
@@ -415,32 +373,21 @@ TEST(refused_undo_is_not_a_grant) {
             (unsigned long long)stats(c).held, th_cmd_int(master, "EXISTS", "rs:oom", NULL));
   th_server_resume(r);
   th_reply_free(th_cmd(master, "DEL", "rs:oom", NULL));
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 /* Cancelled while its granted try waits for the WAIT (the only replica
  * paused): the acquire ends RLOCK_ECANCELED once the WAIT misses, the grant
  * undone (nothing held on the master, nothing tracked). */
 TEST(cancel_during_wait) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
-  o.command_timeout_ms = 8000;
-  o.replica_sync_timeout_ms = 3000; /* the window for the cancel (valgrind: wide) */
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  th_server_t *r = replicas_up(1);
+  rlock_options_t o = master_opts(8000, 3000); /* the window for the cancel (valgrind: wide) */
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:cancel");
   rlock_cancel_t *tok = NULL;
   CHECK_OK(rlock_cancel_new(&tok));
-  th_server_pause(r);
-  result_t res = {0, 0};
-  CHECK_OK(rlock_lock_acquire_async(l, 1, 30000, 60000, tok, on_acquired, &res));
-  CHECK(th_wait_until(key_exists, "rs:cancel", 10000)); /* granted, WAIT pending */
+  result_t res;
+  grant_waiting_for_replica(r, l, "rs:cancel", 30000, tok, &res);
   rlock_cancel_trigger(tok);
   CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
   CHECK_RC(res.status, RLOCK_ECANCELED);
@@ -449,18 +396,14 @@ TEST(cancel_during_wait) {
   CHECK_EQ(stats(c).acquire_sync_misses, 1); /* no retry after the cancel */
   th_server_resume(r);
   rlock_cancel_free(tok);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 /* A user whose ACL forbids WAIT: the grant is undone, the acquire fails
  * with RLOCK_ENOSYNC saying the server refused WAIT, nothing is left held;
  * policy off locks. */
 TEST(wait_refused_by_acl) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
+  replicas_up(1);
   th_reply_free(th_cmd(master, "ACL", "SETUSER", "nowait", "on", ">nowait-pw", "~*", "&*", "+@all", "-wait", NULL));
   char url[300];
   snprintf(url, sizeof url, "redis://nowait:nowait-pw@127.0.0.1:%d", master->port);
@@ -468,8 +411,7 @@ TEST(wait_refused_by_acl) {
   rlock_options_init(&o);
   o.url = url;
   o.retry_attempts = 0;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:acl");
   CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
   CHECK_MSG(strstr(rlock_last_error(), "refused WAIT") && !strstr(rlock_last_error(), "nowait-pw"), "message: %s",
@@ -485,8 +427,7 @@ TEST(wait_refused_by_acl) {
   rlock_lock_free(l);
   rlock_client_free(c);
   th_reply_free(th_cmd(master, "ACL", "DELUSER", "nowait", NULL));
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* A user whose ACL forbids INFO (INFO is in @dangerous: "+@all -@dangerous"
@@ -517,12 +458,12 @@ TEST(info_refused_by_acl_connects) {
 /* Two replicas, one paused: one is enough for policy one, not for majority
  * (2 of 2) or all. */
 TEST(two_replicas_one_paused) {
-  th_server_t *r1 = th_replica_start(master), *r2 = th_replica_start(master);
-  th_replicas_wait(master, 2, ONLINE_MS);
+  replicas_up(2);
+  th_server_t *r2 = replicas[1];
   th_server_pause(r2);
-  rlock_client_t *one = client(master, RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-one");
-  rlock_client_t *maj = client(master, RLOCK_REPLICA_SYNC_MAJORITY, 0, 0, "rs-maj");
-  rlock_client_t *all = client(master, RLOCK_REPLICA_SYNC_ALL, 0, 0, "rs-all");
+  rlock_client_t *one = client(RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-one");
+  rlock_client_t *maj = client(RLOCK_REPLICA_SYNC_MAJORITY, 0, 0, "rs-maj");
+  rlock_client_t *all = client(RLOCK_REPLICA_SYNC_ALL, 0, 0, "rs-all");
   rlock_lock_t *lo = th_lock(one, "rs:two"), *lm = th_lock(maj, "rs:two"), *la = th_lock(all, "rs:two");
   int64_t t0 = th_now_ms();
   CHECK_OK(rlock_lock_trylock(lo, 0, 30000));
@@ -539,31 +480,27 @@ TEST(two_replicas_one_paused) {
   th_server_resume(r2);
   rlock_lock_free(lo), rlock_lock_free(lm), rlock_lock_free(la);
   rlock_client_free(one), rlock_client_free(maj), rlock_client_free(all);
-  th_server_stop(r1);
-  th_server_stop(r2);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* The count is read at each (re)connect: a replica added shows after the
  * connection is killed; one removed shows after the first miss (the count
  * is read again before the retry). */
 TEST(replica_count_refreshed) {
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-refresh");
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-refresh");
   rlock_lock_t *l = th_lock(c, "rs:refresh");
   long long w0 = waits(master);
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(waits(master) - w0, 0);
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
+  replicas_up(1);
   CHECK(th_kill_clients_named(master, "rs-refresh") >= 1);
   WAIT_STAT(c, reconnects, 2, 30000); /* command and subscriber connections */
   w0 = waits(master);
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(waits(master) - w0, 2);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
   /* the client still counts one replica: its WAIT gets 0, it reads INFO
    * again, undoes, and the retry goes without WAIT */
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
@@ -597,40 +534,29 @@ static int lock_carries_wait(void *arg) {
  * the count again then), not only after the next reconnect, which may never
  * come: replica sync would stay off for the connection's whole life. */
 TEST(replicas_attached_later_counted) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = master->url;
+  replicas_up(1);
+  rlock_options_t o = master_opts(0, SYNC_MS);
   o.client_name = "rs-later";
   o.ping_interval_ms = 500;
-  o.replica_sync_timeout_ms = SYNC_MS;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:later");
   carry_t k = {l, master};
   CHECK(lock_carries_wait(&k));
-  th_server_stop(r); /* the client still counts it: a miss re-reads the count (0) */
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down(); /* the client still counts it: a miss re-reads the count (0) */
   CHECK_OK(rlock_lock_trylock(l, 0, 30000));
   CHECK_OK(rlock_lock_unlock(l));
   CHECK(!lock_carries_wait(&k));
-  r = th_replica_start(master); /* attached while the client counts 0 */
-  th_replicas_wait(master, 1, ONLINE_MS);
+  replicas_up(1); /* attached while the client counts 0 */
   CHECK_MSG(th_wait_until(lock_carries_wait, &k, 20000), "a replica attached later is never waited for");
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:later", NULL), 0);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 /* An unlock the replicas do not acknowledge stands: the lock is free on the
  * master, the call succeeds, the miss is counted. */
 TEST(unlock_miss_stands) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 0, "rs-unlock");
+  th_server_t *r = replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 3, 0, "rs-unlock");
   rlock_lock_t *l = th_lock(c, "rs:unlock");
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   th_server_pause(r);
@@ -643,18 +569,14 @@ TEST(unlock_miss_stands) {
   CHECK_EQ(st.held, 0);
   CHECK_EQ(st.locks_lost, 0);
   th_server_resume(r);
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 /* A renewal the replicas do not acknowledge stands (the hold stays) and is
  * counted in renewal_sync_misses. */
 TEST(renewal_miss_counted) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-renew");
+  th_server_t *r = replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-renew");
   rlock_lock_t *l = th_lock(c, "rs:renew");
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   th_server_pause(r);
@@ -666,10 +588,7 @@ TEST(renewal_miss_counted) {
   th_server_resume(r);
   th_replicas_caught_up(master, 1, ONLINE_MS);
   CHECK_OK(rlock_lock_unlock(l));
-  rlock_lock_free(l);
-  rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  teardown(c, l);
 }
 
 /* ------------------------------------------------------------ history */
@@ -734,8 +653,8 @@ static void *hworker_run(void *arg) {
  * checker (HIST_MUTEX) finds no overlap, a counter bumped non-atomically
  * inside the critical sections equals the grants, and nothing is left held. */
 TEST(history_under_replica_pauses) {
-  th_server_t *r1 = th_replica_start(master), *r2 = th_replica_start(master);
-  th_replicas_wait(master, 2, ONLINE_MS);
+  replicas_up(2);
+  th_server_t *r1 = replicas[0], *r2 = replicas[1];
   char path[300];
   snprintf(path, sizeof path, "%s/history", th_tempdir());
   CHECK_EQ(hist_create(path), 0);
@@ -745,7 +664,7 @@ TEST(history_under_replica_pauses) {
   for (int i = 0; i < HIST_WORKERS; i++) {
     char name[32];
     snprintf(name, sizeof name, "rs-hist-%d", i);
-    ws[i] = (hworker_t){.id = i + 1, .fd = hist_open(path), .c = client(master, RLOCK_REPLICA_SYNC_ONE, 1, 0, name),
+    ws[i] = (hworker_t){.id = i + 1, .fd = hist_open(path), .c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, name),
                         .stop = &stop};
     CHECK(ws[i].fd >= 0);
   }
@@ -783,9 +702,7 @@ TEST(history_under_replica_pauses) {
   CHECK_EQ(counter ? strtoll(counter, NULL, 10) : 0, grants);
   free(counter);
   CHECK_EQ(th_cmd_int(master, "EXISTS", HIST_LOCK, NULL), 0);
-  th_server_stop(r1);
-  th_server_stop(r2);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 static int new_client_rc(int policy, int64_t sync_ms, int64_t command_ms) {
@@ -839,7 +756,7 @@ TEST(syncing_replica_not_counted) {
   th_reply_free(th_cmd(master, "CONFIG", "SET", "repl-diskless-sync-delay", "60", NULL));
   th_server_t *r = th_replica_start(master);
   CHECK_MSG(th_wait_until(one_replica_syncing, NULL, ONLINE_MS), "the replica never showed up syncing");
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-syncing");
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 0, 0, "rs-syncing");
   rlock_lock_t *l = th_lock(c, "rs:syncing");
   long long w0 = waits(master);
   int rc = rlock_lock_acquire(l, 1, 0, 60000, NULL);

@@ -353,52 +353,7 @@ TEST(everything_gone) {
 
 /* ------------------------------------------------------------ failover */
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int lost_calls;
-
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
-  (void)name, (void)len, (void)owner, (void)arg;
-  fprintf(stderr, "lock lost: %s\n", rlock_lost_reason_str(reason));
-  pthread_mutex_lock(&mu);
-  lost_calls++;
-  pthread_mutex_unlock(&mu);
-}
-
-struct waiter {
-  rlock_lock_t *lock;
-  int rc, done;
-  int64_t done_at;
-};
-
-static void *wait_thread(void *p) {
-  struct waiter *w = p;
-  int rc = rlock_lock_trylock(w->lock, 120000, RLOCK_LEASE_WATCHDOG);
-  int64_t now = th_now_ms();
-  pthread_mutex_lock(&mu);
-  w->rc = rc;
-  w->done = 1;
-  w->done_at = now;
-  pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
-  if (rc == 0) CHECK_OK(rlock_lock_unlock(w->lock));
-  return NULL;
-}
-
-static int wait_done(struct waiter *w, int64_t timeout_ms) {
-  int64_t deadline = th_now_ms() + timeout_ms;
-  pthread_mutex_lock(&mu);
-  while (!w->done && th_now_ms() < deadline) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&cv, &mu, &ts);
-  }
-  int d = w->done;
-  pthread_mutex_unlock(&mu);
-  return d;
-}
+static th_lost_t lost = TH_LOST_INIT; /* the holder's lock-lost calls */
 
 static th_server_t *watched;
 static int subscribed(void *chan) { return th_numsub(watched, chan) >= 1; }
@@ -406,14 +361,7 @@ static int subscribed(void *chan) { return th_numsub(watched, chan) >= 1; }
 /* Both clients have their command and subscriber connections on `watched`. */
 static int connections_there(void *arg) {
   (void)arg;
-  char *list = th_cmd_str(watched, "CLIENT", "LIST", NULL);
-  int holder = 0, waiter = 0;
-  for (const char *p = list; p && (p = strstr(p, "name=")); p += 5) {
-    holder += !strncmp(p, "name=holder ", 12);
-    waiter += !strncmp(p, "name=waiter ", 12);
-  }
-  free(list);
-  return holder >= 2 && waiter >= 2;
+  return th_clients_named(watched, "holder") >= 2 && th_clients_named(watched, "waiter") >= 2;
 }
 
 static th_server_t *current_master(void) {
@@ -444,16 +392,15 @@ static void held_and_waited_across_failover(bool kill) {
   snprintf(nrep_s, sizeof nrep_s, "%d", nrep);
   CHECK_MSG(th_sentinels_wait_replicas(old, nrep, 60000), "the master's %d replicas are not all online", nrep);
   rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
-  rlock_client_on_lost(h, on_lost, NULL);
-  lost_calls = 0;
+  th_lost_reset(&lost);
+  rlock_client_on_lost(h, th_lost_record, &lost);
   rlock_lock_t *hl = th_lock(h, NAME);
-  struct waiter wt = {.lock = th_lock(w, NAME)};
+  th_waiter_t wt = {.lock = th_lock(w, NAME), .lease_ms = RLOCK_LEASE_WATCHDOG};
 
   /* the hold, replicated to every replica before the master changes */
   CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
   CHECK(th_cmd_int(old, "WAIT", nrep_s, "10000", NULL) >= nrep);
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  th_waiter_start(&wt);
   watched = old;
   CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
 
@@ -472,7 +419,7 @@ static void held_and_waited_across_failover(bool kill) {
   CHECK_MSG(th_wait_until(connections_there, NULL, 30000), "the clients did not follow the new master");
   CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter was not resubscribed on the new master");
   int64_t followed_at = th_now_ms();
-  CHECK(!wait_done(&wt, 0)); /* still waiting: the hold survived */
+  CHECK(!th_waiter_done(&wt, 0)); /* still waiting: the hold survived */
 
   /* the holder's unlock on the new master wakes the waiter by its message,
    * long before the 30 s lease could */
@@ -480,7 +427,7 @@ static void held_and_waited_across_failover(bool kill) {
   rlock_client_stats(w, &before);
   int64_t unlocked_at = th_now_ms();
   CHECK_OK(rlock_lock_unlock(hl));
-  CHECK_MSG(wait_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
+  CHECK_MSG(th_waiter_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
   CHECK_OK(wt.rc);
   CHECK(wt.done_at >= unlocked_at); /* never held twice */
   printf("# figures: %s: sentinels agreed on the new master %lld ms after the change, clients there and "
@@ -490,10 +437,10 @@ static void held_and_waited_across_failover(bool kill) {
   rlock_stats_t after;
   rlock_client_stats(w, &after);
   CHECK(after.messages > before.messages);
-  CHECK(pthread_join(t, NULL) == 0);
-  pthread_mutex_lock(&mu);
-  CHECK_EQ(lost_calls, 0);
-  pthread_mutex_unlock(&mu);
+  th_waiter_join(&wt);
+  pthread_mutex_lock(&lost.mu);
+  CHECK_MSG(lost.calls == 0, "lock lost: %s", rlock_lost_reason_str(lost.reason));
+  pthread_mutex_unlock(&lost.mu);
   CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
   rlock_stats_t hs;
   rlock_client_stats(h, &hs);
@@ -523,22 +470,6 @@ static redisReply *fresh_cmd(th_server_t *n, const char *fmt, ...) {
   return r;
 }
 
-static rlock_lost_reason_t last_reason;
-static void on_lost_reason(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
-  on_lost(name, len, owner, reason, arg);
-  pthread_mutex_lock(&mu);
-  last_reason = reason;
-  pthread_mutex_unlock(&mu);
-}
-
-static int holder_told(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&mu);
-  int n = lost_calls;
-  pthread_mutex_unlock(&mu);
-  return n > 0;
-}
-
 /* The hold never reached the replica that gets promoted (deleted there by
  * hand: what a failover before replication does): the new master has no
  * lock, the waiter is woken by its resubscription and takes it, and the
@@ -549,10 +480,10 @@ TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
   th_server_t *old = current_master();
   CHECK_MSG(th_sentinels_wait_replicas(old, 1, 60000), "the master has no replica online");
   rlock_client_t *h = client_on(dep->url, "holder"), *w = client_on(dep->url, "waiter");
-  rlock_client_on_lost(h, on_lost_reason, NULL);
-  lost_calls = 0;
+  th_lost_reset(&lost);
+  rlock_client_on_lost(h, th_lost_record, &lost);
   rlock_lock_t *hl = th_lock(h, NAME);
-  struct waiter wt = {.lock = th_lock(w, NAME)};
+  th_waiter_t wt = {.lock = th_lock(w, NAME), .lease_ms = RLOCK_LEASE_WATCHDOG};
   CHECK_OK(rlock_lock_lock(hl, RLOCK_LEASE_WATCHDOG));
   CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
   for (int i = 0; i < dep->nnodes; i++) {
@@ -567,26 +498,25 @@ TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
     freeReplyObject(r);
     redisFree(raw);
   }
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  th_waiter_start(&wt);
   watched = old;
   CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter never subscribed");
   th_server_kill(old);
   th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
   CHECK_MSG(m, "no failover within 60 s");
   int64_t failed_over_at = th_now_ms();
-  CHECK_MSG(wait_done(&wt, 20000), "the waiter still sleeps 20 s after the failover (lease: 30 s)");
+  CHECK_MSG(th_waiter_done(&wt, 20000), "the waiter still sleeps 20 s after the failover (lease: 30 s)");
   CHECK_OK(wt.rc);
-  CHECK_MSG(th_wait_until(holder_told, NULL, 20000), "the holder was not told within 20 s");
+  CHECK_MSG(th_wait_until(th_lost_once, &lost, 20000), "the holder was not told within 20 s");
   int64_t told_at = th_now_ms();
   CHECK(told_at - failed_over_at < 25000);
   printf("# figures: unreplicated hold: waiter granted %lld ms, holder told by %lld ms after the sentinels "
          "agreed\n", (long long)(wt.done_at - failed_over_at), (long long)(told_at - failed_over_at));
-  pthread_mutex_lock(&mu);
-  CHECK_EQ(last_reason, RLOCK_LOST_DELETED);
-  pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&lost.mu);
+  CHECK_EQ(lost.reason, RLOCK_LOST_DELETED);
+  pthread_mutex_unlock(&lost.mu);
   CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
-  CHECK(pthread_join(t, NULL) == 0);
+  th_waiter_join(&wt);
   CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
   rlock_lock_free(hl);
   rlock_lock_free(wt.lock);
@@ -597,11 +527,7 @@ TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
 static th_server_t *other;
 static int on_other(void *arg) {
   (void)arg;
-  char *list = th_cmd_str(other, "CLIENT", "LIST", NULL);
-  int n = 0;
-  for (const char *p = list; p && (p = strstr(p, "name=poller ")); p += 5) n++;
-  free(list);
-  return n >= 2;
+  return th_clients_named(other, "poller") >= 2;
 }
 
 /* The sentinels are told to monitor another server under the same name: no
@@ -611,16 +537,7 @@ TEST(poll_follows_without_event) {
   rlock_client_t *c = client_on(dep->url, "poller");
   lock_on_master(c, current_master(), "sentinel:poll");
   other = th_server_start(NULL);
-  char port[16], quorum[16];
-  snprintf(port, sizeof port, "%d", other->port);
-  snprintf(quorum, sizeof quorum, "%d", dep->nsent / 2 + 1);
-  for (int i = 0; i < dep->nsent; i++) {
-    redisReply *r = th_sentinel_cmd(dep, i, "SENTINEL REMOVE %s", dep->name);
-    if (r) freeReplyObject(r);
-    r = th_sentinel_cmd(dep, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", dep->name, port, quorum);
-    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
-    freeReplyObject(r);
-  }
+  th_sentinels_monitor(dep, other->port);
   CHECK_MSG(th_wait_until(on_other, NULL, 30000), "the client did not follow the sentinels' new master");
   lock_on_master(c, other, "sentinel:poll");
   rlock_client_free(c);
@@ -636,16 +553,7 @@ TEST(role_check_refuses_a_replica) {
   const char *args[] = {"--replicaof", "127.0.0.1", pport, NULL};
   th_server_opts_t ro = {.extra_args = args};
   th_server_t *rep = th_server_start(&ro);
-  char port[16], quorum[16];
-  snprintf(port, sizeof port, "%d", rep->port);
-  snprintf(quorum, sizeof quorum, "%d", dep->nsent / 2 + 1);
-  for (int i = 0; i < dep->nsent; i++) {
-    redisReply *r = th_sentinel_cmd(dep, i, "SENTINEL REMOVE %s", dep->name);
-    if (r) freeReplyObject(r);
-    r = th_sentinel_cmd(dep, i, "SENTINEL MONITOR %s 127.0.0.1 %s %s", dep->name, port, quorum);
-    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
-    freeReplyObject(r);
-  }
+  th_sentinels_monitor(dep, rep->port);
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = dep->url;

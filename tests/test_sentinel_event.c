@@ -10,7 +10,6 @@
  * move them. A waiter whose subscriber connection stayed on the frozen node
  * would sleep while the lock is free on the new master, until the holder's
  * 60 s lease. */
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +25,7 @@ static th_server_t *watched;
 /* Both clients have their command and subscriber connections on `watched`. */
 static int clients_there(void *arg) {
   (void)arg;
-  char *list = th_cmd_str(watched, "CLIENT", "LIST", NULL);
-  int h = 0, w = 0;
-  for (const char *p = list; p && (p = strstr(p, "name=quiet-")); p += 5) {
-    h += !strncmp(p, "name=quiet-h ", 13);
-    w += !strncmp(p, "name=quiet-w ", 13);
-  }
-  free(list);
-  return h >= 2 && w >= 2;
+  return th_clients_named(watched, "quiet-h") >= 2 && th_clients_named(watched, "quiet-w") >= 2;
 }
 
 static int subscribed(void *arg) {
@@ -54,42 +46,6 @@ static rlock_client_t *quiet_client(const char *url, const char *name) {
   return c;
 }
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-
-struct wjob {
-  rlock_lock_t *lock;
-  int rc, done;
-  int64_t done_at;
-};
-
-static void *wait_thread(void *p) {
-  struct wjob *w = p;
-  int rc = rlock_lock_trylock(w->lock, 120000, 10000);
-  int64_t now = th_now_ms();
-  pthread_mutex_lock(&mu);
-  w->rc = rc, w->done = 1, w->done_at = now;
-  pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
-  if (rc == 0) CHECK_OK(rlock_lock_unlock(w->lock));
-  return NULL;
-}
-
-static int wait_done(struct wjob *w, int64_t timeout_ms) {
-  int64_t deadline = th_now_ms() + timeout_ms;
-  pthread_mutex_lock(&mu);
-  while (!w->done && th_now_ms() < deadline) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&cv, &mu, &ts);
-  }
-  int d = w->done;
-  pthread_mutex_unlock(&mu);
-  return d;
-}
-
 TEST(switch_master_event_moves_quiet_clients_and_wakes_the_waiter) {
   th_sentinels_t *d = th_sentinels_start("frozen", 1, 1);
   int64_t saved = rlock__sentinel_poll_ms;
@@ -97,11 +53,10 @@ TEST(switch_master_event_moves_quiet_clients_and_wakes_the_waiter) {
   rlock_client_t *h = quiet_client(d->url, "quiet-h"), *w = quiet_client(d->url, "quiet-w");
   th_server_t *old = d->nodes[0];
   rlock_lock_t *hl = th_lock(h, NAME);
-  struct wjob wt = {.lock = th_lock(w, NAME)};
+  th_waiter_t wt = {.lock = th_lock(w, NAME), .lease_ms = 10000};
   CHECK_OK(rlock_lock_lock(hl, 60000)); /* a fixed lease: no renewal traffic */
   CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, wait_thread, &wt) == 0);
+  th_waiter_start(&wt);
   watched = old;
   CHECK_MSG(th_wait_until(subscribed, NULL, 30000), "the waiter never subscribed");
   CHECK_MSG(th_wait_until(clients_there, NULL, 30000), "the clients are not on the master");
@@ -114,17 +69,17 @@ TEST(switch_master_event_moves_quiet_clients_and_wakes_the_waiter) {
   CHECK_MSG(th_wait_until(clients_there, NULL, 30000), "+switch-master did not move the clients to the new master");
   CHECK_MSG(th_wait_until(subscribed, NULL, 30000), "the waiter was not resubscribed on the new master");
   int64_t followed_at = th_now_ms();
-  CHECK(!wait_done(&wt, 0)); /* the hold (replicated) survived: still waiting */
+  CHECK(!th_waiter_done(&wt, 0)); /* the hold (replicated) survived: still waiting */
   int64_t unlocked_at = th_now_ms();
   CHECK_OK(rlock_lock_unlock(hl));
   /* by the unlock message on the new master, long before the 60 s lease */
-  CHECK_MSG(wait_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
+  CHECK_MSG(th_waiter_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
   CHECK_OK(wt.rc);
   CHECK(wt.done_at >= unlocked_at);
   printf("# figures: frozen master, poll off: clients there and resubscribed %lld ms after the sentinel named the "
          "new master; waiter granted %lld ms after the unlock\n",
          (long long)(followed_at - agreed_at), (long long)(wt.done_at - unlocked_at));
-  CHECK(pthread_join(t, NULL) == 0);
+  th_waiter_join(&wt);
   CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
   rlock_lock_free(hl);
   rlock_lock_free(wt.lock);

@@ -144,12 +144,6 @@ static void *wait_thread(void *arg) {
 
 static int is_done(void *arg) { return atomic_load(&((waiter_t *)arg)->done); }
 
-static int attempts_at_least_3(void *c) {
-  rlock_stats_t st;
-  rlock_client_stats(c, &st);
-  return st.acquire_attempts >= 3;
-}
-
 TEST(polls_foreign_release) {
   rlock_client_t *c = th_client(srv->url, 0);
   waiter_t w = {.l = simple(c, "simple:poll"), .wait_ms = 60000};
@@ -158,7 +152,7 @@ TEST(polls_foreign_release) {
   th_reply_free(th_cmd(srv, "SET", "simple:poll", "their-token", "PX", "60000", NULL));
   pthread_t t;
   pthread_create(&t, NULL, wait_thread, &w);
-  CHECK(th_wait_until(attempts_at_least_3, c, 20000)); /* it polls */
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, 3, 20000)); /* it polls */
   th_reply_free(th_cmd(srv, "DEL", "simple:poll", NULL)); /* released without a message */
   /* polls are at most 500 ms apart; 20 s is a margin for a loaded machine,
    * a third of the TTL that a waiter without polling would sleep */
@@ -204,7 +198,7 @@ TEST(cancel_waiter) {
   th_reply_free(th_cmd(srv, "SET", "simple:cancel", "their-token", "PX", "60000", NULL));
   pthread_t t;
   pthread_create(&t, NULL, wait_thread, &w);
-  CHECK(th_wait_until(attempts_at_least_3, c, 20000));
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, 3, 20000));
   rlock_cancel_trigger(cancel);
   CHECK(th_wait_until(is_done, &w, 20000));
   pthread_join(t, NULL);
@@ -223,52 +217,26 @@ TEST(cancel_waiter) {
 
 /* ------------------------------------------------------------ watchdog */
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int lost_calls;
-static rlock_lost_reason_t lost_reason;
-static char lost_name[64];
-
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
-  (void)owner, (void)arg;
-  pthread_mutex_lock(&mu);
-  lost_calls++;
-  lost_reason = reason;
-  snprintf(lost_name, sizeof lost_name, "%.*s", (int)len, name);
-  pthread_mutex_unlock(&mu);
-}
-
-static int lost_once(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&mu);
-  int n = lost_calls;
-  pthread_mutex_unlock(&mu);
-  return n >= 1;
-}
-
-static int renewed_4(void *c) {
-  rlock_stats_t st;
-  rlock_client_stats(c, &st);
-  return st.renewed_locks >= 4;
-}
+static th_lost_t lost = TH_LOST_INIT;
 
 TEST(watchdog_and_lost) {
   rlock_client_t *c = th_client(srv->url, 1000);
-  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_client_on_lost(c, th_lost_record, &lost);
   rlock_lock_t *s = simple(c, "simple:wd"), *r = th_lock(c, "simple:wd-reentrant");
   CHECK_OK(rlock_lock_lock(s, RLOCK_LEASE_WATCHDOG));
   CHECK_OK(rlock_lock_lock(r, RLOCK_LEASE_WATCHDOG));
   /* two rounds of both kinds (every ~333 ms): nothing lost, both keys alive */
-  CHECK(th_wait_until(renewed_4, c, 20000));
-  CHECK(!lost_once(NULL));
+  CHECK(TH_STAT_REACHES(c, renewed_locks, 4, 20000));
+  CHECK(!th_lost_once(&lost));
   CHECK(th_cmd_int(srv, "PTTL", "simple:wd", NULL) > 0);
   CHECK(th_cmd_int(srv, "PTTL", "simple:wd-reentrant", NULL) > 0);
   /* another program takes the name over (our lease ran out, say) */
   th_reply_free(th_cmd(srv, "SET", "simple:wd", "their-token", "PX", "60000", NULL));
-  CHECK(th_wait_until(lost_once, NULL, 20000));
-  pthread_mutex_lock(&mu);
-  CHECK_EQ(lost_reason, RLOCK_LOST_DELETED);
-  CHECK_STREQ(lost_name, "simple:wd");
-  pthread_mutex_unlock(&mu);
+  CHECK(th_wait_until(th_lost_once, &lost, 20000));
+  pthread_mutex_lock(&lost.mu);
+  CHECK_EQ(lost.reason, RLOCK_LOST_DELETED);
+  CHECK_STREQ(lost.name, "simple:wd");
+  pthread_mutex_unlock(&lost.mu);
   char *v = get("simple:wd");
   CHECK_STREQ(v, "their-token"); /* the renewal never touched the new holder's key */
   free(v);
@@ -281,13 +249,6 @@ TEST(watchdog_and_lost) {
   rlock_client_free(c);
 }
 
-static long long renewed_goal;
-static int renewed_to_goal(void *c) {
-  rlock_stats_t st;
-  rlock_client_stats(c, &st);
-  return (long long)st.renewed_locks >= renewed_goal;
-}
-
 /* One client, one owner, one name: a hold of one kind and a release through
  * a handle of the other kind (a mistake: the name is the other kind's). The
  * release fails, and the hold it could not release stays tracked and renewed
@@ -295,19 +256,17 @@ static int renewed_to_goal(void *c) {
  * while its owner believed it held). */
 static void other_kind_release(bool simple_first) {
   rlock_client_t *c = th_client(srv->url, 1000);
-  pthread_mutex_lock(&mu);
-  lost_calls = 0;
-  pthread_mutex_unlock(&mu);
-  rlock_client_on_lost(c, on_lost, NULL);
+  th_lost_reset(&lost);
+  rlock_client_on_lost(c, th_lost_record, &lost);
   rlock_lock_t *s = simple(c, "simple:mix"), *r = th_lock(c, "simple:mix");
   rlock_lock_t *held = simple_first ? s : r, *other = simple_first ? r : s;
   CHECK_OK(rlock_lock_acquire(held, 7, 0, RLOCK_LEASE_WATCHDOG, NULL));
   CHECK(rlock_lock_release(other, 7) != 0); /* not held through that handle */
   rlock_stats_t st;
   rlock_client_stats(c, &st);
-  renewed_goal = (long long)st.renewed_locks + 4; /* 4 renewals (~1.3 s) outlast the 1 s lease */
-  CHECK_MSG(th_wait_until(renewed_to_goal, c, 20000), "the hold is no longer renewed");
-  CHECK(!lost_once(NULL));
+  /* 4 renewals (~1.3 s) outlast the 1 s lease */
+  CHECK_MSG(TH_STAT_REACHES(c, renewed_locks, st.renewed_locks + 4, 20000), "the hold is no longer renewed");
+  CHECK(!th_lost_once(&lost));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "simple:mix", NULL), 1);
   CHECK_OK(rlock_lock_release(held, 7));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "simple:mix", NULL), 0);
@@ -329,27 +288,26 @@ TEST(other_kind_release) {
  * went unrenewed, both holds were lost when their leases ran out). */
 TEST(string_in_reentrant_batch) {
   rlock_client_t *c = th_client(srv->url, 1000);
-  pthread_mutex_lock(&mu);
-  lost_calls = 0;
-  pthread_mutex_unlock(&mu);
-  rlock_client_on_lost(c, on_lost, NULL);
+  th_lost_reset(&lost);
+  rlock_client_on_lost(c, th_lost_record, &lost);
   rlock_lock_t *a = th_lock(c, "simple:batch-a"), *x = th_lock(c, "simple:batch-x");
   CHECK_OK(rlock_lock_lock(a, RLOCK_LEASE_WATCHDOG));
   CHECK_OK(rlock_lock_lock(x, RLOCK_LEASE_WATCHDOG));
   th_reply_free(th_cmd(srv, "DEL", "simple:batch-x", NULL));
   th_reply_free(th_cmd(srv, "SET", "simple:batch-x", "their-token", "PX", "60000", NULL));
-  CHECK(th_wait_until(lost_once, NULL, 20000));
-  pthread_mutex_lock(&mu);
-  CHECK_STREQ(lost_name, "simple:batch-x");
-  CHECK_EQ(lost_reason, RLOCK_LOST_DELETED);
-  pthread_mutex_unlock(&mu);
+  CHECK(th_wait_until(th_lost_once, &lost, 20000));
+  pthread_mutex_lock(&lost.mu);
+  CHECK_STREQ(lost.name, "simple:batch-x");
+  CHECK_EQ(lost.reason, RLOCK_LOST_DELETED);
+  pthread_mutex_unlock(&lost.mu);
   rlock_stats_t st;
   rlock_client_stats(c, &st);
-  renewed_goal = (long long)st.renewed_locks + 4; /* 4 renewals of a (~1.3 s) outlast its 1 s lease */
-  CHECK_MSG(th_wait_until(renewed_to_goal, c, 20000), "the other hold of the batch is no longer renewed");
-  pthread_mutex_lock(&mu);
-  CHECK_EQ(lost_calls, 1);
-  pthread_mutex_unlock(&mu);
+  /* 4 renewals of a (~1.3 s) outlast its 1 s lease */
+  CHECK_MSG(TH_STAT_REACHES(c, renewed_locks, st.renewed_locks + 4, 20000),
+            "the other hold of the batch is no longer renewed");
+  pthread_mutex_lock(&lost.mu);
+  CHECK_EQ(lost.calls, 1);
+  pthread_mutex_unlock(&lost.mu);
   CHECK_OK(rlock_lock_unlock(a));
   char *v = get("simple:batch-x");
   CHECK_STREQ(v, "their-token"); /* left to its holder */

@@ -99,12 +99,6 @@ static void *wait_thread(void *arg) {
 
 static int is_done(void *arg) { return atomic_load(&((waiter_t *)arg)->done); }
 
-static int attempts_at_least_3(void *c) {
-  rlock_stats_t st;
-  rlock_client_stats(c, &st);
-  return st.acquire_attempts >= 3;
-}
-
 TEST(redispy_holds) {
   rlock_client_t *c = th_client(srv->url, 0);
   py_t py = py_start("interop:py-holds");
@@ -113,7 +107,7 @@ TEST(redispy_holds) {
   CHECK_RC(rlock_lock_trylock(w.l, 0, 30000), RLOCK_EBUSY);
   pthread_t t;
   pthread_create(&t, NULL, wait_thread, &w);
-  CHECK(th_wait_until(attempts_at_least_3, c, 20000)); /* rlock polls */
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, 3, 20000)); /* rlock polls */
   CHECK(!is_done(&w));
   py_expect(&py, "release", "released");
   /* polls are at most 500 ms apart: 20 s is a margin for a loaded machine,

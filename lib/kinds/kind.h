@@ -120,6 +120,18 @@ struct lock_kind {
 extern const lock_kind_t rlock__kind_reentrant;
 extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
 
+/* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
+ * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)
+ * and undo (KEYS name, channel, latch; ARGV message, owner, publish command,
+ * latch TTL, keep) with the kind's script; undo_reply "it ran" (an integer);
+ * wake one waiter. */
+int rlock__kind_init_channel(rlock_lock_t *l, const char *prefix);
+req_t *rlock__kind_try_req(int script, op_t *op, const bytes_t *latch, req_done_fn done);
+req_t *rlock__kind_undo_req(int script, const char *message, const char *publish, const kind_undo_t *u,
+                            req_done_fn done, void *ctx);
+bool rlock__kind_undo_ran(const rlock_reply_t *reply);
+int rlock__kind_wake_one(const rlock_reply_t *msg);
+
 /* A lock handle of a kind (rlock_lock_new: rlock__kind_reentrant). */
 int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out);
 /* The lease a try asks for (watchdog_timeout_ms for RLOCK_LEASE_WATCHDOG). */

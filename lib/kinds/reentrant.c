@@ -11,19 +11,11 @@
 #define CHANNEL "redisson_lock__channel"
 #define MESSAGE "0"      /* the unlock message */
 
-static int init(rlock_lock_t *l) {
-  return rlock__names_prefixed(&l->channel, CHANNEL, l->name, l->len) ? RLOCK_ENOMEM : 0;
-}
+static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
 
 /* reentrant_acquire.lua: KEYS name, latch; ARGV lease, owner, latch TTL. */
 static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
-  char lease[32], ttl[32];
-  rlock__i64toa(rlock__op_lease_ms(op), lease);
-  rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
-  const char *keys[2] = {op->lock->name, latch->p};
-  size_t kl[2] = {op->lock->len, latch->n};
-  const char *args[3] = {lease, op->owner_id, ttl};
-  return rlock__script_req(SCRIPT_ACQUIRE, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms, done, op);
+  return rlock__kind_try_req(SCRIPT_ACQUIRE, op, latch, done);
 }
 
 /* nil: acquired; an integer: the holder's PTTL (-1: no TTL); -3: the try was
@@ -39,17 +31,8 @@ static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
 /* reentrant_acquire_undo.lua: KEYS name, channel, latch; ARGV message,
  * owner, publish command, latch TTL, the count the owner may keep. */
 static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
-  char ttl[32], keep[32];
-  rlock__i64toa(rlock__client_latch_ttl(u->cl), ttl);
-  rlock__i64toa(u->keep, keep);
-  const char *keys[3] = {u->name, u->channel->p, u->latch->p};
-  size_t kl[3] = {u->len, u->channel->n, u->latch->n};
-  const char *args[5] = {MESSAGE, u->owner_id, rlock__publish_cmd(u->cl), ttl, keep};
-  return rlock__script_req(SCRIPT_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, u->cl->opt.command_timeout_ms, done, ctx);
+  return rlock__kind_undo_req(SCRIPT_ACQUIRE_UNDO, MESSAGE, rlock__publish_cmd(u->cl), u, done, ctx);
 }
-
-/* 1 given back, 0 tombstone planted, 2 already undone: it ran. */
-static bool undo_reply(const rlock_reply_t *reply) { return reply->type == RLOCK_REPLY_INTEGER; }
 
 /* reentrant_unlock.lua: KEYS name, channel, latch; ARGV message, the TTL the
  * remaining holds need, owner, publish command, latch TTL, the count the
@@ -81,12 +64,6 @@ static int release_reply(const rlock_reply_t *reply, release_t *how, bool *notif
   return 0;
 }
 
-/* An unlock frees the lock for one owner: wake one waiter. */
-static int wake(const rlock_reply_t *msg) {
-  (void)msg;
-  return 1;
-}
-
 /* reentrant_force_unlock.lua: KEYS name, channel; ARGV message, publish command. */
 static req_t *force_req(op_t *op, req_done_fn done) {
   rlock_lock_t *l = op->lock;
@@ -103,9 +80,9 @@ const lock_kind_t rlock__kind_reentrant = {
     .try_req = try_req,
     .try_reply = try_reply,
     .undo_req = undo_req,
-    .undo_reply = undo_reply,
+    .undo_reply = rlock__kind_undo_ran,
     .release_req = release_req,
     .release_reply = release_reply,
-    .wake = wake,
+    .wake = rlock__kind_wake_one, /* an unlock frees the lock for one owner */
     .force_req = force_req,
 };

@@ -19,20 +19,11 @@
 #define POLL_MIN_MS 8     /* the first poll's delay: 4 to 8 ms */
 #define POLL_MAX_MS 500   /* the cap: polls 250 to 500 ms apart */
 
-static int init(rlock_lock_t *l) {
-  return rlock__names_prefixed(&l->channel, CHANNEL, l->name, l->len) ? RLOCK_ENOMEM : 0;
-}
+static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
 
 /* simple_acquire.lua: KEYS name, latch; ARGV lease, token, latch TTL. */
 static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
-  char lease[32], ttl[32];
-  rlock__i64toa(rlock__op_lease_ms(op), lease);
-  rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
-  const char *keys[2] = {op->lock->name, latch->p};
-  size_t kl[2] = {op->lock->len, latch->n};
-  const char *args[3] = {lease, op->owner_id, ttl};
-  return rlock__script_req(SCRIPT_SIMPLE_ACQUIRE, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms,
-                           done, op);
+  return rlock__kind_try_req(SCRIPT_SIMPLE_ACQUIRE, op, latch, done);
 }
 
 /* nil: acquired; -4: this owner holds it already; an integer >= -1: the
@@ -50,18 +41,8 @@ static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
 /* simple_acquire_undo.lua: KEYS name, channel, latch; ARGV message, token,
  * publish command, latch TTL, the holds the owner may keep (0, 1, -1). */
 static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
-  char ttl[32], keep[32];
-  rlock__i64toa(rlock__client_latch_ttl(u->cl), ttl);
-  rlock__i64toa(u->keep, keep);
-  const char *keys[3] = {u->name, u->channel->p, u->latch->p};
-  size_t kl[3] = {u->len, u->channel->n, u->latch->n};
-  const char *args[5] = {MESSAGE, u->owner_id, rlock__publish_cmd(u->cl), ttl, keep};
-  return rlock__script_req(SCRIPT_SIMPLE_ACQUIRE_UNDO, 3, keys, kl, 5, args, NULL, u->cl->opt.command_timeout_ms,
-                           done, ctx);
+  return rlock__kind_undo_req(SCRIPT_SIMPLE_ACQUIRE_UNDO, MESSAGE, rlock__publish_cmd(u->cl), u, done, ctx);
 }
-
-/* 1 given back, 0 tombstone planted, 2 already undone: it ran. */
-static bool undo_reply(const rlock_reply_t *reply) { return reply->type == RLOCK_REPLY_INTEGER; }
 
 /* simple_unlock.lua: KEYS name, channel, latch; ARGV message, token, publish
  * command, latch TTL. A simple hold has no count to check (rel unused). */
@@ -89,12 +70,6 @@ static int release_reply(const rlock_reply_t *reply, release_t *how, bool *notif
   *how = REL_ALL;
   *notified = reply->integer == 2;
   return 0;
-}
-
-/* An unlock frees the lock for one owner: wake one waiter. */
-static int wake(const rlock_reply_t *msg) {
-  (void)msg;
-  return 1;
 }
 
 /* simple_force_unlock.lua: KEYS name, channel; ARGV message, publish command, any type. */
@@ -135,10 +110,10 @@ const lock_kind_t rlock__kind_simple = {
     .try_req = try_req,
     .try_reply = try_reply,
     .undo_req = undo_req,
-    .undo_reply = undo_reply,
+    .undo_reply = rlock__kind_undo_ran,
     .release_req = release_req,
     .release_reply = release_reply,
-    .wake = wake,
+    .wake = rlock__kind_wake_one, /* an unlock frees the lock for one owner */
     .force_req = force_req,
     .poll_ms = poll_ms,
     .renew_script = SCRIPT_SIMPLE_RENEW,
