@@ -52,23 +52,25 @@ static void count(size_t bytes) {
   atomic_fetch_add_explicit(&n_bytes, bytes, memory_order_relaxed);
 }
 
+/* A block of the static buffer (zeroed: static storage, never reused). */
+static void *boot_alloc(size_t n) {
+  size_t want = (n + 15) & ~(size_t)15;
+  if (boot_used + want > sizeof boot) return NULL;
+  void *p = boot + boot_used;
+  boot_used += want;
+  return p;
+}
+
 void *malloc(size_t n) {
   resolve();
+  if (!real_malloc) return boot_alloc(n); /* inside dlsym */
   count(n);
   return real_malloc(n);
 }
 
 void *calloc(size_t a, size_t b) {
-  if (!real_calloc) {
-    resolve();
-    if (!real_calloc) { /* inside dlsym */
-      size_t want = (a * b + 15) & ~(size_t)15;
-      if (boot_used + want > sizeof boot) return NULL;
-      void *p = boot + boot_used;
-      boot_used += want;
-      return p; /* static storage: already zero */
-    }
-  }
+  resolve();
+  if (!real_calloc) return boot_alloc(a * b); /* inside dlsym */
   count(a * b);
   return real_calloc(a, b);
 }

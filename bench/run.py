@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import os
+import pickle
 import platform
 import re
 import select
@@ -909,7 +910,7 @@ def goals_hot_lock(s3):
                        "polling peer's owner often re-takes the lock it just released in one round trip (owner "
                        "changes: that peer %s, rlock %s); each rlock owner change pays the slow path." %
                        (fmt(bx.get("changes_med")), fmt(r3.get("changes_med"))))
-            goals.append(("3: hot-lock throughput >= the best peer", ok,
+            goals.append(("issue 3, hot lock: throughput >= the best peer", ok,
                           "%s ops/s vs %s %s ops/s%s" % (fmt(r3["median"]), label(*bk), fmt(bx["median"]), why)))
         peers3d = [(k, x) for k, x in s3.items() if k[0] != "rlock" and k[1] == "default" and x
                    and x["max_med"] is not None and not x["stalled_any"]]
@@ -928,11 +929,11 @@ def goals_hot_lock(s3):
                         "the winner among the woken waiters is whoever's retry reaches the server first"
                         if herd else "the owner that just unlocked often wins again because its next acquire "
                         "reaches the server before the woken waiters' retries"))
-            goals.append(("3: max acquire wait far below the peers' defaults (criterion: <= 1/4 of the "
+            goals.append(("issue 3, hot lock: max acquire wait far below the peers' defaults (criterion: <= 1/4 of the "
                           "smallest max of a peer at its defaults that did not stall)", ok,
                           "rlock %s vs smallest peer max %s (%s)%s" %
                           (fmt_ms(r3["max_med"]), fmt_ms(lx["max_med"]), label(*lk), why)))
-        goals.append(("3: counter exact (rlock)", r3["exact_all"],
+        goals.append(("issue 3, hot lock: counter exact (rlock)", r3["exact_all"],
                       "counter = %s after %s critical sections in every repetition" %
                       (fmt(r3["counter"]), fmt(r3["ops"])) if r3["exact_all"] else "see problems below"))
     return goals
@@ -996,6 +997,7 @@ def main():
     ap.add_argument("--compare-bindir", help="--compare: the rlock_bench built from the other commit")
     ap.add_argument("--compare-rev", help="--compare: that commit (short hash, for the results)")
     ap.add_argument("--rounds", type=int, default=5, help="--compare: rounds (default 5)")
+    ap.add_argument("--report-from", help="write the report again from a saved run (no measuring)")
     args = ap.parse_args()
     if bool(args.compare_bindir) != bool(args.compare_rev) or args.rounds < 1:
         ap.error("--compare-bindir and --compare-rev go together; --rounds >= 1")
@@ -1008,6 +1010,18 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    if args.report_from:
+        with open(args.report_from, "rb") as f:
+            saved = pickle.load(f)
+        problems.extend(saved["problems"])
+        redis = Redis()  # versions() asks the server's version
+        try:
+            ctx = Ctx(args, saved["cfg"], redis)
+            write_report(ctx, outdir, saved["R"])
+        finally:
+            redis.close()
+            shutil.rmtree(ctx.tmp, ignore_errors=True)
+        return
     redis = Redis()
     ctx = Ctx(args, cfg, redis)
     try:
@@ -1048,6 +1062,10 @@ def run_all(ctx, outdir):
     log("s6 done")
     R["elapsed"] = time.monotonic() - T0
     R["load_before"] = load_before
+    # Kept so that a report can be written again from the same figures
+    # (run.py --report-from FILE) if writing it fails.
+    with open(os.path.join(tempfile.gettempdir(), "rlock-bench-last-run.pickle"), "wb") as f:
+        pickle.dump(dict(R=R, cfg=cfg, problems=problems), f)
     write_report(ctx, outdir, R)
     log("wrote %s" % os.path.join(outdir, "latest.md"))
 
@@ -1306,6 +1324,7 @@ def write_report(ctx, outdir, R):
            fmt(x["still_held"]), fmt(x["locks"]), x.get("lost", 0)))
     w("| redis-py | n/a | | | | | | no watchdog |")
     w("")
+    r5 = s5.get(("rlock", "default"))
     if r5 and "renewed_locks_per_s" in r5:
         w("rlock renewed %s holds per second with %s renew-script calls per second (batches of up to 500)." %
           (fmt(r5["renewed_locks_per_s"]), fmt(r5["renewal_calls_per_s"], 1)))
