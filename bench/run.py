@@ -1062,6 +1062,7 @@ def run_all(ctx, outdir):
     log("s6 done")
     R["elapsed"] = time.monotonic() - T0
     R["load_before"] = load_before
+    R["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     # Kept so that a report can be written again from the same figures
     # (run.py --report-from FILE) if writing it fails.
     with open(os.path.join(tempfile.gettempdir(), "rlock-bench-last-run.pickle"), "wb") as f:
@@ -1084,7 +1085,7 @@ def write_report(ctx, outdir, R):
     w("Written by `./scripts/bench%s` (bench/run.py) on %s; every figure below comes from this run "
       "(nothing is typed in by hand). Mode: **%s** (%d repetition%s per figure; figures are the median, "
       "± is half the min-max spread in %% of the median). Total run time %.0f s." %
-      (" --quick" if cfg["mode"] == "quick" else "", time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+      (" --quick" if cfg["mode"] == "quick" else "", R.get("date") or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
        cfg["mode"], cfg["reps"], "" if cfg["reps"] == 1 else "s", R["elapsed"]))
     w("")
     w("| | |\n| --- | --- |")
