@@ -319,10 +319,11 @@ def interleaved(ctx, once, impls, key):
     cfg["reps"] rounds (A B C A B C ...): a slow phase of the machine hits
     every row alike. Returns {(impl, setting): summary}."""
     reps = {k: [] for k in impls}
-    for _ in range(ctx.cfg["reps"]):
+    for rnd in range(ctx.cfg["reps"]):
         for impl, setting in impls:
             j = once(ctx, impl, setting)
             if j is not None:
+                j["round"] = rnd
                 reps[(impl, setting)].append(j)
     return {k: summarize(v, key) for k, v in reps.items()}
 
@@ -335,7 +336,15 @@ def summarize(reps, key):
     mid["median"] = med([x[key] for x in reps])
     mid["spread"] = spread([x[key] for x in reps])
     mid["reps"] = [x[key] for x in reps]
+    mid["by_round"] = {x["round"]: x[key] for x in reps if "round" in x}
     return mid
+
+
+def round_ratios(a, b):
+    """' (per round: 0.61, 0.65, 0.63)': a / b of the runs of the same round."""
+    rs = [a["by_round"][i] / b["by_round"][i] for i in sorted(a.get("by_round", {}))
+          if i in b.get("by_round", {}) and b["by_round"][i]]
+    return " (per round: %s)" % ", ".join("%.2f" % r for r in rs) if len(rs) > 1 else ""
 
 
 def s2_once(ctx, impl, setting, bindir=None):
@@ -817,7 +826,8 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
                     fmt(c6.get("syscalls"), 1), top_calls(c6.get("by_call", {})), fmt(f6.get("ir")),
                     fmt(f6.get("allocs"), 1), fmt(f6.get("syscalls"), 1), top_calls(f6.get("by_call", {}))))
         goals.append(("1: uncontended >= 0.95 of the bare hiredis Redisson-format client", ratio >= 0.95,
-                      "%s pairs/s = %.2f of %s%s" % (fmt(r1["median"]), ratio, fmt(ref["median"]), why)))
+                      "%s pairs/s = %.2f of %s%s.%s" % (fmt(r1["median"]), ratio, fmt(ref["median"]),
+                                                        round_ratios(r1, ref), why)))
     peers1 = [(k, x["median"]) for k, x in s1.items() if k[0] != "rlock" and x]
     if r1 and peers1:
         bk, bv = max(peers1, key=lambda kv: kv[1])
