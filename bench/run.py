@@ -574,11 +574,29 @@ def run_tool(ctx, argv, what, env=None):
 
 
 def callgrind_ir(ctx, impl, n, bindir=None):
+    """(total instructions, {function: self instructions}) of n pairs."""
     out = ctx.path("callgrind.out")
     r = run_tool(ctx, ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] +
                  cost_argv(ctx, impl, n, bindir), "callgrind (%s)" % impl)
     m = r and re.search(r"Collected\s*:\s*(\d+)", r.stderr)
-    return int(m.group(1)) if m else None
+    return (int(m.group(1)), callgrind_functions(out)) if m else (None, {})
+
+
+def callgrind_functions(out):
+    """{'function (object)': self instructions} from callgrind_annotate."""
+    r = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", out], capture_output=True, text=True)
+    funcs, obj_of = {}, {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*?)(?: \[(.*)\])?$", line)
+        if not m or m.group(2) == "PROGRAM TOTALS":
+            continue
+        fn = m.group(2).rsplit(":", 1)[-1]
+        # a function met again (code inlined from another source file) comes
+        # without its object: the one of its first line
+        obj = obj_of.setdefault(fn, os.path.basename(m.group(3) or "").split(".so")[0])
+        key = "%s (%s)" % (fn, obj) if obj else fn
+        funcs[key] = funcs.get(key, 0) + int(m.group(1).replace(",", ""))
+    return funcs
 
 
 def malloc_calls(ctx, impl, n, bindir=None):
@@ -614,7 +632,8 @@ def cost_once(ctx, impl, bindir=None):
     pairs - count for n1 pairs) / (n2 - n1), so set-up and exit cancel."""
     n1, n2 = ctx.cfg["s6_pairs"]
     per = lambda a, b: (b - a) / (n2 - n1) if a is not None and b is not None else None
-    res = dict(ir=per(callgrind_ir(ctx, impl, n1, bindir), callgrind_ir(ctx, impl, n2, bindir)),
+    (ir1, f1), (ir2, f2) = callgrind_ir(ctx, impl, n1, bindir), callgrind_ir(ctx, impl, n2, bindir)
+    res = dict(ir=per(ir1, ir2), by_func={k: per(f1.get(k, 0), v) for k, v in f2.items()},
                allocs=per(malloc_calls(ctx, impl, n1, bindir), malloc_calls(ctx, impl, n2, bindir)))
     s1, s2 = strace_calls(ctx, impl, n1, bindir), strace_calls(ctx, impl, n2, bindir)
     if s1 and s2:
@@ -639,6 +658,8 @@ def scen_s6(ctx):
             x[key], x[key + "_spread"], x[key + "_reps"] = med(vals), spread(vals), vals
         calls = {k for r in rs for k in r["by_call"]}
         x["by_call"] = {k: med([r["by_call"].get(k, 0) for r in rs if r["by_call"]]) for k in calls}
+        funcs = {k for r in rs for k in r["by_func"]}
+        x["by_func"] = {k: med([r["by_func"].get(k, 0) for r in rs if r["by_func"]]) for k in funcs}
         res[impl] = x
     n1, n2 = ctx.cfg["s6_pairs"]
     res.update(n1=n1, n2=n2)
@@ -807,6 +828,27 @@ def top_calls(by_call, n=4):
     return ", ".join("%s %.1f" % (k, v) for v, k in items)
 
 
+STDIO_FORMAT = re.compile(r"printf|^_IO_|_itoa|strchrnul")
+
+
+def where_instructions(c6):
+    """Where the instructions of a pair go, from callgrind's self costs."""
+    funcs = c6.get("by_func") or {}
+    if not funcs:
+        return "see section 6"
+    by_obj = {}
+    for k, v in funcs.items():
+        o = k.rsplit(" (", 1)[1].rstrip(")") if " (" in k else "?"
+        by_obj[o] = by_obj.get(o, 0) + v
+    stdio = sum(v for k, v in funcs.items() if STDIO_FORMAT.search(k.split(" (")[0]))
+    objs = ", ".join("%s %s" % (o, fmt(v)) for o, v in sorted(by_obj.items(), key=lambda kv: -kv[1])[:5])
+    mine = sorted(((v, k) for k, v in funcs.items() if "(librlock)" in k), reverse=True)[:4]
+    top = ", ".join("%s %s" % (k.split(" (")[0], fmt(v)) for v, k in mine)
+    return ("per object: %s; of these, libc's string formatting (functions named *printf*, _IO_*, _itoa*, "
+            "strchrnul) %s; librlock's costliest functions: %s (section 6 lists the top 20)" %
+            (objs, fmt(stdio), top))
+
+
 def goals_issue10(R, rtt, half_ceiling, rt_unit):
     """[(goal, met: True/False/None, figures and why)] for issue 10's goals."""
     s1, s2, s4, s5, s6, ref = R["s1"], R["s2"], R["s4"], R["s5"], R["s6"], R["ref"]
@@ -865,9 +907,7 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
         ok = c6["ir"] <= 12000
         goals.append(("3: <= 12,000 instructions per pair (callgrind, steady state)", ok,
                       "%s instructions per pair (reference client: %s)%s" %
-                      (fmt(c6["ir"]), fmt(f6.get("ir")),
-                       "" if ok else " Why: see section 6 (the work of both threads, libevent and hiredis "
-                       "included)")))
+                      (fmt(c6["ir"]), fmt(f6.get("ir")), "" if ok else " Why: " + where_instructions(c6))))
     if c6.get("allocs") is not None:
         ok = c6["allocs"] <= 2
         goals.append(("3: <= 2 allocations per pair (steady state)", ok,
@@ -1366,6 +1406,19 @@ def write_report(ctx, outdir, R):
                fmt(x["syscalls"], 1), x["syscalls_spread"], top_calls(x["by_call"], 8)))
         w("| goal (issue 10) | <= 12,000 | <= 2 | | |")
         w("")
+        for impl, top in (("rlock", 20), ("redisson-ref", 8)):
+            funcs = sorted(((v, k) for k, v in s6[impl].get("by_func", {}).items() if v and v > 0), reverse=True)
+            if not funcs:
+                continue
+            w("Where %s instructions go: self cost per pair of the %d costliest functions (callgrind_annotate, "
+              "same difference of two runs; together %s of %s):" %
+              ("rlock's" if impl == "rlock" else "the reference client's", min(top, len(funcs)),
+               fmt(sum(v for v, _ in funcs[:top])), fmt(s6[impl]["ir"])))
+            w("")
+            w("| function (object) | instructions per pair |\n| --- | --- |")
+            for v, k in funcs[:top]:
+                w("| `%s` | %s |" % (k.replace("|", "/"), fmt(v)))
+            w("")
         w("The peers run on JIT-compiling (node) or interpreting (Python) runtimes where these counts measure "
           "the runtime more than the library; their client cost is the CPU per pair of scenarios 1 and 2.")
     else:
