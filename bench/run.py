@@ -737,11 +737,12 @@ def write_compare(ctx, outdir, runs, load_before):
       "redis-server (%s, 127.0.0.1), in %d round(s); each round runs every scenario for A then B (odd rounds B "
       "then A), so a slow phase of the machine hits both alike. Sizes: %s mode (scenario 1: %s pairs; 2: %d "
       "threads x %.0f s; 3: %d workers x %d; 4: %s handoffs; 5: %s locks held %.0f s, watchdog %d ms; "
-      "6: N = %d and %d pairs). Machine: %s; load average at start %s. Total run time %.0f s." %
+      "6: N = %d and %d pairs). Machine: %s; load average at start %s, at the end %s. Total run time %.0f s." %
       (args.compare_rev, time.strftime("%Y-%m-%d %H:%M:%S %Z"), v["git"], args.compare_rev, v["redis"],
        args.rounds, cfg["mode"], fmt(cfg["s1_pairs"]), cfg["s2_workers"], cfg["s2_secs"], cfg["s3_workers"],
        cfg["s3_iters"], fmt(cfg["s4_handoffs"]), fmt(cfg["s5_locks"]), cfg["s5_hold"], cfg["s5_watchdog_ms"],
-       cfg["s6_pairs"][0], cfg["s6_pairs"][1], v["cpu"], load_before, time.monotonic() - T0))
+       cfg["s6_pairs"][0], cfg["s6_pairs"][1], v["cpu"], load_before, "%.2f %.2f %.2f" % os.getloadavg(),
+       time.monotonic() - T0))
     w("")
     w("Ratio = A / B per round (the rounds pair the runs that ran next to each other); the table gives the "
       "median ratio and the smallest and largest round. *better* says which direction is an improvement; "
@@ -1115,6 +1116,7 @@ def run_all(ctx, outdir):
     log("s6 done")
     R["elapsed"] = time.monotonic() - T0
     R["load_before"] = load_before
+    R["load_after"] = "%.2f %.2f %.2f" % os.getloadavg()
     R["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     # Kept so that a report can be written again from the same figures
     # (run.py --report-from FILE) if writing it fails.
@@ -1142,8 +1144,8 @@ def write_report(ctx, outdir, R):
        cfg["mode"], cfg["reps"], "" if cfg["reps"] == 1 else "s", R["elapsed"]))
     w("")
     w("| | |\n| --- | --- |")
-    w("| machine | %s; load average at start %s (other work on the machine shares the cores) |" %
-      (v["cpu"], R["load_before"]))
+    w("| machine | %s; load average at start %s, at the end %s (other work on the machine shares the cores) |" %
+      (v["cpu"], R["load_before"], R.get("load_after", "?")))
     w("| redis-server | %s, our own instance on 127.0.0.1 (no persistence), same for every figure |" % v["redis"])
     w("| rlock | %s, git %s, built RelWithDebInfo (the project's default) by scripts/bench |" %
       (open(os.path.join(ctx.repo, "include", "rlock.h")).read().split('RLOCK_VERSION_STRING "')[1].split('"')[0],
