@@ -1,19 +1,28 @@
 #!/usr/bin/python3
-"""run.py -- the driver of the benchmark harness (issue 3), started by
+"""run.py -- the driver of the benchmark harness (issues 3 and 10), started by
 scripts/bench once everything is installed and built. It starts its own
 redis-server on a free loopback port in a temporary directory (always removed),
 measures the limits (hiredis PING loop; redis-benchmark EVALSHA of
-lua/reentrant_acquire.lua), runs scenarios 1-6 for rlock (bench/rlock_bench.c) and
+lua/reentrant_acquire.lua; the bare hiredis Redisson-format reference client
+bench/redisson_ref.c), runs scenarios 1-6 for rlock (bench/rlock_bench.c) and
 the peers (bench/peers/), and writes bench/results/latest.md plus PNG charts
-(gnuplot) of the latency distributions. Every figure comes from this run.
+(gnuplot) of the latency distributions, with the goals of issue 10 met or not.
+Every figure comes from this run.
+
+With --compare-bindir DIR --compare-rev REV (scripts/bench --compare REV) it
+runs only rlock's rows, those of the current tree beside those of DIR's
+rlock_bench (built from REV), interleaved for --rounds rounds, and writes
+bench/results/compare-REV.md with the ratios.
 
 usage: run.py --repo DIR --bindir DIR [--quick] [--out DIR]
+              [--compare-bindir DIR --compare-rev REV [--rounds N]]
 """
 import argparse
 import csv
 import io
 import json
 import os
+import pickle
 import platform
 import re
 import select
@@ -50,6 +59,9 @@ QUICK = dict(
     s5_locks=10000, s5_hold=4.0, s5_watchdog_ms=3000, s5_reps_peer=1, s5_hold_peer=4.0,
     s6_pairs=(200, 700),
 )
+# --compare: the quick sizes, scenario 1 longer (its ratio is the one that
+# judges the engine's per-call path; short runs follow the machine's load).
+COMPARE = dict(QUICK, mode="compare (quick sizes, scenario 1 longer)", s1_pairs=10000, s1_warm=500)
 
 # Implementations: (label, kind, setting). "best" = shortest retry delay.
 PEER_SETTINGS = {
@@ -68,6 +80,7 @@ CONTENDED = [("rlock", "default")] + [
     for s in PEER_SETTINGS[p]]
 UNCONTENDED = [("rlock", "default"), ("redis-py", "default"), ("redlock", "default"),
                ("redis-semaphore", "default"), ("node-redisson", "default")]
+REFERENCE = ("redisson-ref", "default")  # bench/redisson_ref.c: a limit, not a peer
 NODE_NAME = {"redlock": "redlock", "redis-semaphore": "semaphore", "node-redisson": "redisson"}
 
 problems = []  # library errors, stalls, wrong results: all go to the results file
@@ -197,18 +210,22 @@ class Ctx:
         self.n += 1
         return os.path.join(self.tmp, "%03d-%s" % (self.n, stem))
 
-    def command(self, impl, setting, scen, args):
-        """argv for one run of scenario scen of one implementation."""
+    def command(self, impl, setting, scen, args, bindir=None):
+        """argv for one run of scenario scen of one implementation (rlock:
+        the rlock_bench of bindir, default --bindir; --compare passes the
+        other commit's)."""
         if impl == "rlock":
-            return [os.path.join(self.bindir, "rlock_bench"), scen, self.redis.url] + args
+            return [os.path.join(bindir or self.bindir, "rlock_bench"), scen, self.redis.url] + args
+        if impl == "redisson-ref":  # scenario 1 and the cost runs only
+            return [os.path.join(self.bindir, "redisson_ref"), "127.0.0.1", str(self.redis.port)] + args
         if impl == "redis-py":
             return ["/usr/bin/python3", os.path.join(self.peers, "redis_py.py"), setting, scen,
                     str(self.redis.port)] + args
         return ["node", os.path.join(self.peers, "peers.js"), NODE_NAME[impl], setting, scen,
                 str(self.redis.port)] + args
 
-    def run_json(self, impl, setting, scen, args, timeout, what):
-        argv = self.command(impl, setting, scen, args)
+    def run_json(self, impl, setting, scen, args, timeout, what, bindir=None):
+        argv = self.command(impl, setting, scen, args, bindir)
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -286,20 +303,32 @@ def limit_ceiling(ctx):
 # ------------------------------------------------------------------ scenarios
 
 
-def scen_s1(ctx, impl, setting):
+def s1_once(ctx, impl, setting, bindir=None):
+    """One run of scenario 1 (also the reference client's row)."""
     cfg = ctx.cfg
-    reps = []
-    for _ in range(cfg["reps"]):
-        ctx.redis.flush()
-        sp = ctx.path("s1-%s.txt" % impl)
-        j = ctx.run_json(impl, setting, "s1", [str(cfg["s1_pairs"]), str(cfg["s1_warm"]), sp],
-                         300, "scenario 1")
-        if j is None:
-            continue
-        s = sorted(load_samples(sp))
-        j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s)
-        reps.append(j)
-    return summarize(reps, "rate")
+    ctx.redis.flush()
+    sp = ctx.path("s1-%s.txt" % impl)
+    j = ctx.run_json(impl, setting, "s1", [str(cfg["s1_pairs"]), str(cfg["s1_warm"]), sp],
+                     300, "scenario 1", bindir)
+    if j is None:
+        return None
+    s = sorted(load_samples(sp))
+    j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s)
+    return j
+
+
+def interleaved(ctx, once, impls, key):
+    """Runs once(ctx, impl, setting) for every implementation, then again,
+    cfg["reps"] rounds (A B C A B C ...): a slow phase of the machine hits
+    every row alike. Returns {(impl, setting): summary}."""
+    reps = {k: [] for k in impls}
+    for rnd in range(ctx.cfg["reps"]):
+        for impl, setting in impls:
+            j = once(ctx, impl, setting)
+            if j is not None:
+                j["round"] = rnd
+                reps[(impl, setting)].append(j)
+    return {k: summarize(v, key) for k, v in reps.items()}
 
 
 def summarize(reps, key):
@@ -310,31 +339,36 @@ def summarize(reps, key):
     mid["median"] = med([x[key] for x in reps])
     mid["spread"] = spread([x[key] for x in reps])
     mid["reps"] = [x[key] for x in reps]
+    mid["by_round"] = {x["round"]: x[key] for x in reps if "round" in x}
     return mid
 
 
-def scen_s2(ctx, impl, setting):
+def round_ratios(a, b):
+    """' (per round: 0.61, 0.65, 0.63)': a / b of the runs of the same round."""
+    rs = [a["by_round"][i] / b["by_round"][i] for i in sorted(a.get("by_round", {}))
+          if i in b.get("by_round", {}) and b["by_round"][i]]
+    return " (per round: %s)" % ", ".join("%.2f" % r for r in rs) if len(rs) > 1 else ""
+
+
+def s2_once(ctx, impl, setting, bindir=None):
     cfg = ctx.cfg
-    reps = []
-    for _ in range(cfg["reps"]):
-        ctx.redis.flush()
-        sp = ctx.path("s2-%s.txt" % impl)
-        j = ctx.run_json(impl, setting, "s2", [str(cfg["s2_workers"]), str(cfg["s2_secs"]),
-                                                str(cfg["s2_warm"]), sp],
-                         cfg["s2_secs"] + cfg["s2_warm"] + 60, "scenario 2")
-        if j is None:
-            continue
-        s = load_samples(sp)
-        if len(s) > 200000:  # enough for the percentiles and the chart
-            s = s[:: len(s) // 200000 + 1]
-        s.sort()
-        j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s,
-                 cpu_us_per_pair=j.get("client_cpu_pct", 0) / 100 * j["elapsed_s"] * 1e6 / max(1, j["pairs"]))
-        reps.append(j)
-    return summarize(reps, "rate")
+    ctx.redis.flush()
+    sp = ctx.path("s2-%s.txt" % impl)
+    j = ctx.run_json(impl, setting, "s2", [str(cfg["s2_workers"]), str(cfg["s2_secs"]),
+                                            str(cfg["s2_warm"]), sp],
+                     cfg["s2_secs"] + cfg["s2_warm"] + 60, "scenario 2", bindir)
+    if j is None:
+        return None
+    s = load_samples(sp)
+    if len(s) > 200000:  # enough for the percentiles and the chart
+        s = s[:: len(s) // 200000 + 1]
+    s.sort()
+    j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s,
+             cpu_us_per_pair=j.get("client_cpu_pct", 0) / 100 * j["elapsed_s"] * 1e6 / max(1, j["pairs"]))
+    return j
 
 
-def s3_once(ctx, impl, setting):
+def s3_once(ctx, impl, setting, bindir=None):
     cfg = ctx.cfg
     ctx.redis.flush()
     name, counter = "bench:s3:%s:%s" % (impl, setting), "bench:s3:counter"
@@ -342,7 +376,7 @@ def s3_once(ctx, impl, setting):
     for w in range(cfg["s3_workers"]):
         sp = ctx.path("s3-%s-%d.txt" % (impl, w))
         files.append(sp)
-        argv = ctx.command(impl, setting, "s3", [name, counter, str(cfg["s3_iters"]), sp])
+        argv = ctx.command(impl, setting, "s3", [name, counter, str(cfg["s3_iters"]), sp], bindir)
         procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     # Each worker warms up (20 lock+unlock pairs, contended) and prints "ready";
@@ -457,26 +491,28 @@ def scen_s3(ctx, impl, setting):
     return res
 
 
-def scen_s4(ctx, impl, setting):
+def s4_once(ctx, impl, setting, bindir=None):
     cfg = ctx.cfg
     cap = cfg["s4_cap_rlock"] if impl == "rlock" else cfg["s4_cap_peer"]
     warm = cfg["s4_warm"] if impl == "rlock" else cfg["s4_warm_peer"]
-    reps = []
-    for _ in range(cfg["reps"]):
-        ctx.redis.flush()
-        sp = ctx.path("s4-%s.txt" % impl)
-        j = ctx.run_json(impl, setting, "s4", ["bench:s4:%s" % impl, str(cfg["s4_handoffs"]),
-                                                str(warm), str(cfg["s4_delay_us"]),
-                                                str(cap), sp], cap + 90, "scenario 4")
-        if j is None:
-            continue
-        s = sorted(load_samples(sp))
-        j.update(p50=pct(s, 50), p99=pct(s, 99), max=s[-1] if s else None, samples=s)
-        if j.get("stalled"):
-            problems.append("scenario 4: %s (%s) stalled: a waiter was not woken by the unlock "
-                            "and waited past the %.0f s cap (%d handoffs done)" %
-                            (impl, setting, cap, j["handoffs"]))
-        reps.append(j)
+    ctx.redis.flush()
+    sp = ctx.path("s4-%s.txt" % impl)
+    j = ctx.run_json(impl, setting, "s4", ["bench:s4:%s" % impl, str(cfg["s4_handoffs"]),
+                                            str(warm), str(cfg["s4_delay_us"]),
+                                            str(cap), sp], cap + 90, "scenario 4", bindir)
+    if j is None:
+        return None
+    s = sorted(load_samples(sp))
+    j.update(p50=pct(s, 50), p99=pct(s, 99), max=s[-1] if s else None, samples=s)
+    if j.get("stalled"):
+        problems.append("scenario 4: %s (%s) stalled: a waiter was not woken by the unlock "
+                        "and waited past the %.0f s cap (%d handoffs done)" %
+                        (impl, setting, cap, j["handoffs"]))
+    return j
+
+
+def scen_s4(ctx, impl, setting):
+    reps = [r for r in (s4_once(ctx, impl, setting) for _ in range(ctx.cfg["reps"])) if r]
     res = summarize([r for r in reps if r["p50"] == r["p50"]] or reps, "p50")
     if res:
         res["p99_med"] = med([r["p99"] for r in reps if r["p99"] == r["p99"]])
@@ -486,29 +522,32 @@ def scen_s4(ctx, impl, setting):
     return res
 
 
+def s5_once(ctx, impl, setting, bindir=None):
+    cfg = ctx.cfg
+    hold = cfg["s5_hold"] if impl == "rlock" else cfg["s5_hold_peer"]
+    ctx.redis.flush()
+    args = [str(cfg["s5_locks"]), str(hold), str(cfg["s5_watchdog_ms"])]
+    j = ctx.run_json(impl, setting, "s5", args, hold + 300, "scenario 5", bindir)
+    if j is None:
+        return None
+    ok = j["still_held"] == cfg["s5_locks"] and j.get("lost", 0) == 0 and j.get("failed", 0) == 0
+    j["ok"] = ok
+    if not ok:
+        problems.append("scenario 5: %s (%s): %d of %d locks still held after %.0f s, %d lost "
+                        "notifications, %d failed calls" %
+                        (impl, setting, j["still_held"], cfg["s5_locks"], hold, j.get("lost", 0),
+                         j.get("failed", 0)))
+    j["cmd_rate"] = j.get("renewal_calls_per_s", j.get("server_script_calls_per_s"))
+    return j
+
+
 def scen_s5(ctx, impl, setting):
     cfg = ctx.cfg
     reps_n = cfg["reps"] if impl == "rlock" else cfg["s5_reps_peer"]
-    hold = cfg["s5_hold"] if impl == "rlock" else cfg["s5_hold_peer"]
-    reps = []
-    for _ in range(reps_n):
-        ctx.redis.flush()
-        args = [str(cfg["s5_locks"]), str(hold), str(cfg["s5_watchdog_ms"])]
-        j = ctx.run_json(impl, setting, "s5", args, hold + 300, "scenario 5")
-        if j is None:
-            continue
-        ok = j["still_held"] == cfg["s5_locks"] and j.get("lost", 0) == 0 and j.get("failed", 0) == 0
-        j["ok"] = ok
-        if not ok:
-            problems.append("scenario 5: %s (%s): %d of %d locks still held after %.0f s, %d lost "
-                            "notifications, %d failed calls" %
-                            (impl, setting, j["still_held"], cfg["s5_locks"], hold, j.get("lost", 0),
-                             j.get("failed", 0)))
-        j["cmd_rate"] = j.get("renewal_calls_per_s", j.get("server_script_calls_per_s"))
-        reps.append(j)
+    reps = [r for r in (s5_once(ctx, impl, setting) for _ in range(reps_n)) if r]
     res = summarize(reps, "client_cpu_pct")
     if res:
-        res["hold"] = hold
+        res["hold"] = cfg["s5_hold"] if impl == "rlock" else cfg["s5_hold_peer"]
         res["ok_all"] = all(r["ok"] for r in reps)
         res["server_cmd_med"] = med([r.get("server_script_calls_per_s") for r in reps])
         res["rss_med"] = med([r["rss_bytes_per_lock"] for r in reps])
@@ -517,26 +556,226 @@ def scen_s5(ctx, impl, setting):
     return res
 
 
+def cost_argv(ctx, impl, n, bindir=None):
+    """The plain loop of n lock+unlock pairs that the cost tools wrap."""
+    if impl == "rlock":
+        return [os.path.join(bindir or ctx.bindir, "rlock_bench"), "s6", ctx.redis.url, str(n)]
+    return [os.path.join(ctx.bindir, "redisson_ref"), "127.0.0.1", str(ctx.redis.port), str(n), "0", "-"]
+
+
+def run_tool(ctx, argv, what, env=None):
+    ctx.redis.flush()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
+    if r.returncode != 0:
+        problems.append("scenario 6: %s failed (status %d): %s" % (what, r.returncode, r.stderr.strip()[-400:]))
+        return None
+    return r
+
+
+def callgrind_ir(ctx, impl, n, bindir=None):
+    """(total instructions, {function: self instructions}) of n pairs."""
+    out = ctx.path("callgrind.out")
+    r = run_tool(ctx, ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] +
+                 cost_argv(ctx, impl, n, bindir), "callgrind (%s)" % impl)
+    m = r and re.search(r"Collected\s*:\s*(\d+)", r.stderr)
+    return (int(m.group(1)), callgrind_functions(out)) if m else (None, {})
+
+
+def callgrind_functions(out):
+    """{'function (object)': self instructions} from callgrind_annotate."""
+    r = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", out], capture_output=True, text=True)
+    funcs, obj_of = {}, {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*?)(?: \[(.*)\])?$", line)
+        if not m or m.group(2) == "PROGRAM TOTALS":
+            continue
+        fn = m.group(2).rsplit(":", 1)[-1]
+        # a function met again (code inlined from another source file) comes
+        # without its object: the one of its first line
+        obj = obj_of.setdefault(fn, os.path.basename(m.group(3) or "").split(".so")[0])
+        key = "%s (%s)" % (fn, obj) if obj else fn
+        funcs[key] = funcs.get(key, 0) + int(m.group(1).replace(",", ""))
+    return funcs
+
+
+def malloc_calls(ctx, impl, n, bindir=None):
+    out = ctx.path("malloc.json")
+    r = run_tool(ctx, cost_argv(ctx, impl, n, bindir), "malloc_count (%s)" % impl,
+                 {"LD_PRELOAD": os.path.join(ctx.bindir, "malloc_count.so"), "MALLOC_COUNT_OUT": out})
+    try:
+        with open(out) as f:
+            return json.load(f)["allocations"] if r else None
+    except (OSError, ValueError, KeyError):
+        problems.append("scenario 6: malloc_count (%s) wrote no count" % impl)
+        return None
+
+
+def strace_calls(ctx, impl, n, bindir=None):
+    """{syscall: calls} of every thread (strace -c -f), "total" included."""
+    out = ctx.path("strace.txt")
+    r = run_tool(ctx, ["strace", "-c", "-f", "-o", out] + cost_argv(ctx, impl, n, bindir),
+                 "strace (%s)" % impl)
+    if not r:
+        return None
+    calls = {}
+    with open(out) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 5 and parts[0][0].isdigit():
+                calls[parts[-1]] = int(parts[3])
+    return calls
+
+
+def cost_once(ctx, impl, bindir=None):
+    """Per-pair client cost, steady state: every figure is (count for n2
+    pairs - count for n1 pairs) / (n2 - n1), so set-up and exit cancel."""
+    n1, n2 = ctx.cfg["s6_pairs"]
+    per = lambda a, b: (b - a) / (n2 - n1) if a is not None and b is not None else None
+    (ir1, f1), (ir2, f2) = callgrind_ir(ctx, impl, n1, bindir), callgrind_ir(ctx, impl, n2, bindir)
+    res = dict(ir=per(ir1, ir2), by_func={k: per(f1.get(k, 0), v) for k, v in f2.items()},
+               allocs=per(malloc_calls(ctx, impl, n1, bindir), malloc_calls(ctx, impl, n2, bindir)))
+    s1, s2 = strace_calls(ctx, impl, n1, bindir), strace_calls(ctx, impl, n2, bindir)
+    if s1 and s2:
+        res["syscalls"] = per(s1.get("total", 0), s2.get("total", 0))
+        res["by_call"] = {k: per(s1.get(k, 0), v) for k, v in s2.items() if k != "total"}
+    else:
+        res["syscalls"], res["by_call"] = None, {}
+    return res
+
+
 def scen_s6(ctx):
-    cfg = ctx.cfg
-    n1, n2 = cfg["s6_pairs"]
-    per = []
-    for _ in range(cfg["reps"]):
-        irs = []
-        for n in (n1, n2):
-            ctx.redis.flush()
-            out = ctx.path("callgrind.out")
-            r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
-                                os.path.join(ctx.bindir, "rlock_bench"), "s6", ctx.redis.url, str(n)],
-                               capture_output=True, text=True, timeout=600)
-            m = re.search(r"Collected\s*:\s*(\d+)", r.stderr)
-            if r.returncode != 0 or not m:
-                problems.append("scenario 6: callgrind run failed (status %d): %s" %
-                                (r.returncode, r.stderr.strip()[-400:]))
-                return None
-            irs.append(int(m.group(1)))
-        per.append((irs[1] - irs[0]) / (n2 - n1))
-    return dict(median=med(per), spread=spread(per), reps=per, n1=n1, n2=n2)
+    """rlock and the reference client, interleaved, cfg["reps"] rounds."""
+    runs = {"rlock": [], "redisson-ref": []}
+    for _ in range(ctx.cfg["reps"]):
+        for impl in runs:
+            runs[impl].append(cost_once(ctx, impl))
+    res = {}
+    for impl, rs in runs.items():
+        x = {}
+        for key in ("ir", "allocs", "syscalls"):
+            vals = [r[key] for r in rs if r[key] is not None]
+            x[key], x[key + "_spread"], x[key + "_reps"] = med(vals), spread(vals), vals
+        calls = {k for r in rs for k in r["by_call"]}
+        x["by_call"] = {k: med([r["by_call"].get(k, 0) for r in rs if r["by_call"]]) for k in calls}
+        funcs = {k for r in rs for k in r["by_func"]}
+        x["by_func"] = {k: med([r["by_func"].get(k, 0) for r in rs if r["by_func"]]) for k in funcs}
+        res[impl] = x
+    n1, n2 = ctx.cfg["s6_pairs"]
+    res.update(n1=n1, n2=n2)
+    return res
+
+
+# ------------------------------------------------------------------ compare
+
+
+# (key, label, unit, better): the rlock figures --compare puts side by side.
+COMPARE_METRICS = [
+    ("s1_rate", "1: uncontended pairs/s", "pairs/s", "higher"),
+    ("s1_cpu", "1: client CPU per pair", "µs", "lower"),
+    ("s2_rate", "2: 50 owners pairs/s", "pairs/s", "higher"),
+    ("s2_cpu", "2: client CPU per pair", "µs", "lower"),
+    ("s3_rate", "3: hot lock ops/s", "ops/s", "higher"),
+    ("s3_max", "3: max acquire wait", "µs", "lower"),
+    ("s4_p50", "4: handoff p50", "µs", "lower"),
+    ("s5_cpu", "5: watchdog client CPU", "% of a core", "lower"),
+    ("s5_rss", "5: watchdog RSS per held lock", "B", "lower"),
+    ("ir", "6: instructions per pair", "", "lower"),
+    ("allocs", "6: allocations per pair", "", "lower"),
+    ("syscalls", "6: system calls per pair", "", "lower"),
+]
+
+
+def compare_round(ctx, bindir):
+    """Every rlock figure of COMPARE_METRICS once, with the rlock_bench of bindir."""
+    x = {}
+    j = s1_once(ctx, "rlock", "default", bindir)
+    if j:
+        x.update(s1_rate=j["rate"], s1_cpu=j.get("cpu_us_per_pair"))
+    j = s2_once(ctx, "rlock", "default", bindir)
+    if j:
+        x.update(s2_rate=j["rate"], s2_cpu=j["cpu_us_per_pair"])
+    j = s3_once(ctx, "rlock", "default", bindir)
+    if j and not j["stalled"]:
+        x.update(s3_rate=j["rate"], s3_max=j["max"])
+    j = s4_once(ctx, "rlock", "default", bindir)
+    if j:
+        x.update(s4_p50=j["p50"])
+    j = s5_once(ctx, "rlock", "default", bindir)
+    if j:
+        x.update(s5_cpu=j["client_cpu_pct"], s5_rss=j["rss_bytes_per_lock"])
+    c = cost_once(ctx, "rlock", bindir)
+    x.update(ir=c["ir"], allocs=c["allocs"], syscalls=c["syscalls"])
+    return x
+
+
+def run_compare(ctx, outdir):
+    """--compare: the current tree's rlock rows (A) and REV's (B), A B, then
+    B A, ... for --rounds rounds in one run against one server; each round
+    gives a ratio A / B per figure."""
+    cfg, args = ctx.cfg, ctx.args
+    load_before = "%.2f %.2f %.2f" % os.getloadavg()
+    sides = [("current", None), ("rev", os.path.abspath(args.compare_bindir))]
+    runs = {"current": [], "rev": []}
+    for rnd in range(args.rounds):
+        for name, bindir in (sides if rnd % 2 == 0 else sides[::-1]):
+            runs[name].append(compare_round(ctx, bindir))
+            log("round %d/%d %s done" % (rnd + 1, args.rounds, name))
+    write_compare(ctx, outdir, runs, load_before)
+
+
+def write_compare(ctx, outdir, runs, load_before):
+    cfg, args = ctx.cfg, ctx.args
+    v = versions(ctx)
+    L = []
+    w = L.append
+    w("# rlock benchmarks: %s compared with %s" % (v["git"], args.compare_rev))
+    w("")
+    w("Written by `./scripts/bench --compare %s` (bench/run.py) on %s; every figure below comes from this run. "
+      "**A** = the current tree (git %s), **B** = commit %s (its own librlock and rlock_bench, built from "
+      "`git archive` of that commit into a temporary directory, removed afterwards). Both run against the same "
+      "redis-server (%s, 127.0.0.1), in %d round(s); each round runs every scenario for A then B (odd rounds B "
+      "then A), so a slow phase of the machine hits both alike. Sizes: %s mode (scenario 1: %s pairs; 2: %d "
+      "threads x %.0f s; 3: %d workers x %d; 4: %s handoffs; 5: %s locks held %.0f s, watchdog %d ms; "
+      "6: N = %d and %d pairs). Machine: %s; load average at start %s, at the end %s. Total run time %.0f s." %
+      (args.compare_rev, time.strftime("%Y-%m-%d %H:%M:%S %Z"), v["git"], args.compare_rev, v["redis"],
+       args.rounds, cfg["mode"], fmt(cfg["s1_pairs"]), cfg["s2_workers"], cfg["s2_secs"], cfg["s3_workers"],
+       cfg["s3_iters"], fmt(cfg["s4_handoffs"]), fmt(cfg["s5_locks"]), cfg["s5_hold"], cfg["s5_watchdog_ms"],
+       cfg["s6_pairs"][0], cfg["s6_pairs"][1], v["cpu"], load_before, "%.2f %.2f %.2f" % os.getloadavg(),
+       time.monotonic() - T0))
+    w("")
+    w("Ratio = A / B per round (the rounds pair the runs that ran next to each other); the table gives the "
+      "median ratio and the smallest and largest round. *better* says which direction is an improvement; "
+      "**verdict** (at least 3 rounds): better / worse when every round agrees beyond ±2 %, else *same within "
+      "noise*.")
+    w("")
+    w("| figure | A (median) | B (median) | ratio A/B (median) | min - max over rounds | better | verdict |")
+    w("| --- | --- | --- | --- | --- | --- | --- |")
+    for key, name, unit, better in COMPARE_METRICS:
+        pairs = [(a.get(key), b.get(key)) for a, b in zip(runs["current"], runs["rev"])]
+        ratios = [a / b for a, b in pairs if a is not None and b]
+        am = med([a for a, _ in pairs])
+        bm = med([b for _, b in pairs])
+        nd = 1 if key in ("s1_cpu", "s2_cpu", "s5_cpu", "allocs", "syscalls") else 0
+        if not ratios:
+            w("| %s | %s | %s | n/a | | %s | failed: see problems |" % (name, fmt(am, nd), fmt(bm, nd), better))
+            continue
+        lo, hi = min(ratios), max(ratios)
+        up = lo > 1.02 if better == "higher" else hi < 0.98
+        down = hi < 0.98 if better == "higher" else lo > 1.02
+        verdict = ("no verdict (fewer than 3 rounds)" if len(ratios) < 3 else
+                   "**better**" if up else "**worse**" if down else "same within noise")
+        w("| %s (%s) | %s | %s | %.3f | %.3f - %.3f | %s | %s |" %
+          (name, unit or "count", fmt(am, nd), fmt(bm, nd), med(ratios), lo, hi, better, verdict))
+    w("")
+    w("## Problems seen in this run")
+    w("")
+    for p in problems or ["none"]:
+        w("- " + p.replace("\n", " "))
+    path = os.path.join(outdir, "compare-%s.md" % args.compare_rev)
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+    log("wrote %s" % path)
 
 
 # ------------------------------------------------------------------ charts
@@ -581,12 +820,187 @@ def chart(ctx, outdir, fname, title, series, xlabel="latency (µs, log scale)"):
     return fname + ".png"
 
 
+# ------------------------------------------------------------------ goals
+
+
+def top_calls(by_call, n=4):
+    """'futex 4.0, epoll_wait 5.3, ...': the n most frequent system calls per pair."""
+    items = sorted(((v, k) for k, v in by_call.items() if v and v > 0.05), reverse=True)[:n]
+    return ", ".join("%s %.1f" % (k, v) for v, k in items)
+
+
+STDIO_FORMAT = re.compile(r"printf|^_IO_|_itoa|strchrnul")
+
+
+def where_instructions(c6):
+    """Where the instructions of a pair go, from callgrind's self costs."""
+    funcs = c6.get("by_func") or {}
+    if not funcs:
+        return "see section 6"
+    by_obj = {}
+    for k, v in funcs.items():
+        o = k.rsplit(" (", 1)[1].rstrip(")") if " (" in k else "?"
+        by_obj[o] = by_obj.get(o, 0) + v
+    stdio = sum(v for k, v in funcs.items() if STDIO_FORMAT.search(k.split(" (")[0]))
+    objs = ", ".join("%s %s" % (o, fmt(v)) for o, v in sorted(by_obj.items(), key=lambda kv: -kv[1])[:5])
+    mine = sorted(((v, k) for k, v in funcs.items() if "(librlock)" in k), reverse=True)[:4]
+    top = ", ".join("%s %s" % (k.split(" (")[0], fmt(v)) for v, k in mine)
+    return ("per object: %s; of these, libc's string formatting (functions named *printf*, _IO_*, _itoa*, "
+            "strchrnul) %s; librlock's costliest functions: %s (section 6 lists the top 20)" %
+            (objs, fmt(stdio), top))
+
+
+def goals_issue10(R, rtt, half_ceiling, rt_unit):
+    """[(goal, met: True/False/None, figures and why)] for issue 10's goals."""
+    s1, s2, s4, s5, s6, ref = R["s1"], R["s2"], R["s4"], R["s5"], R["s6"], R["ref"]
+    goals = []
+    r1 = s1.get(("rlock", "default"))
+    c6 = (s6 or {}).get("rlock") or {}
+    f6 = (s6 or {}).get("redisson-ref") or {}
+    if r1 and ref:
+        ratio = r1["median"] / ref["median"]
+        why = ""
+        if ratio < 0.95:
+            why = (" Why: both send 2 commands per pair (rlock %.2f commands in %.2f socket writes), so the "
+                   "difference is client work: %.0f µs of client CPU per pair against the reference's %.0f µs; "
+                   "per pair rlock runs %s instructions, %s allocations and %s system calls (%s) against the "
+                   "reference's %s, %s and %s (%s). rlock's extra calls are the hand-off between the calling "
+                   "thread and its I/O thread (futex wake/wait, eventfd write/read, epoll); the reference "
+                   "thread writes and reads the socket itself." %
+                   (r1.get("commands_per_pair", 0), r1.get("writes_per_pair", 0), r1.get("cpu_us_per_pair", 0),
+                    ref.get("cpu_us_per_pair", 0), fmt(c6.get("ir")), fmt(c6.get("allocs"), 1),
+                    fmt(c6.get("syscalls"), 1), top_calls(c6.get("by_call", {})), fmt(f6.get("ir")),
+                    fmt(f6.get("allocs"), 1), fmt(f6.get("syscalls"), 1), top_calls(f6.get("by_call", {}))))
+        goals.append(("1: uncontended >= 0.95 of the bare hiredis Redisson-format client", ratio >= 0.95,
+                      "%s pairs/s = %.2f of %s%s.%s" % (fmt(r1["median"]), ratio, fmt(ref["median"]),
+                                                        round_ratios(r1, ref), why)))
+    peers1 = [(k, x["median"]) for k, x in s1.items() if k[0] != "rlock" and x]
+    if r1 and peers1:
+        bk, bv = max(peers1, key=lambda kv: kv[1])
+        ok = r1["median"] > bv
+        goals.append(("1: uncontended above every peer", ok,
+                      "rlock %s pairs/s vs best peer %s %s pairs/s (%.2fx)%s" %
+                      (fmt(r1["median"]), label(*bk), fmt(bv), r1["median"] / bv,
+                       "" if ok else " Why: the same client cost as the row above (the peers pay no thread "
+                       "hand-off per call)")))
+    r2 = s2.get(("rlock", "default"))
+    if r2:
+        ratio = r2["median"] / half_ceiling
+        why = ""
+        if ratio < 0.8:
+            why = (" Why: %.1f commands per socket write (pipelining works) and the server ceiling is %s pairs/s, "
+                   "so the client limits: %.1f µs of CPU per pair, %.0f%% of a core on a 2-core machine shared "
+                   "with redis-server; each of the 2 sync calls per pair is a hand-off to the I/O thread and "
+                   "a wake-up of one of %d threads." %
+                   (r2.get("commands_per_write", 0), fmt(half_ceiling), r2.get("cpu_us_per_pair", 0),
+                    r2.get("client_cpu_pct", 0), r2.get("threads", 50)))
+        goals.append(("2: 50 owners >= 0.8 of ceiling/2", ratio >= 0.8,
+                      "%s pairs/s = %.2f of %s%s" % (fmt(r2["median"]), ratio, fmt(half_ceiling), why)))
+        peers2 = [(k, x["cpu_us_per_pair"]) for k, x in s2.items() if k[0] != "rlock" and x]
+        if peers2:
+            bk, bv = min(peers2, key=lambda kv: kv[1])
+            ok = r2["cpu_us_per_pair"] <= bv / 3
+            goals.append(("2: client CPU per pair <= 1/3 of the best peer's (the lowest CPU per pair)", ok,
+                          "rlock %.1f µs vs %s %.1f µs (%.2fx; goal <= 0.33x)%s" %
+                          (r2["cpu_us_per_pair"], label(*bk), bv, r2["cpu_us_per_pair"] / bv,
+                           "" if ok else " Why: see the row above; the node peers pay no thread hand-off")))
+    if c6.get("ir") is not None:
+        ok = c6["ir"] <= 12000
+        goals.append(("3: <= 12,000 instructions per pair (callgrind, steady state)", ok,
+                      "%s instructions per pair (reference client: %s)%s" %
+                      (fmt(c6["ir"]), fmt(f6.get("ir")), "" if ok else " Why: " + where_instructions(c6))))
+    if c6.get("allocs") is not None:
+        ok = c6["allocs"] <= 2
+        goals.append(("3: <= 2 allocations per pair (steady state)", ok,
+                      "%s allocation calls per pair (malloc, calloc, realloc, aligned; reference client: %s)%s" %
+                      (fmt(c6["allocs"], 1), fmt(f6.get("allocs"), 1),
+                       "" if ok else " Why: rlock allocates per request (op, command buffer, reply objects, "
+                       "timers) and hiredis allocates each reply; see docs/benchmarks.md for how it is counted")))
+    if c6.get("syscalls") is not None:
+        goals.append(("3: system calls per pair (no goal: a figure for the engine work)", None,
+                      "rlock %s (%s); reference client %s (%s)" %
+                      (fmt(c6["syscalls"], 1), top_calls(c6.get("by_call", {}), 6), fmt(f6.get("syscalls"), 1),
+                       top_calls(f6.get("by_call", {}), 6))))
+    r5 = s5.get(("rlock", "default"))
+    if r5:
+        n = fmt(r5["locks"])
+        ok = r5["median"] < 5
+        goals.append(("4: watchdog, %s held locks: < 5%% of one core" % n, ok,
+                      "%.1f%% of one core (client CPU / wall time over the %.0f s hold)%s" %
+                      (r5["median"], r5["hold"], "" if ok else " Why: renewal work per hold on the I/O thread "
+                       "(%s renew-script calls/s renewing %s holds/s)" %
+                       (fmt(r5.get("renewal_calls_per_s"), 1), fmt(r5.get("renewed_locks_per_s"))))))
+        ok = r5["rss_med"] < 256
+        goals.append(("4: watchdog, %s held locks: < 256 B of client RSS per held lock" % n, ok,
+                      "%s B per held lock (RSS after the hold - RSS after connecting, / locks)%s" %
+                      (fmt(r5["rss_med"]), "" if ok else " Why: per hold the client keeps a lock handle, a hold "
+                       "registry entry and a timer (the bench's own lock handles count too)")))
+        goals.append(("4: watchdog: 0 locks lost", r5["ok_all"],
+                      "%s of %s still held after %.0f s, %d lost" %
+                      (fmt(r5["still_held"]), n, r5["hold"], r5.get("lost", 0))))
+    r4 = s4.get(("rlock", "default"))
+    if r4:
+        rts = r4["p50"] / rt_unit
+        goals.append(("5: handoff p50 <= 1.5 round trips", rts <= 1.5,
+                      "p50 %s = %.2f round trips (PING p50 %.1f µs)%s" %
+                      (fmt_ms(r4["p50"]), rts, rt_unit, "" if rts <= 1.5 else
+                       " Why: unlock -> pub/sub message -> wake-up of the waiting thread -> acquire script")))
+    return goals
+
+
+def goals_hot_lock(s3):
+    """Issue 3's hot-lock rows (against the peers of the same run)."""
+    goals = []
+    r3 = s3.get(("rlock", "default"))
+    if r3:
+        peers3 = [(k, x) for k, x in s3.items() if k[0] != "rlock" and x and not x["stalled_any"]]
+        if peers3:
+            bk, bx = max(peers3, key=lambda kv: kv[1]["median"])
+            ok = r3["median"] >= bx["median"]
+            why = ""
+            if not ok:
+                why = (" Why: on a hot lock every hand-off goes unlock -> pub/sub message -> woken waiter "
+                       "-> acquire script (about 3 round trips plus the thread wake-ups of scenario 1), while a "
+                       "polling peer's owner often re-takes the lock it just released in one round trip (owner "
+                       "changes: that peer %s, rlock %s); each rlock owner change pays the slow path." %
+                       (fmt(bx.get("changes_med")), fmt(r3.get("changes_med"))))
+            goals.append(("issue 3, hot lock: throughput >= the best peer", ok,
+                          "%s ops/s vs %s %s ops/s%s" % (fmt(r3["median"]), label(*bk), fmt(bx["median"]), why)))
+        peers3d = [(k, x) for k, x in s3.items() if k[0] != "rlock" and k[1] == "default" and x
+                   and x["max_med"] is not None and not x["stalled_any"]]
+        if peers3d:
+            lk, lx = min(peers3d, key=lambda kv: kv[1]["max_med"])
+            ok = r3["max_med"] is not None and r3["max_med"] * 4 <= lx["max_med"]
+            why = ""
+            if not ok:
+                herd = (r3.get("changes_med") or 0) > 0.5 * max(1, r3["ops"])
+                why = (" Why: rlock's RLock (like Redisson's) is not fair: an unlock publishes one message, "
+                       "every waiting process retries and only one wins (%s acquire scripts per lock taken, "
+                       "%s owner changes in %s critical sections); %s, so an unlucky waiter can lose many "
+                       "rounds in a row. What the engine would need: a hand-off that favours the longest "
+                       "waiter (the fair lock of a later issue: a queue, one waiter woken per unlock)." %
+                       (fmt(r3.get("tries_med"), 2), fmt(r3.get("changes_med")), fmt(r3["ops"]),
+                        "the winner among the woken waiters is whoever's retry reaches the server first"
+                        if herd else "the owner that just unlocked often wins again because its next acquire "
+                        "reaches the server before the woken waiters' retries"))
+            goals.append(("issue 3, hot lock: max acquire wait far below the peers' defaults (criterion: <= 1/4 of the "
+                          "smallest max of a peer at its defaults that did not stall)", ok,
+                          "rlock %s vs smallest peer max %s (%s)%s" %
+                          (fmt_ms(r3["max_med"]), fmt_ms(lx["max_med"]), label(*lk), why)))
+        goals.append(("issue 3, hot lock: counter exact (rlock)", r3["exact_all"],
+                      "counter = %s after %s critical sections in every repetition" %
+                      (fmt(r3["counter"]), fmt(r3["ops"])) if r3["exact_all"] else "see problems below"))
+    return goals
+
+
 # ------------------------------------------------------------------ report
 
 
 def label(impl, setting):
     if impl == "rlock":
         return "rlock"
+    if impl == "redisson-ref":
+        return "reference: bare hiredis, Redisson's scripts"
     if impl == "node-redisson":
         return "node-redisson (default = best)"
     return "%s (%s)" % (impl, setting)
@@ -634,8 +1048,15 @@ def main():
     ap.add_argument("--bindir", required=True)
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--compare-bindir", help="--compare: the rlock_bench built from the other commit")
+    ap.add_argument("--compare-rev", help="--compare: that commit (short hash, for the results)")
+    ap.add_argument("--rounds", type=int, default=5, help="--compare: rounds (default 5)")
+    ap.add_argument("--report-from", help="write the report again from a saved run (no measuring)")
     args = ap.parse_args()
-    cfg = dict(QUICK if args.quick else FULL)
+    if bool(args.compare_bindir) != bool(args.compare_rev) or args.rounds < 1:
+        ap.error("--compare-bindir and --compare-rev go together; --rounds >= 1")
+    # --compare has its own sizes: the ratios come from the rounds.
+    cfg = dict(COMPARE if args.compare_bindir else QUICK if args.quick else FULL)
     outdir = os.path.abspath(args.out or os.path.join(args.repo, "bench", "results"))
     os.makedirs(outdir, exist_ok=True)
 
@@ -643,10 +1064,22 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    if args.report_from:
+        with open(args.report_from, "rb") as f:
+            saved = pickle.load(f)
+        problems.extend(saved["problems"])
+        redis = Redis()  # versions() asks the server's version
+        try:
+            ctx = Ctx(args, saved["cfg"], redis)
+            write_report(ctx, outdir, saved["R"])
+        finally:
+            redis.close()
+            shutil.rmtree(ctx.tmp, ignore_errors=True)
+        return
     redis = Redis()
     ctx = Ctx(args, cfg, redis)
     try:
-        run_all(ctx, outdir)
+        (run_compare if args.compare_bindir else run_all)(ctx, outdir)
     finally:
         redis.close()
         shutil.rmtree(ctx.tmp, ignore_errors=True)
@@ -661,8 +1094,13 @@ def run_all(ctx, outdir):
     log("PING round trip: mean %.1f µs, p50 %.1f µs" % (R["ping"]["mean_us"], R["ping"]["p50_us"]))
     R["ceil"] = limit_ceiling(ctx)
     log("acquire-script ceiling: %.0f calls/s" % R["ceil"]["rate"])
-    for key, fn, impls in (("s1", scen_s1, UNCONTENDED), ("s2", scen_s2, UNCONTENDED),
-                           ("s3", scen_s3, CONTENDED), ("s4", scen_s4, CONTENDED)):
+    for key, once, impls in (("s1", s1_once, [REFERENCE] + UNCONTENDED), ("s2", s2_once, UNCONTENDED)):
+        R[key] = interleaved(ctx, once, impls, "rate")
+        for (impl, setting), r in R[key].items():
+            log("%s %-16s %-8s %s" % (key, impl, setting,
+                                      "FAILED" if r is None else "median %.1f%s" % (r["median"], r["spread"])))
+    R["ref"] = R["s1"].pop(REFERENCE)
+    for key, fn, impls in (("s3", scen_s3, CONTENDED), ("s4", scen_s4, CONTENDED)):
         R[key] = {}
         for impl, setting in impls:
             R[key][(impl, setting)] = fn(ctx, impl, setting)
@@ -678,6 +1116,12 @@ def run_all(ctx, outdir):
     log("s6 done")
     R["elapsed"] = time.monotonic() - T0
     R["load_before"] = load_before
+    R["load_after"] = "%.2f %.2f %.2f" % os.getloadavg()
+    R["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    # Kept so that a report can be written again from the same figures
+    # (run.py --report-from FILE) if writing it fails.
+    with open(os.path.join(tempfile.gettempdir(), "rlock-bench-last-run.pickle"), "wb") as f:
+        pickle.dump(dict(R=R, cfg=cfg, problems=problems), f)
     write_report(ctx, outdir, R)
     log("wrote %s" % os.path.join(outdir, "latest.md"))
 
@@ -696,12 +1140,12 @@ def write_report(ctx, outdir, R):
     w("Written by `./scripts/bench%s` (bench/run.py) on %s; every figure below comes from this run "
       "(nothing is typed in by hand). Mode: **%s** (%d repetition%s per figure; figures are the median, "
       "± is half the min-max spread in %% of the median). Total run time %.0f s." %
-      (" --quick" if cfg["mode"] == "quick" else "", time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+      (" --quick" if cfg["mode"] == "quick" else "", R.get("date") or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
        cfg["mode"], cfg["reps"], "" if cfg["reps"] == 1 else "s", R["elapsed"]))
     w("")
     w("| | |\n| --- | --- |")
-    w("| machine | %s; load average at start %s (other work on the machine shares the cores) |" %
-      (v["cpu"], R["load_before"]))
+    w("| machine | %s; load average at start %s, at the end %s (other work on the machine shares the cores) |" %
+      (v["cpu"], R["load_before"], R.get("load_after", "?")))
     w("| redis-server | %s, our own instance on 127.0.0.1 (no persistence), same for every figure |" % v["redis"])
     w("| rlock | %s, git %s, built RelWithDebInfo (the project's default) by scripts/bench |" %
       (open(os.path.join(ctx.repo, "include", "rlock.h")).read().split('RLOCK_VERSION_STRING "')[1].split('"')[0],
@@ -738,6 +1182,17 @@ def write_report(ctx, outdir, R):
       (fmt(ceil["rate"]), ceil["spread"], ceil["cmd"], fmt(cfg["ceil_n"])))
     w("| ceiling / 2 (two scripts per lock+unlock pair) | **%s pairs/s** | the scenario 2 reference |" %
       fmt(half_ceiling))
+    ref, f6 = R["ref"], (R["s6"] or {}).get("redisson-ref") or {}
+    w("| reference client: bare blocking hiredis, Redisson's acquire + unlock scripts (scenario 1) | %s | "
+      "bench/redisson_ref.c: one connection, EVALSHA of Redisson's acquire script (KEYS name; ARGV lease 30000, "
+      "owner) and its unlock script without a latch (KEYS name, channel; ARGV 0, lease, owner), 2 round trips "
+      "per pair; run in the same rounds as scenario 1 (%s pairs after %s warm-up, interleaved with the rows of "
+      "section 1) |" %
+      (("**%s pairs/s**%s = %.2f of the 2-round-trip bound; %.0f µs client CPU, %s instructions, %s "
+        "allocations, %s system calls per pair" %
+        (fmt(ref["median"]), ref["spread"], ref["median"] / bound1, ref.get("cpu_us_per_pair", 0),
+         fmt(f6.get("ir")), fmt(f6.get("allocs"), 1), fmt(f6.get("syscalls"), 1))) if ref else "failed",
+       fmt(cfg["s1_pairs"]), fmt(cfg["s1_warm"])))
     w("")
 
     # ---- main table
@@ -767,118 +1222,31 @@ def write_report(ctx, outdir, R):
             cell5 = ("%.1f%%" % e["median"]) if e else "failed"
         w("| %s | %s | %s | %s | %s | %s | %s |" % (label(impl, setting), cell1, cell2, cell3, cell3b, cell4, cell5))
     w("")
-    if R["s6"]:
-        w("Scenario 6: rlock costs **%s instructions per lock+unlock pair** on the client (callgrind)." %
-          fmt(R["s6"]["median"]))
+    c6 = (R["s6"] or {}).get("rlock") or {}
+    if c6.get("ir") is not None:
+        w("Scenario 6: rlock costs **%s instructions, %s allocations and %s system calls per lock+unlock pair** "
+          "on the client (callgrind, malloc_count, strace)." %
+          (fmt(c6["ir"]), fmt(c6.get("allocs"), 1), fmt(c6.get("syscalls"), 1)))
         w("")
 
-    # ---- goals
-    goals = []
-    r1 = s1.get(("rlock", "default"))
-    if r1:
-        ratio = r1["median"] / bound1
-        why = ""
-        if ratio < 0.95:
-            cpp = r1.get("commands_per_pair", 0)
-            dels = (" (the acquire and unlock scripts, plus %.1f DELs of latch keys sent alone)" % (cpp - 2)
-                    if cpp > 2.05 else " (just the two scripts)")
-            why = ((" Why: a pair costs %.0f µs against 2 x %.1f µs of round trips. rlock sends %.0f commands in "
-                   "%.0f socket writes per pair" + dels.replace("%", "%%") + " and each sync call crosses threads twice (user thread -> I/O thread through the "
-                   "eventfd, reply -> user thread through a condition variable), so every round trip also pays "
-                   "two thread wake-ups and a libevent loop pass; on 2 cores shared with redis-server these "
-                   "wake-ups are the cost (client CPU %.0f µs per pair). What the engine would need: let the "
-                   "calling thread write the request and read the reply itself when no other request is in "
-                   "flight (no hand-off to the I/O thread for an idle connection), and piggy-back the latch "
-                   "DELs (if any) on the next request instead of sending them alone.") %
-                   (1e6 / r1["median"], rtt, r1.get("commands_per_pair", 0), r1.get("writes_per_pair", 0),
-                    r1.get("cpu_us_per_pair", 0)))
-        goals.append(("1: uncontended >= 0.95 of the 2-round-trip bound",
-                      ratio >= 0.95, "%s pairs/s = %.2f of %s%s" % (fmt(r1["median"]), ratio, fmt(bound1), why)))
-    r2 = s2.get(("rlock", "default"))
-    if r2:
-        ratio = r2["median"] / half_ceiling
-        peers2 = [(k, x["median"]) for k, x in s2.items() if k[0] != "rlock" and x]
-        bestp = max(peers2, key=lambda kv: kv[1]) if peers2 else None
-        why = ""
-        if ratio < 0.6:
-            why = (" Why: automatic pipelining works (%.1f commands per socket write, %.2f commands per pair: "
-                   "the latch DELs are batched), so the server is not what limits; the client is: it spent "
-                   "%.1f µs of CPU per pair (%.0f%% of a core; the machine has 2, shared with redis-server), "
-                   "more than the node peers (see the CPU-per-pair column). Each sync call is a submit through "
-                   "a mutex + eventfd, a pass of the I/O thread, and a condition-variable wake-up of one of 50 "
-                   "threads, twice per pair. What the engine would need: cheaper completions (wake the waiting "
-                   "threads of a whole batch of replies in one pass, skip the eventfd write while the loop is "
-                   "already awake) and less work per request on the I/O thread." %
-                   (r2.get("commands_per_write", 0), r2.get("commands", 0) / max(1, r2.get("pairs", 1)),
-                    r2.get("cpu_us_per_pair", 0), r2.get("client_cpu_pct", 0)))
-        goals.append(("2: 50 owners >= 0.6 of ceiling/2", ratio >= 0.6,
-                      "%s pairs/s = %.2f of %s%s" % (fmt(r2["median"]), ratio, fmt(half_ceiling), why)))
-        if bestp:
-            rr = r2["median"] / bestp[1]
-            why = ""
-            if rr < 3:
-                why = (" Why: the node peers pipeline too (one event loop and one socket: the commands of "
-                       "all tasks issued in one tick leave together) and pay no thread hand-off per call, "
-                       "while rlock's 50 OS threads pay a wake-up per call (see above); a 3x margin over an "
-                       "event-loop peer needs a much cheaper per-call path than the engine has now.")
-            goals.append(("2: >= 3x the best peer", rr >= 3,
-                          "%.2fx %s (%s pairs/s)%s" % (rr, label(*bestp[0]), fmt(bestp[1]), why)))
-    r3 = s3.get(("rlock", "default"))
-    if r3:
-        peers3 = [(k, x) for k, x in s3.items() if k[0] != "rlock" and x and not x["stalled_any"]]
-        if peers3:
-            bk, bx = max(peers3, key=lambda kv: kv[1]["median"])
-            ok = r3["median"] >= bx["median"]
-            why = ""
-            if not ok:
-                why = (" Why: on a hot lock every hand-off goes unlock -> pub/sub message -> woken waiter "
-                       "-> acquire script (about 3 round trips plus the thread wake-ups of scenario 1), while a "
-                       "polling peer's owner often re-takes the lock it just released in one round trip (owner "
-                       "changes: that peer %s, rlock %s); each rlock owner change pays the slow path." %
-                       (fmt(bx.get("changes_med")), fmt(r3.get("changes_med"))))
-            goals.append(("3: hot-lock throughput >= the best peer", ok,
-                          "%s ops/s vs %s %s ops/s%s" % (fmt(r3["median"]), label(*bk), fmt(bx["median"]), why)))
-        peers3d = [(k, x) for k, x in s3.items() if k[0] != "rlock" and k[1] == "default" and x
-                   and x["max_med"] is not None and not x["stalled_any"]]
-        if peers3d:
-            lk, lx = min(peers3d, key=lambda kv: kv[1]["max_med"])
-            ok = r3["max_med"] is not None and r3["max_med"] * 4 <= lx["max_med"]
-            why = ""
-            if not ok:
-                herd = (r3.get("changes_med") or 0) > 0.5 * max(1, r3["ops"])
-                why = (" Why: rlock's RLock (like Redisson's) is not fair: an unlock publishes one message, "
-                       "every waiting process retries and only one wins (%s acquire scripts per lock taken, "
-                       "%s owner changes in %s critical sections); %s, so an unlucky waiter can lose many "
-                       "rounds in a row. What the engine would need: a hand-off that favours the longest "
-                       "waiter (the fair lock of a later issue: a queue, one waiter woken per unlock)." %
-                       (fmt(r3.get("tries_med"), 2), fmt(r3.get("changes_med")), fmt(r3["ops"]),
-                        "the winner among the woken waiters is whoever's retry reaches the server first"
-                        if herd else "the owner that just unlocked often wins again because its next acquire "
-                        "reaches the server before the woken waiters' retries"))
-            goals.append(("3: max acquire wait far below the peers' defaults (criterion: <= 1/4 of the "
-                          "smallest max of a peer at its defaults that did not stall)", ok,
-                          "rlock %s vs smallest peer max %s (%s)%s" %
-                          (fmt_ms(r3["max_med"]), fmt_ms(lx["max_med"]), label(*lk), why)))
-        goals.append(("3: counter exact (rlock)", r3["exact_all"],
-                      "counter = %s after %s critical sections in every repetition" %
-                      (fmt(r3["counter"]), fmt(r3["ops"])) if r3["exact_all"] else "see problems below"))
-    r5 = s5.get(("rlock", "default"))
-    if r5:
-        goals.append(("5: no lock expired under the watchdog (rlock)", r5["ok_all"],
-                      "%s of %s still held after %.0f s, %d lost" %
-                      (fmt(r5["still_held"]), fmt(r5["locks"]), r5["hold"], r5.get("lost", 0))))
+    # ---- goals (issue 10; the hot-lock rows of issue 3 stay)
+    goals = goals_issue10(R, rtt, half_ceiling, ping["p50_us"]) + goals_hot_lock(s3)
     w("## Goals")
+    w("")
+    w("Issue 10's goals, judged on this run's figures only (its goal 5, *hot-lock figures at least as good*, "
+      "compares two commits: `./scripts/bench --compare REV` does that, in one run, see docs/benchmarks.md; the "
+      "hot-lock rows below are issue 3's goals against the peers).")
     w("")
     w("| goal | met? | figures and reason |\n| --- | --- | --- |")
     for g, ok, txt in goals:
-        w("| %s | %s | %s |" % (g, "**yes**" if ok else "**NO**", txt))
+        w("| %s | %s | %s |" % (g, "n/a" if ok is None else "**yes**" if ok else "**NO**", txt))
     w("")
 
     # ---- charts
     charts = {}
     charts["s1"] = chart(ctx, outdir, "s1_pair_latency", "Scenario 1: uncontended lock+unlock pair latency",
                          [("PING round trip (hiredis)", ping["samples"])] +
-                         [(label(*k), x["samples"]) for k, x in s1.items() if x])
+                         [(label(*k), x["samples"]) for k, x in [(REFERENCE, R["ref"])] + list(s1.items()) if x])
     charts["s2"] = chart(ctx, outdir, "s2_pair_latency", "Scenario 2: 50 owners, pair latency",
                          [(label(*k), x["samples"]) for k, x in s2.items() if x])
     charts["s3"] = chart(ctx, outdir, "s3_acquire_wait", "Scenario 3: hot lock, acquire wait",
@@ -893,7 +1261,7 @@ def write_report(ctx, outdir, R):
     w("")
     w("| implementation | pairs/s | ratio to bound | pair p50 | pair p99 | client CPU per pair | notes |")
     w("| --- | --- | --- | --- | --- | --- | --- |")
-    for k, x in s1.items():
+    for k, x in [(REFERENCE, R["ref"])] + list(s1.items()):
         if not x:
             w("| %s | failed | | | | | see problems |" % label(*k))
             continue
@@ -1012,28 +1380,51 @@ def write_report(ctx, outdir, R):
            fmt(x["still_held"]), fmt(x["locks"]), x.get("lost", 0)))
     w("| redis-py | n/a | | | | | | no watchdog |")
     w("")
+    r5 = s5.get(("rlock", "default"))
     if r5 and "renewed_locks_per_s" in r5:
         w("rlock renewed %s holds per second with %s renew-script calls per second (batches of up to 500)." %
           (fmt(r5["renewed_locks_per_s"]), fmt(r5["renewal_calls_per_s"], 1)))
         w("")
 
-    w("## 6. Client cost per pair (callgrind)")
+    w("## 6. Client cost per pair (callgrind, allocations, system calls)")
     w("")
     s6 = R["s6"]
     if s6:
-        w("`valgrind --tool=callgrind bench/build/bin/rlock_bench s6 URL N` for N = %d and N = %d "
-          "lock+unlock pairs; instructions per pair = (Ir(N2) - Ir(N1)) / (N2 - N1), so connection set-up "
-          "and exit cancel out. Counts every thread of the client (user and I/O thread, libevent, libc, "
-          "kernel excluded)." % (s6["n1"], s6["n2"]))
+        w("Each tool wraps a plain loop of N uncontended lock+unlock pairs (`rlock_bench s6 URL N`; the reference: "
+          "`redisson_ref 127.0.0.1 PORT N 0 -`) for N = %d and N = %d; per pair = (count(N2) - count(N1)) / "
+          "(N2 - N1), so connection set-up and exit cancel out (steady state). Every thread of the client counts. "
+          "Instructions: `valgrind --tool=callgrind` (user space: the library, libevent, hiredis, libc). "
+          "Allocations: `LD_PRELOAD=malloc_count.so` (bench/malloc_count.c: calls to malloc, calloc, realloc, "
+          "posix_memalign, aligned_alloc, memalign). System calls: `strace -c -f`. %d round(s), rlock and the "
+          "reference interleaved; median, ± half the spread." % (s6["n1"], s6["n2"], len(s6["rlock"]["ir_reps"])))
         w("")
-        w("| implementation | instructions per pair | repetitions |\n| --- | --- | --- |")
-        w("| rlock | **%s**%s | %s |" % (fmt(s6["median"]), s6["spread"], ", ".join(fmt(x) for x in s6["reps"])))
+        w("| implementation | instructions per pair | allocations per pair | system calls per pair | most frequent "
+          "system calls per pair |")
+        w("| --- | --- | --- | --- | --- |")
+        for impl in ("rlock", "redisson-ref"):
+            x = s6[impl]
+            w("| %s | **%s**%s | **%s**%s | **%s**%s | %s |" %
+              (label(impl, "default"), fmt(x["ir"]), x["ir_spread"], fmt(x["allocs"], 1), x["allocs_spread"],
+               fmt(x["syscalls"], 1), x["syscalls_spread"], top_calls(x["by_call"], 8)))
+        w("| goal (issue 10) | <= 12,000 | <= 2 | | |")
         w("")
-        w("The peers run on JIT-compiling (node) or interpreting (Python) runtimes where a callgrind count "
-          "measures the runtime more than the library; their client cost is the CPU per pair of scenario 1 "
-          "(table above).")
+        for impl, top in (("rlock", 20), ("redisson-ref", 8)):
+            funcs = sorted(((v, k) for k, v in s6[impl].get("by_func", {}).items() if v and v > 0), reverse=True)
+            if not funcs:
+                continue
+            w("Where %s instructions go: self cost per pair of the %d costliest functions (callgrind_annotate, "
+              "same difference of two runs; together %s of %s):" %
+              ("rlock's" if impl == "rlock" else "the reference client's", min(top, len(funcs)),
+               fmt(sum(v for v, _ in funcs[:top])), fmt(s6[impl]["ir"])))
+            w("")
+            w("| function (object) | instructions per pair |\n| --- | --- |")
+            for v, k in funcs[:top]:
+                w("| `%s` | %s |" % (k.replace("|", "/"), fmt(v)))
+            w("")
+        w("The peers run on JIT-compiling (node) or interpreting (Python) runtimes where these counts measure "
+          "the runtime more than the library; their client cost is the CPU per pair of scenarios 1 and 2.")
     else:
-        w("callgrind failed: see problems.")
+        w("The cost runs failed: see problems.")
     w("")
 
     w("## Problems seen in this run")
