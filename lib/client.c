@@ -290,6 +290,7 @@ static void shutdown_engine(client_t *cl) {
   if (cl->topo->close) cl->topo->close(cl); /* the deployment's own connections (shards, sentinels) */
   rlock__usercmd_close(&cl->uc);
   rlock__op_fail_all(cl, RLOCK_ECLOSED);
+  rlock__op_index_free(cl);
   rlock__pubsub_close(&cl->ps);
   rlock__watchdog_close(&cl->wd);
   rlock__handoff_clear(cl);

@@ -77,6 +77,8 @@ typedef struct map {
 void rlock__map_init(map_t *m);
 void rlock__map_free(map_t *m); /* frees entries, not values */
 void *rlock__map_get(const map_t *m, const void *key, size_t klen);
+/* Where key's value is stored (NULL: no such key): set it without allocating. */
+void **rlock__map_slot(const map_t *m, const void *key, size_t klen);
 int rlock__map_put(map_t *m, const void *key, size_t klen, void *value); /* replaces */
 void *rlock__map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
 /* Iteration that tolerates deleting the current entry. */
@@ -234,6 +236,7 @@ struct conn {
                    (INFO replication) at the last handshake, after a WAIT that
                    came short, or at the last ping interval; 0 unknown or none */
   bool recount_out; /* the periodic INFO replication is in flight */
+  bool had_replicas; /* replicas were seen once: requests with a WAIT may be queued */
   /* A connection to a Sentinel (topology/sentinel.c): AUTH with the URL's
    * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
    * the client's command stats. */
@@ -469,6 +472,10 @@ struct rlock_client {
   usercmd_t uc;
   watchdog_t wd;
   op_t *active; /* ops in progress (waiting, attempts), doubly linked */
+  /* lock name -> the first of its active ops (then op->nnext): a release or
+   * an undo looks at the ops on its own lock only, not at every active op */
+  map_t by_name;
+  bool by_name_broken; /* an op could not be indexed (out of memory): scan active */
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
@@ -565,6 +572,8 @@ struct rlock_lock {
 struct op {
   op_t *next;               /* submit queue link */
   op_t *aprev, *anext;      /* client->active link */
+  op_t *nprev, *nnext;      /* the active ops on the same lock name (client->by_name) */
+  bool indexed;             /* in client->by_name */
   op_kind_t kind;
   client_t *cl;
   rlock_lock_t *lock;
@@ -602,6 +611,7 @@ int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, r
 void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
 void rlock__handoff_clear(client_t *cl);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
+void rlock__op_index_free(client_t *cl);               /* closing, after rlock__op_fail_all */
 void rlock__op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
 void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 

@@ -78,7 +78,57 @@ static void op_free(op_t *op) {
   free(op);
 }
 
+/* ------------------------------------------------------------ ops by lock name
+ * The active ops of each lock name (client->by_name), so that a release or
+ * an undo checks the ops on its own lock, not every active op: with 100,000
+ * releases at once, scanning them all per release never finished. */
+static void by_name_add(op_t *op) {
+  client_t *cl = op->cl;
+  if (!op->lock) return;
+  void **slot = rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len);
+  if (slot) { /* after the first: the map keeps pointing at it */
+    op_t *first = *slot;
+    op->nprev = first;
+    op->nnext = first->nnext;
+    if (first->nnext) first->nnext->nprev = op;
+    first->nnext = op;
+  } else if (rlock__map_put(&cl->by_name, op->lock->name, op->lock->len, op)) {
+    cl->by_name_broken = true; /* from now on the scans walk every active op */
+    return;
+  }
+  op->indexed = true;
+}
+
+static void by_name_del(op_t *op) {
+  if (!op->indexed) return;
+  client_t *cl = op->cl;
+  if (op->nprev) {
+    op->nprev->nnext = op->nnext;
+    if (op->nnext) op->nnext->nprev = op->nprev;
+  } else if (op->nnext) { /* the first goes: the next one is the map's */
+    op->nnext->nprev = NULL;
+    *rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len) = op->nnext;
+  } else {
+    rlock__map_del(&cl->by_name, op->lock->name, op->lock->len);
+  }
+  op->nprev = op->nnext = NULL;
+  op->indexed = false;
+}
+
+/* The active ops that may be on the lock `name` (then same_name_next): its
+ * own list, or every active op if the index is broken (callers compare the
+ * names anyway). */
+static const op_t *same_name_first(const client_t *cl, const char *name, size_t len) {
+  return cl->by_name_broken ? cl->active : rlock__map_get(&cl->by_name, name, len);
+}
+static const op_t *same_name_next(const client_t *cl, const op_t *o) {
+  return cl->by_name_broken ? o->anext : o->nnext;
+}
+
+void rlock__op_index_free(client_t *cl) { rlock__map_free(&cl->by_name); }
+
 static void active_unlink(op_t *op) {
+  by_name_del(op);
   client_t *cl = op->cl;
   if (op->aprev) op->aprev->anext = op->anext;
   else if (cl->active == op) cl->active = op->anext;
@@ -186,7 +236,7 @@ static bool owner_op_in_flight(const op_t *o, op_kind_t kind, const char *name, 
  * its hold may be on the server already but not yet in the client's count. */
 static int64_t undo_keep(const undo_t *u) {
   size_t len = u->name.n;
-  for (const op_t *o = u->cl->active; o; o = o->anext)
+  for (const op_t *o = same_name_first(u->cl, u->name.p, len); o; o = same_name_next(u->cl, o))
     if (o != u->op && owner_op_in_flight(o, OP_ACQUIRE, u->name.p, len, u->owner_id)) return -1;
   int64_t unknown;
   return rlock__watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
@@ -560,7 +610,8 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply);
 static bool others_in_flight(const op_t *op, int64_t *lease) {
   bool any = false;
   *lease = 0;
-  for (const op_t *o = op->cl->active; o; o = o->anext) {
+  const rlock_lock_t *l = op->lock;
+  for (const op_t *o = same_name_first(op->cl, l->name, l->len); o; o = same_name_next(op->cl, o)) {
     if (o == op) continue;
     if (owner_op_in_flight(o, OP_ACQUIRE, op->lock->name, op->lock->len, op->owner_id)) {
       any = true;
@@ -801,6 +852,7 @@ void rlock__op_start(op_t *op) {
     op->anext = cl->active;
     if (cl->active) cl->active->aprev = op;
     cl->active = op;
+    by_name_add(op);
   }
   switch (op->kind) {
   case OP_ACQUIRE:

@@ -40,6 +40,11 @@ void *rlock__map_get(const map_t *m, const void *key, size_t klen) {
   return pp && *pp ? (*pp)->value : NULL;
 }
 
+void **rlock__map_slot(const map_t *m, const void *key, size_t klen) {
+  map_entry_t **pp = find(m, key, klen, hash_bytes(key, klen));
+  return pp && *pp ? &(*pp)->value : NULL;
+}
+
 static int grow(map_t *m) {
   size_t nb = m->nbuckets ? m->nbuckets * 2 : 16;
   map_entry_t **b = calloc(nb, sizeof *b);
