@@ -533,10 +533,14 @@ int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owne
  * reported again (the next successful acquire re-arms it). The member
  * clients' own callbacks (rlock_client_on_lost) still run, before this one:
  * this is a second listener, not a replacement. Replaces any earlier
- * callback of this MultiLock; NULL removes it. cb must not call
- * rlock_multilock_on_lost or rlock_multilock_free (they wait for a running
- * callback to return); rlock_multilock_free removes the callback, and none
- * runs after it returned. */
+ * callback of this MultiLock; NULL removes it. Each owner using the
+ * MultiLock is armed by its own acquire (another owner's failed acquire or
+ * release does not silence it). cb must not call rlock_multilock_on_lost or
+ * rlock_multilock_free (they wait for a running callback to return);
+ * rlock_multilock_acquire/release from cb (or any callback of a member's
+ * client) fail with RLOCK_EDEADLK, as blocking calls on an I/O thread do;
+ * rlock_multilock_free removes the callback, and none runs after it
+ * returned. */
 void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- RedLock */

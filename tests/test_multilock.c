@@ -34,7 +34,14 @@
  *   lost_fires_once       a member force-unlocked by another client: the
  *                         MultiLock's lost callback fires once, naming it,
  *                         and the member clients' own callbacks still run;
- *                         a second member lost later: no second call */
+ *                         a second member lost later: no second call
+ *   lost_other_owner_failed owner 7 holds the MultiLock, owner 8's acquire of
+ *                         it fails (busy), owner 7's member is lost: the
+ *                         callback still fires for owner 7 (it did not: the
+ *                         failed acquire disarmed the one report slot)
+ *   release_from_lost_cb  rlock_multilock_release from the lost callback:
+ *                         RLOCK_EDEADLK at once (it hung the member client's
+ *                         I/O thread, waiting for its own answers) */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -430,6 +437,82 @@ TEST(paused_at_relet) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other);
 }
 
+/* Owner 7 holds the MultiLock; owner 8's acquire of the same MultiLock fails
+ * (busy). Owner 7's member is then lost: its MultiLock callback must fire. */
+TEST(lost_other_owner_failed) {
+  rlock_client_t *c1 = th_client(s1->url, 3000), *o1 = th_client(s1->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:oa"), *b = th_lock(c1, "ml:ob"), *oa = th_lock(o1, "ml:oa");
+  seen_t multi = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  rlock_multilock_on_lost(m, on_lost, &multi);
+  CHECK_OK(rlock_multilock_acquire(m, 7, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  CHECK_RC(rlock_multilock_acquire(m, 8, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(oa, &was));
+  CHECK_EQ(was, 1);
+  /* bound: 10 watchdog periods (a renewal every second), for a loaded machine */
+  CHECK_MSG(th_wait_until(called, &multi, 30000), "owner 7's member lost, MultiLock callback never ran");
+  CHECK_MSG(!strcmp(multi.name, "ml:oa"), "name: %s", multi.name);
+  CHECK_EQ(multi.owner, 7);
+  rlock_multilock_release(m, 7);
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(oa);
+  rlock_client_free(c1), rlock_client_free(o1);
+}
+
+/* A lost callback that tries to release the rest of the MultiLock (on the
+ * I/O thread of the lost member's client; the other member is on another
+ * client): it hung the I/O thread (waiting for its own answers). */
+typedef struct {
+  rlock_multilock_t *m;
+  pthread_mutex_t mu;
+  int done, rc;
+} release_in_cb_t;
+
+static void release_on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)name, (void)len, (void)reason;
+  release_in_cb_t *r = arg;
+  int rc = rlock_multilock_release(r->m, owner);
+  pthread_mutex_lock(&r->mu);
+  r->done = 1;
+  r->rc = rc;
+  pthread_mutex_unlock(&r->mu);
+}
+
+static int release_ran(void *arg) {
+  release_in_cb_t *r = arg;
+  pthread_mutex_lock(&r->mu);
+  int d = r->done;
+  pthread_mutex_unlock(&r->mu);
+  return d;
+}
+
+TEST(release_from_lost_cb) {
+  rlock_client_t *c1 = th_client(s1->url, 3000), *c2 = th_client(s2->url, 3000), *o1 = th_client(s1->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:ra"), *b = th_lock(c2, "ml:rb"), *oa = th_lock(o1, "ml:ra");
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  release_in_cb_t r = {.m = m, .mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_multilock_on_lost(m, release_on_lost, &r);
+  CHECK_OK(rlock_multilock_acquire(m, 11, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(oa, &was));
+  CHECK_EQ(was, 1);
+  /* the callback's release must return at once: a blocking call on a
+   * member client's I/O thread is RLOCK_EDEADLK, nothing released */
+  CHECK_MSG(th_wait_until(release_ran, &r, 30000), "the release called from the lost callback never returned");
+  CHECK_EQ(r.rc, RLOCK_EDEADLK);
+  CHECK(exists(s2, "ml:rb"));
+  CHECK_RC(rlock_multilock_release(m, 11), RLOCK_ENOTHELD); /* from this thread: the rest released */
+  CHECK(!exists(s2, "ml:rb"));
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(oa);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(o1);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -444,6 +527,8 @@ int main(int argc, char **argv) {
   RUN(fixed_lease_forever);
   RUN(gone_before_relet);
   RUN(paused_at_relet);
+  RUN(lost_other_owner_failed);
+  RUN(release_from_lost_cb);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
