@@ -39,6 +39,9 @@
  *                         it fails (busy), owner 7's member is lost: the
  *                         callback still fires for owner 7 (it did not: the
  *                         failed acquire disarmed the one report slot)
+ *   lease_not_renewed     after the final step no renewal pushes a member's
+ *                         TTL back up: both run out by themselves, not before
+ *                         the reported valid-until
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -513,6 +516,37 @@ TEST(release_from_lost_cb) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(o1);
 }
 
+/* After the final step the members are fixed leases: no renewal may push
+ * their TTLs back up (a 3 s watchdog renews every second; the lease is
+ * shorter than the watchdog's), so both keys run out by themselves, not
+ * before the reported valid-until. */
+static th_server_t *nr_srv[2];
+static int nr_both_gone(void *arg) {
+  (void)arg;
+  return !exists(nr_srv[0], "ml:na") && !exists(nr_srv[1], "ml:nb");
+}
+
+TEST(lease_not_renewed) {
+  rlock_client_t *c1 = th_client(s1->url, 3000), *c2 = th_client(s2->url, 3000);
+  rlock_lock_t *a = th_lock(c1, "ml:na"), *b = th_lock(c2, "ml:nb");
+  nr_srv[0] = s1, nr_srv[1] = s2;
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  const int64_t lease = 1500;
+  CHECK_OK(rlock_multilock_acquire(m, 3, 0, lease, NULL));
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(m, 3, &vu));
+  /* bound: the lease plus 10 watchdog periods for a loaded machine; renewed
+   * every second, the keys would never go */
+  CHECK_MSG(th_wait_until(nr_both_gone, NULL, lease + 10 * 3000), "a member outlived its lease (renewed)");
+  int64_t gone = rlock_now_ms();
+  CHECK_MSG(gone >= vu, "gone at %lld, before the valid-until %lld", (long long)gone, (long long)vu);
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -529,6 +563,7 @@ int main(int argc, char **argv) {
   RUN(paused_at_relet);
   RUN(lost_other_owner_failed);
   RUN(release_from_lost_cb);
+  RUN(lease_not_renewed);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
