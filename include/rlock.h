@@ -500,7 +500,9 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * Lease: one lease for all, applied at the end. While later members are
  * awaited the members taken so far are held with the watchdog (their
  * client's watchdog_timeout_ms, renewed), so none runs out during the wait,
- * whatever its length. With RLOCK_LEASE_WATCHDOG they stay so. With a fixed
+ * whatever its length. With RLOCK_LEASE_WATCHDOG they stay so (a member
+ * its client saw lost during the wait fails the acquire, RLOCK_ENOTHELD
+ * naming it, after releasing every member). With a fixed
  * lease, once every member is held each member's TTL is set to exactly the
  * lease, in parallel (the client's hold becomes a fixed lease too: no more
  * renewal), so all expire together lease ms after the acquire, and

@@ -214,6 +214,22 @@ static int give_up(rlock_multilock_t *m, uint64_t who, size_t taken, size_t i, i
   return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
 }
 
+/* With the watchdog lease: a member taken first may have been lost (its
+ * client saw the hold gone) while later ones were awaited; the fixed lease's
+ * final step finds that itself. 0, or RLOCK_ENOTHELD and its index. */
+static int all_still_held(rlock_multilock_t *m, uint64_t who, size_t *bad, char *why, size_t whylen) {
+  for (size_t i = 0; i < m->n; i++) {
+    int64_t v;
+    int rc = rlock_lock_valid_until(m->locks[i], who, &v);
+    if (rc == RLOCK_ENOTHELD) {
+      *bad = i;
+      snprintf(why, whylen, "lost while later members were awaited");
+      return rc;
+    }
+  }
+  return 0;
+}
+
 RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                                       rlock_cancel_t *cancel) {
   int rc = check_acquire(m, wait_ms, lease_ms);
@@ -233,6 +249,8 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
   }
   size_t bad;
   if (lease_ms != RLOCK_LEASE_WATCHDOG && (rc = relet_all(m, who, lease_ms, &bad, why, sizeof why)))
+    return give_up(m, who, m->n, bad, rc, why);
+  if (lease_ms == RLOCK_LEASE_WATCHDOG && (rc = all_still_held(m, who, &bad, why, sizeof why)))
     return give_up(m, who, m->n, bad, rc, why);
   return 0;
 }

@@ -42,6 +42,11 @@
  *   lease_not_renewed     after the final step no renewal pushes a member's
  *                         TTL back up: both run out by themselves, not before
  *                         the reported valid-until
+ *   lost_during_wait_watchdog  with the watchdog lease, a member taken
+ *                         first is deleted and reported lost by its client
+ *                         while a later one is awaited: the acquire fails
+ *                         RLOCK_ENOTHELD naming it, the later one given back
+ *                         (it succeeded, the member not held)
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -547,6 +552,51 @@ TEST(lease_not_renewed) {
   rlock_client_free(c1), rlock_client_free(c2);
 }
 
+/* With the watchdog lease: ml:ga, taken first, is deleted while ml:gb is
+ * awaited, and its client reports it lost before ml:gb comes free. */
+typedef struct {
+  rlock_lock_t *ob;
+  seen_t *client_saw;
+  int ok;
+} gw_t;
+
+static int waits_for_gb(void *arg) {
+  (void)arg;
+  return exists(s1, "ml:ga") && th_numsub(s1, "redisson_lock__channel:{ml:gb}") >= 1;
+}
+
+static void *delete_ga_then_free_gb(void *arg) {
+  gw_t *g = arg;
+  g->ok = th_wait_until(waits_for_gb, NULL, 30000) && th_cmd_int(s1, "DEL", "ml:ga", NULL) == 1 &&
+          th_wait_until(called, g->client_saw, 30000) && rlock_lock_release(g->ob, 9) == 0;
+  return NULL;
+}
+
+TEST(lost_during_wait_watchdog) {
+  rlock_client_t *c = th_client(s1->url, 3000), *other = th_client(s1->url, 0);
+  rlock_lock_t *ga = th_lock(c, "ml:ga"), *gb = th_lock(c, "ml:gb"), *ob = th_lock(other, "ml:gb");
+  seen_t saw = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_client_on_lost(c, on_lost, &saw);
+  CHECK_OK(rlock_lock_acquire(ob, 9, 0, 60000, NULL));
+  rlock_lock_t *members[2] = {gb, ga};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  gw_t g = {.ob = ob, .client_saw = &saw};
+  pthread_t t;
+  pthread_create(&t, NULL, delete_ga_then_free_gb, &g);
+  int rc = rlock_multilock_acquire(m, 4, 30000, RLOCK_LEASE_WATCHDOG, NULL);
+  pthread_join(t, NULL);
+  CHECK(g.ok);
+  /* the client knew ml:ga was lost before the acquire returned: success
+   * would hand the caller a lock that is not held */
+  CHECK_MSG(rc == RLOCK_ENOTHELD, "acquire: %s: %s", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), "ml:ga"), "message: %s", rlock_last_error());
+  CHECK(!exists(s1, "ml:gb")); /* taken, then given back */
+  rlock_multilock_free(m);
+  rlock_lock_free(ga), rlock_lock_free(gb), rlock_lock_free(ob);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -564,6 +614,7 @@ int main(int argc, char **argv) {
   RUN(lost_other_owner_failed);
   RUN(release_from_lost_cb);
   RUN(lease_not_renewed);
+  RUN(lost_during_wait_watchdog);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
