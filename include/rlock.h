@@ -506,7 +506,9 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * lease, once every member is held each member's TTL is set to exactly the
  * lease, in parallel (the client's hold becomes a fixed lease too: no more
  * renewal), so all expire together lease ms after the acquire, and
- * rlock_multilock_valid_until reports that; RLOCK_WAIT_FOREVER with a fixed
+ * rlock_multilock_valid_until reports that (with the replica-sync check this
+ * step carries WAIT too: one too few replicas acknowledged fails the acquire
+ * with RLOCK_ENOSYNC); RLOCK_WAIT_FOREVER with a fixed
  * lease is allowed. (A member the owner already held before keeps what its
  * outer hold needs: the TTL is never cut below it.) If that final step
  * fails for a member (its hold gone from the server: RLOCK_ENOTHELD; a
