@@ -47,6 +47,9 @@
  *                         while a later one is awaited: the acquire fails
  *                         RLOCK_ENOTHELD naming it, the later one given back
  *                         (it succeeded, the member not held)
+ *   outer_hold_not_cut    a member the owner already held with a longer
+ *                         fixed lease keeps it through the final step and
+ *                         after the MultiLock's release; the other gets the lease
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -597,6 +600,31 @@ TEST(lost_during_wait_watchdog) {
   rlock_client_free(c), rlock_client_free(other);
 }
 
+/* The owner already holds ml:xa with a 20 s lease: the MultiLock's 2 s lease
+ * must not cut it (the outer hold keeps what it needs), and ml:xb gets 2 s. */
+TEST(outer_hold_not_cut) {
+  rlock_client_t *c = th_client(s1->url, 0);
+  rlock_lock_t *xa = th_lock(c, "ml:xa"), *xb = th_lock(c, "ml:xb");
+  CHECK_OK(rlock_lock_acquire(xa, 6, 0, 20000, NULL));
+  rlock_lock_t *members[2] = {xa, xb};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_multilock_acquire(m, 6, 0, 2000, NULL));
+  int64_t pa = pttl(s1, "ml:xa"), pb = pttl(s1, "ml:xb"), took = rlock_now_ms() - t0;
+  CHECK_MSG(pa >= 20000 - took - 2 - 1000 && pb <= 2000 && pb > 0, "pttl %lld %lld", (long long)pa, (long long)pb);
+  CHECK_OK(rlock_multilock_release(m, 6));
+  CHECK(!exists(s1, "ml:xb"));
+  CHECK_MSG(pttl(s1, "ml:xa") > 2000, "outer hold cut: pttl %lld", (long long)pttl(s1, "ml:xa"));
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(xa, 6, &n));
+  CHECK_EQ(n, 1);
+  CHECK_OK(rlock_lock_release(xa, 6));
+  rlock_multilock_free(m);
+  rlock_lock_free(xa), rlock_lock_free(xb);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -615,6 +643,7 @@ int main(int argc, char **argv) {
   RUN(release_from_lost_cb);
   RUN(lease_not_renewed);
   RUN(lost_during_wait_watchdog);
+  RUN(outer_hold_not_cut);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
