@@ -500,11 +500,15 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * Lease: one lease for all, applied at the end. While later members are
  * awaited the members taken so far are held with the watchdog (their
  * client's watchdog_timeout_ms, renewed), so none runs out during the wait,
- * whatever its length. With RLOCK_LEASE_WATCHDOG they stay so. With a fixed
+ * whatever its length. With RLOCK_LEASE_WATCHDOG they stay so (a member
+ * its client saw lost during the wait fails the acquire, RLOCK_ENOTHELD
+ * naming it, after releasing every member). With a fixed
  * lease, once every member is held each member's TTL is set to exactly the
  * lease, in parallel (the client's hold becomes a fixed lease too: no more
  * renewal), so all expire together lease ms after the acquire, and
- * rlock_multilock_valid_until reports that; RLOCK_WAIT_FOREVER with a fixed
+ * rlock_multilock_valid_until reports that (with the replica-sync check this
+ * step carries WAIT too: one too few replicas acknowledged fails the acquire
+ * with RLOCK_ENOSYNC); RLOCK_WAIT_FOREVER with a fixed
  * lease is allowed. (A member the owner already held before keeps what its
  * outer hold needs: the TTL is never cut below it.) If that final step
  * fails for a member (its hold gone from the server: RLOCK_ENOTHELD; a
@@ -533,10 +537,14 @@ int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owne
  * reported again (the next successful acquire re-arms it). The member
  * clients' own callbacks (rlock_client_on_lost) still run, before this one:
  * this is a second listener, not a replacement. Replaces any earlier
- * callback of this MultiLock; NULL removes it. cb must not call
- * rlock_multilock_on_lost or rlock_multilock_free (they wait for a running
- * callback to return); rlock_multilock_free removes the callback, and none
- * runs after it returned. */
+ * callback of this MultiLock; NULL removes it. Each owner using the
+ * MultiLock is armed by its own acquire (another owner's failed acquire or
+ * release does not silence it). cb must not call rlock_multilock_on_lost or
+ * rlock_multilock_free (they wait for a running callback to return);
+ * rlock_multilock_acquire/release from cb (or any callback of a member's
+ * client) fail with RLOCK_EDEADLK, as blocking calls on an I/O thread do;
+ * rlock_multilock_free removes the callback, and none runs after it
+ * returned. */
 void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- RedLock */

@@ -809,13 +809,16 @@ static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
     rlock_reply_free(reply);
     return;
   }
-  int rc = 0;
+  int rc = 0, acked;
+  bool synced = status != 0 || rlock__client_sync_split(&op->sync_need, &reply, &acked);
   if (status) rc = rlock__fail_keep(status);
   else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(RLOCK_ESERVER, "relet: %.200s", reply->str);
   else if (reply->type != RLOCK_REPLY_ARRAY || reply->elements != 1 || reply->element[0]->type != RLOCK_REPLY_INTEGER)
     rc = rlock__fail(RLOCK_EPROTO, "relet: unexpected reply");
   else if (reply->element[0]->integer != 1)
     rc = rlock__fail(RLOCK_ENOTHELD, "the hold was gone from the server when its lease was set");
+  else if (!synced) /* a lease the replicas may not have: fails like an acquire's grant */
+    rc = rlock__client_sync_fail(op->cl, &op->sync_need, acked);
   rlock_reply_free(reply);
   rlock__op_finish(op, rc, 0, NULL, 0);
 }
@@ -841,7 +844,7 @@ static void start_relet(op_t *op) {
   }
   stat_add(cl, ST_SCRIPTS, 1);
   op->in_flight = true;
-  rlock__client_send(cl, l->name, l->len, r);
+  rlock__client_send_synced(cl, l->name, l->len, r, &op->sync_need); /* WAIT, as the acquire */
 }
 
 /* ------------------------------------------------------------ dispatch */

@@ -21,16 +21,26 @@
 struct rlock_multilock {
   size_t n;
   rlock_lock_t **locks; /* the members, in canonical order */
-  pthread_mutex_t mu;   /* guards the rest: the lost listener runs on I/O threads */
+  pthread_mutex_t mu;   /* guards armed: the lost listener runs on I/O threads */
+  struct armed *armed;  /* per owner: from acquire to release (several owners
+                           may use one MultiLock: one's failed acquire must not
+                           silence another's hold) */
+  size_t narmed, cap;
+  pthread_mutex_t cbmu; /* guards cb, cb_arg; held while cb runs (not mu: cb may
+                           call rlock_multilock_release/acquire, which take mu) */
   rlock_lost_cb cb;     /* rlock_multilock_on_lost */
   void *cb_arg;
-  bool armed;   /* a loss is still to be reported (from acquire to release) */
-  uint64_t who; /* the owner of the last acquire */
+};
+
+struct armed {
+  uint64_t who;
+  size_t depth; /* acquires of who not yet released or failed */
+  bool fired;   /* the loss of this acquire was reported */
 };
 
 static int listen_all(rlock_multilock_t *m);
 static void unlisten_first(rlock_multilock_t *m, size_t n);
-static void arm(rlock_multilock_t *m, bool on, uint64_t who);
+static int arm(rlock_multilock_t *m, bool on, uint64_t who);
 static void multilock_destroy(rlock_multilock_t *m);
 
 static int by_url_name(const void *a, const void *b) {
@@ -69,8 +79,10 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
     }
   }
   pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->cbmu, NULL);
   if (listen_all(m)) {
     pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->cbmu);
     free(m->locks);
     free(m);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
@@ -89,6 +101,8 @@ RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
   if (!m) return;
   unlisten_first(m, m->n);
   pthread_mutex_destroy(&m->mu);
+  pthread_mutex_destroy(&m->cbmu);
+  free(m->armed);
   multilock_destroy(m);
 }
 
@@ -183,6 +197,15 @@ static int relet_all(rlock_multilock_t *m, uint64_t who, int64_t lease_ms, size_
   return rf.f.rc;
 }
 
+/* A blocking MultiLock call from a member client's I/O thread (a callback)
+ * would wait for that thread's own answers forever: RLOCK_EDEADLK. */
+static int check_thread(const rlock_multilock_t *m) {
+  for (size_t i = 0; i < m->n; i++)
+    if (rlock__client_on_io_thread(m->locks[i]->cl))
+      return rlock__fail(RLOCK_EDEADLK, "blocking MultiLock call from a member client's I/O thread (a callback)");
+  return 0;
+}
+
 /* Releases the first `taken` members and fails with member i's error. */
 static int give_up(rlock_multilock_t *m, uint64_t who, size_t taken, size_t i, int rc, const char *why) {
   rlock_lock_t *l = m->locks[i];
@@ -191,14 +214,30 @@ static int give_up(rlock_multilock_t *m, uint64_t who, size_t taken, size_t i, i
   return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
 }
 
+/* With the watchdog lease: a member taken first may have been lost (its
+ * client saw the hold gone) while later ones were awaited; the fixed lease's
+ * final step finds that itself. 0, or RLOCK_ENOTHELD and its index. */
+static int all_still_held(rlock_multilock_t *m, uint64_t who, size_t *bad, char *why, size_t whylen) {
+  for (size_t i = 0; i < m->n; i++) {
+    int64_t v;
+    int rc = rlock_lock_valid_until(m->locks[i], who, &v);
+    if (rc == RLOCK_ENOTHELD) {
+      *bad = i;
+      snprintf(why, whylen, "lost while later members were awaited");
+      return rc;
+    }
+  }
+  return 0;
+}
+
 RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                                       rlock_cancel_t *cancel) {
   int rc = check_acquire(m, wait_ms, lease_ms);
-  if (rc) return rc;
+  if (rc || (rc = check_thread(m))) return rc;
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
   char why[256];
-  arm(m, true, who); /* a member lost from its grant on is reported */
+  if (arm(m, true, who)) return rlock__fail(RLOCK_ENOMEM, "out of memory"); /* a member lost from its grant on is reported */
   for (size_t i = 0; i < m->n; i++) {
     int64_t left = RLOCK_WAIT_FOREVER;
     if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
@@ -211,13 +250,17 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
   size_t bad;
   if (lease_ms != RLOCK_LEASE_WATCHDOG && (rc = relet_all(m, who, lease_ms, &bad, why, sizeof why)))
     return give_up(m, who, m->n, bad, rc, why);
+  if (lease_ms == RLOCK_LEASE_WATCHDOG && (rc = all_still_held(m, who, &bad, why, sizeof why)))
+    return give_up(m, who, m->n, bad, rc, why);
   return 0;
 }
 
 RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner) {
   if (!m) return rlock__fail(RLOCK_EINVAL, "multilock is NULL");
+  int rc = check_thread(m);
+  if (rc) return rc;
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
-  int rc = release_first(m, m->n, who);
+  rc = release_first(m, m->n, who);
   arm(m, false, who);
   return rc ? rlock__fail(rc, "%s", rc == RLOCK_ENOTHELD ? "a member was not held (the others were released)"
                                                          : "a member's release failed (the others were released)")
@@ -250,22 +293,48 @@ static bool is_member(const rlock_multilock_t *m, client_t *cl, const char *name
   return false;
 }
 
+static struct armed *armed_of(rlock_multilock_t *m, uint64_t who) {
+  for (size_t i = 0; i < m->narmed; i++)
+    if (m->armed[i].who == who) return &m->armed[i];
+  return NULL;
+}
+
 static void member_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
                         void *arg) {
   rlock_multilock_t *m = arg;
+  if (!is_member(m, cl, name, len)) return;
   pthread_mutex_lock(&m->mu);
-  if (m->armed && owner == m->who && m->cb && is_member(m, cl, name, len)) {
-    m->armed = false; /* once per acquire */
-    m->cb(name, len, owner, reason, m->cb_arg);
-  }
+  struct armed *a = armed_of(m, owner);
+  bool fire = a && !a->fired;
+  if (fire) a->fired = true; /* once per acquire */
   pthread_mutex_unlock(&m->mu);
+  if (!fire) return;
+  pthread_mutex_lock(&m->cbmu);
+  if (m->cb) m->cb(name, len, owner, reason, m->cb_arg);
+  pthread_mutex_unlock(&m->cbmu);
 }
 
-static void arm(rlock_multilock_t *m, bool on, uint64_t who) {
+/* on: an acquire of who begins (re-arms its report); off: one ends (released
+ * or failed). RLOCK_ENOMEM. */
+static int arm(rlock_multilock_t *m, bool on, uint64_t who) {
+  int rc = 0;
   pthread_mutex_lock(&m->mu);
-  m->armed = on;
-  m->who = who;
+  struct armed *a = armed_of(m, who);
+  if (on && !a && m->narmed == m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 2;
+    struct armed *more = realloc(m->armed, cap * sizeof *more);
+    if (more) m->armed = more, m->cap = cap;
+    else rc = RLOCK_ENOMEM;
+  }
+  if (on && !rc) {
+    if (!a) (a = &m->armed[m->narmed++])->depth = 0, a->who = who;
+    a->depth++;
+    a->fired = false;
+  } else if (!on && a && --a->depth == 0) {
+    *a = m->armed[--m->narmed];
+  }
   pthread_mutex_unlock(&m->mu);
+  return rc;
 }
 
 /* The member clients, each once (the members are sorted by URL, but two
@@ -294,8 +363,8 @@ static int listen_all(rlock_multilock_t *m) {
 
 RLOCK_API void rlock_multilock_on_lost(rlock_multilock_t *m, rlock_lost_cb cb, void *arg) {
   if (!m) return;
-  pthread_mutex_lock(&m->mu);
+  pthread_mutex_lock(&m->cbmu);
   m->cb = cb;
   m->cb_arg = arg;
-  pthread_mutex_unlock(&m->mu);
+  pthread_mutex_unlock(&m->cbmu);
 }

@@ -34,7 +34,25 @@
  *   lost_fires_once       a member force-unlocked by another client: the
  *                         MultiLock's lost callback fires once, naming it,
  *                         and the member clients' own callbacks still run;
- *                         a second member lost later: no second call */
+ *                         a second member lost later: no second call
+ *   lost_other_owner_failed owner 7 holds the MultiLock, owner 8's acquire of
+ *                         it fails (busy), owner 7's member is lost: the
+ *                         callback still fires for owner 7 (it did not: the
+ *                         failed acquire disarmed the one report slot)
+ *   lease_not_renewed     after the final step no renewal pushes a member's
+ *                         TTL back up: both run out by themselves, not before
+ *                         the reported valid-until
+ *   lost_during_wait_watchdog  with the watchdog lease, a member taken
+ *                         first is deleted and reported lost by its client
+ *                         while a later one is awaited: the acquire fails
+ *                         RLOCK_ENOTHELD naming it, the later one given back
+ *                         (it succeeded, the member not held)
+ *   outer_hold_not_cut    a member the owner already held with a longer
+ *                         fixed lease keeps it through the final step and
+ *                         after the MultiLock's release; the other gets the lease
+ *   release_from_lost_cb  rlock_multilock_release from the lost callback:
+ *                         RLOCK_EDEADLK at once (it hung the member client's
+ *                         I/O thread, waiting for its own answers) */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -430,6 +448,183 @@ TEST(paused_at_relet) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other);
 }
 
+/* Owner 7 holds the MultiLock; owner 8's acquire of the same MultiLock fails
+ * (busy). Owner 7's member is then lost: its MultiLock callback must fire. */
+TEST(lost_other_owner_failed) {
+  rlock_client_t *c1 = th_client(s1->url, 3000), *o1 = th_client(s1->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:oa"), *b = th_lock(c1, "ml:ob"), *oa = th_lock(o1, "ml:oa");
+  seen_t multi = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  rlock_multilock_on_lost(m, on_lost, &multi);
+  CHECK_OK(rlock_multilock_acquire(m, 7, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  CHECK_RC(rlock_multilock_acquire(m, 8, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(oa, &was));
+  CHECK_EQ(was, 1);
+  /* bound: 10 watchdog periods (a renewal every second), for a loaded machine */
+  CHECK_MSG(th_wait_until(called, &multi, 30000), "owner 7's member lost, MultiLock callback never ran");
+  CHECK_MSG(!strcmp(multi.name, "ml:oa"), "name: %s", multi.name);
+  CHECK_EQ(multi.owner, 7);
+  rlock_multilock_release(m, 7);
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(oa);
+  rlock_client_free(c1), rlock_client_free(o1);
+}
+
+/* A lost callback that tries to release the rest of the MultiLock (on the
+ * I/O thread of the lost member's client; the other member is on another
+ * client): it hung the I/O thread (waiting for its own answers). */
+typedef struct {
+  rlock_multilock_t *m;
+  pthread_mutex_t mu;
+  int done, rc;
+} release_in_cb_t;
+
+static void release_on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)name, (void)len, (void)reason;
+  release_in_cb_t *r = arg;
+  int rc = rlock_multilock_release(r->m, owner);
+  pthread_mutex_lock(&r->mu);
+  r->done = 1;
+  r->rc = rc;
+  pthread_mutex_unlock(&r->mu);
+}
+
+static int release_ran(void *arg) {
+  release_in_cb_t *r = arg;
+  pthread_mutex_lock(&r->mu);
+  int d = r->done;
+  pthread_mutex_unlock(&r->mu);
+  return d;
+}
+
+TEST(release_from_lost_cb) {
+  rlock_client_t *c1 = th_client(s1->url, 3000), *c2 = th_client(s2->url, 3000), *o1 = th_client(s1->url, 0);
+  rlock_lock_t *a = th_lock(c1, "ml:ra"), *b = th_lock(c2, "ml:rb"), *oa = th_lock(o1, "ml:ra");
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  release_in_cb_t r = {.m = m, .mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_multilock_on_lost(m, release_on_lost, &r);
+  CHECK_OK(rlock_multilock_acquire(m, 11, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(oa, &was));
+  CHECK_EQ(was, 1);
+  /* the callback's release must return at once: a blocking call on a
+   * member client's I/O thread is RLOCK_EDEADLK, nothing released */
+  CHECK_MSG(th_wait_until(release_ran, &r, 30000), "the release called from the lost callback never returned");
+  CHECK_EQ(r.rc, RLOCK_EDEADLK);
+  CHECK(exists(s2, "ml:rb"));
+  CHECK_RC(rlock_multilock_release(m, 11), RLOCK_ENOTHELD); /* from this thread: the rest released */
+  CHECK(!exists(s2, "ml:rb"));
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b), rlock_lock_free(oa);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(o1);
+}
+
+/* After the final step the members are fixed leases: no renewal may push
+ * their TTLs back up (a 3 s watchdog renews every second; the lease is
+ * shorter than the watchdog's), so both keys run out by themselves, not
+ * before the reported valid-until. */
+static th_server_t *nr_srv[2];
+static int nr_both_gone(void *arg) {
+  (void)arg;
+  return !exists(nr_srv[0], "ml:na") && !exists(nr_srv[1], "ml:nb");
+}
+
+TEST(lease_not_renewed) {
+  rlock_client_t *c1 = th_client(s1->url, 3000), *c2 = th_client(s2->url, 3000);
+  rlock_lock_t *a = th_lock(c1, "ml:na"), *b = th_lock(c2, "ml:nb");
+  nr_srv[0] = s1, nr_srv[1] = s2;
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  const int64_t lease = 1500;
+  CHECK_OK(rlock_multilock_acquire(m, 3, 0, lease, NULL));
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(m, 3, &vu));
+  /* bound: the lease plus 10 watchdog periods for a loaded machine; renewed
+   * every second, the keys would never go */
+  CHECK_MSG(th_wait_until(nr_both_gone, NULL, lease + 10 * 3000), "a member outlived its lease (renewed)");
+  int64_t gone = rlock_now_ms();
+  CHECK_MSG(gone >= vu, "gone at %lld, before the valid-until %lld", (long long)gone, (long long)vu);
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+/* With the watchdog lease: ml:ga, taken first, is deleted while ml:gb is
+ * awaited, and its client reports it lost before ml:gb comes free. */
+typedef struct {
+  rlock_lock_t *ob;
+  seen_t *client_saw;
+  int ok;
+} gw_t;
+
+static int waits_for_gb(void *arg) {
+  (void)arg;
+  return exists(s1, "ml:ga") && th_numsub(s1, "redisson_lock__channel:{ml:gb}") >= 1;
+}
+
+static void *delete_ga_then_free_gb(void *arg) {
+  gw_t *g = arg;
+  g->ok = th_wait_until(waits_for_gb, NULL, 30000) && th_cmd_int(s1, "DEL", "ml:ga", NULL) == 1 &&
+          th_wait_until(called, g->client_saw, 30000) && rlock_lock_release(g->ob, 9) == 0;
+  return NULL;
+}
+
+TEST(lost_during_wait_watchdog) {
+  rlock_client_t *c = th_client(s1->url, 3000), *other = th_client(s1->url, 0);
+  rlock_lock_t *ga = th_lock(c, "ml:ga"), *gb = th_lock(c, "ml:gb"), *ob = th_lock(other, "ml:gb");
+  seen_t saw = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  rlock_client_on_lost(c, on_lost, &saw);
+  CHECK_OK(rlock_lock_acquire(ob, 9, 0, 60000, NULL));
+  rlock_lock_t *members[2] = {gb, ga};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  gw_t g = {.ob = ob, .client_saw = &saw};
+  pthread_t t;
+  pthread_create(&t, NULL, delete_ga_then_free_gb, &g);
+  int rc = rlock_multilock_acquire(m, 4, 30000, RLOCK_LEASE_WATCHDOG, NULL);
+  pthread_join(t, NULL);
+  CHECK(g.ok);
+  /* the client knew ml:ga was lost before the acquire returned: success
+   * would hand the caller a lock that is not held */
+  CHECK_MSG(rc == RLOCK_ENOTHELD, "acquire: %s: %s", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), "ml:ga"), "message: %s", rlock_last_error());
+  CHECK(!exists(s1, "ml:gb")); /* taken, then given back */
+  rlock_multilock_free(m);
+  rlock_lock_free(ga), rlock_lock_free(gb), rlock_lock_free(ob);
+  rlock_client_free(c), rlock_client_free(other);
+}
+
+/* The owner already holds ml:xa with a 20 s lease: the MultiLock's 2 s lease
+ * must not cut it (the outer hold keeps what it needs), and ml:xb gets 2 s. */
+TEST(outer_hold_not_cut) {
+  rlock_client_t *c = th_client(s1->url, 0);
+  rlock_lock_t *xa = th_lock(c, "ml:xa"), *xb = th_lock(c, "ml:xb");
+  CHECK_OK(rlock_lock_acquire(xa, 6, 0, 20000, NULL));
+  rlock_lock_t *members[2] = {xa, xb};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_multilock_acquire(m, 6, 0, 2000, NULL));
+  int64_t pa = pttl(s1, "ml:xa"), pb = pttl(s1, "ml:xb"), took = rlock_now_ms() - t0;
+  CHECK_MSG(pa >= 20000 - took - 2 - 1000 && pb <= 2000 && pb > 0, "pttl %lld %lld", (long long)pa, (long long)pb);
+  CHECK_OK(rlock_multilock_release(m, 6));
+  CHECK(!exists(s1, "ml:xb"));
+  CHECK_MSG(pttl(s1, "ml:xa") > 2000, "outer hold cut: pttl %lld", (long long)pttl(s1, "ml:xa"));
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(xa, 6, &n));
+  CHECK_EQ(n, 1);
+  CHECK_OK(rlock_lock_release(xa, 6));
+  rlock_multilock_free(m);
+  rlock_lock_free(xa), rlock_lock_free(xb);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -444,6 +639,11 @@ int main(int argc, char **argv) {
   RUN(fixed_lease_forever);
   RUN(gone_before_relet);
   RUN(paused_at_relet);
+  RUN(lost_other_owner_failed);
+  RUN(release_from_lost_cb);
+  RUN(lease_not_renewed);
+  RUN(lost_during_wait_watchdog);
+  RUN(outer_hold_not_cut);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();

@@ -5,7 +5,8 @@
  * SIGSTOP makes an acquire fail with RLOCK_ENOSYNC and leave nothing on the
  * master (one replica), or not (two replicas, policy one); an unlock or a
  * renewal that misses the policy stands and is counted in the stats; the
- * replica count is read again on reconnect and after a miss. */
+ * replica count is read again on reconnect and after a miss; a MultiLock's
+ * final step (its one lease) carries WAIT as the acquire does. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -771,6 +772,31 @@ TEST(syncing_replica_not_counted) {
   th_replicas_wait(master, 0, ONLINE_MS);
 }
 
+/* The MultiLock's final step (its one lease, which may be longer than the
+ * watchdog's) carries WAIT like the acquire: a lease the replicas never saw
+ * would be lost with the master while the client counts on it. */
+TEST(multilock_relet_carries_wait) {
+  th_server_t *r = th_replica_start(master);
+  th_replicas_wait(master, 1, ONLINE_MS);
+  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-relet");
+  rlock_lock_t *a = th_lock(c, "rs:ra"), *b = th_lock(c, "rs:rb");
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  long long w0 = waits(master);
+  CHECK_OK(rlock_multilock_acquire(m, 5, 0, 60000, NULL)); /* a lease 20 watchdog timeouts long */
+  long long n = waits(master) - w0;
+  rlock_stats_t st = stats(c);
+  CHECK_MSG(n == 4 + (long long)st.renewals, "WAIT calls %lld, want 2 acquires + 2 final steps + %llu renewals", n,
+            (unsigned long long)st.renewals);
+  CHECK_OK(rlock_multilock_release(m, 5));
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(master, 0, ONLINE_MS);
+}
+
 /* RLOCK_TEST_ONLY=<name> runs one test (to see one fail on its own). */
 #define RUN_SEL(name)                                                             \
   do {                                                                            \
@@ -805,6 +831,7 @@ int main(int argc, char **argv) {
   RUN_SEL(unlock_miss_stands);
   RUN_SEL(renewal_miss_counted);
   RUN_SEL(history_under_replica_pauses);
+  RUN_SEL(multilock_relet_carries_wait);
   th_server_stop(master);
   return th_done();
 }

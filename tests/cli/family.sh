@@ -68,7 +68,7 @@ contains "$T/err" "mb" "the busy member is named"
 rc DEL mb >/dev/null
 # A fixed lease with no --wait: one lease for all, set once every member is held.
 expect 0 "--lease with several NAMEs, no --wait" R exec --lease 5s ma mb -- sh -c "redis-cli -p $PORT PTTL ma > $T/pttl; redis-cli -p $PORT PTTL mb >> $T/pttl"
-leases_ok() { for p in $(cat "$T/pttl"); do [ "$p" -gt 0 ] && [ "$p" -le 5000 ] || return 1; done; }
+leases_ok() { set -- $(cat "$T/pttl"); [ $# -eq 2 ] || return 1; for p; do [ "$p" -gt 0 ] && [ "$p" -le 5000 ] || return 1; done; }
 leases_ok && pass "every member's TTL is at most the lease" || fail "PTTLs: $(cat "$T/pttl" | tr '\n' ' ')"
 # A member lost while CMD runs: the whole lock is lost (76).
 bg "$T/mlost" "$RLOCK" -u "$URL" exec --watchdog 600ms ma mb -- sleep 30
