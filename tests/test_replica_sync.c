@@ -776,9 +776,8 @@ TEST(syncing_replica_not_counted) {
  * watchdog's) carries WAIT like the acquire: a lease the replicas never saw
  * would be lost with the master while the client counts on it. */
 TEST(multilock_relet_carries_wait) {
-  th_server_t *r = th_replica_start(master);
-  th_replicas_wait(master, 1, ONLINE_MS);
-  rlock_client_t *c = client(master, RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-relet");
+  replicas_up(1);
+  rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 3, 3000, "rs-relet");
   rlock_lock_t *a = th_lock(c, "rs:ra"), *b = th_lock(c, "rs:rb");
   rlock_lock_t *members[2] = {a, b};
   rlock_multilock_t *m = NULL;
@@ -793,8 +792,7 @@ TEST(multilock_relet_carries_wait) {
   rlock_multilock_free(m);
   rlock_lock_free(a), rlock_lock_free(b);
   rlock_client_free(c);
-  th_server_stop(r);
-  th_replicas_wait(master, 0, ONLINE_MS);
+  replicas_down();
 }
 
 /* RLOCK_TEST_ONLY=<name> runs one test (to see one fail on its own). */
