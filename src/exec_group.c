@@ -80,6 +80,31 @@ static void reap(pid_t pgid, pid_t who, int *st) {
   pthread_sigmask(SIG_SETMASK, &before, NULL);
 }
 
+/* CMD's terminal I/O from the background (SIGTTIN/SIGTTOU): CMD gets the
+ * terminal if rlock's group has it ('&', then 'fg'); else rlock's group
+ * stops as a background job that touched the terminal, and hands CMD the
+ * terminal once brought to the foreground. The kernel decides both in one
+ * step: tcsetpgrp with SIGTTOU unblocked succeeds in the foreground and, in
+ * the background, stops the caller's group and runs again once continued.
+ * (Checking the foreground, then stopping, lost a race with the shell's
+ * 'fg': its SIGCONT came between the two, and the job stayed stopped.) An
+ * orphaned group cannot be stopped (EIO): CMD is continued after a pause
+ * and will stop again, no busy loop. */
+static void take_terminal_for(int tty, pid_t pgid) {
+  sigset_t ttou, before;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  pthread_sigmask(SIG_UNBLOCK, &ttou, &before);
+  int rc;
+  while ((rc = tcsetpgrp(tty, pgid)) < 0 && errno == EINTR) {
+  }
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
+  if (rc < 0) {
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
 /* A member of the group was stopped (Ctrl-Z, or terminal I/O from the
  * background: SIGTTIN/SIGTTOU): the shell knows rlock's group as the job, so
  * stop that group the same way (the script that ran rlock too, as the
@@ -94,6 +119,14 @@ static void suspend(pid_t pgid, int tty, pid_t who, int stopsig) {
   while (waitid(P_PID, (id_t)who, &si, WSTOPPED) < 0 && errno == EINTR) { /* consume the report */
   }
   int sig = stopsig == SIGTTIN || stopsig == SIGTTOU ? stopsig : SIGTSTP;
+  struct sigaction ttou;
+  if (sig != SIGTSTP && sigaction(SIGTTOU, NULL, &ttou) == 0 && ttou.sa_handler == SIG_DFL) {
+    take_terminal_for(tty, pgid);
+    kill(-pgid, SIGCONT);
+    return;
+  }
+  /* (rlock's caller ignores SIGTTOU: tcsetpgrp would take the terminal from
+   * the background, so check, then stop; a shell's 'fg' can slip in between) */
   if (sig != SIGTSTP && tcgetpgrp(tty) == getpgrp()) { /* rlock was put in the foreground ('fg') */
     give_terminal(tty, pgid);
     kill(-pgid, SIGCONT);
