@@ -573,7 +573,7 @@ struct op {
   op_t *next;               /* submit queue link */
   op_t *aprev, *anext;      /* client->active link */
   op_t *nprev, *nnext;      /* the active ops on the same lock name (client->by_name) */
-  bool indexed;             /* in client->by_name */
+  void **islot;             /* in client->by_name: its entry's value (the first op), else NULL */
   op_kind_t kind;
   client_t *cl;
   rlock_lock_t *lock;

@@ -23,6 +23,7 @@
 #include "kinds/kind.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,27 +93,31 @@ static void by_name_add(op_t *op) {
     op->nnext = first->nnext;
     if (first->nnext) first->nnext->nprev = op;
     first->nnext = op;
-  } else if (rlock__map_put(&cl->by_name, op->lock->name, op->lock->len, op)) {
+  } else if (rlock__map_put(&cl->by_name, op->lock->name, op->lock->len, op) ||
+             !(slot = rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len))) {
     cl->by_name_broken = true; /* from now on the scans walk every active op */
     return;
   }
-  op->indexed = true;
+  op->islot = slot;
 }
 
+/* Never reads op->lock: an op may end (client closing) after its lock
+ * handle was freed. The map entry keeps its own copy of the name. */
 static void by_name_del(op_t *op) {
-  if (!op->indexed) return;
+  if (!op->islot) return;
   client_t *cl = op->cl;
   if (op->nprev) {
     op->nprev->nnext = op->nnext;
     if (op->nnext) op->nnext->nprev = op->nprev;
   } else if (op->nnext) { /* the first goes: the next one is the map's */
     op->nnext->nprev = NULL;
-    *rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len) = op->nnext;
+    *op->islot = op->nnext;
   } else {
-    rlock__map_del(&cl->by_name, op->lock->name, op->lock->len);
+    map_entry_t *e = (map_entry_t *)(void *)((char *)op->islot - offsetof(map_entry_t, value));
+    rlock__map_del(&cl->by_name, e->key, e->klen);
   }
   op->nprev = op->nnext = NULL;
-  op->indexed = false;
+  op->islot = NULL;
 }
 
 /* The active ops that may be on the lock `name` (then same_name_next): its
