@@ -214,8 +214,10 @@ typedef struct rlock_client rlock_client_t;
  * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS; RLOCK_EPROTO when
  * the server answers in another protocol: not a Redis server). Sentinel URLs:
  * RLOCK_ECONNECT also when no sentinel answered for the master (each one
- * down, silent, or not knowing MASTER) or when the node they name is not a
- * master (ROLE). Afterwards the
+ * down, silent, or not knowing MASTER) or when the node they name is still
+ * not a master (ROLE) at connect_timeout_ms: a refusal is asked again (with
+ * the reconnect backoff, Sentinel first) until then, since mid-failover
+ * Sentinel can name a replica whose promotion is on its way. Afterwards the
  * client reconnects by itself whenever a connection drops or is found dead
  * (see the liveness options). opts must not be NULL (RLOCK_EINVAL).
  * A client belongs to the process that created it: its descriptors are

@@ -394,6 +394,10 @@ static void cmd_ready(conn_t *c) {
 }
 
 static void cmd_error(conn_t *c, int err, const char *msg) {
+  /* Sentinel named a node that is not a master (yet): mid-failover the
+   * promotion is on its way, so rlock_client_new asks again (the reconnect
+   * asks Sentinel first) until its connect_timeout_ms has passed. */
+  if (c->role_refused && rlock_now_ms() < c->cl->start_deadline) return;
   if (!c->ever_ready) start_result(c->cl, err, msg);
 }
 
@@ -566,6 +570,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
+  cl->start_deadline = rlock_now_ms() + cl->opt.connect_timeout_ms;
   if (cl->topo->init && cl->topo->init(cl)) {
     rlock__conn_close(&cl->cmd);
     rlock__pubsub_close(&cl->ps);

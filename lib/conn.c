@@ -156,6 +156,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
                  : "no answer");
     rlock_reply_free(reply);
     c->last_err = RLOCK_ECONNECT;
+    c->role_refused = true;
     drop(c, RLOCK_ECONNECT, msg);
     return;
   }
@@ -874,6 +875,7 @@ void rlock__conn_start(conn_t *c) {
    * topology starts c again once it knows the node (topology.h). */
   if (c->cl->topo->before_connect && !c->cl->topo->before_connect(c->cl, c)) return;
   c->state = CS_CONNECTING;
+  c->role_refused = false;
   c->connect_deadline = rlock_now_ms() + connect_timeout(c);
   if (!c->reader && !(c->reader = rlock__reply_reader_new())) {
     drop(c, RLOCK_ENOMEM, "out of memory");

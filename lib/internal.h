@@ -231,6 +231,7 @@ struct conn {
   struct addrinfo *addrs, *addr_next;
   int handshake_left;
   bool ever_ready;
+  bool role_refused; /* the last attempt ended on a ROLE that was not master */
   int last_err; /* why the last connection attempt failed */
   int replicas; /* command connections: the replicas the node reported connected
                    (INFO replication) at the last handshake, after a WAIT that
@@ -462,6 +463,7 @@ struct rlock_client {
   pthread_mutex_t smu;
   pthread_cond_t scond;
   int start_status; /* 1 = pending */
+  int64_t start_deadline; /* rlock_client_new's bound: now + connect_timeout_ms */
   char start_msg[256];
   /* engine (I/O thread only) */
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */

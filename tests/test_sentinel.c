@@ -557,9 +557,68 @@ TEST(role_check_refuses_a_replica) {
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = dep->url;
+  o.connect_timeout_ms = 1500; /* the refusal is asked again until then */
   rlock_client_t *c = NULL;
+  int64_t t0 = th_now_ms();
   CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  int64_t took = th_now_ms() - t0;
   CHECK_MSG(strstr(rlock_last_error(), "is not a master (ROLE: slave)"), "message: %s", rlock_last_error());
+  /* a lower bound from the option: it kept asking, it did not give up at the first refusal */
+  CHECK_MSG(took >= 1400, "rlock_client_new gave up after %lld ms of a 1500 ms connect timeout", (long long)took);
+  th_server_stop(rep);
+  th_server_stop(primary);
+}
+
+/* A client created while Sentinel still names a node that is not a master
+ * (mid-failover: the promotion has not happened yet) keeps asking within
+ * connect_timeout_ms instead of failing at the first refusal: once the node
+ * is promoted, rlock_client_new succeeds and locks there. */
+typedef struct {
+  rlock_options_t o;
+  rlock_client_t *c;
+  int rc;
+  char msg[256];
+} new_arg_t;
+
+static void *client_new_thread(void *p) {
+  new_arg_t *a = p;
+  a->rc = rlock_client_new(&a->c, &a->o);
+  snprintf(a->msg, sizeof a->msg, "%s", rlock_last_error());
+  return NULL;
+}
+
+static th_server_t *refusing;
+static int role_refused(void *arg) {
+  (void)arg;
+  return th_cmdstat(refusing, "role") >= 1;
+}
+
+TEST(role_refusal_then_promoted) {
+  th_server_t *primary = th_server_start(NULL);
+  char pport[16];
+  snprintf(pport, sizeof pport, "%d", primary->port);
+  const char *args[] = {"--replicaof", "127.0.0.1", pport, NULL};
+  th_server_opts_t ro = {.extra_args = args};
+  th_server_t *rep = th_server_start(&ro);
+  th_sentinels_monitor(dep, rep->port);
+  new_arg_t a;
+  memset(&a, 0, sizeof a);
+  rlock_options_init(&a.o);
+  a.o.url = dep->url;
+  a.o.connect_timeout_ms = 60000; /* generous: the promotion below ends the wait */
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, client_new_thread, &a) == 0);
+  refusing = rep;
+  CHECK_MSG(th_wait_until(role_refused, NULL, 30000), "the client never asked ROLE");
+  redisReply *r = th_cmd(rep, "REPLICAOF", "NO", "ONE", NULL);
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  pthread_join(t, NULL);
+  CHECK_MSG(a.rc == 0, "rlock_client_new: %d %s", a.rc, a.msg);
+  if (a.rc == 0) {
+    lock_on_master(a.c, rep, "sentinel:promoted");
+    rlock_client_free(a.c);
+  }
   th_server_stop(rep);
   th_server_stop(primary);
 }
@@ -584,6 +643,7 @@ int main(int argc, char **argv) {
   RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
   RUN(poll_follows_without_event);
   RUN(role_check_refuses_a_replica);
+  RUN(role_refusal_then_promoted);
   th_sentinels_stop(dep);
   return th_done();
 }
