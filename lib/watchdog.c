@@ -430,21 +430,21 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   int acked;
   if (status == 0 && !rlock__client_sync_split(&b->sync_need, &reply, &acked) && wd->cl->cmd.state != CS_CLOSED)
     renewal_sync_missed(b);
-  if (status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == b->n &&
+  /* the script's reply: one character per hold, '1' renewed, '0' gone */
+  if (status == 0 && reply && reply->type == RLOCK_REPLY_STRING && reply->len == b->n &&
       wd->cl->cmd.state != CS_CLOSED) {
     int64_t lease = wd->cl->opt.watchdog_timeout_ms, now = rlock_now_ms();
     for (size_t i = 0; i < b->n; i++) {
       hold_t *h = b->holds[i];
       if (h->dead || !renews(h)) continue; /* released since (a new hold is another hold_t) */
-      rlock_reply_t *e = reply->element[i];
-      if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) {
+      if (reply->str[i] == '1') {
         h->w_lo = max64(h->w_lo, b->sent_at + lease);
         h->w_hi = max64(h->w_hi, now + lease);
         rearm_at(h, now);
         stat_add(wd->cl, ST_RENEWED, 1);
-      } else {
+      } else if (reply->str[i] == '0') {
         lost(h, RLOCK_LOST_DELETED);
-      }
+      } /* anything else: not our script's answer, changes nothing */
     }
   }
   /* A failed renewal changes nothing: the next round tries again, and the
