@@ -353,7 +353,7 @@ typedef struct watchdog {
   map_t holds;            /* (name, owner) -> hold_t */
   map_t residue;          /* (name, owner) -> residue_t: unknown releases of a forgotten hold */
   struct event *tick;     /* renewal round every watchdog_timeout/3 */
-  uint64_t next_gen;
+  const struct timeval *common_lease; /* libevent's common timeout of watchdog_timeout */
   pthread_mutex_t lmu;    /* guards the listeners (added from user threads) */
   struct lost_listener *listeners; /* also told of every lost hold (MultiLock) */
   size_t nlisteners;

@@ -818,9 +818,9 @@ static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
   bool synced = status != 0 || rlock__client_sync_split(&op->sync_need, &reply, &acked);
   if (status) rc = rlock__fail_keep(status);
   else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(RLOCK_ESERVER, "relet: %.200s", reply->str);
-  else if (reply->type != RLOCK_REPLY_ARRAY || reply->elements != 1 || reply->element[0]->type != RLOCK_REPLY_INTEGER)
+  else if (reply->type != RLOCK_REPLY_STRING || reply->len != 1 || (reply->str[0] != '0' && reply->str[0] != '1'))
     rc = rlock__fail(RLOCK_EPROTO, "relet: unexpected reply");
-  else if (reply->element[0]->integer != 1)
+  else if (reply->str[0] != '1')
     rc = rlock__fail(RLOCK_ENOTHELD, "the hold was gone from the server when its lease was set");
   else if (!synced) /* a lease the replicas may not have: fails like an acquire's grant */
     rc = rlock__client_sync_fail(op->cl, &op->sync_need, acked);

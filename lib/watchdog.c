@@ -33,23 +33,25 @@ struct hold {
   char *key; /* "<owner id>\n<name>" : the map key */
   size_t klen, olen; /* owner id is key[0..olen) ; name follows the '\n' */
   uint64_t owner;
-  uint64_t gen;
   level_t *levels; /* the client's hold count is depth */
   size_t depth, cap;
   int64_t w_lo, w_hi; /* watchdog lease: last acquire/renewal send + lease, reply + lease */
   int64_t unknown;    /* releases with an unknown outcome, counted as done */
   struct event *expire; /* fires when the lease has certainly run out */
   int script;           /* its kind's renew script (0: SCRIPT_RENEW) */
+  unsigned pins;        /* renewal batches in flight that name it */
+  bool dead;            /* forgotten while pinned: the last batch frees it */
 };
 
+/* A renewal call in flight: it pins its holds (a hold forgotten meanwhile
+ * stays in memory, marked dead, until the batch is done), so the reply is
+ * matched to them without a lookup. */
 typedef struct batch {
   watchdog_t *wd;
   sync_need_t sync_need; /* the WAIT behind the renewal (replica sync) */
   size_t n;
   int64_t sent_at;
-  uint64_t *gens;
-  char **keys;
-  size_t *klens;
+  hold_t *holds[];
 } batch_t;
 
 RLOCK_API const char *rlock_lost_reason_str(rlock_lost_reason_t reason) {
@@ -66,13 +68,6 @@ RLOCK_API const char *rlock_lost_reason_str(rlock_lost_reason_t reason) {
 static const char *hold_name(const hold_t *h, size_t *len) {
   *len = h->klen - h->olen - 1;
   return h->key + h->olen + 1;
-}
-
-/* The name in a registry key "<owner id>\n<name>" (owner ids hold no '\n'). */
-static const char *hold_name_of_key(const char *key, size_t klen, size_t *len) {
-  const char *nl = memchr(key, '\n', klen);
-  *len = klen - (size_t)(nl - key) - 1;
-  return nl + 1;
 }
 
 static const level_t *top(const hold_t *h) { return &h->levels[h->depth - 1]; }
@@ -104,12 +99,23 @@ static char *make_key(const char *owner_id, const char *name, size_t len, size_t
   return k;
 }
 
-static void hold_free(hold_t *h) {
-  stat_add(h->wd->cl, ST_HELD, -1);
+static void hold_mem_free(hold_t *h) {
   event_free(h->expire);
   free(h->levels);
   free(h->key);
   free(h);
+}
+
+/* The hold is no longer tracked (already out of the map); a renewal batch
+ * that still names it frees it when its reply is in. */
+static void hold_free(hold_t *h) {
+  stat_add(h->wd->cl, ST_HELD, -1);
+  if (!h->pins) {
+    hold_mem_free(h);
+    return;
+  }
+  event_del(h->expire);
+  h->dead = true;
 }
 
 static void forget(hold_t *h) {
@@ -202,17 +208,37 @@ static void lost(hold_t *h, rlock_lost_reason_t reason) {
   hold_free(h);
 }
 
+static void rearm_at(hold_t *h, int64_t now);
+
 static void expire_cb(evutil_socket_t fd, short what, void *arg) {
   hold_t *h = arg;
-  lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
+  int64_t now = rlock_now_ms();
+  /* a common-timeout deadline counts from the loop's cached time, which can
+   * be a little older than the moment the lease was extended: early, wait
+   * the rest */
+  if (now < valid_hi(h)) rearm_at(h, now);
+  else lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
 }
 
-/* The expiry timer at the latest moment the server's lease can still run. */
-static void rearm(hold_t *h) {
+/* The expiry timer at the latest moment the server's lease can still run.
+ * The usual case, a watchdog lease just extended to now + watchdog_timeout,
+ * uses libevent's common timeout for that duration: a queue in deadline
+ * order, O(1) to move a hold to its end, instead of the timer heap (100,000
+ * holds renewed every third of the lease made heap updates the watchdog's
+ * main cost). */
+static void rearm_at(hold_t *h, int64_t now) {
+  watchdog_t *wd = h->wd;
+  int64_t left = valid_hi(h) - now;
+  if (wd->common_lease && left == wd->cl->opt.watchdog_timeout_ms) {
+    evtimer_add(h->expire, wd->common_lease);
+    return;
+  }
   struct timeval tv;
-  rlock__tv_from_ms(&tv, valid_hi(h) - rlock_now_ms());
+  rlock__tv_from_ms(&tv, left);
   evtimer_add(h->expire, &tv);
 }
+
+static void rearm(hold_t *h) { rearm_at(h, rlock_now_ms()); }
 
 static hold_t *hold_new(watchdog_t *wd, char *key, size_t klen, size_t olen, uint64_t owner) {
   hold_t *h = calloc(1, sizeof *h);
@@ -222,7 +248,6 @@ static hold_t *hold_new(watchdog_t *wd, char *key, size_t klen, size_t olen, uin
   h->klen = klen;
   h->olen = olen;
   h->owner = owner;
-  h->gen = ++wd->next_gen;
   h->expire = evtimer_new(wd->cl->base, expire_cb, h);
   if (!h->expire || rlock__map_put(&wd->holds, key, klen, h)) {
     if (h->expire) event_free(h->expire);
@@ -382,10 +407,10 @@ void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len) {
 }
 
 static void batch_free(batch_t *b) {
-  for (size_t i = 0; i < b->n; i++) free(b->keys[i]);
-  free(b->keys);
-  free(b->klens);
-  free(b->gens);
+  for (size_t i = 0; i < b->n; i++) {
+    hold_t *h = b->holds[i];
+    if (!--h->pins && h->dead) hold_mem_free(h);
+  }
   free(b);
 }
 
@@ -394,7 +419,7 @@ static void batch_free(batch_t *b) {
  * counted, and the node's replica count read again. */
 static void renewal_sync_missed(batch_t *b) {
   size_t len;
-  const char *name = hold_name_of_key(b->keys[0], b->klens[0], &len);
+  const char *name = hold_name(b->holds[0], &len); /* a dead hold keeps its name */
   stat_add(b->wd->cl, ST_RENEWAL_SYNC_MISSES, 1);
   rlock__client_sync_refresh(b->wd->cl, name, len);
 }
@@ -405,21 +430,21 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   int acked;
   if (status == 0 && !rlock__client_sync_split(&b->sync_need, &reply, &acked) && wd->cl->cmd.state != CS_CLOSED)
     renewal_sync_missed(b);
-  if (status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == b->n &&
+  /* the script's reply: one character per hold, '1' renewed, '0' gone */
+  if (status == 0 && reply && reply->type == RLOCK_REPLY_STRING && reply->len == b->n &&
       wd->cl->cmd.state != CS_CLOSED) {
+    int64_t lease = wd->cl->opt.watchdog_timeout_ms, now = rlock_now_ms();
     for (size_t i = 0; i < b->n; i++) {
-      hold_t *h = rlock__map_get(&wd->holds, b->keys[i], b->klens[i]);
-      if (!h || h->gen != b->gens[i] || !renews(h)) continue; /* released or re-taken since */
-      rlock_reply_t *e = reply->element[i];
-      if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) {
-        int64_t lease = wd->cl->opt.watchdog_timeout_ms;
+      hold_t *h = b->holds[i];
+      if (h->dead || !renews(h)) continue; /* released since (a new hold is another hold_t) */
+      if (reply->str[i] == '1') {
         h->w_lo = max64(h->w_lo, b->sent_at + lease);
-        h->w_hi = max64(h->w_hi, rlock_now_ms() + lease);
-        rearm(h);
+        h->w_hi = max64(h->w_hi, now + lease);
+        rearm_at(h, now);
         stat_add(wd->cl, ST_RENEWED, 1);
-      } else {
+      } else if (reply->str[i] == '0') {
         lost(h, RLOCK_LOST_DELETED);
-      }
+      } /* anything else: not our script's answer, changes nothing */
     }
   }
   /* A failed renewal changes nothing: the next round tries again, and the
@@ -430,25 +455,19 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
 
 static void send_batch(watchdog_t *wd, int script, hold_t **hs, size_t n) {
   client_t *cl = wd->cl;
-  batch_t *b = calloc(1, sizeof *b);
+  batch_t *b = calloc(1, sizeof *b + n * sizeof b->holds[0]);
   const char **keys = malloc(n * sizeof *keys), **args = malloc((n + 1) * sizeof *args);
   size_t *kl = malloc(n * sizeof *kl), *al = malloc((n + 1) * sizeof *al);
   char lease[32];
   if (!b || !keys || !args || !kl || !al) goto out;
   b->wd = wd;
-  b->keys = calloc(n, sizeof *b->keys);
-  b->klens = malloc(n * sizeof *b->klens);
-  b->gens = malloc(n * sizeof *b->gens);
-  if (!b->keys || !b->klens || !b->gens) goto out;
   rlock__i64toa(cl->opt.watchdog_timeout_ms, lease);
   args[0] = lease, al[0] = strlen(lease);
   for (size_t i = 0; i < n; i++) {
     keys[i] = hold_name(hs[i], &kl[i]);
     args[i + 1] = hs[i]->key, al[i + 1] = hs[i]->olen;
-    if (!(b->keys[i] = malloc(hs[i]->klen))) goto out;
-    memcpy(b->keys[i], hs[i]->key, hs[i]->klen);
-    b->klens[i] = hs[i]->klen;
-    b->gens[i] = hs[i]->gen;
+    b->holds[i] = hs[i];
+    hs[i]->pins++;
     b->n = i + 1;
   }
   b->sent_at = rlock_now_ms();
@@ -527,6 +546,8 @@ int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
   wd->tick = event_new(cl->base, -1, EV_PERSIST, tick_cb, wd);
   if (!wd->tick) return RLOCK_ENOMEM;
   struct timeval tv;
+  rlock__tv_from_ms(&tv, cl->opt.watchdog_timeout_ms);
+  wd->common_lease = event_base_init_common_timeout(cl->base, &tv); /* NULL: the heap for all */
   int64_t period = cl->opt.watchdog_timeout_ms / 3;
   rlock__tv_from_ms(&tv, period > 0 ? period : 1);
   evtimer_add(wd->tick, &tv);

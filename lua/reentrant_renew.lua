@@ -3,9 +3,10 @@
 -- ARGV[1]    lease (ms), or '=' and the lease: the TTL becomes exactly that
 --            (the MultiLock's one lease, set once every member is held)
 -- ARGV[i + 1] the owner id holding KEYS[i]
--- Reply: an array, 1 where the owner still holds KEYS[i] (its TTL is now at
+-- Reply: a string, one character per name (one reply object for the whole
+--        batch, not one per name): '1' where the owner still holds KEYS[i] (its TTL is now at
 --        least the lease: a longer TTL, from a longer fixed lease of the same
---        owner, is kept), 0 where the hold is gone (the client stops renewing
+--        owner, is kept), '0' where the hold is gone (the client stops renewing
 --        it: lock lost); an error reply (nothing written) for a bad lease.
 local exact = string.sub(ARGV[1], 1, 1) == '='
 local lease = exact and string.sub(ARGV[1], 2) or ARGV[1]
@@ -21,9 +22,9 @@ for i = 1, #KEYS do
     if exact or redis.call('pttl', KEYS[i]) < lease_ms then
       redis.call('pexpire', KEYS[i], lease)
     end
-    out[i] = 1
+    out[i] = '1'
   else
-    out[i] = 0
+    out[i] = '0'
   end
 end
-return out
+return table.concat(out)

@@ -236,12 +236,9 @@ TEST(renew) {
   th_reply_free(th_cmd(srv, "PEXPIRE", "k3", "1000", NULL));
   redisReply *r = eval("reentrant_renew", 4, "k1", "k2", "k3", "k4", "30000", OWNER_A, OWNER_B, OWNER_A,
                        OWNER_A, NULL);
-  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 4);
-  long long want[] = {1, 1, 0, 0};
-  for (int i = 0; i < 4; i++) {
-    CHECK(r->element[i]->type == REDIS_REPLY_INTEGER);
-    CHECK_EQ(r->element[i]->integer, want[i]);
-  }
+  /* one character per name: renewed, renewed, held by another, gone */
+  CHECK_MSG(r->type == REDIS_REPLY_STRING && r->len == 4 && !memcmp(r->str, "1100", 4), "reply type %d %.*s",
+            r->type, r->type == REDIS_REPLY_STRING ? (int)r->len : 0, r->type == REDIS_REPLY_STRING ? r->str : "");
   th_reply_free(r);
   CHECK(th_cmd_int(srv, "PTTL", "k1", NULL) > 25000);
   CHECK(th_cmd_int(srv, "PTTL", "k2", NULL) > 25000);

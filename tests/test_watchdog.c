@@ -3,6 +3,7 @@
  * through the raw client), valid_until advances, renewals are batched over
  * the held locks, fixed-lease locks are not renewed, and renewals stop after
  * unlock. Waiting out time is the point of this test. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "harness.h"
@@ -116,12 +117,89 @@ TEST(free_client_stops_renewals) {
   CHECK_MSG(th_wait_until(key_gone, "wd:abandoned", 3000), "the abandoned hold is still renewed");
 }
 
+/* A hold forgotten while a renewal call that names it is in flight: its
+ * unlock (or this client's force unlock) was sent before the renewal and
+ * answers first. The renewal batch keeps the forgotten hold alive until its
+ * own reply (ASan: no use after free), skips it, and renews the rest. The
+ * server is paused (CLIENT PAUSE ALL, shorter than the lease) so that the
+ * watchdog's round comes while both replies wait; a run where the round
+ * came only after the replies did not test this and is tried again. */
+typedef struct {
+  rlock_client_t *c;
+  atomic_int done;
+  uint64_t renewals_at_reply;
+} inflight_t;
+
+static void unlocked_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  inflight_t *f = arg;
+  CHECK_OK(status);
+  rlock_stats_t st;
+  rlock_client_stats(f->c, &st);
+  f->renewals_at_reply = st.renewals;
+  atomic_fetch_add(&f->done, 1);
+}
+
+static void forced_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  inflight_t *f = arg;
+  CHECK_OK(status);
+  atomic_fetch_add(&f->done, 1);
+}
+
+static int both_done(void *arg) { return atomic_load(&((inflight_t *)arg)->done) == 2; }
+
+TEST(forgotten_while_renewal_in_flight) {
+  th_lost_t lost = TH_LOST_INIT;
+  int exercised = 0;
+  for (int attempt = 0; attempt < 6 && !exercised; attempt++) {
+    rlock_client_t *c = th_client(srv->url, 1500); /* a round every 500 ms */
+    rlock_client_on_lost(c, th_lost_record, &lost);
+    th_lost_reset(&lost);
+    rlock_lock_t *a = th_lock(c, "wd:pinned:a"), *b = th_lock(c, "wd:pinned:b"), *k = th_lock(c, "wd:pinned:kept");
+    CHECK_OK(rlock_lock_lock(a, RLOCK_LEASE_WATCHDOG));
+    CHECK_OK(rlock_lock_lock(b, RLOCK_LEASE_WATCHDOG));
+    CHECK_OK(rlock_lock_lock(k, RLOCK_LEASE_WATCHDOG));
+    rlock_stats_t st;
+    rlock_client_stats(c, &st);
+    uint64_t renewals0 = st.renewals;
+    inflight_t f = {.c = c};
+    atomic_init(&f.done, 0);
+    /* 700 ms: longer than a round (500), shorter than lease - round (1000) */
+    redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "700", "ALL", NULL);
+    CHECK(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    CHECK_OK(rlock_lock_release_async(a, RLOCK_OWNER_SELF, unlocked_cb, &f));
+    CHECK_OK(rlock_lock_force_unlock_async(b, forced_cb, &f));
+    CHECK_MSG(th_wait_until(both_done, &f, 10000), "unlock / force unlock never answered");
+    exercised = f.renewals_at_reply > renewals0;
+    /* the kept hold is renewed on: two more renewals that renewed it */
+    CHECK(TH_STAT_REACHES(c, renewals, f.renewals_at_reply + 2, 10000));
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:pinned:a", NULL), 0);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:pinned:b", NULL), 0);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", "wd:pinned:kept", NULL), 1);
+    CHECK_OK(rlock_lock_unlock(k));
+    pthread_mutex_lock(&lost.mu);
+    CHECK_MSG(lost.calls == 1 && lost.reason == RLOCK_LOST_FORCE_UNLOCKED, "lost calls %d reason %d", lost.calls,
+              (int)lost.reason);
+    pthread_mutex_unlock(&lost.mu);
+    rlock_client_stats(c, &st);
+    CHECK_EQ(st.held, 0);
+    rlock_lock_free(a);
+    rlock_lock_free(b);
+    rlock_lock_free(k);
+    rlock_client_free(c);
+  }
+  CHECK_MSG(exercised, "in 6 attempts no renewal round came while the replies waited");
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   srv = th_server_start(NULL);
   RUN(keeps_lock_alive);
   RUN(batched_and_fixed_lease_not_renewed);
   RUN(free_client_stops_renewals);
+  RUN(forgotten_while_renewal_in_flight);
   th_server_stop(srv);
   return th_done();
 }
