@@ -16,6 +16,7 @@
  * only touches a key where the owner's field still exists. */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +29,18 @@ typedef struct level {
   int64_t nwatch;  /* watchdog levels up to here */
 } level_t;
 
+#define INLINE_LEVELS 2 /* most holds are one or two acquires deep */
+
+/* One allocation per hold: the struct, its expiry event (event_assign) and
+ * its key; levels beyond INLINE_LEVELS move to the heap. */
 struct hold {
   watchdog_t *wd;
-  char *key; /* "<owner id>\n<name>" : the map key */
+  char *key; /* "<owner id>\n<name>" : the map key, stored after the event */
   size_t klen, olen; /* owner id is key[0..olen) ; name follows the '\n' */
   uint64_t owner;
-  level_t *levels; /* the client's hold count is depth */
+  level_t *levels; /* the client's hold count is depth; inline or on the heap */
   size_t depth, cap;
+  level_t inline_levels[INLINE_LEVELS];
   int64_t w_lo, w_hi; /* watchdog lease: last acquire/renewal send + lease, reply + lease */
   int64_t unknown;    /* releases with an unknown outcome, counted as done */
   struct event *expire; /* fires when the lease has certainly run out */
@@ -93,16 +99,10 @@ static size_t fill_key(char *k, const char *owner_id, const char *name, size_t l
   return ol + 1 + len;
 }
 
-static char *make_key(const char *owner_id, const char *name, size_t len, size_t *klen) {
-  char *k = malloc(strlen(owner_id) + 1 + len);
-  if (k) *klen = fill_key(k, owner_id, name, len);
-  return k;
-}
 
 static void hold_mem_free(hold_t *h) {
-  event_free(h->expire);
-  free(h->levels);
-  free(h->key);
+  event_del(h->expire);
+  if (h->levels != h->inline_levels) free(h->levels);
   free(h);
 }
 
@@ -240,17 +240,25 @@ static void rearm_at(hold_t *h, int64_t now) {
 
 static void rearm(hold_t *h) { rearm_at(h, rlock_now_ms()); }
 
-static hold_t *hold_new(watchdog_t *wd, char *key, size_t klen, size_t olen, uint64_t owner) {
-  hold_t *h = calloc(1, sizeof *h);
+/* The expiry event sits right after the struct, the key after the event. */
+static size_t event_offset(void) {
+  size_t a = _Alignof(max_align_t);
+  return (sizeof(hold_t) + a - 1) / a * a;
+}
+
+static hold_t *hold_new(watchdog_t *wd, const char *owner_id, const char *name, size_t len, uint64_t owner) {
+  size_t olen = strlen(owner_id), esize = event_get_struct_event_size();
+  hold_t *h = calloc(1, event_offset() + esize + olen + 1 + len);
   if (!h) return NULL;
   h->wd = wd;
-  h->key = key;
-  h->klen = klen;
+  h->expire = (struct event *)((char *)h + event_offset());
+  h->key = (char *)h->expire + esize;
+  h->klen = fill_key(h->key, owner_id, name, len);
   h->olen = olen;
   h->owner = owner;
-  h->expire = evtimer_new(wd->cl->base, expire_cb, h);
-  if (!h->expire || rlock__map_put(&wd->holds, key, klen, h)) {
-    if (h->expire) event_free(h->expire);
+  h->levels = h->inline_levels;
+  h->cap = INLINE_LEVELS;
+  if (event_assign(h->expire, wd->cl->base, -1, 0, expire_cb, h) || rlock__map_put(&wd->holds, h->key, h->klen, h)) {
     free(h);
     return NULL;
   }
@@ -274,21 +282,18 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
                       const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) {
-    size_t klen;
-    char *key = make_key(owner_id, name, len, &klen);
-    if (!key || !(h = hold_new(wd, key, klen, strlen(owner_id), owner))) {
-      free(key);
-      return RLOCK_ENOMEM;
-    }
+    if (!(h = hold_new(wd, owner_id, name, len, owner))) return RLOCK_ENOMEM;
     h->unknown = residue_take(wd, h->key, h->klen, sent_at);
   }
   if (h->depth == h->cap) {
-    size_t cap = h->cap ? h->cap * 2 : 4;
-    level_t *lv = realloc(h->levels, cap * sizeof *lv);
+    size_t cap = h->cap * 2;
+    bool inl = h->levels == h->inline_levels;
+    level_t *lv = realloc(inl ? NULL : h->levels, cap * sizeof *lv);
     if (!lv) {
       if (!h->depth) forget(h);
       return RLOCK_ENOMEM;
     }
+    if (inl) memcpy(lv, h->inline_levels, sizeof h->inline_levels);
     h->levels = lv;
     h->cap = cap;
   }
