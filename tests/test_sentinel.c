@@ -544,16 +544,23 @@ TEST(poll_follows_without_event) {
   th_server_stop(other);
 }
 
-/* Sentinel names a replica as the master (monitoring it under the name):
- * the ROLE check refuses it, so nothing is written to a replica. */
-TEST(role_check_refuses_a_replica) {
-  th_server_t *primary = th_server_start(NULL);
+/* A primary and its replica, the replica monitored by the sentinels as the
+ * master (Sentinel names a node that is not a master). */
+static th_server_t *replica_named_master(th_server_t **primary) {
+  *primary = th_server_start(NULL);
   char pport[16];
-  snprintf(pport, sizeof pport, "%d", primary->port);
+  snprintf(pport, sizeof pport, "%d", (*primary)->port);
   const char *args[] = {"--replicaof", "127.0.0.1", pport, NULL};
   th_server_opts_t ro = {.extra_args = args};
   th_server_t *rep = th_server_start(&ro);
   th_sentinels_monitor(dep, rep->port);
+  return rep;
+}
+
+/* Sentinel names a replica as the master (monitoring it under the name):
+ * the ROLE check refuses it, so nothing is written to a replica. */
+TEST(role_check_refuses_a_replica) {
+  th_server_t *primary, *rep = replica_named_master(&primary);
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = dep->url;
@@ -594,13 +601,7 @@ static int role_refused(void *arg) {
 }
 
 TEST(role_refusal_then_promoted) {
-  th_server_t *primary = th_server_start(NULL);
-  char pport[16];
-  snprintf(pport, sizeof pport, "%d", primary->port);
-  const char *args[] = {"--replicaof", "127.0.0.1", pport, NULL};
-  th_server_opts_t ro = {.extra_args = args};
-  th_server_t *rep = th_server_start(&ro);
-  th_sentinels_monitor(dep, rep->port);
+  th_server_t *primary, *rep = replica_named_master(&primary);
   new_arg_t a;
   memset(&a, 0, sizeof a);
   rlock_options_init(&a.o);
