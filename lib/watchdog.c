@@ -488,52 +488,62 @@ out:
   free(keys), free(args), free(kl), free(al);
 }
 
-/* One round of the holds renewed by `script`, RENEW_BATCH per script call
- * (and one slot per call where the topology says slots matter). */
-static void renew_round(watchdog_t *wd, int script) {
-  size_t n = 0, first, count;
-  bool by_slot = wd->cl->topo->slots_matter;
-  hold_t **all = malloc(wd->holds.count * sizeof *all);
-  uint16_t *slots = by_slot ? malloc(wd->holds.count * sizeof *slots) : NULL;
+/* The holds of one renew script, in RENEW_BATCH calls (one slot per call
+ * where the topology says slots matter). */
+static void renew_group(watchdog_t *wd, int script, hold_t **hs, size_t n) {
+  size_t first, count;
+  uint16_t *slots = NULL;
   batcher_t b;
-  /* out of memory: this round is skipped; the next one (a third of the
-   * lease later) tries again, and the expire timers report a loss */
-  if (!all || (by_slot && !slots)) goto out;
-  map_iter_t it;
-  rlock__map_iter_init(&it, &wd->holds);
-  for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
-    hold_t *h = e->value;
-    if (!renews(h) || renew_script(h) != script) continue;
-    if (by_slot) {
+  if (wd->cl->topo->slots_matter) {
+    /* out of memory: this round is skipped; the next one (a third of the
+     * lease later) tries again, and the expire timers report a loss */
+    if (!(slots = malloc(n * sizeof *slots))) return;
+    for (size_t i = 0; i < n; i++) {
       size_t len;
-      const char *name = hold_name(h, &len);
-      slots[n] = rlock__names_slot(name, len);
+      const char *name = hold_name(hs[i], &len);
+      slots[i] = rlock__names_slot(name, len);
     }
-    all[n++] = h;
   }
-  if (!n || rlock__batcher_init(&b, slots, n, RENEW_BATCH)) goto out;
-  while (rlock__batcher_next(&b, &first, &count)) {
-    hold_t *hs[RENEW_BATCH];
-    for (size_t i = 0; i < count; i++) hs[i] = all[batcher_item(&b, first + i)];
-    send_batch(wd, script, hs, count);
+  if (!rlock__batcher_init(&b, slots, n, RENEW_BATCH)) {
+    while (rlock__batcher_next(&b, &first, &count)) {
+      hold_t *batch[RENEW_BATCH];
+      for (size_t i = 0; i < count; i++) batch[i] = hs[batcher_item(&b, first + i)];
+      send_batch(wd, script, batch, count);
+    }
+    rlock__batcher_free(&b);
   }
-  rlock__batcher_free(&b);
-out:
-  free(all);
   free(slots);
 }
 
-/* One round: every watchdog hold, grouped by its kind's renew script. */
+/* One round: every watchdog hold, grouped by its kind's renew script, in one
+ * pass over the registry (with 100,000 holds every pass is cache misses). */
 void rlock__watchdog_renew_now(watchdog_t *wd) {
-  bool used[SCRIPT_N + 1] = {false};
+  size_t n[SCRIPT_N + 1] = {0}, total = wd->holds.count;
+  hold_t **all = total ? malloc(total * sizeof *all) : NULL;
+  int *which = total ? malloc(total * sizeof *which) : NULL;
+  hold_t **group = total ? malloc(total * sizeof *group) : NULL;
+  size_t k = 0;
+  if (!all || !which || !group) goto out; /* out of memory: as above */
   map_iter_t it;
   rlock__map_iter_init(&it, &wd->holds);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     hold_t *h = e->value;
-    if (renews(h)) used[renew_script(h)] = true;
+    if (!renews(h)) continue;
+    all[k] = h;
+    which[k] = renew_script(h);
+    n[which[k++]]++;
   }
-  for (int s = 1; s <= SCRIPT_N; s++)
-    if (used[s]) renew_round(wd, s);
+  for (int s = 1; s <= SCRIPT_N; s++) {
+    if (!n[s]) continue;
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+      if (which[i] == s) group[m++] = all[i];
+    renew_group(wd, s, group, m);
+  }
+out:
+  free(all);
+  free(which);
+  free(group);
   rlock__client_flush(wd->cl);
 }
 
