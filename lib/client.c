@@ -15,6 +15,9 @@
 #include <unistd.h>
 #include <openssl/err.h>
 
+/* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+const char *rlock__test_resolv_conf;
+
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
