@@ -70,6 +70,8 @@ static int query_seen(int64_t timeout_ms) {
     if (poll(&p, 1, (int)left) <= 0) continue;
     char buf[512];
     ssize_t n = recv(silent_fd, buf, sizeof buf, MSG_DONTWAIT);
+    for (ssize_t i = 0; i < n; i++) /* evdns randomizes the case of the name (0x20 hack) */
+      if (buf[i] >= 'A' && buf[i] <= 'Z') buf[i] = (char)(buf[i] - 'A' + 'a');
     if (n > 0 && memmem(buf, (size_t)n, "\x07invalid", 8)) return 1; /* the name's last label */
   }
   return 0;
