@@ -170,7 +170,7 @@ typedef struct rlock_options {
   const char *tls_key_file;     /* client private key (PEM) */
   const char *tls_server_name;  /* name to verify and send as SNI; NULL: the URL's host */
   int tls_verify;               /* 1 (default): verify the server certificate; 0: don't */
-  int64_t connect_timeout_ms;   /* TCP + TLS + handshake; default 3000 */
+  int64_t connect_timeout_ms;   /* name resolution + TCP + TLS + handshake; default 3000 */
   int64_t command_timeout_ms;   /* per request; default 3000 */
   int64_t watchdog_timeout_ms;  /* lease of watchdog-renewed locks; default 30000 */
   int64_t reconnect_min_ms;     /* first reconnect delay; default 100 */
@@ -215,7 +215,11 @@ typedef struct rlock_client rlock_client_t;
  * the server answers in another protocol: not a Redis server). Sentinel URLs:
  * RLOCK_ECONNECT also when no sentinel answered for the master (each one
  * down, silent, or not knowing MASTER) or when the node they name is not a
- * master (ROLE). Afterwards the
+ * master (ROLE). Host names (the URL's, and those Sentinel or a Cluster
+ * name) are resolved without blocking the client's I/O thread (/etc/hosts,
+ * then the nameservers of /etc/resolv.conf); one that cannot be resolved,
+ * or not within connect_timeout_ms, is a failed connection attempt
+ * (RLOCK_ECONNECT, "cannot resolve HOST: ..."). Afterwards the
  * client reconnects by itself whenever a connection drops or is found dead
  * (see the liveness options). opts must not be NULL (RLOCK_EINVAL).
  * A client belongs to the process that created it: its descriptors are

@@ -1,6 +1,7 @@
 /* conn.c -- one RESP connection to one Redis node, driven by the I/O thread.
  *
- * connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
+ * resolve (a numeric address parsed; a name through the client's evdns, never
+ * blocking the loop) -> connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
  * SETNAME, INFO replication for the replica-sync check, SCRIPT LOAD,
  * pipelined) -> READY. Requests queued before READY wait in `pending`;
  * written requests wait in `inflight` and replies are matched to them in
@@ -821,7 +822,10 @@ static void try_connect(conn_t *c) {
     snprintf(where, sizeof where, "%.250s", cl->url.path);
   } else {
     if (!c->addr_next) {
-      drop(c, RLOCK_ECONNECT, "no address to connect to");
+      char msg[300];
+      snprintf(msg, sizeof msg, "cannot resolve %.200s: no address", node_host(c));
+      c->last_err = RLOCK_ECONNECT;
+      drop(c, RLOCK_ECONNECT, msg);
       return;
     }
     memcpy(&ss, c->addr_next->ai_addr, c->addr_next->ai_addrlen);

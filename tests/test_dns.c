@@ -19,9 +19,12 @@
  *                     in flight touches nothing; the parent's client still works
  *   cluster_hostnames a Cluster announcing "localhost" as its nodes' endpoint
  *                     (cluster-preferred-endpoint-type hostname): locks on
- *                     every shard, reached through names evdns resolved */
+ *                     every shard, reached through names evdns resolved
+ *   sentinel_hostnames a sentinel naming its master "localhost"
+ *                     (resolve-hostnames, announce-hostnames): lock + unlock */
 #include "harness.h"
 #include "harness_cluster.h"
+#include "harness_sentinel.h"
 #include "internal.h"
 
 #include <arpa/inet.h>
@@ -294,6 +297,31 @@ TEST(cluster_hostnames) {
   th_cluster_stop(k);
 }
 
+/* A raw command to the only sentinel of t that must answer OK. */
+static void sentinel_ok(th_sentinels_t *t, const char *fmt, const char *a, int port) {
+  redisReply *r = th_sentinel_cmd(t, 0, fmt, a, port);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "sentinel: %s", r && r->str ? r->str : "no reply");
+  th_reply_free(r);
+}
+
+TEST(sentinel_hostnames) {
+  default_resolver();
+  th_sentinels_t *t = th_sentinels_start("dnsmaster", 0, 1);
+  sentinel_ok(t, "SENTINEL CONFIG SET resolve-hostnames yes", NULL, 0);
+  sentinel_ok(t, "SENTINEL CONFIG SET announce-hostnames yes", NULL, 0);
+  sentinel_ok(t, "SENTINEL REMOVE %s", t->name, 0);
+  sentinel_ok(t, "SENTINEL MONITOR %s localhost %d 1", t->name, t->nodes[0]->port);
+  redisReply *r = th_sentinel_cmd(t, 0, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", t->name);
+  CHECK_MSG(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[0]->str, "localhost") == 0,
+            "the sentinel does not name the master localhost");
+  th_reply_free(r);
+  rlock_client_t *c = client_with(t->url, 3000);
+  lock_unlock(c, "dns-sentinel");
+  CHECK(lookups(c) >= 1); /* the sentinels are numeric in the URL: the master's name was resolved */
+  rlock_client_free(c);
+  th_sentinels_stop(t);
+}
+
 /* test_dns [NAME...]: the named tests only (all by default). */
 static int wanted(int argc, char **argv, const char *name) {
   for (int i = 1; i < argc; i++)
@@ -311,5 +339,6 @@ int main(int argc, char **argv) {
   RUN_WANTED(free_resolving);
   RUN_WANTED(fork_resolving);
   RUN_WANTED(cluster_hostnames);
+  RUN_WANTED(sentinel_hostnames);
   return th_done();
 }
