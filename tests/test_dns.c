@@ -5,6 +5,8 @@
  * seam rlock__test_resolv_conf):
  *   localhost         a URL naming localhost works, through evdns (/etc/hosts);
  *                     a numeric URL never asks evdns
+ *   tls_localhost     rediss://localhost: resolved, and the certificate's
+ *                     name verified against it
  *   not_blocking      while the client's user connection waits for a name the
  *                     silent nameserver never answers, a lock and an unlock on
  *                     its ready command connection (same I/O thread) complete
@@ -116,6 +118,24 @@ TEST(localhost) {
   c = client_with(s->url, 3000); /* 127.0.0.1: parsed, never asked */
   lock_unlock(c, "dns-numeric");
   CHECK_EQ(lookups(c), 0);
+  rlock_client_free(c);
+  th_server_stop(s);
+}
+
+TEST(tls_localhost) {
+  default_resolver();
+  th_server_opts_t so = {.tls = 1};
+  th_server_t *s = th_server_start(&so);
+  char url[100];
+  snprintf(url, sizeof url, "rediss://localhost:%d", s->tls_port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.tls_ca_file = th_tls_certs()->ca; /* the certificate names localhost: verified */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  lock_unlock(c, "dns-tls");
+  CHECK(lookups(c) >= 1);
   rlock_client_free(c);
   th_server_stop(s);
 }
@@ -334,6 +354,7 @@ static int wanted(int argc, char **argv, const char *name) {
 int main(int argc, char **argv) {
   th_init(argc, argv, 600);
   RUN_WANTED(localhost);
+  RUN_WANTED(tls_localhost);
   RUN_WANTED(not_blocking);
   RUN_WANTED(connect_timeout);
   RUN_WANTED(free_resolving);
