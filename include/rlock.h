@@ -170,7 +170,7 @@ typedef struct rlock_options {
   const char *tls_key_file;     /* client private key (PEM) */
   const char *tls_server_name;  /* name to verify and send as SNI; NULL: the URL's host */
   int tls_verify;               /* 1 (default): verify the server certificate; 0: don't */
-  int64_t connect_timeout_ms;   /* TCP + TLS + handshake; default 3000 */
+  int64_t connect_timeout_ms;   /* name resolution + TCP + TLS + handshake; default 3000 */
   int64_t command_timeout_ms;   /* per request; default 3000 */
   int64_t watchdog_timeout_ms;  /* lease of watchdog-renewed locks; default 30000 */
   int64_t reconnect_min_ms;     /* first reconnect delay; default 100 */
@@ -217,7 +217,12 @@ typedef struct rlock_client rlock_client_t;
  * down, silent, or not knowing MASTER) or when the node they name is still
  * not a master (ROLE) at connect_timeout_ms: a refusal is asked again (with
  * the reconnect backoff, Sentinel first) until then, since mid-failover
- * Sentinel can name a replica whose promotion is on its way. Afterwards the
+ * Sentinel can name a replica whose promotion is on its way. Host names (the
+ * URL's, and those Sentinel or a Cluster name) are resolved without blocking
+ * the client's I/O thread (/etc/hosts, then the nameservers of
+ * /etc/resolv.conf); one that cannot be resolved, or not within
+ * connect_timeout_ms, is a failed connection attempt (RLOCK_ECONNECT,
+ * "cannot resolve HOST: ..."). Afterwards the
  * client reconnects by itself whenever a connection drops or is found dead
  * (see the liveness options). opts must not be NULL (RLOCK_EINVAL).
  * A client belongs to the process that created it: its descriptors are

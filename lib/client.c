@@ -14,6 +14,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <openssl/err.h>
+#include <event2/dns.h>
+
+/* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+const char *rlock__test_resolv_conf;
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -401,11 +405,31 @@ static void cmd_error(conn_t *c, int err, const char *msg) {
   if (!c->ever_ready) start_result(c->cl, err, msg);
 }
 
+struct evdns_base *rlock__client_dns(client_t *cl) {
+  if (cl->dns) return cl->dns;
+  const char *conf = rlock__test_resolv_conf ? rlock__test_resolv_conf : "/etc/resolv.conf";
+  cl->dns = evdns_base_new(cl->base, 0);
+  /* /etc/hosts and resolv.conf's nameservers, search list and options; a
+   * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
+  if (cl->dns) evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
+  return cl->dns;
+}
+
+/* After the engine shut down: the resolutions the closed connections
+ * cancelled call back on a later pass of the loop (freeing their jobs), and
+ * only then may the resolver go (their callbacks read it). */
+static void close_dns(client_t *cl) {
+  while (cl->dns_jobs > 0) event_base_loop(cl->base, EVLOOP_ONCE);
+  if (cl->dns) evdns_base_free(cl->dns, 0);
+  cl->dns = NULL;
+}
+
 static void *io_main(void *arg) {
   client_t *cl = arg;
   rlock__conn_start(&cl->cmd);
   rlock__conn_start(&cl->ps.conn);
   event_base_dispatch(cl->base);
+  close_dns(cl);
   return NULL;
 }
 

@@ -1,6 +1,7 @@
 /* conn.c -- one RESP connection to one Redis node, driven by the I/O thread.
  *
- * connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
+ * resolve (a numeric address parsed; a name through the client's evdns, never
+ * blocking the loop) -> connect (TCP, unix socket or TLS) -> handshake (AUTH, SELECT, CLIENT
  * SETNAME, INFO replication for the replica-sync check, SCRIPT LOAD,
  * pipelined) -> READY. Requests queued before READY wait in `pending`;
  * written requests wait in `inflight` and replies are matched to them in
@@ -33,6 +34,7 @@
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -42,6 +44,7 @@ static void arm_at(conn_t *c, int64_t at);
 static void drop(conn_t *c, int err, const char *msg);
 static void describe_peer(conn_t *c, char *buf, size_t n);
 static bool tcp_connected(conn_t *c);
+static const char *node_host(const conn_t *c);
 static void write_req(conn_t *c, req_t *r);
 
 /* ------------------------------------------------------------ requests */
@@ -642,7 +645,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
     long long ms = (long long)connect_timeout(c);
     describe_peer(c, peer, sizeof peer);
     bool tls_silent = c->state == CS_CONNECTING && c->cl->url.kind == URL_TLS && tcp_connected(c);
-    if (tls_silent)
+    if (c->dns)
+      snprintf(msg, sizeof msg, "cannot resolve %.200s: no answer within %lld ms (connect timeout)", node_host(c), ms);
+    else if (tls_silent)
       snprintf(msg, sizeof msg, "TLS handshake with %s got no answer within %lld ms: is this a TLS port?", peer, ms);
     else if (c->state == CS_HANDSHAKE)
       snprintf(msg, sizeof msg, "%s did not answer the handshake within %lld ms: is this a Redis server?", peer, ms);
@@ -676,26 +681,92 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port) {
   return 0;
 }
 
-static int resolve(conn_t *c) {
-  const url_t *u = &c->cl->url;
-  if (c->addrs) freeaddrinfo(c->addrs);
-  c->addrs = NULL;
-  if (u->kind == URL_UNIX) return 0;
-  struct addrinfo hints = {0};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  char port[16];
-  snprintf(port, sizeof port, "%d", node_port(c));
-  int rc = getaddrinfo(node_host(c), port, &hints, &c->addrs);
-  if (rc) {
+/* ------------------------------------------------------------ resolving */
+
+/* A name resolution in flight (conn.c). evdns calls dns_done exactly once,
+ * even after evdns_getaddrinfo_cancel (with EVUTIL_EAI_CANCEL, on a later
+ * pass of the loop): a cancelled job has c == NULL and only frees itself. */
+typedef struct dns_job {
+  client_t *cl;
+  conn_t *c; /* NULL: cancelled */
+  struct evdns_getaddrinfo_request *req;
+} dns_job_t;
+
+static void try_connect(conn_t *c);
+
+/* Stops c's resolution, if any: its callback will not touch c. */
+static void dns_cancel(conn_t *c) {
+  dns_job_t *job = c->dns;
+  if (!job) return;
+  c->dns = NULL;
+  job->c = NULL;
+  evdns_getaddrinfo_cancel(job->req);
+}
+
+/* The addresses of c's node are known (or not): connect to the first. */
+static void resolved(conn_t *c, int err, struct addrinfo *res) {
+  if (err) {
     char msg[300];
-    snprintf(msg, sizeof msg, "cannot resolve %.200s: %s", node_host(c), gai_strerror(rc));
+    snprintf(msg, sizeof msg, "cannot resolve %.200s: %s", node_host(c), evutil_gai_strerror(err));
     c->last_err = RLOCK_ECONNECT;
     drop(c, RLOCK_ECONNECT, msg);
-    return -1;
+    return;
   }
-  c->addr_next = c->addrs;
-  return 0;
+  c->addrs = c->addr_next = res;
+  try_connect(c);
+}
+
+static void dns_done(int err, struct evutil_addrinfo *res, void *arg) {
+  dns_job_t *job = arg;
+  conn_t *c = job->c;
+  job->cl->dns_jobs--;
+  free(job);
+  if (!c) { /* cancelled: c may be gone */
+    if (res) evutil_freeaddrinfo(res);
+    return;
+  }
+  c->dns = NULL;
+  resolved(c, err, res);
+}
+
+/* Resolves c's node, then connects. A numeric address is parsed here (no
+ * DNS at all); a name goes to the client's evdns (/etc/hosts answers at
+ * once, a nameserver on a later pass): the I/O thread never blocks on it.
+ * The connect deadline (armed already) cancels a resolution still running. */
+static void resolve(conn_t *c) {
+  if (c->addrs) evutil_freeaddrinfo(c->addrs);
+  c->addrs = c->addr_next = NULL;
+  if (c->cl->url.kind == URL_UNIX) {
+    try_connect(c);
+    return;
+  }
+  struct evutil_addrinfo hints = {0}, *res = NULL;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  char port[16];
+  snprintf(port, sizeof port, "%d", node_port(c));
+  int rc = getaddrinfo(node_host(c), port, &hints, &res); /* numeric only: never asks DNS */
+  if (rc != EAI_NONAME) {
+    resolved(c, rc, res);
+    return;
+  }
+  hints.ai_flags = 0;
+  client_t *cl = c->cl;
+  struct evdns_base *dns = rlock__client_dns(cl);
+  dns_job_t *job = dns ? calloc(1, sizeof *job) : NULL;
+  if (!job) {
+    drop(c, RLOCK_ENOMEM, "out of memory (resolver)");
+    return;
+  }
+  job->cl = cl;
+  job->c = c;
+  c->dns = job;
+  cl->dns_jobs++;
+  atomic_fetch_add(&cl->dns_lookups, 1);
+  /* NULL: answered already (dns_done ran, job is gone) */
+  struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(dns, node_host(c), port, &hints, dns_done, job);
+  if (req) job->req = req;
 }
 
 static SSL *new_ssl(conn_t *c) {
@@ -752,7 +823,10 @@ static void try_connect(conn_t *c) {
     snprintf(where, sizeof where, "%.250s", cl->url.path);
   } else {
     if (!c->addr_next) {
-      drop(c, RLOCK_ECONNECT, "no address to connect to");
+      char msg[300];
+      snprintf(msg, sizeof msg, "cannot resolve %.200s: no address", node_host(c));
+      c->last_err = RLOCK_ECONNECT;
+      drop(c, RLOCK_ECONNECT, msg);
       return;
     }
     memcpy(&ss, c->addr_next->ai_addr, c->addr_next->ai_addrlen);
@@ -881,9 +955,8 @@ void rlock__conn_start(conn_t *c) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;
   }
-  if (resolve(c)) return;
   arm_at(c, c->connect_deadline);
-  try_connect(c);
+  resolve(c);
 }
 
 /* The connection is gone (or never came up): fail what was written, keep
@@ -892,6 +965,7 @@ static void drop(conn_t *c, int err, const char *msg) {
   if (c->state == CS_IDLE || c->state == CS_CLOSED) return;
   bool was_ready = c->state == CS_READY;
   c->state = CS_IDLE;
+  dns_cancel(c);
   if (c->ping) evtimer_del(c->ping);
   c->ping_missed = false;
   c->timeouts_in_row = 0;
@@ -936,6 +1010,7 @@ int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
 void rlock__conn_close(conn_t *c) {
   if (c->state == CS_CLOSED) return;
   c->state = CS_CLOSED;
+  dns_cancel(c);
   if (c->bev) bufferevent_free(c->bev);
   c->bev = NULL;
   req_t *r;
@@ -948,7 +1023,7 @@ void rlock__conn_close(conn_t *c) {
   c->timer = c->retry = c->ping = NULL;
   if (c->reader) redisReaderFree(c->reader);
   c->reader = NULL;
-  if (c->addrs) freeaddrinfo(c->addrs);
+  if (c->addrs) evutil_freeaddrinfo(c->addrs);
   c->addrs = NULL;
   free(c->host);
   c->host = NULL;

@@ -228,7 +228,11 @@ struct conn {
   bool ping_missed;     /* its deadline passed: the connection is presumed dead */
   int64_t backoff_ms;
   int64_t connect_deadline;
-  struct addrinfo *addrs, *addr_next;
+  struct addrinfo *addrs, *addr_next; /* the node's addresses (evutil_freeaddrinfo) */
+  /* The name resolution in flight (conn.c: the client's evdns), NULL: none.
+   * Cancelled by a connect timeout, a drop or a close; its callback then
+   * only frees it (it never touches c again). */
+  struct dns_job *dns;
   int handshake_left;
   bool ever_ready;
   bool role_refused; /* the last attempt ended on a ROLE that was not master */
@@ -449,6 +453,13 @@ struct rlock_client {
   url_t url;
   char id[37];
   struct event_base *base;
+  /* The resolver of host names (libevent's evdns on base: /etc/hosts and
+   * /etc/resolv.conf, never blocking the loop), made on the first name that
+   * is not a numeric address (rlock__client_dns), freed by the I/O thread
+   * once the resolutions it cancelled have called back. */
+  struct evdns_base *dns;
+  int dns_jobs;                   /* resolutions whose callback is still to come */
+  _Atomic uint64_t dns_lookups;   /* names handed to evdns (tests read it) */
   pthread_t thread;
   SSL_CTX *ssl_ctx;
   /* submit queue: user threads -> I/O thread. A lock-free stack (push by CAS,
@@ -512,6 +523,12 @@ conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r)
 /* The command unlock scripts publish with: "spublish" under sharded pub/sub, else "publish". */
 static inline const char *rlock__publish_cmd(const client_t *cl) { return cl->sharded_pubsub ? "spublish" : "publish"; }
 bool rlock__client_on_io_thread(const client_t *cl);
+/* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
+struct evdns_base *rlock__client_dns(client_t *cl);
+/* TEST ONLY (tests/test_dns.c): the resolv.conf a client's evdns base reads
+ * when it is made (NULL, the default: /etc/resolv.conf). Set before
+ * rlock_client_new; nothing but the tests sets it. */
+extern const char *rlock__test_resolv_conf;
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {
