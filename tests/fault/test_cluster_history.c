@@ -191,7 +191,7 @@ TEST(master_killed) {
 }
 
 int main(int argc, char **argv) {
-  th_init(argc, argv, 600);
+  th_init(argc, argv, 290);
   cl = th_cluster_start(3, 1, 2000);
   const fh_kind_t *kind = fh_kind_or_mutant(&fh_kind_reentrant);
   for (int i = 0; i < NNAMES; i++) {

@@ -191,7 +191,7 @@ TEST(master_stopped) { failover_history(1); }
 TEST(master_killed) { failover_history(0); }
 
 int main(int argc, char **argv) {
-  th_init(argc, argv, 600);
+  th_init(argc, argv, 290);
   dep = th_sentinels_start("fhmaster", 2, 3);
   RUN(master_stopped); /* first: every node is back afterwards */
   RUN(master_killed);
