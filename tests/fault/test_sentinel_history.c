@@ -216,10 +216,9 @@ static int one_replica_left(void *arg) {
  * before a grant that replica A alone acknowledges (replica sync `one` is
  * met); then the master and A die and B resumes. Sentinel can only promote
  * B, which never got the grant: the documented hazard of `WAIT` (it is not
- * durability). Asserted: the hold is missing on B, a waiter enters while
- * the holder still believes it holds (a violation inside the failover
- * window, labelled HAZARD), and the holder is told LOST by its renewal
- * (RLOCK_LOST_DELETED: the renewal found no hold on B). */
+ * durability). Asserted: a waiter enters on B while the holder still
+ * believes it holds (a violation inside the failover window, labelled
+ * HAZARD), and the holder's renewal finds no hold on B (it is told LOST). */
 TEST(acking_replica_lost_too) {
   th_server_t *m = current_master(), *a = dep->nodes[1], *b = dep->nodes[2];
   CHECK(m == dep->nodes[0]);
