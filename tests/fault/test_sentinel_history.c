@@ -295,7 +295,7 @@ TEST(acking_replica_lost_too) {
            rep.sections, rep.lost, (long long)((t_promoted - t_fault) / 1000000), owners,
            (long long)((t_second - t_promoted) / 1000000), renewed ? "was renewed" : "was told LOST",
            inside, outside);
-  fh_result("master+acking-replica-sigkill, other replica cut off", "sentinel", s.kind->name, outcome,
+  fh_result("master+acking-replica-sigkill(other-replica-cut-off)", "sentinel", s.kind->name, outcome,
             rep.violations);
   CHECK_MSG(outside == 0, "%zu violations outside the failover window", outside);
   /* (owners is only reported: the waiters' clients, told by +switch-master,
