@@ -454,3 +454,129 @@ int fh_spawn_gated(fh_pool_t *p, const fh_worker_spec_t *spec) {
   p->w[id].alive = 1;
   return id;
 }
+
+/* ------------------------------------------------------------ failovers */
+
+void fh_drain(fh_pool_t *p) {
+  while (ev_read(p, 0)) {
+  }
+}
+
+size_t fh_count_events(fh_pool_t *p, int id, int kind, int64_t since_ns) {
+  fh_drain(p);
+  size_t n = 0;
+  for (size_t i = 0; i < g_ev.n; i++)
+    n += (id < 0 || g_ev.e[i].worker == id) && g_ev.e[i].kind == kind && g_ev.e[i].t_ns > since_ns;
+  return n;
+}
+
+int fh_drive(fh_pool_t *p, int keep, int (*pred)(void *), void *arg, int64_t timeout_ms) {
+  int64_t deadline = rlock_now_ms() + timeout_ms;
+  while (!pred(arg)) {
+    if (rlock_now_ms() >= deadline) return 0;
+    fh_event_t e;
+    while (ev_take(-1, HK_ENTER, &e))
+      if (e.worker != keep) fh_send(p, e.worker, FH_CMD_EXIT);
+    ev_read(p, 50);
+  }
+  return 1;
+}
+
+int fh_drive_until_enter(fh_pool_t *p, uint32_t mask, int64_t timeout_ms) {
+  int64_t deadline = rlock_now_ms() + timeout_ms;
+  for (;;) {
+    fh_event_t e;
+    while (ev_take(-1, HK_ENTER, &e)) {
+      if (mask & (1u << e.worker)) return e.worker;
+      fh_send(p, e.worker, FH_CMD_EXIT);
+    }
+    int64_t left = deadline - rlock_now_ms();
+    if (left <= 0) th_fail(__FILE__, __LINE__, "no worker of mask 0x%x entered within %lld ms", mask,
+                           (long long)timeout_ms);
+    ev_read(p, left < 50 ? left : 50);
+  }
+}
+
+typedef struct hold_through {
+  fh_pool_t *p;
+  int w, renewed, lost;
+  int64_t after_ms, asked_ms;
+} hold_through_t;
+
+static int hold_settled(void *arg) {
+  hold_through_t *h = arg;
+  fh_event_t e;
+  if (ev_take(h->w, HK_LOST, &e)) return h->lost = 1;
+  while (ev_take(h->w, HK_VALID, &e)) {
+    if (e.rc != 0) return h->lost = 1;
+    if (e.value > h->after_ms) return h->renewed = 1;
+  }
+  if (rlock_now_ms() - h->asked_ms >= 200) {
+    fh_send(h->p, h->w, FH_CMD_VALID);
+    h->asked_ms = rlock_now_ms();
+  }
+  return 0;
+}
+
+int fh_hold_through(fh_pool_t *p, int w, int64_t after_ms, int64_t timeout_ms) {
+  hold_through_t h = {p, w, 0, 0, after_ms, 0};
+  if (!fh_drive(p, w, hold_settled, &h, timeout_ms))
+    th_fail(__FILE__, __LINE__, "worker %d: hold neither renewed past %lld nor reported lost within %lld ms",
+            w, (long long)after_ms, (long long)timeout_ms);
+  fh_send(p, w, FH_CMD_EXIT);
+  return h.renewed;
+}
+
+int fh_holder_at(const fh_pool_t *p, const char *name, int64_t t_ns) {
+  int inside[FH_MAX_WORKERS] = {0};
+  size_t len = strlen(name);
+  FILE *f = fopen(p->hist_path, "rb");
+  if (!f) th_fail(__FILE__, __LINE__, "cannot read %s", p->hist_path);
+  hist_rec_t r;
+  while (fread(&r, sizeof r, 1, f) == 1) {
+    if (r.t_ns >= t_ns || r.worker >= FH_MAX_WORKERS) continue;
+    int mine = r.name_len == len && memcmp(r.name, name, len) == 0;
+    if (r.kind == HK_DIED) inside[r.worker] = 0;
+    else if (mine && r.kind == HK_ENTER) inside[r.worker] = 1;
+    else if (mine && r.kind == HK_EXIT) inside[r.worker] = 0;
+  }
+  fclose(f);
+  for (int i = 0; i < FH_MAX_WORKERS; i++)
+    if (inside[i]) return i;
+  return -1;
+}
+
+void fh_violations_split(const hist_report_t *rep, int64_t from_ns, int64_t to_ns, size_t *inside,
+                         size_t *outside) {
+  *inside = *outside = 0;
+  for (size_t i = 0; i < rep->nlist; i++) {
+    const hist_overlap_t *o = &rep->list[i];
+    if (o->permitted) continue;
+    if (o->b.grant_ns >= from_ns && o->b.grant_ns <= to_ns) (*inside)++;
+    else (*outside)++;
+  }
+}
+
+static int nolock_open(fh_worker_ctx_t *w) { return 0; }
+static int nolock_valid(fh_worker_ctx_t *w, int64_t *out) {
+  *out = rlock_now_ms() + 3600 * 1000;
+  return 0;
+}
+static int nolock_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu,
+                          uint64_t *token) {
+  *token = 0;
+  return nolock_valid(w, vu);
+}
+static int nolock_release(fh_worker_ctx_t *w) { return 0; }
+static void nolock_close(fh_worker_ctx_t *w) {}
+const fh_kind_t fh_kind_nolock = {"broken-nolock", HIST_MUTEX_LEASE, nolock_open, nolock_acquire,
+                                  nolock_valid, nolock_release, nolock_close, NULL};
+
+const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
+  const char *m = getenv("FH_MUTATE");
+  if (m && strcmp(m, "nolock") == 0) {
+    printf("# MUTATION: FH_MUTATE=nolock: the workers take no lock (this run must fail)\n");
+    return &fh_kind_nolock;
+  }
+  return k;
+}

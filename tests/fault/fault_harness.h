@@ -147,6 +147,44 @@ void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms);
 /* Checks the pool's history; prints the report; returns the verdict. */
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep);
 
+/* ------------------------------------------------------------ failovers
+ * What the Sentinel and Cluster history tests (test_sentinel_history.c,
+ * test_cluster_history.c) share: counting progress without consuming
+ * events, the holder at a fault, and the violations split by a window. */
+
+/* Reads every event already queued (the pipe must not fill up while the
+ * parent waits on something else: a worker would block inside its loop). */
+void fh_drain(fh_pool_t *p);
+/* Events of worker id (-1: any) and kind stamped after since_ns, read so far
+ * (drains first; consumes nothing). */
+size_t fh_count_events(fh_pool_t *p, int id, int kind, int64_t since_ns);
+/* Parent-driven loops (workers with hold_ms -1): every worker that enters
+ * is told to leave at once (FH_CMD_EXIT), except worker keep (-1: none),
+ * until pred(arg) holds (checked at least every 50 ms); 0 after timeout_ms. */
+int fh_drive(fh_pool_t *p, int keep, int (*pred)(void *), void *arg, int64_t timeout_ms);
+/* The same until a worker whose bit is set in mask enters: that one is
+ * kept inside (not told to leave); returns its id. Fails after timeout_ms. */
+int fh_drive_until_enter(fh_pool_t *p, uint32_t mask, int64_t timeout_ms);
+/* Keeps worker w inside (the others driven as by fh_drive) until its hold
+ * was renewed past after_ms (its valid-until, asked every 200 ms, lies
+ * beyond it) or it was told the hold is lost (HK_LOST, or valid-until
+ * answers an error); then tells it to leave. 1 renewed, 0 lost; fails
+ * after timeout_ms. */
+int fh_hold_through(fh_pool_t *p, int w, int64_t after_ms, int64_t timeout_ms);
+/* The worker inside its critical section on name at t_ns in the pool's
+ * history (entered before t_ns, not left or dead before it); -1: none. */
+int fh_holder_at(const fh_pool_t *p, const char *name, int64_t t_ns);
+/* The violations of rep (overlaps not permitted) whose later holder was
+ * granted inside [from_ns, to_ns] (*inside) or outside it (*outside). */
+void fh_violations_split(const hist_report_t *rep, int64_t from_ns, int64_t to_ns, size_t *inside,
+                         size_t *outside);
+/* A deliberately broken kind that takes no lock at all (every acquire
+ * "succeeds"): a mutation run (FH_MUTATE=nolock) shows a history test on a
+ * deployment fails when mutual exclusion is gone. */
+extern const fh_kind_t fh_kind_nolock;
+/* fh_kind_nolock if $FH_MUTATE is "nolock", else k. */
+const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k);
+
 /* ------------------------------------------------------------ async completion */
 
 typedef struct fh_latch {
