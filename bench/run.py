@@ -127,6 +127,7 @@ class Redis:
                 break
             time.sleep(0.05)
         else:
+            self.close()  # no server left behind (a cluster node, a RedLock node)
             raise SystemExit("run.py: redis-server did not start")
         self.url = "redis://127.0.0.1:%d" % self.port
 
@@ -658,7 +659,8 @@ def run_redlock(ctx, R):
     (stopped afterwards); None (and a problem) if they could not start."""
     R["r1"] = R["r4"] = None
     try:
-        ctx.nodes = [Redis() for _ in range(3)]
+        for _ in range(3):
+            ctx.nodes.append(Redis())  # appended one by one: a failed start stops the others (finally)
         R["r1"] = interleaved(ctx, r1_once, REDLOCK_S1, "rate")
         for k, r in R["r1"].items():
             log("r1 %-16s %-9s %s" % (k[0], k[1], "FAILED" if r is None else "median %.1f" % r["median"]))
