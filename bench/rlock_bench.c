@@ -8,12 +8,21 @@
  *   rlock_bench s4 URL NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES   two-process handoff
  *   rlock_bench s5 URL LOCKS HOLD_S WATCHDOG_MS    watchdog at scale
  *   rlock_bench s6 URL PAIRS                       plain loop for callgrind
+ *   rlock_bench r1 URLS FORMAT PAIRS WARMUP SAMPLES                s1 on a RedLock
+ *   rlock_bench r4 URLS FORMAT NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES   s4 on a RedLock
+ *
+ * r1 and r4 lock a RedLock (rlock_redlock_*) over the independent nodes of
+ * URLS (comma-separated redis:// URLs) instead of one lock on one server;
+ * FORMAT is simple (RLOCK_REDLOCK_SIMPLE, node-redlock's format) or
+ * reentrant; the lease is fixed, REDLOCK_LEASE_MS (node-redlock has no
+ * watchdog: the peer rows use the same duration).
  *
  * Each prints one JSON object on stdout; latency samples (microseconds, one
  * per line) go to SAMPLES. Any unexpected library error is printed on stderr
  * with rlock_last_error() and ends the program with status 2: the harness
  * reports it, it never hides it. Every figure uses rlock's default options
- * except where a scenario says otherwise (s5: watchdog_timeout_ms). */
+ * except where a scenario says otherwise (s5: watchdog_timeout_ms; r1, r4:
+ * a fixed lease). */
 #define _GNU_SOURCE
 #include "rlock.h"
 
@@ -67,6 +76,70 @@ static rlock_lock_t *new_lock(rlock_client_t *c, const char *name) {
   return l;
 }
 
+/* What scenarios 1 and 4 lock: one named lock on one client (s1, s4), or a
+ * RedLock over several independent nodes (r1, r4). */
+#define REDLOCK_LEASE_MS 30000 /* = REDLOCK_DURATION_MS of bench/peers/peers.js */
+#define REDLOCK_MAX_NODES 16
+
+typedef struct {
+  rlock_client_t *c; /* one lock on one client ... */
+  rlock_lock_t *l;
+  rlock_redlock_t *rl; /* ... or a RedLock */
+} target_t;
+
+/* What to open: url (one lock on one client), or urls (comma-separated) and
+ * format (simple | reentrant) for a RedLock. */
+typedef struct {
+  const char *url, *urls, *format;
+} target_spec_t;
+
+static target_t target_redlock(const char *urls, const char *format, const char *name) {
+  unsigned flags = 0;
+  if (!strcmp(format, "simple")) flags = RLOCK_REDLOCK_SIMPLE;
+  else if (strcmp(format, "reentrant") != 0) {
+    fprintf(stderr, "rlock_bench: RedLock format '%s': simple or reentrant\n", format);
+    _exit(64);
+  }
+  static char copy[4096];
+  snprintf(copy, sizeof copy, "%s", urls);
+  const char *list[REDLOCK_MAX_NODES];
+  size_t n = 0;
+  for (char *save = NULL, *u = strtok_r(copy, ",", &save); u && n < REDLOCK_MAX_NODES;
+       u = strtok_r(NULL, ",", &save))
+    list[n++] = u;
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.client_name = "rlock-bench";
+  target_t t = {0};
+  CHECK("rlock_redlock_new", rlock_redlock_new(&t.rl, &o, list, n, name, strlen(name), flags));
+  return t;
+}
+
+static target_t target_open(const target_spec_t *sp, const char *name) {
+  if (sp->urls) return target_redlock(sp->urls, sp->format, name);
+  target_t t = {0};
+  t.c = connect_client(sp->url, 0);
+  t.l = new_lock(t.c, name);
+  return t;
+}
+
+/* Waits until acquired (lock: watchdog lease; RedLock: REDLOCK_LEASE_MS). */
+static void target_lock(target_t *t) {
+  if (t->rl) CHECK("redlock acquire", rlock_redlock_acquire(t->rl, RLOCK_WAIT_FOREVER, REDLOCK_LEASE_MS, NULL, NULL));
+  else CHECK("lock", rlock_lock_lock(t->l, RLOCK_LEASE_WATCHDOG));
+}
+
+static void target_unlock(target_t *t) {
+  if (t->rl) CHECK("redlock release", rlock_redlock_release(t->rl));
+  else CHECK("unlock", rlock_lock_unlock(t->l));
+}
+
+static void target_close(target_t *t) {
+  if (t->rl) rlock_redlock_free(t->rl);
+  if (t->l) rlock_lock_free(t->l);
+  if (t->c) rlock_client_free(t->c);
+}
+
 /* A growable array of samples in ns. */
 typedef struct {
   int64_t *v;
@@ -102,42 +175,51 @@ static double cpu_s(void);
 
 /* ------------------------------------------------------------------ s1 */
 
-static int cmd_s1(int argc, char **argv) {
-  if (argc != 6) return 64;
-  const char *url = argv[2];
-  long pairs = atol(argv[3]), warm = atol(argv[4]);
-  rlock_client_t *c = connect_client(url, 0);
-  rlock_lock_t *l = new_lock(c, "bench:s1:rlock");
+/* Scenario 1 on t: WARM pairs, then PAIRS timed pairs; samples to path.
+ * The command counts come from t's client (a RedLock has one per node: 0). */
+static int run_s1(target_t *t, long pairs, long warm, const char *path) {
   for (long i = 0; i < warm; i++) {
-    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-    CHECK("unlock", rlock_lock_unlock(l));
+    target_lock(t);
+    target_unlock(t);
   }
-  rlock_stats_t st0;
-  rlock_client_stats(c, &st0);
+  rlock_stats_t st0 = {0}, st1 = {0};
+  if (t->c) rlock_client_stats(t->c, &st0);
   samples_t s = {0};
   double cpu0 = cpu_s();
   int64_t t0 = now_ns();
   for (long i = 0; i < pairs; i++) {
     int64_t a = now_ns();
-    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-    CHECK("unlock", rlock_lock_unlock(l));
+    target_lock(t);
+    target_unlock(t);
     samples_add(&s, now_ns() - a);
   }
   int64_t t1 = now_ns();
   double cpu1 = cpu_s();
-  rlock_stats_t st1;
-  rlock_client_stats(c, &st1);
-  FILE *f = open_out(argv[5]);
+  if (t->c) rlock_client_stats(t->c, &st1);
+  FILE *f = open_out(path);
   samples_write(f, &s);
   fclose(f);
+  free(s.v);
   printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"cpu_us_per_pair\":%.2f,\"commands_per_pair\":%.3f,"
          "\"writes_per_pair\":%.3f}\n",
          pairs, (double)(t1 - t0) / 1e9, (cpu1 - cpu0) * 1e6 / (double)pairs,
          (double)(st1.commands_sent - st0.commands_sent) / (double)pairs,
          (double)(st1.writes - st0.writes) / (double)pairs);
-  rlock_lock_free(l);
-  rlock_client_free(c);
+  target_close(t);
   return 0;
+}
+
+static int cmd_s1(int argc, char **argv) {
+  if (argc != 6) return 64;
+  target_spec_t sp = {.url = argv[2]};
+  target_t t = target_open(&sp, "bench:s1:rlock");
+  return run_s1(&t, atol(argv[3]), atol(argv[4]), argv[5]);
+}
+
+static int cmd_r1(int argc, char **argv) {
+  if (argc != 7) return 64;
+  target_t t = target_redlock(argv[2], argv[3], "bench:r1:rlock");
+  return run_s1(&t, atol(argv[4]), atol(argv[5]), argv[6]);
 }
 
 /* ------------------------------------------------------------------ s2 */
@@ -304,20 +386,19 @@ typedef struct {
   atomic_long *done; /* handoffs completed */
 } s4_shared_t;
 
-static void s4_role(int first, int rd, int wr, const char *url, const char *name, long total,
+static void s4_role(int first, int rd, int wr, const target_spec_t *spec, const char *name, long total,
                     int64_t delay_ns, int64_t deadline_ns, s4_shared_t *sh, int *failed) {
-  rlock_client_t *c = connect_client(url, 0);
-  rlock_lock_t *l = new_lock(c, name);
+  target_t t = target_open(spec, name);
   long h = first ? 0 : 1; /* next handoff index this process hands off (as holder) */
   char msg;
   if (first) {
-    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    target_lock(&t);
   } else {
     /* wait for the go of the first holder */
     if (read(rd, &msg, 1) != 1 || msg != 'G') goto out;
     int64_t a = now_ns();
     (void)a;
-    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    target_lock(&t);
     sh->acq[0] = now_ns();
     atomic_fetch_add(sh->done, 1);
   }
@@ -326,32 +407,31 @@ static void s4_role(int first, int rd, int wr, const char *url, const char *name
     if (h >= total || now_ns() > deadline_ns) {
       msg = 'S';
       if (write(wr, &msg, 1) != 1) *failed = 1;
-      CHECK("unlock", rlock_lock_unlock(l));
+      target_unlock(&t);
       break;
     }
     msg = 'G';
     if (write(wr, &msg, 1) != 1) break;
     sleep_ns(delay_ns);
-    CHECK("unlock", rlock_lock_unlock(l));
+    target_unlock(&t);
     sh->rel[h] = now_ns();
     /* wait for my turn: the other acquires h, then hands h+1 back to me */
     if (read(rd, &msg, 1) != 1 || msg != 'G') break;
-    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    target_lock(&t);
     sh->acq[h + 1] = now_ns();
     atomic_fetch_add(sh->done, 1);
     h += 2;
   }
 out:
-  rlock_lock_free(l);
-  rlock_client_free(c);
+  target_close(&t);
 }
 
-static int cmd_s4(int argc, char **argv) {
-  if (argc != 9) return 64;
-  const char *url = argv[2], *name = argv[3];
-  long handoffs = atol(argv[4]), warm = atol(argv[5]);
-  int64_t delay_ns = (int64_t)atol(argv[6]) * 1000;
-  double cap = atof(argv[7]);
+/* argv: NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES, both roles on spec. */
+static int run_s4(const target_spec_t *spec, char **argv) {
+  const char *name = argv[0];
+  long handoffs = atol(argv[1]), warm = atol(argv[2]);
+  int64_t delay_ns = (int64_t)atol(argv[3]) * 1000;
+  double cap = atof(argv[4]);
   long total = handoffs + warm;
   size_t bytes = 2 * (size_t)(total + 2) * sizeof(int64_t) + sizeof(atomic_long);
   void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -364,13 +444,13 @@ static int cmd_s4(int argc, char **argv) {
   pid_t pa = fork();
   if (pa == 0) {
     int failed = 0;
-    s4_role(1, ba[0], ab[1], url, name, total, delay_ns, deadline, &sh, &failed);
+    s4_role(1, ba[0], ab[1], spec, name, total, delay_ns, deadline, &sh, &failed);
     _exit(failed);
   }
   pid_t pb = fork();
   if (pb == 0) {
     int failed = 0;
-    s4_role(0, ab[0], ba[1], url, name, total, delay_ns, deadline, &sh, &failed);
+    s4_role(0, ab[0], ba[1], spec, name, total, delay_ns, deadline, &sh, &failed);
     _exit(failed);
   }
   close(ab[0]), close(ab[1]), close(ba[0]), close(ba[1]);
@@ -379,7 +459,7 @@ static int cmd_s4(int argc, char **argv) {
   waitpid(pb, &sb, 0);
   int64_t t1 = now_ns();
   long done = atomic_load(sh.done);
-  FILE *f = open_out(argv[8]);
+  FILE *f = open_out(argv[5]);
   long recorded = 0;
   for (long h = warm; h < done && h < total; h++) {
     fprintf(f, "%.3f\n", (double)(sh.acq[h] - sh.rel[h]) / 1000.0);
@@ -395,6 +475,18 @@ static int cmd_s4(int argc, char **argv) {
     return 2;
   }
   return 0;
+}
+
+static int cmd_s4(int argc, char **argv) {
+  if (argc != 9) return 64;
+  target_spec_t spec = {.url = argv[2]};
+  return run_s4(&spec, argv + 3);
+}
+
+static int cmd_r4(int argc, char **argv) {
+  if (argc != 10) return 64;
+  target_spec_t spec = {.urls = argv[2], .format = argv[3]};
+  return run_s4(&spec, argv + 4);
 }
 
 /* ------------------------------------------------------------------ s5 */
@@ -553,8 +645,10 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "s4")) rc = cmd_s4(argc, argv);
   else if (!strcmp(argv[1], "s5")) rc = cmd_s5(argc, argv);
   else if (!strcmp(argv[1], "s6")) rc = cmd_s6(argc, argv);
+  else if (!strcmp(argv[1], "r1")) rc = cmd_r1(argc, argv);
+  else if (!strcmp(argv[1], "r4")) rc = cmd_r4(argc, argv);
   if (rc != 64) return rc;
 usage:
-  fprintf(stderr, "usage: rlock_bench s1|s2|s3|s4|s5|s6 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
+  fprintf(stderr, "usage: rlock_bench s1|s2|s3|s4|s5|s6|r1|r4 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
   return 64;
 }

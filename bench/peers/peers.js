@@ -11,6 +11,9 @@
 //
 // PEER: redlock | semaphore | redisson. SETTING: default | best (shortest
 // retry delay; see SETTINGS below). Each prints one JSON object on stdout.
+// redlock also takes PORT as a comma-separated list (e.g. 7001,7002,7003):
+// one ioredis client per port, a RedLock over those independent servers
+// (the RedLock rows of scenarios 1 and 4).
 'use strict';
 const fs = require('fs');
 const { fork } = require('child_process');
@@ -48,10 +51,10 @@ async function makePeer(peer, setting, port, extra = {}) {
   const st = { failures: 0 };
   if (peer === 'redlock') {
     const Redlock = require('redlock').default;
-    const redis = redisClient(port);
-    const rl = new Redlock([redis], { ...SETTINGS.redlock[setting], ...extra });
+    const clients = [].concat(port).map(redisClient);
+    const rl = new Redlock(clients, { ...SETTINGS.redlock[setting], ...extra });
     rl.on('error', () => {}); // resource-locked errors during retries are expected
-    st.redis = redis;
+    st.redis = clients[0];
     st.lib = rl;
     st.owner = (name) => {
       let lock = null;
@@ -73,7 +76,7 @@ async function makePeer(peer, setting, port, extra = {}) {
         },
       };
     };
-    st.close = async () => redis.quit();
+    st.close = async () => Promise.all(clients.map((c) => c.quit()));
   } else if (peer === 'semaphore') {
     const { Mutex } = require('redis-semaphore');
     const redis = redisClient(port);
@@ -384,7 +387,9 @@ async function s5(peer, setting, port, [n, hold, leaseMs]) {
 
 async function main() {
   const [peer, setting, scen, portS, ...rest] = process.argv.slice(2);
-  const port = +portS;
+  const ports = portS.split(',').map(Number);
+  if (ports.length > 1 && peer !== 'redlock') throw new Error(`${peer}: one port only`);
+  const port = ports.length > 1 ? ports : ports[0];
   let out;
   if (scen === 's4') out = await s4parent(peer, setting, port, rest);
   else if (scen === 's5') out = await s5(peer, setting, port, rest);
