@@ -1649,7 +1649,7 @@ def write_report(ctx, outdir, R):
       (fmt(cfg["s5_locks"]), cfg["s5_watchdog_ms"]))
     w("")
     w("rlock: one client, watchdog_timeout_ms = %d (**non-default**, the scenario's setting; renewal every "
-      "third of it), all locks taken with rlock_lock_acquire_async, held %.0f s, %d repetition(s). Peers (1 "
+      "third of it), all locks taken with rlock_lock_acquire_async, 500 in flight at a time (the peers take theirs in batches of 500 too), held %.0f s, %d repetition(s). Peers (1 "
       "repetition, held %.0f s, to stay in the time budget): node-redisson lockWatchdogTimeout %d ms; "
       "redis-semaphore Mutex lockTimeout %d ms (refresh every 0.8 of it); redlock `using()` with duration %d ms "
       "(auto-extension 500 ms before expiry). redis-py's Lock has no automatic renewal: not applicable. "
