@@ -443,6 +443,19 @@ int rlock_lock_ttl(rlock_lock_t *lock, int64_t *out);
  * careful holder checks rlock_now_ms() < *out before touching the resource. */
 int rlock_lock_valid_until(rlock_lock_t *lock, rlock_owner_t owner, int64_t *out);
 
+/* Local (no round trip): the node this lock's commands go to now, into buf
+ * (NUL-terminated): "host:port" ("[addr]:port" for IPv6), or the socket's
+ * path for a unix:// URL. One server: the URL's. Sentinel: the master the
+ * client uses, as the sentinels named it (RLOCK_ECONNECT while none has
+ * named one yet). Cluster: the master of the name's slot in the client's
+ * slot map (the seed the client's control connection uses while that slot's
+ * owner is not known yet, e.g. before any command). Right after a lock call
+ * on this handle answered, that is the node that answered it, unless a
+ * failover or a slot move came in between. RLOCK_EINVAL if buf is NULL,
+ * buflen is 0 or too small (the message says how many bytes it needs; 300
+ * is always enough for an IP address). */
+int rlock_lock_node(rlock_lock_t *lock, char *buf, size_t buflen);
+
 /* Every holder of the lock, as stored in Redis. owner strings are
  * NUL-terminated copies ("<client id>:<thread>"). Free with rlock_holders_free. */
 typedef struct rlock_holder {
