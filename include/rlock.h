@@ -508,8 +508,17 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * for each other in a cycle (no deadlock). Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
- * taken are released (in parallel) and the call fails with that member's
- * error, the member named in rlock_last_error(): nothing is left behind.
+ * taken are released (in parallel). A transient error of a member
+ * (RLOCK_ECONNECT, RLOCK_ETIMEDOUT, RLOCK_ECONNLOST, RLOCK_ENOSYNC: its
+ * server or replicas did not answer in time) then starts the whole acquire
+ * again after a short random backoff (10 ms doubling to 200 ms), as long as
+ * the wait budget lasts (RLOCK_WAIT_FOREVER: until it succeeds or is
+ * cancelled) and every give-back of that round landed (one that failed may
+ * leave that member's hold on its server until its lease runs out: the call
+ * then fails rather than take it again on top). Any other error (EINVAL,
+ * ENOMEM, ESERVER...), the budget's end or a cancel fails the call at once
+ * with that member's error, the member named in rlock_last_error(): nothing
+ * is left behind.
  * Lease: one lease for all, applied at the end. While later members are
  * awaited the members taken so far are held with the watchdog (their
  * client's watchdog_timeout_ms, renewed), so none runs out during the wait,

@@ -6,17 +6,22 @@
  * the same members the same way, so two MultiLocks over overlapping sets
  * never wait for each other in a cycle. A member that cannot be had (the
  * budget ran out, an error, a cancel) releases the members already taken (in
- * parallel) and ends the acquire with that member's error: nothing is left
- * behind. Release: every member in parallel.
+ * parallel); a transient error (connection, timeout, replica sync) then
+ * starts a new round after a short backoff while the budget lasts, anything
+ * else ends the acquire with that member's error: nothing is left behind.
+ * Release: every member in parallel.
  * A fixed lease must survive the wait for the members after it: a member
  * taken with w ms of the budget left gets lease + w, so every member lasts
  * at least the lease past the end of the acquire. (Hence a fixed lease needs
  * a bounded wait; the watchdog lease has no such limit.) */
 #include "internal.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct rlock_multilock {
   size_t n;
@@ -206,14 +211,6 @@ static int check_thread(const rlock_multilock_t *m) {
   return 0;
 }
 
-/* Releases the first `taken` members and fails with member i's error. */
-static int give_up(rlock_multilock_t *m, uint64_t who, size_t taken, size_t i, int rc, const char *why) {
-  rlock_lock_t *l = m->locks[i];
-  arm(m, false, who); /* the caller is told: no lost callback for a failed acquire */
-  release_first(m, taken, who); /* all or nothing */
-  return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
-}
-
 /* With the watchdog lease: a member taken first may have been lost (its
  * client saw the hold gone) while later ones were awaited; the fixed lease's
  * final step finds that itself. 0, or RLOCK_ENOTHELD and its index. */
@@ -230,6 +227,70 @@ static int all_still_held(rlock_multilock_t *m, uint64_t who, size_t *bad, char 
   return 0;
 }
 
+/* Transient member errors: the member's server or its replicas did not
+ * answer in time; a later round may well succeed. Anything else (EINVAL,
+ * ENOMEM, ESERVER, EBUSY at the end of the wait, ECANCELED...) is final. */
+static bool transient(int rc) {
+  return rc == RLOCK_ECONNECT || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ENOSYNC;
+}
+
+/* One round: every member in canonical order within what is left of the
+ * budget, then (fixed lease) the final step. 0 with all held, or the failing
+ * member's error (its index in *bad, message in why) with the members this
+ * round took released; *released_ok false if one of those releases failed
+ * (its hold may still be on the server until its lease runs out). */
+static int take_all(rlock_multilock_t *m, uint64_t who, int64_t deadline, int64_t lease_ms, rlock_cancel_t *cancel,
+                    size_t *bad, char *why, size_t whylen, bool *released_ok) {
+  int rc = 0;
+  size_t taken = 0;
+  *released_ok = true;
+  if (arm(m, true, who)) return *bad = 0, snprintf(why, whylen, "out of memory"), RLOCK_ENOMEM;
+  for (; taken < m->n; taken++) {
+    int64_t left = RLOCK_WAIT_FOREVER;
+    if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
+    /* the watchdog keeps the members taken first while later ones are awaited */
+    rc = rlock_lock_acquire(m->locks[taken], who, left, RLOCK_LEASE_WATCHDOG, cancel);
+    if (rc) {
+      *bad = taken;
+      snprintf(why, whylen, "%s", rlock_last_error());
+      break;
+    }
+  }
+  if (!rc && lease_ms != RLOCK_LEASE_WATCHDOG) rc = relet_all(m, who, lease_ms, bad, why, whylen);
+  if (!rc && lease_ms == RLOCK_LEASE_WATCHDOG) rc = all_still_held(m, who, bad, why, whylen);
+  if (!rc) return 0;
+  arm(m, false, who); /* the caller is told: no lost callback for a failed round */
+  int rel = release_first(m, taken, who); /* all or nothing */
+  *released_ok = rel == 0 || rel == RLOCK_ENOTHELD;
+  return rc;
+}
+
+/* The pause before round `round` + 1: 10 ms doubling to 200 ms, drawn from
+ * [c/2, c], never past the deadline. 0, or why not to go on: rc when no time
+ * is left, RLOCK_ECANCELED when the cancel token was triggered. */
+static int backoff(int round, int64_t deadline, rlock_cancel_t *cancel, int rc) {
+  int64_t cap = round < 5 ? (int64_t)10 << round : 200;
+  uint32_t r;
+  rlock__random_bytes(&r, sizeof r);
+  int64_t ms = cap / 2 + (int64_t)(r % (uint32_t)(cap / 2 + 1));
+  if (deadline >= 0) {
+    int64_t left = deadline - rlock_now_ms();
+    if (left <= 0) return rc;
+    if (ms > left) ms = left;
+  }
+  if (!cancel) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+    return 0;
+  }
+  struct pollfd p = {.fd = cancel->fd, .events = POLLIN}; /* readable once triggered */
+  int64_t until = rlock_now_ms() + ms;
+  for (int64_t now = rlock_now_ms(); now < until && !rlock_cancel_is_triggered(cancel); now = rlock_now_ms())
+    poll(&p, 1, (int)(until - now));
+  return rlock_cancel_is_triggered(cancel) ? RLOCK_ECANCELED : 0;
+}
+
 RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                                       rlock_cancel_t *cancel) {
   int rc = check_acquire(m, wait_ms, lease_ms);
@@ -237,22 +298,24 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
   char why[256];
-  if (arm(m, true, who)) return rlock__fail(RLOCK_ENOMEM, "out of memory"); /* a member lost from its grant on is reported */
-  for (size_t i = 0; i < m->n; i++) {
-    int64_t left = RLOCK_WAIT_FOREVER;
-    if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
-    /* the watchdog keeps the members taken first while later ones are awaited */
-    rc = rlock_lock_acquire(m->locks[i], who, left, RLOCK_LEASE_WATCHDOG, cancel);
-    if (rc == 0) continue;
-    snprintf(why, sizeof why, "%s", rlock_last_error());
-    return give_up(m, who, i, i, rc, why);
+  size_t bad = 0;
+  bool released_ok;
+  /* A transient error gives back what the round took and tries again while
+   * the budget lasts; not when a give-back failed (that member's hold may
+   * still be on its server: taking it again would stack on it). */
+  for (int round = 0;; round++) {
+    rc = take_all(m, who, deadline, lease_ms, cancel, &bad, why, sizeof why, &released_ok);
+    if (!rc || !transient(rc) || !released_ok) break;
+    int stop = backoff(round, deadline, cancel, rc);
+    if (stop == RLOCK_ECANCELED) snprintf(why, sizeof why, "cancelled while retrying after a transient error");
+    if (stop) {
+      rc = stop;
+      break;
+    }
   }
-  size_t bad;
-  if (lease_ms != RLOCK_LEASE_WATCHDOG && (rc = relet_all(m, who, lease_ms, &bad, why, sizeof why)))
-    return give_up(m, who, m->n, bad, rc, why);
-  if (lease_ms == RLOCK_LEASE_WATCHDOG && (rc = all_still_held(m, who, &bad, why, sizeof why)))
-    return give_up(m, who, m->n, bad, rc, why);
-  return 0;
+  if (!rc) return 0;
+  rlock_lock_t *l = m->locks[bad];
+  return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
 }
 
 RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner) {

@@ -50,6 +50,14 @@
  *   outer_hold_not_cut    a member the owner already held with a longer
  *                         fixed lease keeps it through the final step and
  *                         after the MultiLock's release; the other gets the lease
+ *   transient_error_retried  the second member's server paused for 2 s: its
+ *                         tries time out, the first member is given back and
+ *                         the acquire tried again until it succeeds (issue 9)
+ *   transient_error_until_wait_runs_out  the same with a pause longer than
+ *                         the wait: the member's error within the wait, nothing
+ *                         left held on either server
+ *   hard_error_fails_at_once  a member whose key is a string (RLOCK_ESERVER):
+ *                         no retry, fails at once, the first member given back
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -625,6 +633,114 @@ TEST(outer_hold_not_cut) {
   rlock_client_free(c);
 }
 
+/* A member client that gives up fast on a paused server: each try times out
+ * after 300 ms and is re-sent once. */
+static rlock_client_t *flaky_client(const char *url) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static void pause_ms(th_server_t *s, const char *ms) {
+  redisReply *r = th_cmd(s, "CLIENT", "PAUSE", ms, "ALL", NULL);
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+}
+
+/* Issue 9: the second member's server paused for 2 s, its tries time out
+ * (a transient error): the member taken first is given back, and the whole
+ * acquire is tried again after a short backoff until it succeeds within the
+ * wait (it used to fail at the first timeout). */
+TEST(transient_error_retried) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = flaky_client(second->url);
+  rlock_lock_t *ta = th_lock(c1, "ml:ta"), *tb = th_lock(c2, "ml:tb");
+  rlock_lock_t *members[2] = {tb, ta};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  pause_ms(second, "2000");
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 30000, RLOCK_LEASE_WATCHDOG, NULL);
+  printf("acquire: %s after %lld ms (%s)\n", rlock_err_name(rc), (long long)(rlock_now_ms() - t0),
+         rc ? rlock_last_error() : "");
+  CHECK_OK(rc);
+  CHECK(exists(first, "ml:ta") && exists(second, "ml:tb"));
+  CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
+  CHECK(!exists(first, "ml:ta") && !exists(second, "ml:tb"));
+  rlock_multilock_free(m);
+  rlock_lock_free(ta), rlock_lock_free(tb);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+static th_server_t *tw_second;
+static int tw_gone(void *arg) {
+  (void)arg;
+  return exists(tw_second, "ml:wb") == 0;
+}
+
+/* The same with a pause longer than the wait: the acquire ends with the
+ * member's transient error within the wait (plus one round), naming it, and
+ * nothing is left held on either server (the paused member's try is undone
+ * once the server answers again). */
+TEST(transient_error_until_wait_runs_out) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = flaky_client(second->url);
+  rlock_lock_t *wa = th_lock(c1, "ml:wa"), *wb = th_lock(c2, "ml:wb");
+  rlock_lock_t *members[2] = {wa, wb};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  pause_ms(second, "4000");
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 1500, RLOCK_LEASE_WATCHDOG, NULL);
+  int64_t took = rlock_now_ms() - t0;
+  printf("acquire: %s after %lld ms (%s)\n", rlock_err_name(rc), (long long)took, rlock_last_error());
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ECONNECT, "acquire: %s",
+            rlock_err_name(rc));
+  CHECK_MSG(strstr(rlock_last_error(), "ml:wb"), "message: %s", rlock_last_error());
+  CHECK(took < 1500 + 10000); /* the wait, one more round of 2 x 300 ms tries, a loaded machine */
+  CHECK_EQ(exists(first, "ml:wa"), 0);
+  tw_second = second;
+  CHECK(th_wait_until(tw_gone, NULL, 4000 + 20000)); /* after the pause: undone, or never applied */
+  rlock_stats_t st;
+  rlock_client_stats(c1, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_client_stats(c2, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_multilock_free(m);
+  rlock_lock_free(wa), rlock_lock_free(wb);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+/* A hard member error (the key is a string: the script's error reply,
+ * RLOCK_ESERVER) is not retried: the acquire fails at once, long before its
+ * wait, naming the member, and the member taken first is given back. */
+TEST(hard_error_fails_at_once) {
+  rlock_client_t *c = th_client(s1->url, 0);
+  rlock_lock_t *ha = th_lock(c, "ml:ha"), *hb = th_lock(c, "ml:hb");
+  redisReply *r = th_cmd(s1, "SET", "ml:hb", "not a lock", NULL);
+  th_reply_free(r);
+  rlock_lock_t *members[2] = {hb, ha};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 60000, RLOCK_LEASE_WATCHDOG, NULL);
+  CHECK_MSG(rc == RLOCK_ESERVER, "acquire: %s: %s", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), "ml:hb"), "message: %s", rlock_last_error());
+  CHECK(rlock_now_ms() - t0 < 30000); /* not the 60 s wait */
+  CHECK_EQ(exists(s1, "ml:ha"), 0);
+  th_reply_free(th_cmd(s1, "DEL", "ml:hb", NULL));
+  rlock_multilock_free(m);
+  rlock_lock_free(ha), rlock_lock_free(hb);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -644,6 +760,9 @@ int main(int argc, char **argv) {
   RUN(lease_not_renewed);
   RUN(lost_during_wait_watchdog);
   RUN(outer_hold_not_cut);
+  RUN(transient_error_retried);
+  RUN(transient_error_until_wait_runs_out);
+  RUN(hard_error_fails_at_once);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
