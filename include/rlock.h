@@ -603,10 +603,13 @@ void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, voi
  * runs once (on a node's I/O thread, with that node's reason), and the
  * remaining nodes are released.
  *
- * Nodes: a node unreachable when the RedLock is made counts as failed in
- * every round of this object (make a new RedLock to include it again); a
- * bad URL or option fails rlock_redlock_new itself (RLOCK_EURL,
- * RLOCK_EINVAL). A node restarted without persistence forgets the hold: it
+ * Nodes: a node unreachable when the RedLock is made counts as failed until
+ * its client can be made: each acquire round (and rlock_redlock_node_status)
+ * starts a background attempt for it, at most once a second, so a node that
+ * comes up later takes part in the rounds after the attempt succeeds (its
+ * client is made with the same options); a bad URL or option fails
+ * rlock_redlock_new itself (RLOCK_EURL, RLOCK_EINVAL). rlock_redlock_free
+ * waits for an attempt under way (at most connect_timeout_ms). A node restarted without persistence forgets the hold: it
  * may then grant it to another process, and with the other failures of a
  * minority, two processes can both believe they hold a majority. The remedy
  * is a restart delayed by more than the longest lease (or persistence with
@@ -633,8 +636,9 @@ void rlock_redlock_on_lost(rlock_redlock_t *redlock, rlock_lost_cb cb, void *arg
 int rlock_redlock_set_node_timeout(rlock_redlock_t *redlock, int64_t ms);
 size_t rlock_redlock_nodes(const rlock_redlock_t *redlock);
 /* Node i's view: *held 1 if this RedLock's hold counts on it; *ttl_ms the
- * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node unreachable
- * since the RedLock was made (message: why). */
+ * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node whose client
+ * could not be made yet (message: why; the call starts another attempt if
+ * the last one is over a second old). */
 int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int64_t *ttl_ms);
 
 /* ---------------------------------------------------------------- async */
