@@ -500,12 +500,22 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
 /* Several locks taken as one, all or nothing: rlock_lock_t handles of any
  * kind, on one client or several (servers, deployments). The handles are not
  * copied: they must outlive the MultiLock (rlock_multilock_free does not
- * free them). The same lock twice (same URL and name) is RLOCK_EINVAL.
+ * free them). The same lock twice (same name on the same server, however its
+ * URL spells it) is RLOCK_EINVAL.
  *
- * Acquire takes the members one by one in a canonical order, (client URL,
- * name) ascending, whatever the order given: every process orders the same
- * members the same way, so two MultiLocks over overlapping sets never wait
- * for each other in a cycle (no deadlock). Each member waits within what is
+ * Acquire takes the members one by one in a canonical order, whatever the
+ * order given: by name (bytes) first, then, for one name on several servers,
+ * by server: the member's rlock_lock_node with its host resolved to a
+ * numeric address (getaddrinfo's first answer, on the calling thread) and
+ * the URL's database, then by URL. So "redis://localhost:6379" and
+ * "redis://127.0.0.1:6379/0" are the same server, every process orders the
+ * same members the same way, and two MultiLocks over overlapping sets never
+ * wait for each other in a cycle (no deadlock). What the order cannot see:
+ * one name on two servers reached through different addresses (a NAT, a
+ * proxy, a host that resolves differently), a Sentinel master not yet named
+ * when rlock_multilock_new runs (its URL stands in), and a Cluster slot whose
+ * owner a client does not know yet (the seed stands in): give such members
+ * distinct names. Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
  * taken are released (in parallel). A transient error of a member

@@ -1,7 +1,7 @@
 /* multilock.c -- MultiLock (rlock_multilock_t): several locks taken as one,
  * all or nothing, possibly on different clients (servers, deployments).
  *
- * Acquire: the members in one canonical order, (URL, name) ascending, each
+ * Acquire: the members in one canonical order, (name, server) ascending, each
  * waiting within what is left of the one wait budget: every process orders
  * the same members the same way, so two MultiLocks over overlapping sets
  * never wait for each other in a cycle. A member that cannot be had (the
@@ -17,6 +17,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,17 +50,78 @@ static void unlisten_first(rlock_multilock_t *m, size_t n);
 static int arm(rlock_multilock_t *m, bool on, uint64_t who);
 static void multilock_destroy(rlock_multilock_t *m);
 
-static int by_url_name(const void *a, const void *b) {
-  const rlock_lock_t *x = *(rlock_lock_t *const *)a, *y = *(rlock_lock_t *const *)b;
-  int c = strcmp(x->cl->s_url, y->cl->s_url);
-  if (c) return c;
-  size_t n = x->len < y->len ? x->len : y->len;
-  c = memcmp(x->name, y->name, n);
-  return c ? c : (x->len > y->len) - (x->len < y->len);
+/* ------------------------------------------------------------ canonical order
+ * (name, server, URL): the name first, so spellings of a server never matter
+ * for members of different names; for one name on several servers, the
+ * server as resolved here (rlock_lock_node with its host turned into a
+ * numeric address, and the database), so "redis://localhost:6379" and
+ * "redis://127.0.0.1:6379/0" are one server; the URL last (a server whose
+ * node cannot be told: a Sentinel master not named yet). */
+
+typedef struct member {
+  rlock_lock_t *l;
+  char server[320]; /* "ip:port/db", "[ip6]:port/db" or "path/db" */
+} member_t;
+
+/* node ("host:port", "[v6]:port" or a path) with the host resolved. */
+static void resolve_node(const char *node, char *out, size_t n) {
+  snprintf(out, n, "%s", node);
+  const char *colon = strrchr(node, ':');
+  if (node[0] == '/' || !colon) return;
+  char host[300];
+  const char *h = node[0] == '[' ? node + 1 : node;
+  size_t hl = (size_t)(colon - h) - (node[0] == '[');
+  if (hl == 0 || hl >= sizeof host) return;
+  memcpy(host, h, hl), host[hl] = 0;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  char ip[INET6_ADDRSTRLEN];
+  if (getaddrinfo(host, NULL, &hints, &res) != 0) return;
+  if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) == 0)
+    snprintf(out, n, res->ai_family == AF_INET6 ? "[%s]%s" : "%s%s", ip, colon);
+  freeaddrinfo(res);
 }
 
-static bool same_lock(const rlock_lock_t *x, const rlock_lock_t *y) {
-  return !strcmp(x->cl->s_url, y->cl->s_url) && x->len == y->len && !memcmp(x->name, y->name, x->len);
+static void member_key(member_t *mb) {
+  char node[300], resolved[310];
+  if (rlock_lock_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
+    mb->server[0] = 0;
+    return;
+  }
+  resolve_node(node, resolved, sizeof resolved);
+  snprintf(mb->server, sizeof mb->server, "%s/%d", resolved, mb->l->cl->url.db);
+}
+
+static int by_name_server(const void *a, const void *b) {
+  const member_t *p = a, *q = b;
+  const rlock_lock_t *x = p->l, *y = q->l;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = memcmp(x->name, y->name, n);
+  if (!c) c = (x->len > y->len) - (x->len < y->len);
+  if (!c) c = strcmp(p->server, q->server);
+  if (!c && !p->server[0]) c = strcmp(x->cl->s_url, y->cl->s_url);
+  return c;
+}
+
+/* The same lock twice: one name on one server (however spelled). */
+static bool same_lock(const member_t *p, const member_t *q) { return by_name_server(p, q) == 0; }
+
+/* Sorts locks into m->locks; RLOCK_EINVAL for a lock given twice. */
+static int sort_members(rlock_multilock_t *m, rlock_lock_t *const *locks) {
+  member_t *mb = calloc(m->n, sizeof *mb);
+  if (!mb) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < m->n; i++) mb[i].l = locks[i], member_key(&mb[i]);
+  qsort(mb, m->n, sizeof *mb, by_name_server);
+  int rc = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    m->locks[i] = mb[i].l;
+    if (!rc && i > 0 && same_lock(&mb[i - 1], &mb[i])) {
+      const rlock_lock_t *d = mb[i].l;
+      rc = rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice (one name on one server)",
+                       (int)(d->len > 100 ? 100 : d->len), d->name);
+    }
+  }
+  free(mb);
+  return rc;
 }
 
 RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n) {
@@ -73,15 +136,11 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
     free(m);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
-  memcpy(m->locks, locks, n * sizeof *locks);
   m->n = n;
-  qsort(m->locks, n, sizeof *m->locks, by_url_name);
-  for (size_t i = 1; i < n; i++) {
-    if (same_lock(m->locks[i - 1], m->locks[i])) {
-      rlock_lock_t *d = m->locks[i];
-      multilock_destroy(m);
-      return rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice", (int)(d->len > 100 ? 100 : d->len), d->name);
-    }
+  int rc = sort_members(m, locks);
+  if (rc) {
+    multilock_destroy(m);
+    return rc;
   }
   pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_init(&m->cbmu, NULL);
@@ -400,7 +459,7 @@ static int arm(rlock_multilock_t *m, bool on, uint64_t who) {
   return rc;
 }
 
-/* The member clients, each once (the members are sorted by URL, but two
+/* The member clients, each once (two members may share a client, and two
  * clients may share one URL). */
 static bool client_seen_before(const rlock_multilock_t *m, size_t i) {
   for (size_t j = 0; j < i; j++)

@@ -58,6 +58,9 @@
  *                         left held on either server
  *   hard_error_fails_at_once  a member whose key is a string (RLOCK_ESERVER):
  *                         no retry, fails at once, the first member given back
+ *   canonical_order_any_spelling  the same two servers spelled differently
+ *                         (localhost, a trailing /0): the same member first;
+ *                         one lock spelled two ways: a member twice (EINVAL)
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -741,6 +744,77 @@ TEST(hard_error_fails_at_once) {
   rlock_client_free(c);
 }
 
+/* The member a MultiLock over (name_a on url_a, name_b on url_b) takes
+ * first: both are held by another owner, so a try with no wait fails on
+ * the first member in its order and never tries the other ('a' or 'b': the
+ * member whose client sent an acquire). */
+static char first_taken(const char *url_a, const char *name_a, const char *url_b, const char *name_b) {
+  rlock_client_t *ca = th_client(url_a, 0), *cb = th_client(url_b, 0);
+  rlock_lock_t *a = th_lock(ca, name_a), *b = th_lock(cb, name_b);
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  rlock_stats_t sa, sb;
+  rlock_client_stats(ca, &sa);
+  rlock_client_stats(cb, &sb);
+  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(ca), rlock_client_free(cb);
+  return which;
+}
+
+/* Member a is name_a on server `first`, b name_b on `second`: the member
+ * taken first must not depend on how the servers are spelled. */
+static void same_first(th_server_t *first, const char *name_a, th_server_t *second, const char *name_b) {
+  char alt_first[64], alt_second[64];
+  snprintf(alt_first, sizeof alt_first, "redis://localhost:%d", first->port);
+  snprintf(alt_second, sizeof alt_second, "redis://127.0.0.1:%d/0", second->port);
+  char one = first_taken(first->url, name_a, second->url, name_b);
+  char two = first_taken(alt_first, name_a, alt_second, name_b);
+  printf("%s, %s: first '%c' with %s, %s; '%c' with %s, %s\n", name_a, name_b, one, first->url, second->url, two,
+         alt_first, alt_second);
+  CHECK(one != '?' && two != '?');
+  CHECK_EQ(one, two);
+}
+
+/* Issue 9: two processes that spell the same servers differently
+ * (127.0.0.1 / localhost, a trailing /0) take the members in the same order
+ * (by URL string they took them in opposite orders: a deadlock), for two
+ * names and for one name on two servers; the same lock spelled two ways is
+ * one member twice (RLOCK_EINVAL). */
+TEST(canonical_order_any_spelling) {
+  int order = strcmp(s1->url, s2->url) < 0; /* with these spellings the URL order flips */
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *other = th_client(first->url, 0), *other2 = th_client(second->url, 0);
+  rlock_lock_t *oa = th_lock(other, "ml:spell-b"), *ob = th_lock(other2, "ml:spell-a");
+  rlock_lock_t *sa = th_lock(other, "ml:spell"), *sb = th_lock(other2, "ml:spell");
+  CHECK_OK(rlock_lock_acquire(oa, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(ob, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(sa, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(sb, 3, 0, 60000, NULL));
+  same_first(first, "ml:spell-b", second, "ml:spell-a");
+  same_first(first, "ml:spell", second, "ml:spell");
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = th_client(first->url, 0);
+  char alt[64];
+  snprintf(alt, sizeof alt, "redis://localhost:%d/0", first->port);
+  rlock_client_free(c2);
+  c2 = th_client(alt, 0);
+  rlock_lock_t *x = th_lock(c1, "ml:twice"), *y = th_lock(c2, "ml:twice");
+  rlock_lock_t *members[2] = {x, y};
+  rlock_multilock_t *m = NULL;
+  CHECK_RC(rlock_multilock_new(&m, members, 2), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "twice"), "message: %s", rlock_last_error());
+  CHECK_OK(rlock_lock_release(oa, 3));
+  CHECK_OK(rlock_lock_release(ob, 3));
+  CHECK_OK(rlock_lock_release(sa, 3));
+  CHECK_OK(rlock_lock_release(sb, 3));
+  rlock_lock_free(x), rlock_lock_free(y), rlock_lock_free(oa), rlock_lock_free(ob);
+  rlock_lock_free(sa), rlock_lock_free(sb);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other), rlock_client_free(other2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -763,6 +837,7 @@ int main(int argc, char **argv) {
   RUN(transient_error_retried);
   RUN(transient_error_until_wait_runs_out);
   RUN(hard_error_fails_at_once);
+  RUN(canonical_order_any_spelling);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
