@@ -56,6 +56,9 @@
  *   transient_error_until_wait_runs_out  the same with a pause longer than
  *                         the wait: the member's error within the wait, nothing
  *                         left held on either server
+ *   cancel_while_retrying  RLOCK_WAIT_FOREVER retrying after transient
+ *                         errors, cancelled after a failed round:
+ *                         RLOCK_ECANCELED, nothing held
  *   hard_error_fails_at_once  a member whose key is a string (RLOCK_ESERVER):
  *                         no retry, fails at once, the first member given back
  *   canonical_order_any_spelling  the same two servers spelled differently
@@ -721,6 +724,64 @@ TEST(transient_error_until_wait_runs_out) {
   rlock_client_free(c1), rlock_client_free(c2);
 }
 
+/* Cancel while a MultiLock with RLOCK_WAIT_FOREVER keeps retrying after
+ * transient errors (its second member's server paused): RLOCK_ECANCELED,
+ * nothing held. */
+typedef struct retry_cancel {
+  th_server_t *first;
+  rlock_cancel_t *cancel;
+  int saw_taken, saw_given_back;
+} retry_cancel_t;
+
+static int ca_taken(void *arg) { return exists(((retry_cancel_t *)arg)->first, "ml:ca") == 1; }
+static int ca_given_back(void *arg) { return exists(((retry_cancel_t *)arg)->first, "ml:ca") == 0; }
+
+static void *cancel_after_a_round(void *arg) {
+  retry_cancel_t *k = arg;
+  k->saw_taken = th_wait_until(ca_taken, k, 20000);
+  k->saw_given_back = k->saw_taken && th_wait_until(ca_given_back, k, 20000); /* a round failed */
+  rlock_cancel_trigger(k->cancel);
+  return NULL;
+}
+
+static th_server_t *cb_server;
+static int cb_gone(void *arg) {
+  (void)arg;
+  return exists(cb_server, "ml:cb") == 0;
+}
+
+TEST(cancel_while_retrying) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = flaky_client(second->url);
+  rlock_lock_t *ca = th_lock(c1, "ml:ca"), *cb = th_lock(c2, "ml:cb");
+  rlock_lock_t *members[2] = {ca, cb};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  retry_cancel_t k = {.first = first};
+  CHECK_OK(rlock_cancel_new(&k.cancel));
+  pause_ms(second, "3000");
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_after_a_round, &k);
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, k.cancel);
+  pthread_join(t, NULL);
+  printf("acquire: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK(k.saw_taken && k.saw_given_back);
+  CHECK_RC(rc, RLOCK_ECANCELED);
+  CHECK_EQ(exists(first, "ml:ca"), 0);
+  cb_server = second;
+  CHECK(th_wait_until(cb_gone, NULL, 3000 + 20000));
+  rlock_stats_t st;
+  rlock_client_stats(c1, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_client_stats(c2, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_cancel_free(k.cancel);
+  rlock_multilock_free(m);
+  rlock_lock_free(ca), rlock_lock_free(cb);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
 /* A hard member error (the key is a string: the script's error reply,
  * RLOCK_ESERVER) is not retried: the acquire fails at once, long before its
  * wait, naming the member, and the member taken first is given back. */
@@ -837,6 +898,7 @@ int main(int argc, char **argv) {
   RUN(transient_error_retried);
   RUN(transient_error_until_wait_runs_out);
   RUN(hard_error_fails_at_once);
+  RUN(cancel_while_retrying);
   RUN(canonical_order_any_spelling);
   th_server_stop(s1);
   th_server_stop(s2);
