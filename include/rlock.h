@@ -450,6 +450,19 @@ int rlock_lock_ttl(rlock_lock_t *lock, int64_t *out);
  * careful holder checks rlock_now_ms() < *out before touching the resource. */
 int rlock_lock_valid_until(rlock_lock_t *lock, rlock_owner_t owner, int64_t *out);
 
+/* Local (no round trip): the node this lock's commands go to now, into buf
+ * (NUL-terminated): "host:port" ("[addr]:port" for IPv6), or the socket's
+ * path for a unix:// URL. One server: the URL's. Sentinel: the master the
+ * client uses, as the sentinels named it (RLOCK_ECONNECT while none has
+ * named one yet). Cluster: the master of the name's slot in the client's
+ * slot map (the seed the client's control connection uses while that slot's
+ * owner is not known yet, e.g. before any command). Right after a lock call
+ * on this handle answered, that is the node that answered it, unless a
+ * failover or a slot move came in between. RLOCK_EINVAL if buf is NULL,
+ * buflen is 0 or too small (the message says how many bytes it needs; 300
+ * is always enough for an IP address). */
+int rlock_lock_node(rlock_lock_t *lock, char *buf, size_t buflen);
+
 /* Every holder of the lock, as stored in Redis. owner strings are
  * NUL-terminated copies ("<client id>:<thread>"). Free with rlock_holders_free. */
 typedef struct rlock_holder {
@@ -494,16 +507,35 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
 /* Several locks taken as one, all or nothing: rlock_lock_t handles of any
  * kind, on one client or several (servers, deployments). The handles are not
  * copied: they must outlive the MultiLock (rlock_multilock_free does not
- * free them). The same lock twice (same URL and name) is RLOCK_EINVAL.
+ * free them). The same lock twice (same name on the same server, however its
+ * URL spells it) is RLOCK_EINVAL.
  *
- * Acquire takes the members one by one in a canonical order, (client URL,
- * name) ascending, whatever the order given: every process orders the same
- * members the same way, so two MultiLocks over overlapping sets never wait
- * for each other in a cycle (no deadlock). Each member waits within what is
+ * Acquire takes the members one by one in a canonical order, whatever the
+ * order given: by name (bytes) first, then, for one name on several servers,
+ * by server: the member's rlock_lock_node with its host resolved to a
+ * numeric address (getaddrinfo's first answer, on the calling thread) and
+ * the URL's database, then by URL. So "redis://localhost:6379" and
+ * "redis://127.0.0.1:6379/0" are the same server, every process orders the
+ * same members the same way, and two MultiLocks over overlapping sets never
+ * wait for each other in a cycle (no deadlock). What the order cannot see:
+ * one name on two servers reached through different addresses (a NAT, a
+ * proxy, a host that resolves differently), a Sentinel master not yet named
+ * when rlock_multilock_new runs (its URL stands in), and a Cluster slot whose
+ * owner a client does not know yet (the seed stands in): give such members
+ * distinct names. Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
- * taken are released (in parallel) and the call fails with that member's
- * error, the member named in rlock_last_error(): nothing is left behind.
+ * taken are released (in parallel). A transient error of a member
+ * (RLOCK_ECONNECT, RLOCK_ETIMEDOUT, RLOCK_ECONNLOST, RLOCK_ENOSYNC: its
+ * server or replicas did not answer in time) then starts the whole acquire
+ * again after a short random backoff (10 ms doubling to 200 ms), as long as
+ * the wait budget lasts (RLOCK_WAIT_FOREVER: until it succeeds or is
+ * cancelled) and every give-back of that round landed (one that failed may
+ * leave that member's hold on its server until its lease runs out: the call
+ * then fails rather than take it again on top). Any other error (EINVAL,
+ * ENOMEM, ESERVER...), the budget's end or a cancel fails the call at once
+ * with that member's error, the member named in rlock_last_error(): nothing
+ * is left behind.
  * Lease: one lease for all, applied at the end. While later members are
  * awaited the members taken so far are held with the watchdog (their
  * client's watchdog_timeout_ms, renewed), so none runs out during the wait,
@@ -588,10 +620,13 @@ void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, voi
  * runs once (on a node's I/O thread, with that node's reason), and the
  * remaining nodes are released.
  *
- * Nodes: a node unreachable when the RedLock is made counts as failed in
- * every round of this object (make a new RedLock to include it again); a
- * bad URL or option fails rlock_redlock_new itself (RLOCK_EURL,
- * RLOCK_EINVAL). A node restarted without persistence forgets the hold: it
+ * Nodes: a node unreachable when the RedLock is made counts as failed until
+ * its client can be made: each acquire round (and rlock_redlock_node_status)
+ * starts a background attempt for it, at most once a second, so a node that
+ * comes up later takes part in the rounds after the attempt succeeds (its
+ * client is made with the same options); a bad URL or option fails
+ * rlock_redlock_new itself (RLOCK_EURL, RLOCK_EINVAL). rlock_redlock_free
+ * waits for an attempt under way (at most connect_timeout_ms). A node restarted without persistence forgets the hold: it
  * may then grant it to another process, and with the other failures of a
  * minority, two processes can both believe they hold a majority. The remedy
  * is a restart delayed by more than the longest lease (or persistence with
@@ -618,8 +653,9 @@ void rlock_redlock_on_lost(rlock_redlock_t *redlock, rlock_lost_cb cb, void *arg
 int rlock_redlock_set_node_timeout(rlock_redlock_t *redlock, int64_t ms);
 size_t rlock_redlock_nodes(const rlock_redlock_t *redlock);
 /* Node i's view: *held 1 if this RedLock's hold counts on it; *ttl_ms the
- * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node unreachable
- * since the RedLock was made (message: why). */
+ * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node whose client
+ * could not be made yet (message: why; the call starts another attempt if
+ * the last one is over a second old). */
 int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int64_t *ttl_ms);
 
 /* ---------------------------------------------------------------- async */

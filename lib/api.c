@@ -226,6 +226,51 @@ RLOCK_API int rlock_lock_valid_until(rlock_lock_t *l, rlock_owner_t owner, int64
   return sync_i64(l, OP_VALID_UNTIL, owner, out);
 }
 
+/* ------------------------------------------------------------ the node */
+
+/* I/O thread: the node the lock's next command goes to (the topology's route
+ * for a command on the name's slot), as "host:port", "[v6]:port" or a unix
+ * socket's path, malloc'd into the op's result. */
+void rlock__op_node(op_t *op) {
+  client_t *cl = op->cl;
+  req_t probe;
+  memset(&probe, 0, sizeof probe);
+  probe.slot = rlock__names_slot(op->lock->name, op->lock->len);
+  probe.conn = CONN_CMD;
+  const conn_t *c = cl->topo->route(cl, &probe);
+  if (!c->host && cl->url.sentinel) { /* no sentinel has named the master yet */
+    rlock__op_finish(op, rlock__fail(RLOCK_ECONNECT, "the master is not known yet (no Sentinel answered)"), 0, NULL, 0);
+    return;
+  }
+  const char *host = c->host ? c->host : cl->url.host;
+  int port = c->host ? c->port : cl->url.port;
+  char *s = NULL;
+  int n;
+  if (!c->host && cl->url.kind == URL_UNIX) n = asprintf(&s, "%s", cl->url.path);
+  else {
+    bool v6 = strchr(host, ':') != NULL;
+    n = asprintf(&s, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+  }
+  if (n < 0) rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+  else rlock__op_finish(op, 0, 0, s, (size_t)n);
+}
+
+RLOCK_API int rlock_lock_node(rlock_lock_t *l, char *buf, size_t buflen) {
+  if (!buf || !buflen) return rlock__fail(RLOCK_EINVAL, "buf is NULL or empty");
+  buf[0] = 0;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  int rc;
+  op_t *op = op_new(l, OP_NODE, RLOCK_OWNER_SELF, &rc);
+  if (!op) return rc;
+  void *p = NULL;
+  size_t n = 0;
+  if ((rc = run_sync(op, NULL, &p, &n)) != 0) return rc;
+  if (n >= buflen) rc = rlock__fail(RLOCK_EINVAL, "buf holds %zu bytes: the node needs %zu", buflen, n + 1);
+  else memcpy(buf, p, n + 1);
+  free(p);
+  return rc;
+}
+
 /* The MultiLock's final step (lock.c, OP_RELET). */
 int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, rlock_cb cb, void *arg) {
   int rc;

@@ -564,7 +564,7 @@ size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 /* ------------------------------------------------------------ lock.c */
 typedef enum {
   OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
-  OP_COMMAND, OP_VALID_UNTIL, OP_RELET
+  OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word, set to 1
@@ -628,6 +628,8 @@ struct op {
  * (rlock__watchdog_relet); cb as rlock_lock_release_async's. */
 int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, rlock_cb cb, void *arg);
 void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
+/* OP_NODE (api.c, I/O thread): finishes op with the node its lock's commands go to now. */
+void rlock__op_node(op_t *op);
 void rlock__handoff_clear(client_t *cl);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
 void rlock__op_index_free(client_t *cl);               /* closing, after rlock__op_fail_all */

@@ -882,6 +882,9 @@ void rlock__op_start(op_t *op) {
     rlock__op_finish(op, rc, v, NULL, 0);
     break;
   }
+  case OP_NODE:
+    rlock__op_node(op); /* api.c */
+    break;
   default:
     start_simple(op);
   }

@@ -1,22 +1,29 @@
 /* multilock.c -- MultiLock (rlock_multilock_t): several locks taken as one,
  * all or nothing, possibly on different clients (servers, deployments).
  *
- * Acquire: the members in one canonical order, (URL, name) ascending, each
+ * Acquire: the members in one canonical order, (name, server) ascending, each
  * waiting within what is left of the one wait budget: every process orders
  * the same members the same way, so two MultiLocks over overlapping sets
  * never wait for each other in a cycle. A member that cannot be had (the
  * budget ran out, an error, a cancel) releases the members already taken (in
- * parallel) and ends the acquire with that member's error: nothing is left
- * behind. Release: every member in parallel.
+ * parallel); a transient error (connection, timeout, replica sync) then
+ * starts a new round after a short backoff while the budget lasts, anything
+ * else ends the acquire with that member's error: nothing is left behind.
+ * Release: every member in parallel.
  * A fixed lease must survive the wait for the members after it: a member
  * taken with w ms of the budget left gets lease + w, so every member lasts
  * at least the lease past the end of the acquire. (Hence a fixed lease needs
  * a bounded wait; the watchdog lease has no such limit.) */
 #include "internal.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <arpa/inet.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct rlock_multilock {
   size_t n;
@@ -43,17 +50,78 @@ static void unlisten_first(rlock_multilock_t *m, size_t n);
 static int arm(rlock_multilock_t *m, bool on, uint64_t who);
 static void multilock_destroy(rlock_multilock_t *m);
 
-static int by_url_name(const void *a, const void *b) {
-  const rlock_lock_t *x = *(rlock_lock_t *const *)a, *y = *(rlock_lock_t *const *)b;
-  int c = strcmp(x->cl->s_url, y->cl->s_url);
-  if (c) return c;
-  size_t n = x->len < y->len ? x->len : y->len;
-  c = memcmp(x->name, y->name, n);
-  return c ? c : (x->len > y->len) - (x->len < y->len);
+/* ------------------------------------------------------------ canonical order
+ * (name, server, URL): the name first, so spellings of a server never matter
+ * for members of different names; for one name on several servers, the
+ * server as resolved here (rlock_lock_node with its host turned into a
+ * numeric address, and the database), so "redis://localhost:6379" and
+ * "redis://127.0.0.1:6379/0" are one server; the URL last (a server whose
+ * node cannot be told: a Sentinel master not named yet). */
+
+typedef struct member {
+  rlock_lock_t *l;
+  char server[320]; /* "ip:port/db", "[ip6]:port/db" or "path/db" */
+} member_t;
+
+/* node ("host:port", "[v6]:port" or a path) with the host resolved. */
+static void resolve_node(const char *node, char *out, size_t n) {
+  snprintf(out, n, "%s", node);
+  const char *colon = strrchr(node, ':');
+  if (node[0] == '/' || !colon) return;
+  char host[300];
+  const char *h = node[0] == '[' ? node + 1 : node;
+  size_t hl = (size_t)(colon - h) - (node[0] == '[');
+  if (hl == 0 || hl >= sizeof host) return;
+  memcpy(host, h, hl), host[hl] = 0;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  char ip[INET6_ADDRSTRLEN];
+  if (getaddrinfo(host, NULL, &hints, &res) != 0) return;
+  if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) == 0)
+    snprintf(out, n, res->ai_family == AF_INET6 ? "[%s]%s" : "%s%s", ip, colon);
+  freeaddrinfo(res);
 }
 
-static bool same_lock(const rlock_lock_t *x, const rlock_lock_t *y) {
-  return !strcmp(x->cl->s_url, y->cl->s_url) && x->len == y->len && !memcmp(x->name, y->name, x->len);
+static void member_key(member_t *mb) {
+  char node[300], resolved[310];
+  if (rlock_lock_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
+    mb->server[0] = 0;
+    return;
+  }
+  resolve_node(node, resolved, sizeof resolved);
+  snprintf(mb->server, sizeof mb->server, "%s/%d", resolved, mb->l->cl->url.db);
+}
+
+static int by_name_server(const void *a, const void *b) {
+  const member_t *p = a, *q = b;
+  const rlock_lock_t *x = p->l, *y = q->l;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = memcmp(x->name, y->name, n);
+  if (!c) c = (x->len > y->len) - (x->len < y->len);
+  if (!c) c = strcmp(p->server, q->server);
+  if (!c && !p->server[0]) c = strcmp(x->cl->s_url, y->cl->s_url);
+  return c;
+}
+
+/* The same lock twice: one name on one server (however spelled). */
+static bool same_lock(const member_t *p, const member_t *q) { return by_name_server(p, q) == 0; }
+
+/* Sorts locks into m->locks; RLOCK_EINVAL for a lock given twice. */
+static int sort_members(rlock_multilock_t *m, rlock_lock_t *const *locks) {
+  member_t *mb = calloc(m->n, sizeof *mb);
+  if (!mb) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < m->n; i++) mb[i].l = locks[i], member_key(&mb[i]);
+  qsort(mb, m->n, sizeof *mb, by_name_server);
+  int rc = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    m->locks[i] = mb[i].l;
+    if (!rc && i > 0 && same_lock(&mb[i - 1], &mb[i])) {
+      const rlock_lock_t *d = mb[i].l;
+      rc = rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice (one name on one server)",
+                       (int)(d->len > 100 ? 100 : d->len), d->name);
+    }
+  }
+  free(mb);
+  return rc;
 }
 
 RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n) {
@@ -68,15 +136,11 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
     free(m);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
-  memcpy(m->locks, locks, n * sizeof *locks);
   m->n = n;
-  qsort(m->locks, n, sizeof *m->locks, by_url_name);
-  for (size_t i = 1; i < n; i++) {
-    if (same_lock(m->locks[i - 1], m->locks[i])) {
-      rlock_lock_t *d = m->locks[i];
-      multilock_destroy(m);
-      return rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice", (int)(d->len > 100 ? 100 : d->len), d->name);
-    }
+  int rc = sort_members(m, locks);
+  if (rc) {
+    multilock_destroy(m);
+    return rc;
   }
   pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_init(&m->cbmu, NULL);
@@ -206,14 +270,6 @@ static int check_thread(const rlock_multilock_t *m) {
   return 0;
 }
 
-/* Releases the first `taken` members and fails with member i's error. */
-static int give_up(rlock_multilock_t *m, uint64_t who, size_t taken, size_t i, int rc, const char *why) {
-  rlock_lock_t *l = m->locks[i];
-  arm(m, false, who); /* the caller is told: no lost callback for a failed acquire */
-  release_first(m, taken, who); /* all or nothing */
-  return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
-}
-
 /* With the watchdog lease: a member taken first may have been lost (its
  * client saw the hold gone) while later ones were awaited; the fixed lease's
  * final step finds that itself. 0, or RLOCK_ENOTHELD and its index. */
@@ -230,6 +286,70 @@ static int all_still_held(rlock_multilock_t *m, uint64_t who, size_t *bad, char 
   return 0;
 }
 
+/* Transient member errors: the member's server or its replicas did not
+ * answer in time; a later round may well succeed. Anything else (EINVAL,
+ * ENOMEM, ESERVER, EBUSY at the end of the wait, ECANCELED...) is final. */
+static bool transient(int rc) {
+  return rc == RLOCK_ECONNECT || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ENOSYNC;
+}
+
+/* One round: every member in canonical order within what is left of the
+ * budget, then (fixed lease) the final step. 0 with all held, or the failing
+ * member's error (its index in *bad, message in why) with the members this
+ * round took released; *released_ok false if one of those releases failed
+ * (its hold may still be on the server until its lease runs out). */
+static int take_all(rlock_multilock_t *m, uint64_t who, int64_t deadline, int64_t lease_ms, rlock_cancel_t *cancel,
+                    size_t *bad, char *why, size_t whylen, bool *released_ok) {
+  int rc = 0;
+  size_t taken = 0;
+  *released_ok = true;
+  if (arm(m, true, who)) return *bad = 0, snprintf(why, whylen, "out of memory"), RLOCK_ENOMEM;
+  for (; taken < m->n; taken++) {
+    int64_t left = RLOCK_WAIT_FOREVER;
+    if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
+    /* the watchdog keeps the members taken first while later ones are awaited */
+    rc = rlock_lock_acquire(m->locks[taken], who, left, RLOCK_LEASE_WATCHDOG, cancel);
+    if (rc) {
+      *bad = taken;
+      snprintf(why, whylen, "%s", rlock_last_error());
+      break;
+    }
+  }
+  if (!rc && lease_ms != RLOCK_LEASE_WATCHDOG) rc = relet_all(m, who, lease_ms, bad, why, whylen);
+  if (!rc && lease_ms == RLOCK_LEASE_WATCHDOG) rc = all_still_held(m, who, bad, why, whylen);
+  if (!rc) return 0;
+  arm(m, false, who); /* the caller is told: no lost callback for a failed round */
+  int rel = release_first(m, taken, who); /* all or nothing */
+  *released_ok = rel == 0 || rel == RLOCK_ENOTHELD;
+  return rc;
+}
+
+/* The pause before round `round` + 1: 10 ms doubling to 200 ms, drawn from
+ * [c/2, c], never past the deadline. 0, or why not to go on: rc when no time
+ * is left, RLOCK_ECANCELED when the cancel token was triggered. */
+static int backoff(int round, int64_t deadline, rlock_cancel_t *cancel, int rc) {
+  int64_t cap = round < 5 ? (int64_t)10 << round : 200;
+  uint32_t r;
+  rlock__random_bytes(&r, sizeof r);
+  int64_t ms = cap / 2 + (int64_t)(r % (uint32_t)(cap / 2 + 1));
+  if (deadline >= 0) {
+    int64_t left = deadline - rlock_now_ms();
+    if (left <= 0) return rc;
+    if (ms > left) ms = left;
+  }
+  if (!cancel) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+    return 0;
+  }
+  struct pollfd p = {.fd = cancel->fd, .events = POLLIN}; /* readable once triggered */
+  int64_t until = rlock_now_ms() + ms;
+  for (int64_t now = rlock_now_ms(); now < until && !rlock_cancel_is_triggered(cancel); now = rlock_now_ms())
+    poll(&p, 1, (int)(until - now));
+  return rlock_cancel_is_triggered(cancel) ? RLOCK_ECANCELED : 0;
+}
+
 RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                                       rlock_cancel_t *cancel) {
   int rc = check_acquire(m, wait_ms, lease_ms);
@@ -237,22 +357,24 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
   char why[256];
-  if (arm(m, true, who)) return rlock__fail(RLOCK_ENOMEM, "out of memory"); /* a member lost from its grant on is reported */
-  for (size_t i = 0; i < m->n; i++) {
-    int64_t left = RLOCK_WAIT_FOREVER;
-    if (deadline >= 0) left = deadline > rlock_now_ms() ? deadline - rlock_now_ms() : 0;
-    /* the watchdog keeps the members taken first while later ones are awaited */
-    rc = rlock_lock_acquire(m->locks[i], who, left, RLOCK_LEASE_WATCHDOG, cancel);
-    if (rc == 0) continue;
-    snprintf(why, sizeof why, "%s", rlock_last_error());
-    return give_up(m, who, i, i, rc, why);
+  size_t bad = 0;
+  bool released_ok;
+  /* A transient error gives back what the round took and tries again while
+   * the budget lasts; not when a give-back failed (that member's hold may
+   * still be on its server: taking it again would stack on it). */
+  for (int round = 0;; round++) {
+    rc = take_all(m, who, deadline, lease_ms, cancel, &bad, why, sizeof why, &released_ok);
+    if (!rc || !transient(rc) || !released_ok) break;
+    int stop = backoff(round, deadline, cancel, rc);
+    if (stop == RLOCK_ECANCELED) snprintf(why, sizeof why, "cancelled while retrying after a transient error");
+    if (stop) {
+      rc = stop;
+      break;
+    }
   }
-  size_t bad;
-  if (lease_ms != RLOCK_LEASE_WATCHDOG && (rc = relet_all(m, who, lease_ms, &bad, why, sizeof why)))
-    return give_up(m, who, m->n, bad, rc, why);
-  if (lease_ms == RLOCK_LEASE_WATCHDOG && (rc = all_still_held(m, who, &bad, why, sizeof why)))
-    return give_up(m, who, m->n, bad, rc, why);
-  return 0;
+  if (!rc) return 0;
+  rlock_lock_t *l = m->locks[bad];
+  return rlock__fail(rc, "member '%.*s': %s", (int)(l->len > 100 ? 100 : l->len), l->name, why);
 }
 
 RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner) {
@@ -337,7 +459,7 @@ static int arm(rlock_multilock_t *m, bool on, uint64_t who) {
   return rc;
 }
 
-/* The member clients, each once (the members are sorted by URL, but two
+/* The member clients, each once (two members may share a client, and two
  * clients may share one URL). */
 static bool client_seen_before(const rlock_multilock_t *m, size_t i) {
   for (size_t j = 0; j < i; j++)

@@ -19,6 +19,10 @@
  *            callback runs once and the remaining nodes are released. A
  *            node whose hold is lost while its round is still under way
  *            (waiting for slower nodes) does not count as granted.
+ *   revive   a node whose client could not be made (down when the RedLock
+ *            was made) counts as failed; each round (and node_status) starts
+ *            a thread that tries to make it again, at most once a second,
+ *            so a node that comes up later joins the next rounds.
  *
  * Locking: r->op_mu serializes the user's calls (acquire, release) and is
  * never taken by a callback; r->mu guards the hold's state and is held only
@@ -38,13 +42,18 @@
 #define DRIFT_MS 2         /* drift = lease / 100 + DRIFT_MS */
 #define RETRY_MIN_MS 10    /* a failed round is retried after a random delay in */
 #define RETRY_MAX_MS 200   /* [RETRY_MIN_MS, RETRY_MAX_MS], never past the wait budget */
+#define REVIVE_MS 1000     /* a missing node's client is tried again at most this often */
 
 typedef struct node {
   rlock_redlock_t *r;
   size_t idx;
-  rlock_client_t *cl; /* NULL: unreachable when the RedLock was made */
-  rlock_lock_t *lock;
-  char err[160];      /* why the client could not be made */
+  rlock_client_t *cl; /* NULL: not made yet (unreachable so far); set under r->mu */
+  rlock_lock_t *lock; /* set with cl */
+  char err[160];      /* why the client could not be made (r->mu) */
+  char *url;          /* owned copy, to make the client again */
+  pthread_t reviver;  /* making the client again (r->mu: reviving, joinable) */
+  bool reviving, joinable;
+  int64_t next_try;   /* monotonic ms: the next attempt at the earliest */
 } node_t;
 
 struct rlock_redlock {
@@ -64,6 +73,14 @@ struct rlock_redlock {
   int64_t lease_ms;
   rlock_lost_cb lost_cb;
   void *lost_arg;
+  /* to make a missing node's client again: the options (strings owned), the
+   * name and the flags */
+  rlock_options_t opts;
+  char *s_name, *s_ca, *s_cert, *s_key, *s_sni;
+  char *name;
+  size_t len;
+  unsigned flags;
+  bool closing; /* rlock_redlock_free: no new reviver (r->mu) */
 };
 
 /* ------------------------------------------------------------ fan-out
@@ -181,12 +198,15 @@ static void release_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
 static void fanout_send(fanout_t *f, size_t i, bool acquire, int64_t lease_ms) {
   node_t *nd = &f->r->nodes[i];
   int rc = RLOCK_ECONNECT;
-  if (nd->cl) {
+  pthread_mutex_lock(&f->r->mu);
+  rlock_lock_t *lock = nd->cl ? nd->lock : NULL;
+  pthread_mutex_unlock(&f->r->mu);
+  if (lock) {
     pthread_mutex_lock(&f->mu);
     f->refs++;
     pthread_mutex_unlock(&f->mu);
-    rc = acquire ? rlock_lock_acquire_async(nd->lock, f->owner, 0, lease_ms, f->cancel[i], acquire_cb, &f->slots[i])
-                 : rlock_lock_release_async(nd->lock, f->owner, release_cb, &f->slots[i]);
+    rc = acquire ? rlock_lock_acquire_async(lock, f->owner, 0, lease_ms, f->cancel[i], acquire_cb, &f->slots[i])
+                 : rlock_lock_release_async(lock, f->owner, release_cb, &f->slots[i]);
     if (rc) fanout_unref(f); /* the callback will not run */
   }
   if (rc) fanout_answer(f, i, rc);
@@ -287,9 +307,12 @@ static int judge(rlock_redlock_t *r, const int *status, int64_t validity, uint64
                      r->majority);
 }
 
+static void revive_missing(rlock_redlock_t *r);
+
 /* One round: every node at once, at most the per-node timeout. */
 static int round_once(rlock_redlock_t *r, uint64_t owner, int64_t lease_ms, int64_t *valid_until) {
   int64_t lease = lease_ms == RLOCK_LEASE_WATCHDOG ? r->watchdog_ms : lease_ms;
+  revive_missing(r); /* for the next rounds: a client being made counts as failed in this one */
   fanout_t *f = fanout_new(r, owner, true);
   if (!f) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   pthread_mutex_lock(&r->mu);
@@ -421,11 +444,15 @@ RLOCK_API int rlock_redlock_valid_until(rlock_redlock_t *r, int64_t *out) {
 
 RLOCK_API int rlock_redlock_node_status(rlock_redlock_t *r, size_t i, int *held, int64_t *ttl_ms) {
   if (!r || i >= r->n || !held || !ttl_ms) return rlock__fail(RLOCK_EINVAL, "bad arguments");
-  if (!r->nodes[i].cl) return rlock__fail(RLOCK_ECONNECT, "%s", r->nodes[i].err);
+  revive_missing(r);
+  char err[sizeof r->nodes[i].err];
   pthread_mutex_lock(&r->mu);
+  rlock_lock_t *lock = r->nodes[i].cl ? r->nodes[i].lock : NULL;
+  snprintf(err, sizeof err, "%s", r->nodes[i].err);
   *held = r->holding && r->held[i];
   pthread_mutex_unlock(&r->mu);
-  return rlock_lock_ttl(r->nodes[i].lock, ttl_ms);
+  if (!lock) return rlock__fail(RLOCK_ECONNECT, "%s", err);
+  return rlock_lock_ttl(lock, ttl_ms);
 }
 
 RLOCK_API void rlock_redlock_on_lost(rlock_redlock_t *r, rlock_lost_cb cb, void *arg) {
@@ -461,6 +488,7 @@ static void *make_client(void *arg) {
   if (m->rc) {
     snprintf(m->nd->err, sizeof m->nd->err, "%s", rlock_last_error());
     m->nd->cl = NULL;
+    m->nd->next_try = rlock_now_ms() + REVIVE_MS;
   }
   return NULL;
 }
@@ -493,16 +521,59 @@ static int make_clients(rlock_redlock_t *r, const rlock_options_t *opts, const c
   return rc;
 }
 
-static int open_locks(rlock_redlock_t *r, const void *name, size_t len, unsigned flags) {
+/* Node nd's lock handle on its client cl, its loss reported to node_lost. */
+static int open_lock(rlock_redlock_t *r, node_t *nd, rlock_client_t *cl, rlock_lock_t **lock) {
+  int rc = r->flags & RLOCK_REDLOCK_SIMPLE ? rlock_lock_new_simple(cl, r->name, r->len, lock)
+                                           : rlock_lock_new(cl, r->name, r->len, lock);
+  if (!rc) rlock_client_on_lost(cl, node_lost, nd);
+  return rc;
+}
+
+static int open_locks(rlock_redlock_t *r) {
   for (size_t i = 0; i < r->n; i++) {
     node_t *nd = &r->nodes[i];
-    if (!nd->cl) continue;
-    int rc = flags & RLOCK_REDLOCK_SIMPLE ? rlock_lock_new_simple(nd->cl, name, len, &nd->lock)
-                                          : rlock_lock_new(nd->cl, name, len, &nd->lock);
+    int rc = nd->cl ? open_lock(r, nd, nd->cl, &nd->lock) : 0;
     if (rc) return rc;
-    rlock_client_on_lost(nd->cl, node_lost, nd);
   }
   return 0;
+}
+
+/* A reviver thread: makes node nd's client again; on success the node takes
+ * part from the next round on. */
+static void *revive(void *arg) {
+  node_t *nd = arg;
+  rlock_redlock_t *r = nd->r;
+  rlock_options_t o = r->opts;
+  o.url = nd->url;
+  rlock_client_t *cl = NULL;
+  rlock_lock_t *lock = NULL;
+  int rc = rlock_client_new(&cl, &o);
+  if (!rc) rc = open_lock(r, nd, cl, &lock);
+  pthread_mutex_lock(&r->mu);
+  if (!rc) {
+    nd->cl = cl, nd->lock = lock;
+  } else {
+    snprintf(nd->err, sizeof nd->err, "%s", rlock_last_error());
+    nd->next_try = rlock_now_ms() + REVIVE_MS;
+  }
+  nd->reviving = false;
+  pthread_mutex_unlock(&r->mu);
+  if (rc) rlock_lock_free(lock), rlock_client_free(cl);
+  return NULL;
+}
+
+/* Starts a reviver for every node without a client whose next try is due. */
+static void revive_missing(rlock_redlock_t *r) {
+  int64_t now = rlock_now_ms();
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n; i++) {
+    node_t *nd = &r->nodes[i];
+    if (nd->cl || nd->reviving || r->closing || now < nd->next_try) continue;
+    if (nd->joinable) pthread_join(nd->reviver, NULL); /* ended: it cleared reviving */
+    nd->reviving = nd->joinable = pthread_create(&nd->reviver, NULL, revive, nd) == 0;
+    if (!nd->reviving) nd->next_try = now + REVIVE_MS;
+  }
+  pthread_mutex_unlock(&r->mu);
 }
 
 RLOCK_API void rlock_redlock_free(rlock_redlock_t *r) {
@@ -511,17 +582,43 @@ RLOCK_API void rlock_redlock_free(rlock_redlock_t *r) {
    * release the nodes still held, on clients already freed */
   pthread_mutex_lock(&r->mu);
   r->holding = r->acquiring = false;
+  r->closing = true;
   pthread_mutex_unlock(&r->mu);
+  for (size_t i = 0; r->nodes && i < r->n; i++) /* a reviver still connecting: at most connect_timeout_ms */
+    if (r->nodes[i].joinable) pthread_join(r->nodes[i].reviver, NULL);
   /* clients first: their outstanding callbacks end (RLOCK_ECLOSED) while the
    * lock handles and the fan-outs they use still exist */
   for (size_t i = 0; r->nodes && i < r->n; i++) rlock_client_free(r->nodes[i].cl);
-  for (size_t i = 0; r->nodes && i < r->n; i++) rlock_lock_free(r->nodes[i].lock);
+  for (size_t i = 0; r->nodes && i < r->n; i++) rlock_lock_free(r->nodes[i].lock), free(r->nodes[i].url);
   free(r->nodes);
+  free(r->s_name), free(r->s_ca), free(r->s_cert), free(r->s_key), free(r->s_sni), free(r->name);
   free(r->held);
   free(r->gone);
   pthread_mutex_destroy(&r->mu);
   pthread_mutex_destroy(&r->op_mu);
   free(r);
+}
+
+/* A copy of what a reviver needs later (the caller's strings need not outlive
+ * rlock_redlock_new). RLOCK_ENOMEM. */
+static char *dup_opt(const char *s, bool *ok) {
+  char *d = s ? strdup(s) : NULL;
+  if (s && !d) *ok = false;
+  return d;
+}
+
+static int keep_options(rlock_redlock_t *r, const rlock_options_t *opts, const void *name, size_t len, unsigned flags) {
+  bool ok = true;
+  r->opts = *opts;
+  r->opts.client_name = r->s_name = dup_opt(opts->client_name, &ok);
+  r->opts.tls_ca_file = r->s_ca = dup_opt(opts->tls_ca_file, &ok);
+  r->opts.tls_cert_file = r->s_cert = dup_opt(opts->tls_cert_file, &ok);
+  r->opts.tls_key_file = r->s_key = dup_opt(opts->tls_key_file, &ok);
+  r->opts.tls_server_name = r->s_sni = dup_opt(opts->tls_server_name, &ok);
+  r->name = rlock__strndup(name, len);
+  r->len = len;
+  r->flags = flags;
+  return ok && r->name ? 0 : RLOCK_ENOMEM;
 }
 
 RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls,
@@ -545,10 +642,14 @@ RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *op
   r->nodes = calloc(n, sizeof *r->nodes);
   r->held = calloc(n, sizeof *r->held);
   r->gone = calloc(n, sizeof *r->gone);
-  int rc = r->nodes && r->held && r->gone ? 0 : rlock__fail(RLOCK_ENOMEM, "out of memory");
-  for (size_t i = 0; !rc && i < n; i++) r->nodes[i].r = r, r->nodes[i].idx = i;
-  if (!rc) rc = make_clients(r, opts, urls);
-  if (!rc && (rc = open_locks(r, name, len, flags))) rc = rlock__fail(rc, "out of memory");
+  int rc = r->nodes && r->held && r->gone && !keep_options(r, opts, name, len, flags) ? 0
+                                                                                      : rlock__fail(RLOCK_ENOMEM, "out of memory");
+  for (size_t i = 0; !rc && i < n; i++) {
+    r->nodes[i].r = r, r->nodes[i].idx = i;
+    if (!(r->nodes[i].url = strdup(urls[i]))) rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  if (!rc) rc = make_clients(r, &r->opts, urls);
+  if (!rc && (rc = open_locks(r))) rc = rlock__fail(rc, "out of memory");
   if (rc) {
     char why[512];
     snprintf(why, sizeof why, "%s", rlock_last_error());

@@ -1,6 +1,6 @@
 /* cmd_status.c -- `rlock status [--json] NAME`: whether the lock is held, each
- * holder's owner id and hold count, and the remaining TTL, as text or as one
- * JSON object. */
+ * holder's owner id and hold count, the remaining TTL and the node that
+ * answered, as text or as one JSON object. */
 #include <getopt.h>
 #include <string.h>
 
@@ -10,9 +10,11 @@ static const char usage_text[] =
     "Usage: rlock status [--json] [--simple] [--redlock] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
-    "-1: no expiry).\n\n"
+    "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
+    "Cluster: the master of NAME's slot) or a unix socket's path.\n\n"
     "  --json         print one JSON object:\n"
-    "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N}\n"
+    "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N,\n"
+    "                  \"node\":\"HOST:PORT\"}\n"
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
     "                 the holder is its token, count 1\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
@@ -30,25 +32,26 @@ static void print_state_json(const rlock_holder_t *h, size_t n, int64_t ttl) {
   printf("],\"ttl_ms\":%lld", (long long)ttl);
 }
 
-static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl) {
+static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node) {
   fputs("{\"name\":", stdout);
   json_string(stdout, name, strlen(name));
   fputc(',', stdout);
   print_state_json(h, n, ttl);
+  fputs(",\"node\":", stdout);
+  json_string(stdout, node, strlen(node));
   fputs("}\n", stdout);
 }
 
-static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl) {
-  if (!n) {
+static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node) {
+  if (!n)
     printf("%s: not locked\n", name);
-    return;
-  }
-  if (ttl >= 0)
+  else if (ttl >= 0)
     printf("%s: locked, ttl %lld ms\n", name, (long long)ttl);
   else
     printf("%s: locked, no expiry\n", name);
   for (size_t i = 0; i < n; i++)
     printf("  holder %s count %lld\n", h[i].owner, (long long)h[i].count);
+  printf("  node %s\n", node);
 }
 
 /* Reads and prints the state of the lock; returns the exit code. */
@@ -56,16 +59,21 @@ static int show(rlock_lock_t *lock, const char *name, int json) {
   rlock_holder_t *holders = NULL;
   size_t n = 0;
   int64_t ttl = -2;
+  char node[512];
   int rc = rlock_lock_holders(lock, &holders, &n);
   if (rc) return cli_fail(rc, "cannot read the holders");
   if (n && (rc = rlock_lock_ttl(lock, &ttl)) != 0) {
     rlock_holders_free(holders, n);
     return cli_fail(rc, "cannot read the TTL");
   }
+  if ((rc = rlock_lock_node(lock, node, sizeof node)) != 0) {
+    rlock_holders_free(holders, n);
+    return cli_fail(rc, "cannot tell the node");
+  }
   if (json)
-    print_json(name, holders, n, ttl);
+    print_json(name, holders, n, ttl, node);
   else
-    print_text(name, holders, n, ttl);
+    print_text(name, holders, n, ttl, node);
   rlock_holders_free(holders, n);
   return 0;
 }

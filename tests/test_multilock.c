@@ -50,6 +50,20 @@
  *   outer_hold_not_cut    a member the owner already held with a longer
  *                         fixed lease keeps it through the final step and
  *                         after the MultiLock's release; the other gets the lease
+ *   transient_error_retried  the second member's server paused for 2 s: its
+ *                         tries time out, the first member is given back and
+ *                         the acquire tried again until it succeeds (issue 9)
+ *   transient_error_until_wait_runs_out  the same with a pause longer than
+ *                         the wait: the member's error within the wait, nothing
+ *                         left held on either server
+ *   cancel_while_retrying  RLOCK_WAIT_FOREVER retrying after transient
+ *                         errors, cancelled after a failed round:
+ *                         RLOCK_ECANCELED, nothing held
+ *   hard_error_fails_at_once  a member whose key is a string (RLOCK_ESERVER):
+ *                         no retry, fails at once, the first member given back
+ *   canonical_order_any_spelling  the same two servers spelled differently
+ *                         (localhost, a trailing /0): the same member first;
+ *                         one lock spelled two ways: a member twice (EINVAL)
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -625,6 +639,243 @@ TEST(outer_hold_not_cut) {
   rlock_client_free(c);
 }
 
+/* A member client that gives up fast on a paused server: each try times out
+ * after 300 ms and is re-sent once. */
+static rlock_client_t *flaky_client(const char *url) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static void pause_ms(th_server_t *s, const char *ms) {
+  redisReply *r = th_cmd(s, "CLIENT", "PAUSE", ms, "ALL", NULL);
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+}
+
+/* Issue 9: the second member's server paused for 2 s, its tries time out
+ * (a transient error): the member taken first is given back, and the whole
+ * acquire is tried again after a short backoff until it succeeds within the
+ * wait (it used to fail at the first timeout). */
+TEST(transient_error_retried) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = flaky_client(second->url);
+  rlock_lock_t *ta = th_lock(c1, "ml:ta"), *tb = th_lock(c2, "ml:tb");
+  rlock_lock_t *members[2] = {tb, ta};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  pause_ms(second, "2000");
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 30000, RLOCK_LEASE_WATCHDOG, NULL);
+  printf("acquire: %s after %lld ms (%s)\n", rlock_err_name(rc), (long long)(rlock_now_ms() - t0),
+         rc ? rlock_last_error() : "");
+  CHECK_OK(rc);
+  CHECK(exists(first, "ml:ta") && exists(second, "ml:tb"));
+  CHECK_OK(rlock_multilock_release(m, RLOCK_OWNER_SELF));
+  CHECK(!exists(first, "ml:ta") && !exists(second, "ml:tb"));
+  rlock_multilock_free(m);
+  rlock_lock_free(ta), rlock_lock_free(tb);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+static th_server_t *tw_second;
+static int tw_gone(void *arg) {
+  (void)arg;
+  return exists(tw_second, "ml:wb") == 0;
+}
+
+/* The same with a pause longer than the wait: the acquire ends with the
+ * member's transient error within the wait (plus one round), naming it, and
+ * nothing is left held on either server (the paused member's try is undone
+ * once the server answers again). */
+TEST(transient_error_until_wait_runs_out) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = flaky_client(second->url);
+  rlock_lock_t *wa = th_lock(c1, "ml:wa"), *wb = th_lock(c2, "ml:wb");
+  rlock_lock_t *members[2] = {wa, wb};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  pause_ms(second, "4000");
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 1500, RLOCK_LEASE_WATCHDOG, NULL);
+  int64_t took = rlock_now_ms() - t0;
+  printf("acquire: %s after %lld ms (%s)\n", rlock_err_name(rc), (long long)took, rlock_last_error());
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ECONNECT, "acquire: %s",
+            rlock_err_name(rc));
+  CHECK_MSG(strstr(rlock_last_error(), "ml:wb"), "message: %s", rlock_last_error());
+  CHECK(took < 1500 + 10000); /* the wait, one more round of 2 x 300 ms tries, a loaded machine */
+  CHECK_EQ(exists(first, "ml:wa"), 0);
+  tw_second = second;
+  CHECK(th_wait_until(tw_gone, NULL, 4000 + 20000)); /* after the pause: undone, or never applied */
+  rlock_stats_t st;
+  rlock_client_stats(c1, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_client_stats(c2, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_multilock_free(m);
+  rlock_lock_free(wa), rlock_lock_free(wb);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+/* Cancel while a MultiLock with RLOCK_WAIT_FOREVER keeps retrying after
+ * transient errors (its second member's server paused): RLOCK_ECANCELED,
+ * nothing held. */
+typedef struct retry_cancel {
+  th_server_t *first;
+  rlock_cancel_t *cancel;
+  int saw_taken, saw_given_back;
+} retry_cancel_t;
+
+static int ca_taken(void *arg) { return exists(((retry_cancel_t *)arg)->first, "ml:ca") == 1; }
+static int ca_given_back(void *arg) { return exists(((retry_cancel_t *)arg)->first, "ml:ca") == 0; }
+
+static void *cancel_after_a_round(void *arg) {
+  retry_cancel_t *k = arg;
+  k->saw_taken = th_wait_until(ca_taken, k, 20000);
+  k->saw_given_back = k->saw_taken && th_wait_until(ca_given_back, k, 20000); /* a round failed */
+  rlock_cancel_trigger(k->cancel);
+  return NULL;
+}
+
+static th_server_t *cb_server;
+static int cb_gone(void *arg) {
+  (void)arg;
+  return exists(cb_server, "ml:cb") == 0;
+}
+
+TEST(cancel_while_retrying) {
+  int order = strcmp(s1->url, s2->url) < 0;
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = flaky_client(second->url);
+  rlock_lock_t *ca = th_lock(c1, "ml:ca"), *cb = th_lock(c2, "ml:cb");
+  rlock_lock_t *members[2] = {ca, cb};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  retry_cancel_t k = {.first = first};
+  CHECK_OK(rlock_cancel_new(&k.cancel));
+  pause_ms(second, "3000");
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_after_a_round, &k);
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, k.cancel);
+  pthread_join(t, NULL);
+  printf("acquire: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK(k.saw_taken && k.saw_given_back);
+  CHECK_RC(rc, RLOCK_ECANCELED);
+  CHECK_EQ(exists(first, "ml:ca"), 0);
+  cb_server = second;
+  CHECK(th_wait_until(cb_gone, NULL, 3000 + 20000));
+  rlock_stats_t st;
+  rlock_client_stats(c1, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_client_stats(c2, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_cancel_free(k.cancel);
+  rlock_multilock_free(m);
+  rlock_lock_free(ca), rlock_lock_free(cb);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
+/* A hard member error (the key is a string: the script's error reply,
+ * RLOCK_ESERVER) is not retried: the acquire fails at once, long before its
+ * wait, naming the member, and the member taken first is given back. */
+TEST(hard_error_fails_at_once) {
+  rlock_client_t *c = th_client(s1->url, 0);
+  rlock_lock_t *ha = th_lock(c, "ml:ha"), *hb = th_lock(c, "ml:hb");
+  redisReply *r = th_cmd(s1, "SET", "ml:hb", "not a lock", NULL);
+  th_reply_free(r);
+  rlock_lock_t *members[2] = {hb, ha};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 60000, RLOCK_LEASE_WATCHDOG, NULL);
+  CHECK_MSG(rc == RLOCK_ESERVER, "acquire: %s: %s", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), "ml:hb"), "message: %s", rlock_last_error());
+  CHECK(rlock_now_ms() - t0 < 30000); /* not the 60 s wait */
+  CHECK_EQ(exists(s1, "ml:ha"), 0);
+  th_reply_free(th_cmd(s1, "DEL", "ml:hb", NULL));
+  rlock_multilock_free(m);
+  rlock_lock_free(ha), rlock_lock_free(hb);
+  rlock_client_free(c);
+}
+
+/* The member a MultiLock over (name_a on url_a, name_b on url_b) takes
+ * first: both are held by another owner, so a try with no wait fails on
+ * the first member in its order and never tries the other ('a' or 'b': the
+ * member whose client sent an acquire). */
+static char first_taken(const char *url_a, const char *name_a, const char *url_b, const char *name_b) {
+  rlock_client_t *ca = th_client(url_a, 0), *cb = th_client(url_b, 0);
+  rlock_lock_t *a = th_lock(ca, name_a), *b = th_lock(cb, name_b);
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  rlock_stats_t sa, sb;
+  rlock_client_stats(ca, &sa);
+  rlock_client_stats(cb, &sb);
+  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(ca), rlock_client_free(cb);
+  return which;
+}
+
+/* Member a is name_a on server `first`, b name_b on `second`: the member
+ * taken first must not depend on how the servers are spelled. */
+static void same_first(th_server_t *first, const char *name_a, th_server_t *second, const char *name_b) {
+  char alt_first[64], alt_second[64];
+  snprintf(alt_first, sizeof alt_first, "redis://localhost:%d", first->port);
+  snprintf(alt_second, sizeof alt_second, "redis://127.0.0.1:%d/0", second->port);
+  char one = first_taken(first->url, name_a, second->url, name_b);
+  char two = first_taken(alt_first, name_a, alt_second, name_b);
+  printf("%s, %s: first '%c' with %s, %s; '%c' with %s, %s\n", name_a, name_b, one, first->url, second->url, two,
+         alt_first, alt_second);
+  CHECK(one != '?' && two != '?');
+  CHECK_EQ(one, two);
+}
+
+/* Issue 9: two processes that spell the same servers differently
+ * (127.0.0.1 / localhost, a trailing /0) take the members in the same order
+ * (by URL string they took them in opposite orders: a deadlock), for two
+ * names and for one name on two servers; the same lock spelled two ways is
+ * one member twice (RLOCK_EINVAL). */
+TEST(canonical_order_any_spelling) {
+  int order = strcmp(s1->url, s2->url) < 0; /* with these spellings the URL order flips */
+  th_server_t *first = order ? s1 : s2, *second = order ? s2 : s1;
+  rlock_client_t *other = th_client(first->url, 0), *other2 = th_client(second->url, 0);
+  rlock_lock_t *oa = th_lock(other, "ml:spell-b"), *ob = th_lock(other2, "ml:spell-a");
+  rlock_lock_t *sa = th_lock(other, "ml:spell"), *sb = th_lock(other2, "ml:spell");
+  CHECK_OK(rlock_lock_acquire(oa, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(ob, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(sa, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(sb, 3, 0, 60000, NULL));
+  same_first(first, "ml:spell-b", second, "ml:spell-a");
+  same_first(first, "ml:spell", second, "ml:spell");
+  rlock_client_t *c1 = th_client(first->url, 0), *c2 = th_client(first->url, 0);
+  char alt[64];
+  snprintf(alt, sizeof alt, "redis://localhost:%d/0", first->port);
+  rlock_client_free(c2);
+  c2 = th_client(alt, 0);
+  rlock_lock_t *x = th_lock(c1, "ml:twice"), *y = th_lock(c2, "ml:twice");
+  rlock_lock_t *members[2] = {x, y};
+  rlock_multilock_t *m = NULL;
+  CHECK_RC(rlock_multilock_new(&m, members, 2), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "twice"), "message: %s", rlock_last_error());
+  CHECK_OK(rlock_lock_release(oa, 3));
+  CHECK_OK(rlock_lock_release(ob, 3));
+  CHECK_OK(rlock_lock_release(sa, 3));
+  CHECK_OK(rlock_lock_release(sb, 3));
+  rlock_lock_free(x), rlock_lock_free(y), rlock_lock_free(oa), rlock_lock_free(ob);
+  rlock_lock_free(sa), rlock_lock_free(sb);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other), rlock_client_free(other2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -644,6 +895,11 @@ int main(int argc, char **argv) {
   RUN(lease_not_renewed);
   RUN(lost_during_wait_watchdog);
   RUN(outer_hold_not_cut);
+  RUN(transient_error_retried);
+  RUN(transient_error_until_wait_runs_out);
+  RUN(hard_error_fails_at_once);
+  RUN(cancel_while_retrying);
+  RUN(canonical_order_any_spelling);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();

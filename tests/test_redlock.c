@@ -11,6 +11,10 @@
  *                         try is given back
  *   down_at_creation      a node unreachable when the RedLock is made is a
  *                         failed node, not an error
+ *   late_node             3 nodes, the third down at creation, then started:
+ *                         it becomes usable; with the second killed, an
+ *                         acquire gets its majority through it (issue 9: it
+ *                         stayed a failed node for the object's life)
  *   bad_url_with_slow_node  a bad URL fails rlock_redlock_new only after
  *                         every node's connecting thread ended
  *   freed_with_try_in_flight  freed while a stopped node's try is in
@@ -438,6 +442,41 @@ TEST(three_killed) {
   rlock_redlock_free(r);
 }
 
+/* Issue 9: a node down when the RedLock is made is used once it comes up.
+ * 3 nodes, the third down at creation; it is started, then the second is
+ * killed: an acquire needs the late node for its majority. */
+static rlock_redlock_t *late_r;
+static int late_node_up(void *arg) {
+  (void)arg;
+  int held;
+  int64_t ttl;
+  return rlock_redlock_node_status(late_r, 2, &held, &ttl) == 0;
+}
+
+TEST(late_node) {
+  th_server_t *s[3] = {th_server_start(NULL), th_server_start(NULL), th_server_start(NULL)};
+  const char *u[3] = {s[0]->url, s[1]->url, s[2]->url};
+  th_server_kill(s[2]);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  CHECK_OK(rlock_redlock_new(&late_r, &o, u, 3, "rl:late", 7, 0));
+  CHECK_OK(rlock_redlock_set_node_timeout(late_r, NODE_TIMEOUT_MS));
+  int held;
+  int64_t ttl;
+  CHECK_RC(rlock_redlock_node_status(late_r, 2, &held, &ttl), RLOCK_ECONNECT);
+  th_server_restart(s[2]);
+  CHECK_MSG(th_wait_until(late_node_up, NULL, 20000), "node 3 never became usable: %s", rlock_last_error());
+  th_server_kill(s[1]);
+  int64_t vu = 0;
+  CHECK_OK(rlock_redlock_acquire(late_r, 5000, 10000, NULL, &vu));
+  CHECK_EQ(th_cmd_int(s[0], "EXISTS", "rl:late", NULL), 1);
+  CHECK_EQ(th_cmd_int(s[2], "EXISTS", "rl:late", NULL), 1);
+  CHECK_OK(rlock_redlock_release(late_r));
+  CHECK_EQ(th_cmd_int(s[2], "EXISTS", "rl:late", NULL), 0);
+  rlock_redlock_free(late_r);
+  for (int i = 0; i < 3; i++) th_server_stop(s[i]);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   start_all();
@@ -446,6 +485,7 @@ int main(int argc, char **argv) {
   RUN(validity_from_send);
   RUN(busy_minority);
   RUN(down_at_creation);
+  RUN(late_node);
   RUN(bad_url_with_slow_node);
   RUN(lost_majority);
   RUN(lost_during_round);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/status.sh -- `rlock status` (text and --json, valid JSON with any
 # bytes in the name) and `rlock unlock --force` on free and held locks, and on
-# keys that are not locks (refused, exit 65, unless --any-type).
+# keys that are not locks (refused, exit 65, unless --any-type); the node that
+# answered (host:port, a unix socket's path) in both forms.
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -11,9 +12,10 @@ json_check() { # json_check FILE PYTHON-EXPR (on the parsed object o)
 
 expect 0 "status of a free lock" R status free
 contains "$T/out" "free: not locked" "text status of a free lock"
+contains "$T/out" "node 127.0.0.1:$PORT" "text status names the node that answered"
 expect 0 "status --json of a free lock" R status --json free
 python3 -m json.tool "$T/out" >/dev/null && pass "valid JSON" || fail "invalid JSON: $(cat "$T/out")"
-json_check "$T/out" 'o == {"name": "free", "locked": False, "holders": [], "ttl_ms": -2}' &&
+json_check "$T/out" 'o == {"name": "free", "locked": False, "holders": [], "ttl_ms": -2, "node": "127.0.0.1:'"$PORT"'"}' &&
   pass "free lock JSON" || fail "free lock JSON: $(cat "$T/out")"
 [ "$(wc -l <"$T/out")" = 1 ] && pass "one line of JSON" || fail "JSON is not one line"
 
@@ -36,6 +38,8 @@ json_check "$T/out" '0 < o["ttl_ms"] <= 30000' && pass "ttl within the watchdog 
 expect 0 "text status of a held lock" R status "$weird"
 contains "$T/out" "locked, ttl" "text status shows the TTL"
 contains "$T/out" "count 1" "text status shows the holder"
+contains "$T/out" "node 127.0.0.1:$PORT" "text status of a held lock names the node"
+
 
 # unlock --force
 expect 0 "unlock --force of a free lock" R unlock --force free
@@ -76,4 +80,9 @@ kill -TERM "$holder" "$holder2" "$holder3"
 await "$holder3"
 await "$holder"
 await "$holder2"
+# unix:// URL: the node is the socket's path.
+start_redis --unixsocket "$T/redis.sock"
+expect 0 "status --json over a unix socket" "$RLOCK" -u "unix://$T/redis.sock" status --json free
+json_check "$T/out" 'o["node"] == "'"$T/redis.sock"'"' && pass "node is the socket path" ||
+  fail "unix node: $(cat "$T/out")"
 finish
