@@ -400,8 +400,14 @@ static void cmd_ready(conn_t *c) {
 static void cmd_error(conn_t *c, int err, const char *msg) {
   /* Sentinel named a node that is not a master (yet): mid-failover the
    * promotion is on its way, so rlock_client_new asks again (the reconnect
-   * asks Sentinel first) until its connect_timeout_ms has passed. */
-  if (c->role_refused && rlock_now_ms() < c->cl->start_deadline) return;
+   * asks Sentinel first) until its connect_timeout_ms has passed; the next
+   * attempt (drop() arms it from backoff_ms after this call) comes no later
+   * than that, so a long reconnect backoff does not put the answer off. */
+  int64_t left = c->cl->start_deadline - rlock_now_ms();
+  if (c->role_refused && left > 0) {
+    if (!c->ever_ready && c->backoff_ms > left) c->backoff_ms = left;
+    return;
+  }
   if (!c->ever_ready) start_result(c->cl, err, msg);
 }
 
