@@ -22,6 +22,9 @@
  *   cluster_hostnames a Cluster announcing "localhost" as its nodes' endpoint
  *                     (cluster-preferred-endpoint-type hostname): locks on
  *                     every shard, reached through names evdns resolved
+ *   cluster_free_resolving freeing a Cluster client while a node connection
+ *                     (in the node table the close frees) is resolving: the
+ *                     cancelled callback never touches it (ASan)
  *   sentinel_hostnames a sentinel naming its master "localhost"
  *                     (resolve-hostnames, announce-hostnames): lock + unlock */
 #include "harness.h"
@@ -317,6 +320,39 @@ TEST(cluster_hostnames) {
   th_cluster_stop(k);
 }
 
+/* node[0]'s CLUSTER SLOTS (what the client asks first: the URL's first
+ * seed) names BAD_NAME for node[1]'s shard. */
+static int announces_bad_name(void *arg) {
+  th_cluster_t *k = arg;
+  redisReply *r = th_cmd(k->node[0], "CLUSTER", "SLOTS", NULL);
+  int found = 0;
+  for (size_t j = 0; r->type == REDIS_REPLY_ARRAY && j < r->elements; j++) {
+    redisReply *m = r->element[j]->element[2];
+    found |= m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, BAD_NAME) == 0;
+  }
+  th_reply_free(r);
+  return found;
+}
+
+/* A Cluster node connection (its conn_t lives in the node table, freed by
+ * the topology's close) is resolving a name the silent nameserver never
+ * answers when the client is freed: the cancelled resolution calls back
+ * after the node table is gone, and must not touch it (ASan: a callback
+ * that still wrote to its connection would write to freed memory). */
+TEST(cluster_free_resolving) {
+  silent_nameserver();
+  th_cluster_t *k = th_cluster_start(3, 0, 5000);
+  th_reply_free(th_cmd(k->node[1], "CONFIG", "SET", "cluster-announce-hostname", BAD_NAME, NULL));
+  for (int i = 0; i < k->n; i++) /* the others have no name: "?", their address as the seed's */
+    th_reply_free(th_cmd(k->node[i], "CONFIG", "SET", "cluster-preferred-endpoint-type", "hostname", NULL));
+  CHECK_MSG(th_wait_until(announces_bad_name, k, 30000), "node[0] does not announce " BAD_NAME);
+  silent_nameserver(); /* forget older queries */
+  rlock_client_t *c = client_with(k->url, 3000);
+  CHECK_MSG(query_seen(5000), "no query for " BAD_NAME " reached the test's nameserver");
+  rlock_client_free(c); /* the node's resolution is cancelled; its callback runs after the node is freed */
+  th_cluster_stop(k);
+}
+
 /* A raw command to the only sentinel of t that must answer OK. */
 static void sentinel_ok(th_sentinels_t *t, const char *fmt, const char *a, int port) {
   redisReply *r = th_sentinel_cmd(t, 0, fmt, a, port);
@@ -360,6 +396,7 @@ int main(int argc, char **argv) {
   RUN_WANTED(free_resolving);
   RUN_WANTED(fork_resolving);
   RUN_WANTED(cluster_hostnames);
+  RUN_WANTED(cluster_free_resolving);
   RUN_WANTED(sentinel_hostnames);
   return th_done();
 }
