@@ -50,21 +50,21 @@ static int silent_fd = -1;
 /* A UDP socket on 127.0.0.1 that reads queries and never answers, and a
  * resolv.conf naming it, given to the clients made from now on. */
 static void silent_nameserver(void) {
+  static char path[300];
   if (silent_fd < 0) {
     silent_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t n = sizeof a;
     CHECK(silent_fd >= 0 && bind(silent_fd, (struct sockaddr *)&a, sizeof a) == 0);
     CHECK(getsockname(silent_fd, (struct sockaddr *)&a, &n) == 0);
-    static char path[300];
     snprintf(path, sizeof path, "%s/resolv.conf", th_tempdir());
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     /* evdns would give up after its own timeout: make that later than any test */
     fprintf(f, "nameserver 127.0.0.1:%d\noptions timeout:60 attempts:1\n", ntohs(a.sin_port));
     fclose(f);
-    rlock__test_resolv_conf = path;
   }
+  rlock__test_resolv_conf = path; /* again after a test that used the default (default_resolver) */
   char buf[512];
   while (recv(silent_fd, buf, sizeof buf, MSG_DONTWAIT) > 0) { /* forget older queries */
   }
