@@ -417,7 +417,20 @@ struct evdns_base *rlock__client_dns(client_t *cl) {
   cl->dns = evdns_base_new(cl->base, 0);
   /* /etc/hosts and resolv.conf's nameservers, search list and options; a
    * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
-  if (cl->dns) evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
+  if (!cl->dns) return NULL;
+  evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
+  /* Once one family (A or AAAA) answered, evdns waits this long for the
+   * other before it answers with what it has: 3 s by default, longer than
+   * the connect timeout, so a nameserver that never answers AAAA (or answers
+   * it slowly) failed every attempt although the address was known.
+   * min(500 ms, connect_timeout_ms / 4); in seconds, written in the locale
+   * evdns reads it in (strtod, same thread). */
+  int64_t ms = cl->opt.connect_timeout_ms / 4;
+  if (ms > 500) ms = 500;
+  if (ms < 1) ms = 1;
+  char skew[32];
+  snprintf(skew, sizeof skew, "%.3f", (double)ms / 1000.0);
+  evdns_base_set_option(cl->dns, "getaddrinfo-allow-skew:", skew);
   return cl->dns;
 }
 
