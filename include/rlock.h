@@ -216,7 +216,8 @@ typedef struct rlock_client rlock_client_t;
  * RLOCK_ECONNECT also when no sentinel answered for the master (each one
  * down, silent, or not knowing MASTER) or when the node they name is still
  * not a master (ROLE) at connect_timeout_ms: a refusal is asked again (with
- * the reconnect backoff, Sentinel first) until then, since mid-failover
+ * the reconnect backoff, cut short at connect_timeout_ms; Sentinel first)
+ * until then, since mid-failover
  * Sentinel can name a replica whose promotion is on its way. Host names (the
  * URL's, and those Sentinel or a Cluster name) are resolved without blocking
  * the client's I/O thread (/etc/hosts, then the nameservers of

@@ -400,8 +400,14 @@ static void cmd_ready(conn_t *c) {
 static void cmd_error(conn_t *c, int err, const char *msg) {
   /* Sentinel named a node that is not a master (yet): mid-failover the
    * promotion is on its way, so rlock_client_new asks again (the reconnect
-   * asks Sentinel first) until its connect_timeout_ms has passed. */
-  if (c->role_refused && rlock_now_ms() < c->cl->start_deadline) return;
+   * asks Sentinel first) until its connect_timeout_ms has passed; the next
+   * attempt (drop() arms it from backoff_ms after this call) comes no later
+   * than that, so a long reconnect backoff does not put the answer off. */
+  int64_t left = c->cl->start_deadline - rlock_now_ms();
+  if (c->role_refused && left > 0) {
+    if (!c->ever_ready && c->backoff_ms > left) c->backoff_ms = left;
+    return;
+  }
   if (!c->ever_ready) start_result(c->cl, err, msg);
 }
 
@@ -411,7 +417,20 @@ struct evdns_base *rlock__client_dns(client_t *cl) {
   cl->dns = evdns_base_new(cl->base, 0);
   /* /etc/hosts and resolv.conf's nameservers, search list and options; a
    * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
-  if (cl->dns) evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
+  if (!cl->dns) return NULL;
+  evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
+  /* Once one family (A or AAAA) answered, evdns waits this long for the
+   * other before it answers with what it has: 3 s by default, longer than
+   * the connect timeout, so a nameserver that never answers AAAA (or answers
+   * it slowly) failed every attempt although the address was known.
+   * min(500 ms, connect_timeout_ms / 4); in seconds, written in the locale
+   * evdns reads it in (strtod, same thread). */
+  int64_t ms = cl->opt.connect_timeout_ms / 4;
+  if (ms > 500) ms = 500;
+  if (ms < 1) ms = 1;
+  char skew[32];
+  snprintf(skew, sizeof skew, "%.3f", (double)ms / 1000.0);
+  evdns_base_set_option(cl->dns, "getaddrinfo-allow-skew:", skew);
   return cl->dns;
 }
 

@@ -11,6 +11,10 @@
  *                     silent nameserver never answers, a lock and an unlock on
  *                     its ready command connection (same I/O thread) complete
  *                     well within the connect timeout
+ *   aaaa_unanswered   a nameserver answering A and never AAAA (a test one of
+ *                     its own): connected with the A address, well within
+ *                     connect_timeout_ms (a real nameserver's answer, the
+ *                     asynchronous path)
  *   connect_timeout   a name still unresolved at connect_timeout_ms fails the
  *                     connection with RLOCK_ECONNECT naming the host, at the
  *                     timeout (the resolution is cancelled)
@@ -22,6 +26,9 @@
  *   cluster_hostnames a Cluster announcing "localhost" as its nodes' endpoint
  *                     (cluster-preferred-endpoint-type hostname): locks on
  *                     every shard, reached through names evdns resolved
+ *   cluster_free_resolving freeing a Cluster client while a node connection
+ *                     (in the node table the close frees) is resolving: the
+ *                     cancelled callback never touches it (ASan)
  *   sentinel_hostnames a sentinel naming its master "localhost"
  *                     (resolve-hostnames, announce-hostnames): lock + unlock */
 #include "harness.h"
@@ -47,21 +54,21 @@ static int silent_fd = -1;
 /* A UDP socket on 127.0.0.1 that reads queries and never answers, and a
  * resolv.conf naming it, given to the clients made from now on. */
 static void silent_nameserver(void) {
+  static char path[300];
   if (silent_fd < 0) {
     silent_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t n = sizeof a;
     CHECK(silent_fd >= 0 && bind(silent_fd, (struct sockaddr *)&a, sizeof a) == 0);
     CHECK(getsockname(silent_fd, (struct sockaddr *)&a, &n) == 0);
-    static char path[300];
     snprintf(path, sizeof path, "%s/resolv.conf", th_tempdir());
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     /* evdns would give up after its own timeout: make that later than any test */
     fprintf(f, "nameserver 127.0.0.1:%d\noptions timeout:60 attempts:1\n", ntohs(a.sin_port));
     fclose(f);
-    rlock__test_resolv_conf = path;
   }
+  rlock__test_resolv_conf = path; /* again after a test that used the default (default_resolver) */
   char buf[512];
   while (recv(silent_fd, buf, sizeof buf, MSG_DONTWAIT) > 0) { /* forget older queries */
   }
@@ -317,6 +324,135 @@ TEST(cluster_hostnames) {
   th_cluster_stop(k);
 }
 
+/* ------------------------------------------------------------ an A-only nameserver */
+
+/* A nameserver on 127.0.0.1 that answers A queries with 127.0.0.1 and never
+ * answers AAAA ones (as some resolvers and middleboxes do), on a thread of
+ * its own until stopped; a resolv.conf naming it, for the clients made
+ * from now on. */
+typedef struct a_only {
+  int fd;
+  atomic_bool stop;
+  atomic_int answered, dropped;
+  pthread_t t;
+  char conf[300];
+} a_only_t;
+
+static void *a_only_main(void *arg) {
+  a_only_t *ns = arg;
+  while (!atomic_load(&ns->stop)) {
+    struct pollfd p = {.fd = ns->fd, .events = POLLIN};
+    if (poll(&p, 1, 50) <= 0) continue; /* 50 ms: how soon it sees stop */
+    unsigned char q[512], a[600];
+    struct sockaddr_storage from;
+    socklen_t fl = sizeof from;
+    ssize_t n = recvfrom(ns->fd, q, sizeof q, 0, (struct sockaddr *)&from, &fl);
+    if (n < 17) continue;
+    size_t i = 12; /* the question: labels, then type and class */
+    while (i < (size_t)n && q[i]) i += q[i] + 1u;
+    if (i + 5 > (size_t)n) continue;
+    int qtype = q[i + 1] << 8 | q[i + 2];
+    size_t qend = i + 5;
+    if (qtype != 1) { /* AAAA (28): no answer at all */
+      atomic_fetch_add(&ns->dropped, 1);
+      continue;
+    }
+    memcpy(a, q, qend); /* the id and the question, as asked (the name's case too) */
+    a[2] = 0x81, a[3] = 0x80; /* a response, recursion desired and available, no error */
+    a[6] = 0, a[7] = 1;       /* one answer */
+    a[8] = a[9] = a[10] = a[11] = 0;
+    static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1};
+    memcpy(a + qend, rr, sizeof rr);
+    sendto(ns->fd, a, qend + sizeof rr, 0, (struct sockaddr *)&from, fl);
+    atomic_fetch_add(&ns->answered, 1);
+  }
+  return NULL;
+}
+
+static void a_only_start(a_only_t *ns) {
+  memset(ns, 0, sizeof *ns);
+  ns->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t n = sizeof a;
+  CHECK(ns->fd >= 0 && bind(ns->fd, (struct sockaddr *)&a, sizeof a) == 0);
+  CHECK(getsockname(ns->fd, (struct sockaddr *)&a, &n) == 0);
+  snprintf(ns->conf, sizeof ns->conf, "%s/resolv.conf", th_tempdir());
+  FILE *f = fopen(ns->conf, "w");
+  CHECK(f != NULL);
+  fprintf(f, "nameserver 127.0.0.1:%d\noptions timeout:60 attempts:1\n", ntohs(a.sin_port));
+  fclose(f);
+  rlock__test_resolv_conf = ns->conf;
+  CHECK(pthread_create(&ns->t, NULL, a_only_main, ns) == 0);
+}
+
+static void a_only_stop(a_only_t *ns) {
+  atomic_store(&ns->stop, true);
+  pthread_join(ns->t, NULL);
+  close(ns->fd);
+  rlock__test_resolv_conf = NULL;
+}
+
+/* A name a nameserver answers (A) while its AAAA query goes unanswered: the
+ * client connects with the address it has, well within connect_timeout_ms
+ * (evdns would wait 3 s for the other family by default: longer than the
+ * connect timeout, so every attempt failed although the address was known). */
+TEST(aaaa_unanswered) {
+  a_only_t ns;
+  a_only_start(&ns);
+  th_server_t *s = th_server_start(NULL);
+  char url[100];
+  snprintf(url, sizeof url, "redis://a-only.rlock.test:%d", s->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 2000;
+  rlock_client_t *c = NULL;
+  int64_t t0 = th_now_ms();
+  int rc = rlock_client_new(&c, &o);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(rc == 0, "rlock_client_new after %lld ms: %s %s", (long long)took, rlock_err_name(rc),
+            rlock_last_error());
+  printf("# connected after %lld ms (connect timeout 2000 ms)\n", (long long)took);
+  CHECK(atomic_load(&ns.answered) >= 1 && atomic_load(&ns.dropped) >= 1); /* both families were asked */
+  lock_unlock(c, "dns-a-only");
+  rlock_client_free(c);
+  a_only_stop(&ns);
+  th_server_stop(s);
+}
+
+/* node[0]'s CLUSTER SLOTS (what the client asks first: the URL's first
+ * seed) names BAD_NAME for node[1]'s shard. */
+static int announces_bad_name(void *arg) {
+  th_cluster_t *k = arg;
+  redisReply *r = th_cmd(k->node[0], "CLUSTER", "SLOTS", NULL);
+  int found = 0;
+  for (size_t j = 0; r->type == REDIS_REPLY_ARRAY && j < r->elements; j++) {
+    redisReply *m = r->element[j]->element[2];
+    found |= m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, BAD_NAME) == 0;
+  }
+  th_reply_free(r);
+  return found;
+}
+
+/* A Cluster node connection (its conn_t lives in the node table, freed by
+ * the topology's close) is resolving a name the silent nameserver never
+ * answers when the client is freed: the cancelled resolution calls back
+ * after the node table is gone, and must not touch it (ASan: a callback
+ * that still wrote to its connection would write to freed memory). */
+TEST(cluster_free_resolving) {
+  silent_nameserver();
+  th_cluster_t *k = th_cluster_start(3, 0, 5000);
+  th_reply_free(th_cmd(k->node[1], "CONFIG", "SET", "cluster-announce-hostname", BAD_NAME, NULL));
+  for (int i = 0; i < k->n; i++) /* the others have no name: "?", their address as the seed's */
+    th_reply_free(th_cmd(k->node[i], "CONFIG", "SET", "cluster-preferred-endpoint-type", "hostname", NULL));
+  CHECK_MSG(th_wait_until(announces_bad_name, k, 30000), "node[0] does not announce " BAD_NAME);
+  silent_nameserver(); /* forget older queries */
+  rlock_client_t *c = client_with(k->url, 3000);
+  CHECK_MSG(query_seen(5000), "no query for " BAD_NAME " reached the test's nameserver");
+  rlock_client_free(c); /* the node's resolution is cancelled; its callback runs after the node is freed */
+  th_cluster_stop(k);
+}
+
 /* A raw command to the only sentinel of t that must answer OK. */
 static void sentinel_ok(th_sentinels_t *t, const char *fmt, const char *a, int port) {
   redisReply *r = th_sentinel_cmd(t, 0, fmt, a, port);
@@ -357,9 +493,11 @@ int main(int argc, char **argv) {
   RUN_WANTED(tls_localhost);
   RUN_WANTED(not_blocking);
   RUN_WANTED(connect_timeout);
+  RUN_WANTED(aaaa_unanswered);
   RUN_WANTED(free_resolving);
   RUN_WANTED(fork_resolving);
   RUN_WANTED(cluster_hostnames);
+  RUN_WANTED(cluster_free_resolving);
   RUN_WANTED(sentinel_hostnames);
   return th_done();
 }

@@ -624,27 +624,58 @@ TEST(role_refusal_then_promoted) {
   th_server_stop(primary);
 }
 
+/* A node Sentinel keeps naming that is never promoted: rlock_client_new
+ * answers at connect_timeout_ms, whatever the reconnect backoff (the next
+ * attempt after a refusal is not put off past the deadline). */
+TEST(role_refusal_bounded_by_connect_timeout) {
+  th_server_t *primary, *rep = replica_named_master(&primary);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = dep->url;
+  o.connect_timeout_ms = 1000;
+  o.reconnect_min_ms = o.reconnect_max_ms = 6000; /* a backoff far beyond the connect timeout */
+  rlock_client_t *c = NULL;
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_client_new(&c, &o), RLOCK_ECONNECT);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(strstr(rlock_last_error(), "is not a master (ROLE: slave)"), "message: %s", rlock_last_error());
+  CHECK_MSG(took >= 900 && took < 3000, "rlock_client_new answered after %lld ms (connect timeout 1000 ms)",
+            (long long)took);
+  th_server_stop(rep);
+  th_server_stop(primary);
+}
+
+/* test_sentinel [NAME...]: the named tests only (all by default). */
+static int wanted(int argc, char **argv, const char *name) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], name) == 0) return 1;
+  return argc < 2;
+}
+#define RUN_WANTED(name) \
+  if (wanted(argc, argv, #name)) RUN(name)
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 600);
-  RUN(url_errors);
-  RUN(url_redaction);
+  RUN_WANTED(url_errors);
+  RUN_WANTED(url_redaction);
   dep = th_sentinels_start("mymaster", 2, 3);
-  RUN(connect_first_sentinel_dead);
-  RUN(connect_first_sentinel_silent);
-  RUN(connect_with_db_and_user_command);
-  RUN(unknown_master);
-  RUN(no_sentinel_reachable);
-  RUN(cli_exec_and_status);
-  RUN(sentinel_password);
-  RUN(tls_sentinel_and_master);
-  RUN(readonly_after_a_silent_demotion);
-  RUN(everything_gone);
-  RUN(manual_failover_while_held_and_waited_for);
-  RUN(master_killed_while_held_and_waited_for);
-  RUN(unreplicated_hold_is_lost_and_the_waiter_wakes);
-  RUN(poll_follows_without_event);
-  RUN(role_check_refuses_a_replica);
-  RUN(role_refusal_then_promoted);
+  RUN_WANTED(connect_first_sentinel_dead);
+  RUN_WANTED(connect_first_sentinel_silent);
+  RUN_WANTED(connect_with_db_and_user_command);
+  RUN_WANTED(unknown_master);
+  RUN_WANTED(no_sentinel_reachable);
+  RUN_WANTED(cli_exec_and_status);
+  RUN_WANTED(sentinel_password);
+  RUN_WANTED(tls_sentinel_and_master);
+  RUN_WANTED(readonly_after_a_silent_demotion);
+  RUN_WANTED(everything_gone);
+  RUN_WANTED(manual_failover_while_held_and_waited_for);
+  RUN_WANTED(master_killed_while_held_and_waited_for);
+  RUN_WANTED(unreplicated_hold_is_lost_and_the_waiter_wakes);
+  RUN_WANTED(poll_follows_without_event);
+  RUN_WANTED(role_check_refuses_a_replica);
+  RUN_WANTED(role_refusal_then_promoted);
+  RUN_WANTED(role_refusal_bounded_by_connect_timeout);
   th_sentinels_stop(dep);
   return th_done();
 }

@@ -546,13 +546,13 @@ int fh_holder_at(const fh_pool_t *p, const char *name, int64_t t_ns) {
   return -1;
 }
 
-void fh_violations_split(const hist_report_t *rep, int64_t from_ns, int64_t to_ns, size_t *inside,
+void fh_violations_split(const hist_report_t *rep, int holder, int64_t from_ns, int64_t to_ns, size_t *inside,
                          size_t *outside) {
   *inside = *outside = 0;
   for (size_t i = 0; i < rep->nlist; i++) {
     const hist_overlap_t *o = &rep->list[i];
     if (o->permitted) continue;
-    if (o->b.grant_ns >= from_ns && o->b.grant_ns <= to_ns) (*inside)++;
+    if (o->a.worker == holder && o->b.grant_ns >= from_ns && o->b.grant_ns <= to_ns) (*inside)++;
     else (*outside)++;
   }
 }

@@ -174,9 +174,13 @@ int fh_hold_through(fh_pool_t *p, int w, int64_t after_ms, int64_t timeout_ms);
 /* The worker inside its critical section on name at t_ns in the pool's
  * history (entered before t_ns, not left or dead before it); -1: none. */
 int fh_holder_at(const fh_pool_t *p, const char *name, int64_t t_ns);
-/* The violations of rep (overlaps not permitted) whose later holder was
- * granted inside [from_ns, to_ns] (*inside) or outside it (*outside). */
-void fh_violations_split(const hist_report_t *rep, int64_t from_ns, int64_t to_ns, size_t *inside,
+/* The violations of rep (overlaps not permitted) that the failover hazard
+ * can explain (*inside): the hold kept across the fault (worker holder's
+ * section) overlapped by a section granted inside [from_ns, to_ns]; every
+ * other violation (*outside): granted outside the window, or between two
+ * sections neither of which is the holder's (the hazard of a hold the
+ * promoted node lacked explains no overlap of two later grants). */
+void fh_violations_split(const hist_report_t *rep, int holder, int64_t from_ns, int64_t to_ns, size_t *inside,
                          size_t *outside);
 /* A deliberately broken kind that takes no lock at all (every acquire
  * "succeeds"): a mutation run (FH_MUTATE=nolock) shows a history test on a

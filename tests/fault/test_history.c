@@ -345,6 +345,30 @@ TEST(real_lock_same_loop_is_clean) {
   hist_report_free(&rep);
 }
 
+/* fh_violations_split (the Sentinel history tests): only an overlap of the
+ * hold kept across the fault may be excused as the failover hazard; two
+ * other workers overlapping inside the window are a plain violation. */
+TEST(synthetic_failover_window_split) {
+  hb_t h = {.n = 0};
+  grant(&h, 100, 0, 20100); /* the holder, inside across the fault (at 500) */
+  add(&h, 100, HK_ENTER, 0, 0);
+  section(&h, 1, 1000, 1100, 21000); /* a waiter enters on the promoted node: the hazard */
+  section(&h, 2, 2000, 2200, 22000);
+  section(&h, 3, 2100, 2300, 22100); /* 3 enters while 2 is inside: not the hazard */
+  add(&h, 3000, HK_LOST, 0, 0);
+  add(&h, 3100, HK_EXIT, 0, 0);
+  hist_report_t rep;
+  CHECK_EQ(check(&h, HIST_MUTEX_LEASE, &rep), HIST_VIOLATION);
+  size_t inside, outside;
+  fh_violations_split(&rep, 0, 500 * 1000000LL, 30000 * 1000000LL, &inside, &outside);
+  CHECK_EQ(inside, 3); /* the holder overlapped by workers 1, 2 and 3 */
+  CHECK_EQ(outside, 1); /* workers 2 and 3: excused by nothing */
+  fh_violations_split(&rep, 0, 5000 * 1000000LL, 30000 * 1000000LL, &inside, &outside);
+  CHECK_EQ(inside, 0); /* granted before the window */
+  CHECK_EQ(outside, 4);
+  hist_report_free(&rep);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
   RUN(synthetic_clean);
@@ -354,6 +378,8 @@ int main(int argc, char **argv) {
   RUN(synthetic_killed_holder);
   RUN(synthetic_malformed_and_notyet);
   RUN(synthetic_malformed_sequences);
+  RUN(synthetic_failover_window_split);
+  if (argc > 1 && strcmp(argv[1], "synthetic") == 0) return th_done(); /* no server */
   srv = th_server_start(NULL);
   RUN(broken_skip_lock_is_caught);
   RUN(broken_getset_lock_is_caught);
