@@ -221,7 +221,9 @@ typedef struct rlock_client rlock_client_t;
  * Sentinel can name a replica whose promotion is on its way. Host names (the
  * URL's, and those Sentinel or a Cluster name) are resolved without blocking
  * the client's I/O thread (/etc/hosts, then the nameservers of
- * /etc/resolv.conf); one that cannot be resolved, or not within
+ * /etc/resolv.conf; not the other sources of nsswitch.conf: mDNS .local
+ * names, NIS or LDAP host tables: give those as addresses or put them in
+ * /etc/hosts); one that cannot be resolved, or not within
  * connect_timeout_ms, is a failed connection attempt (RLOCK_ECONNECT,
  * "cannot resolve HOST: ..."). Afterwards the
  * client reconnects by itself whenever a connection drops or is found dead
