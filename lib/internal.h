@@ -212,6 +212,17 @@ struct conn {
   char *host;
   int port;
   struct bufferevent *bev;
+  /* Plain sockets (not TLS) once connected: the connection reads and writes
+   * the socket itself (`direct`): `rev` reads into the reader (no FIONREAD),
+   * `wbuf` gathers a pass's commands and leaves in one writev at the pass's
+   * end; only what the socket refuses (EAGAIN, a partial write) moves to the
+   * bufferevent's output, which then arms the write event. `flush_ev` (fd -1,
+   * activated by a write outside a pass that flushes) writes wbuf before the
+   * loop sleeps. TLS keeps the bufferevent for both. */
+  bool direct;
+  struct event *rev;
+  struct evbuffer *wbuf;
+  struct event *flush_ev;
   redisReader *reader;
   req_queue_t pending;  /* not written yet: waiting for READY */
   req_queue_t inflight; /* written, reply not yet read (FIFO) */
