@@ -422,8 +422,7 @@ static void got_bytes(conn_t *c) {
 }
 
 /* TLS: the bufferevent read the socket. */
-static void read_cb(struct bufferevent *bev, void *arg) {
-  conn_t *c = arg;
+static void read_pass(struct bufferevent *bev, conn_t *c) {
   struct evbuffer *in = bufferevent_get_input(bev);
   got_bytes(c);
   while (evbuffer_get_length(in) > 0) {
@@ -432,7 +431,16 @@ static void read_cb(struct bufferevent *bev, void *arg) {
     if (!feed(c, v.iov_base, v.iov_len)) return;
     evbuffer_drain(in, v.iov_len);
   }
-  rlock__client_flush(c->cl);
+}
+
+/* A read is a pass of the loop (rlock__client_pass_begin/_end): what user
+ * threads submit meanwhile leaves with this pass's writes. */
+static void read_cb(struct bufferevent *bev, void *arg) {
+  conn_t *c = arg;
+  client_t *cl = c->cl;
+  rlock__client_pass_begin(cl);
+  read_pass(bev, c);
+  rlock__client_pass_end(cl);
 }
 
 #define READ_CHUNK 65536
@@ -440,8 +448,7 @@ static void read_cb(struct bufferevent *bev, void *arg) {
 
 /* Plain sockets: one read() per chunk into the reader, no FIONREAD. EOF and
  * errors go to event_cb as the bufferevent reports them. */
-static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
-  conn_t *c = arg;
+static void direct_read_pass(evutil_socket_t fd, conn_t *c) {
   char buf[READ_CHUNK];
   ssize_t n = 0;
   for (int i = 0; i < READS_PER_PASS; i++) {
@@ -454,9 +461,15 @@ static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     if (n == 0) errno = 0;
     event_cb(c->bev, (short)(BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR)), c);
-    return;
   }
-  rlock__client_flush(c->cl);
+}
+
+static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  client_t *cl = c->cl;
+  rlock__client_pass_begin(cl);
+  direct_read_pass(fd, c);
+  rlock__client_pass_end(cl);
 }
 
 /* Connected on a plain socket: the connection reads and writes it itself

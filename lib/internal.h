@@ -51,6 +51,11 @@ uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
 unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
+/* Sync over async (util.c): the states of a sync call's word, the wait and
+ * the I/O thread's signal (FUTEX_WAKE only for a waiter that sleeps). */
+enum { SYNC_PENDING = 0, SYNC_DONE = 1, SYNC_SLEEPING = 2 };
+void rlock__sync_wait(_Atomic uint32_t *word);
+void rlock__sync_signal(_Atomic uint32_t *word);
 char *rlock__strndup(const char *s, size_t n);
 /* The first n bytes of a and b (or up to a NUL in both) are equal, ASCII
  * letters compared without case whatever the locale (strncasecmp follows
@@ -465,6 +470,11 @@ struct rlock_client {
    * the I/O thread takes it all with one exchange and reverses it to FIFO);
    * the eventfd is written only by the push that found it empty. */
   _Atomic(op_t *) submitted;
+  /* The I/O thread is in a pass that will take the submit stack again before
+   * the loop sleeps (rlock__client_pass_begin/_end): a push that sees it set
+   * skips the eventfd write. Cleared, then the stack re-checked (seq_cst on
+   * both sides): a push either sees it set or is seen by the re-check. */
+  atomic_bool awake;
   atomic_bool closing;
   unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
   int wake_fd;
@@ -510,6 +520,11 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+/* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
+ * what was submitted meanwhile (until the stack stays empty once awake is
+ * cleared) and flushes. */
+void rlock__client_pass_begin(client_t *cl);
+void rlock__client_pass_end(client_t *cl);
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
@@ -559,8 +574,9 @@ typedef enum {
   OP_COMMAND, OP_VALID_UNTIL, OP_RELET
 } op_kind_t;
 
-/* Blocking callers wait on this (sync over async): a futex word, set to 1
- * (release) by the I/O thread once the result fields are filled in. */
+/* Blocking callers wait on this (sync over async): a futex word (SYNC_*),
+ * set to SYNC_DONE (release) by the I/O thread once the result fields are
+ * filled in (rlock__sync_signal). */
 typedef struct sync_wait {
   _Atomic uint32_t done;
   int status;

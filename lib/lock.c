@@ -157,8 +157,7 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
     s->ptr = ptr;
     s->n = n;
     if (status < 0) snprintf(s->msg, sizeof s->msg, "%s", rlock__msg());
-    atomic_store_explicit(&s->done, 1, memory_order_release);
-    rlock__futex_wake(&s->done); /* s may be gone already: a stray wake is harmless */
+    rlock__sync_signal(&s->done); /* s may be gone after this */
   } else if (op->cb) {
     op->cb(op->lock, status, value, op->arg);
     if (ptr && op->kind == OP_HOLDERS) rlock_holders_free(ptr, n);
