@@ -389,10 +389,14 @@ void rlock__client_pass_end(client_t *cl) {
   if (!atomic_load(&cl->closing)) rlock__client_flush(cl); /* closing: wake_cb begins the close */
 }
 
-/* The eventfd is watched edge-triggered: every write is a new edge, so it is
- * never read (its counter cannot reach its limit of 2^64 - 2 writes). */
+/* The eventfd is watched edge-triggered where the backend can (epoll): every
+ * write is a new edge, so it is never read (its counter cannot reach its
+ * limit of 2^64 - 2 writes). Level-triggered backends (EVENT_NOEPOLL) read it. */
 static void wake_cb(evutil_socket_t fd, short what, void *arg) {
   client_t *cl = arg;
+  uint64_t v;
+  if (!cl->wake_et && read(cl->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) { /* nothing to do */
+  }
   rlock__client_pass_begin(cl);
   rlock__client_pass_end(cl);
   if (atomic_load(&cl->closing)) begin_close(cl);
@@ -577,7 +581,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     client_destroy(cl);
     return rlock__fail(RLOCK_ESYS, "cannot create the event loop: %s", strerror(errno));
   }
-  cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST | EV_ET, wake_cb, cl);
+  cl->wake_et = (event_base_get_features(cl->base) & EV_FEATURE_ET) != 0;
+  cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST | (cl->wake_et ? EV_ET : 0), wake_cb, cl);
   if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
       rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */

@@ -479,6 +479,7 @@ struct rlock_client {
   unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
   int wake_fd;
   struct event *wake_ev;
+  bool wake_et; /* wake_ev is edge-triggered (epoll): the eventfd is never read */
   /* first connection result, for rlock_client_new */
   pthread_mutex_t smu;
   pthread_cond_t scond;
