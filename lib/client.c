@@ -372,21 +372,35 @@ static void run_submitted(client_t *cl) {
   }
 }
 
+static void wake_loop(client_t *cl) {
+  uint64_t one = 1;
+  if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */
+  }
+}
+
 /* The hand-off protocol, I/O thread side. A pass sets cl->awake first, and
  * ends by taking the stack until it stays empty once awake is cleared: a
  * push that saw awake set (and skipped the eventfd) is taken by that last
  * look; a push that comes after it sees awake clear and writes the eventfd.
- * Both steps are seq_cst (a store then a load on each side). */
+ * Both steps are seq_cst (a store then a load on each side). At most
+ * PASS_TAKES takes: threads that submit without pause would otherwise keep
+ * the loop from reading replies and running timers; past that the pass
+ * writes the eventfd itself, so the rest is taken at the loop's next turn. */
+#define PASS_TAKES 4
 void rlock__client_pass_begin(client_t *cl) { atomic_store(&cl->awake, true); }
 
 void rlock__client_pass_end(client_t *cl) {
-  for (;;) {
+  for (int takes = 1;; takes++) {
     run_submitted(cl);
     atomic_store(&cl->awake, false);
     if (!atomic_load(&cl->submitted)) break;
+    if (takes == PASS_TAKES) {
+      wake_loop(cl);
+      break;
+    }
     atomic_store(&cl->awake, true);
   }
-  if (!atomic_load(&cl->closing)) rlock__client_flush(cl); /* closing: wake_cb begins the close */
+  if (!cl->shut) rlock__client_flush(cl);
 }
 
 /* The eventfd is watched edge-triggered where the backend can (epoll): every
@@ -526,9 +540,7 @@ static void client_destroy(client_t *cl) {
 
 static void stop_thread(client_t *cl) {
   atomic_store(&cl->closing, true);
-  uint64_t one = 1;
-  if (write(cl->wake_fd, &one, sizeof one) < 0) { /* the eventfd cannot be full here */
-  }
+  wake_loop(cl);
   pthread_join(cl->thread, NULL);
   /* A call that raced with the close (a misuse, but no hang): fail it. */
   rlock__set_msg("client closed");
@@ -680,11 +692,7 @@ int rlock__client_submit(client_t *cl, op_t *op) {
     op->next = head;
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
-  if (was_empty && !atomic_load(&cl->awake)) { /* the I/O thread may sleep: wake it */
-    uint64_t one = 1;
-    if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */
-    }
-  }
+  if (was_empty && !atomic_load(&cl->awake)) wake_loop(cl); /* the I/O thread may sleep */
   return 0;
 }
 
