@@ -97,7 +97,7 @@ static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
   if (rc) {
     op_discard(op);
   } else {
-    while (!atomic_load_explicit(&s.done, memory_order_acquire)) rlock__futex_wait(&s.done, 0);
+    rlock__sync_wait(&s.done);
     rc = s.status;
     if (value) *value = s.value;
     if (ptr) *ptr = s.ptr;

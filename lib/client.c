@@ -359,11 +359,8 @@ static op_t *take_submitted(client_t *cl) {
   return fifo;
 }
 
-static void wake_cb(evutil_socket_t fd, short what, void *arg) {
-  client_t *cl = arg;
-  uint64_t v;
-  if (read(cl->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) { /* nothing to do */
-  }
+/* Starts what was submitted (fails it once the client is closing). */
+static void run_submitted(client_t *cl) {
   bool closing = atomic_load(&cl->closing);
   op_t *op = take_submitted(cl);
   while (op) {
@@ -377,8 +374,50 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     }
     op = next;
   }
-  if (closing) begin_close(cl);
-  else rlock__client_flush(cl);
+}
+
+static void wake_loop(client_t *cl) {
+  uint64_t one = 1;
+  if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */
+  }
+}
+
+/* The hand-off protocol, I/O thread side. A pass sets cl->awake first, and
+ * ends by taking the stack until it stays empty once awake is cleared: a
+ * push that saw awake set (and skipped the eventfd) is taken by that last
+ * look; a push that comes after it sees awake clear and writes the eventfd.
+ * Both steps are seq_cst (a store then a load on each side). At most
+ * PASS_TAKES takes: threads that submit without pause would otherwise keep
+ * the loop from reading replies and running timers; past that the pass
+ * writes the eventfd itself, so the rest is taken at the loop's next turn. */
+#define PASS_TAKES 4
+void rlock__client_pass_begin(client_t *cl) { atomic_store(&cl->awake, true); }
+
+void rlock__client_pass_end(client_t *cl) {
+  for (int takes = 1;; takes++) {
+    run_submitted(cl);
+    atomic_store(&cl->awake, false);
+    if (!atomic_load(&cl->submitted)) break;
+    if (takes == PASS_TAKES) {
+      wake_loop(cl);
+      break;
+    }
+    atomic_store(&cl->awake, true);
+  }
+  if (!cl->shut) rlock__client_flush(cl);
+}
+
+/* The eventfd is watched edge-triggered where the backend can (epoll): every
+ * write is a new edge, so it is never read (its counter cannot reach its
+ * limit of 2^64 - 2 writes). Level-triggered backends (EVENT_NOEPOLL) read it. */
+static void wake_cb(evutil_socket_t fd, short what, void *arg) {
+  client_t *cl = arg;
+  uint64_t v;
+  if (!cl->wake_et && read(cl->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) { /* nothing to do */
+  }
+  rlock__client_pass_begin(cl);
+  rlock__client_pass_end(cl);
+  if (atomic_load(&cl->closing)) begin_close(cl);
 }
 
 static void start_result(client_t *cl, int status, const char *msg) {
@@ -548,9 +587,7 @@ static void client_destroy(client_t *cl) {
 
 static void stop_thread(client_t *cl) {
   atomic_store(&cl->closing, true);
-  uint64_t one = 1;
-  if (write(cl->wake_fd, &one, sizeof one) < 0) { /* the eventfd cannot be full here */
-  }
+  wake_loop(cl);
   pthread_join(cl->thread, NULL);
   /* A call that raced with the close (a misuse, but no hang): fail it. */
   rlock__set_msg("client closed");
@@ -603,7 +640,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     client_destroy(cl);
     return rlock__fail(RLOCK_ESYS, "cannot create the event loop: %s", strerror(errno));
   }
-  cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST, wake_cb, cl);
+  cl->wake_et = (event_base_get_features(cl->base) & EV_FEATURE_ET) != 0;
+  cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST | (cl->wake_et ? EV_ET : 0), wake_cb, cl);
   if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
       rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */
@@ -702,11 +740,7 @@ int rlock__client_submit(client_t *cl, op_t *op) {
     op->next = head;
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
-  if (was_empty) {
-    uint64_t one = 1;
-    if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */
-    }
-  }
+  if (was_empty && !atomic_load(&cl->awake)) wake_loop(cl); /* the I/O thread may sleep */
   return 0;
 }
 

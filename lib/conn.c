@@ -46,6 +46,7 @@ static void describe_peer(conn_t *c, char *buf, size_t n);
 static bool tcp_connected(conn_t *c);
 static const char *node_host(const conn_t *c);
 static void write_req(conn_t *c, req_t *r);
+static void event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* ------------------------------------------------------------ requests */
 
@@ -388,43 +389,119 @@ static void on_reply(conn_t *c, rlock_reply_t *reply) {
   answered(c, r, reply);
 }
 
-static void read_cb(struct bufferevent *bev, void *arg) {
-  conn_t *c = arg;
-  struct evbuffer *in = bufferevent_get_input(bev);
-  size_t n;
+/* n bytes read from c: feeds the reader, completes every whole reply.
+ * false: the connection was dropped meanwhile (c's socket is gone). */
+static bool feed(conn_t *c, const char *p, size_t n) {
+  struct bufferevent *bev = c->bev;
+  if (redisReaderFeed(c->reader, p, n) != REDIS_OK) {
+    drop(c, RLOCK_ENOMEM, "out of memory reading a reply");
+    return false;
+  }
+  if (c->reader->len - c->reader->pos > MAX_UNREAD) {
+    drop(c, RLOCK_EPROTO, "reply larger than 1 GiB refused");
+    return false;
+  }
+  for (;;) {
+    void *reply = NULL;
+    if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+      char msg[600], peer[256];
+      describe_peer(c, peer, sizeof peer);
+      if (c->state == CS_HANDSHAKE) /* the first bytes it sent are not RESP */
+        snprintf(msg, sizeof msg, "%s answered the handshake in another protocol (%s): is this a Redis server?",
+                 peer, c->reader->errstr);
+      else
+        snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
+      drop(c, RLOCK_EPROTO, msg);
+      return false;
+    }
+    if (!reply) return true;
+    on_reply(c, reply);
+    if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return false; /* dropped */
+  }
+}
+
+static void got_bytes(conn_t *c) {
   c->last_read = rlock_now_ms(); /* it is alive */
   c->timeouts_in_row = 0;
-  while ((n = evbuffer_get_length(in)) > 0) {
+}
+
+/* TLS: the bufferevent read the socket. */
+static void read_pass(struct bufferevent *bev, conn_t *c) {
+  struct evbuffer *in = bufferevent_get_input(bev);
+  got_bytes(c);
+  while (evbuffer_get_length(in) > 0) {
     struct evbuffer_iovec v;
     if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) break;
-    if (redisReaderFeed(c->reader, v.iov_base, v.iov_len) != REDIS_OK) {
-      drop(c, RLOCK_ENOMEM, "out of memory reading a reply");
-      return;
-    }
+    if (!feed(c, v.iov_base, v.iov_len)) return;
     evbuffer_drain(in, v.iov_len);
-    if (c->reader->len - c->reader->pos > MAX_UNREAD) {
-      drop(c, RLOCK_EPROTO, "reply larger than 1 GiB refused");
-      return;
-    }
-    for (;;) {
-      void *reply = NULL;
-      if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
-        char msg[600], peer[256];
-        describe_peer(c, peer, sizeof peer);
-        if (c->state == CS_HANDSHAKE) /* the first bytes it sent are not RESP */
-          snprintf(msg, sizeof msg, "%s answered the handshake in another protocol (%s): is this a Redis server?",
-                   peer, c->reader->errstr);
-        else
-          snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
-        drop(c, RLOCK_EPROTO, msg);
-        return;
-      }
-      if (!reply) break;
-      on_reply(c, reply);
-      if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return; /* dropped */
-    }
   }
-  rlock__client_flush(c->cl);
+}
+
+/* A read is a pass of the loop (rlock__client_pass_begin/_end): what user
+ * threads submit meanwhile leaves with this pass's writes. */
+static void read_cb(struct bufferevent *bev, void *arg) {
+  conn_t *c = arg;
+  client_t *cl = c->cl;
+  rlock__client_pass_begin(cl);
+  read_pass(bev, c);
+  rlock__client_pass_end(cl);
+}
+
+#define READ_CHUNK 65536
+#define READS_PER_PASS 16 /* a large reply yields to the loop between chunks */
+
+/* Plain sockets: one read() per chunk into the reader, no FIONREAD. EOF and
+ * errors go to event_cb as the bufferevent reports them. */
+static void direct_read_pass(evutil_socket_t fd, conn_t *c) {
+  char buf[READ_CHUNK];
+  ssize_t n = 0;
+  for (int i = 0; i < READS_PER_PASS; i++) {
+    n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    if (i == 0) got_bytes(c);
+    if (!feed(c, buf, (size_t)n)) return;
+    if (n < (ssize_t)sizeof buf) break;
+  }
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (n == 0) errno = 0;
+    event_cb(c->bev, (short)(BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR)), c);
+  }
+}
+
+static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  client_t *cl = c->cl;
+  rlock__client_pass_begin(cl);
+  direct_read_pass(fd, c);
+  rlock__client_pass_end(cl);
+}
+
+/* Connected on a plain socket: the connection reads and writes it itself
+ * from now on (conn_t.direct). false: out of memory (c stays on the
+ * bufferevent, which works as before). */
+static bool go_direct(conn_t *c) {
+  if (c->cl->url.kind == URL_TLS || !c->wbuf) return false;
+  c->rev = event_new(c->cl->base, bufferevent_getfd(c->bev), EV_READ | EV_PERSIST, direct_read_cb, c);
+  if (!c->rev) return false;
+  bufferevent_disable(c->bev, EV_READ);
+  if (event_add(c->rev, NULL)) {
+    event_free(c->rev);
+    c->rev = NULL;
+    bufferevent_enable(c->bev, EV_READ);
+    return false;
+  }
+  c->direct = true;
+  return true;
+}
+
+/* The socket is going away: forget the direct state (bytes not written
+ * belong to requests that fail with the connection). */
+static void leave_direct(conn_t *c) {
+  if (c->rev) event_free(c->rev);
+  c->rev = NULL;
+  c->direct = false;
+  if (c->wbuf) evbuffer_drain(c->wbuf, evbuffer_get_length(c->wbuf));
+  if (c->flush_ev) event_del(c->flush_ev);
 }
 
 /* ------------------------------------------------------------ writing */
@@ -439,7 +516,12 @@ static void write_req(conn_t *c, req_t *r) {
     finish_err(r, RLOCK_ENOMEM);
     return;
   }
-  bufferevent_write(c->bev, r->cmd, r->len);
+  if (c->direct && c->state == CS_READY) {
+    evbuffer_add(c->wbuf, r->cmd, r->len);
+    event_active(c->flush_ev, EV_WRITE, 0); /* written at the pass's end at the latest */
+  } else {
+    bufferevent_write(c->bev, r->cmd, r->len);
+  }
   r->sent_at = rlock_now_ms();
   q_push(&c->inflight, r);
   arm_at(c, r->deadline);
@@ -452,13 +534,24 @@ static void write_req(conn_t *c, req_t *r) {
 /* End of a pass: write what the pass queued now, in one write, instead of
  * waiting for the loop's next turn to report the socket writable (a whole
  * epoll round per request on an idle connection). Plain sockets only: TLS
- * bufferevents write through OpenSSL on their own. A socket bufferevent
- * keeps the front of its output buffer frozen (only its own write callback
- * drains it, unfreezing it meanwhile): evbuffer_write() on it fails, so the
- * front is unfrozen for the write, as libevent's callback does. */
+ * bufferevents write through OpenSSL on their own.
+ * A direct connection writes wbuf with one writev and arms nothing: only
+ * what the socket refuses (EAGAIN, a partial write, an error) goes to the
+ * bufferevent's output, whose write event then finishes it (or reports the
+ * error); while that output holds bytes, wbuf goes behind them (order).
+ * Before READY (the handshake) writes go through the bufferevent: a socket
+ * bufferevent keeps the front of its output buffer frozen (only its own
+ * write callback drains it, unfreezing it meanwhile): evbuffer_write() on it
+ * fails, so the front is unfrozen for the write, as libevent's callback does. */
 void rlock__conn_flush(conn_t *c) {
   if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
   struct evbuffer *out = bufferevent_get_output(c->bev);
+  if (c->direct && evbuffer_get_length(c->wbuf)) {
+    event_del(c->flush_ev); /* this pass writes it */
+    if (!evbuffer_get_length(out)) evbuffer_write(c->wbuf, bufferevent_getfd(c->bev));
+    if (evbuffer_get_length(c->wbuf)) evbuffer_add_buffer(out, c->wbuf); /* arms the write event */
+    return;
+  }
   if (!evbuffer_get_length(out)) return;
   evbuffer_unfreeze(out, 1);
   evbuffer_write(out, bufferevent_getfd(c->bev));
@@ -466,6 +559,8 @@ void rlock__conn_flush(conn_t *c) {
   /* a partial write leaves the rest to the bufferevent (EV_WRITE); an error
    * is the bufferevent's to report when it writes */
 }
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg) { rlock__conn_flush(arg); }
 
 static int waits_in(const req_queue_t *q) {
   int n = 0;
@@ -665,8 +760,6 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
 }
 
 /* ------------------------------------------------------------ connecting */
-
-static void event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* The host and port c connects to: its node's, else the URL's. */
 static const char *node_host(const conn_t *c) { return c->host ? c->host : c->cl->url.host; }
@@ -890,6 +983,7 @@ static void describe_peer(conn_t *c, char *buf, size_t n) {
 static void event_cb(struct bufferevent *bev, short what, void *arg) {
   conn_t *c = arg;
   if (what & BEV_EVENT_CONNECTED) {
+    go_direct(c);
     start_handshake(c);
     return;
   }
@@ -919,6 +1013,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
       return;
     }
     if (c->addr_next) { /* try the next address of the host */
+      leave_direct(c);
       bufferevent_free(c->bev);
       c->bev = NULL;
       try_connect(c);
@@ -969,6 +1064,7 @@ static void drop(conn_t *c, int err, const char *msg) {
   if (c->ping) evtimer_del(c->ping);
   c->ping_missed = false;
   c->timeouts_in_row = 0;
+  leave_direct(c);
   if (c->bev) {
     bufferevent_free(c->bev);
     c->bev = NULL;
@@ -1004,13 +1100,18 @@ int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   c->timer_at = INT64_MAX;
   c->retry = evtimer_new(cl->base, retry_cb, c);
   c->ping = event_new(cl->base, -1, EV_PERSIST, ping_cb, c);
-  return c->timer && c->retry && c->ping ? 0 : RLOCK_ENOMEM;
+  if (cl->url.kind != URL_TLS) {
+    c->wbuf = evbuffer_new();
+    c->flush_ev = event_new(cl->base, -1, 0, flush_cb, c);
+  }
+  return c->timer && c->retry && c->ping && (cl->url.kind == URL_TLS || (c->wbuf && c->flush_ev)) ? 0 : RLOCK_ENOMEM;
 }
 
 void rlock__conn_close(conn_t *c) {
   if (c->state == CS_CLOSED) return;
   c->state = CS_CLOSED;
   dns_cancel(c);
+  leave_direct(c);
   if (c->bev) bufferevent_free(c->bev);
   c->bev = NULL;
   req_t *r;
@@ -1020,7 +1121,10 @@ void rlock__conn_close(conn_t *c) {
   if (c->timer) event_free(c->timer);
   if (c->retry) event_free(c->retry);
   if (c->ping) event_free(c->ping);
-  c->timer = c->retry = c->ping = NULL;
+  if (c->flush_ev) event_free(c->flush_ev);
+  if (c->wbuf) evbuffer_free(c->wbuf);
+  c->timer = c->retry = c->ping = c->flush_ev = NULL;
+  c->wbuf = NULL;
   if (c->reader) redisReaderFree(c->reader);
   c->reader = NULL;
   if (c->addrs) evutil_freeaddrinfo(c->addrs);

@@ -51,6 +51,11 @@ uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
 unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
+/* Sync over async (util.c): the states of a sync call's word, the wait and
+ * the I/O thread's signal (FUTEX_WAKE only for a waiter that sleeps). */
+enum { SYNC_PENDING = 0, SYNC_DONE = 1, SYNC_SLEEPING = 2 };
+void rlock__sync_wait(_Atomic uint32_t *word);
+void rlock__sync_signal(_Atomic uint32_t *word);
 char *rlock__strndup(const char *s, size_t n);
 /* The first n bytes of a and b (or up to a NUL in both) are equal, ASCII
  * letters compared without case whatever the locale (strncasecmp follows
@@ -212,6 +217,17 @@ struct conn {
   char *host;
   int port;
   struct bufferevent *bev;
+  /* Plain sockets (not TLS) once connected: the connection reads and writes
+   * the socket itself (`direct`): `rev` reads into the reader (no FIONREAD),
+   * `wbuf` gathers a pass's commands and leaves in one writev at the pass's
+   * end; only what the socket refuses (EAGAIN, a partial write) moves to the
+   * bufferevent's output, which then arms the write event. `flush_ev` (fd -1,
+   * activated by a write outside a pass that flushes) writes wbuf before the
+   * loop sleeps. TLS keeps the bufferevent for both. */
+  bool direct;
+  struct event *rev;
+  struct evbuffer *wbuf;
+  struct event *flush_ev;
   redisReader *reader;
   req_queue_t pending;  /* not written yet: waiting for READY */
   req_queue_t inflight; /* written, reply not yet read (FIFO) */
@@ -466,10 +482,16 @@ struct rlock_client {
    * the I/O thread takes it all with one exchange and reverses it to FIFO);
    * the eventfd is written only by the push that found it empty. */
   _Atomic(op_t *) submitted;
+  /* The I/O thread is in a pass that will take the submit stack again before
+   * the loop sleeps (rlock__client_pass_begin/_end): a push that sees it set
+   * skips the eventfd write. Cleared, then the stack re-checked (seq_cst on
+   * both sides): a push either sees it set or is seen by the re-check. */
+  atomic_bool awake;
   atomic_bool closing;
   unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
   int wake_fd;
   struct event *wake_ev;
+  bool wake_et; /* wake_ev is edge-triggered (epoll): the eventfd is never read */
   /* first connection result, for rlock_client_new */
   pthread_mutex_t smu;
   pthread_cond_t scond;
@@ -512,6 +534,11 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+/* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
+ * what was submitted meanwhile (until the stack stays empty once awake is
+ * cleared) and flushes. */
+void rlock__client_pass_begin(client_t *cl);
+void rlock__client_pass_end(client_t *cl);
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
@@ -567,8 +594,9 @@ typedef enum {
   OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE
 } op_kind_t;
 
-/* Blocking callers wait on this (sync over async): a futex word, set to 1
- * (release) by the I/O thread once the result fields are filled in. */
+/* Blocking callers wait on this (sync over async): a futex word (SYNC_*),
+ * set to SYNC_DONE (release) by the I/O thread once the result fields are
+ * filled in (rlock__sync_signal). */
 typedef struct sync_wait {
   _Atomic uint32_t done;
   int status;

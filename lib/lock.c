@@ -63,6 +63,7 @@ static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status
 
 static void attempt(op_t *op, bool fresh);
 static void undo_attempt(op_t *op, bool wait);
+static void wait_timer_cb(evutil_socket_t fd, short what, void *arg);
 
 int64_t rlock__op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
@@ -157,8 +158,7 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
     s->ptr = ptr;
     s->n = n;
     if (status < 0) snprintf(s->msg, sizeof s->msg, "%s", rlock__msg());
-    atomic_store_explicit(&s->done, 1, memory_order_release);
-    rlock__futex_wake(&s->done); /* s may be gone already: a stray wake is harmless */
+    rlock__sync_signal(&s->done); /* s may be gone after this */
   } else if (op->cb) {
     op->cb(op->lock, status, value, op->arg);
     if (ptr && op->kind == OP_HOLDERS) rlock_holders_free(ptr, n);
@@ -413,8 +413,15 @@ static void resume_after_undo(op_t *op, bool landed, int status) {
   else attempt(op, true);
 }
 
-/* Wake op after ms (the wait bound, the TTL, a handoff window). */
+/* Wake op after ms (the wait bound, the TTL, a handoff window). The timer is
+ * made on first use: an acquire granted at once never needs one. Out of
+ * memory ends op (RLOCK_ENOMEM; no try is in flight here): do not touch op
+ * after this call. */
 static void arm_wait(op_t *op, int64_t ms) {
+  if (!op->timer && !(op->timer = evtimer_new(op->cl->base, wait_timer_cb, op))) {
+    acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
+    return;
+  }
   struct timeval tv;
   rlock__tv_from_ms(&tv, ms + 1);
   evtimer_add(op->timer, &tv);
@@ -442,7 +449,7 @@ static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
   op->woken = true;
-  evtimer_del(op->timer);
+  if (op->timer) evtimer_del(op->timer);
   attempt(op, true);
 }
 
@@ -587,11 +594,6 @@ static void start_acquire(op_t *op) {
     }
     op->cancel_ev = event_new(cl->base, op->cancel->fd, EV_READ | EV_PERSIST, cancel_cb, op);
     if (op->cancel_ev) event_add(op->cancel_ev, NULL);
-  }
-  op->timer = evtimer_new(cl->base, wait_timer_cb, op);
-  if (!op->timer) {
-    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
-    return;
   }
   op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
   int64_t yield = op->wait_ms != 0 ? handoff_take(cl, op->lock) : 0;

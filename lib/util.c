@@ -154,6 +154,29 @@ void rlock__futex_wake(_Atomic uint32_t *word) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* The waiter's side of a sync call (the word's states: SYNC_PENDING,
+ * SYNC_SLEEPING, SYNC_DONE): it announces its sleep with one
+ * compare-and-swap PENDING -> SLEEPING and sleeps on the futex while the word
+ * says SLEEPING. rlock__sync_signal swaps DONE in and calls FUTEX_WAKE only
+ * when it took SLEEPING out: whichever of the two steps comes first, the
+ * waiter either sees DONE or is woken; no wake-up is lost. (No spin before
+ * the sleep: the answer is a network round trip away, and on a loaded
+ * machine a spinning waiter takes the core the I/O thread and the server
+ * need; measured in scenarios 1 and 2, it lost in both.) */
+void rlock__sync_wait(_Atomic uint32_t *word) {
+  uint32_t expect = SYNC_PENDING;
+  if (!atomic_compare_exchange_strong(word, &expect, SYNC_SLEEPING)) return; /* DONE */
+  while (atomic_load_explicit(word, memory_order_acquire) != SYNC_DONE) rlock__futex_wait(word, SYNC_SLEEPING);
+}
+
+/* The I/O thread's side: the result is filled in; publish it (release) and
+ * wake the waiter only if it sleeps. After the swap the waiter may return at
+ * once and its word be gone: the wake then hits a dead address, which is
+ * harmless (a waiter there re-checks its own word). */
+void rlock__sync_signal(_Atomic uint32_t *word) {
+  if (atomic_exchange(word, SYNC_DONE) == SYNC_SLEEPING) rlock__futex_wake(word);
+}
+
 bool rlock__ascii_ncaseeq(const char *a, const char *b, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];

@@ -1,0 +1,201 @@
+/* test_handoff.c -- the hand-off between user threads and the I/O thread
+ * (docs/architecture.md, "The hand-off"): many threads x many sync calls on
+ * one client, so that submissions land both while the loop is awake (no
+ * eventfd write) and while it goes to sleep, and results come both before
+ * and after their waiter sleeps (FUTEX_WAKE skipped or not). A lost wake-up
+ * leaves a call waiting for ever: the main thread watches every call and
+ * fails the test when one waits longer than any call can last (its retries'
+ * command timeouts, four times over). The clients send no liveness PING:
+ * its reply's read pass would rescue a lost wake-up. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+
+#define COMMAND_TIMEOUT_MS 1000
+#define RETRIES 1
+/* No call lasts longer than its tries' timeouts; a generous margin for a loaded machine. */
+#define STUCK_MS (4 * (RETRIES + 1) * COMMAND_TIMEOUT_MS + 5000)
+
+typedef struct worker {
+  rlock_client_t *c;
+  int idx, iters;
+  _Atomic int64_t call_since; /* ms when the current call began; 0 between calls */
+  atomic_int calls;           /* sync calls done */
+} worker_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int running;
+static atomic_int async_done;
+
+static void begin(worker_t *w) { atomic_store(&w->call_since, th_now_ms()); }
+static void end(worker_t *w) {
+  atomic_store(&w->call_since, 0);
+  atomic_fetch_add(&w->calls, 1);
+}
+
+static void async_cb(rlock_lock_t *l, int status, int64_t value, void *arg) { atomic_fetch_add(&async_done, 1); }
+
+/* Sync lock/unlock pairs on the worker's own name, a user command every 4th
+ * round, an async query (not awaited here) every 8th. */
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  char name[64];
+  snprintf(name, sizeof name, "handoff:%d", w->idx);
+  rlock_lock_t *l = th_lock(w->c, name);
+  const char *ping[] = {"PING"};
+  for (int i = 0; i < w->iters; i++) {
+    begin(w);
+    CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    end(w);
+    if (i % 8 == 0) CHECK_OK(rlock_lock_is_locked_async(l, async_cb, NULL));
+    begin(w);
+    CHECK_OK(rlock_lock_unlock(l));
+    end(w);
+    if (i % 4 == 0) {
+      rlock_reply_t *r = NULL;
+      begin(w);
+      CHECK_OK(rlock_client_command(w->c, 1, ping, NULL, &r));
+      end(w);
+      rlock_reply_free(r);
+    }
+  }
+  rlock_lock_free(l);
+  pthread_mutex_lock(&mu);
+  running--;
+  pthread_cond_signal(&cond);
+  pthread_mutex_unlock(&mu);
+  return NULL;
+}
+
+static int async_all_done(void *arg) { return atomic_load(&async_done) == *(int *)arg; }
+
+/* Waits for the workers; fails as soon as one call waits longer than STUCK_MS. */
+static void watch(worker_t *ws, int n) {
+  pthread_mutex_lock(&mu);
+  while (running > 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&cond, &mu, &ts); /* woken by each worker's end; else a look every second */
+    int64_t now = th_now_ms();
+    for (int i = 0; i < n; i++) {
+      int64_t since = atomic_load(&ws[i].call_since);
+      CHECK_MSG(since == 0 || now - since < STUCK_MS,
+                "thread %d: a sync call has waited %lld ms (after %d calls): a lost wake-up", i,
+                (long long)(now - since), atomic_load(&ws[i].calls));
+    }
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+static rlock_client_t *new_client(void) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = COMMAND_TIMEOUT_MS;
+  o.retry_attempts = RETRIES;
+  o.ping_interval_ms = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+static void run_workers(int nthreads, int iters) {
+  rlock_client_t *c = new_client();
+  worker_t *ws = calloc((size_t)nthreads, sizeof *ws);
+  pthread_t *th = calloc((size_t)nthreads, sizeof *th);
+  CHECK(ws && th);
+  atomic_store(&async_done, 0);
+  running = nthreads;
+  for (int i = 0; i < nthreads; i++) {
+    ws[i].c = c;
+    ws[i].idx = i;
+    ws[i].iters = iters;
+    CHECK_EQ(pthread_create(&th[i], NULL, worker_main, &ws[i]), 0);
+  }
+  watch(ws, nthreads);
+  for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+  int calls = 0;
+  for (int i = 0; i < nthreads; i++) calls += atomic_load(&ws[i].calls);
+  CHECK_EQ(calls, nthreads * (2 * iters + (iters + 3) / 4));
+  int want_async = nthreads * ((iters + 7) / 8);
+  CHECK_MSG(th_wait_until(async_all_done, &want_async, STUCK_MS), "async calls done: %d of %d",
+            atomic_load(&async_done), want_async);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_client_free(c);
+  free(ws);
+  free(th);
+}
+
+/* One thread: each submission races the loop going back to sleep. */
+TEST(one_thread_ping_pong) { run_workers(1, 5000); }
+
+/* Many threads: submissions land during read passes, wake passes and sleep. */
+TEST(many_threads) { run_workers(32, 600); }
+
+/* An async call submitted from a callback, on the I/O thread, during a read
+ * pass: the loop is awake, so no eventfd is written and only the pass's last
+ * look at the submit stack can start it. A chain of them. */
+#define CHAIN 2000
+typedef struct chain {
+  rlock_lock_t *l;
+  int links;  /* callbacks run (under mu) */
+  int failed; /* a status that is not 0 */
+} chain_t;
+
+static void chain_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  chain_t *ch = arg;
+  pthread_mutex_lock(&mu);
+  if (status != 0) ch->failed = status;
+  bool more = ++ch->links < CHAIN && !ch->failed;
+  pthread_cond_signal(&cond);
+  pthread_mutex_unlock(&mu);
+  if (more && rlock_lock_is_locked_async(l, chain_cb, ch) != 0) {
+    pthread_mutex_lock(&mu);
+    ch->failed = -1;
+    pthread_cond_signal(&cond);
+    pthread_mutex_unlock(&mu);
+  }
+}
+
+TEST(async_from_callbacks) {
+  rlock_client_t *c = new_client();
+  chain_t ch = {.l = th_lock(c, "handoff:chain")};
+  CHECK_OK(rlock_lock_is_locked_async(ch.l, chain_cb, &ch));
+  /* Each link is one round trip: the chain advances within STUCK_MS, or a link was lost. */
+  pthread_mutex_lock(&mu);
+  while (ch.links < CHAIN && !ch.failed) {
+    int before = ch.links;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += STUCK_MS / 1000;
+    while (ch.links == before && !ch.failed && pthread_cond_timedwait(&cond, &mu, &ts) == 0) {
+    }
+    CHECK_MSG(ch.links != before || ch.failed, "the chain stopped after %d of %d links: a lost wake-up", before, CHAIN);
+  }
+  pthread_mutex_unlock(&mu);
+  CHECK_EQ(ch.failed, 0);
+  CHECK_EQ(ch.links, CHAIN);
+  rlock_lock_free(ch.l);
+  rlock_client_free(c);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 280);
+  srv = th_server_start(NULL);
+  RUN(one_thread_ping_pong);
+  RUN(many_threads);
+  RUN(async_from_callbacks);
+  th_server_stop(srv);
+  return th_done();
+}
