@@ -190,17 +190,18 @@ int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int ack
 #define DEL_BATCH 128
 #define DEL_DELAY_MS 20
 
-void rlock__client_queue_del(client_t *cl, const char *key, size_t len) {
+void rlock__client_queue_del(client_t *cl, char *key, size_t len) {
   if (cl->ndels == cl->capdels) {
     size_t cap = cl->capdels ? cl->capdels * 2 : 64;
     bytes_t *d = realloc(cl->dels, cap * sizeof *d);
-    if (!d) return;
+    if (!d) {
+      free(key); /* the latch expires on its own */
+      return;
+    }
     cl->dels = d;
     cl->capdels = cap;
   }
-  char *p = rlock__strndup(key, len);
-  if (!p) return;
-  cl->dels[cl->ndels].p = p;
+  cl->dels[cl->ndels].p = key;
   cl->dels[cl->ndels++].n = len;
   if (cl->ndels == 1 && cl->del_timer) {
     struct timeval tv = {0, DEL_DELAY_MS * 1000};

@@ -46,16 +46,12 @@ static void write_req(conn_t *c, req_t *r);
 
 /* ------------------------------------------------------------ requests */
 
-req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
-               req_done_fn done, void *ctx) {
-  req_t *r = calloc(1, sizeof *r);
+req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx) {
+  req_t *r = malloc(sizeof *r + len);
   if (!r) return NULL;
-  int n = redisFormatCommandArgv(&r->cmd, argc, argv, argvlen);
-  if (n < 0) {
-    free(r);
-    return NULL;
-  }
-  r->len = (size_t)n;
+  memset(r, 0, sizeof *r);
+  r->cmd = r->inl;
+  r->len = len;
   r->ncmds = 1;
   r->slot = -1;
   r->deadline = rlock_now_ms() + timeout_ms;
@@ -64,19 +60,27 @@ req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_
   return r;
 }
 
+/* One allocation: the request and its command, written by resp.c. */
+req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
+               req_done_fn done, void *ctx) {
+  req_t *r = rlock__req_alloc(rlock__resp_size(argc, argv, argvlen), timeout_ms, done, ctx);
+  if (r) rlock__resp_write(r->cmd, argc, argv, argvlen);
+  return r;
+}
+
+void rlock__req_set_cmd(req_t *r, char *cmd, size_t len) {
+  if (r->cmd != r->inl) free(r->cmd);
+  r->cmd = cmd;
+  r->len = len;
+}
+
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen) {
-  char *cmd = NULL;
-  int n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-  if (n < 0) return RLOCK_ENOMEM;
-  char *all = realloc(r->cmd, r->len + (size_t)n);
-  if (!all) {
-    free(cmd);
-    return RLOCK_ENOMEM;
-  }
-  memcpy(all + r->len, cmd, (size_t)n);
-  free(cmd);
-  r->cmd = all;
-  r->len += (size_t)n;
+  size_t n = rlock__resp_size(argc, argv, argvlen);
+  char *all = malloc(r->len + n);
+  if (!all) return RLOCK_ENOMEM;
+  memcpy(all, r->cmd, r->len);
+  rlock__resp_write(all + r->len, argc, argv, argvlen);
+  rlock__req_set_cmd(r, all, r->len + n);
   r->ncmds++;
   return 0;
 }
@@ -84,7 +88,7 @@ int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvl
 void rlock__req_free(req_t *r) {
   if (!r) return;
   rlock_reply_free(r->replies);
-  free(r->cmd);
+  if (r->cmd != r->inl) free(r->cmd);
   free(r);
 }
 

@@ -138,6 +138,19 @@ int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (nev
 void rlock__url_secret_mask(const char *s, size_t n, unsigned char *hide);
 void rlock__url_free(url_t *u);
 
+/* ------------------------------------------------------------ resp.c */
+/* Commands in RESP, written straight into a buffer sized beforehand (no
+ * printf): rlock__resp_size bytes, then rlock__resp_write (returns the bytes
+ * written). argvlen NULL: strlen of each argument. The pieces, for writers
+ * of their own (script.c): "*n\r\n" / "$n\r\n" (type '*' or '$') and one
+ * bulk string; each returns the end of what it wrote. */
+size_t rlock__resp_size(int argc, const char *const *argv, const size_t *argvlen);
+size_t rlock__resp_write(char *out, int argc, const char *const *argv, const size_t *argvlen);
+size_t rlock__resp_head_size(size_t n);
+char *rlock__resp_head(char *p, char type, size_t n);
+size_t rlock__resp_bulk_size(size_t n);
+char *rlock__resp_bulk(char *p, const void *s, size_t n);
+
 /* ------------------------------------------------------------ reply.c */
 /* hiredis reader building rlock_reply_t trees, with bounds on sizes. */
 redisReader *rlock__reply_reader_new(void);
@@ -193,6 +206,7 @@ struct req {
    * none): a redirect of one that went without WAIT decides it again on the
    * node it is redirected to. */
   struct sync_need *sync_of;
+  char inl[]; /* cmd as first written, in the request's own allocation (rlock__req_alloc) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -274,6 +288,11 @@ int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only *
 void rlock__conn_reset(conn_t *c, const char *msg);
 req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
+/* A request with room for len bytes of command in the same allocation
+ * (r->cmd, r->len = len): the caller writes them (script.c). NULL: no memory. */
+req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx);
+/* r's command becomes cmd (malloc'd, taken over), len bytes (NOSCRIPT -> EVAL). */
+void rlock__req_set_cmd(req_t *r, char *cmd, size_t len);
 /* Adds a command to r (a compound request, e.g. a script + "WAIT 1 100"). */
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
 void rlock__req_free(req_t *r);
@@ -497,7 +516,7 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
 }
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
-void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
+void rlock__client_queue_del(client_t *cl, char *key, size_t len); /* latch clean-up; takes key (malloc'd) */
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
 void rlock__client_linger_check(client_t *cl);
@@ -587,6 +606,7 @@ struct op {
   void *arg;
   sync_wait_t *sync;
   char reqid[33];  /* latch request id of the current attempt */
+  bytes_t latch;   /* its latch key, built once per id (lock.c latch_key); p NULL: not yet */
   int retries;     /* re-sends of the current attempt */
   int64_t sent_at; /* of the current attempt's first send (the id's birth) */
   bool id_written; /* a copy of the current request id may have reached the server */

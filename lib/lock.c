@@ -51,6 +51,7 @@ static void handoff_mark(client_t *cl, const rlock_lock_t *l) {
 
 /* ms left of this client's handoff window for l (0: none), consuming it. */
 static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
+  if (!cl->handoff.count) return 0; /* the usual case: no lookup */
   int64_t until = (int64_t)(uintptr_t)rlock__map_del(&cl->handoff, l->name, l->len);
   int64_t left = until ? until - rlock_now_ms() : 0;
   return left > 0 ? left : 0;
@@ -71,6 +72,7 @@ int64_t rlock__op_lease_ms(const op_t *op) {
 static void op_free(op_t *op) {
   if (op->timer) event_free(op->timer);
   if (op->cancel_ev) event_free(op->cancel_ev);
+  free(op->latch.p);
   while (op->raw) { /* OP_COMMAND never started (client closing) */
     req_t *next = op->raw->next;
     rlock__req_free(op->raw);
@@ -330,9 +332,21 @@ fail:
  * Tries and releases carry the op's request id in a latch key (the last key):
  * a re-send of the same request is answered by the latch, never applied twice. */
 
-/* The latch key "<prefix>:{NAME}:<id>" of op's current request id (0, or RLOCK_ENOMEM). */
-static int latch_key(const op_t *op, const char *prefix, bytes_t *out) {
-  return rlock__names_prefixed_suffix(out, prefix, op->lock->name, op->lock->len, op->reqid);
+/* The latch key "<prefix>:{NAME}:<id>" of op's current request id, built
+ * once per id (a re-send and the DEL after the answer reuse it); NULL: out
+ * of memory. An op is an acquire or a release: one prefix per op. */
+static const bytes_t *latch_key(op_t *op, const char *prefix) {
+  if (!op->latch.p &&
+      rlock__names_prefixed_suffix(&op->latch, prefix, op->lock->name, op->lock->len, op->reqid))
+    return NULL;
+  return &op->latch;
+}
+
+/* A fresh request id for op (its latch key is built when first needed). */
+static void new_reqid(op_t *op) {
+  rlock__prng_hex(&op->cl->prng, op->reqid);
+  free(op->latch.p);
+  op->latch.p = NULL;
 }
 
 /* Sends op's request r (built by the kind; NULL: out of memory), with the
@@ -355,12 +369,9 @@ static void send_op_req(op_t *op, req_t *r) {
  * kernel keeps sending), and only the latch stops it from applying again.
  * Such a latch lives its TTL. */
 static void drop_latch(op_t *op, const char *prefix) {
-  if (op->retries > 0) return;
-  bytes_t latch;
-  if (!latch_key(op, prefix, &latch)) {
-    rlock__client_queue_del(op->cl, latch.p, latch.n);
-    free(latch.p);
-  }
+  if (op->retries > 0 || !latch_key(op, prefix)) return;
+  rlock__client_queue_del(op->cl, op->latch.p, op->latch.n); /* the DEL queue takes the key */
+  op->latch.p = NULL;
 }
 
 /* ------------------------------------------------------------ acquire */
@@ -368,19 +379,14 @@ static void drop_latch(op_t *op, const char *prefix) {
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_attempt(op_t *op) {
-  bytes_t latch;
-  req_t *r = NULL;
+  const bytes_t *latch = latch_key(op, ACQUIRE_LATCH);
   stat_add(op->cl, ST_ATTEMPTS, 1);
-  if (!latch_key(op, ACQUIRE_LATCH, &latch)) {
-    r = op->lock->kind->try_req(op, &latch, acquire_done);
-    free(latch.p);
-  }
-  send_op_req(op, r);
+  send_op_req(op, latch ? op->lock->kind->try_req(op, latch, acquire_done) : NULL);
 }
 
 static void attempt(op_t *op, bool fresh) {
   if (fresh) {
-    rlock__prng_hex(&op->cl->prng, op->reqid);
+    new_reqid(op);
     op->retries = 0;
     op->sent_at = rlock_now_ms();
     op->id_written = false;
@@ -643,13 +649,8 @@ static void send_release(op_t *op) {
   op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
-  bytes_t latch;
-  req_t *r = NULL;
-  if (!latch_key(op, UNLOCK_LATCH, &latch)) {
-    r = l->kind->release_req(op, &latch, &rel, release_done);
-    free(latch.p);
-  }
-  send_op_req(op, r);
+  const bytes_t *latch = latch_key(op, UNLOCK_LATCH);
+  send_op_req(op, latch ? l->kind->release_req(op, latch, &rel, release_done) : NULL);
 }
 
 /* An unlock applied on the master that fewer replicas acknowledged than the
@@ -867,7 +868,7 @@ void rlock__op_start(op_t *op) {
     start_acquire(op);
     break;
   case OP_RELEASE:
-    if (!op->reqid[0]) rlock__prng_hex(&op->cl->prng, op->reqid);
+    if (!op->reqid[0]) new_reqid(op);
     send_release(op);
     break;
   case OP_COMMAND:

@@ -24,16 +24,22 @@
 #define SLOTS 16384
 #define TAG_ALPHABET "0123456789abcdefghijklmnopqrstuvwxyz"
 
-/* CRC16/XMODEM (polynomial 0x1021, init 0), four bits at a time. */
-static const uint16_t crc_nibble[16] = {0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50a5, 0x60c6, 0x70e7,
-                                        0x8108, 0x9129, 0xa14a, 0xb16b, 0xc18c, 0xd1ad, 0xe1ce, 0xf1ef};
+/* CRC16/XMODEM (polynomial 0x1021, init 0), a byte at a time: the table
+ * (256 entries, crc_table[b] = the CRC of byte b) is built once, on first use. */
+static uint16_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void build_crc_table(void) {
+  for (unsigned b = 0; b < 256; b++) {
+    uint16_t crc = (uint16_t)(b << 8);
+    for (int i = 0; i < 8; i++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    crc_table[b] = crc;
+  }
+}
 
 static uint16_t crc_update(uint16_t crc, const char *p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    unsigned b = (unsigned char)p[i];
-    crc = (uint16_t)((crc << 4) ^ crc_nibble[(crc >> 12) ^ (b >> 4)]);
-    crc = (uint16_t)((crc << 4) ^ crc_nibble[(crc >> 12) ^ (b & 15)]);
-  }
+  pthread_once(&crc_once, build_crc_table);
+  for (size_t i = 0; i < n; i++) crc = (uint16_t)((crc << 8) ^ crc_table[(crc >> 8) ^ (unsigned char)p[i]]);
   return crc;
 }
 
