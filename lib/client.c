@@ -497,6 +497,8 @@ static void client_destroy(client_t *cl) {
   pthread_mutex_destroy(&cl->smu);
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
+  rlock__op_spares_free(cl);
+  pthread_mutex_destroy(&cl->opmu);
   free(cl);
 }
 
@@ -528,6 +530,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);
+  pthread_mutex_init(&cl->opmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
   cl->opt = *opts;
   cl->opt.replica_sync_timeout_ms = sync_timeout_ms(opts);

@@ -879,7 +879,7 @@ void rlock__conn_start(conn_t *c) {
   if (c->cl->topo->before_connect && !c->cl->topo->before_connect(c->cl, c)) return;
   c->state = CS_CONNECTING;
   c->connect_deadline = rlock_now_ms() + connect_timeout(c);
-  if (!c->reader && !(c->reader = rlock__reply_reader_new())) {
+  if (!c->reader && !(c->reader = rlock__reply_reader_new(c->kind == CONN_CMD))) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;
   }

@@ -62,7 +62,8 @@ void rlock__set_msg(const char *msg);
 const char *rlock__msg(void);
 
 /* ------------------------------------------------------------ map.c */
-/* Hash map from byte strings to pointers (chained, power-of-two buckets). */
+/* Hash map from byte strings to pointers (chained, power-of-two buckets;
+ * a deleted entry is kept as the next put's, so put/del cycles do not allocate). */
 typedef struct map_entry {
   struct map_entry *next;
   uint64_t hash;
@@ -73,6 +74,7 @@ typedef struct map_entry {
 typedef struct map {
   map_entry_t **buckets;
   size_t nbuckets, count;
+  map_entry_t *spare; /* the last deleted entry, reused by the next put */
 } map_t;
 void rlock__map_init(map_t *m);
 void rlock__map_free(map_t *m); /* frees entries, not values */
@@ -152,8 +154,10 @@ size_t rlock__resp_bulk_size(size_t n);
 char *rlock__resp_bulk(char *p, const void *s, size_t n);
 
 /* ------------------------------------------------------------ reply.c */
-/* hiredis reader building rlock_reply_t trees, with bounds on sizes. */
-redisReader *rlock__reply_reader_new(void);
+/* hiredis reader building rlock_reply_t trees, with bounds on sizes. shared:
+ * replies only the engine reads (the command connection's), nil and small
+ * integers shared and read-only (no allocation; rlock_reply_free skips them). */
+redisReader *rlock__reply_reader_new(bool shared);
 /* A reply is an error whose text starts with prefix. */
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
 
@@ -505,6 +509,11 @@ struct rlock_client {
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
+  /* freed ops kept for reuse (lock.c rlock__op_alloc): allocated on the
+   * callers' threads, freed on the I/O thread */
+  pthread_mutex_t opmu;
+  op_t *spare_ops;
+  int nspare_ops;
   /* lock-lost callback */
   pthread_mutex_t cbmu;
   rlock_lost_cb lost_cb;
@@ -628,6 +637,10 @@ struct op {
 /* The MultiLock's final step: the hold of (l, owner) gets exactly lease_ms
  * (rlock__watchdog_relet); cb as rlock_lock_release_async's. */
 int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, rlock_cb cb, void *arg);
+/* A zeroed op (any thread): a spare one of the client's, else calloc. NULL: no memory. */
+op_t *rlock__op_alloc(client_t *cl);
+void rlock__op_recycle(client_t *cl, op_t *op); /* its memory back: kept as a spare, or freed */
+void rlock__op_spares_free(client_t *cl);       /* client destroyed */
 void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
 void rlock__handoff_clear(client_t *cl);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */

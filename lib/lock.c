@@ -28,6 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define ACQUIRE_LATCH "rlock_acquire_latch"
 #define UNLOCK_LATCH "redisson_unlock_latch"
@@ -69,6 +72,58 @@ int64_t rlock__op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
 }
 
+/* ------------------------------------------------------------ op memory
+ * Ops are allocated on the callers' threads and freed on the I/O thread. Up
+ * to SPARE_OPS freed ones are kept for reuse (client->spare_ops, under
+ * opmu): a lock+unlock pair in steady state allocates no op. Under ASan a
+ * spare is poisoned (but its link) until it is taken again, so a use after
+ * free is still caught. */
+#define SPARE_OPS 64
+#if defined(__SANITIZE_ADDRESS__)
+#define SPARE_POISON(op) ASAN_POISON_MEMORY_REGION(&(op)->next + 1, sizeof *(op) - sizeof (op)->next)
+#define SPARE_UNPOISON(op) ASAN_UNPOISON_MEMORY_REGION((op), sizeof *(op))
+#else
+#define SPARE_POISON(op) ((void)(op))
+#define SPARE_UNPOISON(op) ((void)(op))
+#endif
+
+op_t *rlock__op_alloc(client_t *cl) {
+  pthread_mutex_lock(&cl->opmu);
+  op_t *op = cl->spare_ops;
+  if (op) {
+    SPARE_UNPOISON(op);
+    cl->spare_ops = op->next;
+    cl->nspare_ops--;
+  }
+  pthread_mutex_unlock(&cl->opmu);
+  if (!op) return calloc(1, sizeof *op);
+  memset(op, 0, sizeof *op);
+  return op;
+}
+
+void rlock__op_recycle(client_t *cl, op_t *op) {
+  pthread_mutex_lock(&cl->opmu);
+  bool keep = cl->nspare_ops < SPARE_OPS;
+  if (keep) {
+    op->next = cl->spare_ops;
+    cl->spare_ops = op;
+    cl->nspare_ops++;
+    SPARE_POISON(op);
+  }
+  pthread_mutex_unlock(&cl->opmu);
+  if (!keep) free(op);
+}
+
+void rlock__op_spares_free(client_t *cl) {
+  while (cl->spare_ops) {
+    op_t *op = cl->spare_ops;
+    cl->spare_ops = op->next;
+    SPARE_UNPOISON(op);
+    free(op);
+  }
+  cl->nspare_ops = 0;
+}
+
 static void op_free(op_t *op) {
   if (op->timer) event_free(op->timer);
   if (op->cancel_ev) event_free(op->cancel_ev);
@@ -78,7 +133,7 @@ static void op_free(op_t *op) {
     rlock__req_free(op->raw);
     op->raw = next;
   }
-  free(op);
+  rlock__op_recycle(op->cl, op);
 }
 
 /* ------------------------------------------------------------ ops by lock name

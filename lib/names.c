@@ -112,6 +112,8 @@ static int build(bytes_t *out, const char *prefix, const char *name, size_t len,
   size_t plen[8] = {prefix ? strlen(prefix) : 0, 1, 1, len, 1, 1, suffix ? strlen(suffix) : 0};
   int rc = join(out, piece, plen, 7);
   if (rc) return rc;
+  /* no brace in NAME: the key's tag is exactly NAME, so it is in NAME's slot */
+  if (!braces && len && !memchr(name, '}', len)) return 0;
   uint16_t slot = rlock__names_slot(name, len);
   if (rlock__names_slot(out->p, out->n) == slot) return 0;
   free(out->p);
