@@ -35,6 +35,9 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
 
@@ -46,10 +49,83 @@ static void write_req(conn_t *c, req_t *r);
 
 /* ------------------------------------------------------------ requests */
 
-req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx) {
-  req_t *r = malloc(sizeof *r + len);
-  if (!r) return NULL;
+/* Requests are made and freed again and again on the I/O thread: each
+ * thread keeps up to SPARE_REQS freed ones (with their command room, in
+ * SPARE_ROOM steps) for its next requests, freed when the thread exits. Under
+ * ASan a spare is poisoned (but its link) until it is taken again. */
+#define SPARE_REQS 32
+#define SPARE_ROOM 256
+#if defined(__SANITIZE_ADDRESS__)
+#define REQ_POISON(r) ASAN_POISON_MEMORY_REGION(&(r)->next + 1, sizeof *(r) + (r)->room - sizeof (r)->next)
+#define REQ_UNPOISON(r)                                                \
+  (ASAN_UNPOISON_MEMORY_REGION((r), sizeof *(r)), ASAN_UNPOISON_MEMORY_REGION((r), sizeof *(r) + (r)->room))
+#else
+#define REQ_POISON(r) ((void)(r))
+#define REQ_UNPOISON(r) ((void)(r))
+#endif
+
+static _Thread_local struct {
+  req_t *head;
+  int n;
+  bool registered; /* spare_key set: the list is freed at thread exit */
+} spares;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spares_free(void *unused) {
+  (void)unused;
+  while (spares.head) {
+    req_t *r = spares.head;
+    spares.head = r->next;
+    REQ_UNPOISON(r);
+    free(r);
+  }
+  spares.n = 0;
+}
+
+static void spare_key_init(void) {
+  if (pthread_key_create(&spare_key, spares_free)) spare_key = (pthread_key_t)-1;
+}
+
+/* A spare with room for len bytes of command, else a new request. */
+static req_t *req_take(size_t len) {
+  req_t *r = spares.head;
+  if (r) REQ_UNPOISON(r);
+  if (r && r->room >= len) {
+    spares.head = r->next;
+    spares.n--;
+    size_t room = r->room;
+    memset(r, 0, sizeof *r);
+    r->room = room;
+    return r;
+  }
+  if (r) REQ_POISON(r);
+  size_t room = (len + SPARE_ROOM - 1) / SPARE_ROOM * SPARE_ROOM;
+  if (!(r = malloc(sizeof *r + room))) return NULL;
   memset(r, 0, sizeof *r);
+  r->room = room;
+  return r;
+}
+
+/* r's memory back: kept as this thread's spare, or freed. */
+static void req_give(req_t *r) {
+  if (!spares.registered) {
+    pthread_once(&spare_once, spare_key_init);
+    spares.registered = spare_key != (pthread_key_t)-1 && !pthread_setspecific(spare_key, &spares);
+  }
+  if (!spares.registered || spares.n >= SPARE_REQS) {
+    free(r);
+    return;
+  }
+  r->next = spares.head;
+  spares.head = r;
+  spares.n++;
+  REQ_POISON(r);
+}
+
+req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx) {
+  req_t *r = req_take(len);
+  if (!r) return NULL;
   r->cmd = r->inl;
   r->len = len;
   r->ncmds = 1;
@@ -89,7 +165,7 @@ void rlock__req_free(req_t *r) {
   if (!r) return;
   rlock_reply_free(r->replies);
   if (r->cmd != r->inl) free(r->cmd);
-  free(r);
+  req_give(r);
 }
 
 static void q_push(req_queue_t *q, req_t *r) {

@@ -210,7 +210,8 @@ struct req {
    * none): a redirect of one that went without WAIT decides it again on the
    * node it is redirected to. */
   struct sync_need *sync_of;
-  char inl[]; /* cmd as first written, in the request's own allocation (rlock__req_alloc) */
+  size_t room; /* bytes of inl */
+  char inl[];  /* cmd as first written, in the request's own allocation (rlock__req_alloc) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;

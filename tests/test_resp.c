@@ -4,7 +4,8 @@
  * Redis, and Redisson's tests of rlock's keys, already read). Checked for
  * chosen argument shapes (none, empty, binary with CR LF and NUL, lengths
  * around each power of ten, 100 arguments), for random argument vectors,
- * for rlock__req_new / rlock__req_append (a compound request), for the
+ * for requests made and freed in turn (freed ones are reused), for
+ * rlock__req_new / rlock__req_append (a compound request), for the
  * script requests with their precomputed EVALSHA prefix (rlock__script_req)
  * and for their NOSCRIPT form (rlock__script_to_eval). No server needed. */
 #include "harness.h"
@@ -87,6 +88,36 @@ TEST(random_vectors) {
   }
 }
 
+/* Requests of random sizes made and freed in turn (freed ones are reused,
+ * rooms of every size): each holds exactly its own command. */
+TEST(reused_requests) {
+  srand(11);
+  static char pool[4096];
+  for (size_t i = 0; i < sizeof pool; i++) pool[i] = (char)(rand() % 256);
+  req_t *held[8] = {0};
+  for (int round = 0; round < 5000; round++) {
+    int argc = 1 + rand() % 12;
+    const char *argv[12];
+    size_t lens[12];
+    for (int i = 0; i < argc; i++) {
+      lens[i] = (size_t)(rand() % 4 == 0 ? rand() % 1500 : rand() % 40);
+      argv[i] = pool + rand() % (int)(sizeof pool - lens[i]);
+    }
+    req_t *r = rlock__req_new(argc, argv, lens, 1000, NULL, NULL);
+    CHECK(r);
+    size_t n;
+    char *want = reference(argc, argv, lens, &n);
+    CHECK_EQ(r->len, n);
+    CHECK_MSG(!memcmp(r->cmd, want, n), "round %d: request bytes differ", round);
+    CHECK(r->ncmds == 1 && r->slot == -1 && !r->replies && !r->script && !r->completed && !r->next);
+    free(want);
+    int k = rand() % 8; /* keep a few alive, free others in another order */
+    rlock__req_free(held[k]);
+    held[k] = r;
+  }
+  for (int k = 0; k < 8; k++) rlock__req_free(held[k]);
+}
+
 /* A request's bytes and a compound (script + WAIT) one's. */
 TEST(requests) {
   const char *argv[] = {"GET", "some\r\nkey"};
@@ -166,6 +197,7 @@ int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   RUN(chosen_shapes);
   RUN(random_vectors);
+  RUN(reused_requests);
   RUN(requests);
   RUN(script_requests);
   return th_done();
