@@ -105,6 +105,10 @@ int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, si
 /* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
+/* The same in buf when it fits (cap bytes, its NUL included: out->p == buf),
+ * else malloc'd. */
+int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name,
+                                    size_t len, const char *suffix);
 /* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
 uint16_t rlock__names_crc16(const char *p, size_t n);
@@ -503,7 +507,9 @@ struct rlock_client {
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
-  bytes_t *dels; /* latch keys to delete in one DEL */
+  char *delkeys; /* latch keys to delete in one DEL, back to back (kept between DELs) */
+  size_t delkeys_n, delkeys_cap;
+  size_t *dels;  /* where each key starts in delkeys (it ends where the next starts) */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
   int undos_inflight; /* reentrant_acquire_undo.lua calls not yet answered (lock.c) */
@@ -526,7 +532,7 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
 }
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
-void rlock__client_queue_del(client_t *cl, char *key, size_t len); /* latch clean-up; takes key (malloc'd) */
+void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up (copied) */
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
 void rlock__client_linger_check(client_t *cl);
@@ -617,6 +623,7 @@ struct op {
   sync_wait_t *sync;
   char reqid[33];  /* latch request id of the current attempt */
   bytes_t latch;   /* its latch key, built once per id (lock.c latch_key); p NULL: not yet */
+  char latch_room[160]; /* latch.p when the key fits (most names), else latch.p is malloc'd */
   int retries;     /* re-sends of the current attempt */
   int64_t sent_at; /* of the current attempt's first send (the id's birth) */
   bool id_written; /* a copy of the current request id may have reached the server */

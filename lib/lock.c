@@ -127,7 +127,7 @@ void rlock__op_spares_free(client_t *cl) {
 static void op_free(op_t *op) {
   if (op->timer) event_free(op->timer);
   if (op->cancel_ev) event_free(op->cancel_ev);
-  free(op->latch.p);
+  if (op->latch.p != op->latch_room) free(op->latch.p);
   while (op->raw) { /* OP_COMMAND never started (client closing) */
     req_t *next = op->raw->next;
     rlock__req_free(op->raw);
@@ -391,8 +391,8 @@ fail:
  * once per id (a re-send and the DEL after the answer reuse it); NULL: out
  * of memory. An op is an acquire or a release: one prefix per op. */
 static const bytes_t *latch_key(op_t *op, const char *prefix) {
-  if (!op->latch.p &&
-      rlock__names_prefixed_suffix(&op->latch, prefix, op->lock->name, op->lock->len, op->reqid))
+  if (!op->latch.p && rlock__names_prefixed_suffix_in(&op->latch, op->latch_room, sizeof op->latch_room, prefix,
+                                                      op->lock->name, op->lock->len, op->reqid))
     return NULL;
   return &op->latch;
 }
@@ -400,7 +400,7 @@ static const bytes_t *latch_key(op_t *op, const char *prefix) {
 /* A fresh request id for op (its latch key is built when first needed). */
 static void new_reqid(op_t *op) {
   rlock__prng_hex(&op->cl->prng, op->reqid);
-  free(op->latch.p);
+  if (op->latch.p != op->latch_room) free(op->latch.p);
   op->latch.p = NULL;
 }
 
@@ -425,8 +425,7 @@ static void send_op_req(op_t *op, req_t *r) {
  * Such a latch lives its TTL. */
 static void drop_latch(op_t *op, const char *prefix) {
   if (op->retries > 0 || !latch_key(op, prefix)) return;
-  rlock__client_queue_del(op->cl, op->latch.p, op->latch.n); /* the DEL queue takes the key */
-  op->latch.p = NULL;
+  rlock__client_queue_del(op->cl, op->latch.p, op->latch.n);
 }
 
 /* ------------------------------------------------------------ acquire */

@@ -87,11 +87,12 @@ const char *rlock__names_tag(uint16_t slot) {
 
 /* ------------------------------------------------------------ key names */
 
-/* out = concatenation of the n pieces (NULL pieces are skipped). */
-static int join(bytes_t *out, const char *const *piece, const size_t *len, int n) {
+/* out = concatenation of the n pieces (NULL pieces are skipped), in buf if
+ * it fits (cap bytes, NUL included), else malloc'd. */
+static int join(bytes_t *out, char *buf, size_t cap, const char *const *piece, const size_t *len, int n) {
   size_t total = 0;
   for (int i = 0; i < n; i++) total += piece[i] ? len[i] : 0;
-  char *p = malloc(total + 1);
+  char *p = total < cap ? buf : malloc(total + 1);
   if (!p) return RLOCK_ENOMEM;
   size_t o = 0;
   for (int i = 0; i < n; i++)
@@ -104,38 +105,44 @@ static int join(bytes_t *out, const char *const *piece, const size_t *len, int n
 
 /* Redisson's form of the key, or the slot-tag form when Redisson's would not
  * land in NAME's slot. prefix and suffix must hold no brace (ours never do). */
-static int build(bytes_t *out, const char *prefix, const char *name, size_t len, const char *suffix) {
+static int build(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name, size_t len,
+                 const char *suffix) {
   bool braces = memchr(name, '{', len) != NULL;
   const char *pre = prefix ? ":" : NULL, *sep = suffix ? ":" : NULL;
   const char *open = braces ? NULL : "{", *close = braces ? NULL : "}";
   const char *piece[8] = {prefix, pre, open, name, close, sep, suffix};
   size_t plen[8] = {prefix ? strlen(prefix) : 0, 1, 1, len, 1, 1, suffix ? strlen(suffix) : 0};
-  int rc = join(out, piece, plen, 7);
+  int rc = join(out, buf, cap, piece, plen, 7);
   if (rc) return rc;
   /* no brace in NAME: the key's tag is exactly NAME, so it is in NAME's slot */
   if (!braces && len && !memchr(name, '}', len)) return 0;
   uint16_t slot = rlock__names_slot(name, len);
   if (rlock__names_slot(out->p, out->n) == slot) return 0;
-  free(out->p);
+  if (out->p != buf) free(out->p);
   const char *tag = rlock__names_tag(slot);
   const char *alt[8] = {prefix, pre, "{", tag, "}", name, sep, suffix};
   size_t alen[8] = {plen[0], 1, 1, strlen(tag), 1, len, 1, plen[6]};
-  if ((rc = join(out, alt, alen, 8))) return rc;
+  if ((rc = join(out, buf, cap, alt, alen, 8))) return rc;
   if (rlock__names_slot(out->p, out->n) == slot) return 0;
-  free(out->p); /* a brace in prefix or suffix: a bug of the caller */
+  if (out->p != buf) free(out->p); /* a brace in prefix or suffix: a bug of the caller */
   out->p = NULL;
   return RLOCK_EINVAL;
 }
 
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix) {
-  return build(out, prefix, name, len, suffix);
+  return build(out, NULL, 0, prefix, name, len, suffix);
+}
+
+int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name,
+                                    size_t len, const char *suffix) {
+  return build(out, buf, cap, prefix, name, len, suffix);
 }
 
 int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len) {
-  return build(out, prefix, name, len, NULL);
+  return build(out, NULL, 0, prefix, name, len, NULL);
 }
 
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix) {
-  return build(out, NULL, name, len, suffix);
+  return build(out, NULL, 0, NULL, name, len, suffix);
 }
