@@ -82,6 +82,9 @@ void *rlock__map_get(const map_t *m, const void *key, size_t klen);
 /* Where key's value is stored (NULL: no such key): set it without allocating. */
 void **rlock__map_slot(const map_t *m, const void *key, size_t klen);
 int rlock__map_put(map_t *m, const void *key, size_t klen, void *value); /* replaces */
+/* Where key's value is stored, after putting value there if key was absent
+ * (*added; one lookup). NULL: out of memory. */
+void **rlock__map_put_slot(map_t *m, const void *key, size_t klen, void *value, bool *added);
 void *rlock__map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
 /* Iteration that tolerates deleting the current entry. */
 typedef struct map_iter {

@@ -143,17 +143,18 @@ static void op_free(op_t *op) {
 static void by_name_add(op_t *op) {
   client_t *cl = op->cl;
   if (!op->lock) return;
-  void **slot = rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len);
-  if (slot) { /* after the first: the map keeps pointing at it */
+  bool added;
+  void **slot = rlock__map_put_slot(&cl->by_name, op->lock->name, op->lock->len, op, &added);
+  if (!slot) {
+    cl->by_name_broken = true; /* from now on the scans walk every active op */
+    return;
+  }
+  if (!added) { /* after the first: the map keeps pointing at it */
     op_t *first = *slot;
     op->nprev = first;
     op->nnext = first->nnext;
     if (first->nnext) first->nnext->nprev = op;
     first->nnext = op;
-  } else if (rlock__map_put(&cl->by_name, op->lock->name, op->lock->len, op) ||
-             !(slot = rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len))) {
-    cl->by_name_broken = true; /* from now on the scans walk every active op */
-    return;
   }
   op->islot = slot;
 }

@@ -85,17 +85,15 @@ static int grow(map_t *m) {
   return 0;
 }
 
-int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
-  if (m->count + 1 > m->nbuckets && grow(m)) return RLOCK_ENOMEM;
+void **rlock__map_put_slot(map_t *m, const void *key, size_t klen, void *value, bool *added) {
+  *added = false;
+  if (m->count + 1 > m->nbuckets && grow(m)) return NULL;
   uint64_t h = hash_bytes(key, klen);
   map_entry_t **pp = find(m, key, klen, h);
-  if (*pp) {
-    (*pp)->value = value;
-    return 0;
-  }
+  if (*pp) return &(*pp)->value;
   map_entry_t *e = m->spare;
   if (e && key_room(e->klen) >= klen) m->spare = NULL;
-  else if (!(e = malloc(sizeof *e + key_room(klen)))) return RLOCK_ENOMEM;
+  else if (!(e = malloc(sizeof *e + key_room(klen)))) return NULL;
   e->next = NULL;
   e->hash = h;
   e->klen = klen;
@@ -103,6 +101,15 @@ int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
   memcpy(e->key, key, klen);
   *pp = e;
   m->count++;
+  *added = true;
+  return &e->value;
+}
+
+int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
+  bool added;
+  void **slot = rlock__map_put_slot(m, key, klen, value, &added);
+  if (!slot) return RLOCK_ENOMEM;
+  *slot = value;
   return 0;
 }
 

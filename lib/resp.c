@@ -17,8 +17,16 @@ static size_t digits(size_t n) {
 size_t rlock__resp_head_size(size_t n) { return 1 + digits(n) + 2; }
 
 char *rlock__resp_head(char *p, char type, size_t n) {
+  p[0] = type;
+  if (n < 10) { /* most lengths and counts: one or two digits */
+    p[1] = (char)('0' + n), p[2] = '\r', p[3] = '\n';
+    return p + 4;
+  }
+  if (n < 100) {
+    p[1] = (char)('0' + n / 10), p[2] = (char)('0' + n % 10), p[3] = '\r', p[4] = '\n';
+    return p + 5;
+  }
   size_t d = digits(n);
-  *p = type;
   for (size_t i = d; i > 0; i--, n /= 10) p[i] = (char)('0' + n % 10);
   p[d + 1] = '\r';
   p[d + 2] = '\n';
