@@ -1,8 +1,10 @@
 /* map.c -- a small chained hash map from byte strings to pointers, used for
  * the channel table (pubsub.c), the hold registry (watchdog.c) and the ops by
  * lock name and handoff table (lock.c). Keys are hashed 8 bytes at a time;
- * the last deleted entry is kept as a spare for the next put, so a key put
- * and deleted again and again (an op's name, a hold) allocates nothing. */
+ * the last deleted entry is kept as a spare for the next put of a key no
+ * longer than its own, so a key put and deleted again and again (an op's
+ * name, a hold) allocates nothing. Entries are sized exactly (the hold
+ * registry may have 100,000). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -29,8 +31,6 @@ static uint64_t hash_bytes(const void *k, size_t n) {
   return h ^ (h >> 33);
 }
 
-/* Entries hold their key in 64-byte steps, so a spare fits most next keys. */
-static size_t key_room(size_t klen) { return (klen + 63) & ~(size_t)63; }
 
 void rlock__map_init(map_t *m) { memset(m, 0, sizeof *m); }
 
@@ -91,9 +91,9 @@ void **rlock__map_put_slot(map_t *m, const void *key, size_t klen, void *value, 
   uint64_t h = hash_bytes(key, klen);
   map_entry_t **pp = find(m, key, klen, h);
   if (*pp) return &(*pp)->value;
-  map_entry_t *e = m->spare;
-  if (e && key_room(e->klen) >= klen) m->spare = NULL;
-  else if (!(e = malloc(sizeof *e + key_room(klen)))) return NULL;
+  map_entry_t *e = m->spare; /* its room: at least its last key's length */
+  if (e && e->klen >= klen) m->spare = NULL;
+  else if (!(e = malloc(sizeof *e + klen))) return NULL;
   e->next = NULL;
   e->hash = h;
   e->klen = klen;
