@@ -54,7 +54,7 @@ static void write_req(conn_t *c, req_t *r);
  * SPARE_ROOM steps) for its next requests, freed when the thread exits. Under
  * ASan a spare is poisoned (but its link) until it is taken again. */
 #define SPARE_REQS 32
-#define SPARE_ROOM 256
+#define SPARE_ROOM 64
 #if defined(__SANITIZE_ADDRESS__)
 #define REQ_POISON(r) ASAN_POISON_MEMORY_REGION(&(r)->next + 1, sizeof *(r) + (r)->room - sizeof (r)->next)
 #define REQ_UNPOISON(r)                                                \
@@ -87,19 +87,23 @@ static void spare_key_init(void) {
   if (pthread_key_create(&spare_key, spares_free)) spare_key = (pthread_key_t)-1;
 }
 
-/* A spare with room for len bytes of command, else a new request. */
+/* The first spare with room for len bytes of command, else a new request. */
 static req_t *req_take(size_t len) {
-  req_t *r = spares.head;
-  if (r) REQ_UNPOISON(r);
-  if (r && r->room >= len) {
-    spares.head = r->next;
+  for (req_t **pp = &spares.head; *pp; pp = &(*pp)->next) {
+    req_t *r = *pp;
+    REQ_UNPOISON(r);
+    if (r->room < len) {
+      REQ_POISON(r);
+      continue;
+    }
+    *pp = r->next;
     spares.n--;
     size_t room = r->room;
     memset(r, 0, sizeof *r);
     r->room = room;
     return r;
   }
-  if (r) REQ_POISON(r);
+  req_t *r;
   size_t room = (len + SPARE_ROOM - 1) / SPARE_ROOM * SPARE_ROOM;
   if (!(r = malloc(sizeof *r + room))) return NULL;
   memset(r, 0, sizeof *r);

@@ -625,8 +625,6 @@ struct op {
   void *arg;
   sync_wait_t *sync;
   char reqid[33];  /* latch request id of the current attempt */
-  bytes_t latch;   /* its latch key, built once per id (lock.c latch_key); p NULL: not yet */
-  char latch_room[160]; /* latch.p when the key fits (most names), else latch.p is malloc'd */
   int retries;     /* re-sends of the current attempt */
   int64_t sent_at; /* of the current attempt's first send (the id's birth) */
   bool id_written; /* a copy of the current request id may have reached the server */

@@ -127,7 +127,6 @@ void rlock__op_spares_free(client_t *cl) {
 static void op_free(op_t *op) {
   if (op->timer) event_free(op->timer);
   if (op->cancel_ev) event_free(op->cancel_ev);
-  if (op->latch.p != op->latch_room) free(op->latch.p);
   while (op->raw) { /* OP_COMMAND never started (client closing) */
     req_t *next = op->raw->next;
     rlock__req_free(op->raw);
@@ -388,22 +387,23 @@ fail:
  * Tries and releases carry the op's request id in a latch key (the last key):
  * a re-send of the same request is answered by the latch, never applied twice. */
 
-/* The latch key "<prefix>:{NAME}:<id>" of op's current request id, built
- * once per id (a re-send and the DEL after the answer reuse it); NULL: out
- * of memory. An op is an acquire or a release: one prefix per op. */
-static const bytes_t *latch_key(op_t *op, const char *prefix) {
-  if (!op->latch.p && rlock__names_prefixed_suffix_in(&op->latch, op->latch_room, sizeof op->latch_room, prefix,
-                                                      op->lock->name, op->lock->len, op->reqid))
-    return NULL;
-  return &op->latch;
+/* Room on the stack for a latch key: most fit (the rest are malloc'd). */
+#define LATCH_ROOM 256
+
+/* The latch key "<prefix>:{NAME}:<id>" of op's current request id, in buf
+ * (LATCH_ROOM bytes) when it fits; latch_done gives it back. 0, or
+ * RLOCK_ENOMEM. Rebuilt for each use (a re-send, the DEL after the answer):
+ * no allocation, nothing kept in the op. */
+static int latch_key(const op_t *op, const char *prefix, char *buf, bytes_t *out) {
+  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, op->lock->name, op->lock->len, op->reqid);
 }
 
-/* A fresh request id for op (its latch key is built when first needed). */
-static void new_reqid(op_t *op) {
-  rlock__prng_hex(&op->cl->prng, op->reqid);
-  if (op->latch.p != op->latch_room) free(op->latch.p);
-  op->latch.p = NULL;
+static void latch_done(bytes_t *latch, const char *buf) {
+  if (latch->p != buf) free(latch->p);
 }
+
+/* A fresh request id for op. */
+static void new_reqid(op_t *op) { rlock__prng_hex(&op->cl->prng, op->reqid); }
 
 /* Sends op's request r (built by the kind; NULL: out of memory), with the
  * replica-sync WAIT behind it when the policy and the node ask for one. */
@@ -425,8 +425,11 @@ static void send_op_req(op_t *op, req_t *r) {
  * kernel keeps sending), and only the latch stops it from applying again.
  * Such a latch lives its TTL. */
 static void drop_latch(op_t *op, const char *prefix) {
-  if (op->retries > 0 || !latch_key(op, prefix)) return;
-  rlock__client_queue_del(op->cl, op->latch.p, op->latch.n);
+  char buf[LATCH_ROOM];
+  bytes_t latch;
+  if (op->retries > 0 || latch_key(op, prefix, buf, &latch)) return;
+  rlock__client_queue_del(op->cl, latch.p, latch.n);
+  latch_done(&latch, buf);
 }
 
 /* ------------------------------------------------------------ acquire */
@@ -434,9 +437,15 @@ static void drop_latch(op_t *op, const char *prefix) {
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_attempt(op_t *op) {
-  const bytes_t *latch = latch_key(op, ACQUIRE_LATCH);
+  char buf[LATCH_ROOM];
+  bytes_t latch;
+  req_t *r = NULL;
   stat_add(op->cl, ST_ATTEMPTS, 1);
-  send_op_req(op, latch ? op->lock->kind->try_req(op, latch, acquire_done) : NULL);
+  if (!latch_key(op, ACQUIRE_LATCH, buf, &latch)) {
+    r = op->lock->kind->try_req(op, &latch, acquire_done);
+    latch_done(&latch, buf);
+  }
+  send_op_req(op, r);
 }
 
 static void attempt(op_t *op, bool fresh) {
@@ -704,8 +713,14 @@ static void send_release(op_t *op) {
   op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
-  const bytes_t *latch = latch_key(op, UNLOCK_LATCH);
-  send_op_req(op, latch ? l->kind->release_req(op, latch, &rel, release_done) : NULL);
+  char buf[LATCH_ROOM];
+  bytes_t latch;
+  req_t *r = NULL;
+  if (!latch_key(op, UNLOCK_LATCH, buf, &latch)) {
+    r = l->kind->release_req(op, &latch, &rel, release_done);
+    latch_done(&latch, buf);
+  }
+  send_op_req(op, r);
 }
 
 /* An unlock applied on the master that fewer replicas acknowledged than the
