@@ -55,7 +55,7 @@ RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {
 /* ------------------------------------------------------------ ops */
 
 static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *rc) {
-  op_t *op = calloc(1, sizeof *op);
+  op_t *op = rlock__op_alloc(l->cl);
   if (!op) {
     *rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
     return NULL;
@@ -73,7 +73,7 @@ static void free_parts(req_t *r);
 /* An op that never reached the I/O thread. */
 static void op_discard(op_t *op) {
   free_parts(op->raw);
-  free(op);
+  rlock__op_recycle(op->cl, op);
 }
 
 static int submit_async(op_t *op, rlock_cb cb, void *arg) {
@@ -354,7 +354,7 @@ static void free_parts(req_t *r) {
 
 /* Runs the parts (one command, or MULTI ... EXEC) on the user connection. */
 static int run_command(client_t *cl, int64_t timeout_ms, req_t *parts, rlock_reply_t **reply) {
-  op_t *op = calloc(1, sizeof *op);
+  op_t *op = rlock__op_alloc(cl);
   if (!op) {
     free_parts(parts);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");

@@ -194,18 +194,39 @@ int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int ack
 #define DEL_BATCH 128
 #define DEL_DELAY_MS 20
 
-void rlock__client_queue_del(client_t *cl, const char *key, size_t len) {
+/* Room for one more key of len bytes in the DEL queue (both buffers grow by
+ * doubling and are kept between DELs: no allocation in steady state). */
+static bool del_room(client_t *cl, size_t len) {
   if (cl->ndels == cl->capdels) {
     size_t cap = cl->capdels ? cl->capdels * 2 : 64;
-    bytes_t *d = realloc(cl->dels, cap * sizeof *d);
-    if (!d) return;
+    size_t *d = realloc(cl->dels, cap * sizeof *d);
+    if (!d) return false;
     cl->dels = d;
     cl->capdels = cap;
   }
-  char *p = rlock__strndup(key, len);
-  if (!p) return;
-  cl->dels[cl->ndels].p = p;
-  cl->dels[cl->ndels++].n = len;
+  if (cl->delkeys_cap - cl->delkeys_n < len) {
+    size_t cap = cl->delkeys_cap ? cl->delkeys_cap : 4096;
+    while (cap - cl->delkeys_n < len) cap *= 2;
+    char *k = realloc(cl->delkeys, cap);
+    if (!k) return false;
+    cl->delkeys = k;
+    cl->delkeys_cap = cap;
+  }
+  return true;
+}
+
+/* Key i of the DEL queue and its length. */
+static const char *del_key(const client_t *cl, size_t i, size_t *len) {
+  size_t end = i + 1 < cl->ndels ? cl->dels[i + 1] : cl->delkeys_n;
+  *len = end - cl->dels[i];
+  return cl->delkeys + cl->dels[i];
+}
+
+void rlock__client_queue_del(client_t *cl, const char *key, size_t len) {
+  if (!del_room(cl, len)) return; /* out of memory: the latch expires on its own */
+  memcpy(cl->delkeys + cl->delkeys_n, key, len);
+  cl->dels[cl->ndels++] = cl->delkeys_n;
+  cl->delkeys_n += len;
   if (cl->ndels == 1 && cl->del_timer) {
     struct timeval tv = {0, DEL_DELAY_MS * 1000};
     evtimer_add(cl->del_timer, &tv);
@@ -230,10 +251,7 @@ static void send_del(client_t *cl, const batcher_t *b, size_t first, size_t n) {
   size_t *lens = malloc((n + 1) * sizeof *lens);
   if (argv && lens) {
     argv[0] = "DEL", lens[0] = 3;
-    for (size_t i = 0; i < n; i++) {
-      const bytes_t *d = &cl->dels[batcher_item(b, first + i)];
-      argv[i + 1] = d->p, lens[i + 1] = d->n;
-    }
+    for (size_t i = 0; i < n; i++) argv[i + 1] = del_key(cl, batcher_item(b, first + i), &lens[i + 1]);
     req_t *r = rlock__req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, del_done, cl);
     if (r) {
       cl->dels_inflight++;
@@ -250,7 +268,11 @@ static void send_dels(client_t *cl) {
   uint16_t *slots = NULL;
   if (cl->ndels && cl->cmd.state != CS_CLOSED) {
     if (cl->topo->slots_matter && (slots = malloc(cl->ndels * sizeof *slots)))
-      for (size_t i = 0; i < cl->ndels; i++) slots[i] = rlock__names_slot(cl->dels[i].p, cl->dels[i].n);
+      for (size_t i = 0; i < cl->ndels; i++) {
+        size_t len;
+        const char *key = del_key(cl, i, &len);
+        slots[i] = rlock__names_slot(key, len);
+      }
     batcher_t b;
     size_t first, n;
     if ((slots || !cl->topo->slots_matter) && !rlock__batcher_init(&b, slots, cl->ndels, cl->ndels)) {
@@ -259,8 +281,7 @@ static void send_dels(client_t *cl) {
     } /* out of memory: the latches expire on their own */
   }
   free(slots);
-  for (size_t i = 0; i < cl->ndels; i++) free(cl->dels[i].p);
-  cl->ndels = 0;
+  cl->ndels = cl->delkeys_n = 0;
 }
 
 static void del_timer_cb(evutil_socket_t fd, short what, void *arg) { send_dels(arg); }
@@ -303,8 +324,10 @@ static void shutdown_engine(client_t *cl) {
   if (cl->linger) event_free(cl->linger);
   cl->del_timer = cl->linger = NULL;
   free(cl->dels);
+  free(cl->delkeys);
   cl->dels = NULL;
-  cl->ndels = 0;
+  cl->delkeys = NULL;
+  cl->ndels = cl->delkeys_n = cl->delkeys_cap = 0;
   event_base_loopbreak(cl->base);
 }
 
@@ -582,6 +605,8 @@ static void client_destroy(client_t *cl) {
   pthread_mutex_destroy(&cl->smu);
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
+  rlock__op_spares_free(cl);
+  pthread_mutex_destroy(&cl->opmu);
   free(cl);
 }
 
@@ -611,6 +636,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);
+  pthread_mutex_init(&cl->opmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
   cl->opt = *opts;
   cl->opt.replica_sync_timeout_ms = sync_timeout_ms(opts);

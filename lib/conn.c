@@ -37,6 +37,9 @@
 #include <event2/dns.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
 
@@ -50,16 +53,89 @@ static void event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* ------------------------------------------------------------ requests */
 
-req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
-               req_done_fn done, void *ctx) {
-  req_t *r = calloc(1, sizeof *r);
-  if (!r) return NULL;
-  int n = redisFormatCommandArgv(&r->cmd, argc, argv, argvlen);
-  if (n < 0) {
+/* Requests are made and freed again and again on the I/O thread: each
+ * thread keeps up to SPARE_REQS freed ones (with their command room, in
+ * SPARE_ROOM steps) for its next requests, freed when the thread exits. Under
+ * ASan a spare is poisoned (but its link) until it is taken again. */
+#define SPARE_REQS 32
+#define SPARE_ROOM 64
+#if defined(__SANITIZE_ADDRESS__)
+#define REQ_POISON(r) ASAN_POISON_MEMORY_REGION(&(r)->next + 1, sizeof *(r) + (r)->room - sizeof (r)->next)
+#define REQ_UNPOISON(r)                                                \
+  (ASAN_UNPOISON_MEMORY_REGION((r), sizeof *(r)), ASAN_UNPOISON_MEMORY_REGION((r), sizeof *(r) + (r)->room))
+#else
+#define REQ_POISON(r) ((void)(r))
+#define REQ_UNPOISON(r) ((void)(r))
+#endif
+
+static _Thread_local struct {
+  req_t *head;
+  int n;
+  bool registered; /* spare_key set: the list is freed at thread exit */
+} spares;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spares_free(void *unused) {
+  (void)unused;
+  while (spares.head) {
+    req_t *r = spares.head;
+    spares.head = r->next;
+    REQ_UNPOISON(r);
     free(r);
-    return NULL;
   }
-  r->len = (size_t)n;
+  spares.n = 0;
+}
+
+static void spare_key_init(void) {
+  if (pthread_key_create(&spare_key, spares_free)) spare_key = (pthread_key_t)-1;
+}
+
+/* The first spare with room for len bytes of command, else a new request. */
+static req_t *req_take(size_t len) {
+  for (req_t **pp = &spares.head; *pp; pp = &(*pp)->next) {
+    req_t *r = *pp;
+    REQ_UNPOISON(r);
+    if (r->room < len) {
+      REQ_POISON(r);
+      continue;
+    }
+    *pp = r->next;
+    spares.n--;
+    size_t room = r->room;
+    memset(r, 0, sizeof *r);
+    r->room = room;
+    return r;
+  }
+  req_t *r;
+  size_t room = (len + SPARE_ROOM - 1) / SPARE_ROOM * SPARE_ROOM;
+  if (!(r = malloc(sizeof *r + room))) return NULL;
+  memset(r, 0, sizeof *r);
+  r->room = room;
+  return r;
+}
+
+/* r's memory back: kept as this thread's spare, or freed. */
+static void req_give(req_t *r) {
+  if (!spares.registered) {
+    pthread_once(&spare_once, spare_key_init);
+    spares.registered = spare_key != (pthread_key_t)-1 && !pthread_setspecific(spare_key, &spares);
+  }
+  if (!spares.registered || spares.n >= SPARE_REQS) {
+    free(r);
+    return;
+  }
+  r->next = spares.head;
+  spares.head = r;
+  spares.n++;
+  REQ_POISON(r);
+}
+
+req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx) {
+  req_t *r = req_take(len);
+  if (!r) return NULL;
+  r->cmd = r->inl;
+  r->len = len;
   r->ncmds = 1;
   r->slot = -1;
   r->deadline = rlock_now_ms() + timeout_ms;
@@ -68,19 +144,27 @@ req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_
   return r;
 }
 
+/* One allocation: the request and its command, written by resp.c. */
+req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
+               req_done_fn done, void *ctx) {
+  req_t *r = rlock__req_alloc(rlock__resp_size(argc, argv, argvlen), timeout_ms, done, ctx);
+  if (r) rlock__resp_write(r->cmd, argc, argv, argvlen);
+  return r;
+}
+
+void rlock__req_set_cmd(req_t *r, char *cmd, size_t len) {
+  if (r->cmd != r->inl) free(r->cmd);
+  r->cmd = cmd;
+  r->len = len;
+}
+
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen) {
-  char *cmd = NULL;
-  int n = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-  if (n < 0) return RLOCK_ENOMEM;
-  char *all = realloc(r->cmd, r->len + (size_t)n);
-  if (!all) {
-    free(cmd);
-    return RLOCK_ENOMEM;
-  }
-  memcpy(all + r->len, cmd, (size_t)n);
-  free(cmd);
-  r->cmd = all;
-  r->len += (size_t)n;
+  size_t n = rlock__resp_size(argc, argv, argvlen);
+  char *all = malloc(r->len + n);
+  if (!all) return RLOCK_ENOMEM;
+  memcpy(all, r->cmd, r->len);
+  rlock__resp_write(all + r->len, argc, argv, argvlen);
+  rlock__req_set_cmd(r, all, r->len + n);
   r->ncmds++;
   return 0;
 }
@@ -88,8 +172,8 @@ int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvl
 void rlock__req_free(req_t *r) {
   if (!r) return;
   rlock_reply_free(r->replies);
-  free(r->cmd);
-  free(r);
+  if (r->cmd != r->inl) free(r->cmd);
+  req_give(r);
 }
 
 static void q_push(req_queue_t *q, req_t *r) {
@@ -1046,7 +1130,7 @@ void rlock__conn_start(conn_t *c) {
   c->state = CS_CONNECTING;
   c->role_refused = false;
   c->connect_deadline = rlock_now_ms() + connect_timeout(c);
-  if (!c->reader && !(c->reader = rlock__reply_reader_new())) {
+  if (!c->reader && !(c->reader = rlock__reply_reader_new(c->kind == CONN_CMD))) {
     drop(c, RLOCK_ENOMEM, "out of memory");
     return;
   }

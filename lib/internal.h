@@ -67,7 +67,8 @@ void rlock__set_msg(const char *msg);
 const char *rlock__msg(void);
 
 /* ------------------------------------------------------------ map.c */
-/* Hash map from byte strings to pointers (chained, power-of-two buckets). */
+/* Hash map from byte strings to pointers (chained, power-of-two buckets;
+ * a deleted entry is kept as the next put's, so put/del cycles do not allocate). */
 typedef struct map_entry {
   struct map_entry *next;
   uint64_t hash;
@@ -78,6 +79,7 @@ typedef struct map_entry {
 typedef struct map {
   map_entry_t **buckets;
   size_t nbuckets, count;
+  map_entry_t *spare; /* the last deleted entry, reused by the next put */
 } map_t;
 void rlock__map_init(map_t *m);
 void rlock__map_free(map_t *m); /* frees entries, not values */
@@ -85,6 +87,9 @@ void *rlock__map_get(const map_t *m, const void *key, size_t klen);
 /* Where key's value is stored (NULL: no such key): set it without allocating. */
 void **rlock__map_slot(const map_t *m, const void *key, size_t klen);
 int rlock__map_put(map_t *m, const void *key, size_t klen, void *value); /* replaces */
+/* Where key's value is stored, after putting value there if key was absent
+ * (*added; one lookup). NULL: out of memory. */
+void **rlock__map_put_slot(map_t *m, const void *key, size_t klen, void *value, bool *added);
 void *rlock__map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
 /* Iteration that tolerates deleting the current entry. */
 typedef struct map_iter {
@@ -108,6 +113,10 @@ int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, si
 /* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
+/* The same in buf when it fits (cap bytes, its NUL included: out->p == buf),
+ * else malloc'd. */
+int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name,
+                                    size_t len, const char *suffix);
 /* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
 uint16_t rlock__names_crc16(const char *p, size_t n);
@@ -143,9 +152,24 @@ int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (nev
 void rlock__url_secret_mask(const char *s, size_t n, unsigned char *hide);
 void rlock__url_free(url_t *u);
 
+/* ------------------------------------------------------------ resp.c */
+/* Commands in RESP, written straight into a buffer sized beforehand (no
+ * printf): rlock__resp_size bytes, then rlock__resp_write (returns the bytes
+ * written). argvlen NULL: strlen of each argument. The pieces, for writers
+ * of their own (script.c): "*n\r\n" / "$n\r\n" (type '*' or '$') and one
+ * bulk string; each returns the end of what it wrote. */
+size_t rlock__resp_size(int argc, const char *const *argv, const size_t *argvlen);
+size_t rlock__resp_write(char *out, int argc, const char *const *argv, const size_t *argvlen);
+size_t rlock__resp_head_size(size_t n);
+char *rlock__resp_head(char *p, char type, size_t n);
+size_t rlock__resp_bulk_size(size_t n);
+char *rlock__resp_bulk(char *p, const void *s, size_t n);
+
 /* ------------------------------------------------------------ reply.c */
-/* hiredis reader building rlock_reply_t trees, with bounds on sizes. */
-redisReader *rlock__reply_reader_new(void);
+/* hiredis reader building rlock_reply_t trees, with bounds on sizes. shared:
+ * replies only the engine reads (the command connection's), nil and small
+ * integers shared and read-only (no allocation; rlock_reply_free skips them). */
+redisReader *rlock__reply_reader_new(bool shared);
 /* A reply is an error whose text starts with prefix. */
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
 
@@ -198,6 +222,8 @@ struct req {
    * none): a redirect of one that went without WAIT decides it again on the
    * node it is redirected to. */
   struct sync_need *sync_of;
+  size_t room; /* bytes of inl */
+  char inl[];  /* cmd as first written, in the request's own allocation (rlock__req_alloc) */
 };
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
@@ -295,6 +321,11 @@ int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only *
 void rlock__conn_reset(conn_t *c, const char *msg);
 req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
+/* A request with room for len bytes of command in the same allocation
+ * (r->cmd, r->len = len): the caller writes them (script.c). NULL: no memory. */
+req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx);
+/* r's command becomes cmd (malloc'd, taken over), len bytes (NOSCRIPT -> EVAL). */
+void rlock__req_set_cmd(req_t *r, char *cmd, size_t len);
 /* Adds a command to r (a compound request, e.g. a script + "WAIT 1 100"). */
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
 void rlock__req_free(req_t *r);
@@ -514,13 +545,20 @@ struct rlock_client {
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
-  bytes_t *dels; /* latch keys to delete in one DEL */
+  char *delkeys; /* latch keys to delete in one DEL, back to back (kept between DELs) */
+  size_t delkeys_n, delkeys_cap;
+  size_t *dels;  /* where each key starts in delkeys (it ends where the next starts) */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
   int undos_inflight; /* reentrant_acquire_undo.lua calls not yet answered (lock.c) */
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
+  /* freed ops kept for reuse (lock.c rlock__op_alloc): allocated on the
+   * callers' threads, freed on the I/O thread */
+  pthread_mutex_t opmu;
+  op_t *spare_ops;
+  int nspare_ops;
   /* lock-lost callback */
   pthread_mutex_t cbmu;
   rlock_lost_cb lost_cb;
@@ -532,7 +570,7 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
 }
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
-void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up */
+void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up (copied) */
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 /* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
  * what was submitted meanwhile (until the stack stays empty once awake is
@@ -655,6 +693,10 @@ struct op {
 /* The MultiLock's final step: the hold of (l, owner) gets exactly lease_ms
  * (rlock__watchdog_relet); cb as rlock_lock_release_async's. */
 int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, rlock_cb cb, void *arg);
+/* A zeroed op (any thread): a spare one of the client's, else calloc. NULL: no memory. */
+op_t *rlock__op_alloc(client_t *cl);
+void rlock__op_recycle(client_t *cl, op_t *op); /* its memory back: kept as a spare, or freed */
+void rlock__op_spares_free(client_t *cl);       /* client destroyed */
 void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
 /* OP_NODE (api.c, I/O thread): finishes op with the node its lock's commands go to now. */
 void rlock__op_node(op_t *op);

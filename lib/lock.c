@@ -28,6 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define ACQUIRE_LATCH "rlock_acquire_latch"
 #define UNLOCK_LATCH "redisson_unlock_latch"
@@ -51,6 +54,7 @@ static void handoff_mark(client_t *cl, const rlock_lock_t *l) {
 
 /* ms left of this client's handoff window for l (0: none), consuming it. */
 static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
+  if (!cl->handoff.count) return 0; /* the usual case: no lookup */
   int64_t until = (int64_t)(uintptr_t)rlock__map_del(&cl->handoff, l->name, l->len);
   int64_t left = until ? until - rlock_now_ms() : 0;
   return left > 0 ? left : 0;
@@ -69,6 +73,58 @@ int64_t rlock__op_lease_ms(const op_t *op) {
   return op->lease_ms == RLOCK_LEASE_WATCHDOG ? op->cl->opt.watchdog_timeout_ms : op->lease_ms;
 }
 
+/* ------------------------------------------------------------ op memory
+ * Ops are allocated on the callers' threads and freed on the I/O thread. Up
+ * to SPARE_OPS freed ones are kept for reuse (client->spare_ops, under
+ * opmu): a lock+unlock pair in steady state allocates no op. Under ASan a
+ * spare is poisoned (but its link) until it is taken again, so a use after
+ * free is still caught. */
+#define SPARE_OPS 64
+#if defined(__SANITIZE_ADDRESS__)
+#define SPARE_POISON(op) ASAN_POISON_MEMORY_REGION(&(op)->next + 1, sizeof *(op) - sizeof (op)->next)
+#define SPARE_UNPOISON(op) ASAN_UNPOISON_MEMORY_REGION((op), sizeof *(op))
+#else
+#define SPARE_POISON(op) ((void)(op))
+#define SPARE_UNPOISON(op) ((void)(op))
+#endif
+
+op_t *rlock__op_alloc(client_t *cl) {
+  pthread_mutex_lock(&cl->opmu);
+  op_t *op = cl->spare_ops;
+  if (op) {
+    SPARE_UNPOISON(op);
+    cl->spare_ops = op->next;
+    cl->nspare_ops--;
+  }
+  pthread_mutex_unlock(&cl->opmu);
+  if (!op) return calloc(1, sizeof *op);
+  memset(op, 0, sizeof *op);
+  return op;
+}
+
+void rlock__op_recycle(client_t *cl, op_t *op) {
+  pthread_mutex_lock(&cl->opmu);
+  bool keep = cl->nspare_ops < SPARE_OPS;
+  if (keep) {
+    op->next = cl->spare_ops;
+    cl->spare_ops = op;
+    cl->nspare_ops++;
+    SPARE_POISON(op);
+  }
+  pthread_mutex_unlock(&cl->opmu);
+  if (!keep) free(op);
+}
+
+void rlock__op_spares_free(client_t *cl) {
+  while (cl->spare_ops) {
+    op_t *op = cl->spare_ops;
+    cl->spare_ops = op->next;
+    SPARE_UNPOISON(op);
+    free(op);
+  }
+  cl->nspare_ops = 0;
+}
+
 static void op_free(op_t *op) {
   if (op->timer) event_free(op->timer);
   if (op->cancel_ev) event_free(op->cancel_ev);
@@ -77,7 +133,7 @@ static void op_free(op_t *op) {
     rlock__req_free(op->raw);
     op->raw = next;
   }
-  free(op);
+  rlock__op_recycle(op->cl, op);
 }
 
 /* ------------------------------------------------------------ ops by lock name
@@ -87,17 +143,18 @@ static void op_free(op_t *op) {
 static void by_name_add(op_t *op) {
   client_t *cl = op->cl;
   if (!op->lock) return;
-  void **slot = rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len);
-  if (slot) { /* after the first: the map keeps pointing at it */
+  bool added;
+  void **slot = rlock__map_put_slot(&cl->by_name, op->lock->name, op->lock->len, op, &added);
+  if (!slot) {
+    cl->by_name_broken = true; /* from now on the scans walk every active op */
+    return;
+  }
+  if (!added) { /* after the first: the map keeps pointing at it */
     op_t *first = *slot;
     op->nprev = first;
     op->nnext = first->nnext;
     if (first->nnext) first->nnext->nprev = op;
     first->nnext = op;
-  } else if (rlock__map_put(&cl->by_name, op->lock->name, op->lock->len, op) ||
-             !(slot = rlock__map_slot(&cl->by_name, op->lock->name, op->lock->len))) {
-    cl->by_name_broken = true; /* from now on the scans walk every active op */
-    return;
   }
   op->islot = slot;
 }
@@ -330,10 +387,23 @@ fail:
  * Tries and releases carry the op's request id in a latch key (the last key):
  * a re-send of the same request is answered by the latch, never applied twice. */
 
-/* The latch key "<prefix>:{NAME}:<id>" of op's current request id (0, or RLOCK_ENOMEM). */
-static int latch_key(const op_t *op, const char *prefix, bytes_t *out) {
-  return rlock__names_prefixed_suffix(out, prefix, op->lock->name, op->lock->len, op->reqid);
+/* Room on the stack for a latch key: most fit (the rest are malloc'd). */
+#define LATCH_ROOM 256
+
+/* The latch key "<prefix>:{NAME}:<id>" of op's current request id, in buf
+ * (LATCH_ROOM bytes) when it fits; latch_done gives it back. 0, or
+ * RLOCK_ENOMEM. Rebuilt for each use (a re-send, the DEL after the answer):
+ * no allocation, nothing kept in the op. */
+static int latch_key(const op_t *op, const char *prefix, char *buf, bytes_t *out) {
+  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, op->lock->name, op->lock->len, op->reqid);
 }
+
+static void latch_done(bytes_t *latch, const char *buf) {
+  if (latch->p != buf) free(latch->p);
+}
+
+/* A fresh request id for op. */
+static void new_reqid(op_t *op) { rlock__prng_hex(&op->cl->prng, op->reqid); }
 
 /* Sends op's request r (built by the kind; NULL: out of memory), with the
  * replica-sync WAIT behind it when the policy and the node ask for one. */
@@ -355,12 +425,11 @@ static void send_op_req(op_t *op, req_t *r) {
  * kernel keeps sending), and only the latch stops it from applying again.
  * Such a latch lives its TTL. */
 static void drop_latch(op_t *op, const char *prefix) {
-  if (op->retries > 0) return;
+  char buf[LATCH_ROOM];
   bytes_t latch;
-  if (!latch_key(op, prefix, &latch)) {
-    rlock__client_queue_del(op->cl, latch.p, latch.n);
-    free(latch.p);
-  }
+  if (op->retries > 0 || latch_key(op, prefix, buf, &latch)) return;
+  rlock__client_queue_del(op->cl, latch.p, latch.n);
+  latch_done(&latch, buf);
 }
 
 /* ------------------------------------------------------------ acquire */
@@ -368,19 +437,20 @@ static void drop_latch(op_t *op, const char *prefix) {
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_attempt(op_t *op) {
+  char buf[LATCH_ROOM];
   bytes_t latch;
   req_t *r = NULL;
   stat_add(op->cl, ST_ATTEMPTS, 1);
-  if (!latch_key(op, ACQUIRE_LATCH, &latch)) {
+  if (!latch_key(op, ACQUIRE_LATCH, buf, &latch)) {
     r = op->lock->kind->try_req(op, &latch, acquire_done);
-    free(latch.p);
+    latch_done(&latch, buf);
   }
   send_op_req(op, r);
 }
 
 static void attempt(op_t *op, bool fresh) {
   if (fresh) {
-    rlock__prng_hex(&op->cl->prng, op->reqid);
+    new_reqid(op);
     op->retries = 0;
     op->sent_at = rlock_now_ms();
     op->id_written = false;
@@ -645,11 +715,12 @@ static void send_release(op_t *op) {
   op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
+  char buf[LATCH_ROOM];
   bytes_t latch;
   req_t *r = NULL;
-  if (!latch_key(op, UNLOCK_LATCH, &latch)) {
+  if (!latch_key(op, UNLOCK_LATCH, buf, &latch)) {
     r = l->kind->release_req(op, &latch, &rel, release_done);
-    free(latch.p);
+    latch_done(&latch, buf);
   }
   send_op_req(op, r);
 }
@@ -869,7 +940,7 @@ void rlock__op_start(op_t *op) {
     start_acquire(op);
     break;
   case OP_RELEASE:
-    if (!op->reqid[0]) rlock__prng_hex(&op->cl->prng, op->reqid);
+    if (!op->reqid[0]) new_reqid(op);
     send_release(op);
     break;
   case OP_COMMAND:

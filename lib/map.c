@@ -1,16 +1,36 @@
-/* map.c -- a small chained hash map from byte strings to pointers (FNV-1a),
- * used for the channel table (pubsub.c) and the hold registry (watchdog.c). */
+/* map.c -- a small chained hash map from byte strings to pointers, used for
+ * the channel table (pubsub.c), the hold registry (watchdog.c) and the ops by
+ * lock name and handoff table (lock.c). Keys are hashed 8 bytes at a time;
+ * the last deleted entry is kept as a spare for the next put of a key no
+ * longer than its own, so a key put and deleted again and again (an op's
+ * name, a hold) allocates nothing. Entries are sized exactly (the hold
+ * registry may have 100,000). */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#define MIX 0xff51afd7ed558ccdULL
+
+static uint64_t rotl5(uint64_t x) { return (x << 5) | (x >> 59); }
+
+/* A word at a time (multiply and rotate, as FxHash), the tail as one more
+ * word, then a final mix so the bucket bits depend on every byte. */
 static uint64_t hash_bytes(const void *k, size_t n) {
   const unsigned char *p = k;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
+  for (; n >= 8; p += 8, n -= 8) {
+    memcpy(&w, p, 8);
+    h = (rotl5(h) ^ w) * MIX;
+  }
+  w = 0;
+  memcpy(&w, p, n);
+  h = (rotl5(h) ^ w) * MIX;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
 }
+
 
 void rlock__map_init(map_t *m) { memset(m, 0, sizeof *m); }
 
@@ -24,6 +44,7 @@ void rlock__map_free(map_t *m) {
     }
   }
   free(m->buckets);
+  free(m->spare);
   rlock__map_init(m);
 }
 
@@ -64,16 +85,15 @@ static int grow(map_t *m) {
   return 0;
 }
 
-int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
-  if (m->count + 1 > m->nbuckets && grow(m)) return RLOCK_ENOMEM;
+void **rlock__map_put_slot(map_t *m, const void *key, size_t klen, void *value, bool *added) {
+  *added = false;
+  if (m->count + 1 > m->nbuckets && grow(m)) return NULL;
   uint64_t h = hash_bytes(key, klen);
   map_entry_t **pp = find(m, key, klen, h);
-  if (*pp) {
-    (*pp)->value = value;
-    return 0;
-  }
-  map_entry_t *e = malloc(sizeof *e + klen);
-  if (!e) return RLOCK_ENOMEM;
+  if (*pp) return &(*pp)->value;
+  map_entry_t *e = m->spare; /* its room: at least its last key's length */
+  if (e && e->klen >= klen) m->spare = NULL;
+  else if (!(e = malloc(sizeof *e + klen))) return NULL;
   e->next = NULL;
   e->hash = h;
   e->klen = klen;
@@ -81,6 +101,15 @@ int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
   memcpy(e->key, key, klen);
   *pp = e;
   m->count++;
+  *added = true;
+  return &e->value;
+}
+
+int rlock__map_put(map_t *m, const void *key, size_t klen, void *value) {
+  bool added;
+  void **slot = rlock__map_put_slot(m, key, klen, value, &added);
+  if (!slot) return RLOCK_ENOMEM;
+  *slot = value;
   return 0;
 }
 
@@ -90,7 +119,8 @@ void *rlock__map_del(map_t *m, const void *key, size_t klen) {
   map_entry_t *e = *pp;
   void *v = e->value;
   *pp = e->next;
-  free(e);
+  if (!m->spare) m->spare = e;
+  else free(e);
   m->count--;
   return v;
 }

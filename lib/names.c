@@ -24,16 +24,22 @@
 #define SLOTS 16384
 #define TAG_ALPHABET "0123456789abcdefghijklmnopqrstuvwxyz"
 
-/* CRC16/XMODEM (polynomial 0x1021, init 0), four bits at a time. */
-static const uint16_t crc_nibble[16] = {0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50a5, 0x60c6, 0x70e7,
-                                        0x8108, 0x9129, 0xa14a, 0xb16b, 0xc18c, 0xd1ad, 0xe1ce, 0xf1ef};
+/* CRC16/XMODEM (polynomial 0x1021, init 0), a byte at a time: the table
+ * (256 entries, crc_table[b] = the CRC of byte b) is built once, on first use. */
+static uint16_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void build_crc_table(void) {
+  for (unsigned b = 0; b < 256; b++) {
+    uint16_t crc = (uint16_t)(b << 8);
+    for (int i = 0; i < 8; i++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    crc_table[b] = crc;
+  }
+}
 
 static uint16_t crc_update(uint16_t crc, const char *p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    unsigned b = (unsigned char)p[i];
-    crc = (uint16_t)((crc << 4) ^ crc_nibble[(crc >> 12) ^ (b >> 4)]);
-    crc = (uint16_t)((crc << 4) ^ crc_nibble[(crc >> 12) ^ (b & 15)]);
-  }
+  pthread_once(&crc_once, build_crc_table);
+  for (size_t i = 0; i < n; i++) crc = (uint16_t)((crc << 8) ^ crc_table[(crc >> 8) ^ (unsigned char)p[i]]);
   return crc;
 }
 
@@ -81,11 +87,12 @@ const char *rlock__names_tag(uint16_t slot) {
 
 /* ------------------------------------------------------------ key names */
 
-/* out = concatenation of the n pieces (NULL pieces are skipped). */
-static int join(bytes_t *out, const char *const *piece, const size_t *len, int n) {
+/* out = concatenation of the n pieces (NULL pieces are skipped), in buf if
+ * it fits (cap bytes, NUL included), else malloc'd. */
+static int join(bytes_t *out, char *buf, size_t cap, const char *const *piece, const size_t *len, int n) {
   size_t total = 0;
   for (int i = 0; i < n; i++) total += piece[i] ? len[i] : 0;
-  char *p = malloc(total + 1);
+  char *p = total < cap ? buf : malloc(total + 1);
   if (!p) return RLOCK_ENOMEM;
   size_t o = 0;
   for (int i = 0; i < n; i++)
@@ -98,36 +105,44 @@ static int join(bytes_t *out, const char *const *piece, const size_t *len, int n
 
 /* Redisson's form of the key, or the slot-tag form when Redisson's would not
  * land in NAME's slot. prefix and suffix must hold no brace (ours never do). */
-static int build(bytes_t *out, const char *prefix, const char *name, size_t len, const char *suffix) {
+static int build(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name, size_t len,
+                 const char *suffix) {
   bool braces = memchr(name, '{', len) != NULL;
   const char *pre = prefix ? ":" : NULL, *sep = suffix ? ":" : NULL;
   const char *open = braces ? NULL : "{", *close = braces ? NULL : "}";
   const char *piece[8] = {prefix, pre, open, name, close, sep, suffix};
   size_t plen[8] = {prefix ? strlen(prefix) : 0, 1, 1, len, 1, 1, suffix ? strlen(suffix) : 0};
-  int rc = join(out, piece, plen, 7);
+  int rc = join(out, buf, cap, piece, plen, 7);
   if (rc) return rc;
+  /* no brace in NAME: the key's tag is exactly NAME, so it is in NAME's slot */
+  if (!braces && len && !memchr(name, '}', len)) return 0;
   uint16_t slot = rlock__names_slot(name, len);
   if (rlock__names_slot(out->p, out->n) == slot) return 0;
-  free(out->p);
+  if (out->p != buf) free(out->p);
   const char *tag = rlock__names_tag(slot);
   const char *alt[8] = {prefix, pre, "{", tag, "}", name, sep, suffix};
   size_t alen[8] = {plen[0], 1, 1, strlen(tag), 1, len, 1, plen[6]};
-  if ((rc = join(out, alt, alen, 8))) return rc;
+  if ((rc = join(out, buf, cap, alt, alen, 8))) return rc;
   if (rlock__names_slot(out->p, out->n) == slot) return 0;
-  free(out->p); /* a brace in prefix or suffix: a bug of the caller */
+  if (out->p != buf) free(out->p); /* a brace in prefix or suffix: a bug of the caller */
   out->p = NULL;
   return RLOCK_EINVAL;
 }
 
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix) {
-  return build(out, prefix, name, len, suffix);
+  return build(out, NULL, 0, prefix, name, len, suffix);
+}
+
+int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name,
+                                    size_t len, const char *suffix) {
+  return build(out, buf, cap, prefix, name, len, suffix);
 }
 
 int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len) {
-  return build(out, prefix, name, len, NULL);
+  return build(out, NULL, 0, prefix, name, len, NULL);
 }
 
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix) {
-  return build(out, NULL, name, len, suffix);
+  return build(out, NULL, 0, NULL, name, len, suffix);
 }

@@ -64,15 +64,42 @@ static void *create_nil(const redisReadTask *task) {
   return attach(task, r);
 }
 
+/* The engine's own replies (the command connection's: never handed to the
+ * caller, only read) share one nil and the small integers the lock scripts
+ * answer with: no allocation for them; rlock_reply_free leaves them alone. */
+static rlock_reply_t shared_nil = {.type = RLOCK_REPLY_NIL};
+static rlock_reply_t shared_ints[] = {
+    {.type = RLOCK_REPLY_INTEGER, .integer = -3}, {.type = RLOCK_REPLY_INTEGER, .integer = -2},
+    {.type = RLOCK_REPLY_INTEGER, .integer = -1}, {.type = RLOCK_REPLY_INTEGER, .integer = 0},
+    {.type = RLOCK_REPLY_INTEGER, .integer = 1},  {.type = RLOCK_REPLY_INTEGER, .integer = 2},
+    {.type = RLOCK_REPLY_INTEGER, .integer = 3}};
+#define SHARED_MIN (-3)
+#define NSHARED_INTS ((long long)(sizeof shared_ints / sizeof *shared_ints))
+
+static bool is_shared(const rlock_reply_t *r) {
+  return r == &shared_nil || (r >= shared_ints && r < shared_ints + NSHARED_INTS);
+}
+
+static void *create_integer_shared(const redisReadTask *task, long long v) {
+  if (v < SHARED_MIN || v >= SHARED_MIN + NSHARED_INTS) return create_integer(task, v);
+  return attach(task, &shared_ints[v - SHARED_MIN]);
+}
+
+static void *create_nil_shared(const redisReadTask *task) { return attach(task, &shared_nil); }
+
 static void free_object(void *p) { rlock_reply_free(p); }
 
 static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,
                                         free_object};
+static redisReplyObjectFunctions fns_shared = {create_string, create_array, create_integer_shared,
+                                               create_nil_shared, free_object};
 
-redisReader *rlock__reply_reader_new(void) { return redisReaderCreateWithFunctions(&fns); }
+redisReader *rlock__reply_reader_new(bool shared) {
+  return redisReaderCreateWithFunctions(shared ? &fns_shared : &fns);
+}
 
 RLOCK_API void rlock_reply_free(rlock_reply_t *r) {
-  if (!r) return;
+  if (!r || is_shared(r)) return;
   for (size_t i = 0; i < r->elements; i++) rlock_reply_free(r->element[i]);
   free(r->element);
   free(r->str);

@@ -16,6 +16,9 @@ extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_und
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
+/* Each script's request starts "*<argc>\r\n" then this: "$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n". */
+#define PREFIX_LEN (13 + 47)
+static char prefixes[SCRIPT_N + 1][PREFIX_LEN];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void) {
@@ -35,35 +38,42 @@ static void compute(void) {
     unsigned int n = 0;
     EVP_Digest(bodies[i], strlen(bodies[i]), md, &n, EVP_sha1(), NULL);
     for (unsigned j = 0; j < n && j < 20; j++) snprintf(shas[i] + 2 * j, 3, "%02x", md[j]);
+    rlock__resp_bulk(rlock__resp_bulk(prefixes[i], "EVALSHA", 7), shas[i], 40);
   }
 }
 
 void rlock__script_init(void) { pthread_once(&once, compute); }
 const char *rlock__script_body(int s) { return bodies[s]; }
 
+/* The n strings (lens NULL: strlen) as bulk strings at p; returns the end. */
+static char *bulks(char *p, int n, const char **s, const size_t *lens) {
+  for (int i = 0; i < n; i++) p = rlock__resp_bulk(p, s[i], lens ? lens[i] : strlen(s[i]));
+  return p;
+}
+
+static size_t bulks_size(int n, const char **s, const size_t *lens) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += rlock__resp_bulk_size(lens ? lens[i] : strlen(s[i]));
+  return total;
+}
+
+/* EVALSHA <sha> <nkeys> keys... args...: the script's precomputed prefix,
+ * then the rest, written once into the request's own buffer. */
 req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
                   const char **args, const size_t *arglens, int64_t timeout_ms, req_done_fn done,
                   void *ctx) {
-  int argc = 3 + nkeys + nargs;
-  const char *stackv[16];
-  size_t stackl[16];
-  const char **argv = argc <= 16 ? stackv : malloc(sizeof *argv * (size_t)argc);
-  size_t *argl = argc <= 16 ? stackl : malloc(sizeof *argl * (size_t)argc);
-  req_t *r = NULL;
-  char nk[16];
-  if (!argv || !argl) goto out;
-  rlock__i64toa(nkeys, nk);
-  argv[0] = "EVALSHA", argl[0] = 7;
-  argv[1] = shas[script], argl[1] = 40;
-  argv[2] = nk, argl[2] = strlen(nk);
-  for (int i = 0; i < nkeys; i++) argv[3 + i] = keys[i], argl[3 + i] = keylens[i];
-  for (int i = 0; i < nargs; i++)
-    argv[3 + nkeys + i] = args[i], argl[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
-  r = rlock__req_new(argc, argv, argl, timeout_ms, done, ctx);
-  if (r) r->script = script;
-out:
-  if (argv != stackv) free(argv);
-  if (argl != stackl) free(argl);
+  size_t argc = 3 + (size_t)nkeys + (size_t)nargs;
+  char nk[24];
+  size_t nkl = rlock__i64toa(nkeys, nk);
+  size_t len = rlock__resp_head_size(argc) + PREFIX_LEN + rlock__resp_bulk_size(nkl) +
+               bulks_size(nkeys, keys, keylens) + bulks_size(nargs, args, arglens);
+  req_t *r = rlock__req_alloc(len, timeout_ms, done, ctx);
+  if (!r) return NULL;
+  char *p = rlock__resp_head(r->cmd, '*', argc);
+  memcpy(p, prefixes[script], PREFIX_LEN);
+  p = rlock__resp_bulk(p + PREFIX_LEN, nk, nkl);
+  bulks(bulks(p, nkeys, keys, keylens), nargs, args, arglens);
+  r->script = script;
   return r;
 }
 
@@ -76,21 +86,16 @@ int rlock__script_to_eval(req_t *r) {
   if (skip > r->len || memcmp(r->cmd + head, "$7\r\nEVALSHA\r\n", 13)) return RLOCK_EPROTO;
   const char *body = bodies[r->script];
   size_t bl = strlen(body);
-  char lenbuf[32];
-  int ll = snprintf(lenbuf, sizeof lenbuf, "$%zu\r\n", bl);
-  size_t n = head + 10 + (size_t)ll + bl + 2 + (r->len - skip);
+  size_t ll = rlock__resp_head_size(bl);
+  size_t n = head + 10 + ll + bl + 2 + (r->len - skip);
   char *c = malloc(n);
   if (!c) return RLOCK_ENOMEM;
   size_t o = 0;
   memcpy(c, r->cmd, head), o = head;
   memcpy(c + o, "$4\r\nEVAL\r\n", 10), o += 10;
-  memcpy(c + o, lenbuf, (size_t)ll), o += (size_t)ll;
-  memcpy(c + o, body, bl), o += bl;
-  memcpy(c + o, "\r\n", 2), o += 2;
+  o = (size_t)(rlock__resp_bulk(c + o, body, bl) - c);
   memcpy(c + o, r->cmd + skip, r->len - skip), o += r->len - skip;
-  free(r->cmd);
-  r->cmd = c;
-  r->len = o;
+  rlock__req_set_cmd(r, c, o);
   r->script = 0; /* EVAL now: no further fallback */
   return 0;
 }

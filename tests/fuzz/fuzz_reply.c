@@ -28,8 +28,9 @@ static void walk(const rlock_reply_t *r, int depth) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   size_t step = (size_t)(data[0] % 16) + 1;
+  bool shared = data[0] & 16; /* the command connection's reader (shared nil, small integers) */
   data++, size--;
-  redisReader *rd = rlock__reply_reader_new();
+  redisReader *rd = rlock__reply_reader_new(shared);
   if (!rd) return 0;
   size_t off = 0;
   int failed = 0;

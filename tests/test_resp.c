@@ -1,0 +1,204 @@
+/* test_resp.c -- the request writer (lib/resp.c, internal API): every byte
+ * librlock puts on the wire for a command must be what hiredis's
+ * redisFormatCommandArgv writes for the same arguments (the form every
+ * Redis, and Redisson's tests of rlock's keys, already read). Checked for
+ * chosen argument shapes (none, empty, binary with CR LF and NUL, lengths
+ * around each power of ten, 100 arguments), for random argument vectors,
+ * for requests made and freed in turn (freed ones are reused), for
+ * rlock__req_new / rlock__req_append (a compound request), for the
+ * script requests with their precomputed EVALSHA prefix (rlock__script_req)
+ * and for their NOSCRIPT form (rlock__script_to_eval). No server needed. */
+#include "harness.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/evp.h>
+
+/* hiredis's bytes for argv (the reference). */
+static char *reference(int argc, const char **argv, const size_t *lens, size_t *n) {
+  char *cmd = NULL;
+  int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+  CHECK(len >= 0);
+  *n = (size_t)len;
+  return cmd;
+}
+
+/* resp.c's bytes for argv equal hiredis's, and the size is exact. */
+static void check_same(int argc, const char **argv, const size_t *lens) {
+  size_t want_n;
+  char *want = reference(argc, argv, lens, &want_n);
+  size_t size = rlock__resp_size(argc, argv, lens);
+  CHECK_EQ(size, want_n);
+  char *got = malloc(size + 1);
+  CHECK(got);
+  got[size] = 'X'; /* nothing written past the size */
+  CHECK_EQ(rlock__resp_write(got, argc, argv, lens), want_n);
+  CHECK(got[size] == 'X');
+  CHECK_MSG(!memcmp(got, want, want_n), "argc %d: RESP differs from redisFormatCommandArgv", argc);
+  free(got);
+  free(want);
+}
+
+TEST(chosen_shapes) {
+  const char *none[1] = {NULL};
+  check_same(0, none, NULL);
+  const char *one[] = {"PING"};
+  check_same(1, one, NULL);
+  const char *empty[] = {"SET", "", ""};
+  size_t empty_l[] = {3, 0, 0};
+  check_same(3, empty, empty_l);
+  check_same(3, empty, NULL); /* argvlen NULL: strlen */
+  const char *binary[] = {"SET", "a\r\nb\0c", "\0\0\r\n"};
+  size_t binary_l[] = {3, 6, 4};
+  check_same(3, binary, binary_l);
+  /* lengths at and around every power of ten up to 10^6 */
+  static char big[1000001];
+  memset(big, 'x', sizeof big);
+  for (size_t p = 1; p <= 1000000; p *= 10) {
+    for (size_t d = p > 1 ? p - 1 : 0; d <= p + 1; d++) {
+      const char *argv[] = {"SET", big, big};
+      size_t lens[] = {3, d, d == 0 ? 0 : d - 1};
+      check_same(3, argv, lens);
+    }
+  }
+  /* argument counts with one, two and three digits */
+  const char *many[100];
+  for (int i = 0; i < 100; i++) many[i] = i % 3 ? "k" : "";
+  for (int argc = 1; argc <= 100; argc++) check_same(argc, many, NULL);
+}
+
+/* Random argument vectors: random counts, lengths and bytes (CR, LF, NUL
+ * included), fixed seed so a failure repeats. */
+TEST(random_vectors) {
+  srand(10);
+  static char pool[4096];
+  for (size_t i = 0; i < sizeof pool; i++) pool[i] = (char)(rand() % 256);
+  for (int round = 0; round < 20000; round++) {
+    int argc = rand() % 40;
+    const char *argv[40];
+    size_t lens[40];
+    for (int i = 0; i < argc; i++) {
+      size_t len = (size_t)(rand() % 8 == 0 ? rand() % 2048 : rand() % 24);
+      argv[i] = pool + rand() % (int)(sizeof pool - len);
+      lens[i] = len;
+    }
+    check_same(argc, argc ? argv : (const char *[]){NULL}, lens);
+  }
+}
+
+/* Requests of random sizes made and freed in turn (freed ones are reused,
+ * rooms of every size): each holds exactly its own command. */
+TEST(reused_requests) {
+  srand(11);
+  static char pool[4096];
+  for (size_t i = 0; i < sizeof pool; i++) pool[i] = (char)(rand() % 256);
+  req_t *held[8] = {0};
+  for (int round = 0; round < 5000; round++) {
+    int argc = 1 + rand() % 12;
+    const char *argv[12];
+    size_t lens[12];
+    for (int i = 0; i < argc; i++) {
+      lens[i] = (size_t)(rand() % 4 == 0 ? rand() % 1500 : rand() % 40);
+      argv[i] = pool + rand() % (int)(sizeof pool - lens[i]);
+    }
+    req_t *r = rlock__req_new(argc, argv, lens, 1000, NULL, NULL);
+    CHECK(r);
+    size_t n;
+    char *want = reference(argc, argv, lens, &n);
+    CHECK_EQ(r->len, n);
+    CHECK_MSG(!memcmp(r->cmd, want, n), "round %d: request bytes differ", round);
+    CHECK(r->ncmds == 1 && r->slot == -1 && !r->replies && !r->script && !r->completed && !r->next);
+    free(want);
+    int k = rand() % 8; /* keep a few alive, free others in another order */
+    rlock__req_free(held[k]);
+    held[k] = r;
+  }
+  for (int k = 0; k < 8; k++) rlock__req_free(held[k]);
+}
+
+/* A request's bytes and a compound (script + WAIT) one's. */
+TEST(requests) {
+  const char *argv[] = {"GET", "some\r\nkey"};
+  size_t lens[] = {3, 9};
+  req_t *r = rlock__req_new(2, argv, lens, 1000, NULL, NULL);
+  CHECK(r);
+  size_t n1;
+  char *want1 = reference(2, argv, lens, &n1);
+  CHECK_EQ(r->len, n1);
+  CHECK(!memcmp(r->cmd, want1, n1));
+  CHECK_EQ(r->ncmds, 1);
+  const char *wait[] = {"WAIT", "1", "1000"};
+  CHECK_OK(rlock__req_append(r, 3, wait, NULL));
+  size_t n2;
+  char *want2 = reference(3, wait, NULL, &n2);
+  CHECK_EQ(r->len, n1 + n2);
+  CHECK(!memcmp(r->cmd, want1, n1) && !memcmp(r->cmd + n1, want2, n2));
+  CHECK_EQ(r->ncmds, 2);
+  rlock__req_free(r);
+  free(want1);
+  free(want2);
+}
+
+/* SHA1 of a script's body in hex: what EVALSHA names it by. */
+static void sha1_hex(const char *body, char out[41]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  CHECK(EVP_Digest(body, strlen(body), md, &n, EVP_sha1(), NULL) && n == 20);
+  for (unsigned i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* rlock__script_req's bytes (its precomputed prefix) against the argv
+ * EVALSHA sha nkeys keys... args..., for every script and several shapes;
+ * and its EVAL form after NOSCRIPT against EVAL body nkeys keys... args.... */
+TEST(script_requests) {
+  rlock__script_init();
+  const char *keys[] = {"lock", "redisson_lock__channel:{lock}", "rlock_acquire_latch:{lock}:0123", "k\r\n\0"};
+  size_t kl[] = {4, 29, 31, 4};
+  const char *args[] = {"30000", "6c2a5b8e-58a5-4b0f-9d0e-5f3c9a1e2b7d:1234", "", "publish", "-1", "x"};
+  size_t al[] = {5, 41, 0, 7, 2, 1};
+  for (int script = 1; script <= SCRIPT_N; script++) {
+    for (int nkeys = 0; nkeys <= 4; nkeys++) {
+      for (int nargs = 0; nargs <= 6; nargs++) {
+        req_t *r = rlock__script_req(script, nkeys, keys, kl, nargs, args, nargs % 2 ? al : NULL, 1000, NULL, NULL);
+        CHECK(r);
+        CHECK_EQ(r->script, script);
+        const char *argv[16];
+        size_t lens[16];
+        char nk[8];
+        snprintf(nk, sizeof nk, "%d", nkeys);
+        char sha[41];
+        sha1_hex(rlock__script_body(script), sha);
+        argv[0] = "EVALSHA", argv[1] = sha, argv[2] = nk;
+        lens[0] = 7, lens[1] = 40, lens[2] = strlen(nk);
+        for (int i = 0; i < nkeys; i++) argv[3 + i] = keys[i], lens[3 + i] = kl[i];
+        for (int i = 0; i < nargs; i++) argv[3 + nkeys + i] = args[i], lens[3 + nkeys + i] = al[i];
+        size_t n;
+        char *want = reference(3 + nkeys + nargs, argv, lens, &n);
+        CHECK_EQ(r->len, n);
+        CHECK_MSG(!memcmp(r->cmd, want, n), "script %d, %d keys, %d args: EVALSHA bytes differ", script, nkeys,
+                  nargs);
+        free(want);
+        CHECK_OK(rlock__script_to_eval(r));
+        argv[0] = "EVAL", lens[0] = 4;
+        argv[1] = rlock__script_body(script), lens[1] = strlen(argv[1]);
+        want = reference(3 + nkeys + nargs, argv, lens, &n);
+        CHECK_EQ(r->len, n);
+        CHECK_MSG(!memcmp(r->cmd, want, n), "script %d: EVAL bytes differ", script);
+        free(want);
+        rlock__req_free(r);
+      }
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 110);
+  RUN(chosen_shapes);
+  RUN(random_vectors);
+  RUN(reused_requests);
+  RUN(requests);
+  RUN(script_requests);
+  return th_done();
+}
