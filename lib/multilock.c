@@ -63,7 +63,11 @@ typedef struct member {
   char server[320]; /* "ip:port/db", "[ip6]:port/db" or "path/db" */
 } member_t;
 
-/* node ("host:port", "[v6]:port" or a path) with the host resolved. */
+/* node ("host:port", "[v6]:port" or a path) with the host resolved: the
+ * least of getaddrinfo's answers (as "ip" or "[ip6]"), never the first, whose
+ * choice depends on the host (a dual-stack one answers ::1 first for
+ * localhost, where 127.0.0.1 is the same server) and on the resolver's order
+ * (a name's addresses rotated by DNS): every process picks the same one. */
 static void resolve_node(const char *node, char *out, size_t n) {
   snprintf(out, n, "%s", node);
   const char *colon = strrchr(node, ':');
@@ -74,11 +78,15 @@ static void resolve_node(const char *node, char *out, size_t n) {
   if (hl == 0 || hl >= sizeof host) return;
   memcpy(host, h, hl), host[hl] = 0;
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-  char ip[INET6_ADDRSTRLEN];
+  char ip[INET6_ADDRSTRLEN], one[INET6_ADDRSTRLEN + 2], least[INET6_ADDRSTRLEN + 2] = "";
   if (getaddrinfo(host, NULL, &hints, &res) != 0) return;
-  if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) == 0)
-    snprintf(out, n, res->ai_family == AF_INET6 ? "[%s]%s" : "%s%s", ip, colon);
+  for (const struct addrinfo *a = res; a; a = a->ai_next) {
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) != 0) continue;
+    snprintf(one, sizeof one, a->ai_family == AF_INET6 ? "[%s]" : "%s", ip);
+    if (!least[0] || strcmp(one, least) < 0) memcpy(least, one, sizeof least);
+  }
   freeaddrinfo(res);
+  if (least[0]) snprintf(out, n, "%s%s", least, colon);
 }
 
 static void member_key(member_t *mb) {
