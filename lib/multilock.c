@@ -63,15 +63,22 @@ typedef struct member {
   char server[320]; /* "ip:port/db", "[ip6]:port/db" or "path/db" */
 } member_t;
 
-/* node ("host:port", "[v6]:port" or a path) with the host resolved: the
+/* node ("host:port", "[v6]:port" or a path) with the host resolved (a
+ * path: realpath, when the socket is there to be resolved): the
  * least of getaddrinfo's answers (as "ip" or "[ip6]"), never the first, whose
  * choice depends on the host (a dual-stack one answers ::1 first for
  * localhost, where 127.0.0.1 is the same server) and on the resolver's order
  * (a name's addresses rotated by DNS): every process picks the same one. */
 static void resolve_node(const char *node, char *out, size_t n) {
   snprintf(out, n, "%s", node);
+  if (node[0] == '/') { /* a unix socket: its canonical path ("/a/./s", a symlink: one socket) */
+    char *real = realpath(node, NULL);
+    if (real) snprintf(out, n, "%s", real);
+    free(real);
+    return;
+  }
   const char *colon = strrchr(node, ':');
-  if (node[0] == '/' || !colon) return;
+  if (!colon) return;
   char host[300];
   const char *h = node[0] == '[' ? node + 1 : node;
   size_t hl = (size_t)(colon - h) - (node[0] == '[');

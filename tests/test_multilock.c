@@ -64,6 +64,10 @@
  *   canonical_order_any_spelling  the same two servers spelled differently
  *                         (localhost, a trailing /0): the same member first;
  *                         one lock spelled two ways: a member twice (EINVAL)
+ *   unix_socket_any_spelling  one lock on a unix socket spelled two ways
+ *                         (dir/redis.sock, dir/./redis.sock): a member twice
+ *                         (RLOCK_EINVAL), not two members that wait for each
+ *                         other
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
@@ -876,6 +880,35 @@ TEST(canonical_order_any_spelling) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other), rlock_client_free(other2);
 }
 
+/* One lock on a unix socket spelled two ways ("dir/redis.sock" and
+ * "dir/./redis.sock", the same socket): a member twice (RLOCK_EINVAL), as for
+ * localhost / 127.0.0.1. Accepted as two members, its second member waits
+ * for the first (another client: another owner) to the end of the wait:
+ * never acquired, and with RLOCK_WAIT_FOREVER a hang. */
+TEST(unix_socket_any_spelling) {
+  th_server_opts_t so = {.unixsocket = 1};
+  th_server_t *u = th_server_start(&so);
+  char url1[400], url2[400];
+  snprintf(url1, sizeof url1, "unix://%s", u->sock);
+  snprintf(url2, sizeof url2, "unix://%s/./redis.sock", u->dir);
+  rlock_client_t *c1 = th_client(url1, 0), *c2 = th_client(url2, 0);
+  rlock_lock_t *x = th_lock(c1, "ml:unix"), *y = th_lock(c2, "ml:unix");
+  rlock_lock_t *members[2] = {x, y};
+  rlock_multilock_t *m = NULL;
+  int rc = rlock_multilock_new(&m, members, 2);
+  if (!rc) {
+    int acq = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 300, RLOCK_LEASE_WATCHDOG, NULL);
+    printf("accepted as two members; acquire: %s (%s)\n", rlock_err_name(acq), rlock_last_error());
+    if (!acq) rlock_multilock_release(m, RLOCK_OWNER_SELF);
+    rlock_multilock_free(m);
+  }
+  CHECK_MSG(rc == RLOCK_EINVAL, "%s and %s: one lock, accepted as two members (%s)", url1, url2, rlock_err_name(rc));
+  CHECK_MSG(strstr(rlock_last_error(), "twice"), "message: %s", rlock_last_error());
+  rlock_lock_free(x), rlock_lock_free(y);
+  rlock_client_free(c1), rlock_client_free(c2);
+  th_server_stop(u);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -900,6 +933,7 @@ int main(int argc, char **argv) {
   RUN(hard_error_fails_at_once);
   RUN(cancel_while_retrying);
   RUN(canonical_order_any_spelling);
+  RUN(unix_socket_any_spelling);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
