@@ -10,10 +10,11 @@
  * starts a new round after a short backoff while the budget lasts, anything
  * else ends the acquire with that member's error: nothing is left behind.
  * Release: every member in parallel.
- * A fixed lease must survive the wait for the members after it: a member
- * taken with w ms of the budget left gets lease + w, so every member lasts
- * at least the lease past the end of the acquire. (Hence a fixed lease needs
- * a bounded wait; the watchdog lease has no such limit.) */
+ * Lease: every member is taken with the watchdog, so none runs out while
+ * later ones are awaited (however long the wait); a fixed lease is then set
+ * on all of them at the end, in parallel (relet_all, OP_RELET), so every
+ * member lasts the lease from the end of the acquire. A transient error's
+ * backoff is 5-10 ms, the bound doubling each round to 200 ms. */
 #include "internal.h"
 
 #include <errno.h>
