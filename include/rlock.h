@@ -514,12 +514,12 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * order given: by name (bytes) first, then, for one name on several servers,
  * by server: the member's rlock_lock_node with its host resolved to a
  * numeric address (the least of getaddrinfo's answers, IPv4 before IPv6,
- * on the calling thread: not the first, which a dual-stack host makes ::1
- * for localhost; a unix socket: its real path) and the URL's database, then
- * by URL. So "redis://localhost:6379" and "redis://127.0.0.1:6379/0" are
- * the same server, every process orders the
- * same members the same way, and two MultiLocks over overlapping sets never
- * wait for each other in a cycle (no deadlock). What the order cannot see:
+ * on the calling thread, a member client's callback too: not the first,
+ * which a dual-stack host makes ::1 for localhost; a unix socket: its real
+ * path) and the URL's database, then by URL. So "redis://localhost:6379"
+ * and "redis://127.0.0.1:6379/0" are the same server, every process orders
+ * the same members the same way, and two MultiLocks over overlapping sets
+ * never wait for each other in a cycle (no deadlock). What the order cannot see:
  * one name on two servers reached through different addresses (a NAT, a
  * proxy, a host that resolves differently), a Sentinel master not yet named
  * when rlock_multilock_new runs (its URL stands in), and a Cluster slot whose

@@ -97,9 +97,23 @@ static void resolve_node(const char *node, char *out, size_t n) {
   if (least[0]) snprintf(out, n, "%s%s", least, colon);
 }
 
+/* The member's node: rlock_lock_node, or, on its client's I/O thread (made
+ * in a callback, where a sync call is RLOCK_EDEADLK), read there directly:
+ * the same key whatever thread makes the MultiLock. */
+static int member_node(rlock_lock_t *l, char *buf, size_t n) {
+  if (!rlock__client_on_io_thread(l->cl)) return rlock_lock_node(l, buf, n);
+  char *s = NULL;
+  size_t len = 0;
+  int rc = rlock__lock_node_here(l, &s, &len);
+  if (!rc && len >= n) rc = RLOCK_EINVAL;
+  if (!rc) memcpy(buf, s, len + 1);
+  free(s);
+  return rc;
+}
+
 static void member_key(member_t *mb) {
   char node[300], resolved[310];
-  if (rlock_lock_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
+  if (member_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
     mb->server[0] = 0;
     return;
   }
