@@ -522,8 +522,11 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * never wait for each other in a cycle (no deadlock). What the order cannot see:
  * one name on two servers reached through different addresses (a NAT, a
  * proxy, a host that resolves differently), a Sentinel master not yet named
- * when rlock_multilock_new runs (its URL stands in), and a Cluster slot whose
- * owner a client does not know yet (the seed stands in): give such members
+ * when rlock_multilock_new runs (its URL stands in), a Cluster slot whose
+ * owner a client does not know yet (the seed stands in), and a master that
+ * changed between two processes' rlock_multilock_new (the order is fixed
+ * when the MultiLock is made: a Sentinel failover or a slot that moved in
+ * between makes one member a different server for each): give such members
  * distinct names. Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
