@@ -228,20 +228,20 @@ RLOCK_API int rlock_lock_valid_until(rlock_lock_t *l, rlock_owner_t owner, int64
 
 /* ------------------------------------------------------------ the node */
 
-/* I/O thread: the node the lock's next command goes to (the topology's route
- * for a command on the name's slot), as "host:port", "[v6]:port" or a unix
- * socket's path, malloc'd into the op's result. */
-void rlock__op_node(op_t *op) {
-  client_t *cl = op->cl;
+/* I/O thread of l's client: the node l's next command goes to (the
+ * topology's route for a command on the name's slot), as "host:port",
+ * "[v6]:port" or a unix socket's path, malloc'd into *out (length *len).
+ * 0, RLOCK_ECONNECT (Sentinel: no master named yet) or RLOCK_ENOMEM. Also
+ * the MultiLock's order, made in a member client's callback. */
+int rlock__lock_node_here(rlock_lock_t *l, char **out, size_t *len) {
+  client_t *cl = l->cl;
   req_t probe;
   memset(&probe, 0, sizeof probe);
-  probe.slot = rlock__names_slot(op->lock->name, op->lock->len);
+  probe.slot = rlock__names_slot(l->name, l->len);
   probe.conn = CONN_CMD;
   const conn_t *c = cl->topo->route(cl, &probe);
-  if (!c->host && cl->url.sentinel) { /* no sentinel has named the master yet */
-    rlock__op_finish(op, rlock__fail(RLOCK_ECONNECT, "the master is not known yet (no Sentinel answered)"), 0, NULL, 0);
-    return;
-  }
+  if (!c->host && cl->url.sentinel) /* no sentinel has named the master yet */
+    return rlock__fail(RLOCK_ECONNECT, "the master is not known yet (no Sentinel answered)");
   const char *host = c->host ? c->host : cl->url.host;
   int port = c->host ? c->port : cl->url.port;
   char *s = NULL;
@@ -251,8 +251,16 @@ void rlock__op_node(op_t *op) {
     bool v6 = strchr(host, ':') != NULL;
     n = asprintf(&s, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
   }
-  if (n < 0) rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
-  else rlock__op_finish(op, 0, 0, s, (size_t)n);
+  if (n < 0) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  *out = s, *len = (size_t)n;
+  return 0;
+}
+
+void rlock__op_node(op_t *op) {
+  char *s = NULL;
+  size_t n = 0;
+  int rc = rlock__lock_node_here(op->lock, &s, &n);
+  rlock__op_finish(op, rc, 0, rc ? NULL : s, rc ? 0 : n);
 }
 
 RLOCK_API int rlock_lock_node(rlock_lock_t *l, char *buf, size_t buflen) {

@@ -700,6 +700,7 @@ void rlock__op_spares_free(client_t *cl);       /* client destroyed */
 void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
 /* OP_NODE (api.c, I/O thread): finishes op with the node its lock's commands go to now. */
 void rlock__op_node(op_t *op);
+int rlock__lock_node_here(rlock_lock_t *l, char **out, size_t *len); /* on l's client's I/O thread */
 void rlock__handoff_clear(client_t *cl);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
 void rlock__op_index_free(client_t *cl);               /* closing, after rlock__op_fail_all */

@@ -10,10 +10,11 @@
  * starts a new round after a short backoff while the budget lasts, anything
  * else ends the acquire with that member's error: nothing is left behind.
  * Release: every member in parallel.
- * A fixed lease must survive the wait for the members after it: a member
- * taken with w ms of the budget left gets lease + w, so every member lasts
- * at least the lease past the end of the acquire. (Hence a fixed lease needs
- * a bounded wait; the watchdog lease has no such limit.) */
+ * Lease: every member is taken with the watchdog, so none runs out while
+ * later ones are awaited (however long the wait); a fixed lease is then set
+ * on all of them at the end, in parallel (relet_all, OP_RELET), so every
+ * member lasts the lease from the end of the acquire. A transient error's
+ * backoff is 5-10 ms, the bound doubling each round to 200 ms. */
 #include "internal.h"
 
 #include <errno.h>
@@ -63,27 +64,56 @@ typedef struct member {
   char server[320]; /* "ip:port/db", "[ip6]:port/db" or "path/db" */
 } member_t;
 
-/* node ("host:port", "[v6]:port" or a path) with the host resolved. */
+/* node ("host:port", "[v6]:port" or a path) with the host resolved (a
+ * path: realpath, when the socket is there to be resolved): the
+ * least of getaddrinfo's answers (as "ip" or "[ip6]"), never the first, whose
+ * choice depends on the host (a dual-stack one answers ::1 first for
+ * localhost, where 127.0.0.1 is the same server) and on the resolver's order
+ * (a name's addresses rotated by DNS): every process picks the same one. */
 static void resolve_node(const char *node, char *out, size_t n) {
   snprintf(out, n, "%s", node);
+  if (node[0] == '/') { /* a unix socket: its canonical path ("/a/./s", a symlink: one socket) */
+    char *real = realpath(node, NULL);
+    if (real) snprintf(out, n, "%s", real);
+    free(real);
+    return;
+  }
   const char *colon = strrchr(node, ':');
-  if (node[0] == '/' || !colon) return;
+  if (!colon) return;
   char host[300];
   const char *h = node[0] == '[' ? node + 1 : node;
   size_t hl = (size_t)(colon - h) - (node[0] == '[');
   if (hl == 0 || hl >= sizeof host) return;
   memcpy(host, h, hl), host[hl] = 0;
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-  char ip[INET6_ADDRSTRLEN];
+  char ip[INET6_ADDRSTRLEN], one[INET6_ADDRSTRLEN + 2], least[INET6_ADDRSTRLEN + 2] = "";
   if (getaddrinfo(host, NULL, &hints, &res) != 0) return;
-  if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) == 0)
-    snprintf(out, n, res->ai_family == AF_INET6 ? "[%s]%s" : "%s%s", ip, colon);
+  for (const struct addrinfo *a = res; a; a = a->ai_next) {
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) != 0) continue;
+    snprintf(one, sizeof one, a->ai_family == AF_INET6 ? "[%s]" : "%s", ip);
+    if (!least[0] || strcmp(one, least) < 0) memcpy(least, one, sizeof least);
+  }
   freeaddrinfo(res);
+  if (least[0]) snprintf(out, n, "%s%s", least, colon);
+}
+
+/* The member's node: rlock_lock_node, or, on its client's I/O thread (made
+ * in a callback, where a sync call is RLOCK_EDEADLK), read there directly:
+ * the same key whatever thread makes the MultiLock. */
+static int member_node(rlock_lock_t *l, char *buf, size_t n) {
+  if (!rlock__client_on_io_thread(l->cl)) return rlock_lock_node(l, buf, n);
+  char *s = NULL;
+  size_t len = 0;
+  int rc = rlock__lock_node_here(l, &s, &len);
+  if (!rc && len >= n) rc = RLOCK_EINVAL;
+  if (!rc) memcpy(buf, s, len + 1);
+  free(s);
+  return rc;
 }
 
 static void member_key(member_t *mb) {
   char node[300], resolved[310];
-  if (rlock_lock_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
+  if (member_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
     mb->server[0] = 0;
     return;
   }

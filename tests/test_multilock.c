@@ -64,10 +64,18 @@
  *   canonical_order_any_spelling  the same two servers spelled differently
  *                         (localhost, a trailing /0): the same member first;
  *                         one lock spelled two ways: a member twice (EINVAL)
+ *   unix_socket_any_spelling  one lock on a unix socket spelled two ways
+ *                         (dir/redis.sock, dir/./redis.sock): a member twice
+ *                         (RLOCK_EINVAL), not two members that wait for each
+ *                         other
+ *   made_in_a_callback    rlock_multilock_new in a member client's callback:
+ *                         one lock spelled two ways is a member twice there
+ *                         too (that member's server was unknown there)
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
  *                         I/O thread, waiting for its own answers) */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -876,6 +884,75 @@ TEST(canonical_order_any_spelling) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(other), rlock_client_free(other2);
 }
 
+/* One lock on a unix socket spelled two ways ("dir/redis.sock" and
+ * "dir/./redis.sock", the same socket): a member twice (RLOCK_EINVAL), as for
+ * localhost / 127.0.0.1. Accepted as two members, its second member waits
+ * for the first (another client: another owner) to the end of the wait:
+ * never acquired, and with RLOCK_WAIT_FOREVER a hang. */
+TEST(unix_socket_any_spelling) {
+  th_server_opts_t so = {.unixsocket = 1};
+  th_server_t *u = th_server_start(&so);
+  char url1[400], url2[400];
+  snprintf(url1, sizeof url1, "unix://%s", u->sock);
+  snprintf(url2, sizeof url2, "unix://%s/./redis.sock", u->dir);
+  rlock_client_t *c1 = th_client(url1, 0), *c2 = th_client(url2, 0);
+  rlock_lock_t *x = th_lock(c1, "ml:unix"), *y = th_lock(c2, "ml:unix");
+  rlock_lock_t *members[2] = {x, y};
+  rlock_multilock_t *m = NULL;
+  int rc = rlock_multilock_new(&m, members, 2);
+  if (!rc) {
+    int acq = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 300, RLOCK_LEASE_WATCHDOG, NULL);
+    printf("accepted as two members; acquire: %s (%s)\n", rlock_err_name(acq), rlock_last_error());
+    if (!acq) rlock_multilock_release(m, RLOCK_OWNER_SELF);
+    rlock_multilock_free(m);
+  }
+  CHECK_MSG(rc == RLOCK_EINVAL, "%s and %s: one lock, accepted as two members (%s)", url1, url2, rlock_err_name(rc));
+  CHECK_MSG(strstr(rlock_last_error(), "twice"), "message: %s", rlock_last_error());
+  rlock_lock_free(x), rlock_lock_free(y);
+  rlock_client_free(c1), rlock_client_free(c2);
+  th_server_stop(u);
+}
+
+/* rlock_multilock_new in a member client's callback (its I/O thread, where
+ * a sync rlock_lock_node is RLOCK_EDEADLK) orders and compares that member
+ * as anywhere else: one lock spelled two ways (127.0.0.1 / localhost) is a
+ * member twice there too. Before, that member's server was unknown there
+ * (its URL stood in): accepted as two members (never acquired), and one name
+ * on two servers ordered otherwise than by the same MultiLock made on
+ * another thread (a deadlock between the two). */
+typedef struct in_cb {
+  rlock_lock_t *members[2];
+  rlock_multilock_t *m;
+  int rc;
+  char err[256];
+  atomic_int done;
+} in_cb_t;
+
+static void new_in_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)status, (void)value;
+  in_cb_t *k = arg;
+  k->rc = rlock_multilock_new(&k->m, k->members, 2);
+  snprintf(k->err, sizeof k->err, "%s", rlock_last_error());
+  atomic_store(&k->done, 1);
+}
+static int in_cb_done(void *arg) { return atomic_load(&((in_cb_t *)arg)->done); }
+
+TEST(made_in_a_callback) {
+  char lo[64];
+  snprintf(lo, sizeof lo, "redis://localhost:%d/0", s1->port);
+  rlock_client_t *c1 = th_client(s1->url, 0), *c2 = th_client(lo, 0);
+  rlock_lock_t *x = th_lock(c1, "ml:incb"), *y = th_lock(c2, "ml:incb");
+  in_cb_t k = {.members = {x, y}};
+  CHECK_OK(rlock_lock_is_locked_async(x, new_in_cb, &k)); /* its callback: c1's I/O thread */
+  CHECK(th_wait_until(in_cb_done, &k, 10000));
+  if (!k.rc) rlock_multilock_free(k.m);
+  CHECK_MSG(k.rc == RLOCK_EINVAL && strstr(k.err, "twice"),
+            "made in c1's callback: %s and %s, one lock, accepted as two members (%s: %s)", s1->url, lo,
+            rlock_err_name(k.rc), k.err);
+  rlock_lock_free(x), rlock_lock_free(y);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -900,6 +977,8 @@ int main(int argc, char **argv) {
   RUN(hard_error_fails_at_once);
   RUN(cancel_while_retrying);
   RUN(canonical_order_any_spelling);
+  RUN(unix_socket_any_spelling);
+  RUN(made_in_a_callback);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();

@@ -15,6 +15,8 @@
  *                         it becomes usable; with the second killed, an
  *                         acquire gets its majority through it (issue 9: it
  *                         stayed a failed node for the object's life)
+ *   freed_while_reviving  rlock_redlock_free while a missing node's client
+ *                         is being made in the background: waits for it
  *   bad_url_with_slow_node  a bad URL fails rlock_redlock_new only after
  *                         every node's connecting thread ended
  *   freed_with_try_in_flight  freed while a stopped node's try is in
@@ -477,6 +479,43 @@ TEST(late_node) {
   for (int i = 0; i < 3; i++) th_server_stop(s[i]);
 }
 
+/* rlock_redlock_free while a background attempt to make a missing node's
+ * client is under way (the node SIGSTOPped: the attempt waits for its
+ * handshake until connect_timeout_ms): free waits for it, so no thread of
+ * the RedLock outlives it (and, under ASan, nothing writes into the freed
+ * object), within about connect_timeout_ms. */
+static rlock_redlock_t *rv_r;
+static int rv_before;
+static int rv_started(void *arg) {
+  (void)arg;
+  int held;
+  int64_t ttl;
+  rlock_redlock_node_status(rv_r, 2, &held, &ttl); /* starts an attempt, at most once a second */
+  return threads_now() > rv_before;
+}
+
+TEST(freed_while_reviving) {
+  th_server_t *s = th_server_start(NULL);
+  kill(s->pid, SIGSTOP);
+  const char *u[3] = {urls[0], urls[1], s->url};
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.connect_timeout_ms = 1500;
+  int base = threads_now();
+  CHECK_OK(rlock_redlock_new(&rv_r, &o, u, 3, "rl:revfree", 10, 0)); /* node 3 failed */
+  rv_before = threads_now();
+  CHECK_MSG(th_wait_until(rv_started, NULL, 10000), "no attempt to make node 3 started");
+  int64_t t0 = th_now_ms();
+  rlock_redlock_free(rv_r);
+  int64_t took = th_now_ms() - t0;
+  int after = threads_now();
+  kill(s->pid, SIGCONT);
+  CHECK_MSG(after <= base, "threads before the RedLock %d, after its free %d: the attempt outlived "
+            "rlock_redlock_free", base, after);
+  CHECK_MSG(took < 1500 + 5000, "free took %lld ms", (long long)took);
+  th_server_stop(s);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   start_all();
@@ -486,6 +525,7 @@ int main(int argc, char **argv) {
   RUN(busy_minority);
   RUN(down_at_creation);
   RUN(late_node);
+  RUN(freed_while_reviving);
   RUN(bad_url_with_slow_node);
   RUN(lost_majority);
   RUN(lost_during_round);

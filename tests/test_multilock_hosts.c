@@ -1,0 +1,118 @@
+/* test_multilock_hosts.c -- the MultiLock's canonical order on a dual-stack
+ * host: /etc/hosts as Debian ships it ("127.0.0.1 localhost" and
+ * "::1 localhost ip6-localhost ip6-loopback"), where getaddrinfo's first
+ * answer for localhost is ::1. The process runs in a mount namespace of its
+ * own with such a file bound over /etc/hosts (nothing outside it changes);
+ * without the privilege for that it exits 77 (ctest: skipped).
+ *
+ *   localhost_is_127_0_0_1  "redis://localhost:P" and "redis://127.0.0.1:P"
+ *                         are one server (rlock.h's own example): one name on
+ *                         both is a member twice (RLOCK_EINVAL), and two
+ *                         processes spelling two servers the opposite ways
+ *                         take one name's members in the same order (with the
+ *                         first answer, "[::1]:P" sorted after "127.0.0.1:Q":
+ *                         opposite orders, a deadlock between them) */
+#include "harness.h"
+
+#include <netdb.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static th_server_t *s1, *s2;
+
+/* 0 once /etc/hosts is the dual-stack one (in this process's own mount
+ * namespace) and localhost's first answer is ::1; else why not. */
+static const char *dual_stack_hosts(void) {
+  char path[] = "/tmp/rlock-hosts-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return "mkstemp failed";
+  static const char text[] = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n";
+  int ok = write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1);
+  close(fd);
+  const char *why = NULL;
+  if (!ok) why = "cannot write the hosts file";
+  else if (unshare(CLONE_NEWNS)) why = "unshare(CLONE_NEWNS) failed (no CAP_SYS_ADMIN?)";
+  else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) why = "cannot make / private";
+  else if (mount(path, "/etc/hosts", NULL, MS_BIND, NULL)) why = "cannot bind a file over /etc/hosts";
+  unlink(path);
+  if (why) return why;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  if (getaddrinfo("localhost", NULL, &hints, &res)) return "localhost does not resolve";
+  int v6_first = res->ai_family == AF_INET6;
+  freeaddrinfo(res);
+  return v6_first ? NULL : "localhost's first answer is not ::1 (no IPv6 loopback?)";
+}
+
+/* Which member (a: name on url_a, b: name on url_b) a MultiLock takes first:
+ * both are held by another owner, so a try with no wait stops at the first
+ * member in its order ('a' or 'b': the member whose client sent a try). */
+static char first_taken(const char *url_a, const char *url_b, const char *name) {
+  rlock_client_t *ca = th_client(url_a, 0), *cb = th_client(url_b, 0);
+  rlock_lock_t *a = th_lock(ca, name), *b = th_lock(cb, name);
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  rlock_stats_t sa, sb;
+  rlock_client_stats(ca, &sa);
+  rlock_client_stats(cb, &sb);
+  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(ca), rlock_client_free(cb);
+  return which;
+}
+
+TEST(localhost_is_127_0_0_1) {
+  char lo1[64], ip1[64], lo2[64], ip2[64];
+  snprintf(lo1, sizeof lo1, "redis://localhost:%d", s1->port);
+  snprintf(ip1, sizeof ip1, "redis://127.0.0.1:%d/0", s1->port);
+  snprintf(lo2, sizeof lo2, "redis://localhost:%d", s2->port);
+  snprintf(ip2, sizeof ip2, "redis://127.0.0.1:%d/0", s2->port);
+
+  /* one lock spelled two ways: a member twice */
+  rlock_client_t *c1 = th_client(lo1, 0), *c2 = th_client(ip1, 0);
+  rlock_lock_t *x = th_lock(c1, "mh:twice"), *y = th_lock(c2, "mh:twice");
+  rlock_lock_t *members[2] = {x, y};
+  rlock_multilock_t *m = NULL;
+  int rc = rlock_multilock_new(&m, members, 2);
+  if (!rc) rlock_multilock_free(m);
+  CHECK_MSG(rc == RLOCK_EINVAL, "%s and %s: one lock, accepted as two members (%s)", lo1, ip1, rlock_err_name(rc));
+  rlock_lock_free(x), rlock_lock_free(y);
+  rlock_client_free(c1), rlock_client_free(c2);
+
+  /* one name on two servers, spelled the opposite ways by two processes */
+  rlock_client_t *o1 = th_client(ip1, 0), *o2 = th_client(ip2, 0);
+  rlock_lock_t *oa = th_lock(o1, "mh:spell"), *ob = th_lock(o2, "mh:spell");
+  CHECK_OK(rlock_lock_acquire(oa, 3, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(ob, 3, 0, 60000, NULL));
+  char one = first_taken(lo1, ip2, "mh:spell"); /* 'a': the member on s1 */
+  char two = first_taken(ip1, lo2, "mh:spell");
+  printf("first: '%c' with %s, %s; '%c' with %s, %s\n", one, lo1, ip2, two, ip1, lo2);
+  CHECK(one != '?' && two != '?');
+  CHECK_MSG(one == two, "the two spellings take opposite members first: a deadlock between two processes");
+  CHECK_OK(rlock_lock_release(oa, 3));
+  CHECK_OK(rlock_lock_release(ob, 3));
+  rlock_lock_free(oa), rlock_lock_free(ob);
+  rlock_client_free(o1), rlock_client_free(o2);
+}
+
+int main(int argc, char **argv) {
+  const char *why = dual_stack_hosts(); /* before any thread: the namespace is the process's */
+  if (why) {
+    printf("SKIP: %s\n", why);
+    return 77;
+  }
+  th_init(argc, argv, 120);
+  s1 = th_server_start(NULL);
+  s2 = th_server_start(NULL);
+  RUN(localhost_is_127_0_0_1);
+  th_server_stop(s1);
+  th_server_stop(s2);
+  return th_done();
+}
