@@ -1,0 +1,173 @@
+/* test_cluster_usercmd.c -- the user's own commands (rlock_client_command,
+ * rlock_client_transaction) on a Redis Cluster (redis+cluster://): a command
+ * whose first key is argv[1] runs on the master of that key's slot (checked
+ * with a raw command on that node), a MOVED after a slot move and an ASK
+ * during one are followed, a transaction runs on its keys' slot, keyless
+ * commands run on the first seed, a multi-key command across slots gets the
+ * server's CROSSSLOT, and a timed-out blocking command on a shard's user
+ * connection leaves no later command stuck behind it.
+ * Usage: test_cluster_usercmd [test name] (all tests without one). */
+#include "harness_cluster.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static th_cluster_t *cl;
+
+static rlock_reply_t *ucmd(rlock_client_t *c, int argc, const char *const *argv) {
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_command(c, argc, argv, NULL, &r));
+  CHECK(r != NULL);
+  return r;
+}
+
+/* A reply that is the string want (not an error such as MOVED). */
+static void expect_str(rlock_reply_t *r, const char *want) {
+  CHECK_MSG(r->type == RLOCK_REPLY_STRING && !strcmp(r->str, want), "reply type %d: %s (want %s)", (int)r->type,
+            r->str ? r->str : "(none)", want);
+  rlock_reply_free(r);
+}
+
+static void expect_ok(rlock_reply_t *r) {
+  CHECK_MSG(r->type == RLOCK_REPLY_STATUS && !strcmp(r->str, "OK"), "reply type %d: %s", (int)r->type,
+            r->str ? r->str : "(none)");
+  rlock_reply_free(r);
+}
+
+/* A key "<prefix><n>" whose slot master is m (written into buf). */
+static void key_on(th_server_t *m, const char *prefix, char *buf, size_t n) {
+  for (int i = 0; i < 10000; i++) {
+    snprintf(buf, n, "%s%d", prefix, i);
+    if (th_cluster_owner(cl, th_cluster_keyslot(cl, buf)) == m) return;
+  }
+  CHECK_MSG(0, "no key %s* on port %d", prefix, m->port);
+}
+
+/* SET and GET on a key of every master: each lands on its slot's master. */
+TEST(every_master) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  for (int i = 0; i < cl->masters; i++) {
+    char key[64], val[32];
+    key_on(cl->node[i], "ucmd:every:", key, sizeof key);
+    snprintf(val, sizeof val, "v%d", i);
+    const char *set[] = {"SET", key, val}, *get[] = {"GET", key};
+    expect_ok(ucmd(c, 3, set));
+    char *raw = th_cmd_str(cl->node[i], "GET", key, NULL);
+    CHECK_MSG(raw && !strcmp(raw, val), "node %d holds %s", cl->node[i]->port, raw ? raw : "(nil)");
+    free(raw);
+    expect_str(ucmd(c, 2, get), val);
+  }
+  rlock_client_free(c);
+}
+
+typedef struct move {
+  rlock_client_t *c;
+  th_server_t *to;
+  const char *fresh; /* a key of the slot that does not exist yet */
+} move_t;
+
+/* Slot marked MIGRATING/IMPORTING, keys not moved yet: a SET of a key the
+ * source does not hold is answered ASK; the client follows it to the target. */
+static void during_move(void *arg, int phase) {
+  move_t *m = arg;
+  if (phase != 0) return;
+  const char *set[] = {"SET", m->fresh, "asked"};
+  expect_ok(ucmd(m->c, 3, set));
+  th_reply_free(th_cmd(m->to, "ASKING", NULL)); /* the slot is only importing there */
+  char *raw = th_cmd_str(m->to, "GET", m->fresh, NULL);
+  CHECK_MSG(raw && !strcmp(raw, "asked"), "the importing node holds %s", raw ? raw : "(nil)");
+  free(raw);
+}
+
+/* A slot moves to another master: ASK followed during the move, MOVED after it. */
+TEST(moved_and_ask) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  const char *key = "{ucmd:mv}old", *fresh = "{ucmd:mv}fresh";
+  int slot = th_cluster_keyslot(cl, key);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = cl->node[from == cl->node[1] ? 2 : 1];
+  const char *set[] = {"SET", key, "before"}, *get[] = {"GET", key}, *getf[] = {"GET", fresh};
+  expect_ok(ucmd(c, 3, set)); /* the client knows the slot's old owner */
+  move_t m = {c, to, fresh};
+  th_cluster_move_slot(cl, slot, to, during_move, &m);
+  CHECK(th_cluster_owner(cl, slot) == to);
+  expect_str(ucmd(c, 2, get), "before"); /* MOVED from the old owner, followed */
+  expect_str(ucmd(c, 2, getf), "asked");
+  char *raw = th_cmd_str(to, "GET", key, NULL);
+  CHECK_MSG(raw && !strcmp(raw, "before"), "the new owner holds %s", raw ? raw : "(nil)");
+  free(raw);
+  rlock_client_free(c);
+}
+
+/* A transaction runs as one unit on the master of its first keyed command's slot. */
+TEST(transaction_on_slot) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  char key[64];
+  key_on(cl->node[cl->masters - 1], "ucmd:tx:", key, sizeof key);
+  const char *get[] = {"GET", key};
+  rlock_reply_t *r = ucmd(c, 2, get); /* the client learns the slot's owner */
+  rlock_reply_free(r);
+  const char *set[] = {"SET", key, "1"}, *incr[] = {"INCR", key};
+  rlock_command_t cmds[] = {{3, set, NULL}, {2, incr, NULL}};
+  CHECK_OK(rlock_client_transaction(c, 2, cmds, &r));
+  CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 2, "EXEC reply type %d: %s", (int)r->type,
+            r->str ? r->str : "");
+  CHECK_EQ(r->element[1]->type, RLOCK_REPLY_INTEGER);
+  CHECK_EQ(r->element[1]->integer, 2);
+  rlock_reply_free(r);
+  char *raw = th_cmd_str(cl->node[cl->masters - 1], "GET", key, NULL);
+  CHECK_MSG(raw && !strcmp(raw, "2"), "the slot's master holds %s", raw ? raw : "(nil)");
+  free(raw);
+  rlock_client_free(c);
+}
+
+/* Keyless commands run on the first seed; keys across slots: CROSSSLOT. */
+TEST(keyless_and_crossslot) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  const char *ping[] = {"PING"};
+  rlock_reply_t *r = ucmd(c, 1, ping);
+  CHECK_MSG(r->type == RLOCK_REPLY_STATUS && !strcmp(r->str, "PONG"), "PING: %s", r->str ? r->str : "");
+  rlock_reply_free(r);
+  char a[64], b[64];
+  key_on(cl->node[0], "ucmd:x:", a, sizeof a);
+  key_on(cl->node[1], "ucmd:x:", b, sizeof b);
+  const char *mget[] = {"MGET", a, b};
+  r = ucmd(c, 3, mget);
+  CHECK_MSG(r->type == RLOCK_REPLY_ERROR && !strncmp(r->str, "CROSSSLOT", 9), "MGET across slots: %s",
+            r->str ? r->str : "(not an error)");
+  rlock_reply_free(r);
+  rlock_client_free(c);
+}
+
+/* A BLPOP 0 on a shard's user connection outlives its timeout: that
+ * connection is reset, and the next command on the slot answers. */
+TEST(unstick_shard_connection) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  char key[64];
+  key_on(cl->node[1], "ucmd:blk:", key, sizeof key);
+  const char *get[] = {"GET", key}, *blpop[] = {"BLPOP", key, "0"};
+  rlock_reply_free(ucmd(c, 2, get)); /* the client learns the slot's owner */
+  rlock_reply_t *r = NULL;
+  CHECK_RC(rlock_client_command_timeout(c, 300, 3, blpop, NULL, &r), RLOCK_ETIMEDOUT);
+  const char *set[] = {"SET", key, "after"};
+  expect_ok(ucmd(c, 3, set));
+  expect_str(ucmd(c, 2, get), "after");
+  rlock_client_free(c);
+}
+
+static const char *only;
+#define RUN_IF(name) \
+  if (!only || !strcmp(only, #name)) RUN(name)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 600);
+  only = argc > 1 ? argv[1] : NULL;
+  cl = th_cluster_start(3, 0, 2000);
+  RUN_IF(every_master);
+  RUN_IF(transaction_on_slot);
+  RUN_IF(keyless_and_crossslot);
+  RUN_IF(unstick_shard_connection);
+  RUN_IF(moved_and_ask);
+  th_cluster_stop(cl);
+  return th_done();
+}
