@@ -44,6 +44,16 @@ static void key_on(th_server_t *m, const char *prefix, char *buf, size_t n) {
   CHECK_MSG(0, "no key %s* on port %d", prefix, m->port);
 }
 
+/* How many times node s answered the error `code` (INFO errorstats). */
+static long long errorstat(th_server_t *s, const char *code) {
+  char *info = th_cmd_str(s, "INFO", "errorstats", NULL), want[64];
+  snprintf(want, sizeof want, "errorstat_%s:count=", code);
+  const char *p = info ? strstr(info, want) : NULL;
+  long long n = p ? atoll(p + strlen(want)) : 0;
+  free(info);
+  return n;
+}
+
 /* SET and GET on a key of every master: each lands on its slot's master. */
 TEST(every_master) {
   rlock_client_t *c = th_client(cl->url, 0);
@@ -63,7 +73,7 @@ TEST(every_master) {
 
 typedef struct move {
   rlock_client_t *c;
-  th_server_t *to;
+  th_server_t *from, *to;
   const char *fresh; /* a key of the slot that does not exist yet */
 } move_t;
 
@@ -73,28 +83,50 @@ static void during_move(void *arg, int phase) {
   move_t *m = arg;
   if (phase != 0) return;
   const char *set[] = {"SET", m->fresh, "asked"};
+  long long asks = errorstat(m->from, "ASK");
   expect_ok(ucmd(m->c, 3, set));
+  CHECK_EQ(errorstat(m->from, "ASK"), asks + 1); /* the source answered ASK, once */
   th_reply_free(th_cmd(m->to, "ASKING", NULL)); /* the slot is only importing there */
   char *raw = th_cmd_str(m->to, "GET", m->fresh, NULL);
   CHECK_MSG(raw && !strcmp(raw, "asked"), "the importing node holds %s", raw ? raw : "(nil)");
   free(raw);
 }
 
-/* A slot moves to another master: ASK followed during the move, MOVED after it. */
+/* A slot moves to another master: ASK followed during the move, MOVED after
+ * it. A transaction that meets the MOVED is not redirected part by part (its
+ * SET would run outside MULTI): EXECABORT comes back, nothing ran, and the
+ * same transaction sent again runs on the new owner. */
 TEST(moved_and_ask) {
-  rlock_client_t *c = th_client(cl->url, 0);
+  rlock_client_t *c = th_client(cl->url, 0), *tx = th_client(cl->url, 0);
   const char *key = "{ucmd:mv}old", *fresh = "{ucmd:mv}fresh";
   int slot = th_cluster_keyslot(cl, key);
   th_server_t *from = th_cluster_owner(cl, slot), *to = cl->node[from == cl->node[1] ? 2 : 1];
   const char *set[] = {"SET", key, "before"}, *get[] = {"GET", key}, *getf[] = {"GET", fresh};
   expect_ok(ucmd(c, 3, set)); /* the client knows the slot's old owner */
-  move_t m = {c, to, fresh};
+  expect_str(ucmd(tx, 2, get), "before"); /* so does tx */
+  move_t m = {c, from, to, fresh};
   th_cluster_move_slot(cl, slot, to, during_move, &m);
   CHECK(th_cluster_owner(cl, slot) == to);
+  long long moved = errorstat(from, "MOVED");
   expect_str(ucmd(c, 2, get), "before"); /* MOVED from the old owner, followed */
+  CHECK_EQ(errorstat(from, "MOVED"), moved + 1);
+  const char *txset[] = {"SET", key, "tx"};
+  rlock_command_t cmds[] = {{3, txset, NULL}};
+  rlock_reply_t *r = NULL;
+  CHECK_OK(rlock_client_transaction(tx, 1, cmds, &r));
+  CHECK_MSG(r->type == RLOCK_REPLY_ERROR && !strncmp(r->str, "EXECABORT", 9), "stale transaction: type %d %s",
+            (int)r->type, r->str ? r->str : "");
+  rlock_reply_free(r);
+  expect_str(ucmd(c, 2, get), "before"); /* its SET did not run */
+  CHECK_OK(rlock_client_transaction(tx, 1, cmds, &r)); /* the map learnt the MOVED */
+  CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 1, "transaction again: type %d %s", (int)r->type,
+            r->str ? r->str : "");
+  rlock_reply_free(r);
+  expect_str(ucmd(c, 2, get), "tx");
+  rlock_client_free(tx);
   expect_str(ucmd(c, 2, getf), "asked");
   char *raw = th_cmd_str(to, "GET", key, NULL);
-  CHECK_MSG(raw && !strcmp(raw, "before"), "the new owner holds %s", raw ? raw : "(nil)");
+  CHECK_MSG(raw && !strcmp(raw, "tx"), "the new owner holds %s", raw ? raw : "(nil)");
   free(raw);
   rlock_client_free(c);
 }
