@@ -9,6 +9,7 @@
  * Usage: test_cluster_usercmd [test name] (all tests without one). */
 #include "harness_cluster.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,55 @@ TEST(unstick_shard_connection) {
   rlock_client_free(c);
 }
 
+typedef struct popper {
+  rlock_client_t *c;
+  const char *key;
+  int rc;
+  rlock_reply_t *reply;
+} popper_t;
+
+static void *blpop_forever(void *arg) {
+  popper_t *p = arg;
+  const char *blpop[] = {"BLPOP", p->key, "0"};
+  p->rc = rlock_client_command_timeout(p->c, RLOCK_WAIT_FOREVER, 3, blpop, NULL, &p->reply);
+  return NULL;
+}
+
+typedef struct blocked {
+  th_server_t *s;
+  int want;
+} blocked_t;
+
+static int blocked_is(void *arg) {
+  blocked_t *b = arg;
+  return th_client_blocked(b->s, "ucmd-close") == b->want;
+}
+
+/* Freeing the client ends a command blocked forever on a shard's user
+ * connection (RLOCK_ECLOSED), and the server lets go of it. */
+TEST(free_ends_a_shard_command) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = cl->url;
+  o.client_name = "ucmd-close";
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  popper_t p = {c, NULL, 1, NULL};
+  char key[64];
+  key_on(cl->node[2], "ucmd:close:", key, sizeof key);
+  p.key = key;
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, blpop_forever, &p), 0);
+  blocked_t b = {cl->node[2], 1};
+  CHECK_MSG(th_wait_until(blocked_is, &b, 10000), "BLPOP never blocked on the slot's master");
+  rlock_client_free(c);
+  pthread_join(th, NULL);
+  CHECK_RC(p.rc, RLOCK_ECLOSED);
+  CHECK(p.reply == NULL);
+  b.want = 0;
+  CHECK_MSG(th_wait_until(blocked_is, &b, 5000), "the BLPOP still blocks after the client was freed");
+}
+
 static const char *only;
 #define RUN_IF(name) \
   if (!only || !strcmp(only, #name)) RUN(name)
@@ -199,6 +249,7 @@ int main(int argc, char **argv) {
   RUN_IF(transaction_on_slot);
   RUN_IF(keyless_and_crossslot);
   RUN_IF(unstick_shard_connection);
+  RUN_IF(free_ends_a_shard_command);
   RUN_IF(moved_and_ask);
   th_cluster_stop(cl);
   return th_done();
