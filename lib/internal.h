@@ -442,7 +442,7 @@ void rlock__usercmd_close(usercmd_t *u);
  * unstuck and closed with the others. RLOCK_ENOMEM, or RLOCK_ECLOSED once
  * the user connections are closed. */
 int rlock__usercmd_attach(usercmd_t *u, conn_t *c);
-void rlock__usercmd_detach_all(usercmd_t *u); /* the topology frees them (its close) */
+void rlock__usercmd_detach_all(usercmd_t *u); /* forgets them (the topology frees them: its close) */
 /* 0, or RLOCK_EINVAL with a message naming a command that must not run on
  * the shared user connection (SUBSCRIBE, MULTI, SELECT, CLIENT REPLY...). */
 int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvlen);

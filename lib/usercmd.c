@@ -184,6 +184,7 @@ void rlock__usercmd_close(usercmd_t *u) {
   u->closed = true;
   rlock__conn_close(&u->conn); /* every command still waiting ends with RLOCK_ECLOSED */
   for (int i = 0; i < u->nmore; i++) rlock__conn_close(u->more[i]);
+  rlock__usercmd_detach_all(u); /* closed: no more are attached */
   if (u->unstick) event_free(u->unstick);
   u->unstick = NULL;
 }
