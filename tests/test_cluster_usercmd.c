@@ -4,8 +4,9 @@
  * with a raw command on that node), a MOVED after a slot move and an ASK
  * during one are followed, a transaction runs on its keys' slot, keyless
  * commands run on the first seed, a multi-key command across slots gets the
- * server's CROSSSLOT, and a timed-out blocking command on a shard's user
- * connection leaves no later command stuck behind it.
+ * server's CROSSSLOT, a timed-out blocking command on a shard's user
+ * connection leaves no later command stuck behind it, and freeing the
+ * client ends one blocked forever there.
  * Usage: test_cluster_usercmd [test name] (all tests without one). */
 #include "harness_cluster.h"
 
