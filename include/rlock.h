@@ -161,8 +161,8 @@ typedef struct rlock_options {
    * sharded pub/sub (SSUBSCRIBE on the slot's master, unlocks SPUBLISH) when
    * the cluster has it (probed once with PUBSUB SHARDNUMSUB before
    * rlock_client_new returns, as Redisson does), else classic. User commands
-   * (rlock_client_command) go to the first seed that answers and are not
-   * redirected: a MOVED comes back to the caller as an error reply. */
+   * (rlock_client_command) go to the master of their key's slot, following
+   * MOVED and ASK (see rlock_client_command). */
   const char *url;
   const char *client_name;      /* CLIENT SETNAME on every connection; NULL: "rlock" */
   const char *tls_ca_file;      /* PEM bundle to verify the server; NULL: system default */
@@ -751,7 +751,23 @@ typedef struct rlock_reply {
 /* Sends argv (argc >= 1 arguments; argvlen may be NULL for NUL-terminated
  * strings) and waits for the reply, at most command_timeout_ms. An error reply
  * is returned as a reply of type RLOCK_REPLY_ERROR with status 0. Free the
- * reply with rlock_reply_free. */
+ * reply with rlock_reply_free.
+ *
+ * Redis Cluster (redis+cluster://): the command goes to the master of its
+ * key's slot, on a user connection of that node (one per master, opened on
+ * first use, with the behaviour above). The key is argv[1] for the data
+ * commands (strings, keys, hashes, lists, sets, sorted sets, streams,
+ * HyperLogLog, bitmaps, geo: GET, SET, DEL, MGET, MSET, INCR, HSET, LPUSH,
+ * BLPOP, ZADD, XADD..., and SPUBLISH's channel), argv[3] for EVAL, EVALSHA,
+ * FCALL (and their _RO forms) with numkeys > 0. Any other command (PING,
+ * INFO, CLUSTER..., or a key in another position, e.g. OBJECT ENCODING key)
+ * goes to the first seed's user connection, as does a keyed command sent
+ * before the slot map is known (it follows the MOVED). MOVED and ASK (ASKING first) are followed within
+ * the command's timeout, at most 5 in a row; TRYAGAIN and CLUSTERDOWN come
+ * back as error replies. A multi-key command whose keys span slots gets
+ * Redis's CROSSSLOT error reply: give such keys one hash tag ({tag}). A
+ * command sent to a master that died waits for its timeout (it is not moved
+ * to the promoted replica). */
 int rlock_client_command(rlock_client_t *client, int argc, const char *const *argv,
                          const size_t *argvlen, rlock_reply_t **reply);
 
@@ -778,7 +794,14 @@ typedef struct rlock_command {
  * filter as rlock_client_command (RLOCK_EINVAL: nothing is sent). Times out
  * after command_timeout_ms like a command. In the unlikely case that Redis
  * refuses MULTI itself (an ACL without it) the call ends with RLOCK_ESERVER:
- * the commands may then have run one by one. */
+ * the commands may then have run one by one.
+ *
+ * Redis Cluster: the transaction goes to the master of its first keyed
+ * command's slot (keys as for rlock_client_command; all its keys must share
+ * that slot). A MOVED or ASK inside it is not followed (each command would
+ * run outside the transaction): the reply is EXEC's EXECABORT and nothing
+ * ran; a MOVED updates the slot map, so the same call sent again goes to the
+ * new owner. */
 int rlock_client_transaction(rlock_client_t *client, size_t ncmds, const rlock_command_t *cmds,
                              rlock_reply_t **reply);
 

@@ -213,6 +213,7 @@ struct req {
   bool is_role;   /* ROLE (Sentinel deployments): anything but a master fails the connection */
   uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
   uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
+  bool pinned;       /* a part of a user transaction: never redirected alone (usercmd.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
   /* Replica sync decided when r is written (rlock__client_send_synced on a
    * connection not ready yet: its node's replica count is read by the
@@ -471,15 +472,24 @@ void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
 /* ------------------------------------------------------------ usercmd.c */
 typedef struct op op_t;
-/* The user connection (rlock_client_command), opened on first use. */
+/* The user connection (rlock_client_command), opened on first use; on a
+ * Cluster also one per master (cluster.c opens them, attached here). */
 typedef struct usercmd {
   client_t *cl;
   conn_t conn;
-  bool started;
+  bool started, closed;
   struct event *unstick; /* reset a connection stuck behind a timed-out command */
+  conn_t **more;         /* the masters' user connections (Cluster), owned by the topology */
+  int nmore, capmore;
 } usercmd_t;
 int rlock__usercmd_init(usercmd_t *u, client_t *cl);
+/* Closes the user connection and every attached one (their commands end). */
 void rlock__usercmd_close(usercmd_t *u);
+/* A topology's user connection to one node (initialised, kind CONN_USER):
+ * unstuck and closed with the others. RLOCK_ENOMEM, or RLOCK_ECLOSED once
+ * the user connections are closed. */
+int rlock__usercmd_attach(usercmd_t *u, conn_t *c);
+void rlock__usercmd_detach_all(usercmd_t *u); /* forgets them (the topology frees them: its close) */
 /* 0, or RLOCK_EINVAL with a message naming a command that must not run on
  * the shared user connection (SUBSCRIBE, MULTI, SELECT, CLIENT REPLY...). */
 int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvlen);

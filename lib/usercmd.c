@@ -15,7 +15,18 @@
  * A command that outlives its timeout leaves the connection waiting for its
  * reply (a BLPOP 0 stays blocked on the server): once nothing still running
  * is ahead of such a command, the connection is dropped and reopened, so the
- * commands after it are not stuck behind it. */
+ * commands after it are not stuck behind it. That holds for each user
+ * connection: on a Cluster there is one per master besides the first seed's.
+ *
+ * Cluster routing: a call is sent with its key (the topology routes it to
+ * the key's slot master; single-server deployments ignore it). The key is
+ * argv[1] for the data commands listed in keyed[] (strings, keys, hashes,
+ * lists, sets, sorted sets, streams, HyperLogLog, bitmaps, geo, SPUBLISH's
+ * channel), argv[3] for EVAL/EVALSHA/FCALL (and _RO) with numkeys > 0; any
+ * other command is keyless (the first seed). A transaction takes the key of
+ * its first keyed command, and its parts are pinned: a redirect inside it
+ * is not followed (the commands would run outside MULTI), EXEC's
+ * EXECABORT comes back to the caller. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -74,15 +85,84 @@ int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvle
   return 0;
 }
 
+/* ------------------------------------------------------------ the key */
+
+/* Commands whose first key is argv[1]. */
+static const char *const keyed[] = {
+    "GET", "SET", "SETNX", "SETEX", "PSETEX", "GETSET", "GETDEL", "GETEX", "APPEND", "STRLEN", "INCR",
+    "INCRBY", "INCRBYFLOAT", "DECR", "DECRBY", "GETRANGE", "SETRANGE", "SUBSTR", "MGET", "MSET", "MSETNX",
+    "LCS", "DEL", "UNLINK", "EXISTS", "TYPE", "TTL", "PTTL", "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT",
+    "EXPIRETIME", "PEXPIRETIME", "PERSIST", "DUMP", "RESTORE", "TOUCH", "RENAME", "RENAMENX", "COPY", "SORT",
+    "SORT_RO", "HSET", "HSETNX", "HMSET", "HGET", "HMGET", "HDEL", "HGETALL", "HKEYS", "HVALS", "HLEN",
+    "HEXISTS", "HSTRLEN", "HINCRBY", "HINCRBYFLOAT", "HSCAN", "HRANDFIELD", "LPUSH", "RPUSH", "LPUSHX",
+    "RPUSHX", "LPOP", "RPOP", "LLEN", "LRANGE", "LINDEX", "LSET", "LREM", "LTRIM", "LINSERT", "LPOS", "LMOVE",
+    "RPOPLPUSH", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
+    "SMISMEMBER", "SCARD", "SPOP", "SRANDMEMBER", "SINTER", "SINTERCARD", "SUNION", "SDIFF", "SINTERSTORE",
+    "SUNIONSTORE", "SDIFFSTORE", "SMOVE", "SSCAN", "ZADD", "ZREM", "ZCARD", "ZSCORE", "ZMSCORE", "ZINCRBY",
+    "ZRANK", "ZREVRANK", "ZCOUNT", "ZLEXCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGE",
+    "ZREVRANGEBYSCORE", "ZREVRANGEBYLEX", "ZRANGESTORE", "ZPOPMIN", "ZPOPMAX", "BZPOPMIN", "BZPOPMAX",
+    "ZREMRANGEBYRANK", "ZREMRANGEBYSCORE", "ZREMRANGEBYLEX", "ZSCAN", "ZRANDMEMBER", "ZUNIONSTORE",
+    "ZINTERSTORE", "ZDIFFSTORE", "XADD", "XLEN", "XRANGE", "XREVRANGE", "XDEL", "XTRIM", "XACK", "XCLAIM",
+    "XAUTOCLAIM", "XPENDING", "XSETID", "PFADD", "PFCOUNT", "PFMERGE", "SETBIT", "GETBIT", "BITCOUNT",
+    "BITPOS", "BITFIELD", "BITFIELD_RO", "GEOADD", "GEODIST", "GEOHASH", "GEOPOS", "GEOSEARCH",
+    "GEOSEARCHSTORE", "GEORADIUS", "GEORADIUS_RO", "GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO", "SPUBLISH",
+};
+
+/* Commands "NAME script numkeys key...": the first key is argv[3] when numkeys > 0. */
+static const char *const scripted[] = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"};
+
+/* Argument i of r's formatted command (RESP "*N\r\n$L\r\n...\r\n"). */
+static bool resp_arg(const req_t *r, int i, const char **arg, size_t *len) {
+  const char *p = r->cmd, *end = r->cmd + r->len;
+  if (p >= end || *p++ != '*') return false;
+  size_t argc = 0;
+  while (p < end && *p >= '0' && *p <= '9') argc = argc * 10 + (size_t)(*p++ - '0');
+  if ((size_t)i >= argc) return false;
+  for (p += 2;; p += 2) {
+    if (p >= end || *p++ != '$') return false;
+    size_t n = 0;
+    while (p < end && *p >= '0' && *p <= '9') n = n * 10 + (size_t)(*p++ - '0');
+    p += 2;
+    if (n > (size_t)(end - p)) return false;
+    if (i-- == 0) {
+      *arg = p, *len = n;
+      return true;
+    }
+    p += n;
+  }
+}
+
+static bool listed(const char *name, size_t len, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (word_is(name, len, list[i])) return true;
+  return false;
+}
+
+/* The key r's command is routed by (false: keyless or not a known layout). */
+static bool command_key(const req_t *r, const char **key, size_t *klen) {
+  const char *name, *numkeys;
+  size_t len, nlen;
+  if (!resp_arg(r, 0, &name, &len)) return false;
+  if (listed(name, len, keyed, sizeof keyed / sizeof keyed[0])) return resp_arg(r, 1, key, klen);
+  if (!listed(name, len, scripted, sizeof scripted / sizeof scripted[0]) || !resp_arg(r, 2, &numkeys, &nlen) ||
+      nlen == 0 || (nlen == 1 && numkeys[0] == '0'))
+    return false;
+  return resp_arg(r, 3, key, klen);
+}
+
 /* ------------------------------------------------------------ the connection */
 
 /* The connection waits for the reply of a command that already timed out,
  * with nothing still running ahead of it: drop it (the server then lets go of
  * a blocked command) and reconnect. Never from inside a request callback. */
-static void unstick(usercmd_t *u) {
-  conn_t *c = &u->conn;
+static void unstick_one(conn_t *c) {
   if (c->state == CS_READY && c->inflight.head && c->inflight.head->completed)
     rlock__conn_reset(c, "user connection reset: an earlier command outlived its timeout");
+}
+
+static void unstick(usercmd_t *u) {
+  unstick_one(&u->conn);
+  for (int i = 0; i < u->nmore; i++) unstick_one(u->more[i]);
 }
 
 static void unstick_cb(evutil_socket_t fd, short what, void *arg) {
@@ -101,9 +181,30 @@ int rlock__usercmd_init(usercmd_t *u, client_t *cl) {
 }
 
 void rlock__usercmd_close(usercmd_t *u) {
+  u->closed = true;
   rlock__conn_close(&u->conn); /* every command still waiting ends with RLOCK_ECLOSED */
+  for (int i = 0; i < u->nmore; i++) rlock__conn_close(u->more[i]);
+  rlock__usercmd_detach_all(u); /* closed: no more are attached */
   if (u->unstick) event_free(u->unstick);
   u->unstick = NULL;
+}
+
+int rlock__usercmd_attach(usercmd_t *u, conn_t *c) {
+  if (u->closed) return RLOCK_ECLOSED;
+  if (u->nmore == u->capmore) {
+    int cap = u->capmore ? u->capmore * 2 : 4;
+    conn_t **m = realloc(u->more, (size_t)cap * sizeof *m);
+    if (!m) return RLOCK_ENOMEM;
+    u->more = m, u->capmore = cap;
+  }
+  u->more[u->nmore++] = c;
+  return 0;
+}
+
+void rlock__usercmd_detach_all(usercmd_t *u) {
+  free(u->more);
+  u->more = NULL;
+  u->nmore = u->capmore = 0;
 }
 
 /* ------------------------------------------------------------ running a command */
@@ -185,6 +286,12 @@ void rlock__usercmd_start(op_t *op) {
   } else {
     unstick(u); /* before queueing behind a command that will never answer */
   }
+  /* The slot's tag (names.c: a static string in that slot), not the key:
+   * a part may be freed as soon as it is sent (the client is closing). */
+  const char *key = NULL, *tag = NULL;
+  size_t klen = 0;
+  for (req_t *r = op->raw; r && !tag; r = r->next) /* a transaction: its first keyed command's */
+    if (command_key(r, &key, &klen)) tag = rlock__names_tag(rlock__names_slot(key, klen));
   req_t *r = op->raw;
   op->raw = NULL;
   for (int i = 0; r; i++) {
@@ -194,7 +301,8 @@ void rlock__usercmd_start(op_t *op) {
     r->ctx = x;
     r->deadline = op->deadline; /* all parts alike: they time out together */
     r->conn = CONN_USER;
-    rlock__client_send(op->cl, NULL, 0, r); /* may complete it at once (closed): x lives until the last part */
+    r->pinned = x->left > 1;
+    rlock__client_send(op->cl, tag, tag ? strlen(tag) : 0, r); /* may complete it at once (closed): x lives until the last part */
     r = next;
   }
 }

@@ -7,8 +7,10 @@
 #include <stdint.h>
 
 #define DEMO_LOCK "rlock:demo:lock"
-#define DEMO_STOCK "rlock:demo:stock"
-#define DEMO_LAST "rlock:demo:last" /* id of the worker that held the lock last */
+/* The data keys share one hash tag, so the workers' MGET / MSET of both
+ * run on one Cluster slot's master (on one server the tag changes nothing). */
+#define DEMO_STOCK "{rlock:demo}:stock"
+#define DEMO_LAST "{rlock:demo}:last" /* id of the worker that held the lock last */
 #define DEMO_MAX_WORKERS 256
 
 /* Sent once at the end, followed by `acquisitions` int64_t waits in µs. */

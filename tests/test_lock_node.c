@@ -1,7 +1,7 @@
 /* test_lock_node.c -- rlock_lock_node (the node a lock's commands go to) on
  * a Redis Cluster (each name's slot master, and the new one after a slot
  * move) and under Sentinel (the master), and every CLI command (exec,
- * status, unlock; demo under Sentinel) against redis+cluster:// and
+ * status, unlock, demo) against redis+cluster:// and
  * redis+sentinel:// URLs,
  * `status --json` naming the node that answered. The other URL forms are
  * covered from the shell: redis:// in every tests/cli script, unix:// in
@@ -102,10 +102,9 @@ TEST(sentinel_master) {
 }
 
 /* Every CLI command on url: exec, status (text and --json: locked by a
- * library client, with the node), unlock --force, and demo if asked (not on
- * a Cluster: its MGET/MSET of two data keys are user commands, which go to
- * the first seed unredirected: CROSSSLOT/MOVED, a known limit). */
-static void every_command(const char *url, const char *name, int node_port, int demo) {
+ * library client, with the node), unlock --force, and demo (its data keys
+ * share one hash tag: user commands go to that slot's master). */
+static void every_command(const char *url, const char *name, int node_port) {
   char out[4096], args[256], want[128];
   snprintf(args, sizeof args, "exec %s -- true", name);
   CHECK_EQ(cli(out, sizeof out, url, args), 0);
@@ -129,15 +128,15 @@ static void every_command(const char *url, const char *name, int node_port, int 
   CHECK_EQ(locked, 0);
   rlock_lock_free(l);
   rlock_client_free(c);
-  if (demo) CHECK_MSG(cli(out, sizeof out, url, "demo --workers 2 --stock 20") == 0, "demo on %s: %s", url, out);
+  CHECK_MSG(cli(out, sizeof out, url, "demo --workers 2 --stock 20") == 0, "demo on %s: %s", url, out);
 }
 
 TEST(cli_on_cluster) {
   const char *name = "node:cli";
-  every_command(cl->url, name, th_cluster_owner(cl, th_cluster_keyslot(cl, name))->port, 0);
+  every_command(cl->url, name, th_cluster_owner(cl, th_cluster_keyslot(cl, name))->port);
 }
 
-TEST(cli_on_sentinel) { every_command(dep->url, "node:cli", dep->nodes[0]->port, 1); }
+TEST(cli_on_sentinel) { every_command(dep->url, "node:cli", dep->nodes[0]->port); }
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 600);

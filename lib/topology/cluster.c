@@ -32,9 +32,16 @@
  * serves their slot. Classic: the client's subscriber connection SUBSCRIBEs
  * on one node (Cluster forwards every PUBLISH to every node); when that node
  * cannot be reached it moves to another known master, as the control
- * connection does. User commands go to the first seed's user connection;
- * their redirects are returned to the caller as error replies (the user
- * connection carries the caller's own commands, not the locks'). */
+ * connection does.
+ *
+ * User commands (usercmd.c sends them with their first key, or none) go to
+ * the user connection of their slot's master (opened on first use, attached
+ * to usercmd.c, which unsticks and closes it with the others), keyless ones
+ * and those whose slot is not known yet to the first seed's. MOVED and ASK
+ * are followed as for the locks (at most MAX_REDIRECTS, within the command's
+ * own deadline), on the target's user connection; TRYAGAIN, CLUSTERDOWN and
+ * CROSSSLOT come back to the caller. The parts of a transaction are pinned:
+ * a MOVED inside one only updates the map (the caller sees EXECABORT). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -53,6 +60,8 @@ typedef struct cnode {
   conn_t cmd;
   conn_t sub;    /* sharded pub/sub: SSUBSCRIBE for the channels of its slots */
   bool has_sub;  /* sub was opened (on first use) */
+  conn_t user;   /* the user's commands on its slots (rlock_client_command) */
+  bool has_user; /* user was opened (on first use) */
 } cnode_t;
 
 typedef struct delayed delayed_t;
@@ -278,6 +287,22 @@ static conn_t *node_sub(cluster_t *k, cnode_t *n) {
   return &n->sub;
 }
 
+/* Node n's user connection, opened on first use (the handshake of the
+ * client's user connection: no scripts); NULL when out of memory or the
+ * user connections are closed (the client is closing). */
+static conn_t *node_user(cluster_t *k, cnode_t *n) {
+  if (!n->has_user) {
+    if (rlock__conn_init(&n->user, k->cl, CONN_USER) || rlock__conn_set_node(&n->user, n->host, n->port) ||
+        rlock__usercmd_attach(&k->cl->uc, &n->user)) {
+      rlock__conn_close(&n->user);
+      return NULL;
+    }
+    n->has_user = true;
+    rlock__conn_start(&n->user);
+  }
+  return &n->user;
+}
+
 static conn_t *route(client_t *cl, const req_t *r) {
   cluster_t *k = state(cl);
   bool known = r->slot >= 0 && r->slot < NSLOTS && k->owner[r->slot] >= 0;
@@ -285,7 +310,10 @@ static conn_t *route(client_t *cl, const req_t *r) {
     conn_t *c = cl->sharded_pubsub && known ? node_sub(k, k->nodes[k->owner[r->slot]]) : NULL;
     return c ? c : &cl->ps.conn;
   }
-  if (r->conn == CONN_USER) return &cl->uc.conn;
+  if (r->conn == CONN_USER) { /* by the slot of its first key; keyless or not known: the first seed */
+    conn_t *c = known ? node_user(k, k->nodes[k->owner[r->slot]]) : NULL;
+    return c ? c : &cl->uc.conn;
+  }
   return known ? &k->nodes[k->owner[r->slot]]->cmd : &cl->cmd;
 }
 
@@ -357,6 +385,31 @@ static bool send_later(cluster_t *k, req_t *r, const rlock_reply_t *err) {
   return true;
 }
 
+/* A user command answered MOVED / ASK: to the target's user connection
+ * (ASKING first for ASK), unless it is part of a transaction. */
+static bool user_redirect(cluster_t *k, conn_t *c, req_t *r, const rlock_reply_t *err) {
+  bool moved = rlock__reply_is_error(err, "MOVED");
+  if (!moved && !rlock__reply_is_error(err, "ASK")) return false;
+  int slot, idx = parse_redirect(k, c, err, &slot);
+  if (idx < 0) return false;
+  if (moved) {
+    k->owner[slot] = (int16_t)idx;
+    schedule_refresh(k, 0);
+  }
+  conn_t *to = r->pinned || r->redirects >= MAX_REDIRECTS ? NULL : node_user(k, k->nodes[idx]);
+  if (!to) return false;
+  r->redirects++;
+  if (!moved) {
+    const char *argv[1] = {"ASKING"};
+    req_t *a = rlock__req_new(1, argv, NULL, k->cl->opt.command_timeout_ms, NULL, (void *)asking_marker);
+    if (!a) return false;
+    a->conn = CONN_USER;
+    rlock__conn_send(to, a);
+  }
+  rlock__conn_send(to, r);
+  return true;
+}
+
 static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err) {
   cluster_t *k = state(cl);
   if (!err->str || r->ctx == asking_marker) return false;
@@ -366,6 +419,7 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
     if (idx >= 0) schedule_refresh(k, 0);
     return false;
   }
+  if (r->conn == CONN_USER) return user_redirect(k, c, r, err);
   if (r->conn != CONN_CMD) return false;
   if (rlock__reply_is_error(err, "TRYAGAIN") || rlock__reply_is_error(err, "CLUSTERDOWN")) {
     if (rlock__reply_is_error(err, "CLUSTERDOWN")) schedule_refresh(k, 0);
@@ -516,6 +570,7 @@ static void cluster_flush(client_t *cl) {
   for (int i = 0; k && i < k->nnodes; i++) {
     rlock__conn_flush(&k->nodes[i]->cmd);
     if (k->nodes[i]->has_sub) rlock__conn_flush(&k->nodes[i]->sub);
+    if (k->nodes[i]->has_user) rlock__conn_flush(&k->nodes[i]->user);
   }
 }
 
@@ -525,7 +580,9 @@ static void cluster_close(client_t *cl) {
   for (int i = 0; i < k->nnodes; i++) {
     rlock__conn_close(&k->nodes[i]->cmd);
     if (k->nodes[i]->has_sub) rlock__conn_close(&k->nodes[i]->sub);
+    if (k->nodes[i]->has_user) rlock__conn_close(&k->nodes[i]->user);
   }
+  rlock__usercmd_detach_all(&cl->uc); /* freed below */
   rlock__set_msg("client closed");
   while (k->delayed) {
     delayed_t *d = k->delayed;
