@@ -757,9 +757,18 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
 
 /* ------------------------------------------------------------ submitting */
 
-int rlock__client_submit(client_t *cl, op_t *op) {
+/* Checked before a call takes anything of the client (its spare ops sit
+ * behind a mutex another thread may have held at the fork: locked for ever
+ * in the child). */
+int rlock__client_check_fork(const client_t *cl) {
   if (in_forked_child(cl))
     return rlock__fail(RLOCK_ESYS, "client used in a forked child: create a new client after fork");
+  return 0;
+}
+
+int rlock__client_submit(client_t *cl, op_t *op) {
+  int rc = rlock__client_check_fork(cl);
+  if (rc) return rc;
   if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
   op_t *head = atomic_load(&cl->submitted);
   do

@@ -581,6 +581,7 @@ void rlock__client_pass_end(client_t *cl);
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
 int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
+int rlock__client_check_fork(const client_t *cl); /* RLOCK_ESYS in a forked child, before anything is taken */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
