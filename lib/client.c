@@ -18,6 +18,7 @@
 
 /* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
 const char *rlock__test_resolv_conf;
+void (*rlock__test_pass_hook)(client_t *cl);
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -419,6 +420,7 @@ void rlock__client_pass_begin(client_t *cl) { atomic_store(&cl->awake, true); }
 void rlock__client_pass_end(client_t *cl) {
   for (int takes = 1;; takes++) {
     run_submitted(cl);
+    if (rlock__test_pass_hook) rlock__test_pass_hook(cl); /* tests: a push right after the take */
     atomic_store(&cl->awake, false);
     if (!atomic_load(&cl->submitted)) break;
     if (takes == PASS_TAKES) {

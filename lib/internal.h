@@ -595,6 +595,9 @@ struct evdns_base *rlock__client_dns(client_t *cl);
  * when it is made (NULL, the default: /etc/resolv.conf). Set before
  * rlock_client_new; nothing but the tests sets it. */
 extern const char *rlock__test_resolv_conf;
+/* Test seam (tests/test_handoff.c): called by every pass of the I/O thread
+ * right after it took the submit stack, before it clears cl->awake. */
+extern void (*rlock__test_pass_hook)(client_t *cl);
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {
