@@ -55,6 +55,7 @@ RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {
 /* ------------------------------------------------------------ ops */
 
 static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *rc) {
+  if ((*rc = rlock__client_check_fork(l->cl))) return NULL;
   op_t *op = rlock__op_alloc(l->cl);
   if (!op) {
     *rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
@@ -362,6 +363,11 @@ static void free_parts(req_t *r) {
 
 /* Runs the parts (one command, or MULTI ... EXEC) on the user connection. */
 static int run_command(client_t *cl, int64_t timeout_ms, req_t *parts, rlock_reply_t **reply) {
+  int rc = rlock__client_check_fork(cl);
+  if (rc) {
+    free_parts(parts);
+    return rc;
+  }
   op_t *op = rlock__op_alloc(cl);
   if (!op) {
     free_parts(parts);
@@ -374,7 +380,7 @@ static int run_command(client_t *cl, int64_t timeout_ms, req_t *parts, rlock_rep
   int64_t now = rlock_now_ms();
   op->deadline = timeout_ms == RLOCK_WAIT_FOREVER || timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
   void *p = NULL;
-  int rc = run_sync(op, NULL, &p, NULL);
+  rc = run_sync(op, NULL, &p, NULL);
   *reply = p;
   return rc;
 }

@@ -18,6 +18,7 @@
 
 /* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
 const char *rlock__test_resolv_conf;
+void (*rlock__test_pass_hook)(client_t *cl);
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -419,6 +420,7 @@ void rlock__client_pass_begin(client_t *cl) { atomic_store(&cl->awake, true); }
 void rlock__client_pass_end(client_t *cl) {
   for (int takes = 1;; takes++) {
     run_submitted(cl);
+    if (rlock__test_pass_hook) rlock__test_pass_hook(cl); /* tests: a push right after the take */
     atomic_store(&cl->awake, false);
     if (!atomic_load(&cl->submitted)) break;
     if (takes == PASS_TAKES) {
@@ -757,9 +759,18 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
 
 /* ------------------------------------------------------------ submitting */
 
-int rlock__client_submit(client_t *cl, op_t *op) {
+/* Checked before a call takes anything of the client (its spare ops sit
+ * behind a mutex another thread may have held at the fork: locked for ever
+ * in the child). */
+int rlock__client_check_fork(const client_t *cl) {
   if (in_forked_child(cl))
     return rlock__fail(RLOCK_ESYS, "client used in a forked child: create a new client after fork");
+  return 0;
+}
+
+int rlock__client_submit(client_t *cl, op_t *op) {
+  int rc = rlock__client_check_fork(cl);
+  if (rc) return rc;
   if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
   op_t *head = atomic_load(&cl->submitted);
   do

@@ -216,6 +216,30 @@ static bool role_is_master(const rlock_reply_t *reply) {
          !strcmp(reply->element[0]->str, "master");
 }
 
+/* The error text of a refused handshake command for a message. A server
+ * that does not know the command quotes its arguments ("unknown command
+ * 'AUTH', with args beginning with: '<password>'", Redis cuts them to 128
+ * bytes): the text stops before the quoted arguments, and any password of
+ * the URL left in it becomes ***. */
+static void refusal_text(const conn_t *c, const char *str, char *out, size_t n) {
+  const char *cut = strstr(str, "with args beginning with");
+  snprintf(out, n, "%.*s", cut ? (int)(cut - str) : 200, str);
+  for (size_t l = strlen(out); cut && l && (out[l - 1] == ' ' || out[l - 1] == ','); l--) out[l - 1] = 0;
+  const char *secrets[2] = {c->cl->url.password, c->cl->url.sentinel_password};
+  for (int i = 0; i < 2; i++) {
+    size_t sl = secrets[i] ? strlen(secrets[i]) : 0;
+    for (char *p; sl && (p = strstr(out, secrets[i]));) {
+      size_t rest = strlen(p + sl) + 1;
+      if (sl >= 3) {
+        memcpy(p, "***", 3);
+        memmove(p + 3, p + sl, rest);
+      } else {
+        memset(p, '*', sl); /* shorter than the mask: masked in place */
+      }
+    }
+  }
+}
+
 static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   conn_t *c = r->ctx;
   if (status == 0 && reply && reply->type == RLOCK_REPLY_ERROR) {
@@ -225,8 +249,9 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
                  rlock__reply_is_error(reply, "ERR DB index") || rlock__reply_is_error(reply, "ERR invalid DB") ||
                  rlock__reply_is_error(reply, "NOPERM");
     if (fatal) {
-      char msg[300];
-      snprintf(msg, sizeof msg, "%s rejected: %.200s", r->is_auth ? "AUTH" : "handshake", reply->str);
+      char msg[300], text[210];
+      refusal_text(c, reply->str ? reply->str : "", text, sizeof text);
+      snprintf(msg, sizeof msg, "%s rejected: %s", r->is_auth ? "AUTH" : "handshake", text);
       rlock_reply_free(reply);
       c->last_err = RLOCK_EAUTH;
       drop(c, RLOCK_EAUTH, msg);

@@ -591,6 +591,7 @@ void rlock__client_pass_end(client_t *cl);
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
 int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
+int rlock__client_check_fork(const client_t *cl); /* RLOCK_ESYS in a forked child, before anything is taken */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
@@ -604,6 +605,9 @@ struct evdns_base *rlock__client_dns(client_t *cl);
  * when it is made (NULL, the default: /etc/resolv.conf). Set before
  * rlock_client_new; nothing but the tests sets it. */
 extern const char *rlock__test_resolv_conf;
+/* Test seam (tests/test_handoff.c): called by every pass of the I/O thread
+ * right after it took the submit stack, before it clears cl->awake. */
+extern void (*rlock__test_pass_hook)(client_t *cl);
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {

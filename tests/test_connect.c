@@ -140,6 +140,23 @@ TEST(password) {
   th_server_stop(s);
 }
 
+/* A server that does not know AUTH (renamed away, a proxy) answers "unknown
+ * command 'AUTH', with args beginning with: '<password>'": the message the
+ * caller gets must not carry the password (nor a prefix of it). */
+TEST(auth_refusal_not_echoed) {
+  const char *extra[] = {"--rename-command", "AUTH", "", NULL};
+  th_server_opts_t so = {.extra_args = extra};
+  th_server_t *s = th_server_start(&so);
+  char url[400];
+  snprintf(url, sizeof url, "redis://:EchoedSecret42@127.0.0.1:%d", s->port);
+  CHECK_RC(connect_url(url), RLOCK_EAUTH);
+  CHECK_MSG(!strstr(rlock_last_error(), "EchoedSe"), "password in message: %s", rlock_last_error());
+  snprintf(url, sizeof url, "redis://alice:EchoedSecret42@127.0.0.1:%d", s->port);
+  CHECK_RC(connect_url(url), RLOCK_EAUTH);
+  CHECK_MSG(!strstr(rlock_last_error(), "EchoedSe"), "password in message: %s", rlock_last_error());
+  th_server_stop(s);
+}
+
 TEST(acl_user) {
   const char *extra[] = {"--user", "alice", "on", ">secret", "~*", "&*", "+@all",
                          "--user", "default", "off", NULL};
@@ -355,6 +372,7 @@ int main(int argc, char **argv) {
   RUN(unreachable);
   RUN(silent_server);
   RUN(password);
+  RUN(auth_refusal_not_echoed);
   RUN(acl_user);
   RUN(unix_socket);
   RUN(select_db);

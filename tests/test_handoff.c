@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "internal.h"
 
 static th_server_t *srv;
 
@@ -190,12 +191,53 @@ TEST(async_from_callbacks) {
   rlock_client_free(c);
 }
 
+/* A push that lands after a pass took the submit stack but before the pass
+ * cleared cl->awake skips the eventfd (the loop is awake): only the pass's
+ * last look at the stack can start it. The seam pushes one exactly there, in
+ * the read pass of the last reply, after which nothing else happens on the
+ * client (no PING, no timer): without the last look it waits for ever. */
+static atomic_bool hook_armed;
+static atomic_int late_done;
+static rlock_lock_t *hook_lock;
+
+static void late_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  atomic_store(&late_done, status == 0 ? 1 : -1);
+}
+
+static void push_after_take(client_t *cl) {
+  if (!atomic_exchange(&hook_armed, false)) return;
+  if (rlock_lock_is_locked_async(hook_lock, late_cb, NULL) != 0) atomic_store(&late_done, -2);
+}
+
+static void arm_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  atomic_store(&hook_armed, true); /* this read pass's end pushes the late call */
+}
+
+static int late_finished(void *arg) { return atomic_load(&late_done) != 0; }
+
+TEST(push_between_take_and_sleep) {
+  rlock__test_pass_hook = push_after_take; /* set while no I/O thread runs: it acts only when armed */
+  rlock_client_t *c = new_client();
+  hook_lock = th_lock(c, "handoff:late");
+  for (int i = 0; i < 20; i++) {
+    atomic_store(&late_done, 0);
+    CHECK_OK(rlock_lock_is_locked_async(hook_lock, arm_cb, NULL));
+    CHECK_MSG(th_wait_until(late_finished, NULL, STUCK_MS), "round %d: a call pushed between the pass's take and "
+              "its end never started: a lost wake-up", i);
+    CHECK_EQ(atomic_load(&late_done), 1);
+  }
+  rlock_lock_free(hook_lock);
+  rlock_client_free(c);
+  rlock__test_pass_hook = NULL;
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 280);
   srv = th_server_start(NULL);
   RUN(one_thread_ping_pong);
   RUN(many_threads);
   RUN(async_from_callbacks);
+  RUN(push_between_take_and_sleep);
   th_server_stop(srv);
   return th_done();
 }
