@@ -70,6 +70,19 @@ TEST(every_master) {
     free(raw);
     expect_str(ucmd(c, 2, get), val);
   }
+  /* The slot map is known now: each command goes straight to its master (a
+   * command sent to the first seed would come back MOVED and be followed,
+   * which the replies above cannot tell apart). */
+  long long moved = 0, after = 0;
+  for (int i = 0; i < cl->masters; i++) moved += errorstat(cl->node[i], "MOVED");
+  for (int i = 0; i < cl->masters; i++) {
+    char key[64];
+    key_on(cl->node[i], "ucmd:every:", key, sizeof key);
+    const char *get[] = {"GET", key};
+    rlock_reply_free(ucmd(c, 2, get));
+  }
+  for (int i = 0; i < cl->masters; i++) after += errorstat(cl->node[i], "MOVED");
+  CHECK_EQ(after, moved);
   rlock_client_free(c);
 }
 
