@@ -3,7 +3,8 @@
  * whose first key is argv[1] runs on the master of that key's slot (checked
  * with a raw command on that node), a MOVED after a slot move and an ASK
  * during one are followed, a transaction runs on its keys' slot, keyless
- * commands run on the first seed, a multi-key command across slots gets the
+ * commands run on the first seed, EVAL/EVALSHA with keys run on their first
+ * key's master (malformed numkeys: the server's answer), a multi-key command across slots gets the
  * server's CROSSSLOT, a timed-out blocking command on a shard's user
  * connection leaves no later command stuck behind it, and freeing the
  * client ends one blocked forever there.
@@ -186,6 +187,57 @@ TEST(keyless_and_crossslot) {
   rlock_client_free(c);
 }
 
+static long long moved_total(void) {
+  long long n = 0;
+  for (int i = 0; i < cl->masters; i++) n += errorstat(cl->node[i], "MOVED");
+  return n;
+}
+
+/* EVAL / EVALSHA with keys run on the master of their first key (argv[3]),
+ * with no MOVED once the map is known; numkeys 0 or malformed (negative,
+ * huge, not a number, no key after it) gets the server's own answer. */
+TEST(scripts_on_slot) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  const char *script = "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])";
+  const char *load[] = {"SCRIPT", "LOAD", script};
+  char keys[8][64];
+  for (int i = 0; i < cl->masters; i++) {
+    key_on(cl->node[i], "ucmd:eval:", keys[i], sizeof keys[i]);
+    const char *get[] = {"GET", keys[i]};
+    rlock_reply_free(ucmd(c, 2, get)); /* the client learns the slots */
+    th_reply_free(th_cmd(cl->node[i], "SCRIPT", "LOAD", script, NULL));
+  }
+  rlock_reply_t *r = ucmd(c, 3, load);
+  CHECK_EQ(r->type, RLOCK_REPLY_STRING);
+  char sha[64];
+  snprintf(sha, sizeof sha, "%s", r->str ? r->str : "");
+  rlock_reply_free(r);
+  long long moved = moved_total();
+  for (int i = 0; i < cl->masters; i++) {
+    const char *eval[] = {"EVAL", script, "1", keys[i], "e"}, *evalsha[] = {"evalsha", sha, "1", keys[i], "s"};
+    expect_str(ucmd(c, 5, eval), "e");
+    expect_str(ucmd(c, 5, evalsha), "s");
+    char *raw = th_cmd_str(cl->node[i], "GET", keys[i], NULL);
+    CHECK_MSG(raw && !strcmp(raw, "s"), "node %d holds %s", cl->node[i]->port, raw ? raw : "(nil)");
+    free(raw);
+  }
+  CHECK_EQ(moved_total(), moved);
+  const char *bad[][5] = {
+      {"EVAL", "return 1", "0", NULL},           {"EVAL", "return 1", "-1", "x", NULL},
+      {"EVAL", "return 1", "abc", "x", NULL},    {"EVAL", "return 1", "99999999999999999999", "x", NULL},
+      {"EVAL", "return 1", "1", NULL},           {"EVAL", "return 1", "2", "{t}a", NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int n = 0;
+    while (n < 5 && bad[i][n]) n++;
+    r = NULL;
+    CHECK_OK(rlock_client_command(c, n, bad[i], NULL, &r));
+    CHECK(r != NULL);
+    rlock_reply_free(r);
+  }
+  rlock_client_free(c);
+}
+
 /* A BLPOP 0 on a shard's user connection outlives its timeout: that
  * connection is reset, and the next command on the slot answers. */
 TEST(unstick_shard_connection) {
@@ -262,6 +314,7 @@ int main(int argc, char **argv) {
   RUN_IF(every_master);
   RUN_IF(transaction_on_slot);
   RUN_IF(keyless_and_crossslot);
+  RUN_IF(scripts_on_slot);
   RUN_IF(unstick_shard_connection);
   RUN_IF(free_ends_a_shard_command);
   RUN_IF(moved_and_ask);
