@@ -758,8 +758,9 @@ typedef struct rlock_reply {
  * first use, with the behaviour above). The key is argv[1] for the data
  * commands (strings, keys, hashes, lists, sets, sorted sets, streams,
  * HyperLogLog, bitmaps, geo: GET, SET, DEL, MGET, MSET, INCR, HSET, LPUSH,
- * BLPOP, ZADD, XADD..., and SPUBLISH's channel), argv[3] for EVAL, EVALSHA,
- * FCALL (and their _RO forms) with numkeys > 0. Any other command (PING,
+ * BLPOP, ZADD, XADD..., and SPUBLISH's channel), argv[2] for SINTERCARD,
+ * ZINTERCARD, ZINTER, ZUNION, ZDIFF, LMPOP, ZMPOP and argv[3] for EVAL,
+ * EVALSHA, FCALL (and their _RO forms), BLMPOP, BZMPOP, with numkeys > 0. Any other command (PING,
  * INFO, CLUSTER..., or a key in another position, e.g. OBJECT ENCODING key)
  * goes to the first seed's user connection, as does a keyed command sent
  * before the slot map is known (it follows the MOVED). MOVED and ASK (ASKING first) are followed within

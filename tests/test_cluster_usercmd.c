@@ -4,7 +4,8 @@
  * with a raw command on that node), a MOVED after a slot move and an ASK
  * during one are followed, a transaction runs on its keys' slot, keyless
  * commands run on the first seed, EVAL/EVALSHA with keys run on their first
- * key's master (malformed numkeys: the server's answer), a multi-key command across slots gets the
+ * key's master (malformed numkeys: the server's answer), SINTERCARD on
+ * its argv[2] key's (not argv[1], a count), a multi-key command across slots gets the
  * server's CROSSSLOT, a timed-out blocking command on a shard's user
  * connection leaves no later command stuck behind it, and freeing the
  * client ends one blocked forever there.
@@ -238,6 +239,34 @@ TEST(scripts_on_slot) {
   rlock_client_free(c);
 }
 
+/* Commands whose argv[1] is numkeys (SINTERCARD 1 key): the key is argv[2],
+ * not "1". Hashed as a key, "1" sent the command to that slot's master: a
+ * MOVED on every call, and a transaction starting with it pinned to the
+ * wrong master: EXECABORT every time, however often sent again. */
+TEST(numkeys_first) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  th_server_t *wrong = th_cluster_owner(cl, th_cluster_keyslot(cl, "1"));
+  char key[64];
+  key_on(cl->node[wrong == cl->node[0] ? 1 : 0], "ucmd:card:", key, sizeof key);
+  const char *sadd[] = {"SADD", key, "a", "b"}, *card[] = {"SINTERCARD", "1", key};
+  rlock_reply_free(ucmd(c, 4, sadd)); /* the client learns the slot */
+  long long moved = moved_total();
+  rlock_reply_t *r = ucmd(c, 3, card);
+  CHECK_MSG(r->type == RLOCK_REPLY_INTEGER && r->integer == 2, "SINTERCARD: type %d %s", (int)r->type,
+            r->str ? r->str : "");
+  rlock_reply_free(r);
+  CHECK_EQ(moved_total(), moved); /* straight to the key's master */
+  rlock_command_t cmds[] = {{3, card, NULL}, {4, sadd, NULL}};
+  for (int i = 0; i < 2; i++) { /* the second time with whatever the first taught the map */
+    r = NULL;
+    CHECK_OK(rlock_client_transaction(c, 2, cmds, &r));
+    CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 2, "transaction %d: type %d %s", i, (int)r->type,
+              r->str ? r->str : "");
+    rlock_reply_free(r);
+  }
+  rlock_client_free(c);
+}
+
 /* A BLPOP 0 on a shard's user connection outlives its timeout: that
  * connection is reset, and the next command on the slot answers. */
 TEST(unstick_shard_connection) {
@@ -315,6 +344,7 @@ int main(int argc, char **argv) {
   RUN_IF(transaction_on_slot);
   RUN_IF(keyless_and_crossslot);
   RUN_IF(scripts_on_slot);
+  RUN_IF(numkeys_first);
   RUN_IF(unstick_shard_connection);
   RUN_IF(free_ends_a_shard_command);
   RUN_IF(moved_and_ask);
