@@ -264,6 +264,31 @@ TEST(numkeys_first) {
               r->str ? r->str : "");
     rlock_reply_free(r);
   }
+  /* The other numkeys-first layouts, on a master that is neither slot "1"'s
+   * nor the first seed (where a keyless transaction would go). */
+  th_server_t *m = NULL;
+  for (int i = 1; i < cl->masters && !m; i++)
+    if (cl->node[i] != wrong) m = cl->node[i];
+  char zk[64], lk[64];
+  key_on(m, "ucmd:zcard:", zk, sizeof zk);
+  key_on(m, "ucmd:lmpop:", lk, sizeof lk);
+  const char *zadd[] = {"ZADD", zk, "1", "a"}, *rpush[] = {"RPUSH", lk, "a", "b", "c"};
+  rlock_reply_free(ucmd(c, 4, zadd));
+  rlock_reply_free(ucmd(c, 5, rpush));
+  const char *zcard[] = {"ZINTERCARD", "1", zk}, *zinter[] = {"ZINTER", "1", zk},
+             *lmpop[] = {"LMPOP", "1", lk, "LEFT"}, *blmpop[] = {"BLMPOP", "0.01", "1", lk, "LEFT"};
+  const char *echo[] = {"ECHO", "x"}; /* keyless: the numkeys-first command decides the master */
+  rlock_command_t each[][2] = {{{3, zcard, NULL}, {2, echo, NULL}},
+                               {{3, zinter, NULL}, {2, echo, NULL}},
+                               {{4, lmpop, NULL}, {2, echo, NULL}},
+                               {{5, blmpop, NULL}, {2, echo, NULL}}};
+  for (int i = 0; i < 4; i++) {
+    r = NULL;
+    CHECK_OK(rlock_client_transaction(c, 2, each[i], &r));
+    CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 2, "%s transaction: type %d %s", each[i][0].argv[0],
+              (int)r->type, r->str ? r->str : "");
+    rlock_reply_free(r);
+  }
   rlock_client_free(c);
 }
 
