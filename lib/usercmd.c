@@ -22,7 +22,8 @@
  * the key's slot master; single-server deployments ignore it). The key is
  * argv[1] for the data commands listed in keyed[] (strings, keys, hashes,
  * lists, sets, sorted sets, streams, HyperLogLog, bitmaps, geo, SPUBLISH's
- * channel), argv[2] for the commands of counted[] ("SINTERCARD numkeys
+ * channel), argv[2] for those of second[] (BITOP op dest, OBJECT ENCODING
+ * key...) and of counted[] ("SINTERCARD numkeys
  * key..."), argv[3] for EVAL/EVALSHA/FCALL (and _RO), BLMPOP, BZMPOP with
  * numkeys > 0; any
  * other command is keyless (the first seed). A transaction takes the key of
@@ -110,6 +111,12 @@ static const char *const keyed[] = {
     "GEOSEARCHSTORE", "GEORADIUS", "GEORADIUS_RO", "GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO", "SPUBLISH",
 };
 
+/* Commands whose first key is argv[2], after an operation or subcommand
+ * (BITOP OR dest..., OBJECT ENCODING key, MEMORY USAGE key, XGROUP CREATE
+ * key..., XINFO STREAM key); their forms without one (OBJECT HELP, MEMORY
+ * STATS) have no argv[2] and are keyless. */
+static const char *const second[] = {"BITOP", "OBJECT", "MEMORY", "XGROUP", "XINFO"};
+
 /* Commands "NAME numkeys key...": the first key is argv[2] when numkeys > 0
  * (argv[1] is a count, not a key: hashed, it would pick a wrong master). */
 static const char *const counted[] = {"SINTERCARD", "ZINTERCARD", "ZINTER", "ZUNION", "ZDIFF", "LMPOP", "ZMPOP"};
@@ -152,6 +159,7 @@ static bool command_key(const req_t *r, const char **key, size_t *klen) {
   size_t len, nlen;
   if (!resp_arg(r, 0, &name, &len)) return false;
   if (listed(name, len, keyed, sizeof keyed / sizeof keyed[0])) return resp_arg(r, 1, key, klen);
+  if (listed(name, len, second, sizeof second / sizeof second[0])) return resp_arg(r, 2, key, klen);
   int at = listed(name, len, counted, sizeof counted / sizeof counted[0])     ? 1
            : listed(name, len, scripted, sizeof scripted / sizeof scripted[0]) ? 2
                                                                                : 0;

@@ -5,7 +5,8 @@
  * during one are followed, a transaction runs on its keys' slot, keyless
  * commands run on the first seed, EVAL/EVALSHA with keys run on their first
  * key's master (malformed numkeys: the server's answer), SINTERCARD on
- * its argv[2] key's (not argv[1], a count), a multi-key command across slots gets the
+ * its argv[2] key's (not argv[1], a count), a transaction of BITOP/OBJECT/XGROUP
+ * on their argv[2] key's, a multi-key command across slots gets the
  * server's CROSSSLOT, a timed-out blocking command on a shard's user
  * connection leaves no later command stuck behind it, and freeing the
  * client ends one blocked forever there.
@@ -292,6 +293,33 @@ TEST(numkeys_first) {
   rlock_client_free(c);
 }
 
+/* Commands whose key is argv[2] (BITOP op dest, OBJECT ENCODING key, XGROUP
+ * CREATE key): a transaction of them alone on a master that is not the first
+ * seed. rlock.h promises that after EXECABORT "the same call sent again goes
+ * to the new owner": routed to the first seed as keyless, it got EXECABORT
+ * every time. */
+TEST(key_after_subcommand) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  char tag[64], key[80], dest[80], stream[80];
+  key_on(cl->node[1], "ucmd:sub:", tag, sizeof tag);
+  snprintf(key, sizeof key, "{%s}", tag);
+  snprintf(dest, sizeof dest, "{%s}:d", tag);
+  snprintf(stream, sizeof stream, "{%s}:s", tag);
+  const char *set[] = {"SET", key, "a"};
+  expect_ok(ucmd(c, 3, set)); /* the client learns the slot */
+  const char *bitop[] = {"BITOP", "OR", dest, key}, *object[] = {"OBJECT", "ENCODING", key},
+             *xgroup[] = {"XGROUP", "CREATE", stream, "g", "$", "MKSTREAM"};
+  rlock_command_t cmds[] = {{4, bitop, NULL}, {3, object, NULL}, {6, xgroup, NULL}};
+  for (int i = 0; i < 2; i++) { /* the second time with whatever the first taught the map */
+    rlock_reply_t *r = NULL;
+    CHECK_OK(rlock_client_transaction(c, i ? 2 : 3, cmds, &r));
+    CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == (size_t)(i ? 2 : 3), "transaction %d: type %d %s", i,
+              (int)r->type, r->str ? r->str : "");
+    rlock_reply_free(r);
+  }
+  rlock_client_free(c);
+}
+
 /* A BLPOP 0 on a shard's user connection outlives its timeout: that
  * connection is reset, and the next command on the slot answers. */
 TEST(unstick_shard_connection) {
@@ -370,6 +398,7 @@ int main(int argc, char **argv) {
   RUN_IF(keyless_and_crossslot);
   RUN_IF(scripts_on_slot);
   RUN_IF(numkeys_first);
+  RUN_IF(key_after_subcommand);
   RUN_IF(unstick_shard_connection);
   RUN_IF(free_ends_a_shard_command);
   RUN_IF(moved_and_ask);
