@@ -758,9 +758,11 @@ typedef struct rlock_reply {
  * first use, with the behaviour above). The key is argv[1] for the data
  * commands (strings, keys, hashes, lists, sets, sorted sets, streams,
  * HyperLogLog, bitmaps, geo: GET, SET, DEL, MGET, MSET, INCR, HSET, LPUSH,
- * BLPOP, ZADD, XADD..., and SPUBLISH's channel), argv[3] for EVAL, EVALSHA,
- * FCALL (and their _RO forms) with numkeys > 0. Any other command (PING,
- * INFO, CLUSTER..., or a key in another position, e.g. OBJECT ENCODING key)
+ * BLPOP, ZADD, XADD..., and SPUBLISH's channel), argv[2] for BITOP, OBJECT,
+ * MEMORY, XGROUP, XINFO (their forms with a key) and for SINTERCARD,
+ * ZINTERCARD, ZINTER, ZUNION, ZDIFF, LMPOP, ZMPOP and argv[3] for EVAL,
+ * EVALSHA, FCALL (and their _RO forms), BLMPOP, BZMPOP, with numkeys > 0. Any other command (PING,
+ * INFO, CLUSTER..., or a key in another position, e.g. XREAD ... STREAMS key)
  * goes to the first seed's user connection, as does a keyed command sent
  * before the slot map is known (it follows the MOVED). MOVED and ASK (ASKING first) are followed within
  * the command's timeout, at most 5 in a row; TRYAGAIN and CLUSTERDOWN come
@@ -801,7 +803,8 @@ typedef struct rlock_command {
  * that slot). A MOVED or ASK inside it is not followed (each command would
  * run outside the transaction): the reply is EXEC's EXECABORT and nothing
  * ran; a MOVED updates the slot map, so the same call sent again goes to the
- * new owner. */
+ * new owner (not a transaction with no command keyed by that table, e.g.
+ * only XREAD ... STREAMS key: it always goes to the first seed). */
 int rlock_client_transaction(rlock_client_t *client, size_t ncmds, const rlock_command_t *cmds,
                              rlock_reply_t **reply);
 

@@ -22,7 +22,10 @@
  * the key's slot master; single-server deployments ignore it). The key is
  * argv[1] for the data commands listed in keyed[] (strings, keys, hashes,
  * lists, sets, sorted sets, streams, HyperLogLog, bitmaps, geo, SPUBLISH's
- * channel), argv[3] for EVAL/EVALSHA/FCALL (and _RO) with numkeys > 0; any
+ * channel), argv[2] for those of second[] (BITOP op dest, OBJECT ENCODING
+ * key...) and of counted[] ("SINTERCARD numkeys
+ * key..."), argv[3] for EVAL/EVALSHA/FCALL (and _RO), BLMPOP, BZMPOP with
+ * numkeys > 0; any
  * other command is keyless (the first seed). A transaction takes the key of
  * its first keyed command, and its parts are pinned: a redirect inside it
  * is not followed (the commands would run outside MULTI), EXEC's
@@ -97,7 +100,7 @@ static const char *const keyed[] = {
     "HEXISTS", "HSTRLEN", "HINCRBY", "HINCRBYFLOAT", "HSCAN", "HRANDFIELD", "LPUSH", "RPUSH", "LPUSHX",
     "RPUSHX", "LPOP", "RPOP", "LLEN", "LRANGE", "LINDEX", "LSET", "LREM", "LTRIM", "LINSERT", "LPOS", "LMOVE",
     "RPOPLPUSH", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
-    "SMISMEMBER", "SCARD", "SPOP", "SRANDMEMBER", "SINTER", "SINTERCARD", "SUNION", "SDIFF", "SINTERSTORE",
+    "SMISMEMBER", "SCARD", "SPOP", "SRANDMEMBER", "SINTER", "SUNION", "SDIFF", "SINTERSTORE",
     "SUNIONSTORE", "SDIFFSTORE", "SMOVE", "SSCAN", "ZADD", "ZREM", "ZCARD", "ZSCORE", "ZMSCORE", "ZINCRBY",
     "ZRANK", "ZREVRANK", "ZCOUNT", "ZLEXCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGE",
     "ZREVRANGEBYSCORE", "ZREVRANGEBYLEX", "ZRANGESTORE", "ZPOPMIN", "ZPOPMAX", "BZPOPMIN", "BZPOPMAX",
@@ -108,8 +111,20 @@ static const char *const keyed[] = {
     "GEOSEARCHSTORE", "GEORADIUS", "GEORADIUS_RO", "GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO", "SPUBLISH",
 };
 
-/* Commands "NAME script numkeys key...": the first key is argv[3] when numkeys > 0. */
-static const char *const scripted[] = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"};
+/* Commands whose first key is argv[2], after an operation or subcommand
+ * (BITOP OR dest..., OBJECT ENCODING key, MEMORY USAGE key, XGROUP CREATE
+ * key..., XINFO STREAM key); their forms without one (OBJECT HELP, MEMORY
+ * STATS) have no argv[2] and are keyless. */
+static const char *const second[] = {"BITOP", "OBJECT", "MEMORY", "XGROUP", "XINFO"};
+
+/* Commands "NAME numkeys key...": the first key is argv[2] when numkeys > 0
+ * (argv[1] is a count, not a key: hashed, it would pick a wrong master). */
+static const char *const counted[] = {"SINTERCARD", "ZINTERCARD", "ZINTER", "ZUNION", "ZDIFF", "LMPOP", "ZMPOP"};
+
+/* Commands "NAME script numkeys key..." (BLMPOP/BZMPOP: "NAME timeout
+ * numkeys key..."): the first key is argv[3] when numkeys > 0. */
+static const char *const scripted[] = {"EVAL",  "EVALSHA",  "EVAL_RO", "EVALSHA_RO", "FCALL",
+                                       "FCALL_RO", "BLMPOP", "BZMPOP"};
 
 /* Argument i of r's formatted command (RESP "*N\r\n$L\r\n...\r\n"). */
 static bool resp_arg(const req_t *r, int i, const char **arg, size_t *len) {
@@ -144,10 +159,12 @@ static bool command_key(const req_t *r, const char **key, size_t *klen) {
   size_t len, nlen;
   if (!resp_arg(r, 0, &name, &len)) return false;
   if (listed(name, len, keyed, sizeof keyed / sizeof keyed[0])) return resp_arg(r, 1, key, klen);
-  if (!listed(name, len, scripted, sizeof scripted / sizeof scripted[0]) || !resp_arg(r, 2, &numkeys, &nlen) ||
-      nlen == 0 || (nlen == 1 && numkeys[0] == '0'))
-    return false;
-  return resp_arg(r, 3, key, klen);
+  if (listed(name, len, second, sizeof second / sizeof second[0])) return resp_arg(r, 2, key, klen);
+  int at = listed(name, len, counted, sizeof counted / sizeof counted[0])     ? 1
+           : listed(name, len, scripted, sizeof scripted / sizeof scripted[0]) ? 2
+                                                                               : 0;
+  if (!at || !resp_arg(r, at, &numkeys, &nlen) || nlen == 0 || (nlen == 1 && numkeys[0] == '0')) return false;
+  return resp_arg(r, at + 1, key, klen);
 }
 
 /* ------------------------------------------------------------ the connection */

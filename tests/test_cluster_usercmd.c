@@ -3,7 +3,10 @@
  * whose first key is argv[1] runs on the master of that key's slot (checked
  * with a raw command on that node), a MOVED after a slot move and an ASK
  * during one are followed, a transaction runs on its keys' slot, keyless
- * commands run on the first seed, a multi-key command across slots gets the
+ * commands run on the first seed, EVAL/EVALSHA with keys run on their first
+ * key's master (malformed numkeys: the server's answer), SINTERCARD on
+ * its argv[2] key's (not argv[1], a count), a transaction of BITOP/OBJECT/XGROUP
+ * on their argv[2] key's, a multi-key command across slots gets the
  * server's CROSSSLOT, a timed-out blocking command on a shard's user
  * connection leaves no later command stuck behind it, and freeing the
  * client ends one blocked forever there.
@@ -70,6 +73,19 @@ TEST(every_master) {
     free(raw);
     expect_str(ucmd(c, 2, get), val);
   }
+  /* The slot map is known now: each command goes straight to its master (a
+   * command sent to the first seed would come back MOVED and be followed,
+   * which the replies above cannot tell apart). */
+  long long moved = 0, after = 0;
+  for (int i = 0; i < cl->masters; i++) moved += errorstat(cl->node[i], "MOVED");
+  for (int i = 0; i < cl->masters; i++) {
+    char key[64];
+    key_on(cl->node[i], "ucmd:every:", key, sizeof key);
+    const char *get[] = {"GET", key};
+    rlock_reply_free(ucmd(c, 2, get));
+  }
+  for (int i = 0; i < cl->masters; i++) after += errorstat(cl->node[i], "MOVED");
+  CHECK_EQ(after, moved);
   rlock_client_free(c);
 }
 
@@ -173,6 +189,137 @@ TEST(keyless_and_crossslot) {
   rlock_client_free(c);
 }
 
+static long long moved_total(void) {
+  long long n = 0;
+  for (int i = 0; i < cl->masters; i++) n += errorstat(cl->node[i], "MOVED");
+  return n;
+}
+
+/* EVAL / EVALSHA with keys run on the master of their first key (argv[3]),
+ * with no MOVED once the map is known; numkeys 0 or malformed (negative,
+ * huge, not a number, no key after it) gets the server's own answer. */
+TEST(scripts_on_slot) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  const char *script = "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])";
+  const char *load[] = {"SCRIPT", "LOAD", script};
+  char keys[8][64];
+  for (int i = 0; i < cl->masters; i++) {
+    key_on(cl->node[i], "ucmd:eval:", keys[i], sizeof keys[i]);
+    const char *get[] = {"GET", keys[i]};
+    rlock_reply_free(ucmd(c, 2, get)); /* the client learns the slots */
+    th_reply_free(th_cmd(cl->node[i], "SCRIPT", "LOAD", script, NULL));
+  }
+  rlock_reply_t *r = ucmd(c, 3, load);
+  CHECK_EQ(r->type, RLOCK_REPLY_STRING);
+  char sha[64];
+  snprintf(sha, sizeof sha, "%s", r->str ? r->str : "");
+  rlock_reply_free(r);
+  long long moved = moved_total();
+  for (int i = 0; i < cl->masters; i++) {
+    const char *eval[] = {"EVAL", script, "1", keys[i], "e"}, *evalsha[] = {"evalsha", sha, "1", keys[i], "s"};
+    expect_str(ucmd(c, 5, eval), "e");
+    expect_str(ucmd(c, 5, evalsha), "s");
+    char *raw = th_cmd_str(cl->node[i], "GET", keys[i], NULL);
+    CHECK_MSG(raw && !strcmp(raw, "s"), "node %d holds %s", cl->node[i]->port, raw ? raw : "(nil)");
+    free(raw);
+  }
+  CHECK_EQ(moved_total(), moved);
+  const char *bad[][5] = {
+      {"EVAL", "return 1", "0", NULL},           {"EVAL", "return 1", "-1", "x", NULL},
+      {"EVAL", "return 1", "abc", "x", NULL},    {"EVAL", "return 1", "99999999999999999999", "x", NULL},
+      {"EVAL", "return 1", "1", NULL},           {"EVAL", "return 1", "2", "{t}a", NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int n = 0;
+    while (n < 5 && bad[i][n]) n++;
+    r = NULL;
+    CHECK_OK(rlock_client_command(c, n, bad[i], NULL, &r));
+    CHECK(r != NULL);
+    rlock_reply_free(r);
+  }
+  rlock_client_free(c);
+}
+
+/* Commands whose argv[1] is numkeys (SINTERCARD 1 key): the key is argv[2],
+ * not "1". Hashed as a key, "1" sent the command to that slot's master: a
+ * MOVED on every call, and a transaction starting with it pinned to the
+ * wrong master: EXECABORT every time, however often sent again. */
+TEST(numkeys_first) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  th_server_t *wrong = th_cluster_owner(cl, th_cluster_keyslot(cl, "1"));
+  char key[64];
+  key_on(cl->node[wrong == cl->node[0] ? 1 : 0], "ucmd:card:", key, sizeof key);
+  const char *sadd[] = {"SADD", key, "a", "b"}, *card[] = {"SINTERCARD", "1", key};
+  rlock_reply_free(ucmd(c, 4, sadd)); /* the client learns the slot */
+  long long moved = moved_total();
+  rlock_reply_t *r = ucmd(c, 3, card);
+  CHECK_MSG(r->type == RLOCK_REPLY_INTEGER && r->integer == 2, "SINTERCARD: type %d %s", (int)r->type,
+            r->str ? r->str : "");
+  rlock_reply_free(r);
+  CHECK_EQ(moved_total(), moved); /* straight to the key's master */
+  rlock_command_t cmds[] = {{3, card, NULL}, {4, sadd, NULL}};
+  for (int i = 0; i < 2; i++) { /* the second time with whatever the first taught the map */
+    r = NULL;
+    CHECK_OK(rlock_client_transaction(c, 2, cmds, &r));
+    CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 2, "transaction %d: type %d %s", i, (int)r->type,
+              r->str ? r->str : "");
+    rlock_reply_free(r);
+  }
+  /* The other numkeys-first layouts, on a master that is neither slot "1"'s
+   * nor the first seed (where a keyless transaction would go). */
+  th_server_t *m = NULL;
+  for (int i = 1; i < cl->masters && !m; i++)
+    if (cl->node[i] != wrong) m = cl->node[i];
+  char zk[64], lk[64];
+  key_on(m, "ucmd:zcard:", zk, sizeof zk);
+  key_on(m, "ucmd:lmpop:", lk, sizeof lk);
+  const char *zadd[] = {"ZADD", zk, "1", "a"}, *rpush[] = {"RPUSH", lk, "a", "b", "c"};
+  rlock_reply_free(ucmd(c, 4, zadd));
+  rlock_reply_free(ucmd(c, 5, rpush));
+  const char *zcard[] = {"ZINTERCARD", "1", zk}, *zinter[] = {"ZINTER", "1", zk},
+             *lmpop[] = {"LMPOP", "1", lk, "LEFT"}, *blmpop[] = {"BLMPOP", "0.01", "1", lk, "LEFT"};
+  const char *echo[] = {"ECHO", "x"}; /* keyless: the numkeys-first command decides the master */
+  rlock_command_t each[][2] = {{{3, zcard, NULL}, {2, echo, NULL}},
+                               {{3, zinter, NULL}, {2, echo, NULL}},
+                               {{4, lmpop, NULL}, {2, echo, NULL}},
+                               {{5, blmpop, NULL}, {2, echo, NULL}}};
+  for (int i = 0; i < 4; i++) {
+    r = NULL;
+    CHECK_OK(rlock_client_transaction(c, 2, each[i], &r));
+    CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 2, "%s transaction: type %d %s", each[i][0].argv[0],
+              (int)r->type, r->str ? r->str : "");
+    rlock_reply_free(r);
+  }
+  rlock_client_free(c);
+}
+
+/* Commands whose key is argv[2] (BITOP op dest, OBJECT ENCODING key, XGROUP
+ * CREATE key): a transaction of them alone on a master that is not the first
+ * seed. rlock.h promises that after EXECABORT "the same call sent again goes
+ * to the new owner": routed to the first seed as keyless, it got EXECABORT
+ * every time. */
+TEST(key_after_subcommand) {
+  rlock_client_t *c = th_client(cl->url, 0);
+  char tag[64], key[80], dest[80], stream[80];
+  key_on(cl->node[1], "ucmd:sub:", tag, sizeof tag);
+  snprintf(key, sizeof key, "{%s}", tag);
+  snprintf(dest, sizeof dest, "{%s}:d", tag);
+  snprintf(stream, sizeof stream, "{%s}:s", tag);
+  const char *set[] = {"SET", key, "a"};
+  expect_ok(ucmd(c, 3, set)); /* the client learns the slot */
+  const char *bitop[] = {"BITOP", "OR", dest, key}, *object[] = {"OBJECT", "ENCODING", key},
+             *xgroup[] = {"XGROUP", "CREATE", stream, "g", "$", "MKSTREAM"};
+  rlock_command_t cmds[] = {{4, bitop, NULL}, {3, object, NULL}, {6, xgroup, NULL}};
+  for (int i = 0; i < 2; i++) { /* the second time with whatever the first taught the map */
+    rlock_reply_t *r = NULL;
+    CHECK_OK(rlock_client_transaction(c, i ? 2 : 3, cmds, &r));
+    CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == (size_t)(i ? 2 : 3), "transaction %d: type %d %s", i,
+              (int)r->type, r->str ? r->str : "");
+    rlock_reply_free(r);
+  }
+  rlock_client_free(c);
+}
+
 /* A BLPOP 0 on a shard's user connection outlives its timeout: that
  * connection is reset, and the next command on the slot answers. */
 TEST(unstick_shard_connection) {
@@ -249,6 +396,9 @@ int main(int argc, char **argv) {
   RUN_IF(every_master);
   RUN_IF(transaction_on_slot);
   RUN_IF(keyless_and_crossslot);
+  RUN_IF(scripts_on_slot);
+  RUN_IF(numkeys_first);
+  RUN_IF(key_after_subcommand);
   RUN_IF(unstick_shard_connection);
   RUN_IF(free_ends_a_shard_command);
   RUN_IF(moved_and_ask);
