@@ -1183,6 +1183,20 @@ def label(impl, setting):
     return "%s (%s)" % (impl, setting)
 
 
+def git_label(repo):
+    """The commit of the tree being measured (and whether lib/include/lua differ from it)."""
+    rev = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "lib", "include", "lua"],
+                           capture_output=True, text=True).stdout.strip()
+    return rev + (" (lib/include/lua modified in the work tree)" if dirty else "")
+
+
+# read when the run starts (the binaries were built from that tree): a commit
+# made while the run goes on must not label its figures
+GIT_AT_START = None
+
+
 def versions(ctx):
     v = {}
     try:
@@ -1200,11 +1214,7 @@ def versions(ctx):
     v["node"] = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     v["python"] = platform.python_version()
     v["redis"] = ctx.redis.info("redis_version")
-    v["git"] = subprocess.run(["git", "-C", ctx.repo, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ctx.repo, "status", "--porcelain", "lib", "include", "lua"],
-                           capture_output=True, text=True).stdout.strip()
-    v["git"] += " (lib/include/lua modified in the work tree)" if dirty else ""
+    v["git"] = GIT_AT_START or git_label(ctx.repo)
     cpu = "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -1230,6 +1240,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="--compare: rounds (default 5)")
     ap.add_argument("--report-from", help="write the report again from a saved run (no measuring)")
     args = ap.parse_args()
+    global GIT_AT_START
+    GIT_AT_START = git_label(args.repo)
     if bool(args.compare_bindir) != bool(args.compare_rev) or args.rounds < 1:
         ap.error("--compare-bindir and --compare-rev go together; --rounds >= 1")
     # --compare has its own sizes: the ratios come from the rounds.
