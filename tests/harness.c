@@ -650,3 +650,10 @@ int th_clients_named(th_server_t *s, const char *client_name) {
 }
 
 long long th_scripts_run(th_server_t *s) { return th_cmdstat(s, "evalsha") + th_cmdstat(s, "eval"); }
+
+void th_exit_by_exec(int rc) {
+  char code[16];
+  snprintf(code, sizeof code, "%d", rc);
+  execl("/bin/sh", "sh", "-c", "exit $0", code, (char *)NULL);
+  _exit(rc);
+}

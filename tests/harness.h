@@ -74,6 +74,11 @@ int th_wait_until(int (*pred)(void *), void *arg, int64_t timeout_ms);
 /* Forks a child that dies with the test process (PR_SET_PDEATHSIG) and
  * never runs the harness cleanup; returns the pid (0 in the child). */
 pid_t th_fork(void);
+/* Ends a forked child with status rc by exec (/bin/sh -c 'exit rc'): it
+ * must not run its exit under valgrind with the parent's memory it
+ * inherited (every block the parent's threads pointed to reads as lost,
+ * and valgrind's error exit code would replace rc). */
+void th_exit_by_exec(int rc) __attribute__((noreturn));
 /* Waits for pid; returns its exit status, or 128+signal. */
 int th_wait_child(pid_t pid);
 /* Makes a fresh temp dir (removed at exit); returns a static-lifetime path. */

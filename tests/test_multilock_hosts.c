@@ -37,8 +37,8 @@ static const char *dual_stack_hosts(void) {
   const char *why = NULL;
   if (!ok) why = "cannot write the hosts file";
   else if (unshare(CLONE_NEWNS)) why = "unshare(CLONE_NEWNS) failed (no CAP_SYS_ADMIN?)";
-  else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) why = "cannot make / private";
-  else if (mount(path, "/etc/hosts", NULL, MS_BIND, NULL)) why = "cannot bind a file over /etc/hosts";
+  else if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL)) why = "cannot make / private";
+  else if (mount(path, "/etc/hosts", "none", MS_BIND, NULL)) why = "cannot bind a file over /etc/hosts";
   unlink(path);
   if (why) return why;
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;

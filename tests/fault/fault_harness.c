@@ -169,7 +169,7 @@ static void worker_main(fh_worker_ctx_t *w) {
   rlock_client_free(w->client);
   close(w->hist_fd);
   close(w->ev_fd);
-  _exit(0);
+  th_exit_by_exec(0);
 }
 
 static void evlog_reset(void);
@@ -212,7 +212,7 @@ int fh_spawn(fh_pool_t *p, const fh_worker_spec_t *spec) {
     w.ctl_fd = ctl[0];
     w.ev_fd = p->ev_wr;
     w.hist_fd = hist_open(p->hist_path);
-    if (w.hist_fd < 0) _exit(3);
+    if (w.hist_fd < 0) th_exit_by_exec(3);
     worker_main(&w);
   }
   close(ctl[0]);
@@ -436,7 +436,7 @@ int fh_spawn_gated(fh_pool_t *p, const fh_worker_spec_t *spec) {
     close_inherited(ctl[0], p->ev_wr);
     for (char go = 0; go != FH_CMD_GO;) { /* FH_CMD_GO, or EOF: the parent is gone */
       ssize_t n = read(ctl[0], &go, 1);
-      if (n == 0 || (n < 0 && errno != EINTR)) _exit(0);
+      if (n == 0 || (n < 0 && errno != EINTR)) th_exit_by_exec(0);
     }
     static fh_worker_ctx_t w;
     memset(&w, 0, sizeof w);
@@ -445,7 +445,7 @@ int fh_spawn_gated(fh_pool_t *p, const fh_worker_spec_t *spec) {
     w.ctl_fd = ctl[0];
     w.ev_fd = p->ev_wr;
     w.hist_fd = hist_open(p->hist_path);
-    if (w.hist_fd < 0) _exit(3);
+    if (w.hist_fd < 0) th_exit_by_exec(3);
     worker_main(&w);
   }
   close(ctl[0]);
