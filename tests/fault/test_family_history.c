@@ -117,15 +117,6 @@ static int multi_worker(int id) {
   return 0;
 }
 
-/* A forked child ends by exec (exit status rc): it must not run the exit
- * path of the parent's memory it inherited (valgrind would report the
- * parent's cached connections as its own leaks). */
-static void exit_by_exec(int rc) {
-  char code[16];
-  snprintf(code, sizeof code, "%d", rc);
-  execl("/bin/sh", "sh", "-c", "exit $0", code, (char *)NULL);
-  _exit(rc);
-}
 
 static void check_history(const char *fault, const char *deploy, const char *kind, const char *what) {
   hist_check_opts_t opts = {.mode = HIST_MUTEX_LEASE};
@@ -145,7 +136,7 @@ TEST(redlock_nodes_killed) {
   CHECK(hist_create(hist_path) == 0);
   pid_t pids[WORKERS];
   for (int i = 0; i < WORKERS; i++)
-    if ((pids[i] = th_fork()) == 0) exit_by_exec(redlock_worker(i));
+    if ((pids[i] = th_fork()) == 0) th_exit_by_exec(redlock_worker(i));
   enters_wanted = 10;
   CHECK(th_wait_until(enough_enters, NULL, 30000));
   kill(srv[0]->pid, SIGSTOP); /* a paused node: a failed node for every round */
@@ -167,7 +158,7 @@ TEST(multilock_orders) {
   CHECK(hist_create(hist_path) == 0);
   pid_t pids[WORKERS];
   for (int i = 0; i < WORKERS; i++)
-    if ((pids[i] = th_fork()) == 0) exit_by_exec(multi_worker(i));
+    if ((pids[i] = th_fork()) == 0) th_exit_by_exec(multi_worker(i));
   for (int i = 0; i < WORKERS; i++) CHECK_EQ(th_wait_child(pids[i]), 0);
   CHECK_EQ(count_kind(HK_ENTER), WORKERS * ROUNDS * 2);
   check_history("multilock: overlapping sets {a,b} {b,c} {c,a}, orders rotated", "single", "multilock(reentrant)",
