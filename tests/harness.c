@@ -657,3 +657,24 @@ void th_exit_by_exec(int rc) {
   execl("/bin/sh", "sh", "-c", "exit $0", code, (char *)NULL);
   _exit(rc);
 }
+
+/* The member a MultiLock over (name_a on url_a, name_b on url_b) takes
+ * first: both are held by another owner, so a try with no wait fails on
+ * the first member in its order and never tries the other ('a' or 'b': the
+ * member whose client sent an acquire). */
+char th_multilock_first_taken(const char *url_a, const char *name_a, const char *url_b, const char *name_b) {
+  rlock_client_t *ca = th_client(url_a, 0), *cb = th_client(url_b, 0);
+  rlock_lock_t *a = th_lock(ca, name_a), *b = th_lock(cb, name_b);
+  rlock_lock_t *members[2] = {a, b};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  rlock_stats_t sa, sb;
+  rlock_client_stats(ca, &sa);
+  rlock_client_stats(cb, &sb);
+  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
+  rlock_multilock_free(m);
+  rlock_lock_free(a), rlock_lock_free(b);
+  rlock_client_free(ca), rlock_client_free(cb);
+  return which;
+}

@@ -79,6 +79,11 @@ pid_t th_fork(void);
  * inherited (every block the parent's threads pointed to reads as lost,
  * and valgrind's error exit code would replace rc). */
 void th_exit_by_exec(int rc) __attribute__((noreturn));
+/* The member a MultiLock over (name_a on url_a, name_b on url_b) takes
+ * first: both must be held by another owner, so a try with no wait fails on
+ * the first member in its order ('a' or 'b': the member whose client sent an
+ * acquire; '?' neither or both). */
+char th_multilock_first_taken(const char *url_a, const char *name_a, const char *url_b, const char *name_b);
 /* Waits for pid; returns its exit status, or 128+signal. */
 int th_wait_child(pid_t pid);
 /* Makes a fresh temp dir (removed at exit); returns a static-lifetime path. */

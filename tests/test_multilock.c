@@ -813,35 +813,14 @@ TEST(hard_error_fails_at_once) {
   rlock_client_free(c);
 }
 
-/* The member a MultiLock over (name_a on url_a, name_b on url_b) takes
- * first: both are held by another owner, so a try with no wait fails on
- * the first member in its order and never tries the other ('a' or 'b': the
- * member whose client sent an acquire). */
-static char first_taken(const char *url_a, const char *name_a, const char *url_b, const char *name_b) {
-  rlock_client_t *ca = th_client(url_a, 0), *cb = th_client(url_b, 0);
-  rlock_lock_t *a = th_lock(ca, name_a), *b = th_lock(cb, name_b);
-  rlock_lock_t *members[2] = {a, b};
-  rlock_multilock_t *m = NULL;
-  CHECK_OK(rlock_multilock_new(&m, members, 2));
-  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
-  rlock_stats_t sa, sb;
-  rlock_client_stats(ca, &sa);
-  rlock_client_stats(cb, &sb);
-  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
-  rlock_multilock_free(m);
-  rlock_lock_free(a), rlock_lock_free(b);
-  rlock_client_free(ca), rlock_client_free(cb);
-  return which;
-}
-
 /* Member a is name_a on server `first`, b name_b on `second`: the member
  * taken first must not depend on how the servers are spelled. */
 static void same_first(th_server_t *first, const char *name_a, th_server_t *second, const char *name_b) {
   char alt_first[64], alt_second[64];
   snprintf(alt_first, sizeof alt_first, "redis://localhost:%d", first->port);
   snprintf(alt_second, sizeof alt_second, "redis://127.0.0.1:%d/0", second->port);
-  char one = first_taken(first->url, name_a, second->url, name_b);
-  char two = first_taken(alt_first, name_a, alt_second, name_b);
+  char one = th_multilock_first_taken(first->url, name_a, second->url, name_b);
+  char two = th_multilock_first_taken(alt_first, name_a, alt_second, name_b);
   printf("%s, %s: first '%c' with %s, %s; '%c' with %s, %s\n", name_a, name_b, one, first->url, second->url, two,
          alt_first, alt_second);
   CHECK(one != '?' && two != '?');

@@ -48,26 +48,6 @@ static const char *dual_stack_hosts(void) {
   return v6_first ? NULL : "localhost's first answer is not ::1 (no IPv6 loopback?)";
 }
 
-/* Which member (a: name on url_a, b: name on url_b) a MultiLock takes first:
- * both are held by another owner, so a try with no wait stops at the first
- * member in its order ('a' or 'b': the member whose client sent a try). */
-static char first_taken(const char *url_a, const char *url_b, const char *name) {
-  rlock_client_t *ca = th_client(url_a, 0), *cb = th_client(url_b, 0);
-  rlock_lock_t *a = th_lock(ca, name), *b = th_lock(cb, name);
-  rlock_lock_t *members[2] = {a, b};
-  rlock_multilock_t *m = NULL;
-  CHECK_OK(rlock_multilock_new(&m, members, 2));
-  CHECK_RC(rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
-  rlock_stats_t sa, sb;
-  rlock_client_stats(ca, &sa);
-  rlock_client_stats(cb, &sb);
-  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
-  rlock_multilock_free(m);
-  rlock_lock_free(a), rlock_lock_free(b);
-  rlock_client_free(ca), rlock_client_free(cb);
-  return which;
-}
-
 TEST(localhost_is_127_0_0_1) {
   char lo1[64], ip1[64], lo2[64], ip2[64];
   snprintf(lo1, sizeof lo1, "redis://localhost:%d", s1->port);
@@ -91,8 +71,8 @@ TEST(localhost_is_127_0_0_1) {
   rlock_lock_t *oa = th_lock(o1, "mh:spell"), *ob = th_lock(o2, "mh:spell");
   CHECK_OK(rlock_lock_acquire(oa, 3, 0, 60000, NULL));
   CHECK_OK(rlock_lock_acquire(ob, 3, 0, 60000, NULL));
-  char one = first_taken(lo1, ip2, "mh:spell"); /* 'a': the member on s1 */
-  char two = first_taken(ip1, lo2, "mh:spell");
+  char one = th_multilock_first_taken(lo1, "mh:spell", ip2, "mh:spell"); /* 'a': the member on s1 */
+  char two = th_multilock_first_taken(ip1, "mh:spell", lo2, "mh:spell");
   printf("first: '%c' with %s, %s; '%c' with %s, %s\n", one, lo1, ip2, two, ip1, lo2);
   CHECK(one != '?' && two != '?');
   CHECK_MSG(one == two, "the two spellings take opposite members first: a deadlock between two processes");
