@@ -200,6 +200,12 @@ typedef struct rlock_options {
                                    (a PING queued behind a WAIT must still be answered in
                                    time); default 0: 1000 ms, or half the command timeout
                                    if that is shorter */
+  int fast_path;                /* 1 (default): a blocking lock or unlock may run on the
+                                   calling thread, on the client's fast connection (one per
+                                   client, used by one thread at a time) when the client is
+                                   otherwise idle for that lock: no hand-off to the I/O
+                                   thread (docs/architecture.md, "The fast path"); 0: every
+                                   call goes through the I/O thread */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);
@@ -315,6 +321,8 @@ typedef struct rlock_stats {
                                    acknowledged (the unlock stands) */
   uint64_t renewal_sync_misses; /* renewal calls applied on the master that too few replicas
                                    acknowledged (the renewal stands) */
+  uint64_t fast_calls;          /* blocking locks and unlocks completed on the calling thread
+                                   (the fast path: rlock_options_t.fast_path) */
 } rlock_stats_t;
 void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
 

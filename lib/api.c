@@ -138,7 +138,9 @@ RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t w
                                  rlock_cancel_t *cancel) {
   int rc;
   op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
-  return op ? run_sync(op, NULL, NULL, NULL) : rc;
+  if (!op) return rc;
+  if (rlock__fast_acquire(op, &rc)) return rc; /* done on this thread (fast.c) */
+  return run_sync(op, NULL, NULL, NULL);
 }
 
 RLOCK_API int rlock_lock_lock(rlock_lock_t *l, int64_t lease_ms) {
@@ -172,7 +174,17 @@ static int async_kind(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, rloc
 }
 
 RLOCK_API int rlock_lock_release(rlock_lock_t *l, rlock_owner_t owner) {
-  return sync_kind(l, OP_RELEASE, owner, NULL);
+  int rc;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  op_t *op = op_new(l, OP_RELEASE, owner, &rc);
+  if (!op) return rc;
+  if (rlock__fast_release(op, &rc)) return rc; /* done on this thread (fast.c) */
+  client_t *cl = op->cl;
+  uint64_t who = op->owner;
+  int64_t value = 0;
+  rc = run_sync(op, &value, NULL, NULL);
+  rlock__fast_released_slow(cl, l, who, rc, value); /* the calling thread's fast table learns the count */
+  return rc;
 }
 RLOCK_API int rlock_lock_unlock(rlock_lock_t *l) { return rlock_lock_release(l, RLOCK_OWNER_SELF); }
 

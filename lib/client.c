@@ -36,6 +36,7 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->tcp_keepalive_ms = 60000;
   o->replica_sync = RLOCK_REPLICA_SYNC_ONE;
   o->replica_sync_timeout_ms = 0; /* 1000 ms, or half the command timeout if shorter */
+  o->fast_path = 1;
 }
 
 int64_t rlock__client_latch_ttl(const client_t *cl) {
@@ -54,6 +55,7 @@ size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
 }
 
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason) {
+  rlock__fast_bump(cl, name, len);
   pthread_mutex_lock(&cl->cbmu);
   rlock_lost_cb cb = cl->lost_cb;
   void *arg = cl->lost_arg;
@@ -355,6 +357,7 @@ static int64_t close_linger_ms(const client_t *cl) {
 static void begin_close(client_t *cl) {
   if (cl->draining || cl->shut) return;
   cl->draining = true;
+  rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
   rlock__set_msg("client closed");
   rlock__usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
   rlock__op_undo_on_close(cl);
@@ -387,6 +390,7 @@ static op_t *take_submitted(client_t *cl) {
 static void run_submitted(client_t *cl) {
   bool closing = atomic_load(&cl->closing);
   op_t *op = take_submitted(cl);
+  if (op) rlock__fast_drain(cl); /* the fast calls made before these ops come first */
   while (op) {
     op_t *next = op->next;
     op->next = NULL;
@@ -442,6 +446,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
   }
   rlock__client_pass_begin(cl);
   rlock__client_pass_end(cl);
+  rlock__fast_wake(cl); /* fast calls posted something: applied within drain_ms */
   if (atomic_load(&cl->closing)) begin_close(cl);
 }
 
@@ -457,9 +462,12 @@ static void start_result(client_t *cl, int status, const char *msg) {
 
 static void cmd_ready(conn_t *c) {
   client_t *cl = c->cl;
+  rlock__fast_cmd_ready(cl);
   start_result(cl, 0, NULL);
   if (cl->wd.holds.count) rlock__watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
 }
+
+static void cmd_down(conn_t *c) { rlock__fast_cmd_down(c->cl); }
 
 static void cmd_error(conn_t *c, int err, const char *msg) {
   /* Sentinel named a node that is not a master (yet): mid-failover the
@@ -609,6 +617,7 @@ static void client_destroy(client_t *cl) {
   pthread_cond_destroy(&cl->scond);
   rlock__op_spares_free(cl);
   pthread_mutex_destroy(&cl->opmu);
+  if (cl->fast.serial) rlock__fast_destroy(cl);
   free(cl);
 }
 
@@ -676,7 +685,16 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   cl->del_timer = evtimer_new(cl->base, del_timer_cb, cl);
+  if (rlock__fast_init(cl)) {
+    rlock__conn_close(&cl->cmd);
+    rlock__pubsub_close(&cl->ps);
+    rlock__usercmd_close(&cl->uc);
+    rlock__watchdog_close(&cl->wd);
+    client_destroy(cl);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
   cl->cmd.on_ready = cmd_ready;
+  cl->cmd.on_down = cmd_down;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
   cl->start_deadline = rlock_now_ms() + cl->opt.connect_timeout_ms;
@@ -736,7 +754,9 @@ RLOCK_API const char *rlock_client_id(const rlock_client_t *cl) { return cl ? cl
 RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   if (!cl || !o) return;
   uint64_t v[ST_COUNT];
+  pthread_mutex_lock(&cl->fast.statmu); /* not in the middle of a fast post's drain (fast.c) */
   for (int i = 0; i < ST_COUNT; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
+  pthread_mutex_unlock(&cl->fast.statmu);
   o->commands_sent = v[ST_COMMANDS];
   o->writes = v[ST_WRITES];
   o->scripts_sent = v[ST_SCRIPTS];
@@ -755,6 +775,7 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   o->acquire_sync_misses = v[ST_ACQUIRE_SYNC_MISSES];
   o->unlock_sync_misses = v[ST_UNLOCK_SYNC_MISSES];
   o->renewal_sync_misses = v[ST_RENEWAL_SYNC_MISSES];
+  o->fast_calls = v[ST_FAST];
 }
 
 /* ------------------------------------------------------------ submitting */
@@ -772,6 +793,10 @@ int rlock__client_submit(client_t *cl, op_t *op) {
   int rc = rlock__client_check_fork(cl);
   if (rc) return rc;
   if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
+  if (op->lock && cl->fast.on) { /* the name is busy for the fast path until op finishes */
+    op->fslot = (int)rlock__fast_slot(op->lock->name, op->lock->len);
+    rlock__fast_busy(cl, op->fslot, 1);
+  }
   op_t *head = atomic_load(&cl->submitted);
   do
     op->next = head;

@@ -327,6 +327,7 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   }
   c->replicas = online;
   if (online) c->had_replicas = true; /* WAITs may be queued on c from now on */
+  if (c == &c->cl->cmd && c->state == CS_READY) rlock__fast_cmd_ready(c->cl); /* WAIT needed or not */
 }
 
 /* INFO replication: the replicas the node reports online (the replica-sync

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 #include <openssl/ssl.h>
@@ -495,13 +496,77 @@ void rlock__usercmd_detach_all(usercmd_t *u); /* forgets them (the topology free
 int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvlen);
 void rlock__usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
 
+/* ------------------------------------------------------------ fast.c */
+/* The fast path (fast.c, docs/architecture.md "The fast path"): a blocking
+ * lock or unlock done on the calling thread over the client's one fast
+ * connection, when nothing else of the client is busy with that lock name.
+ * What the I/O thread must know (a hold to renew, a latch key to delete, a
+ * handoff mark) is posted to it and applied in order before anything
+ * submitted later starts (rlock__fast_drain). Per lock-name slot (a hash of
+ * the name) the client counts what makes a name busy for the fast path. */
+#define FAST_SLOTS 256
+typedef struct fast_buf {
+  unsigned char *p;
+  size_t n, cap;
+} fast_buf_t;
+typedef struct fast {
+  bool on;              /* the option, and a deployment it fits (slots do not matter, plain socket) */
+  uint64_t serial;      /* this client for the per-thread tables (never reused in a process) */
+  int64_t drain_ms;     /* posts are applied at most this long after the first */
+  /* the fast connection: one thread at a time (trylock) */
+  pthread_mutex_t mu;
+  int fd;               /* -1: not connected */
+  unsigned fd_gen;      /* the command connection's generation it was made for */
+  unsigned failed_gen;  /* connecting failed for that generation: not tried again */
+  redisReader *reader;
+  /* where the command connection is connected, published by the I/O thread (amu) */
+  pthread_mutex_t amu;
+  struct sockaddr_storage addr;
+  unsigned addrlen;
+  _Atomic unsigned gen; /* 0: the command connection is not ready: no fast path */
+  unsigned next_gen;    /* I/O thread */
+  atomic_bool nowait;   /* no replica-sync WAIT is needed on that node */
+  /* posts to the I/O thread (pmu); spare: the drained buffer, kept for reuse */
+  pthread_mutex_t pmu;
+  pthread_mutex_t statmu; /* recursive: a drain step counted in ST_HELD twice is never seen */
+  fast_buf_t posts, spare;
+  bool posted;          /* (pmu) posts wait: the first one woke the I/O thread */
+  bool drain_armed;     /* I/O thread: drain_ev is pending */
+  struct event *drain_ev;
+  map_t releasing;      /* I/O thread: (name, owner id) -> fast unlocks in flight */
+  _Atomic int busy[FAST_SLOTS];       /* ops submitted and not finished, undos in flight */
+  _Atomic int hand[FAST_SLOTS];       /* handoff marks (lock.c) and notified fast unlocks not drained */
+  _Atomic uint32_t epoch[FAST_SLOTS]; /* +1 at each hold change the I/O thread makes on its own */
+} fast_t;
+int rlock__fast_init(client_t *cl);    /* at rlock_client_new, before the I/O thread */
+void rlock__fast_destroy(client_t *cl);
+unsigned rlock__fast_slot(const char *name, size_t len);
+/* Blocking calls (api.c): true when the call was done here (*rc its result,
+ * op recycled); false: op goes to the I/O thread (op->fast_lost: its request
+ * may have reached the server: re-send it with the same id). */
+bool rlock__fast_acquire(op_t *op, int *rc);
+bool rlock__fast_release(op_t *op, int *rc);
+/* A blocking release through the I/O thread ended (rc, value): the calling
+ * thread's table learns the count when it is known (0 after the last hold). */
+void rlock__fast_released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, int rc, int64_t value);
+/* I/O thread: apply the posts now (before starting submitted ops, before
+ * reading a renewal's answer, when closing). */
+void rlock__fast_drain(client_t *cl);
+void rlock__fast_wake(client_t *cl);          /* I/O thread woken: arm the drain timer if posts wait */
+void rlock__fast_cmd_ready(client_t *cl);     /* the command connection is ready (or its replicas changed) */
+void rlock__fast_cmd_down(client_t *cl);
+/* A renewal found (name, owner) gone: whether a fast unlock of it is in flight. */
+bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
+void rlock__fast_bump(client_t *cl, const char *name, size_t len); /* epoch of name's slot + 1 */
+void rlock__fast_busy(client_t *cl, int slot, int delta);
+
 /* ------------------------------------------------------------ client.c */
 
 /* Counters behind rlock_client_stats (index into client->st). */
 enum {
   ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
   ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD,
-  ST_USER_COMMANDS, ST_ACQUIRE_SYNC_MISSES, ST_UNLOCK_SYNC_MISSES, ST_RENEWAL_SYNC_MISSES, ST_COUNT
+  ST_USER_COMMANDS, ST_ACQUIRE_SYNC_MISSES, ST_UNLOCK_SYNC_MISSES, ST_RENEWAL_SYNC_MISSES, ST_FAST, ST_COUNT
 };
 
 struct rlock_client {
@@ -569,6 +634,7 @@ struct rlock_client {
   pthread_mutex_t opmu;
   op_t *spare_ops;
   int nspare_ops;
+  fast_t fast; /* the fast path (fast.c) */
   /* lock-lost callback */
   pthread_mutex_t cbmu;
   rlock_lost_cb lost_cb;
@@ -702,6 +768,10 @@ struct op {
   req_t *raw;
   /* OP_FORCE: delete the key whatever it holds (RLOCK_FORCE_ANY_TYPE) */
   bool any_type;
+  /* fast.c: the request of the current id went out on the fast connection and
+   * its answer was lost: the I/O thread re-sends it (same id) */
+  bool fast_lost;
+  int fslot; /* the lock name's fast slot counted busy at submit (-1: none) */
 };
 
 /* The MultiLock's final step: the hold of (l, owner) gets exactly lease_ms
@@ -716,6 +786,8 @@ void rlock__op_start(op_t *op);                       /* I/O thread: begin the o
 void rlock__op_node(op_t *op);
 int rlock__lock_node_here(rlock_lock_t *l, char **out, size_t *len); /* on l's client's I/O thread */
 void rlock__handoff_clear(client_t *cl);
+/* An unlock reached subscribers: this client's next acquire of name lets them go first. */
+void rlock__handoff_mark(client_t *cl, const char *name, size_t len);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
 void rlock__op_index_free(client_t *cl);               /* closing, after rlock__op_fail_all */
 void rlock__op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */

@@ -47,20 +47,35 @@
 
 /* The deadline is stored in the map's value pointer itself (never 0: the
  * monotonic clock is far past HANDOFF_MS), so a mark costs no allocation. */
-static void handoff_mark(client_t *cl, const rlock_lock_t *l) {
+/* Each mark also counts in its name's fast slot (fast.c): no fast acquire of
+ * the name while it stands. */
+void rlock__handoff_mark(client_t *cl, const char *name, size_t len) {
   if (cl->handoff.count >= HANDOFF_MAX) rlock__handoff_clear(cl);
-  rlock__map_put(&cl->handoff, l->name, l->len, (void *)(uintptr_t)(rlock_now_ms() + HANDOFF_MS));
+  bool added;
+  void **slot = rlock__map_put_slot(&cl->handoff, name, len, NULL, &added);
+  if (!slot) return; /* out of memory: no handoff this time */
+  *slot = (void *)(uintptr_t)(rlock_now_ms() + HANDOFF_MS);
+  if (added) atomic_fetch_add(&cl->fast.hand[rlock__fast_slot(name, len)], 1);
 }
+
+static void handoff_mark(client_t *cl, const rlock_lock_t *l) { rlock__handoff_mark(cl, l->name, l->len); }
 
 /* ms left of this client's handoff window for l (0: none), consuming it. */
 static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
   if (!cl->handoff.count) return 0; /* the usual case: no lookup */
   int64_t until = (int64_t)(uintptr_t)rlock__map_del(&cl->handoff, l->name, l->len);
+  if (until) atomic_fetch_sub(&cl->fast.hand[rlock__fast_slot(l->name, l->len)], 1);
   int64_t left = until ? until - rlock_now_ms() : 0;
   return left > 0 ? left : 0;
 }
 
-void rlock__handoff_clear(client_t *cl) { rlock__map_free(&cl->handoff); }
+void rlock__handoff_clear(client_t *cl) {
+  map_iter_t it;
+  rlock__map_iter_init(&it, &cl->handoff);
+  for (map_entry_t *e; (e = rlock__map_iter_next(&it));)
+    atomic_fetch_sub(&cl->fast.hand[rlock__fast_slot(e->key, e->klen)], 1);
+  rlock__map_free(&cl->handoff);
+}
 
 /* A request whose outcome is unknown: written, but its answer never came. */
 static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
@@ -97,8 +112,9 @@ op_t *rlock__op_alloc(client_t *cl) {
     cl->nspare_ops--;
   }
   pthread_mutex_unlock(&cl->opmu);
-  if (!op) return calloc(1, sizeof *op);
-  memset(op, 0, sizeof *op);
+  if (!op) op = calloc(1, sizeof *op);
+  else memset(op, 0, sizeof *op);
+  if (op) op->fslot = -1;
   return op;
 }
 
@@ -207,6 +223,8 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
   if (op->timer) evtimer_del(op->timer);
   if (op->cancel_ev) event_del(op->cancel_ev);
   active_unlink(op);
+  rlock__fast_busy(op->cl, op->fslot, -1); /* counted at submit (client.c) */
+  op->fslot = -1;
   if (status < 0) rlock__fail_keep(status);
   if (op->sync) {
     sync_wait_t *s = op->sync;
@@ -264,6 +282,7 @@ static bool orphan(op_t *op) {
 
 typedef struct undo {
   client_t *cl;
+  int fslot; /* the name's fast slot, busy while the undo is in flight */
   const lock_kind_t *kind;
   op_t *op; /* the op waiting for this undo, or NULL */
   bytes_t name, channel, latch;
@@ -276,6 +295,7 @@ static void resume_after_undo(op_t *op, bool landed, int status);
 
 static void undo_free(undo_t *u) {
   client_t *cl = u->cl;
+  rlock__fast_busy(cl, u->fslot, -1);
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
@@ -363,6 +383,8 @@ static void undo_attempt(op_t *op, bool wait) {
   if (!u) goto fail;
   u->cl = op->cl;
   u->kind = l->kind;
+  u->fslot = (int)rlock__fast_slot(l->name, l->len);
+  rlock__fast_busy(op->cl, u->fslot, 1);
   op->cl->undos_inflight++;
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
   if (!(u->name.p = rlock__strndup(l->name, l->len)) ||
@@ -583,6 +605,7 @@ static void acquired(op_t *op) {
     return;
   }
   if (l->kind->renew_script) rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
+  rlock__fast_bump(op->cl, l->name, l->len); /* a hold the calling thread's fast table does not know */
   drop_latch(op, ACQUIRE_LATCH);
   rlock__op_finish(op, 0, 0, NULL, 0);
 }
@@ -666,6 +689,11 @@ static void start_acquire(op_t *op) {
     if (op->cancel_ev) event_add(op->cancel_ev, NULL);
   }
   op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
+  if (op->fast_lost) { /* its try went out on the fast connection, its answer was lost (fast.c) */
+    op->fast_lost = false;
+    acquire_failed(op, RLOCK_ECONNLOST); /* re-sent with the same id, or undone */
+    return;
+  }
   int64_t yield = op->wait_ms != 0 ? handoff_take(cl, op->lock) : 0;
   if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
     int rc = join_channel(op);
@@ -774,6 +802,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
    * alone: this release did not touch it */
   if (rlock__watchdog_kind_is(&cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script))
     rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
+  rlock__fast_bump(cl, l->name, l->len);
   rlock__op_finish(op, rc, value, NULL, 0);
 }
 
@@ -907,6 +936,7 @@ static void start_relet(op_t *op) {
   int64_t t = cl->opt.command_timeout_ms, ttl;
   int script = l->kind->renew_script ? l->kind->renew_script : SCRIPT_RENEW;
   int rc = rlock__watchdog_relet(&cl->wd, l->name, l->len, op->owner_id, script, op->lease_ms, rlock_now_ms() + t, &ttl);
+  rlock__fast_bump(cl, l->name, l->len);
   if (rc) {
     rlock__op_finish(op, rc, 0, NULL, 0);
     return;
@@ -941,6 +971,7 @@ void rlock__op_start(op_t *op) {
     break;
   case OP_RELEASE:
     if (!op->reqid[0]) new_reqid(op);
+    if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
     send_release(op);
     break;
   case OP_COMMAND:

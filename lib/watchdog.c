@@ -433,6 +433,7 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   batch_t *b = r->ctx;
   watchdog_t *wd = b->wd;
   int acked;
+  rlock__fast_drain(wd->cl); /* fast unlocks in flight or done: not losses (fast.c) */
   if (status == 0 && !rlock__client_sync_split(&b->sync_need, &reply, &acked) && wd->cl->cmd.state != CS_CLOSED)
     renewal_sync_missed(b);
   /* the script's reply: one character per hold, '1' renewed, '0' gone */
@@ -448,7 +449,10 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
         rearm_at(h, now);
         stat_add(wd->cl, ST_RENEWED, 1);
       } else if (reply->str[i] == '0') {
-        lost(h, RLOCK_LOST_DELETED);
+        size_t hl;
+        const char *hn = hold_name(h, &hl);
+        /* gone because a fast unlock of it ran first (fast.c): not a loss */
+        if (!rlock__fast_releasing(wd->cl, hn, hl, h->key, h->olen)) lost(h, RLOCK_LOST_DELETED);
       } /* anything else: not our script's answer, changes nothing */
     }
   }

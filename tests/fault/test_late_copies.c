@@ -38,6 +38,7 @@ static rlock_client_t *client(void) {
   o.retry_attempts = 3;
   o.dead_after_timeouts = 1; /* the first timeout replaces the connection */
   o.ping_interval_ms = 0;
+  o.fast_path = 0; /* these copies go through the command connection; test_fast.c holds the fast one's */
   o.reconnect_min_ms = 50;
   o.reconnect_max_ms = 200;
   rlock_client_t *cl = NULL;
