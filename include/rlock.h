@@ -236,8 +236,8 @@ typedef struct rlock_client rlock_client_t;
  * would stay locked in the child), while rlock_client_free there does
  * nothing (the parent's connections are left alone). So do the calls on a
  * MultiLock over such a client's locks and on a RedLock made before the fork
- * (RLOCK_ESYS; rlock_client_on_lost, rlock_multilock_on_lost and
- * rlock_redlock_on_lost do nothing and set that message;
+ * (RLOCK_ESYS, a message naming the forked child; rlock_client_on_lost,
+ * rlock_multilock_on_lost and rlock_redlock_on_lost do nothing but set it;
  * rlock_multilock_free and rlock_redlock_free do nothing). Create a new
  * client (MultiLock, RedLock) in the child. */
 int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
