@@ -237,9 +237,15 @@ typedef struct rlock_client rlock_client_t;
  * A client belongs to the process that created it: its descriptors are
  * close-on-exec (a program the application execs inherits none), and in a
  * child created by fork() every call on it fails at once with RLOCK_ESYS
- * ("client used in a forked child: create a new client after fork"), while
- * rlock_client_free there does nothing (the parent's connections are left
- * alone). Create a new client in the child. */
+ * ("client used in a forked child: create a new client after fork"), before
+ * it takes any mutex (one another thread of the parent held at the fork
+ * would stay locked in the child), while rlock_client_free there does
+ * nothing (the parent's connections are left alone). So do the calls on a
+ * MultiLock over such a client's locks and on a RedLock made before the fork
+ * (RLOCK_ESYS, a message naming the forked child; rlock_client_on_lost,
+ * rlock_multilock_on_lost and rlock_redlock_on_lost do nothing but set it;
+ * rlock_multilock_free and rlock_redlock_free do nothing). Create a new
+ * client (MultiLock, RedLock) in the child. */
 int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Locks it still holds are NOT

@@ -64,7 +64,7 @@ void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t own
 }
 
 RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *arg) {
-  if (!cl) return;
+  if (!cl || rlock__client_check_fork(cl)) return; /* a forked child: cbmu may be held for ever */
   pthread_mutex_lock(&cl->cbmu);
   cl->lost_cb = cb;
   cl->lost_arg = arg;

@@ -56,7 +56,10 @@ static void event_cb(struct bufferevent *bev, short what, void *arg);
 /* Requests are made and freed again and again on the I/O thread: each
  * thread keeps up to SPARE_REQS freed ones (with their command room, in
  * SPARE_ROOM steps) for its next requests, freed when the thread exits. Under
- * ASan a spare is poisoned (but its link) until it is taken again. */
+ * ASan a spare is poisoned (but its link) until it is taken again. A request
+ * freed on a thread whose list was freed already (in another thread-specific
+ * destructor called after the list's: a per-thread client freed by its
+ * thread's clean-up) is freed at once: nothing would free the list again. */
 #define SPARE_REQS 32
 #define SPARE_ROOM 64
 #if defined(__SANITIZE_ADDRESS__)
@@ -72,6 +75,7 @@ static _Thread_local struct {
   req_t *head;
   int n;
   bool registered; /* spare_key set: the list is freed at thread exit */
+  bool gone;       /* the list was freed (the thread is exiting): keep no spare */
 } spares;
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
@@ -85,6 +89,7 @@ static void spares_free(void *unused) {
     free(r);
   }
   spares.n = 0;
+  spares.gone = true;
 }
 
 static void spare_key_init(void) {
@@ -121,7 +126,7 @@ static void req_give(req_t *r) {
     pthread_once(&spare_once, spare_key_init);
     spares.registered = spare_key != (pthread_key_t)-1 && !pthread_setspecific(spare_key, &spares);
   }
-  if (!spares.registered || spares.n >= SPARE_REQS) {
+  if (!spares.registered || spares.gone || spares.n >= SPARE_REQS) {
     free(r);
     return;
   }

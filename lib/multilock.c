@@ -47,6 +47,8 @@ struct armed {
 };
 
 static int listen_all(rlock_multilock_t *m);
+static int check_fork(rlock_lock_t *const *locks, size_t n);
+static bool forked(const rlock_multilock_t *m);
 static void unlisten_first(rlock_multilock_t *m, size_t n);
 static int arm(rlock_multilock_t *m, bool on, uint64_t who);
 static void multilock_destroy(rlock_multilock_t *m);
@@ -160,6 +162,8 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
   if (!locks || n == 0) return rlock__fail(RLOCK_EINVAL, "a MultiLock needs at least one lock");
   for (size_t i = 0; i < n; i++)
     if (!locks[i]) return rlock__fail(RLOCK_EINVAL, "lock %zu is NULL", i + 1);
+  int rc = check_fork(locks, n);
+  if (rc) return rc;
   rlock_multilock_t *m = calloc(1, sizeof *m);
   if (m) m->locks = malloc(n * sizeof *m->locks);
   if (!m || !m->locks) {
@@ -167,7 +171,7 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   m->n = n;
-  int rc = sort_members(m, locks);
+  rc = sort_members(m, locks);
   if (rc) {
     multilock_destroy(m);
     return rc;
@@ -193,11 +197,32 @@ static void multilock_destroy(rlock_multilock_t *m) {
 /* Once unlisten returned no listener call of m runs or will run. */
 RLOCK_API void rlock_multilock_free(rlock_multilock_t *m) {
   if (!m) return;
+  if (forked(m)) return; /* touch nothing (as rlock_client_free): the listeners are the parent's */
   unlisten_first(m, m->n);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->cbmu);
   free(m->armed);
   multilock_destroy(m);
+}
+
+/* ------------------------------------------------------------ fork
+ * A forked child inherits m->mu, m->cbmu and the member clients' listener
+ * mutexes as they were at the fork: one held by another thread then (a
+ * lost callback running under cbmu, a listener being added) stays locked
+ * for ever in the child. Every call looks at the fork before it takes one:
+ * RLOCK_ESYS, as the member clients' own calls. */
+static int check_fork(rlock_lock_t *const *locks, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int rc = rlock__client_check_fork(locks[i]->cl);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static bool forked(const rlock_multilock_t *m) {
+  for (size_t i = 0; i < m->n; i++)
+    if (m->locks[i]->cl->fork_gen != rlock__fork_generation()) return true;
+  return false;
 }
 
 /* ------------------------------------------------------------ release in parallel */
@@ -383,7 +408,7 @@ static int backoff(int round, int64_t deadline, rlock_cancel_t *cancel, int rc) 
 RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
                                       rlock_cancel_t *cancel) {
   int rc = check_acquire(m, wait_ms, lease_ms);
-  if (rc || (rc = check_thread(m))) return rc;
+  if (rc || (rc = check_fork(m->locks, m->n)) || (rc = check_thread(m))) return rc;
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
   char why[256];
@@ -409,8 +434,8 @@ RLOCK_API int rlock_multilock_acquire(rlock_multilock_t *m, rlock_owner_t owner,
 
 RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner) {
   if (!m) return rlock__fail(RLOCK_EINVAL, "multilock is NULL");
-  int rc = check_thread(m);
-  if (rc) return rc;
+  int rc = check_fork(m->locks, m->n);
+  if (rc || (rc = check_thread(m))) return rc;
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   rc = release_first(m, m->n, who);
   arm(m, false, who);
@@ -421,11 +446,12 @@ RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner)
 
 RLOCK_API int rlock_multilock_valid_until(rlock_multilock_t *m, rlock_owner_t owner, int64_t *out) {
   if (!m || !out) return rlock__fail(RLOCK_EINVAL, "multilock or out is NULL");
+  int rc = check_fork(m->locks, m->n);
+  if (rc) return rc;
   int64_t least = INT64_MAX;
   for (size_t i = 0; i < m->n; i++) {
     int64_t v;
-    int rc = rlock_lock_valid_until(m->locks[i], owner, &v);
-    if (rc) return rc;
+    if ((rc = rlock_lock_valid_until(m->locks[i], owner, &v))) return rc;
     if (v < least) least = v;
   }
   *out = least;
@@ -514,7 +540,7 @@ static int listen_all(rlock_multilock_t *m) {
 }
 
 RLOCK_API void rlock_multilock_on_lost(rlock_multilock_t *m, rlock_lost_cb cb, void *arg) {
-  if (!m) return;
+  if (!m || check_fork(m->locks, m->n)) return; /* a forked child: cbmu may be held for ever */
   pthread_mutex_lock(&m->cbmu);
   m->cb = cb;
   m->cb_arg = arg;

@@ -27,7 +27,13 @@
  * Locking: r->op_mu serializes the user's calls (acquire, release) and is
  * never taken by a callback; r->mu guards the hold's state and is held only
  * briefly, never across a sync call (a node's I/O thread may wait for it in
- * its lost callback). */
+ * its lost callback).
+ *
+ * Fork: the RedLock belongs to the process that made it (as its clients).
+ * A forked child inherits op_mu and mu as they were at the fork: op_mu is
+ * held for a whole acquire or release by the thread making it, which does
+ * not exist in the child. Every call looks at the fork before it takes one:
+ * RLOCK_ESYS; rlock_redlock_free touches nothing there. */
 #include "internal.h"
 
 #include <errno.h>
@@ -81,7 +87,14 @@ struct rlock_redlock {
   size_t len;
   unsigned flags;
   bool closing; /* rlock_redlock_free: no new reviver (r->mu) */
+  unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
 };
+
+static int check_fork(const rlock_redlock_t *r) {
+  if (r->fork_gen != rlock__fork_generation())
+    return rlock__fail(RLOCK_ESYS, "RedLock used in a forked child: create a new one after fork");
+  return 0;
+}
 
 /* ------------------------------------------------------------ fan-out
  * One request per node, answered on the nodes' I/O threads; the caller waits
@@ -377,6 +390,8 @@ RLOCK_API int rlock_redlock_acquire(rlock_redlock_t *r, int64_t wait_ms, int64_t
     return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range", (long long)wait_ms);
   if ((lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG) || lease_ms > RLOCK_DURATION_MAX)
     return rlock__fail(RLOCK_EINVAL, "lease %lld ms is out of range", (long long)lease_ms);
+  int frc = check_fork(r);
+  if (frc) return frc;
   pthread_mutex_lock(&r->op_mu);
   pthread_mutex_lock(&r->mu);
   if (r->holding && r->lost_told) r->holding = false; /* lost: its nodes were released */
@@ -392,6 +407,8 @@ RLOCK_API int rlock_redlock_acquire(rlock_redlock_t *r, int64_t wait_ms, int64_t
 
 RLOCK_API int rlock_redlock_release(rlock_redlock_t *r) {
   if (!r) return rlock__fail(RLOCK_EINVAL, "redlock is NULL");
+  int frc = check_fork(r);
+  if (frc) return frc;
   pthread_mutex_lock(&r->op_mu);
   pthread_mutex_lock(&r->mu);
   bool held = r->holding, lost = r->lost_told;
@@ -418,6 +435,8 @@ static int cmp_desc(const void *a, const void *b) {
 
 RLOCK_API int rlock_redlock_valid_until(rlock_redlock_t *r, int64_t *out) {
   if (!r || !out) return rlock__fail(RLOCK_EINVAL, "redlock or out is NULL");
+  int frc = check_fork(r);
+  if (frc) return frc;
   int64_t *vu = calloc(r->n, sizeof *vu);
   if (!vu) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   pthread_mutex_lock(&r->mu);
@@ -444,6 +463,8 @@ RLOCK_API int rlock_redlock_valid_until(rlock_redlock_t *r, int64_t *out) {
 
 RLOCK_API int rlock_redlock_node_status(rlock_redlock_t *r, size_t i, int *held, int64_t *ttl_ms) {
   if (!r || i >= r->n || !held || !ttl_ms) return rlock__fail(RLOCK_EINVAL, "bad arguments");
+  int frc = check_fork(r);
+  if (frc) return frc;
   revive_missing(r);
   char err[sizeof r->nodes[i].err];
   pthread_mutex_lock(&r->mu);
@@ -456,7 +477,7 @@ RLOCK_API int rlock_redlock_node_status(rlock_redlock_t *r, size_t i, int *held,
 }
 
 RLOCK_API void rlock_redlock_on_lost(rlock_redlock_t *r, rlock_lost_cb cb, void *arg) {
-  if (!r) return;
+  if (!r || check_fork(r)) return;
   pthread_mutex_lock(&r->mu);
   r->lost_cb = cb;
   r->lost_arg = arg;
@@ -467,6 +488,8 @@ RLOCK_API size_t rlock_redlock_nodes(const rlock_redlock_t *r) { return r ? r->n
 
 RLOCK_API int rlock_redlock_set_node_timeout(rlock_redlock_t *r, int64_t ms) {
   if (!r || ms < 0 || ms > RLOCK_DURATION_MAX) return rlock__fail(RLOCK_EINVAL, "node timeout out of range");
+  int frc = check_fork(r);
+  if (frc) return frc;
   pthread_mutex_lock(&r->op_mu);
   r->node_timeout_ms = ms;
   pthread_mutex_unlock(&r->op_mu);
@@ -578,6 +601,7 @@ static void revive_missing(rlock_redlock_t *r) {
 
 RLOCK_API void rlock_redlock_free(rlock_redlock_t *r) {
   if (!r) return;
+  if (r->fork_gen != rlock__fork_generation()) return; /* touch nothing: its threads and clients are the parent's */
   /* no loss counts from now on: node_lost() of a client not yet freed would
    * release the nodes still held, on clients already freed */
   pthread_mutex_lock(&r->mu);
@@ -635,6 +659,7 @@ RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *op
   if (!r) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   pthread_mutex_init(&r->mu, NULL);
   pthread_mutex_init(&r->op_mu, NULL);
+  r->fork_gen = rlock__fork_generation();
   r->n = n;
   r->majority = n / 2 + 1;
   r->watchdog_ms = opts->watchdog_timeout_ms;

@@ -43,7 +43,14 @@ enum {
 /* The help lines of those options. */
 #define CLI_CONNECT_HELP                                                                   \
   "  -u, --url URL            Redis URL: redis://[[user]:password@]host[:port][/db],\n"    \
-  "                           rediss://... (TLS) or unix:///path?db=N&user=U&password=P\n" \
+  "                           rediss://... (TLS), unix:///path?db=N&user=U&password=P,\n" \
+  "                           Sentinel: redis+sentinel://[[user]:password@]S[,S...]\n"    \
+  "                             /MASTER[/db][?sentinel_password=P]\n"                     \
+  "                             (S: a sentinel's host[:port], default port 26379)\n"      \
+  "                             or rediss+sentinel://... (TLS),\n"                        \
+  "                           Cluster: redis+cluster://[[user]:password@]N[,N...]\n"      \
+  "                             (N: a seed's host[:port], tried in order; no /db)\n"      \
+  "                             or rediss+cluster://... (TLS)\n"                          \
   "                           (default: $RLOCK_URL, else redis://127.0.0.1:6379)\n"        \
   "      --tls-ca FILE        PEM file of the CAs that verify the server (rediss://;\n"    \
   "                           default: the system's)\n"                                    \

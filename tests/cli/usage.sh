@@ -7,6 +7,11 @@
 
 expect 0 "--help" "$RLOCK" --help
 contains "$T/out" "exec" "--help lists the commands"
+# every URL form lib/url.c takes (docs/cli.md), Sentinel and Cluster too
+for form in redis:// rediss:// unix:// redis+sentinel:// rediss+sentinel:// redis+cluster:// rediss+cluster:// \
+    /MASTER sentinel_password= 26379; do
+  contains "$T/out" "$form" "--help shows the URL form $form"
+done
 expect 0 "--version" "$RLOCK" --version
 contains "$T/out" "rlock 0." "--version prints the version"
 for c in exec status unlock demo; do
