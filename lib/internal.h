@@ -15,8 +15,11 @@
  *             per lock kind, kinds/reentrant.c the reentrant lock)
  *   usercmd   the user's own commands: their own connection, the filter, transactions
  *   client    options, the I/O thread, the submit queue, sync-over-async
+ *   fast      the fast path: a blocking lock/unlock on the calling thread over the
+ *             client's fast connection; what the engine must know is posted to it
  * Everything below "client" runs on the client's I/O thread only, so it needs no
- * locks; user threads only touch the submit queue (client.c).
+ * locks; user threads only touch the submit queue (client.c) and, on the fast
+ * path, the fast connection and the posts (fast.c).
  */
 #ifndef RLOCK_INTERNAL_H
 #define RLOCK_INTERNAL_H
