@@ -433,6 +433,7 @@ void rlock__client_pass_end(client_t *cl) {
     }
     atomic_store(&cl->awake, true);
   }
+  rlock__fast_wake(cl); /* after awake is clear: fast calls' posts are applied within drain_ms */
   if (!cl->shut) rlock__client_flush(cl);
 }
 
@@ -446,7 +447,6 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
   }
   rlock__client_pass_begin(cl);
   rlock__client_pass_end(cl);
-  rlock__fast_wake(cl); /* fast calls posted something: applied within drain_ms */
   if (atomic_load(&cl->closing)) begin_close(cl);
 }
 

@@ -190,6 +190,7 @@ typedef struct post {
   uint8_t type;
   bool notified;    /* P_RELEASED: the unlock reached subscribers (handoff) */
   int8_t held;      /* what the caller added to ST_HELD for it (the drain takes it back) */
+  uint8_t skip;     /* the drain: SKIP_ALL, SKIP_MARK (see cancel_pairs) */
   uint16_t slot;
   uint32_t len;     /* name (P_DEL: the latch key) */
   uint32_t olen;    /* owner id */
@@ -200,6 +201,50 @@ typedef struct post {
 } post_t;
 
 static size_t post_size(size_t len, size_t olen) { return (sizeof(post_t) + len + olen + 7) & ~(size_t)7; }
+
+enum { SKIP_ALL = 1, SKIP_MARK = 2 };
+#define LOOKAHEAD 8
+
+static bool same_hold(const post_t *a, const post_t *b) {
+  return a->len == b->len && a->olen == b->olen && !memcmp(a + 1, b + 1, a->len + a->olen);
+}
+
+/* The next post of the same hold as p after offset off (latch DELs and other
+ * holds passed over, at most LOOKAHEAD posts), or NULL. *at: its offset. */
+static post_t *next_of(const fast_buf_t *b, size_t off, const post_t *p, size_t *at) {
+  for (int i = 0; i < LOOKAHEAD && off < b->n; i++) {
+    post_t *q = (post_t *)(void *)(b->p + off);
+    *at = off + post_size(q->len, q->olen);
+    if (q->type != P_DEL && same_hold(p, q)) return q;
+    off = *at;
+  }
+  return NULL;
+}
+
+/* Pairs inside one batch need no bookkeeping: an unlock-in-flight mark whose
+ * outcome is in the same batch protects nothing any more (SKIP_MARK on both:
+ * the outcome still applies), and a hold taken from nothing and given back
+ * entirely in the same batch was never known to the watchdog: nothing to
+ * track, nothing to release (SKIP_ALL on the three; their latch DELs and a
+ * handoff mark stay). In steady lock/unlock loops the drain then touches no
+ * hold at all. */
+static void cancel_pairs(fast_buf_t *b) {
+  for (size_t off = 0, next; off < b->n; off = next) {
+    post_t *p = (post_t *)(void *)(b->p + off);
+    next = off + post_size(p->len, p->olen);
+    size_t at1, at2;
+    post_t *r, *q;
+    if (p->type == P_ACQUIRED && p->held == 1 && (r = next_of(b, next, p, &at1)) && r->type == P_RELEASING &&
+        (q = next_of(b, at1, p, &at2)) && q->type == P_RELEASED && q->held == -1 && q->how == REL_ALL &&
+        !q->notified) {
+      p->skip = r->skip = q->skip = SKIP_ALL;
+    } else if (p->type == P_RELEASING && !p->skip && (q = next_of(b, next, p, &at1)) &&
+               (q->type == P_RELEASED || q->type == P_ABANDONED)) {
+      p->skip = SKIP_ALL;
+      q->skip |= SKIP_MARK;
+    }
+  }
+}
 
 static void wake_io(client_t *cl) {
   uint64_t one = 1;
@@ -258,7 +303,11 @@ static bool post_items(client_t *cl, const post_item_t *items, int n, unsigned s
   bool first = !f->posted;
   f->posted = true;
   pthread_mutex_unlock(&f->pmu);
-  if (first) wake_io(cl); /* the I/O thread arms the drain timer */
+  /* The first post wakes the I/O thread unless it is in a pass: a pass's end
+   * (rlock__client_pass_end) clears cl->awake, then looks at `posted` (the
+   * submit stack's protocol: either the pass sees the post, or the post sees
+   * awake clear). Woken, it arms the drain timer (rlock__fast_wake). */
+  if (first && !atomic_load(&cl->awake)) wake_io(cl);
   return true;
 }
 
@@ -327,8 +376,11 @@ void rlock__fast_drain(client_t *cl) {
   f->posted = false;
   pthread_mutex_unlock(&f->pmu);
   watchdog_t *wd = &cl->wd;
+  cancel_pairs(&b);
   for (size_t off = 0; off < b.n;) {
     post_t *p = (post_t *)(void *)(b.p + off);
+    off += post_size(p->len, p->olen);
+    if (p->skip & SKIP_ALL) continue; /* the caller's share of ST_HELD cancels out too */
     const char *name = (const char *)(p + 1), *oid = name + p->len;
     char owner_id[64];
     size_t olen = p->olen < sizeof owner_id ? p->olen : sizeof owner_id - 1;
@@ -349,7 +401,7 @@ void rlock__fast_drain(client_t *cl) {
       releasing_add(cl, name, p->len, owner_id, olen, 1);
       break;
     case P_RELEASED:
-      releasing_add(cl, name, p->len, owner_id, olen, -1);
+      if (!(p->skip & SKIP_MARK)) releasing_add(cl, name, p->len, owner_id, olen, -1);
       if (rlock__watchdog_kind_is(wd, name, p->len, owner_id, 0))
         rlock__watchdog_released(wd, name, p->len, owner_id, (release_t)p->how, cl->opt.watchdog_timeout_ms);
       if (p->notified) {
@@ -358,14 +410,13 @@ void rlock__fast_drain(client_t *cl) {
       }
       break;
     case P_ABANDONED:
-      releasing_add(cl, name, p->len, owner_id, olen, -1);
+      if (!(p->skip & SKIP_MARK)) releasing_add(cl, name, p->len, owner_id, olen, -1);
       break;
     }
     if (p->held) {
       stat_add(cl, ST_HELD, -p->held);
       pthread_mutex_unlock(&f->statmu);
     }
-    off += post_size(p->len, p->olen);
   }
   b.n = 0;
   pthread_mutex_lock(&f->pmu);
