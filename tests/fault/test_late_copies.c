@@ -226,6 +226,116 @@ TEST(late_acquire_copy_simple) {
 }
 
 /* test_late_copies [NAME]: all tests, or only NAME */
+/* ------------------------------------------------------------ the fast path
+ * A blocking lock or unlock may go out on the client's fast connection
+ * (lib/fast.c). When its answer does not come in time there, the I/O thread
+ * re-sends it on the command connection with the same request id, and the
+ * copy held on the fast connection arrives afterwards: it must count once. */
+
+#define FNAME "late-fast"
+
+static rlock_client_t *fast_client(void) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = purl;
+  o.client_name = FNAME;
+  o.command_timeout_ms = 300;
+  o.ping_interval_ms = 0;
+  rlock_client_t *cl = NULL;
+  int rc = rlock_client_new(&cl, &o);
+  if (rc) th_fail(__FILE__, __LINE__, "client_new: %s: %s", rlock_err_name(rc), rlock_last_error());
+  return cl;
+}
+
+/* The server-side port of the fast connection: the newest connection named
+ * FNAME (the fast one opens on the first fast call, after the others). */
+static int fast_port(void) {
+  redisReply *r = th_cmd(srv, "CLIENT", "LIST", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  long long best = -1;
+  int port = 0;
+  for (char *line = r->str, *end; line && *line; line = end ? end + 1 : NULL) {
+    end = strchr(line, '\n');
+    if (end) *end = 0;
+    char *a = strstr(line, " addr="), *colon = a ? strchr(a + 6, ':') : NULL;
+    long long id = strncmp(line, "id=", 3) ? -1 : atoll(line + 3);
+    if (strstr(line, " name=" FNAME " ") && colon && id > best) best = id, port = atoi(colon + 1);
+  }
+  th_reply_free(r);
+  CHECK_MSG(port, "no connection named " FNAME);
+  return port;
+}
+
+static void fast_warm(rlock_lock_t *l, rlock_client_t *c) {
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* through the I/O thread */
+  CHECK_OK(rlock_lock_unlock(l));                    /* the thread learns the count */
+  uint64_t f0 = stats(c).fast_calls;
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: opens the fast connection */
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(stats(c).fast_calls, f0 + 2);
+}
+
+/* Holds the fast connection's requests while fn runs (its call times out
+ * there and is re-sent through the I/O thread), then delivers them. */
+static long long with_late_fast_copy(rlock_client_t *c, void (*fn)(void *), void *arg) {
+  int port = fast_port();
+  uint64_t f0 = stats(c).fast_calls;
+  fp_hold_conn(px, port, FP_UP);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  fn(arg);
+  CHECK_MSG(stats(c).fast_calls == f0, "the call was answered on the fast connection");
+  long long ev1 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held fast connection was not delivered and closed");
+  long long late = th_cmdstat(srv, "evalsha") - ev1;
+  printf("  %lld script calls answered through the I/O thread, %lld delivered late\n", ev1 - ev0, late);
+  return late;
+}
+
+TEST(late_fast_acquire_copy) {
+  rlock_client_t *c = fast_client();
+  rlock_lock_t *l = th_lock(c, "late:fast-acquire");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  fast_warm(l, c);
+  long long late = with_late_fast_copy(c, lock_once, l);
+  CHECK_EQ(late, 1);
+  CHECK_EQ(th_hget_num(srv, "late:fast-acquire", o), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-acquire", NULL), 0);
+  fh_result("fast-path acquire copy delivered after its re-send was answered", "single", "reentrant",
+            "answered by its latch: count 1", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(late_fast_unlock_copy) {
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:fast-unlock"), *lo = th_lock(other, "late:fast-unlock");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long late = with_late_fast_copy(c, unlock_once, l);
+  CHECK_EQ(late, 1);
+  long long count = th_hget_num(srv, "late:fast-unlock", o);
+  int rc = rlock_lock_trylock(lo, 0, 10000);
+  if (rc == 0) rlock_lock_unlock(lo);
+  CHECK_MSG(rc == RLOCK_EBUSY, "another owner got the lock while the first still holds it (count on the server %lld)",
+            count);
+  CHECK_EQ(count, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-unlock", NULL), 0);
+  fh_result("fast-path unlock copy delivered after its re-send was answered", "single", "reentrant",
+            "answered by its latch: count 2->1 once, no second owner", 0);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -236,6 +346,8 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_acquire_copy", only)) RUN(late_acquire_copy);
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
+  if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
+  if (!only || strstr("late_fast_unlock_copy", only)) RUN(late_fast_unlock_copy);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
