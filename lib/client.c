@@ -415,7 +415,10 @@ static void wake_loop(client_t *cl) {
  * the loop from reading replies and running timers; past that the pass
  * writes the eventfd itself, so the rest is taken at the loop's next turn. */
 #define PASS_TAKES 4
-void rlock__client_pass_begin(client_t *cl) { atomic_store(&cl->awake, true); }
+void rlock__client_pass_begin(client_t *cl) {
+  cl->in_pass = true;
+  atomic_store(&cl->awake, true);
+}
 
 void rlock__client_pass_end(client_t *cl) {
   for (int takes = 1;; takes++) {
@@ -430,6 +433,7 @@ void rlock__client_pass_end(client_t *cl) {
     atomic_store(&cl->awake, true);
   }
   if (!cl->shut) rlock__client_flush(cl);
+  cl->in_pass = false;
 }
 
 /* The eventfd is watched edge-triggered where the backend can (epoll): every

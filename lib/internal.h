@@ -246,14 +246,16 @@ struct conn {
   struct bufferevent *bev;
   /* Plain sockets (not TLS) once connected: the connection reads and writes
    * the socket itself (`direct`): `rev` reads into the reader (no FIONREAD),
-   * `wbuf` gathers a pass's commands and leaves in one writev at the pass's
+   * `wbuf` (a plain byte buffer, kept between passes: no allocation per
+   * write) gathers a pass's commands and leaves in one write at the pass's
    * end; only what the socket refuses (EAGAIN, a partial write) moves to the
    * bufferevent's output, which then arms the write event. `flush_ev` (fd -1,
    * activated by a write outside a pass that flushes) writes wbuf before the
    * loop sleeps. TLS keeps the bufferevent for both. */
   bool direct;
   struct event *rev;
-  struct evbuffer *wbuf;
+  char *wbuf;
+  size_t wbuf_n, wbuf_cap;
   struct event *flush_ev;
   redisReader *reader;
   req_queue_t pending;  /* not written yet: waiting for READY */
@@ -564,6 +566,10 @@ struct rlock_client {
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
+  /* A pass is running (rlock__client_pass_begin/_end): it ends with
+   * rlock__client_flush, so a counted command-connection write in it needs no
+   * flush event (conn.c write_req). */
+  bool in_pass;
   /* freed ops kept for reuse (lock.c rlock__op_alloc): allocated on the
    * callers' threads, freed on the I/O thread */
   pthread_mutex_t opmu;
