@@ -114,9 +114,9 @@ int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, si
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
 /* The same in buf when it fits (cap bytes, its NUL included: out->p == buf),
- * else malloc'd. */
-int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name,
-                                    size_t len, const char *suffix);
+ * else malloc'd; prefix and suffix plen and slen bytes (no NUL needed). */
+int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen,
+                                    const char *name, size_t len, const char *suffix, size_t slen);
 /* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
 uint16_t rlock__names_crc16(const char *p, size_t n);
@@ -554,6 +554,10 @@ struct rlock_client {
    * an undo looks at the ops on its own lock only, not at every active op */
   map_t by_name;
   bool by_name_broken; /* an op could not be indexed (out of memory): scan active */
+  /* The index is kept only while two ops or more were active since the
+   * active list was last empty (lock.c by_name_add): one op at a time (a
+   * thread's lock+unlock) is found by scanning active, without a lookup. */
+  bool by_name_on;
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
@@ -604,6 +608,7 @@ int rlock__client_check_fork(const client_t *cl); /* RLOCK_ESYS in a forked chil
 conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r); /* the connection it went to */
 /* The command unlock scripts publish with: "spublish" under sharded pub/sub, else "publish". */
 static inline const char *rlock__publish_cmd(const client_t *cl) { return cl->sharded_pubsub ? "spublish" : "publish"; }
+static inline size_t rlock__publish_len(const client_t *cl) { return cl->sharded_pubsub ? 8 : 7; }
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
 struct evdns_base *rlock__client_dns(client_t *cl);

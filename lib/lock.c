@@ -140,9 +140,26 @@ static void op_free(op_t *op) {
  * The active ops of each lock name (client->by_name), so that a release or
  * an undo checks the ops on its own lock, not every active op: with 100,000
  * releases at once, scanning them all per release never finished. */
+static void by_name_index(op_t *op);
+
+/* op has just joined the active list. While it is the only active op the
+ * index stays off (scans walk the active list: that one op); the second
+ * one turns it on and indexes every active op; it goes off again once the
+ * active list is empty (active_unlink). */
 static void by_name_add(op_t *op) {
   client_t *cl = op->cl;
   if (!op->lock) return;
+  if (!cl->by_name_on) {
+    if (!op->anext) return; /* the only active op */
+    cl->by_name_on = true;
+    for (op_t *o = op->anext; o; o = o->anext) by_name_index(o);
+  }
+  by_name_index(op);
+}
+
+static void by_name_index(op_t *op) {
+  client_t *cl = op->cl;
+  if (!op->lock || op->islot) return;
   bool added;
   void **slot = rlock__map_put_slot(&cl->by_name, op->lock->name, op->lock->len, op, &added);
   if (!slot) {
@@ -179,16 +196,19 @@ static void by_name_del(op_t *op) {
 }
 
 /* The active ops that may be on the lock `name` (then same_name_next): its
- * own list, or every active op if the index is broken (callers compare the
- * names anyway). */
+ * own list, or every active op if the index is off (one op) or broken
+ * (callers compare the names anyway). */
 static const op_t *same_name_first(const client_t *cl, const char *name, size_t len) {
-  return cl->by_name_broken ? cl->active : rlock__map_get(&cl->by_name, name, len);
+  return cl->by_name_broken || !cl->by_name_on ? cl->active : rlock__map_get(&cl->by_name, name, len);
 }
 static const op_t *same_name_next(const client_t *cl, const op_t *o) {
-  return cl->by_name_broken ? o->anext : o->nnext;
+  return cl->by_name_broken || !cl->by_name_on ? o->anext : o->nnext;
 }
 
-void rlock__op_index_free(client_t *cl) { rlock__map_free(&cl->by_name); }
+void rlock__op_index_free(client_t *cl) {
+  rlock__map_free(&cl->by_name);
+  cl->by_name_on = false;
+}
 
 static void active_unlink(op_t *op) {
   by_name_del(op);
@@ -197,6 +217,7 @@ static void active_unlink(op_t *op) {
   else if (cl->active == op) cl->active = op->anext;
   if (op->anext) op->anext->aprev = op->aprev;
   op->aprev = op->anext = NULL;
+  if (!cl->active) cl->by_name_on = false; /* every indexed op has left the index */
 }
 
 void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
@@ -395,7 +416,8 @@ fail:
  * RLOCK_ENOMEM. Rebuilt for each use (a re-send, the DEL after the answer):
  * no allocation, nothing kept in the op. */
 static int latch_key(const op_t *op, const char *prefix, char *buf, bytes_t *out) {
-  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, op->lock->name, op->lock->len, op->reqid);
+  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, strlen(prefix), op->lock->name, op->lock->len,
+                                         op->reqid, sizeof op->reqid - 1);
 }
 
 static void latch_done(bytes_t *latch, const char *buf) {

@@ -65,16 +65,27 @@ void rlock__random_hex(char *out, size_t nbytes) {
   out[2 * nbytes] = 0;
 }
 
+/* Two decimal digits per step (the pairs "00".."99"): no division per digit. */
+static const char dec2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
 size_t rlock__u64toa(uint64_t u, char *out) {
-  char tmp[24];
-  size_t n = 0, o = 0;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  while (n) out[o++] = tmp[--n];
-  out[o] = 0;
-  return o;
+  size_t n = 1;
+  for (uint64_t t = u; t >= 10; t /= 10) n++;
+  char *p = out + n;
+  *p = 0;
+  while (u >= 100) {
+    unsigned i = (unsigned)(u % 100) * 2;
+    u /= 100;
+    p -= 2;
+    p[0] = dec2[i], p[1] = dec2[i + 1];
+  }
+  if (u >= 10) {
+    p -= 2;
+    p[0] = dec2[u * 2], p[1] = dec2[u * 2 + 1];
+  } else {
+    *--p = (char)('0' + u);
+  }
+  return n;
 }
 
 size_t rlock__i64toa(int64_t v, char *out) {
@@ -104,11 +115,13 @@ uint64_t rlock__prng_next(rlock_prng_t *p) {
   return r;
 }
 
+/* Two hex digits per byte from one table ("00".."ff"). */
+static const char hex2[513] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9fa0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
 void rlock__prng_hex(rlock_prng_t *p, char out[33]) {
-  static const char hx[] = "0123456789abcdef";
   for (int w = 0; w < 2; w++) {
     uint64_t v = rlock__prng_next(p);
-    for (int i = 0; i < 16; i++, v >>= 4) out[w * 16 + i] = hx[v & 15];
+    for (int i = 0; i < 8; i++, v >>= 8) memcpy(out + w * 16 + 2 * i, hex2 + 2 * (v & 255), 2);
   }
   out[32] = 0;
 }
