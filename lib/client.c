@@ -124,7 +124,11 @@ static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) 
 }
 
 void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
-  r->slot = key ? rlock__names_slot(key, klen) : -1;
+  rlock__client_send_synced_at(cl, key ? rlock__names_slot(key, klen) : -1, r, need);
+}
+
+void rlock__client_send_synced_at(client_t *cl, int slot, req_t *r, sync_need_t *need) {
+  r->slot = slot;
   r->sync_of = need;
   conn_t *c = cl->topo->route(cl, r);
   if (c->state != CS_READY && c->state != CS_CLOSED && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {

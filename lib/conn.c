@@ -611,6 +611,7 @@ static void leave_direct(conn_t *c) {
   c->direct = false;
   c->wbuf_n = 0;
   if (c->flush_ev) event_del(c->flush_ev);
+  c->flush_pending = false;
 }
 
 /* ------------------------------------------------------------ writing */
@@ -655,7 +656,10 @@ static void write_req(conn_t *c, req_t *r) {
     /* written at the pass's end at the latest: a counted write on the
      * client's command connection in a pass is flushed by the pass
      * (rlock__client_flush, batch_wrote); anything else activates flush_ev */
-    if (!(counted && c == &c->cl->cmd && c->cl->in_pass)) event_active(c->flush_ev, EV_WRITE, 0);
+    if (!(counted && c == &c->cl->cmd && c->cl->in_pass) && !c->flush_pending) {
+      event_active(c->flush_ev, EV_WRITE, 0);
+      c->flush_pending = true;
+    }
   } else {
     bufferevent_write(c->bev, r->cmd, r->len);
   }
@@ -683,7 +687,8 @@ void rlock__conn_flush(conn_t *c) {
   if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
   struct evbuffer *out = bufferevent_get_output(c->bev);
   if (c->direct && c->wbuf_n) {
-    event_del(c->flush_ev); /* this pass writes it */
+    if (c->flush_pending) event_del(c->flush_ev); /* this pass writes it */
+    c->flush_pending = false;
     size_t done = 0;
     if (!evbuffer_get_length(out)) {
       ssize_t w;
@@ -708,7 +713,11 @@ void rlock__conn_flush(conn_t *c) {
    * is the bufferevent's to report when it writes */
 }
 
-static void flush_cb(evutil_socket_t fd, short what, void *arg) { rlock__conn_flush(arg); }
+static void flush_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  c->flush_pending = false; /* it ran: no longer active */
+  rlock__conn_flush(c);
+}
 
 static int waits_in(const req_queue_t *q) {
   int n = 0;

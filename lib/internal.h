@@ -41,6 +41,22 @@ void rlock__random_hex(char *out, size_t nbytes); /* 2*nbytes hex chars + NUL */
 void rlock__random_bytes(void *out, size_t n);
 size_t rlock__i64toa(int64_t v, char *out); /* decimal, NUL-terminated; returns length */
 size_t rlock__u64toa(uint64_t v, char *out);
+/* The decimal form of the last value asked for, kept: the same value again
+ * (a lease, the latch TTL: the same for every request of a client) costs a
+ * compare. rlock__dec returns it (its length in *n); one thread only. */
+typedef struct dec_cache {
+  int64_t v;
+  size_t n; /* 0: empty */
+  char s[24];
+} dec_cache_t;
+static inline const char *rlock__dec(dec_cache_t *c, int64_t v, size_t *n) {
+  if (!c->n || c->v != v) {
+    c->n = rlock__i64toa(v, c->s);
+    c->v = v;
+  }
+  *n = c->n;
+  return c->s;
+}
 typedef struct rlock_prng {
   uint64_t s[4];
 } rlock_prng_t;
@@ -119,6 +135,10 @@ int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const c
                                     const char *name, size_t len, const char *suffix, size_t slen);
 /* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
+/* rlock__names_prefixed_suffix_in for a NAME known to hold no brace:
+ * "P:{NAME}:S" (prefix and suffix NULL: absent). */
+int rlock__names_plain_in(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen, const char *name,
+                          size_t len, const char *suffix, size_t slen);
 uint16_t rlock__names_crc16(const char *p, size_t n);
 uint16_t rlock__names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
 const char *rlock__names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
@@ -257,6 +277,7 @@ struct conn {
   char *wbuf;
   size_t wbuf_n, wbuf_cap;
   struct event *flush_ev;
+  bool flush_pending; /* flush_ev is active */
   redisReader *reader;
   req_queue_t pending;  /* not written yet: waiting for READY */
   req_queue_t inflight; /* written, reply not yet read (FIFO) */
@@ -560,6 +581,7 @@ struct rlock_client {
   bool by_name_on;
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
+  dec_cache_t dec_latch_ttl, dec_lease; /* request arguments in decimal (I/O thread, kinds/) */
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
   char *delkeys; /* latch keys to delete in one DEL, back to back (kept between DELs) */
   size_t delkeys_n, delkeys_cap;
@@ -630,6 +652,8 @@ typedef struct sync_need {
  * to reported replicas; r's deadline is pushed back by the timeout. Out of
  * memory: r completes with RLOCK_ENOMEM. */
 void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need);
+/* The same for a request whose key's slot is known (slot: -1 any node). */
+void rlock__client_send_synced_at(client_t *cl, int slot, req_t *r, sync_need_t *need);
 /* conn.c, writing r (r->sync_defer set) on c: the WAIT c's node needs, appended
  * now (RLOCK_ENOMEM: r must fail as a whole). */
 int rlock__client_sync_decide(client_t *cl, const conn_t *c, req_t *r);
@@ -677,6 +701,10 @@ struct rlock_lock {
   char *name;
   size_t len;
   bytes_t channel; /* where its waiters listen (reentrant: redisson_lock__channel:{NAME}) */
+  /* Learnt on the I/O thread at first use (lock.c), 0 until then: NAME's
+   * Cluster slot + 1, and 1 if NAME holds no brace (-1 if it does). */
+  int slot1;
+  int plain;
 };
 
 struct op {

@@ -415,10 +415,24 @@ fail:
  * (LATCH_ROOM bytes) when it fits; latch_done gives it back. 0, or
  * RLOCK_ENOMEM. Rebuilt for each use (a re-send, the DEL after the answer):
  * no allocation, nothing kept in the op. */
-static int latch_key(const op_t *op, const char *prefix, char *buf, bytes_t *out) {
-  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, strlen(prefix), op->lock->name, op->lock->len,
-                                         op->reqid, sizeof op->reqid - 1);
+static bool lock_plain(rlock_lock_t *l) {
+  if (!l->plain) l->plain = memchr(l->name, '{', l->len) || memchr(l->name, '}', l->len) ? -1 : 1;
+  return l->plain > 0;
 }
+
+static int lock_slot(rlock_lock_t *l) {
+  if (!l->slot1) l->slot1 = rlock__names_slot(l->name, l->len) + 1;
+  return l->slot1 - 1;
+}
+
+static int latch_key_n(const op_t *op, const char *prefix, size_t plen, char *buf, bytes_t *out) {
+  rlock_lock_t *l = op->lock;
+  if (lock_plain(l))
+    return rlock__names_plain_in(out, buf, LATCH_ROOM, prefix, plen, l->name, l->len, op->reqid, sizeof op->reqid - 1);
+  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, plen, l->name, l->len, op->reqid,
+                                         sizeof op->reqid - 1);
+}
+#define latch_key(op, prefix, buf, out) latch_key_n(op, prefix, sizeof prefix - 1, buf, out)
 
 static void latch_done(bytes_t *latch, const char *buf) {
   if (latch->p != buf) free(latch->p);
@@ -438,7 +452,7 @@ static void send_op_req(op_t *op, req_t *r) {
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send_synced(cl, l->name, l->len, r, &op->sync_need);
+  rlock__client_send_synced_at(cl, lock_slot(l), r, &op->sync_need);
 }
 
 /* The request got its answer: its latch is dead weight (batched DEL), unless
@@ -446,13 +460,14 @@ static void send_op_req(op_t *op, req_t *r) {
  * still arrive (written on a connection given up since, whose bytes the
  * kernel keeps sending), and only the latch stops it from applying again.
  * Such a latch lives its TTL. */
-static void drop_latch(op_t *op, const char *prefix) {
+static void drop_latch_n(op_t *op, const char *prefix, size_t plen) {
   char buf[LATCH_ROOM];
   bytes_t latch;
-  if (op->retries > 0 || latch_key(op, prefix, buf, &latch)) return;
+  if (op->retries > 0 || latch_key_n(op, prefix, plen, buf, &latch)) return;
   rlock__client_queue_del(op->cl, latch.p, latch.n);
   latch_done(&latch, buf);
 }
+#define drop_latch(op, prefix) drop_latch_n(op, prefix, sizeof prefix - 1)
 
 /* ------------------------------------------------------------ acquire */
 

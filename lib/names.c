@@ -129,8 +129,8 @@ static int join(bytes_t *out, char *buf, size_t cap, const char *const *piece, c
 
 /* The usual name, with no brace: "P:{NAME}:S" (parts absent when NULL)
  * written at once, its tag exactly NAME (so in NAME's slot). */
-static int plain(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen, const char *name, size_t len,
-                 const char *suffix, size_t slen) {
+int rlock__names_plain_in(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen, const char *name,
+                          size_t len, const char *suffix, size_t slen) {
   size_t total = (prefix ? plen + 1 : 0) + len + 2 + (suffix ? slen + 1 : 0);
   char *p = total < cap ? buf : malloc(total + 1);
   if (!p) return RLOCK_ENOMEM;
@@ -152,7 +152,8 @@ static int build(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t
                  const char *suffix, size_t slen) {
   bool braces = memchr(name, '{', len) != NULL;
   /* no brace in NAME: the key's tag is exactly NAME, so it is in NAME's slot */
-  if (!braces && len && !memchr(name, '}', len)) return plain(out, buf, cap, prefix, plen, name, len, suffix, slen);
+  if (!braces && len && !memchr(name, '}', len))
+    return rlock__names_plain_in(out, buf, cap, prefix, plen, name, len, suffix, slen);
   const char *pre = prefix ? ":" : NULL, *sep = suffix ? ":" : NULL;
   const char *open = braces ? NULL : "{", *close = braces ? NULL : "}";
   const char *piece[8] = {prefix, pre, open, name, close, sep, suffix};
