@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 #include <openssl/ssl.h>
@@ -180,10 +181,37 @@ void rlock__url_free(url_t *u);
  * bulk string; each returns the end of what it wrote. */
 size_t rlock__resp_size(int argc, const char *const *argv, const size_t *argvlen);
 size_t rlock__resp_write(char *out, int argc, const char *const *argv, const size_t *argvlen);
-size_t rlock__resp_head_size(size_t n);
-char *rlock__resp_head(char *p, char type, size_t n);
-size_t rlock__resp_bulk_size(size_t n);
-char *rlock__resp_bulk(char *p, const void *s, size_t n);
+/* Inline: a request is a dozen of them (script.c). */
+static inline size_t rlock__resp_digits(size_t n) {
+  size_t d = 1;
+  while (n >= 10) n /= 10, d++;
+  return d;
+}
+static inline size_t rlock__resp_head_size(size_t n) { return 1 + rlock__resp_digits(n) + 2; }
+static inline char *rlock__resp_head(char *p, char type, size_t n) {
+  p[0] = type;
+  if (n < 10) { /* most lengths and counts: one or two digits */
+    p[1] = (char)('0' + n), p[2] = '\r', p[3] = '\n';
+    return p + 4;
+  }
+  if (n < 100) {
+    p[1] = (char)('0' + n / 10), p[2] = (char)('0' + n % 10), p[3] = '\r', p[4] = '\n';
+    return p + 5;
+  }
+  size_t d = rlock__resp_digits(n);
+  for (size_t i = d; i > 0; i--, n /= 10) p[i] = (char)('0' + n % 10);
+  p[d + 1] = '\r';
+  p[d + 2] = '\n';
+  return p + d + 3;
+}
+static inline size_t rlock__resp_bulk_size(size_t n) { return rlock__resp_head_size(n) + n + 2; }
+static inline char *rlock__resp_bulk(char *p, const void *s, size_t n) {
+  p = rlock__resp_head(p, '$', n);
+  if (n) memcpy(p, s, n);
+  p[n] = '\r';
+  p[n + 1] = '\n';
+  return p + n + 2;
+}
 
 /* ------------------------------------------------------------ reply.c */
 /* hiredis reader building rlock_reply_t trees, with bounds on sizes. shared:
@@ -707,6 +735,7 @@ struct rlock_lock {
   int plain;
 };
 
+#define OP_LATCH_ROOM 224
 struct op {
   op_t *next;               /* submit queue link */
   op_t *aprev, *anext;      /* client->active link */
@@ -741,6 +770,13 @@ struct op {
   req_t *raw;
   /* OP_FORCE: delete the key whatever it holds (RLOCK_FORCE_ANY_TYPE) */
   bool any_type;
+  /* The latch key of the current request id (lock.c latch_key), built once
+   * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
+   * a longer key than the room is built for each use). Last: rlock__op_alloc
+   * zeroes the op up to latch only. */
+  const char *latch_prefix;
+  size_t latch_n;
+  char latch[OP_LATCH_ROOM];
 };
 
 /* The MultiLock's final step: the hold of (l, owner) gets exactly lease_ms

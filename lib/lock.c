@@ -98,7 +98,7 @@ op_t *rlock__op_alloc(client_t *cl) {
   }
   pthread_mutex_unlock(&cl->opmu);
   if (!op) return calloc(1, sizeof *op);
-  memset(op, 0, sizeof *op);
+  memset(op, 0, offsetof(op_t, latch)); /* the latch room is not read before it is written */
   return op;
 }
 
@@ -408,13 +408,10 @@ fail:
  * Tries and releases carry the op's request id in a latch key (the last key):
  * a re-send of the same request is answered by the latch, never applied twice. */
 
-/* Room on the stack for a latch key: most fit (the rest are malloc'd). */
-#define LATCH_ROOM 256
-
-/* The latch key "<prefix>:{NAME}:<id>" of op's current request id, in buf
- * (LATCH_ROOM bytes) when it fits; latch_done gives it back. 0, or
- * RLOCK_ENOMEM. Rebuilt for each use (a re-send, the DEL after the answer):
- * no allocation, nothing kept in the op. */
+/* The latch key "<prefix>:{NAME}:<id>" of op's current request id: built
+ * once into op->latch (when it fits: OP_LATCH_ROOM), then the same for the
+ * request's re-sends and its DEL; latch_done gives back a longer one. 0, or
+ * RLOCK_ENOMEM. */
 static bool lock_plain(rlock_lock_t *l) {
   if (!l->plain) l->plain = memchr(l->name, '{', l->len) || memchr(l->name, '}', l->len) ? -1 : 1;
   return l->plain > 0;
@@ -425,21 +422,34 @@ static int lock_slot(rlock_lock_t *l) {
   return l->slot1 - 1;
 }
 
-static int latch_key_n(const op_t *op, const char *prefix, size_t plen, char *buf, bytes_t *out) {
+static int latch_key_n(op_t *op, const char *prefix, size_t plen, bytes_t *out) {
+  if (op->latch_n && op->latch_prefix == prefix) {
+    out->p = op->latch;
+    out->n = op->latch_n;
+    return 0;
+  }
   rlock_lock_t *l = op->lock;
-  if (lock_plain(l))
-    return rlock__names_plain_in(out, buf, LATCH_ROOM, prefix, plen, l->name, l->len, op->reqid, sizeof op->reqid - 1);
-  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, plen, l->name, l->len, op->reqid,
-                                         sizeof op->reqid - 1);
+  int rc = lock_plain(l) ? rlock__names_plain_in(out, op->latch, sizeof op->latch, prefix, plen, l->name, l->len,
+                                                 op->reqid, sizeof op->reqid - 1)
+                         : rlock__names_prefixed_suffix_in(out, op->latch, sizeof op->latch, prefix, plen, l->name,
+                                                           l->len, op->reqid, sizeof op->reqid - 1);
+  if (!rc && out->p == op->latch) {
+    op->latch_prefix = prefix;
+    op->latch_n = out->n;
+  }
+  return rc;
 }
-#define latch_key(op, prefix, buf, out) latch_key_n(op, prefix, sizeof prefix - 1, buf, out)
+#define latch_key(op, prefix, out) latch_key_n(op, prefix, sizeof prefix - 1, out)
 
-static void latch_done(bytes_t *latch, const char *buf) {
-  if (latch->p != buf) free(latch->p);
+static void latch_done(const op_t *op, bytes_t *latch) {
+  if (latch->p != op->latch) free(latch->p);
 }
 
 /* A fresh request id for op. */
-static void new_reqid(op_t *op) { rlock__prng_hex(&op->cl->prng, op->reqid); }
+static void new_reqid(op_t *op) {
+  rlock__prng_hex(&op->cl->prng, op->reqid);
+  op->latch_n = 0; /* the key of the old id */
+}
 
 /* Sends op's request r (built by the kind; NULL: out of memory), with the
  * replica-sync WAIT behind it when the policy and the node ask for one. */
@@ -461,11 +471,10 @@ static void send_op_req(op_t *op, req_t *r) {
  * kernel keeps sending), and only the latch stops it from applying again.
  * Such a latch lives its TTL. */
 static void drop_latch_n(op_t *op, const char *prefix, size_t plen) {
-  char buf[LATCH_ROOM];
   bytes_t latch;
-  if (op->retries > 0 || latch_key_n(op, prefix, plen, buf, &latch)) return;
+  if (op->retries > 0 || latch_key_n(op, prefix, plen, &latch)) return;
   rlock__client_queue_del(op->cl, latch.p, latch.n);
-  latch_done(&latch, buf);
+  latch_done(op, &latch);
 }
 #define drop_latch(op, prefix) drop_latch_n(op, prefix, sizeof prefix - 1)
 
@@ -474,13 +483,12 @@ static void drop_latch_n(op_t *op, const char *prefix, size_t plen) {
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_attempt(op_t *op) {
-  char buf[LATCH_ROOM];
   bytes_t latch;
   req_t *r = NULL;
   stat_add(op->cl, ST_ATTEMPTS, 1);
-  if (!latch_key(op, ACQUIRE_LATCH, buf, &latch)) {
+  if (!latch_key(op, ACQUIRE_LATCH, &latch)) {
     r = op->lock->kind->try_req(op, &latch, acquire_done);
-    latch_done(&latch, buf);
+    latch_done(op, &latch);
   }
   send_op_req(op, r);
 }
@@ -752,12 +760,11 @@ static void send_release(op_t *op) {
   op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
-  char buf[LATCH_ROOM];
   bytes_t latch;
   req_t *r = NULL;
-  if (!latch_key(op, UNLOCK_LATCH, buf, &latch)) {
+  if (!latch_key(op, UNLOCK_LATCH, &latch)) {
     r = l->kind->release_req(op, &latch, &rel, release_done);
-    latch_done(&latch, buf);
+    latch_done(op, &latch);
   }
   send_op_req(op, r);
 }

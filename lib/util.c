@@ -115,14 +115,25 @@ uint64_t rlock__prng_next(rlock_prng_t *p) {
   return r;
 }
 
-/* Two hex digits per byte from one table ("00".."ff"). */
-static const char hex2[513] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9fa0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+/* 8 nibbles of x (its low 32 bits) as 8 lowercase hex digits at out, the
+ * lowest first: each nibble spread to a byte, then to '0'..'9' or 'a'..'f'
+ * with no table and no branch. */
+static void hex8(char *out, uint64_t x) {
+  x &= 0xffffffffULL;
+  x = (x | (x << 16)) & 0x0000ffff0000ffffULL;
+  x = (x | (x << 8)) & 0x00ff00ff00ff00ffULL;
+  x = (x | (x << 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  uint64_t letters = ((x + 0x0606060606060606ULL) >> 4) & 0x0101010101010101ULL; /* 1 where >= 10 */
+  x += 0x3030303030303030ULL + letters * ('a' - '0' - 10);
+  memcpy(out, &x, 8); /* byte i (little- or big-endian alike: any order of a random id is one) */
+}
 
 void rlock__prng_hex(rlock_prng_t *p, char out[33]) {
-  for (int w = 0; w < 2; w++) {
-    uint64_t v = rlock__prng_next(p);
-    for (int i = 0; i < 8; i++, v >>= 8) memcpy(out + w * 16 + 2 * i, hex2 + 2 * (v & 255), 2);
-  }
+  uint64_t a = rlock__prng_next(p), b = rlock__prng_next(p);
+  hex8(out, a);
+  hex8(out + 8, a >> 32);
+  hex8(out + 16, b);
+  hex8(out + 24, b >> 32);
   out[32] = 0;
 }
 
