@@ -48,7 +48,7 @@ int64_t rlock__client_latch_ttl(const client_t *cl) {
 size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
   memcpy(buf, cl->id, 36);
   buf[36] = ':';
-  if (owner & RLOCK_OWNER_THREAD) return 37 + rlock__u64toa(owner & ~RLOCK_OWNER_THREAD, buf + 37);
+  if (owner & RLOCK_OWNER_THREAD) return 37 + rlock__tid_dec(owner & ~RLOCK_OWNER_THREAD, buf + 37);
   memcpy(buf + 37, "owner-", 6);
   return 43 + rlock__u64toa(owner, buf + 43);
 }
@@ -616,7 +616,6 @@ static void client_destroy(client_t *cl) {
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
   rlock__op_spares_free(cl);
-  pthread_mutex_destroy(&cl->opmu);
   free(cl);
 }
 
@@ -646,10 +645,11 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);
-  pthread_mutex_init(&cl->opmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
   cl->opt = *opts;
   cl->opt.replica_sync_timeout_ms = sync_timeout_ms(opts);
+  rlock__dec_set(&cl->dec_latch_ttl, rlock__client_latch_ttl(cl));
+  rlock__dec_set(&cl->dec_lease, cl->opt.watchdog_timeout_ms);
   bool fail = false;
   cl->s_url = dup_or_null(opts->url ? opts->url : defaults.url, &fail);
   cl->s_name = dup_or_null(opts->client_name ? opts->client_name : "rlock", &fail);

@@ -42,21 +42,25 @@ void rlock__random_hex(char *out, size_t nbytes); /* 2*nbytes hex chars + NUL */
 void rlock__random_bytes(void *out, size_t n);
 size_t rlock__i64toa(int64_t v, char *out); /* decimal, NUL-terminated; returns length */
 size_t rlock__u64toa(uint64_t v, char *out);
-/* The decimal form of the last value asked for, kept: the same value again
- * (a lease, the latch TTL: the same for every request of a client) costs a
- * compare. rlock__dec returns it (its length in *n); one thread only. */
+/* A value in decimal, written once (rlock__dec_set, at client creation)
+ * and read from any thread: rlock__dec gives its text when v is that
+ * value, else writes v into buf (>= 24 bytes); *n its length. */
 typedef struct dec_cache {
   int64_t v;
   size_t n; /* 0: empty */
   char s[24];
 } dec_cache_t;
-static inline const char *rlock__dec(dec_cache_t *c, int64_t v, size_t *n) {
-  if (!c->n || c->v != v) {
-    c->n = rlock__i64toa(v, c->s);
-    c->v = v;
+static inline void rlock__dec_set(dec_cache_t *c, int64_t v) {
+  c->n = rlock__i64toa(v, c->s);
+  c->v = v;
+}
+static inline const char *rlock__dec(const dec_cache_t *c, int64_t v, char *buf, size_t *n) {
+  if (c->n && c->v == v) {
+    *n = c->n;
+    return c->s;
   }
-  *n = c->n;
-  return c->s;
+  *n = rlock__i64toa(v, buf);
+  return buf;
 }
 typedef struct rlock_prng {
   uint64_t s[4];
@@ -65,6 +69,7 @@ void rlock__prng_seed(rlock_prng_t *p);
 uint64_t rlock__prng_next(rlock_prng_t *p);
 void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
 uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
+size_t rlock__tid_dec(uint64_t tid, char *out); /* rlock__u64toa, the calling thread's last one kept */
 unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
@@ -609,7 +614,8 @@ struct rlock_client {
   bool by_name_on;
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
-  dec_cache_t dec_latch_ttl, dec_lease; /* request arguments in decimal (I/O thread, kinds/) */
+  /* The latch TTL and the watchdog lease in decimal, set at creation (kinds/) */
+  dec_cache_t dec_latch_ttl, dec_lease;
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
   char *delkeys; /* latch keys to delete in one DEL, back to back (kept between DELs) */
   size_t delkeys_n, delkeys_cap;
@@ -625,10 +631,11 @@ struct rlock_client {
    * flush event (conn.c write_req). */
   bool in_pass;
   /* freed ops kept for reuse (lock.c rlock__op_alloc): allocated on the
-   * callers' threads, freed on the I/O thread */
-  pthread_mutex_t opmu;
-  op_t *spare_ops;
-  int nspare_ops;
+   * callers' threads, freed on the I/O thread. A lock-free stack: pushed one
+   * at a time (compare-and-swap), taken whole (exchange), so no pop ever
+   * meets a recycled node (no ABA); nspare_ops bounds it (approximately). */
+  _Atomic(op_t *) spare_ops;
+  atomic_int nspare_ops;
   /* lock-lost callback */
   pthread_mutex_t cbmu;
   rlock_lost_cb lost_cb;

@@ -75,10 +75,13 @@ int64_t rlock__op_lease_ms(const op_t *op) {
 
 /* ------------------------------------------------------------ op memory
  * Ops are allocated on the callers' threads and freed on the I/O thread. Up
- * to SPARE_OPS freed ones are kept for reuse (client->spare_ops, under
- * opmu): a lock+unlock pair in steady state allocates no op. Under ASan a
- * spare is poisoned (but its link) until it is taken again, so a use after
- * free is still caught. */
+ * to about SPARE_OPS freed ones are kept for reuse (client->spare_ops, a
+ * lock-free stack: no mutex on the way of a call): a lock+unlock pair in
+ * steady state allocates no op. A taker takes the whole stack (one
+ * exchange), keeps the first and pushes the rest back: no pop of one node,
+ * so a node recycled meanwhile cannot fool a compare-and-swap (ABA). Under
+ * ASan a spare is poisoned (but its link) until it is taken again, so a use
+ * after free is still caught. */
 #define SPARE_OPS 64
 #if defined(__SANITIZE_ADDRESS__)
 #define SPARE_POISON(op) ASAN_POISON_MEMORY_REGION(&(op)->next + 1, sizeof *(op) - sizeof (op)->next)
@@ -88,41 +91,50 @@ int64_t rlock__op_lease_ms(const op_t *op) {
 #define SPARE_UNPOISON(op) ((void)(op))
 #endif
 
+/* Pushes the chain first..last (linked by next) on the spare stack. */
+static void spares_push(client_t *cl, op_t *first, op_t *last) {
+  op_t *head = atomic_load_explicit(&cl->spare_ops, memory_order_relaxed);
+  do last->next = head;
+  while (!atomic_compare_exchange_weak_explicit(&cl->spare_ops, &head, first, memory_order_release,
+                                                memory_order_relaxed));
+}
+
 op_t *rlock__op_alloc(client_t *cl) {
-  pthread_mutex_lock(&cl->opmu);
-  op_t *op = cl->spare_ops;
-  if (op) {
-    SPARE_UNPOISON(op);
-    cl->spare_ops = op->next;
-    cl->nspare_ops--;
-  }
-  pthread_mutex_unlock(&cl->opmu);
+  op_t *op = atomic_load_explicit(&cl->spare_ops, memory_order_relaxed)
+                 ? atomic_exchange_explicit(&cl->spare_ops, NULL, memory_order_acquire)
+                 : NULL;
   if (!op) return calloc(1, sizeof *op);
+  SPARE_UNPOISON(op);
+  op_t *rest = op->next;
+  if (rest) { /* the others: back on the stack (only their links are read and written) */
+    op_t *last = rest;
+    while (last->next) last = last->next;
+    spares_push(cl, rest, last);
+  }
+  atomic_fetch_sub_explicit(&cl->nspare_ops, 1, memory_order_relaxed);
   memset(op, 0, offsetof(op_t, latch)); /* the latch room is not read before it is written */
   return op;
 }
 
 void rlock__op_recycle(client_t *cl, op_t *op) {
-  pthread_mutex_lock(&cl->opmu);
-  bool keep = cl->nspare_ops < SPARE_OPS;
-  if (keep) {
-    op->next = cl->spare_ops;
-    cl->spare_ops = op;
-    cl->nspare_ops++;
-    SPARE_POISON(op);
+  if (atomic_fetch_add_explicit(&cl->nspare_ops, 1, memory_order_relaxed) >= SPARE_OPS) {
+    atomic_fetch_sub_explicit(&cl->nspare_ops, 1, memory_order_relaxed);
+    free(op);
+    return;
   }
-  pthread_mutex_unlock(&cl->opmu);
-  if (!keep) free(op);
+  SPARE_POISON(op); /* before the push: a taker may unpoison it at once */
+  spares_push(cl, op, op);
 }
 
 void rlock__op_spares_free(client_t *cl) {
-  while (cl->spare_ops) {
-    op_t *op = cl->spare_ops;
-    cl->spare_ops = op->next;
+  op_t *op = atomic_exchange(&cl->spare_ops, NULL);
+  while (op) {
     SPARE_UNPOISON(op);
+    op_t *next = op->next;
     free(op);
+    op = next;
   }
-  cl->nspare_ops = 0;
+  atomic_store(&cl->nspare_ops, 0);
 }
 
 static void op_free(op_t *op) {

@@ -162,12 +162,29 @@ unsigned rlock__fork_generation(void) {
   return atomic_load_explicit(&fork_gen, memory_order_relaxed);
 }
 
+static _Thread_local struct {
+  uint64_t tid; /* the thread id tid_s spells (0: none yet) */
+  size_t n;
+  char s[24];
+} tid_dec;
+
 uint64_t rlock__gettid(void) {
   if (!cached_tid) {
     pthread_once(&atfork_once, register_atfork);
     cached_tid = (uint64_t)syscall(SYS_gettid);
   }
   return cached_tid;
+}
+
+/* A thread's owner ids spell its own id again and again: the last one
+ * written by this thread is kept in decimal. */
+size_t rlock__tid_dec(uint64_t tid, char *out) {
+  if (tid_dec.tid != tid || !tid) {
+    tid_dec.n = rlock__u64toa(tid, tid_dec.s);
+    tid_dec.tid = tid;
+  }
+  memcpy(out, tid_dec.s, tid_dec.n + 1);
+  return tid_dec.n;
 }
 
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value) {

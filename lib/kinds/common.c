@@ -12,9 +12,10 @@ int rlock__kind_init_channel(rlock_lock_t *l, const char *prefix) {
 
 /* KEYS name, latch; ARGV lease, owner id, latch TTL. */
 req_t *rlock__kind_try_req(int script, op_t *op, const bytes_t *latch, req_done_fn done) {
+  char lbuf[24], tbuf[24];
   size_t leasen, ttln;
-  const char *lease = rlock__dec(&op->cl->dec_lease, rlock__op_lease_ms(op), &leasen);
-  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), &ttln);
+  const char *lease = rlock__dec(&op->cl->dec_lease, rlock__op_lease_ms(op), lbuf, &leasen);
+  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
   const char *keys[2] = {op->lock->name, latch->p};
   size_t kl[2] = {op->lock->len, latch->n};
   const char *args[3] = {lease, op->owner_id, ttl};

@@ -40,9 +40,10 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
 static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done) {
   rlock_lock_t *l = op->lock;
   char left[32], extra[32];
+  char lbuf[24], tbuf[24];
   size_t leasen, ttln;
-  const char *lease = rlock__dec(&op->cl->dec_lease, rel->lease_ms, &leasen);
-  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), &ttln);
+  const char *lease = rlock__dec(&op->cl->dec_lease, rel->lease_ms, lbuf, &leasen);
+  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
   size_t leftn = rlock__i64toa(rel->left, left);
   size_t extran = rlock__i64toa(rel->unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
