@@ -502,6 +502,19 @@ static void on_reply(conn_t *c, rlock_reply_t *reply) {
  * false: the connection was dropped meanwhile (c's socket is gone). */
 static bool feed(conn_t *c, const char *p, size_t n) {
   struct bufferevent *bev = c->bev;
+  /* the command connection's integer and nil replies (the lock scripts'
+   * answers) are parsed here while the reader holds nothing: no copy into
+   * its buffer, no task stack; the rest, in order, goes to the reader */
+  while (c->kind == CONN_CMD && n && c->reader->ridx == -1 && c->reader->pos == c->reader->len && !c->reader->err) {
+    size_t used;
+    rlock_reply_t *reply = rlock__reply_fast(p, n, &used);
+    if (!reply) break;
+    p += used;
+    n -= used;
+    on_reply(c, reply);
+    if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return false; /* dropped */
+  }
+  if (!n) return true;
   if (redisReaderFeed(c->reader, p, n) != REDIS_OK) {
     drop(c, RLOCK_ENOMEM, "out of memory reading a reply");
     return false;

@@ -223,6 +223,10 @@ static inline char *rlock__resp_bulk(char *p, const void *s, size_t n) {
  * replies only the engine reads (the command connection's), nil and small
  * integers shared and read-only (no allocation; rlock_reply_free skips them). */
 redisReader *rlock__reply_reader_new(bool shared);
+/* The command connection's integer and nil replies, whole at p (n bytes),
+ * parsed without the reader, as the shared reader builds them; *used the
+ * bytes taken. NULL: another reply, or not whole (the reader takes it). */
+rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used);
 /* A reply is an error whose text starts with prefix. */
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
 
