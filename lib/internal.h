@@ -740,8 +740,9 @@ struct rlock_lock {
   char *name;
   size_t len;
   bytes_t channel; /* where its waiters listen (reentrant: redisson_lock__channel:{NAME}) */
-  /* Learnt on the I/O thread at first use (lock.c), 0 until then: NAME's
-   * Cluster slot + 1, and 1 if NAME holds no brace (-1 if it does). */
+  /* Set by the kind's init (kinds/common.c; else learnt by lock.c on the
+   * I/O thread at first use), 0 until then: NAME's Cluster slot + 1, and 1
+   * if NAME holds no brace (-1 if it does). */
   int slot1;
   int plain;
 };

@@ -7,6 +7,9 @@
 #include <string.h>
 
 int rlock__kind_init_channel(rlock_lock_t *l, const char *prefix) {
+  /* learnt here, read-only afterwards (lock.c learns them itself otherwise) */
+  l->plain = memchr(l->name, '{', l->len) || memchr(l->name, '}', l->len) ? -1 : 1;
+  l->slot1 = rlock__names_slot(l->name, l->len) + 1;
   return rlock__names_prefixed(&l->channel, prefix, l->name, l->len) ? RLOCK_ENOMEM : 0;
 }
 
