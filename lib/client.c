@@ -49,7 +49,7 @@ int64_t rlock__client_latch_ttl(const client_t *cl) {
 size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf) {
   memcpy(buf, cl->id, 36);
   buf[36] = ':';
-  if (owner & RLOCK_OWNER_THREAD) return 37 + rlock__u64toa(owner & ~RLOCK_OWNER_THREAD, buf + 37);
+  if (owner & RLOCK_OWNER_THREAD) return 37 + rlock__tid_dec(owner & ~RLOCK_OWNER_THREAD, buf + 37);
   memcpy(buf + 37, "owner-", 6);
   return 43 + rlock__u64toa(owner, buf + 43);
 }
@@ -126,7 +126,11 @@ static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) 
 }
 
 void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
-  r->slot = key ? rlock__names_slot(key, klen) : -1;
+  rlock__client_send_synced_at(cl, key ? rlock__names_slot(key, klen) : -1, r, need);
+}
+
+void rlock__client_send_synced_at(client_t *cl, int slot, req_t *r, sync_need_t *need) {
+  r->slot = slot;
   r->sync_of = need;
   conn_t *c = cl->topo->route(cl, r);
   if (c->state != CS_READY && c->state != CS_CLOSED && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
@@ -419,7 +423,10 @@ static void wake_loop(client_t *cl) {
  * the loop from reading replies and running timers; past that the pass
  * writes the eventfd itself, so the rest is taken at the loop's next turn. */
 #define PASS_TAKES 4
-void rlock__client_pass_begin(client_t *cl) { atomic_store(&cl->awake, true); }
+void rlock__client_pass_begin(client_t *cl) {
+  cl->in_pass = true;
+  atomic_store(&cl->awake, true);
+}
 
 void rlock__client_pass_end(client_t *cl) {
   for (int takes = 1;; takes++) {
@@ -435,6 +442,7 @@ void rlock__client_pass_end(client_t *cl) {
   }
   rlock__fast_wake(cl); /* after awake is clear: fast calls' posts are applied within drain_ms */
   if (!cl->shut) rlock__client_flush(cl);
+  cl->in_pass = false;
 }
 
 /* The eventfd is watched edge-triggered where the backend can (epoll): every
@@ -618,7 +626,6 @@ static void client_destroy(client_t *cl) {
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
   rlock__op_spares_free(cl);
-  pthread_mutex_destroy(&cl->opmu);
   if (cl->fast.serial) rlock__fast_destroy(cl);
   free(cl);
 }
@@ -649,10 +656,11 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);
-  pthread_mutex_init(&cl->opmu, NULL);
   pthread_cond_init(&cl->scond, NULL);
   cl->opt = *opts;
   cl->opt.replica_sync_timeout_ms = sync_timeout_ms(opts);
+  rlock__dec_set(&cl->dec_latch_ttl, rlock__client_latch_ttl(cl));
+  rlock__dec_set(&cl->dec_lease, cl->opt.watchdog_timeout_ms);
   bool fail = false;
   cl->s_url = dup_or_null(opts->url ? opts->url : defaults.url, &fail);
   cl->s_name = dup_or_null(opts->client_name ? opts->client_name : "rlock", &fail);

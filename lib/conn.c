@@ -508,6 +508,19 @@ static void on_reply(conn_t *c, rlock_reply_t *reply) {
  * false: the connection was dropped meanwhile (c's socket is gone). */
 static bool feed(conn_t *c, const char *p, size_t n) {
   struct bufferevent *bev = c->bev;
+  /* the command connection's integer and nil replies (the lock scripts'
+   * answers) are parsed here while the reader holds nothing: no copy into
+   * its buffer, no task stack; the rest, in order, goes to the reader */
+  while (c->kind == CONN_CMD && n && c->reader->ridx == -1 && c->reader->pos == c->reader->len && !c->reader->err) {
+    size_t used;
+    rlock_reply_t *reply = rlock__reply_fast(p, n, &used);
+    if (!reply) break;
+    p += used;
+    n -= used;
+    on_reply(c, reply);
+    if (c->state == CS_IDLE || c->state == CS_CLOSED || c->bev != bev) return false; /* dropped */
+  }
+  if (!n) return true;
   if (redisReaderFeed(c->reader, p, n) != REDIS_OK) {
     drop(c, RLOCK_ENOMEM, "out of memory reading a reply");
     return false;
@@ -595,7 +608,7 @@ static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
  * from now on (conn_t.direct). false: out of memory (c stays on the
  * bufferevent, which works as before). */
 static bool go_direct(conn_t *c) {
-  if (c->cl->url.kind == URL_TLS || !c->wbuf) return false;
+  if (c->cl->url.kind == URL_TLS || !c->flush_ev) return false;
   c->rev = event_new(c->cl->base, bufferevent_getfd(c->bev), EV_READ | EV_PERSIST, direct_read_cb, c);
   if (!c->rev) return false;
   bufferevent_disable(c->bev, EV_READ);
@@ -615,14 +628,39 @@ static void leave_direct(conn_t *c) {
   if (c->rev) event_free(c->rev);
   c->rev = NULL;
   c->direct = false;
-  if (c->wbuf) evbuffer_drain(c->wbuf, evbuffer_get_length(c->wbuf));
+  c->wbuf_n = 0;
   if (c->flush_ev) event_del(c->flush_ev);
+  c->flush_pending = false;
 }
 
 /* ------------------------------------------------------------ writing */
 
 static void ping_done(req_t *r, int status, rlock_reply_t *reply);
 static void recount_done(req_t *r, int status, rlock_reply_t *reply);
+
+#define WBUF_KEEP 65536 /* a larger wbuf is freed once written */
+
+/* n bytes behind what this pass gathered in c->wbuf (grown by doubling,
+ * kept). Out of memory: what wbuf holds and the bytes go to the
+ * bufferevent's output instead, in order (its write event sends them). */
+static void wbuf_add(conn_t *c, const char *p, size_t n) {
+  if (c->wbuf_n + n > c->wbuf_cap) {
+    size_t cap = c->wbuf_cap ? c->wbuf_cap : 4096;
+    while (cap < c->wbuf_n + n) cap *= 2;
+    char *nb = realloc(c->wbuf, cap);
+    if (!nb) {
+      struct evbuffer *out = bufferevent_get_output(c->bev);
+      evbuffer_add(out, c->wbuf, c->wbuf_n);
+      evbuffer_add(out, p, n);
+      c->wbuf_n = 0;
+      return;
+    }
+    c->wbuf = nb;
+    c->wbuf_cap = cap;
+  }
+  memcpy(c->wbuf + c->wbuf_n, p, n);
+  c->wbuf_n += n;
+}
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
@@ -631,17 +669,23 @@ static void write_req(conn_t *c, req_t *r) {
     finish_err(r, RLOCK_ENOMEM);
     return;
   }
+  bool counted = r->done != ping_done && r->done != recount_done && !c->to_sentinel;
   if (c->direct && c->state == CS_READY) {
-    evbuffer_add(c->wbuf, r->cmd, r->len);
-    event_active(c->flush_ev, EV_WRITE, 0); /* written at the pass's end at the latest */
+    wbuf_add(c, r->cmd, r->len);
+    /* written at the pass's end at the latest: a counted write on the
+     * client's command connection in a pass is flushed by the pass
+     * (rlock__client_flush, batch_wrote); anything else activates flush_ev */
+    if (!(counted && c == &c->cl->cmd && c->cl->in_pass) && !c->flush_pending) {
+      event_active(c->flush_ev, EV_WRITE, 0);
+      c->flush_pending = true;
+    }
   } else {
     bufferevent_write(c->bev, r->cmd, r->len);
   }
   r->sent_at = rlock_now_ms();
   q_push(&c->inflight, r);
   arm_at(c, r->deadline);
-  if (r->done == ping_done || r->done == recount_done || c->to_sentinel)
-    return; /* liveness, replica recount, discovery: not counted, not a batch */
+  if (!counted) return; /* liveness, replica recount, discovery: not counted, not a batch */
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
 }
@@ -650,7 +694,7 @@ static void write_req(conn_t *c, req_t *r) {
  * waiting for the loop's next turn to report the socket writable (a whole
  * epoll round per request on an idle connection). Plain sockets only: TLS
  * bufferevents write through OpenSSL on their own.
- * A direct connection writes wbuf with one writev and arms nothing: only
+ * A direct connection writes wbuf with one write and arms nothing: only
  * what the socket refuses (EAGAIN, a partial write, an error) goes to the
  * bufferevent's output, whose write event then finishes it (or reports the
  * error); while that output holds bytes, wbuf goes behind them (order).
@@ -661,10 +705,23 @@ static void write_req(conn_t *c, req_t *r) {
 void rlock__conn_flush(conn_t *c) {
   if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
   struct evbuffer *out = bufferevent_get_output(c->bev);
-  if (c->direct && evbuffer_get_length(c->wbuf)) {
-    event_del(c->flush_ev); /* this pass writes it */
-    if (!evbuffer_get_length(out)) evbuffer_write(c->wbuf, bufferevent_getfd(c->bev));
-    if (evbuffer_get_length(c->wbuf)) evbuffer_add_buffer(out, c->wbuf); /* arms the write event */
+  if (c->direct && c->wbuf_n) {
+    if (c->flush_pending) event_del(c->flush_ev); /* this pass writes it */
+    c->flush_pending = false;
+    size_t done = 0;
+    if (!evbuffer_get_length(out)) {
+      ssize_t w;
+      do w = write(bufferevent_getfd(c->bev), c->wbuf, c->wbuf_n);
+      while (w < 0 && errno == EINTR);
+      if (w > 0) done = (size_t)w;
+    }
+    if (done < c->wbuf_n) evbuffer_add(out, c->wbuf + done, c->wbuf_n - done); /* arms the write event */
+    c->wbuf_n = 0;
+    if (c->wbuf_cap > WBUF_KEEP) { /* a burst grew it: not kept for ever */
+      free(c->wbuf);
+      c->wbuf = NULL;
+      c->wbuf_cap = 0;
+    }
     return;
   }
   if (!evbuffer_get_length(out)) return;
@@ -675,7 +732,11 @@ void rlock__conn_flush(conn_t *c) {
    * is the bufferevent's to report when it writes */
 }
 
-static void flush_cb(evutil_socket_t fd, short what, void *arg) { rlock__conn_flush(arg); }
+static void flush_cb(evutil_socket_t fd, short what, void *arg) {
+  conn_t *c = arg;
+  c->flush_pending = false; /* it ran: no longer active */
+  rlock__conn_flush(c);
+}
 
 static int waits_in(const req_queue_t *q) {
   int n = 0;
@@ -1216,10 +1277,9 @@ int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   c->retry = evtimer_new(cl->base, retry_cb, c);
   c->ping = event_new(cl->base, -1, EV_PERSIST, ping_cb, c);
   if (cl->url.kind != URL_TLS) {
-    c->wbuf = evbuffer_new();
     c->flush_ev = event_new(cl->base, -1, 0, flush_cb, c);
   }
-  return c->timer && c->retry && c->ping && (cl->url.kind == URL_TLS || (c->wbuf && c->flush_ev)) ? 0 : RLOCK_ENOMEM;
+  return c->timer && c->retry && c->ping && (cl->url.kind == URL_TLS || c->flush_ev) ? 0 : RLOCK_ENOMEM;
 }
 
 void rlock__conn_close(conn_t *c) {
@@ -1237,9 +1297,10 @@ void rlock__conn_close(conn_t *c) {
   if (c->retry) event_free(c->retry);
   if (c->ping) event_free(c->ping);
   if (c->flush_ev) event_free(c->flush_ev);
-  if (c->wbuf) evbuffer_free(c->wbuf);
+  free(c->wbuf);
   c->timer = c->retry = c->ping = c->flush_ev = NULL;
   c->wbuf = NULL;
+  c->wbuf_n = c->wbuf_cap = 0;
   if (c->reader) redisReaderFree(c->reader);
   c->reader = NULL;
   if (c->addrs) evutil_freeaddrinfo(c->addrs);

@@ -717,19 +717,21 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
    * knowledge (a first acquire of a name goes through the I/O thread) */
   if (count < 0 || !take_conn(cl)) return false;
   rlock__prng_hex(&t->prng, op->reqid);
+  op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
   char buf[LATCH_ROOM];
   bytes_t latch = {buf, 0};
   req_t *r = NULL;
-  if (!rlock__names_prefixed_suffix_in(&latch, buf, sizeof buf, ACQUIRE_LATCH, l->name, l->len, op->reqid))
+  if (!rlock__names_prefixed_suffix_in(&latch, buf, sizeof buf, ACQUIRE_LATCH, sizeof ACQUIRE_LATCH - 1, l->name,
+                                       l->len, op->reqid, sizeof op->reqid - 1))
     r = l->kind->try_req(op, &latch, no_done);
   else latch.p = buf;
   if (!r) {
     if (latch.p != buf) free(latch.p);
     pthread_mutex_unlock(&cl->fast.mu);
-    op->reqid[0] = 0;
+    op->reqid[0] = 0, op->latch_n = 0;
     return false;
   }
   stat_add(cl, ST_ATTEMPTS, 1);
@@ -775,7 +777,7 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
   rlock_reply_free(reply);
   if (latch.p != buf) free(latch.p);
   if (done) rlock__op_recycle(cl, op);
-  else if (!op->fast_lost) op->reqid[0] = 0;
+  else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0;
   return done;
 }
 
@@ -789,12 +791,14 @@ bool rlock__fast_release(op_t *op, int *rc) {
   int64_t count = fent_count(cl, e, slot);
   if (count < 1 || !take_conn(cl)) return false;
   rlock__prng_hex(&t->prng, op->reqid);
+  op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
   char buf[LATCH_ROOM];
   bytes_t latch = {buf, 0};
   req_t *r = NULL;
   kind_release_t rel = {.left = count - 1, .unknown = 0, .lease_ms = cl->opt.watchdog_timeout_ms};
   op->lease_ms = rel.lease_ms;
-  if (!rlock__names_prefixed_suffix_in(&latch, buf, sizeof buf, UNLOCK_LATCH, l->name, l->len, op->reqid))
+  if (!rlock__names_prefixed_suffix_in(&latch, buf, sizeof buf, UNLOCK_LATCH, sizeof UNLOCK_LATCH - 1, l->name,
+                                       l->len, op->reqid, sizeof op->reqid - 1))
     r = l->kind->release_req(op, &latch, &rel, no_done);
   else latch.p = buf;
   /* the I/O thread learns of the unlock before it leaves: a renewal that
@@ -805,7 +809,7 @@ bool rlock__fast_release(op_t *op, int *rc) {
     rlock__req_free(r);
     if (latch.p != buf) free(latch.p);
     pthread_mutex_unlock(&cl->fast.mu);
-    op->reqid[0] = 0;
+    op->reqid[0] = 0, op->latch_n = 0;
     return false;
   }
   rlock_reply_t *reply = NULL;
@@ -851,7 +855,7 @@ bool rlock__fast_release(op_t *op, int *rc) {
     }
     fent_set(cl, e, slot, -1);
     if (rt == RT_LOST) op->fast_lost = true;
-    else op->reqid[0] = 0;
+    else op->reqid[0] = 0, op->latch_n = 0;
   }
   if (latch.p != buf) free(latch.p);
   if (done) rlock__op_recycle(cl, op);

@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
+#include <string.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
 #include <openssl/ssl.h>
@@ -45,6 +46,26 @@ void rlock__random_hex(char *out, size_t nbytes); /* 2*nbytes hex chars + NUL */
 void rlock__random_bytes(void *out, size_t n);
 size_t rlock__i64toa(int64_t v, char *out); /* decimal, NUL-terminated; returns length */
 size_t rlock__u64toa(uint64_t v, char *out);
+/* A value in decimal, written once (rlock__dec_set, at client creation)
+ * and read from any thread: rlock__dec gives its text when v is that
+ * value, else writes v into buf (>= 24 bytes); *n its length. */
+typedef struct dec_cache {
+  int64_t v;
+  size_t n; /* 0: empty */
+  char s[24];
+} dec_cache_t;
+static inline void rlock__dec_set(dec_cache_t *c, int64_t v) {
+  c->n = rlock__i64toa(v, c->s);
+  c->v = v;
+}
+static inline const char *rlock__dec(const dec_cache_t *c, int64_t v, char *buf, size_t *n) {
+  if (c->n && c->v == v) {
+    *n = c->n;
+    return c->s;
+  }
+  *n = rlock__i64toa(v, buf);
+  return buf;
+}
 typedef struct rlock_prng {
   uint64_t s[4];
 } rlock_prng_t;
@@ -52,6 +73,7 @@ void rlock__prng_seed(rlock_prng_t *p);
 uint64_t rlock__prng_next(rlock_prng_t *p);
 void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
 uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
+size_t rlock__tid_dec(uint64_t tid, char *out); /* rlock__u64toa, the calling thread's last one kept */
 unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
@@ -118,11 +140,15 @@ int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, si
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
                           const char *suffix);
 /* The same in buf when it fits (cap bytes, its NUL included: out->p == buf),
- * else malloc'd. */
-int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, const char *name,
-                                    size_t len, const char *suffix);
+ * else malloc'd; prefix and suffix plen and slen bytes (no NUL needed). */
+int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen,
+                                    const char *name, size_t len, const char *suffix, size_t slen);
 /* suffix form: "{NAME}:S" ("NAME:S" when NAME holds '{'), else "{T}NAME:S". */
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix);
+/* rlock__names_prefixed_suffix_in for a NAME known to hold no brace:
+ * "P:{NAME}:S" (prefix and suffix NULL: absent). */
+int rlock__names_plain_in(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen, const char *name,
+                          size_t len, const char *suffix, size_t slen);
 uint16_t rlock__names_crc16(const char *p, size_t n);
 uint16_t rlock__names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
 const char *rlock__names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
@@ -164,16 +190,47 @@ void rlock__url_free(url_t *u);
  * bulk string; each returns the end of what it wrote. */
 size_t rlock__resp_size(int argc, const char *const *argv, const size_t *argvlen);
 size_t rlock__resp_write(char *out, int argc, const char *const *argv, const size_t *argvlen);
-size_t rlock__resp_head_size(size_t n);
-char *rlock__resp_head(char *p, char type, size_t n);
-size_t rlock__resp_bulk_size(size_t n);
-char *rlock__resp_bulk(char *p, const void *s, size_t n);
+/* Inline: a request is a dozen of them (script.c). */
+static inline size_t rlock__resp_digits(size_t n) {
+  size_t d = 1;
+  while (n >= 10) n /= 10, d++;
+  return d;
+}
+static inline size_t rlock__resp_head_size(size_t n) { return 1 + rlock__resp_digits(n) + 2; }
+static inline char *rlock__resp_head(char *p, char type, size_t n) {
+  p[0] = type;
+  if (n < 10) { /* most lengths and counts: one or two digits */
+    p[1] = (char)('0' + n), p[2] = '\r', p[3] = '\n';
+    return p + 4;
+  }
+  if (n < 100) {
+    p[1] = (char)('0' + n / 10), p[2] = (char)('0' + n % 10), p[3] = '\r', p[4] = '\n';
+    return p + 5;
+  }
+  size_t d = rlock__resp_digits(n);
+  for (size_t i = d; i > 0; i--, n /= 10) p[i] = (char)('0' + n % 10);
+  p[d + 1] = '\r';
+  p[d + 2] = '\n';
+  return p + d + 3;
+}
+static inline size_t rlock__resp_bulk_size(size_t n) { return rlock__resp_head_size(n) + n + 2; }
+static inline char *rlock__resp_bulk(char *p, const void *s, size_t n) {
+  p = rlock__resp_head(p, '$', n);
+  if (n) memcpy(p, s, n);
+  p[n] = '\r';
+  p[n + 1] = '\n';
+  return p + n + 2;
+}
 
 /* ------------------------------------------------------------ reply.c */
 /* hiredis reader building rlock_reply_t trees, with bounds on sizes. shared:
  * replies only the engine reads (the command connection's), nil and small
  * integers shared and read-only (no allocation; rlock_reply_free skips them). */
 redisReader *rlock__reply_reader_new(bool shared);
+/* The command connection's integer and nil replies, whole at p (n bytes),
+ * parsed without the reader, as the shared reader builds them; *used the
+ * bytes taken. NULL: another reply, or not whole (the reader takes it). */
+rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used);
 /* A reply is an error whose text starts with prefix. */
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
 
@@ -250,15 +307,18 @@ struct conn {
   struct bufferevent *bev;
   /* Plain sockets (not TLS) once connected: the connection reads and writes
    * the socket itself (`direct`): `rev` reads into the reader (no FIONREAD),
-   * `wbuf` gathers a pass's commands and leaves in one writev at the pass's
+   * `wbuf` (a plain byte buffer, kept between passes: no allocation per
+   * write) gathers a pass's commands and leaves in one write at the pass's
    * end; only what the socket refuses (EAGAIN, a partial write) moves to the
    * bufferevent's output, which then arms the write event. `flush_ev` (fd -1,
    * activated by a write outside a pass that flushes) writes wbuf before the
    * loop sleeps. TLS keeps the bufferevent for both. */
   bool direct;
   struct event *rev;
-  struct evbuffer *wbuf;
+  char *wbuf;
+  size_t wbuf_n, wbuf_cap;
   struct event *flush_ev;
+  bool flush_pending; /* flush_ev is active */
   redisReader *reader;
   req_queue_t pending;  /* not written yet: waiting for READY */
   req_queue_t inflight; /* written, reply not yet read (FIFO) */
@@ -620,8 +680,14 @@ struct rlock_client {
    * an undo looks at the ops on its own lock only, not at every active op */
   map_t by_name;
   bool by_name_broken; /* an op could not be indexed (out of memory): scan active */
+  /* The index is kept only while two ops or more were active since the
+   * active list was last empty (lock.c by_name_add): one op at a time (a
+   * thread's lock+unlock) is found by scanning active, without a lookup. */
+  bool by_name_on;
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock_prng_t prng; /* request ids (I/O thread) */
+  /* The latch TTL and the watchdog lease in decimal, set at creation (kinds/) */
+  dec_cache_t dec_latch_ttl, dec_lease;
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
   char *delkeys; /* latch keys to delete in one DEL, back to back (kept between DELs) */
   size_t delkeys_n, delkeys_cap;
@@ -632,11 +698,16 @@ struct rlock_client {
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
+  /* A pass is running (rlock__client_pass_begin/_end): it ends with
+   * rlock__client_flush, so a counted command-connection write in it needs no
+   * flush event (conn.c write_req). */
+  bool in_pass;
   /* freed ops kept for reuse (lock.c rlock__op_alloc): allocated on the
-   * callers' threads, freed on the I/O thread */
-  pthread_mutex_t opmu;
-  op_t *spare_ops;
-  int nspare_ops;
+   * callers' threads, freed on the I/O thread. A lock-free stack: pushed one
+   * at a time (compare-and-swap), taken whole (exchange), so no pop ever
+   * meets a recycled node (no ABA); nspare_ops bounds it (approximately). */
+  _Atomic(op_t *) spare_ops;
+  atomic_int nspare_ops;
   fast_t fast; /* the fast path (fast.c) */
   /* lock-lost callback */
   pthread_mutex_t cbmu;
@@ -667,6 +738,7 @@ int rlock__client_check_fork(const client_t *cl); /* RLOCK_ESYS in a forked chil
 conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r); /* the connection it went to */
 /* The command unlock scripts publish with: "spublish" under sharded pub/sub, else "publish". */
 static inline const char *rlock__publish_cmd(const client_t *cl) { return cl->sharded_pubsub ? "spublish" : "publish"; }
+static inline size_t rlock__publish_len(const client_t *cl) { return cl->sharded_pubsub ? 8 : 7; }
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
 struct evdns_base *rlock__client_dns(client_t *cl);
@@ -688,6 +760,8 @@ typedef struct sync_need {
  * to reported replicas; r's deadline is pushed back by the timeout. Out of
  * memory: r completes with RLOCK_ENOMEM. */
 void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need);
+/* The same for a request whose key's slot is known (slot: -1 any node). */
+void rlock__client_send_synced_at(client_t *cl, int slot, req_t *r, sync_need_t *need);
 /* conn.c, writing r (r->sync_defer set) on c: the WAIT c's node needs, appended
  * now (RLOCK_ENOMEM: r must fail as a whole). */
 int rlock__client_sync_decide(client_t *cl, const conn_t *c, req_t *r);
@@ -735,8 +809,14 @@ struct rlock_lock {
   char *name;
   size_t len;
   bytes_t channel; /* where its waiters listen (reentrant: redisson_lock__channel:{NAME}) */
+  /* Set by the kind's init (kinds/common.c; else learnt by lock.c on the
+   * I/O thread at first use), 0 until then: NAME's Cluster slot + 1, and 1
+   * if NAME holds no brace (-1 if it does). */
+  int slot1;
+  int plain;
 };
 
+#define OP_LATCH_ROOM 224
 struct op {
   op_t *next;               /* submit queue link */
   op_t *aprev, *anext;      /* client->active link */
@@ -775,6 +855,13 @@ struct op {
    * its answer was lost: the I/O thread re-sends it (same id) */
   bool fast_lost;
   int fslot; /* the lock name's fast slot counted busy at submit (-1: none) */
+  /* The latch key of the current request id (lock.c latch_key), built once
+   * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
+   * a longer key than the room is built for each use). Last: rlock__op_alloc
+   * zeroes the op up to latch only. */
+  const char *latch_prefix;
+  size_t latch_n;
+  char latch[OP_LATCH_ROOM];
 };
 
 /* The MultiLock's final step: the hold of (l, owner) gets exactly lease_ms

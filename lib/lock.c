@@ -90,10 +90,13 @@ int64_t rlock__op_lease_ms(const op_t *op) {
 
 /* ------------------------------------------------------------ op memory
  * Ops are allocated on the callers' threads and freed on the I/O thread. Up
- * to SPARE_OPS freed ones are kept for reuse (client->spare_ops, under
- * opmu): a lock+unlock pair in steady state allocates no op. Under ASan a
- * spare is poisoned (but its link) until it is taken again, so a use after
- * free is still caught. */
+ * to about SPARE_OPS freed ones are kept for reuse (client->spare_ops, a
+ * lock-free stack: no mutex on the way of a call): a lock+unlock pair in
+ * steady state allocates no op. A taker takes the whole stack (one
+ * exchange), keeps the first and pushes the rest back: no pop of one node,
+ * so a node recycled meanwhile cannot fool a compare-and-swap (ABA). Under
+ * ASan a spare is poisoned (but its link) until it is taken again, so a use
+ * after free is still caught. */
 #define SPARE_OPS 64
 #if defined(__SANITIZE_ADDRESS__)
 #define SPARE_POISON(op) ASAN_POISON_MEMORY_REGION(&(op)->next + 1, sizeof *(op) - sizeof (op)->next)
@@ -103,42 +106,54 @@ int64_t rlock__op_lease_ms(const op_t *op) {
 #define SPARE_UNPOISON(op) ((void)(op))
 #endif
 
+/* Pushes the chain first..last (linked by next) on the spare stack. */
+static void spares_push(client_t *cl, op_t *first, op_t *last) {
+  op_t *head = atomic_load_explicit(&cl->spare_ops, memory_order_relaxed);
+  do last->next = head;
+  while (!atomic_compare_exchange_weak_explicit(&cl->spare_ops, &head, first, memory_order_release,
+                                                memory_order_relaxed));
+}
+
 op_t *rlock__op_alloc(client_t *cl) {
-  pthread_mutex_lock(&cl->opmu);
-  op_t *op = cl->spare_ops;
-  if (op) {
-    SPARE_UNPOISON(op);
-    cl->spare_ops = op->next;
-    cl->nspare_ops--;
+  op_t *op = atomic_load_explicit(&cl->spare_ops, memory_order_relaxed)
+                 ? atomic_exchange_explicit(&cl->spare_ops, NULL, memory_order_acquire)
+                 : NULL;
+  if (!op) {
+    if ((op = calloc(1, sizeof *op))) op->fslot = -1;
+    return op;
   }
-  pthread_mutex_unlock(&cl->opmu);
-  if (!op) op = calloc(1, sizeof *op);
-  else memset(op, 0, sizeof *op);
-  if (op) op->fslot = -1;
+  SPARE_UNPOISON(op);
+  op_t *rest = op->next;
+  if (rest) { /* the others: back on the stack (only their links are read and written) */
+    op_t *last = rest;
+    while (last->next) last = last->next;
+    spares_push(cl, rest, last);
+  }
+  atomic_fetch_sub_explicit(&cl->nspare_ops, 1, memory_order_relaxed);
+  memset(op, 0, offsetof(op_t, latch)); /* the latch room is not read before it is written */
+  op->fslot = -1;
   return op;
 }
 
 void rlock__op_recycle(client_t *cl, op_t *op) {
-  pthread_mutex_lock(&cl->opmu);
-  bool keep = cl->nspare_ops < SPARE_OPS;
-  if (keep) {
-    op->next = cl->spare_ops;
-    cl->spare_ops = op;
-    cl->nspare_ops++;
-    SPARE_POISON(op);
+  if (atomic_fetch_add_explicit(&cl->nspare_ops, 1, memory_order_relaxed) >= SPARE_OPS) {
+    atomic_fetch_sub_explicit(&cl->nspare_ops, 1, memory_order_relaxed);
+    free(op);
+    return;
   }
-  pthread_mutex_unlock(&cl->opmu);
-  if (!keep) free(op);
+  SPARE_POISON(op); /* before the push: a taker may unpoison it at once */
+  spares_push(cl, op, op);
 }
 
 void rlock__op_spares_free(client_t *cl) {
-  while (cl->spare_ops) {
-    op_t *op = cl->spare_ops;
-    cl->spare_ops = op->next;
+  op_t *op = atomic_exchange(&cl->spare_ops, NULL);
+  while (op) {
     SPARE_UNPOISON(op);
+    op_t *next = op->next;
     free(op);
+    op = next;
   }
-  cl->nspare_ops = 0;
+  atomic_store(&cl->nspare_ops, 0);
 }
 
 static void op_free(op_t *op) {
@@ -156,9 +171,26 @@ static void op_free(op_t *op) {
  * The active ops of each lock name (client->by_name), so that a release or
  * an undo checks the ops on its own lock, not every active op: with 100,000
  * releases at once, scanning them all per release never finished. */
+static void by_name_index(op_t *op);
+
+/* op has just joined the active list. While it is the only active op the
+ * index stays off (scans walk the active list: that one op); the second
+ * one turns it on and indexes every active op; it goes off again once the
+ * active list is empty (active_unlink). */
 static void by_name_add(op_t *op) {
   client_t *cl = op->cl;
   if (!op->lock) return;
+  if (!cl->by_name_on) {
+    if (!op->anext) return; /* the only active op */
+    cl->by_name_on = true;
+    for (op_t *o = op->anext; o; o = o->anext) by_name_index(o);
+  }
+  by_name_index(op);
+}
+
+static void by_name_index(op_t *op) {
+  client_t *cl = op->cl;
+  if (!op->lock || op->islot) return;
   bool added;
   void **slot = rlock__map_put_slot(&cl->by_name, op->lock->name, op->lock->len, op, &added);
   if (!slot) {
@@ -195,16 +227,19 @@ static void by_name_del(op_t *op) {
 }
 
 /* The active ops that may be on the lock `name` (then same_name_next): its
- * own list, or every active op if the index is broken (callers compare the
- * names anyway). */
+ * own list, or every active op if the index is off (one op) or broken
+ * (callers compare the names anyway). */
 static const op_t *same_name_first(const client_t *cl, const char *name, size_t len) {
-  return cl->by_name_broken ? cl->active : rlock__map_get(&cl->by_name, name, len);
+  return cl->by_name_broken || !cl->by_name_on ? cl->active : rlock__map_get(&cl->by_name, name, len);
 }
 static const op_t *same_name_next(const client_t *cl, const op_t *o) {
-  return cl->by_name_broken ? o->anext : o->nnext;
+  return cl->by_name_broken || !cl->by_name_on ? o->anext : o->nnext;
 }
 
-void rlock__op_index_free(client_t *cl) { rlock__map_free(&cl->by_name); }
+void rlock__op_index_free(client_t *cl) {
+  rlock__map_free(&cl->by_name);
+  cl->by_name_on = false;
+}
 
 static void active_unlink(op_t *op) {
   by_name_del(op);
@@ -213,6 +248,7 @@ static void active_unlink(op_t *op) {
   else if (cl->active == op) cl->active = op->anext;
   if (op->anext) op->anext->aprev = op->aprev;
   op->aprev = op->anext = NULL;
+  if (!cl->active) cl->by_name_on = false; /* every indexed op has left the index */
 }
 
 void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) {
@@ -409,23 +445,48 @@ fail:
  * Tries and releases carry the op's request id in a latch key (the last key):
  * a re-send of the same request is answered by the latch, never applied twice. */
 
-/* Room on the stack for a latch key: most fit (the rest are malloc'd). */
-#define LATCH_ROOM 256
-
-/* The latch key "<prefix>:{NAME}:<id>" of op's current request id, in buf
- * (LATCH_ROOM bytes) when it fits; latch_done gives it back. 0, or
- * RLOCK_ENOMEM. Rebuilt for each use (a re-send, the DEL after the answer):
- * no allocation, nothing kept in the op. */
-static int latch_key(const op_t *op, const char *prefix, char *buf, bytes_t *out) {
-  return rlock__names_prefixed_suffix_in(out, buf, LATCH_ROOM, prefix, op->lock->name, op->lock->len, op->reqid);
+/* The latch key "<prefix>:{NAME}:<id>" of op's current request id: built
+ * once into op->latch (when it fits: OP_LATCH_ROOM), then the same for the
+ * request's re-sends and its DEL; latch_done gives back a longer one. 0, or
+ * RLOCK_ENOMEM. */
+static bool lock_plain(rlock_lock_t *l) {
+  if (!l->plain) l->plain = memchr(l->name, '{', l->len) || memchr(l->name, '}', l->len) ? -1 : 1;
+  return l->plain > 0;
 }
 
-static void latch_done(bytes_t *latch, const char *buf) {
-  if (latch->p != buf) free(latch->p);
+static int lock_slot(rlock_lock_t *l) {
+  if (!l->slot1) l->slot1 = rlock__names_slot(l->name, l->len) + 1;
+  return l->slot1 - 1;
+}
+
+static int latch_key_n(op_t *op, const char *prefix, size_t plen, bytes_t *out) {
+  if (op->latch_n && op->latch_prefix == prefix) {
+    out->p = op->latch;
+    out->n = op->latch_n;
+    return 0;
+  }
+  rlock_lock_t *l = op->lock;
+  int rc = lock_plain(l) ? rlock__names_plain_in(out, op->latch, sizeof op->latch, prefix, plen, l->name, l->len,
+                                                 op->reqid, sizeof op->reqid - 1)
+                         : rlock__names_prefixed_suffix_in(out, op->latch, sizeof op->latch, prefix, plen, l->name,
+                                                           l->len, op->reqid, sizeof op->reqid - 1);
+  if (!rc && out->p == op->latch) {
+    op->latch_prefix = prefix;
+    op->latch_n = out->n;
+  }
+  return rc;
+}
+#define latch_key(op, prefix, out) latch_key_n(op, prefix, sizeof prefix - 1, out)
+
+static void latch_done(const op_t *op, bytes_t *latch) {
+  if (latch->p != op->latch) free(latch->p);
 }
 
 /* A fresh request id for op. */
-static void new_reqid(op_t *op) { rlock__prng_hex(&op->cl->prng, op->reqid); }
+static void new_reqid(op_t *op) {
+  rlock__prng_hex(&op->cl->prng, op->reqid);
+  op->latch_n = 0; /* the key of the old id */
+}
 
 /* Sends op's request r (built by the kind; NULL: out of memory), with the
  * replica-sync WAIT behind it when the policy and the node ask for one. */
@@ -438,7 +499,7 @@ static void send_op_req(op_t *op, req_t *r) {
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send_synced(cl, l->name, l->len, r, &op->sync_need);
+  rlock__client_send_synced_at(cl, lock_slot(l), r, &op->sync_need);
 }
 
 /* The request got its answer: its latch is dead weight (batched DEL), unless
@@ -446,26 +507,25 @@ static void send_op_req(op_t *op, req_t *r) {
  * still arrive (written on a connection given up since, whose bytes the
  * kernel keeps sending), and only the latch stops it from applying again.
  * Such a latch lives its TTL. */
-static void drop_latch(op_t *op, const char *prefix) {
-  char buf[LATCH_ROOM];
+static void drop_latch_n(op_t *op, const char *prefix, size_t plen) {
   bytes_t latch;
-  if (op->retries > 0 || latch_key(op, prefix, buf, &latch)) return;
+  if (op->retries > 0 || latch_key_n(op, prefix, plen, &latch)) return;
   rlock__client_queue_del(op->cl, latch.p, latch.n);
-  latch_done(&latch, buf);
+  latch_done(op, &latch);
 }
+#define drop_latch(op, prefix) drop_latch_n(op, prefix, sizeof prefix - 1)
 
 /* ------------------------------------------------------------ acquire */
 
 static void acquire_done(req_t *r, int status, rlock_reply_t *reply);
 
 static void send_attempt(op_t *op) {
-  char buf[LATCH_ROOM];
   bytes_t latch;
   req_t *r = NULL;
   stat_add(op->cl, ST_ATTEMPTS, 1);
-  if (!latch_key(op, ACQUIRE_LATCH, buf, &latch)) {
+  if (!latch_key(op, ACQUIRE_LATCH, &latch)) {
     r = op->lock->kind->try_req(op, &latch, acquire_done);
-    latch_done(&latch, buf);
+    latch_done(op, &latch);
   }
   send_op_req(op, r);
 }
@@ -743,12 +803,11 @@ static void send_release(op_t *op) {
   op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
-  char buf[LATCH_ROOM];
   bytes_t latch;
   req_t *r = NULL;
-  if (!latch_key(op, UNLOCK_LATCH, buf, &latch)) {
+  if (!latch_key(op, UNLOCK_LATCH, &latch)) {
     r = l->kind->release_req(op, &latch, &rel, release_done);
-    latch_done(&latch, buf);
+    latch_done(op, &latch);
   }
   send_op_req(op, r);
 }

@@ -87,6 +87,40 @@ static void *create_integer_shared(const redisReadTask *task, long long v) {
 
 static void *create_nil_shared(const redisReadTask *task) { return attach(task, &shared_nil); }
 
+/* The command connection's usual replies, whole at p: an integer (":N",
+ * N of 1 to 18 digits, an optional '-') or a nil ("$-1", "*-1"), built as
+ * the shared reader builds them, *used the bytes they took. NULL: anything
+ * else, or not whole yet (hiredis's reader takes it). */
+rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used) {
+  if (n >= 5 && (p[0] == '$' || p[0] == '*') && p[1] == '-' && p[2] == '1' && p[3] == '\r' && p[4] == '\n') {
+    *used = 5;
+    return &shared_nil;
+  }
+  if (n < 4 || p[0] != ':') return NULL;
+  size_t i = 1;
+  bool neg = p[1] == '-';
+  i += neg;
+  long long v = 0;
+  size_t start = i;
+  for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+    if (i - start == 18) return NULL; /* long: hiredis's reader checks the range */
+    v = v * 10 + (p[i] - '0');
+  }
+  if (i == start || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n') return NULL;
+  if (p[start] == '0' && (i - start > 1 || neg)) return NULL; /* "007", "-0": the reader's call */
+  if (neg) v = -v;
+  rlock_reply_t *r;
+  if (v >= SHARED_MIN && v < SHARED_MIN + NSHARED_INTS) {
+    r = &shared_ints[v - SHARED_MIN];
+  } else {
+    if (!(r = calloc(1, sizeof *r))) return NULL;
+    r->type = RLOCK_REPLY_INTEGER;
+    r->integer = v;
+  }
+  *used = i + 2;
+  return r;
+}
+
 static void free_object(void *p) { rlock_reply_free(p); }
 
 static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,

@@ -64,7 +64,7 @@ req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t 
                   void *ctx) {
   size_t argc = 3 + (size_t)nkeys + (size_t)nargs;
   char nk[24];
-  size_t nkl = rlock__i64toa(nkeys, nk);
+  size_t nkl = nkeys >= 0 && nkeys < 10 ? (nk[0] = (char)('0' + nkeys), 1) : rlock__i64toa(nkeys, nk);
   size_t len = rlock__resp_head_size(argc) + PREFIX_LEN + rlock__resp_bulk_size(nkl) +
                bulks_size(nkeys, keys, keylens) + bulks_size(nargs, args, arglens);
   req_t *r = rlock__req_alloc(len, timeout_ms, done, ctx);

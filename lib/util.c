@@ -65,16 +65,27 @@ void rlock__random_hex(char *out, size_t nbytes) {
   out[2 * nbytes] = 0;
 }
 
+/* Two decimal digits per step (the pairs "00".."99"): no division per digit. */
+static const char dec2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
 size_t rlock__u64toa(uint64_t u, char *out) {
-  char tmp[24];
-  size_t n = 0, o = 0;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  while (n) out[o++] = tmp[--n];
-  out[o] = 0;
-  return o;
+  size_t n = 1;
+  for (uint64_t t = u; t >= 10; t /= 10) n++;
+  char *p = out + n;
+  *p = 0;
+  while (u >= 100) {
+    unsigned i = (unsigned)(u % 100) * 2;
+    u /= 100;
+    p -= 2;
+    p[0] = dec2[i], p[1] = dec2[i + 1];
+  }
+  if (u >= 10) {
+    p -= 2;
+    p[0] = dec2[u * 2], p[1] = dec2[u * 2 + 1];
+  } else {
+    *--p = (char)('0' + u);
+  }
+  return n;
 }
 
 size_t rlock__i64toa(int64_t v, char *out) {
@@ -104,12 +115,25 @@ uint64_t rlock__prng_next(rlock_prng_t *p) {
   return r;
 }
 
+/* 8 nibbles of x (its low 32 bits) as 8 lowercase hex digits at out, the
+ * lowest first: each nibble spread to a byte, then to '0'..'9' or 'a'..'f'
+ * with no table and no branch. */
+static void hex8(char *out, uint64_t x) {
+  x &= 0xffffffffULL;
+  x = (x | (x << 16)) & 0x0000ffff0000ffffULL;
+  x = (x | (x << 8)) & 0x00ff00ff00ff00ffULL;
+  x = (x | (x << 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  uint64_t letters = ((x + 0x0606060606060606ULL) >> 4) & 0x0101010101010101ULL; /* 1 where >= 10 */
+  x += 0x3030303030303030ULL + letters * ('a' - '0' - 10);
+  memcpy(out, &x, 8); /* byte i (little- or big-endian alike: any order of a random id is one) */
+}
+
 void rlock__prng_hex(rlock_prng_t *p, char out[33]) {
-  static const char hx[] = "0123456789abcdef";
-  for (int w = 0; w < 2; w++) {
-    uint64_t v = rlock__prng_next(p);
-    for (int i = 0; i < 16; i++, v >>= 4) out[w * 16 + i] = hx[v & 15];
-  }
+  uint64_t a = rlock__prng_next(p), b = rlock__prng_next(p);
+  hex8(out, a);
+  hex8(out + 8, a >> 32);
+  hex8(out + 16, b);
+  hex8(out + 24, b >> 32);
   out[32] = 0;
 }
 
@@ -138,12 +162,29 @@ unsigned rlock__fork_generation(void) {
   return atomic_load_explicit(&fork_gen, memory_order_relaxed);
 }
 
+static _Thread_local struct {
+  uint64_t tid; /* the thread id tid_s spells (0: none yet) */
+  size_t n;
+  char s[24];
+} tid_dec;
+
 uint64_t rlock__gettid(void) {
   if (!cached_tid) {
     pthread_once(&atfork_once, register_atfork);
     cached_tid = (uint64_t)syscall(SYS_gettid);
   }
   return cached_tid;
+}
+
+/* A thread's owner ids spell its own id again and again: the last one
+ * written by this thread is kept in decimal. */
+size_t rlock__tid_dec(uint64_t tid, char *out) {
+  if (tid_dec.tid != tid || !tid) {
+    tid_dec.n = rlock__u64toa(tid, tid_dec.s);
+    tid_dec.tid = tid;
+  }
+  memcpy(out, tid_dec.s, tid_dec.n + 1);
+  return tid_dec.n;
 }
 
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value) {

@@ -7,7 +7,8 @@
  * for requests made and freed in turn (freed ones are reused), for
  * rlock__req_new / rlock__req_append (a compound request), for the
  * script requests with their precomputed EVALSHA prefix (rlock__script_req)
- * and for their NOSCRIPT form (rlock__script_to_eval). No server needed. */
+ * and for their NOSCRIPT form (rlock__script_to_eval); and the reply fast
+ * path (rlock__reply_fast) against hiredis's reader. No server needed. */
 #include "harness.h"
 #include "internal.h"
 
@@ -193,6 +194,51 @@ TEST(script_requests) {
   }
 }
 
+/* rlock__reply_fast (the command connection's integer and nil replies,
+ * parsed without the reader) gives what the shared reader gives for the
+ * same bytes, or NULL: never another reply, never another length. */
+static void check_fast(const char *bytes) {
+  size_t n = strlen(bytes), used = 0;
+  rlock_reply_t *fast = rlock__reply_fast(bytes, n, &used);
+  redisReader *rd = rlock__reply_reader_new(true);
+  CHECK(rd);
+  CHECK(redisReaderFeed(rd, bytes, n) == REDIS_OK);
+  void *want = NULL;
+  int rc = redisReaderGetReply(rd, &want);
+  if (fast) {
+    CHECK_MSG(rc == REDIS_OK && want, "fast parse of %s: the reader finds no whole reply", bytes);
+    rlock_reply_t *w = want;
+    CHECK_MSG(fast->type == w->type, "fast parse of %s: another type", bytes);
+    CHECK_MSG(fast->integer == w->integer, "fast parse of %s: %lld, the reader %lld", bytes, (long long)fast->integer,
+              (long long)w->integer);
+    CHECK_MSG(used == n - rd->len + rd->pos, "fast parse of %s: %zu bytes taken", bytes, used);
+  }
+  rlock_reply_free(fast);
+  if (rc == REDIS_OK) rlock_reply_free(want);
+  redisReaderFree(rd);
+}
+
+TEST(fast_replies) {
+  const char *cases[] = {":0\r\n", ":1\r\n", ":2\r\n", ":-1\r\n", ":-3\r\n", ":-4\r\n", ":-0\r\n", ":00\r\n", ":3\r\n", ":4\r\n",
+                         ":29999\r\n", ":-29999\r\n", ":007\r\n", ":123456789012345678\r\n",
+                         ":1234567890123456789\r\n", ":9223372036854775807\r\n", "$-1\r\n", "*-1\r\n",
+                         "$-1\r\n:1\r\n", ":1\r\n:2\r\n", ":1\r", ":1", ":", ":-\r\n", ":\r\n", ":1x\r\n",
+                         ":+1\r\n", "$-2\r\n", "$1\r\na\r\n", "+OK\r\n", "-ERR x\r\n", "*2\r\n:1\r\n:2\r\n",
+                         "$-1\r", ""};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_fast(cases[i]);
+  size_t used;
+  CHECK(rlock__reply_fast(":-1\r\n", 5, &used) && used == 5); /* the shared -1 */
+  CHECK(!rlock__reply_fast(":12", 3, &used));                      /* not whole */
+  CHECK(!rlock__reply_fast("+OK\r\n", 5, &used));                 /* not an integer or nil */
+  CHECK(!rlock__reply_fast(":1234567890123456789\r\n", 22, &used)); /* long: the reader's */
+  rlock_reply_t *big = rlock__reply_fast(":29999\r\n", 8, &used);
+  CHECK(big && big->type == RLOCK_REPLY_INTEGER && big->integer == 29999 && used == 8);
+  rlock_reply_free(big);
+  rlock_reply_t *neg = rlock__reply_fast(":-29999\r\n", 9, &used);
+  CHECK(neg && neg->integer == -29999 && used == 9);
+  rlock_reply_free(neg);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   RUN(chosen_shapes);
@@ -200,5 +246,6 @@ int main(int argc, char **argv) {
   RUN(reused_requests);
   RUN(requests);
   RUN(script_requests);
+  RUN(fast_replies);
   return th_done();
 }

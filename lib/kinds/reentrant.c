@@ -39,15 +39,18 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
  * client expects to be left, how many more the server may count. */
 static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done) {
   rlock_lock_t *l = op->lock;
-  char lease[32], ttl[32], left[32], extra[32];
-  rlock__i64toa(rel->lease_ms, lease);
-  rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
-  rlock__i64toa(rel->left, left);
-  rlock__i64toa(rel->unknown, extra);
+  char left[32], extra[32];
+  char lbuf[24], tbuf[24];
+  size_t leasen, ttln;
+  const char *lease = rlock__dec(&op->cl->dec_lease, rel->lease_ms, lbuf, &leasen);
+  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
+  size_t leftn = rlock__i64toa(rel->left, left);
+  size_t extran = rlock__i64toa(rel->unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
   const char *args[7] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra};
-  return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, 7, args, NULL, op->cl->opt.command_timeout_ms, done, op);
+  size_t al[7] = {sizeof MESSAGE - 1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln, leftn, extran};
+  return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, 7, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* 0 still held; 1 released; 2 released and the message reached a subscriber;

@@ -49,12 +49,14 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
 static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done) {
   (void)rel;
   rlock_lock_t *l = op->lock;
-  char ttl[32];
-  rlock__i64toa(rlock__client_latch_ttl(op->cl), ttl);
+  char tbuf[24];
+  size_t ttln;
+  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
   const char *args[4] = {MESSAGE, op->owner_id, rlock__publish_cmd(op->cl), ttl};
-  return rlock__script_req(SCRIPT_SIMPLE_UNLOCK, 3, keys, kl, 4, args, NULL, op->cl->opt.command_timeout_ms, done,
+  size_t al[4] = {sizeof MESSAGE - 1, op->owner_len, rlock__publish_len(op->cl), ttln};
+  return rlock__script_req(SCRIPT_SIMPLE_UNLOCK, 3, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
                            op);
 }
 
