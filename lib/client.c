@@ -690,19 +690,12 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->wake_et = (event_base_get_features(cl->base) & EV_FEATURE_ET) != 0;
   cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST | (cl->wake_et ? EV_ET : 0), wake_cb, cl);
   if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
-      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl)) {
+      rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl) ||
+      rlock__fast_init(cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   cl->del_timer = evtimer_new(cl->base, del_timer_cb, cl);
-  if (rlock__fast_init(cl)) {
-    rlock__conn_close(&cl->cmd);
-    rlock__pubsub_close(&cl->ps);
-    rlock__usercmd_close(&cl->uc);
-    rlock__watchdog_close(&cl->wd);
-    client_destroy(cl);
-    return rlock__fail(RLOCK_ENOMEM, "out of memory");
-  }
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.on_down = cmd_down;
   cl->cmd.on_error = cmd_error;

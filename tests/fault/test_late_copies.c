@@ -29,16 +29,16 @@ static char purl[64];
 
 #define NAME "late"
 
-static rlock_client_t *client(void) {
+static rlock_client_t *client_named(const char *name, int fast) {
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = purl;
-  o.client_name = NAME;
+  o.client_name = name;
   o.command_timeout_ms = 300;
   o.retry_attempts = 3;
   o.dead_after_timeouts = 1; /* the first timeout replaces the connection */
   o.ping_interval_ms = 0;
-  o.fast_path = 0; /* these copies go through the command connection; test_fast.c holds the fast one's */
+  o.fast_path = fast; /* 0: the copies go through the command connection (the fast path's: below) */
   o.reconnect_min_ms = 50;
   o.reconnect_max_ms = 200;
   rlock_client_t *cl = NULL;
@@ -46,6 +46,8 @@ static rlock_client_t *client(void) {
   if (rc) th_fail(__FILE__, __LINE__, "client_new: %s: %s", rlock_err_name(rc), rlock_last_error());
   return cl;
 }
+
+static rlock_client_t *client(void) { return client_named(NAME, 0); }
 
 /* The server-side port (CLIENT LIST addr=) of the client's command
  * connection: the connection named NAME whose last command was a script. */
@@ -233,19 +235,8 @@ TEST(late_acquire_copy_simple) {
  * copy held on the fast connection arrives afterwards: it must count once. */
 
 #define FNAME "late-fast"
-
-static rlock_client_t *fast_client(void) {
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = purl;
-  o.client_name = FNAME;
-  o.command_timeout_ms = 300;
-  o.ping_interval_ms = 0;
-  rlock_client_t *cl = NULL;
-  int rc = rlock_client_new(&cl, &o);
-  if (rc) th_fail(__FILE__, __LINE__, "client_new: %s: %s", rlock_err_name(rc), rlock_last_error());
-  return cl;
-}
+/* the fast path's client: command timeout 300 ms, no PING */
+static rlock_client_t *fast_client(void) { return client_named(FNAME, 1); }
 
 /* The server-side port of the fast connection: the newest connection named
  * FNAME (the fast one opens on the first fast call, after the others). */
