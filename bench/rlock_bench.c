@@ -201,10 +201,11 @@ static int run_s1(target_t *t, long pairs, long warm, const char *path) {
   fclose(f);
   free(s.v);
   printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"cpu_us_per_pair\":%.2f,\"commands_per_pair\":%.3f,"
-         "\"writes_per_pair\":%.3f}\n",
+         "\"writes_per_pair\":%.3f,\"fast_per_pair\":%.3f}\n",
          pairs, (double)(t1 - t0) / 1e9, (cpu1 - cpu0) * 1e6 / (double)pairs,
          (double)(st1.commands_sent - st0.commands_sent) / (double)pairs,
-         (double)(st1.writes - st0.writes) / (double)pairs);
+         (double)(st1.writes - st0.writes) / (double)pairs,
+         (double)(st1.fast_calls - st0.fast_calls) / (double)pairs);
   target_close(t);
   return 0;
 }
