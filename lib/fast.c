@@ -281,19 +281,25 @@ void rlock__fast_wake(client_t *cl) {
   if (!evtimer_add(f->drain_ev, &tv)) f->drain_armed = true;
 }
 
-/* The releasing table's key: name, a NUL, owner id. */
-static size_t rel_key(char *buf, size_t cap, const char *name, size_t len, const char *owner_id, size_t olen) {
-  if (len + 1 + olen > cap) return 0;
-  memcpy(buf, name, len);
-  buf[len] = 0;
-  memcpy(buf + len + 1, owner_id, olen);
-  return len + 1 + olen;
+/* The releasing table's key: name, a NUL, owner id; in buf (REL_ROOM bytes)
+ * or, for a longer name, allocated (free it when *key != buf). NULL: out of
+ * memory. */
+#define REL_ROOM 1024
+static char *rel_key(char *buf, const char *name, size_t len, const char *owner_id, size_t olen, size_t *klen) {
+  char *k = len + 1 + olen <= REL_ROOM ? buf : malloc(len + 1 + olen);
+  if (!k) return NULL;
+  memcpy(k, name, len);
+  k[len] = 0;
+  memcpy(k + len + 1, owner_id, olen);
+  *klen = len + 1 + olen;
+  return k;
 }
 
 static void releasing_add(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen, int d) {
-  char key[1024];
-  size_t k = rel_key(key, sizeof key, name, len, owner_id, olen);
-  if (!k) return; /* a very long name: a renewal racing with its unlock may report it lost */
+  char buf[REL_ROOM];
+  size_t k;
+  char *key = rel_key(buf, name, len, owner_id, olen, &k);
+  if (!key) return; /* out of memory: a renewal racing with its unlock may report it lost */
   map_t *m = &cl->fast.releasing;
   void **slot = rlock__map_slot(m, key, k);
   intptr_t n = (slot ? (intptr_t)*slot : 0) + d;
@@ -304,12 +310,17 @@ static void releasing_add(client_t *cl, const char *name, size_t len, const char
   } else {
     rlock__map_put(m, key, k, (void *)n); /* out of memory: as above */
   }
+  if (key != buf) free(key);
 }
 
 bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
-  char key[1024];
-  size_t k = rel_key(key, sizeof key, name, len, owner_id, olen);
-  return k && cl->fast.releasing.count && rlock__map_get(&cl->fast.releasing, key, k);
+  if (!cl->fast.releasing.count) return false;
+  char buf[REL_ROOM];
+  size_t k;
+  char *key = rel_key(buf, name, len, owner_id, olen, &k);
+  bool found = key && rlock__map_get(&cl->fast.releasing, key, k);
+  if (key != buf) free(key);
+  return found;
 }
 
 void rlock__fast_drain(client_t *cl) {
