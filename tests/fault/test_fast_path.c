@@ -153,6 +153,96 @@ TEST(renewal_meets_late_unlock_long_name) {
   renewal_meets_late_unlock(name);
 }
 
+/* ------------------------------------------------------------ the count a thread keeps */
+
+/* A thread that runs locks and unlocks of one lock when told (the fast
+ * path's per-thread table is the thread's own). */
+enum { A_IDLE, A_LOCK, A_UNLOCK, A_QUIT };
+typedef struct actor {
+  rlock_lock_t *l;
+  rlock_client_t *c;
+  atomic_int cmd, busy;
+  atomic_int rc, fast; /* the last call's result; whether it was fast */
+  atomic_llong tid;
+  pthread_t t;
+} actor_t;
+
+static void *actor_main(void *p) {
+  actor_t *a = p;
+  atomic_store(&a->tid, (long long)th_gettid());
+  for (;;) {
+    int cmd = atomic_load(&a->cmd);
+    if (cmd == A_IDLE) {
+      th_sleep_ms(1);
+      continue;
+    }
+    if (cmd == A_QUIT) return NULL;
+    uint64_t f0 = stats(a->c).fast_calls;
+    int rc = cmd == A_LOCK ? rlock_lock_lock(a->l, RLOCK_LEASE_WATCHDOG) : rlock_lock_unlock(a->l);
+    atomic_store(&a->fast, stats(a->c).fast_calls > f0);
+    atomic_store(&a->rc, rc);
+    atomic_store(&a->cmd, A_IDLE);
+  }
+}
+
+static int actor_idle(void *p) { return atomic_load(&((actor_t *)p)->cmd) == A_IDLE; }
+static void actor_start(actor_t *a, int cmd) { atomic_store(&a->cmd, cmd); }
+/* Runs cmd to its end; returns its result (*fast: whether it was fast). */
+static int actor_run(actor_t *a, int cmd, int *fast) {
+  actor_start(a, cmd);
+  CHECK_MSG(th_wait_until(actor_idle, a, 15000), "the actor's call did not end");
+  if (fast) *fast = atomic_load(&a->fast);
+  return atomic_load(&a->rc);
+}
+
+/* A thread holds the lock once (taken on the fast path) and locks it again
+ * on the fast path; the request is held back by the proxy while another
+ * thread force-unlocks the lock (a lost callback: FORCE_UNLOCKED). The
+ * request then runs: the thread holds the lock once. Its unlock must free it
+ * as an unlock, with no second lost callback (the count the thread's table
+ * had before the force unlock is not the server's any more). */
+TEST(force_unlock_during_a_fast_lock) {
+  const char *name = "fastpx:force";
+  rlock_client_t *c = client(30000);
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t *l = th_lock(c, name);
+  actor_t a = {.l = l, .c = c};
+  pthread_create(&a.t, NULL, actor_main, &a);
+  int fast;
+  CHECK_OK(actor_run(&a, A_LOCK, NULL));
+  CHECK_OK(actor_run(&a, A_UNLOCK, NULL)); /* the thread knows its count: 0 */
+  CHECK_OK(actor_run(&a, A_LOCK, &fast));
+  CHECK_MSG(fast, "the lock was not taken on the fast path");
+  uint64_t owner = RLOCK_OWNER_THREAD | (uint64_t)atomic_load(&a.tid);
+  char o[128];
+  th_owner_id(c, owner, o, sizeof o);
+  int port = fast_port();
+  fp_hold_conn(px, port, FP_UP);
+  uint64_t a0 = stats(c).acquire_attempts;
+  actor_start(&a, A_LOCK); /* held back */
+  CHECK_MSG(TH_STAT_REACHES(c, acquire_attempts, a0 + 1, 5000), "the lock was not tried"); /* on its way */
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(l, &was));
+  CHECK_EQ(was, 1);
+  CHECK_MSG(th_wait_until(th_lost_once, &lost, 5000), "no lost callback for the force unlock");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(actor_idle, &a, 15000), "the lock did not end");
+  CHECK_OK(atomic_load(&a.rc));
+  CHECK_MSG(atomic_load(&a.fast), "the lock was not fast");
+  CHECK_EQ(th_hget_num(srv, name, o), 1);
+  CHECK_OK(actor_run(&a, A_UNLOCK, NULL));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  CHECK_RC(actor_run(&a, A_UNLOCK, NULL), RLOCK_ENOTHELD);
+  int calls = lost_calls(&lost);
+  CHECK_MSG(calls == 1, "%d lost callbacks (1 expected: the force unlock)", calls);
+  actor_start(&a, A_QUIT);
+  pthread_join(a.t, NULL);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -160,6 +250,7 @@ int main(int argc, char **argv) {
   snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
   RUN(renewal_meets_late_unlock_short_name);
   RUN(renewal_meets_late_unlock_long_name);
+  RUN(force_unlock_during_a_fast_lock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
