@@ -182,6 +182,16 @@ static void fent_set(client_t *cl, fent_t *e, unsigned slot, int64_t count) {
   e->epoch = atomic_load(&cl->fast.epoch[slot]);
 }
 
+/* After a call made when the slot's epoch was `seen`: the count it gives is
+ * known only if no hold change of the I/O thread's touched the slot since
+ * (one made meanwhile, e.g. a hold taken for this thread by another thread,
+ * is not in `count`), else unknown. */
+static void fent_after(client_t *cl, fent_t *e, unsigned slot, int64_t count, uint32_t seen) {
+  if (!e) return;
+  e->epoch = atomic_load(&cl->fast.epoch[slot]);
+  e->count = e->epoch == seen ? count : -1;
+}
+
 /* ------------------------------------------------------------ posts */
 
 enum { P_ACQUIRED = 1, P_DEL, P_RELEASING, P_RELEASED, P_ABANDONED };
@@ -716,7 +726,7 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
         op->id_written = true;
         op->fast_lost = true;
       } else {
-        fent_set(cl, e, slot, count + 1);
+        fent_after(cl, e, slot, count + 1, e->epoch);
         stat_add(cl, ST_FAST, 1);
         *rc = 0;
         done = true;
@@ -796,7 +806,7 @@ bool rlock__fast_release(op_t *op, int *rc) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
-    fent_set(cl, e, slot, how == REL_ONE ? count - 1 : how == REL_ALL ? 0 : -1);
+    fent_after(cl, e, slot, how == REL_ONE ? count - 1 : how == REL_ALL ? 0 : -1, e->epoch);
     stat_add(cl, ST_FAST, 1);
     *rc = k;
     done = true;
