@@ -226,6 +226,38 @@ TEST(busy_name_goes_through_io_thread) {
   rlock_client_free(c);
 }
 
+/* A client freed right after fast calls: the latch keys of those calls are
+ * deleted before it goes (the posts are drained at close), none is left. */
+static long long latch_keys(const char *name) {
+  char pat[128];
+  long long n = 0;
+  const char *kinds[2] = {"rlock_acquire_latch", "redisson_unlock_latch"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(pat, sizeof pat, "%s:{%s}:*", kinds[i], name);
+    redisReply *r = th_cmd(srv, "KEYS", pat, NULL);
+    CHECK(r->type == REDIS_REPLY_ARRAY);
+    n += (long long)r->elements;
+    th_reply_free(r);
+  }
+  return n;
+}
+
+TEST(freed_after_fast_calls_leaves_no_latch) {
+  for (int round = 0; round < 20; round++) {
+    rlock_client_t *c = client_opts(0, 0, 1);
+    rlock_lock_t *l = th_lock(c, "fast:freed");
+    warm_up(l);
+    uint64_t f0 = stats(c).fast_calls;
+    CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK_OK(rlock_lock_unlock(l));
+    CHECK_EQ(stats(c).fast_calls, f0 + 2);
+    rlock_lock_free(l);
+    rlock_client_free(c);
+    long long n = latch_keys("fast:freed");
+    CHECK_MSG(n == 0, "%lld latch keys left behind (round %d)", n, round);
+  }
+}
+
 TEST(option_off) {
   rlock_client_t *c = client_opts(0, 0, 0);
   rlock_lock_t *l = th_lock(c, "fast:off");
@@ -299,6 +331,7 @@ int main(int argc, char **argv) {
   RUN(lost_unlock_answer_counts_once);
   RUN(busy_name_goes_through_io_thread);
   RUN(option_off);
+  RUN(freed_after_fast_calls_leaves_no_latch);
   RUN(forked_children_draw_their_own_ids);
   th_server_stop(srv);
   return th_done();
