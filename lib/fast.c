@@ -33,7 +33,9 @@
  * it took on the fast path (a small per-thread table); the entry is trusted
  * only while no hold change of the I/O thread's own touched the name's slot
  * (an epoch per slot: slow acquires and releases, losses, relets bump it):
- * otherwise the release goes through the I/O thread, which knows.
+ * otherwise the release goes through the I/O thread, which knows. A fast
+ * call learns a count only if the epoch did not move while it ran (a force
+ * unlock or a loss meanwhile is not in the count it computed).
  *
  * A request whose answer is lost (timeout, connection error) is handed to the
  * I/O thread with its request id (op->fast_lost): it re-sends it there, and
