@@ -190,6 +190,37 @@ TEST(lost_unlock_answer_counts_once) {
   rlock_client_free(c);
 }
 
+/* An unlock whose answer does not come on the fast connection in time: the
+ * I/O thread sends it again (same id). A renewal that reached the server
+ * after the first copy finds the hold gone: still the unlock, not a loss.
+ * The server pauses writes 700 ms; the fast unlock gives up after 300 ms;
+ * a renewal (every 500 ms) sent in the last 300 ms of the pause is answered
+ * '0' in time (on the command connection, before the unlock's second copy):
+ * several rounds, so that one is. */
+TEST(renewal_during_lost_unlock_answer_is_no_loss) {
+  rlock_client_t *c = client_opts(1500, 300, 1);
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t *l = th_lock(c, "fast:lost-unlock-renewal");
+  warm_up(l);
+  for (int round = 0; round < 6; round++) {
+    uint64_t f0 = stats(c).fast_calls;
+    CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK_EQ(stats(c).fast_calls, ++f0); /* the thread knows its count: the unlock is tried fast */
+    pause_writes(700);
+    CHECK_OK(rlock_lock_unlock(l));
+    CHECK_EQ(stats(c).fast_calls, f0); /* its answer was lost on the fast connection */
+    /* a renewal sent before the unlock's second copy was answered before it */
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", "fast:lost-unlock-renewal", NULL), 0);
+  }
+  pthread_mutex_lock(&lost.mu);
+  int calls = lost.calls;
+  pthread_mutex_unlock(&lost.mu);
+  CHECK_MSG(calls == 0, "%d lost callbacks for holds that were unlocked", calls);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* Another thread of the client waits for the name: the holder's unlock goes
  * through the I/O thread (the name is busy), and the waiter gets the lock. */
 typedef struct waiter_arg {
@@ -329,6 +360,7 @@ int main(int argc, char **argv) {
   RUN(renewal_races_are_no_loss);
   RUN(lost_acquire_answer_counts_once);
   RUN(lost_unlock_answer_counts_once);
+  RUN(renewal_during_lost_unlock_answer_is_no_loss);
   RUN(busy_name_goes_through_io_thread);
   RUN(option_off);
   RUN(freed_after_fast_calls_leaves_no_latch);
