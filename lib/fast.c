@@ -335,6 +335,10 @@ bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const cha
   return found;
 }
 
+void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
+  releasing_add(cl, name, len, owner_id, olen, -1);
+}
+
 void rlock__fast_drain(client_t *cl) {
   fast_t *f = &cl->fast;
   if (!f->on) return;
@@ -812,9 +816,16 @@ bool rlock__fast_release(op_t *op, int *rc) {
     stat_add(cl, ST_FAST, 1);
     *rc = k;
     done = true;
+  } else if (rt == RT_LOST) {
+    /* lost: the I/O thread sends it again (the same id, the latch answers a
+     * copy that landed); the first copy may have freed the hold already, so
+     * the releasing mark stays until that op ends (rlock__fast_release_ended) */
+    fent_set(cl, e, slot, -1);
+    op->fast_lost = true;
+    op->fast_releasing = true;
   } else {
-    /* unsent or lost: the I/O thread sends it (lost: the same id, the latch
-     * answers a copy that landed); the releasing mark goes first */
+    /* unsent: nothing reached the server; the I/O thread sends it, the
+     * releasing mark goes first */
     post_item_t ab[1] = {{.type = P_ABANDONED, .name = l->name, .len = l->len, .owner_id = op->owner_id,
                           .olen = op->owner_len}};
     while (!post_items(cl, ab, 1, slot)) {
@@ -822,8 +833,7 @@ bool rlock__fast_release(op_t *op, int *rc) {
       nanosleep(&ts, NULL);
     }
     fent_set(cl, e, slot, -1);
-    if (rt == RT_LOST) op->fast_lost = true;
-    else op->reqid[0] = 0;
+    op->reqid[0] = 0;
   }
   if (latch.p != buf) free(latch.p);
   if (done) rlock__op_recycle(cl, op);
