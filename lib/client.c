@@ -615,7 +615,7 @@ static char *dup_or_null(const char *s, bool *fail) {
 
 static void client_destroy(client_t *cl) {
   if (cl->wake_ev) event_free(cl->wake_ev);
-  if (cl->fast.drain_ev) event_free(cl->fast.drain_ev);
+  if (cl->fast.drain_ev) event_free(cl->fast.drain_ev); /* before its base (fast.c) */
   cl->fast.drain_ev = NULL;
   if (cl->base) event_base_free(cl->base);
   if (cl->wake_fd >= 0) close(cl->wake_fd);

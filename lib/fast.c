@@ -33,7 +33,9 @@
  * it took on the fast path (a small per-thread table); the entry is trusted
  * only while no hold change of the I/O thread's own touched the name's slot
  * (an epoch per slot: slow acquires and releases, losses, relets bump it):
- * otherwise the release goes through the I/O thread, which knows.
+ * otherwise the release goes through the I/O thread, which knows. A fast
+ * call learns a count only if the epoch did not move while it ran (a force
+ * unlock or a loss meanwhile is not in the count it computed).
  *
  * A request whose answer is lost (timeout, connection error) is handed to the
  * I/O thread with its request id (op->fast_lost): it re-sends it there, and
@@ -180,6 +182,16 @@ static void fent_set(client_t *cl, fent_t *e, unsigned slot, int64_t count) {
   if (!e) return;
   e->count = count;
   e->epoch = atomic_load(&cl->fast.epoch[slot]);
+}
+
+/* After a call made when the slot's epoch was `seen`: the count it gives is
+ * known only if no hold change of the I/O thread's touched the slot since
+ * (one made meanwhile, e.g. a hold taken for this thread by another thread,
+ * is not in `count`), else unknown. */
+static void fent_after(client_t *cl, fent_t *e, unsigned slot, int64_t count, uint32_t seen) {
+  if (!e) return;
+  e->epoch = atomic_load(&cl->fast.epoch[slot]);
+  e->count = e->epoch == seen ? count : -1;
 }
 
 /* ------------------------------------------------------------ posts */
@@ -330,19 +342,25 @@ void rlock__fast_wake(client_t *cl) {
   if (!evtimer_add(f->drain_ev, &tv)) f->drain_armed = true;
 }
 
-/* The releasing table's key: name, a NUL, owner id. */
-static size_t rel_key(char *buf, size_t cap, const char *name, size_t len, const char *owner_id, size_t olen) {
-  if (len + 1 + olen > cap) return 0;
-  memcpy(buf, name, len);
-  buf[len] = 0;
-  memcpy(buf + len + 1, owner_id, olen);
-  return len + 1 + olen;
+/* The releasing table's key: name, a NUL, owner id; in buf (REL_ROOM bytes)
+ * or, for a longer name, allocated (free it when *key != buf). NULL: out of
+ * memory. */
+#define REL_ROOM 1024
+static char *rel_key(char *buf, const char *name, size_t len, const char *owner_id, size_t olen, size_t *klen) {
+  char *k = len + 1 + olen <= REL_ROOM ? buf : malloc(len + 1 + olen);
+  if (!k) return NULL;
+  memcpy(k, name, len);
+  k[len] = 0;
+  memcpy(k + len + 1, owner_id, olen);
+  *klen = len + 1 + olen;
+  return k;
 }
 
 static void releasing_add(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen, int d) {
-  char key[1024];
-  size_t k = rel_key(key, sizeof key, name, len, owner_id, olen);
-  if (!k) return; /* a very long name: a renewal racing with its unlock may report it lost */
+  char buf[REL_ROOM];
+  size_t k;
+  char *key = rel_key(buf, name, len, owner_id, olen, &k);
+  if (!key) return; /* out of memory: a renewal racing with its unlock may report it lost */
   map_t *m = &cl->fast.releasing;
   void **slot = rlock__map_slot(m, key, k);
   intptr_t n = (slot ? (intptr_t)*slot : 0) + d;
@@ -353,12 +371,21 @@ static void releasing_add(client_t *cl, const char *name, size_t len, const char
   } else {
     rlock__map_put(m, key, k, (void *)n); /* out of memory: as above */
   }
+  if (key != buf) free(key);
 }
 
 bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
-  char key[1024];
-  size_t k = rel_key(key, sizeof key, name, len, owner_id, olen);
-  return k && cl->fast.releasing.count && rlock__map_get(&cl->fast.releasing, key, k);
+  if (!cl->fast.releasing.count) return false;
+  char buf[REL_ROOM];
+  size_t k;
+  char *key = rel_key(buf, name, len, owner_id, olen, &k);
+  bool found = key && rlock__map_get(&cl->fast.releasing, key, k);
+  if (key != buf) free(key);
+  return found;
+}
+
+void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
+  releasing_add(cl, name, len, owner_id, olen, -1);
 }
 
 void rlock__fast_drain(client_t *cl) {
@@ -758,7 +785,7 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
         op->id_written = true;
         op->fast_lost = true;
       } else {
-        fent_set(cl, e, slot, count + 1);
+        fent_after(cl, e, slot, count + 1, e->epoch);
         stat_add(cl, ST_FAST, 1);
         *rc = 0;
         done = true;
@@ -840,13 +867,20 @@ bool rlock__fast_release(op_t *op, int *rc) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
-    fent_set(cl, e, slot, how == REL_ONE ? count - 1 : how == REL_ALL ? 0 : -1);
+    fent_after(cl, e, slot, how == REL_ONE ? count - 1 : how == REL_ALL ? 0 : -1, e->epoch);
     stat_add(cl, ST_FAST, 1);
     *rc = k;
     done = true;
+  } else if (rt == RT_LOST) {
+    /* lost: the I/O thread sends it again (the same id, the latch answers a
+     * copy that landed); the first copy may have freed the hold already, so
+     * the releasing mark stays until that op ends (rlock__fast_release_ended) */
+    fent_set(cl, e, slot, -1);
+    op->fast_lost = true;
+    op->fast_releasing = true;
   } else {
-    /* unsent or lost: the I/O thread sends it (lost: the same id, the latch
-     * answers a copy that landed); the releasing mark goes first */
+    /* unsent: nothing reached the server; the I/O thread sends it, the
+     * releasing mark goes first */
     post_item_t ab[1] = {{.type = P_ABANDONED, .name = l->name, .len = l->len, .owner_id = op->owner_id,
                           .olen = op->owner_len}};
     while (!post_items(cl, ab, 1, slot)) {
@@ -854,8 +888,7 @@ bool rlock__fast_release(op_t *op, int *rc) {
       nanosleep(&ts, NULL);
     }
     fent_set(cl, e, slot, -1);
-    if (rt == RT_LOST) op->fast_lost = true;
-    else op->reqid[0] = 0, op->latch_n = 0;
+    op->reqid[0] = 0, op->latch_n = 0;
   }
   if (latch.p != buf) free(latch.p);
   if (done) rlock__op_recycle(cl, op);

@@ -620,6 +620,8 @@ void rlock__fast_cmd_ready(client_t *cl);     /* the command connection is ready
 void rlock__fast_cmd_down(client_t *cl);
 /* A renewal found (name, owner) gone: whether a fast unlock of it is in flight. */
 bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
+/* I/O thread: an op that carried a fast unlock's re-send ended (op->fast_releasing). */
+void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
 void rlock__fast_bump(client_t *cl, const char *name, size_t len); /* epoch of name's slot + 1 */
 void rlock__fast_busy(client_t *cl, int slot, int delta);
 
@@ -854,6 +856,8 @@ struct op {
   /* fast.c: the request of the current id went out on the fast connection and
    * its answer was lost: the I/O thread re-sends it (same id) */
   bool fast_lost;
+  bool fast_releasing; /* OP_RELEASE: fast.c's releasing mark of its (name, owner) is
+                          the I/O thread's to remove when the op ends */
   int fslot; /* the lock name's fast slot counted busy at submit (-1: none) */
   /* The latch key of the current request id (lock.c latch_key), built once
    * for the request, its re-sends and its DEL: latch_n bytes (0: not built;

@@ -261,6 +261,10 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
   active_unlink(op);
   rlock__fast_busy(op->cl, op->fslot, -1); /* counted at submit (client.c) */
   op->fslot = -1;
+  if (op->fast_releasing) { /* a renewal that found the hold gone meanwhile was this unlock (fast.c) */
+    op->fast_releasing = false;
+    rlock__fast_release_ended(op->cl, op->lock->name, op->lock->len, op->owner_id, op->owner_len);
+  }
   if (status < 0) rlock__fail_keep(status);
   if (op->sync) {
     sync_wait_t *s = op->sync;
