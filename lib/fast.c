@@ -732,35 +732,64 @@ static void no_done(req_t *r, int status, rlock_reply_t *reply) {
   (void)r, (void)status, (void)reply;
 }
 
+/* What a fast call starts with. */
+typedef struct call {
+  unsigned slot;  /* the name's */
+  ftab_t *t;      /* the calling thread's table */
+  fent_t *e;      /* the name's entry in it (NULL: none) */
+  int64_t count;  /* the hold count it knows */
+  char buf[LATCH_ROOM];
+  bytes_t latch;  /* the new request id's latch key (p NULL: out of memory) */
+} call_t;
+
+/* Whether op goes fast now: eligible, the count known and at least `least`,
+ * the fast connection taken (then a fresh request id, its latch key with
+ * prefix in c). false: nothing was taken. */
+static bool call_begin(op_t *op, call_t *c, int64_t least, const char *prefix, size_t plen) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  if (!eligible(op, &c->slot)) return false;
+  c->t = ftab_get();
+  c->e = c->t ? ftab_find(c->t, cl, l->name, l->len) : NULL;
+  c->count = fent_count(cl, c->e, c->slot);
+  if (c->count < least || !take_conn(cl)) return false;
+  rlock__prng_hex(&c->t->prng, op->reqid);
+  op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
+  c->latch = (bytes_t){c->buf, 0};
+  if (rlock__names_prefixed_suffix_in(&c->latch, c->buf, sizeof c->buf, prefix, plen, l->name, l->len, op->reqid,
+                                      sizeof op->reqid - 1))
+    c->latch.p = NULL;
+  return true;
+}
+
+static void call_latch_free(call_t *c) {
+  if (c->latch.p && c->latch.p != c->buf) free(c->latch.p);
+}
+
+/* Gives up before anything was sent: op goes to the I/O thread as it came. */
+static bool call_abort(op_t *op, call_t *c) {
+  call_latch_free(c);
+  pthread_mutex_unlock(&op->cl->fast.mu);
+  op->reqid[0] = 0, op->latch_n = 0;
+  return false;
+}
+
 bool rlock__fast_acquire(op_t *op, int *rc) {
   client_t *cl = op->cl;
-  unsigned slot;
-  if (!eligible(op, &slot)) return false;
-  ftab_t *t = ftab_get();
   rlock_lock_t *l = op->lock;
-  fent_t *e = t ? ftab_find(t, cl, l->name, l->len) : NULL;
-  int64_t count = fent_count(cl, e, slot);
+  call_t c;
   /* the count must be known: the hold it adds is then exactly this thread's
    * knowledge (a first acquire of a name goes through the I/O thread) */
-  if (count < 0 || !take_conn(cl)) return false;
-  rlock__prng_hex(&t->prng, op->reqid);
-  op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
+  if (!call_begin(op, &c, 0, ACQUIRE_LATCH, sizeof ACQUIRE_LATCH - 1)) return false;
+  unsigned slot = c.slot;
+  fent_t *e = c.e;
+  int64_t count = c.count;
+  bytes_t latch = c.latch;
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
-  char buf[LATCH_ROOM];
-  bytes_t latch = {buf, 0};
-  req_t *r = NULL;
-  if (!rlock__names_prefixed_suffix_in(&latch, buf, sizeof buf, ACQUIRE_LATCH, sizeof ACQUIRE_LATCH - 1, l->name,
-                                       l->len, op->reqid, sizeof op->reqid - 1))
-    r = l->kind->try_req(op, &latch, no_done);
-  else latch.p = buf;
-  if (!r) {
-    if (latch.p != buf) free(latch.p);
-    pthread_mutex_unlock(&cl->fast.mu);
-    op->reqid[0] = 0, op->latch_n = 0;
-    return false;
-  }
+  req_t *r = latch.p ? l->kind->try_req(op, &latch, no_done) : NULL;
+  if (!r) return call_abort(op, &c);
   stat_add(cl, ST_ATTEMPTS, 1);
   rlock_reply_t *reply = NULL;
   rt_t rt = round_trip(cl, r, &reply);
@@ -802,7 +831,7 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
      * starts over (a fresh try; it waits on the lock's channel) */
   }
   rlock_reply_free(reply);
-  if (latch.p != buf) free(latch.p);
+  call_latch_free(&c);
   if (done) rlock__op_recycle(cl, op);
   else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0;
   return done;
@@ -810,34 +839,23 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
 
 bool rlock__fast_release(op_t *op, int *rc) {
   client_t *cl = op->cl;
-  unsigned slot;
-  if (!eligible(op, &slot)) return false;
-  ftab_t *t = ftab_get();
   rlock_lock_t *l = op->lock;
-  fent_t *e = t ? ftab_find(t, cl, l->name, l->len) : NULL;
-  int64_t count = fent_count(cl, e, slot);
-  if (count < 1 || !take_conn(cl)) return false;
-  rlock__prng_hex(&t->prng, op->reqid);
-  op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
-  char buf[LATCH_ROOM];
-  bytes_t latch = {buf, 0};
-  req_t *r = NULL;
+  call_t c;
+  if (!call_begin(op, &c, 1, UNLOCK_LATCH, sizeof UNLOCK_LATCH - 1)) return false;
+  unsigned slot = c.slot;
+  fent_t *e = c.e;
+  int64_t count = c.count;
+  bytes_t latch = c.latch;
   kind_release_t rel = {.left = count - 1, .unknown = 0, .lease_ms = cl->opt.watchdog_timeout_ms};
   op->lease_ms = rel.lease_ms;
-  if (!rlock__names_prefixed_suffix_in(&latch, buf, sizeof buf, UNLOCK_LATCH, sizeof UNLOCK_LATCH - 1, l->name,
-                                       l->len, op->reqid, sizeof op->reqid - 1))
-    r = l->kind->release_req(op, &latch, &rel, no_done);
-  else latch.p = buf;
+  req_t *r = latch.p ? l->kind->release_req(op, &latch, &rel, no_done) : NULL;
   /* the I/O thread learns of the unlock before it leaves: a renewal that
    * finds the hold gone meanwhile is not a loss */
   post_item_t it[1] = {{.type = P_RELEASING, .name = l->name, .len = l->len, .owner_id = op->owner_id,
                         .olen = op->owner_len}};
   if (!r || !post_items(cl, it, 1, slot)) {
     rlock__req_free(r);
-    if (latch.p != buf) free(latch.p);
-    pthread_mutex_unlock(&cl->fast.mu);
-    op->reqid[0] = 0, op->latch_n = 0;
-    return false;
+    return call_abort(op, &c);
   }
   rlock_reply_t *reply = NULL;
   rt_t rt = round_trip(cl, r, &reply);
@@ -890,7 +908,7 @@ bool rlock__fast_release(op_t *op, int *rc) {
     fent_set(cl, e, slot, -1);
     op->reqid[0] = 0, op->latch_n = 0;
   }
-  if (latch.p != buf) free(latch.p);
+  call_latch_free(&c);
   if (done) rlock__op_recycle(cl, op);
   return done;
 }
