@@ -758,7 +758,10 @@ static void start_acquire(op_t *op) {
     acquire_failed(op, RLOCK_ECONNLOST); /* re-sent with the same id, or undone */
     return;
   }
-  int64_t yield = op->wait_ms != 0 ? handoff_take(cl, op->lock) : 0;
+  /* any acquire uses up the mark (a trylock without wait just does not
+   * yield): a mark left standing would keep the name off the fast path */
+  int64_t yield = handoff_take(cl, op->lock);
+  if (op->wait_ms == 0) yield = 0;
   if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
     int rc = join_channel(op);
     if (rc == 1) park(op, yield, rlock_now_ms());

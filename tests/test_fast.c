@@ -343,6 +343,53 @@ TEST(forked_children_draw_their_own_ids) {
   CHECK_MSG(rc == 0, "the second child: %d%s", rc, rc == 15 ? " (its fast lock was answered by the first's latch)" : "");
 }
 
+/* An unlock that woke a waiter of another client leaves a handoff mark: the
+ * client's next acquire of the name lets the woken waiter go first, and no
+ * fast call of the name passes it. The mark is used up by the next acquire
+ * through the I/O thread, a trylock without wait too: a program that only
+ * trylocks the name gets the fast path back. */
+typedef struct other_arg {
+  rlock_lock_t *l;
+  atomic_int rc;
+} other_arg_t;
+
+static void *other_waits(void *p) {
+  other_arg_t *w = p;
+  int rc = rlock_lock_trylock(w->l, 10000, RLOCK_LEASE_WATCHDOG);
+  if (rc == 0) rc = rlock_lock_unlock(w->l);
+  atomic_store(&w->rc, rc);
+  return NULL;
+}
+
+static int handoff_waiter_parked(void *p) { return th_numsub(srv, "redisson_lock__channel:{fast:handoff}") > 0; }
+
+TEST(handoff_mark_used_up_by_trylock) {
+  rlock_client_t *c = client_opts(0, 0, 1), *o = client_opts(0, 0, 1);
+  rlock_lock_t *l = th_lock(c, "fast:handoff"), *lo = th_lock(o, "fast:handoff");
+  warm_up(l);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  other_arg_t w = {lo, -1000};
+  pthread_t t;
+  pthread_create(&t, NULL, other_waits, &w);
+  CHECK_MSG(th_wait_until(handoff_waiter_parked, NULL, 5000), "the other client's waiter never subscribed");
+  uint64_t f0 = stats(c).fast_calls;
+  CHECK_OK(rlock_lock_unlock(l)); /* fast; its message wakes the other client's waiter */
+  CHECK_EQ(stats(c).fast_calls, f0 + 1);
+  pthread_join(t, NULL);
+  CHECK_EQ(atomic_load(&w.rc), 0);
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG));
+    CHECK_OK(rlock_lock_unlock(l));
+  }
+  uint64_t f1 = stats(c).fast_calls;
+  CHECK_MSG(f1 >= f0 + 3, "no trylock or unlock of the name was fast after the handoff (%llu fast calls)",
+            (unsigned long long)(f1 - f0 - 1));
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(o);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 200);
   srv = th_server_start(NULL);
@@ -355,6 +402,7 @@ int main(int argc, char **argv) {
   RUN(renewal_during_lost_unlock_answer_is_no_loss);
   RUN(busy_name_goes_through_io_thread);
   RUN(option_off);
+  RUN(handoff_mark_used_up_by_trylock);
   RUN(freed_after_fast_calls_leaves_no_latch);
   RUN(forked_children_draw_their_own_ids);
   th_server_stop(srv);
