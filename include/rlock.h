@@ -205,7 +205,11 @@ typedef struct rlock_options {
                                    client, used by one thread at a time) when the client is
                                    otherwise idle for that lock: no hand-off to the I/O
                                    thread (docs/architecture.md, "The fast path"); 0: every
-                                   call goes through the I/O thread */
+                                   call goes through the I/O thread. It relies on the owner
+                                   rule below (one owner's calls one after the other): a call
+                                   for thread T's owner made by another thread while T's own
+                                   lock or unlock is on its way may count holds wrongly (the
+                                   count check then drops the owner's holds and reports a loss) */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);
