@@ -121,6 +121,11 @@ rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used) {
   return r;
 }
 
+/* The reader holds no part of a reply: the next byte fed starts one. */
+bool rlock__reply_reader_idle(const redisReader *r) {
+  return r->ridx == -1 && r->pos == r->len && !r->err;
+}
+
 static void free_object(void *p) { rlock_reply_free(p); }
 
 static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,

@@ -239,6 +239,45 @@ TEST(fast_replies) {
   rlock_reply_free(neg);
 }
 
+/* rlock__reply_reader_idle: the reader holds nothing once every whole reply
+ * is taken (GetReply called until it finds none, as conn.c feed does), and
+ * something while a reply is partly read (its type byte, an array's first
+ * elements). hiredis leaves ridx at 0 after a GetReply that found no byte. */
+static void drain(redisReader *rd) {
+  for (;;) {
+    void *r = NULL;
+    CHECK(redisReaderGetReply(rd, &r) == REDIS_OK);
+    if (!r) return;
+    rlock_reply_free(r);
+  }
+}
+
+static int idle_after(const char *const *pieces) {
+  redisReader *rd = rlock__reply_reader_new(true);
+  CHECK(rd);
+  for (; *pieces; pieces++) {
+    CHECK(redisReaderFeed(rd, *pieces, strlen(*pieces)) == REDIS_OK);
+    drain(rd);
+  }
+  int idle = rlock__reply_reader_idle(rd);
+  redisReaderFree(rd);
+  return idle;
+}
+
+TEST(reader_idle) {
+  CHECK(idle_after((const char *const[]){NULL}));
+  CHECK_MSG(idle_after((const char *const[]){":1\r\n", NULL}), "a whole integer read: the reader holds nothing");
+  CHECK_MSG(idle_after((const char *const[]){"+OK\r\n$3\r\nabc\r\n", ":5\r\n", NULL}), "after whole replies");
+  CHECK_MSG(idle_after((const char *const[]){":1", "2\r\n", NULL}), "a reply completed by a second read");
+  CHECK_MSG(idle_after((const char *const[]){"*2\r\n:1\r\n", ":2\r\n", NULL}), "an array completed");
+  CHECK_MSG(!idle_after((const char *const[]){":", NULL}), "a type byte read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){":1\r\n:", NULL}), "a type byte read after a reply: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){":12", NULL}), "an integer partly read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){"*2\r\n:1\r\n", NULL}), "an array's first element read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){"*2\r\n", NULL}), "an array's header read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){"$5\r\nab", NULL}), "a bulk string partly read: not idle");
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   RUN(chosen_shapes);
@@ -247,5 +286,6 @@ int main(int argc, char **argv) {
   RUN(requests);
   RUN(script_requests);
   RUN(fast_replies);
+  RUN(reader_idle);
   return th_done();
 }
