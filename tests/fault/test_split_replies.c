@@ -3,12 +3,15 @@
  * scripts' integer and nil answers are parsed without hiredis's reader while
  * it holds nothing (conn.c feed, rlock__reply_fast); a reply that starts in
  * one read and ends in a later one, errors (NOSCRIPT) among integers and
- * negative integers must all reach the right request, in order. */
+ * negative integers must all reach the right request, in order. And an
+ * array's integers (CLUSTER SLOTS' ports and slot ranges) arriving in reads
+ * of their own belong to the array, not to the requests behind it. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fault_harness.h"
+#include "harness_cluster.h"
 #include "proxy.h"
 
 static th_server_t *srv;
@@ -141,6 +144,29 @@ TEST(replies_one_byte_at_a_time) { run_round(1); }
 TEST(replies_in_pieces_of_1_to_9) { run_round(9); }
 TEST(replies_in_pieces_of_1_to_13) { run_round(13); }
 
+/* The seed node behind a trickling proxy: its CLUSTER SLOTS reply comes in
+ * pieces, many starting at an element such as ":0\r\n" (a slot range's
+ * start) while the reader is inside the array. */
+TEST(cluster_slots_split) {
+  th_cluster_t *cl = th_cluster_start(3, 0, 5000);
+  fp_proxy_t *seed = fp_start(cl->node[0]->port);
+  fp_trickle(seed, FP_DOWN, 9);
+  char url[64];
+  snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", fp_port(seed));
+  rlock_client_t *c = fh_client(url, 0, 30000, 1);
+  for (int i = 0; i < 12; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "split:cluster:%d", i);
+    rlock_lock_t *l = th_lock(c, name);
+    CHECK_OK(rlock_lock_trylock(l, 0, 600000));
+    CHECK_OK(rlock_lock_unlock(l));
+    rlock_lock_free(l);
+  }
+  rlock_client_free(c);
+  fp_stop(seed);
+  th_cluster_stop(cl);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -150,5 +176,6 @@ int main(int argc, char **argv) {
   RUN(replies_in_pieces_of_1_to_13);
   fp_stop(px);
   th_server_stop(srv);
+  RUN(cluster_slots_split);
   return th_done();
 }
