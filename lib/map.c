@@ -31,6 +31,7 @@ static uint64_t hash_bytes(const void *k, size_t n) {
   return h ^ (h >> 33);
 }
 
+uint64_t rlock__map_hash(const void *key, size_t klen) { return hash_bytes(key, klen); }
 
 void rlock__map_init(map_t *m) { memset(m, 0, sizeof *m); }
 
