@@ -751,19 +751,30 @@ static void renew_group(watchdog_t *wd, int script, hold_t **hs, size_t n) {
 
 static bool due(const hold_t *h) { return renews(h) && h->pins < MAX_PINS; }
 
-/* Cluster: every watchdog hold grouped by its renew script, then by slot. */
+/* Cluster: every watchdog hold, in one pass over the registry, grouped by
+ * its renew script, then by slot; all calls at once. */
 static void renew_slotted(watchdog_t *wd) {
-  size_t total = wd->holds.count, k = 0;
-  hold_t **all = malloc(total * sizeof *all);
-  if (!all) return; /* out of memory: as above */
-  for (int s = 1; s <= SCRIPT_N; s++) {
-    k = 0;
-    for (size_t i = 0; i < wd->holds.nbuckets; i++)
-      for (hold_t *h = wd->holds.buckets[i]; h; h = h->hnext)
-        if (due(h) && renew_script(h) == s) all[k++] = h;
-    if (k) renew_group(wd, s, all, k);
+  size_t n[SCRIPT_N + 1] = {0}, total = wd->holds.count, k = 0;
+  hold_t **all = malloc(total * sizeof *all), **group = malloc(total * sizeof *group);
+  uint8_t *which = malloc(total);
+  if (!all || !group || !which) goto out; /* out of memory: as above */
+  for (size_t i = 0; i < wd->holds.nbuckets; i++) {
+    for (hold_t *h = wd->holds.buckets[i]; h; h = h->hnext) {
+      if (!due(h)) continue;
+      all[k] = h;
+      which[k] = (uint8_t)renew_script(h);
+      n[which[k++]]++;
+    }
   }
-  free(all);
+  for (int s = 1; s <= SCRIPT_N; s++) {
+    if (!n[s]) continue;
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+      if (which[i] == s) group[m++] = all[i];
+    renew_group(wd, s, group, m);
+  }
+out:
+  free(all), free(group), free(which);
 }
 
 /* A round walks the registry bucket by bucket, straight into the calls of
