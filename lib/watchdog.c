@@ -807,26 +807,31 @@ static void round_step(watchdog_t *wd) {
   wd->stepping = false;
 }
 
-static void round_start(watchdog_t *wd, bool restart) {
+/* A round now: one under way goes on, and a full one follows it (never
+ * from the start again: a connection that drops again and again before a
+ * round ends would leave the registry's tail unrenewed). */
+static void round_start(watchdog_t *wd) {
   if (wd->cl->topo->slots_matter) {
     if (wd->holds.count) renew_slotted(wd);
-  } else if (wd->round_on && !restart) {
-    wd->round_again = true; /* the one under way finishes first */
   } else {
-    wd->round_on = true;
-    wd->round_at = 0;
+    if (wd->round_on) {
+      wd->round_again = true;
+    } else {
+      wd->round_on = true;
+      wd->round_at = 0;
+    }
     round_step(wd);
   }
   rlock__client_flush(wd->cl);
 }
 
-/* A round at once (a reconnect): one under way starts over. */
-void rlock__watchdog_renew_now(watchdog_t *wd) { round_start(wd, true); }
+/* A round at once (a reconnect). */
+void rlock__watchdog_renew_now(watchdog_t *wd) { round_start(wd); }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg) {
   residue_prune(arg);
   owners_prune(arg, false);
-  round_start(arg, false);
+  round_start(arg);
 }
 
 int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
