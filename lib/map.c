@@ -4,8 +4,7 @@
  * and the ops by lock name and handoff table (lock.c). Keys are hashed 8 bytes at a time;
  * the last deleted entry is kept as a spare for the next put of a key no
  * longer than its own, so a key put and deleted again and again (an op's
- * name, a hold) allocates nothing. Entries are sized exactly (the hold
- * registry may have 100,000). */
+ * name) allocates nothing. Entries are sized exactly. */
 #include "internal.h"
 
 #include <stdlib.h>
