@@ -688,7 +688,7 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
         size_t hl;
         const char *hn = hold_name(h, &hl);
         /* gone because a fast unlock of it ran first (fast.c): not a loss */
-        if (!rlock__fast_releasing(wd->cl, hn, hl, h->key, h->olen)) lost(h, RLOCK_LOST_DELETED);
+        if (!h->o || !rlock__fast_releasing(wd->cl, hn, hl, h->o->id, h->o->len)) lost(h, RLOCK_LOST_DELETED);
       } /* anything else: not our script's answer, changes nothing */
     }
     stat_add(wd->cl, ST_RENEWED, renewed);
