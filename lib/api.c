@@ -4,6 +4,7 @@
 #include "kinds/kind.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,26 @@ int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name
   if (!name || len == 0) return rlock__fail(RLOCK_EINVAL, "lock name is empty");
   if (len > RLOCK_NAME_MAX)
     return rlock__fail(RLOCK_EINVAL, "lock name is %zu bytes (the limit is %d)", len, RLOCK_NAME_MAX);
-  rlock_lock_t *l = calloc(1, sizeof *l);
-  if (l) l->len = len, l->name = rlock__strndup(name, len);
-  if (!l || !l->name || kind->init(l)) { /* init names l->channel */
-    if (l) free(l->name);
-    free(l);
-    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  /* One allocation: the struct and the channel, and the name unless the
+   * channel holds it (every channel form ends with NAME or NAME "}"; the
+   * name is not NUL-terminated): 100,000 held locks keep 100,000 handles.
+   * The kind names the channel in a scratch copy. */
+  rlock_lock_t tmp = {.name = (char *)name, .len = len};
+  rlock_lock_t *l = NULL;
+  if (!kind->init(&tmp)) {
+    size_t n = tmp.channel.n, at = SIZE_MAX;
+    if (n >= len + 1 && !memcmp(tmp.channel.p + n - len - 1, name, len)) at = n - len - 1;
+    else if (n >= len && !memcmp(tmp.channel.p + n - len, name, len)) at = n - len;
+    if ((l = malloc(sizeof *l + n + 1 + (at == SIZE_MAX ? len : 0)))) {
+      *l = tmp;
+      l->channel.p = (char *)(l + 1);
+      memcpy(l->channel.p, tmp.channel.p, n);
+      l->channel.p[n] = 0;
+      l->name = at == SIZE_MAX ? memcpy(l->channel.p + n + 1, name, len) : l->channel.p + at;
+    }
+    free(tmp.channel.p);
   }
+  if (!l) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   l->cl = cl;
   l->kind = kind;
   *out = l;
@@ -41,10 +55,7 @@ RLOCK_API int rlock_lock_new_simple(rlock_client_t *cl, const void *name, size_t
 }
 
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
-  if (!l) return;
-  free(l->name);
-  free(l->channel.p);
-  free(l);
+  free(l); /* name and channel inside */
 }
 
 RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {

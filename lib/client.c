@@ -601,6 +601,7 @@ static int validate(const rlock_options_t *o) {
   if (o->tcp_keepalive_ms < 0 || o->tcp_keepalive_ms > 32767000)
     return rlock__fail(RLOCK_EINVAL, "tcp_keepalive_ms must be 0 (off) to 32767000");
   if (validate_replica_sync(o)) return RLOCK_EINVAL;
+  if (o->fast_path != 0 && o->fast_path != 1) return rlock__fail(RLOCK_EINVAL, "fast_path must be 0 or 1");
   if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
     return rlock__fail(RLOCK_EINVAL, "tls_cert_file and tls_key_file go together");
   return 0;

@@ -108,6 +108,7 @@ typedef struct map {
   map_entry_t *spare; /* the last deleted entry, reused by the next put */
 } map_t;
 void rlock__map_init(map_t *m);
+uint64_t rlock__map_hash(const void *key, size_t klen); /* the map's hash (watchdog.c's own table) */
 void rlock__map_free(map_t *m); /* frees entries, not values */
 void *rlock__map_get(const map_t *m, const void *key, size_t klen);
 /* Where key's value is stored (NULL: no such key): set it without allocating. */
@@ -468,10 +469,23 @@ void rlock__pubsub_pass_wake(waiter_t *w);
 typedef struct hold hold_t;
 typedef struct watchdog {
   client_t *cl;
-  map_t holds;            /* (name, owner) -> hold_t */
+  struct {                /* (owner, name) -> hold_t, chained through the holds themselves */
+    hold_t **buckets;
+    size_t nbuckets, count;
+  } holds;
+  map_t owners;           /* owner id -> its interned copy, shared by that owner's holds */
+  struct owner_rec *last_owner; /* the last one looked up */
   map_t residue;          /* (name, owner) -> residue_t: unknown releases of a forgotten hold */
   struct event *tick;     /* renewal round every watchdog_timeout/3 */
-  const struct timeval *common_lease; /* libevent's common timeout of watchdog_timeout */
+  struct event *expire;   /* the expiry queue's one timer */
+  int64_t armed_at;       /* when it fires (0: not armed) */
+  hold_t *qhead, *qtail;  /* holds whose lease ends watchdog_timeout after their last renewal, in that order */
+  struct event *spare_ev; /* a freed timer of a hold with another deadline, for the next */
+  hold_t *spare;          /* a freed hold, for the next one whose name fits */
+  struct batch *cur[SCRIPT_N + 1]; /* the round's renewal call being filled, per renew script */
+  size_t round_at;        /* the round's next bucket */
+  unsigned inflight;      /* renewal calls awaiting their reply */
+  bool round_on, round_again, stepping; /* a round under way; another one due after it; in round_step */
   pthread_mutex_t lmu;    /* guards the listeners (added from user threads) */
   struct lost_listener *listeners; /* also told of every lost hold (MultiLock) */
   size_t nlisteners;

@@ -1,10 +1,10 @@
 /* map.c -- a small chained hash map from byte strings to pointers, used for
- * the channel table (pubsub.c), the hold registry (watchdog.c) and the ops by
- * lock name and handoff table (lock.c). Keys are hashed 8 bytes at a time;
+ * the channel table (pubsub.c), the watchdog's owner ids and residue
+ * (watchdog.c; its hold registry is its own intrusive table, with this hash)
+ * and the ops by lock name and handoff table (lock.c). Keys are hashed 8 bytes at a time;
  * the last deleted entry is kept as a spare for the next put of a key no
  * longer than its own, so a key put and deleted again and again (an op's
- * name, a hold) allocates nothing. Entries are sized exactly (the hold
- * registry may have 100,000). */
+ * name) allocates nothing. Entries are sized exactly. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -31,6 +31,7 @@ static uint64_t hash_bytes(const void *k, size_t n) {
   return h ^ (h >> 33);
 }
 
+uint64_t rlock__map_hash(const void *key, size_t klen) { return hash_bytes(key, klen); }
 
 void rlock__map_init(map_t *m) { memset(m, 0, sizeof *m); }
 

@@ -41,6 +41,8 @@ static void keepalive_neg(rlock_options_t *o) { o->tcp_keepalive_ms = -1; }
 static void keepalive_big(rlock_options_t *o) { o->tcp_keepalive_ms = 32767001; }
 static void cert_no_key(rlock_options_t *o) { o->tls_cert_file = "/tmp/client.crt"; }
 static void key_no_cert(rlock_options_t *o) { o->tls_key_file = "/tmp/client.key"; }
+static void fast_two(rlock_options_t *o) { o->fast_path = 2; }
+static void fast_neg(rlock_options_t *o) { o->fast_path = -1; }
 
 static const bad_opt_t bad_opts[] = {
     {"connect_timeout_ms", connect0},   {"connect_timeout_ms", connect_neg},
@@ -52,6 +54,7 @@ static const bad_opt_t bad_opts[] = {
     {"ping_interval_ms", ping_neg},     {"dead_after_timeouts", dead_neg},
     {"tcp_keepalive_ms", keepalive_neg}, {"tcp_keepalive_ms", keepalive_big},
     {"tls_key_file", cert_no_key},      {"tls_cert_file", key_no_cert},
+    {"fast_path", fast_two},            {"fast_path", fast_neg},
 };
 
 /* rlock_client_new with opts must fail with RLOCK_EINVAL, leave *out NULL

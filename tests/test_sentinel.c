@@ -323,6 +323,56 @@ TEST(readonly_after_a_silent_demotion) {
   th_server_stop(x);
 }
 
+/* The fast path (lib/fast.c) under Sentinel: the fast connection goes to the
+ * master the command connection found, with its ROLE check; once the master
+ * is silently demoted and Sentinel names another, a fast lock meets READONLY
+ * there, goes through the I/O thread (which follows Sentinel to the new
+ * master), and the fast calls after it go to the new master too. */
+TEST(fast_path_follows_the_master) {
+  th_server_t *x = th_server_start(NULL), *y = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("fp", x->port, NULL, 0);
+  char url[300], port[16];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/fp", g->port);
+  rlock_client_t *c = client_on(url, "fast-follow");
+  rlock_lock_t *l = th_lock(c, "sentinel:fast");
+  rlock_stats_t s0, s1;
+  for (int i = 0; i < 2; i++) { /* the first pair teaches the thread the count; the second is fast */
+    rlock_client_stats(c, &s0);
+    CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK_EQ(th_cmd_int(x, "EXISTS", "sentinel:fast", NULL), 1);
+    CHECK_OK(rlock_lock_unlock(l));
+    rlock_client_stats(c, &s1);
+  }
+  CHECK_EQ(s1.fast_calls, s0.fast_calls + 2);
+  snprintf(port, sizeof port, "%d", y->port);
+  th_reply_free(th_cmd(x, "REPLICAOF", "127.0.0.1", port, NULL));
+  redisContext *sc = redisConnect("127.0.0.1", g->port);
+  CHECK(sc && !sc->err);
+  redisReply *r = redisCommand(sc, "SENTINEL REMOVE fp");
+  if (r) freeReplyObject(r);
+  r = redisCommand(sc, "SENTINEL MONITOR fp 127.0.0.1 %d 1", y->port);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  redisFree(sc);
+  CHECK_OK(rlock_lock_trylock(l, 20000, RLOCK_LEASE_WATCHDOG)); /* READONLY on x: through the I/O thread to y */
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:fast", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:fast", NULL), 0);
+  rlock_client_stats(c, &s0);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:fast", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_client_stats(c, &s1);
+  CHECK_MSG(s1.fast_calls == s0.fast_calls + 2, "the calls on the new master were not fast (%llu of 2)",
+            (unsigned long long)(s1.fast_calls - s0.fast_calls));
+  CHECK_EQ(th_cmd_int(y, "EXISTS", "sentinel:fast", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(g);
+  th_server_stop(y);
+  th_server_stop(x);
+}
+
 /* Every sentinel and the master gone under a running client: a lock call
  * ends with RLOCK_ECONNECT (the connections wait for a sentinel to answer,
  * nothing hangs; after the 3 s command timeout, not the 1 s wait: a try
@@ -668,6 +718,7 @@ int main(int argc, char **argv) {
   RUN_WANTED(sentinel_password);
   RUN_WANTED(tls_sentinel_and_master);
   RUN_WANTED(readonly_after_a_silent_demotion);
+  RUN_WANTED(fast_path_follows_the_master);
   RUN_WANTED(everything_gone);
   RUN_WANTED(manual_failover_while_held_and_waited_for);
   RUN_WANTED(master_killed_while_held_and_waited_for);

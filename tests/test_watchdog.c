@@ -4,6 +4,8 @@
  * the held locks, fixed-lease locks are not renewed, and renewals stop after
  * unlock. Waiting out time is the point of this test. */
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -193,6 +195,113 @@ TEST(forgotten_while_renewal_in_flight) {
   CHECK_MSG(exercised, "in 6 attempts no renewal round came while the replies waited");
 }
 
+/* More holds than one window of renewal calls in flight (a round keeps a
+ * few 500-hold calls in flight and sends the next as each reply comes): every
+ * round still reaches every hold, none is lost. */
+#define MANY 5000
+
+typedef struct {
+  atomic_int ok, failed;
+} many_t;
+
+static void many_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  many_t *m = arg;
+  atomic_fetch_add(status == 0 ? &m->ok : &m->failed, 1);
+}
+
+static int many_done(void *arg) {
+  many_t *m = arg;
+  return atomic_load(&m->ok) + atomic_load(&m->failed) == MANY;
+}
+
+TEST(many_holds_every_round) {
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t **ls = calloc(MANY, sizeof *ls);
+  CHECK(ls);
+  many_t m;
+  atomic_init(&m.ok, 0), atomic_init(&m.failed, 0);
+  for (int i = 0; i < MANY; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "wd:many:%d", i);
+    ls[i] = th_lock(c, name);
+    CHECK_OK(rlock_lock_acquire_async(ls[i], 1, 0, RLOCK_LEASE_WATCHDOG, NULL, many_cb, &m));
+  }
+  CHECK_MSG(th_wait_until(many_done, &m, 20000), "acquires never answered");
+  CHECK_EQ(atomic_load(&m.ok), MANY);
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  th_sleep_ms(2500); /* the scenario: 2.5 leases pass */
+  rlock_client_stats(c, &s1);
+  pthread_mutex_lock(&lost.mu);
+  CHECK_MSG(lost.calls == 0, "%d holds lost (the last: %s)", lost.calls, rlock_lost_reason_str(lost.reason));
+  pthread_mutex_unlock(&lost.mu);
+  CHECK_MSG(s1.renewed_locks - s0.renewed_locks >= 2 * MANY, "%llu holds renewed in 2.5 s",
+            (unsigned long long)(s1.renewed_locks - s0.renewed_locks));
+  CHECK_EQ(s1.held, MANY);
+  for (int i = 0; i < MANY; i += 499) {
+    char name[32];
+    snprintf(name, sizeof name, "wd:many:%d", i);
+    CHECK_MSG(th_cmd_int(srv, "PTTL", name, NULL) > 0, "%s expired", name);
+  }
+  atomic_store(&m.ok, 0);
+  for (int i = 0; i < MANY; i++) CHECK_OK(rlock_lock_release_async(ls[i], 1, many_cb, &m));
+  CHECK_MSG(th_wait_until(many_done, &m, 20000), "releases never answered");
+  CHECK_EQ(atomic_load(&m.ok), MANY);
+  for (int i = 0; i < MANY; i++) rlock_lock_free(ls[i]);
+  free(ls);
+  rlock_client_free(c);
+}
+
+/* The server stops answering for longer than the lease: every watchdog hold
+ * (one expiry queue under one timer) is reported, each once, with
+ * RLOCK_LOST_RENEWAL_FAILED; a longer fixed lease (its own timer) is not. */
+#define QUEUED 40
+
+static int lost_reaches(void *arg) {
+  th_lost_t *l = arg;
+  pthread_mutex_lock(&l->mu);
+  int n = l->calls;
+  pthread_mutex_unlock(&l->mu);
+  return n >= QUEUED;
+}
+
+TEST(queue_reports_every_expired_hold) {
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t *ls[QUEUED], *fixed = th_lock(c, "wd:queue:fixed");
+  for (int i = 0; i < QUEUED; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "wd:queue:%d", i);
+    ls[i] = th_lock(c, name);
+    CHECK_OK(rlock_lock_lock(ls[i], RLOCK_LEASE_WATCHDOG));
+    if (i % 8 == 7) th_sleep_ms(5); /* deadlines a few ms apart along the queue */
+  }
+  CHECK_OK(rlock_lock_lock(fixed, 20000));
+  redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "2500", "ALL", NULL);
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  CHECK_MSG(th_wait_until(lost_reaches, &lost, 6000), "only %d of %d holds reported lost", lost.calls, QUEUED);
+  th_sleep_ms(300); /* nothing more may come */
+  pthread_mutex_lock(&lost.mu);
+  CHECK_MSG(lost.calls == QUEUED && lost.reason == RLOCK_LOST_RENEWAL_FAILED, "lost calls %d reason %d",
+            lost.calls, (int)lost.reason);
+  pthread_mutex_unlock(&lost.mu);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 1); /* the fixed lease */
+  CHECK_OK(rlock_lock_unlock(fixed));
+  for (int i = 0; i < QUEUED; i++) {
+    CHECK_RC(rlock_lock_unlock(ls[i]), RLOCK_ENOTHELD);
+    rlock_lock_free(ls[i]);
+  }
+  rlock_lock_free(fixed);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   srv = th_server_start(NULL);
@@ -200,6 +309,8 @@ int main(int argc, char **argv) {
   RUN(batched_and_fixed_lease_not_renewed);
   RUN(free_client_stops_renewals);
   RUN(forgotten_while_renewal_in_flight);
+  RUN(many_holds_every_round);
+  RUN(queue_reports_every_expired_hold);
   th_server_stop(srv);
   return th_done();
 }
