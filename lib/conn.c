@@ -511,7 +511,7 @@ static bool feed(conn_t *c, const char *p, size_t n) {
   /* the command connection's integer and nil replies (the lock scripts'
    * answers) are parsed here while the reader holds nothing: no copy into
    * its buffer, no task stack; the rest, in order, goes to the reader */
-  while (c->kind == CONN_CMD && n && c->reader->ridx == -1 && c->reader->pos == c->reader->len && !c->reader->err) {
+  while (c->kind == CONN_CMD && n && rlock__reply_reader_idle(c->reader)) {
     size_t used;
     rlock_reply_t *reply = rlock__reply_fast(p, n, &used);
     if (!reply) break;

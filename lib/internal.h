@@ -232,6 +232,8 @@ redisReader *rlock__reply_reader_new(bool shared);
  * parsed without the reader, as the shared reader builds them; *used the
  * bytes taken. NULL: another reply, or not whole (the reader takes it). */
 rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used);
+/* The reader holds no part of a reply (rlock__reply_fast may take the next bytes). */
+bool rlock__reply_reader_idle(const redisReader *r);
 /* A reply is an error whose text starts with prefix. */
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
 

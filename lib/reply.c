@@ -121,6 +121,23 @@ rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used) {
   return r;
 }
 
+/* The reader holds no part of a reply: the next byte fed starts one. Every
+ * byte it was fed is taken (pos == len), and no reply is under way: its
+ * task stack is empty (ridx -1), or hiredis's GetReply set up the first task
+ * and found no byte to read (ridx 0, that task's type still unset: -1), as
+ * it does on the last call of each read (conn.c feed calls it until it finds
+ * no reply). A type byte read, or an array under way, leave a type set or
+ * ridx above 0. */
+bool rlock__reply_reader_idle(const redisReader *r) {
+  if (r->err || r->pos != r->len) return false;
+  if (r->ridx == -1) return true;
+#if HIREDIS_MAJOR >= 1
+  return r->ridx == 0 && r->task && r->task[0] && r->task[0]->type == -1;
+#else
+  return r->ridx == 0 && r->rstack[0].type == -1;
+#endif
+}
+
 static void free_object(void *p) { rlock_reply_free(p); }
 
 static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,

@@ -8,7 +8,8 @@
  * rlock__req_new / rlock__req_append (a compound request), for the
  * script requests with their precomputed EVALSHA prefix (rlock__script_req)
  * and for their NOSCRIPT form (rlock__script_to_eval); and the reply fast
- * path (rlock__reply_fast) against hiredis's reader. No server needed. */
+ * path (rlock__reply_fast) against hiredis's reader, the reader idle test that gates
+ * it, and util.c's integer and request-id writers. No server needed. */
 #include "harness.h"
 #include "internal.h"
 
@@ -239,6 +240,99 @@ TEST(fast_replies) {
   rlock_reply_free(neg);
 }
 
+/* rlock__reply_reader_idle: the reader holds nothing once every whole reply
+ * is taken (GetReply called until it finds none, as conn.c feed does), and
+ * something while a reply is partly read (its type byte, an array's first
+ * elements). hiredis leaves ridx at 0 after a GetReply that found no byte. */
+static void drain(redisReader *rd) {
+  for (;;) {
+    void *r = NULL;
+    CHECK(redisReaderGetReply(rd, &r) == REDIS_OK);
+    if (!r) return;
+    rlock_reply_free(r);
+  }
+}
+
+static int idle_after(const char *const *pieces) {
+  redisReader *rd = rlock__reply_reader_new(true);
+  CHECK(rd);
+  for (; *pieces; pieces++) {
+    CHECK(redisReaderFeed(rd, *pieces, strlen(*pieces)) == REDIS_OK);
+    drain(rd);
+  }
+  int idle = rlock__reply_reader_idle(rd);
+  redisReaderFree(rd);
+  return idle;
+}
+
+TEST(reader_idle) {
+  CHECK(idle_after((const char *const[]){NULL}));
+  CHECK_MSG(idle_after((const char *const[]){":1\r\n", NULL}), "a whole integer read: the reader holds nothing");
+  CHECK_MSG(idle_after((const char *const[]){"+OK\r\n$3\r\nabc\r\n", ":5\r\n", NULL}), "after whole replies");
+  CHECK_MSG(idle_after((const char *const[]){":1", "2\r\n", NULL}), "a reply completed by a second read");
+  CHECK_MSG(idle_after((const char *const[]){"*2\r\n:1\r\n", ":2\r\n", NULL}), "an array completed");
+  CHECK_MSG(!idle_after((const char *const[]){":", NULL}), "a type byte read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){":1\r\n:", NULL}), "a type byte read after a reply: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){":12", NULL}), "an integer partly read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){"*2\r\n:1\r\n", NULL}), "an array's first element read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){"*2\r\n", NULL}), "an array's header read: not idle");
+  CHECK_MSG(!idle_after((const char *const[]){"$5\r\nab", NULL}), "a bulk string partly read: not idle");
+}
+
+/* util.c's integer and hex writers (two digits per step, 8 nibbles per
+ * step): every length, both ends, random values, against snprintf. */
+static void check_int(int64_t v) {
+  char want[32], got[32];
+  int wn = snprintf(want, sizeof want, "%lld", (long long)v);
+  memset(got, 'X', sizeof got);
+  CHECK_EQ(rlock__i64toa(v, got), (size_t)wn);
+  CHECK_MSG(!strcmp(got, want), "i64toa(%s) wrote %s", want, got);
+  if (v >= 0) {
+    memset(got, 'X', sizeof got);
+    CHECK_EQ(rlock__u64toa((uint64_t)v, got), (size_t)wn);
+    CHECK_MSG(!strcmp(got, want), "u64toa(%s) wrote %s", want, got);
+  }
+}
+
+TEST(integer_and_hex_formatting) {
+  check_int(0), check_int(INT64_MAX), check_int(INT64_MIN), check_int(-1);
+  int64_t p = 1;
+  for (int k = 0; k < 19; k++) { /* p = 10^k */
+    check_int(p - 1), check_int(p), check_int(p + 1), check_int(-p), check_int(-p + 1), check_int(-p - 1);
+    if (k < 18) p *= 10;
+  }
+  char want[32], got[32];
+  CHECK_EQ(rlock__u64toa(UINT64_MAX, got), 20u);
+  snprintf(want, sizeof want, "%llu", (unsigned long long)UINT64_MAX);
+  CHECK(!strcmp(got, want));
+  rlock_prng_t g;
+  rlock__prng_seed(&g);
+  for (int i = 0; i < 100000; i++) {
+    uint64_t r = rlock__prng_next(&g);
+    check_int((int64_t)r);
+    check_int((int64_t)(r >> (r & 63)));
+  }
+  /* request ids: 32 lowercase hex digits, the two words' nibbles, NUL */
+  rlock_prng_t a, b;
+  rlock__prng_seed(&a);
+  b = a;
+  for (int i = 0; i < 10000; i++) {
+    char id[33];
+    memset(id, 'X', sizeof id);
+    rlock__prng_hex(&a, id);
+    uint64_t w[2] = {rlock__prng_next(&b), rlock__prng_next(&b)};
+    CHECK(id[32] == 0);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ /* (big-endian: another order of the same digits) */
+    for (int k = 0; k < 32; k++) {
+      unsigned nib = (unsigned)(w[k / 16] >> (4 * (k % 16))) & 15;
+      CHECK_MSG(id[k] == "0123456789abcdef"[nib], "id %s: digit %d is not nibble %u", id, k, nib);
+    }
+#else
+    for (int k = 0; k < 32; k++) CHECK(strchr("0123456789abcdef", id[k]) && id[k]);
+#endif
+  }
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   RUN(chosen_shapes);
@@ -247,5 +341,7 @@ int main(int argc, char **argv) {
   RUN(requests);
   RUN(script_requests);
   RUN(fast_replies);
+  RUN(reader_idle);
+  RUN(integer_and_hex_formatting);
   return th_done();
 }

@@ -52,6 +52,7 @@ struct fp_proxy {
   pthread_cond_t cond;
   /* config (mu) */
   int64_t delay_ms;
+  size_t trickle[2]; /* fp_trickle: at most this many bytes per write and per ms in a direction (0: no bound) */
   int blackhole, refuse, quit;
   struct {
     int port, dirs;
@@ -68,6 +69,7 @@ struct fp_proxy {
   /* thread only */
   pair_t pairs[MAX_PAIRS];
   int npairs;
+  size_t pieces; /* trickled writes so far */
 };
 
 static void wake(fp_proxy_t *p) {
@@ -181,14 +183,20 @@ static int do_read(fp_proxy_t *p, int i, int from, int64_t delay) {
   return 0;
 }
 
-/* Writes the due chunks of direction d (0 up, 1 down) of pair i. */
-static int do_write(fp_proxy_t *p, int i, int d) {
+/* Writes the due chunks of direction d (0 up, 1 down) of pair i; trickle
+ * (non-zero): one piece of at most that many bytes, the rest 1 ms later. */
+static int do_write(fp_proxy_t *p, int i, int d, size_t trickle) {
   pair_t *pr = &p->pairs[i];
   dirq_t *q = &pr->q[d];
   int64_t now = th_now_ms();
   while (q->head && q->head->release_ms <= now) {
     chunk_t *c = q->head;
-    ssize_t n = write(pr->fd[1 - d], c->data + c->off, c->len - c->off);
+    size_t want = c->len - c->off;
+    if (trickle) { /* pieces of 1, 2, ... trickle bytes in turn: cuts at every offset of a reply */
+      size_t piece = 1 + p->pieces++ % trickle;
+      if (want > piece) want = piece;
+    }
+    ssize_t n = write(pr->fd[1 - d], c->data + c->off, want);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
     if (n <= 0) return -1;
     pthread_mutex_lock(&p->mu);
@@ -196,10 +204,17 @@ static int do_write(fp_proxy_t *p, int i, int d) {
     pthread_mutex_unlock(&p->mu);
     c->off += (size_t)n;
     q->bytes -= (size_t)n;
-    if (c->off < c->len) return 0;
+    if (c->off < c->len) {
+      if (trickle) c->release_ms = now + 1; /* a separate segment, read apart */
+      return 0;
+    }
     q->head = c->next;
     if (!q->head) q->tail = NULL;
     free(c);
+    if (trickle) { /* the next chunk in a later segment too */
+      if (q->head && q->head->release_ms <= now) q->head->release_ms = now + 1;
+      return 0;
+    }
   }
   return 0;
 }
@@ -212,6 +227,7 @@ static void *run(void *arg) {
   for (;;) {
     pthread_mutex_lock(&p->mu);
     int64_t delay = p->delay_ms;
+    size_t trickle[2] = {p->trickle[0], p->trickle[1]};
     int bh = p->blackhole, refuse = p->refuse, quit = p->quit;
     uint64_t cut = p->cut_req;
     int held[MAX_PAIRS];
@@ -269,7 +285,7 @@ static void *run(void *arg) {
           dead = do_read(p, i, side, delay) < 0;
       }
       for (int d = 0; d < 2 && !dead; d++)
-        if (!(bh & (1 << d)) && !(held[i] & (1 << d))) dead = do_write(p, i, d) < 0;
+        if (!(bh & (1 << d)) && !(held[i] & (1 << d))) dead = do_write(p, i, d, trickle[d]) < 0;
       if (!dead && pr_done(&p->pairs[i])) { /* the closed client's last bytes are delivered: */
         shutdown(p->pairs[i].fd[1], SHUT_WR);  /* FIN after them, as its kernel would send; the */
         p->pairs[i].client_eof = 2;            /* pair closes when the server closes its side */
@@ -303,6 +319,14 @@ fp_proxy_t *fp_start(int upstream_port) {
 }
 
 int fp_port(const fp_proxy_t *p) { return p->port; }
+
+void fp_trickle(fp_proxy_t *p, int dirs, size_t bytes) {
+  pthread_mutex_lock(&p->mu);
+  for (int d = 0; d < 2; d++)
+    if (dirs & (1 << d)) p->trickle[d] = bytes;
+  pthread_mutex_unlock(&p->mu);
+  wake(p);
+}
 
 void fp_delay(fp_proxy_t *p, int64_t ms) {
   pthread_mutex_lock(&p->mu);

@@ -20,6 +20,7 @@
 #ifndef RLOCK_FAULT_PROXY_H
 #define RLOCK_FAULT_PROXY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct fp_proxy fp_proxy_t;
@@ -36,6 +37,11 @@ void fp_run(fp_proxy_t *p);
 int fp_port(const fp_proxy_t *p);
 void fp_delay(fp_proxy_t *p, int64_t ms);
 void fp_blackhole(fp_proxy_t *p, int dirs); /* 0: heal */
+/* In dirs, forward one piece per write, the next one 1 ms later, pieces of
+ * 1, 2, ... `bytes` bytes in turn: the receiver reads a stream cut at every
+ * offset (a reply split across reads, a read starting at a reply's start
+ * while the one before ended in the middle of another). 0: whole chunks. */
+void fp_trickle(fp_proxy_t *p, int dirs, size_t bytes);
 void fp_refuse(fp_proxy_t *p, int on);
 void fp_cut(fp_proxy_t *p); /* returns once every connection is closed */
 /* The connection whose server-side socket has local port server_port (the
