@@ -302,6 +302,44 @@ TEST(queue_reports_every_expired_hold) {
   rlock_client_free(c);
 }
 
+/* A watchdog hold with fixed-lease levels inside moves between its own timer
+ * and the expiry queue (and keeps an ext): after the fixed levels are
+ * released, it is renewed like any watchdog hold, with no lost report, and a
+ * hold reusing the freed one (the spare) starts clean. */
+TEST(fixed_inside_watchdog_moves_back_to_queue) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_lock_t *l = th_lock(c, "wd:mix"), *s = th_lock(c, "wd:m");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(l, 300));  /* shorter than the watchdog's */
+  CHECK_OK(rlock_lock_lock(l, 2500)); /* longer: its own timer */
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_unlock(l));     /* back to the watchdog level alone */
+  /* a second hold taken, released and taken again (the spare) */
+  CHECK_OK(rlock_lock_lock(s, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(s));
+  CHECK_OK(rlock_lock_lock(s, RLOCK_LEASE_WATCHDOG));
+  int64_t end = th_now_ms() + 3500; /* the scenario: 3.5 leases */
+  while (th_now_ms() < end) {
+    th_sleep_ms(200);
+    CHECK_MSG(th_cmd_int(srv, "PTTL", "wd:mix", NULL) > 0, "wd:mix expired under the watchdog");
+    CHECK_MSG(th_cmd_int(srv, "PTTL", "wd:m", NULL) > 0, "wd:m expired under the watchdog");
+  }
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_EQ(st.held, 2);
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &n));
+  CHECK_EQ(n, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_unlock(s));
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_lock_free(l);
+  rlock_lock_free(s);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   srv = th_server_start(NULL);
@@ -311,6 +349,7 @@ int main(int argc, char **argv) {
   RUN(forgotten_while_renewal_in_flight);
   RUN(many_holds_every_round);
   RUN(queue_reports_every_expired_hold);
+  RUN(fixed_inside_watchdog_moves_back_to_queue);
   th_server_stop(srv);
   return th_done();
 }
