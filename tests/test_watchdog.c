@@ -302,6 +302,103 @@ TEST(queue_reports_every_expired_hold) {
   rlock_client_free(c);
 }
 
+/* A watchdog hold with fixed-lease levels inside moves between its own timer
+ * and the expiry queue (and keeps an ext): after the fixed levels are
+ * released, it is renewed like any watchdog hold, with no lost report, and a
+ * hold reusing the freed one (the spare) starts clean. */
+TEST(fixed_inside_watchdog_moves_back_to_queue) {
+  rlock_client_t *c = th_client(srv->url, 1000);
+  rlock_lock_t *l = th_lock(c, "wd:mix"), *s = th_lock(c, "wd:m");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(l, 300));  /* shorter than the watchdog's */
+  CHECK_OK(rlock_lock_lock(l, 2500)); /* longer: its own timer */
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_unlock(l));     /* back to the watchdog level alone */
+  /* a second hold taken, released and taken again (the spare) */
+  CHECK_OK(rlock_lock_lock(s, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(s));
+  CHECK_OK(rlock_lock_lock(s, RLOCK_LEASE_WATCHDOG));
+  int64_t end = th_now_ms() + 3500; /* the scenario: 3.5 leases */
+  while (th_now_ms() < end) {
+    th_sleep_ms(200);
+    CHECK_MSG(th_cmd_int(srv, "PTTL", "wd:mix", NULL) > 0, "wd:mix expired under the watchdog");
+    CHECK_MSG(th_cmd_int(srv, "PTTL", "wd:m", NULL) > 0, "wd:m expired under the watchdog");
+  }
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_EQ(st.held, 2);
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &n));
+  CHECK_EQ(n, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_unlock(s));
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_lock_free(l);
+  rlock_lock_free(s);
+  rlock_client_free(c);
+}
+
+/* The connection drops again and again while rounds of more holds than a
+ * window of calls are under way: a round under way goes on after the
+ * reconnect and a full one follows, so no hold is left unrenewed. */
+#define CHURN 3000
+
+static int churn_done(void *arg) {
+  many_t *m = arg;
+  return atomic_load(&m->ok) + atomic_load(&m->failed) == CHURN;
+}
+
+TEST(reconnects_during_rounds) {
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_t *c = th_client(srv->url, 1500); /* a round every 500 ms */
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t **ls = calloc(CHURN, sizeof *ls);
+  CHECK(ls);
+  many_t m;
+  atomic_init(&m.ok, 0), atomic_init(&m.failed, 0);
+  for (int i = 0; i < CHURN; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "wd:churn:%d", i);
+    ls[i] = th_lock(c, name);
+    CHECK_OK(rlock_lock_acquire_async(ls[i], 1, 0, RLOCK_LEASE_WATCHDOG, NULL, many_cb, &m));
+  }
+  CHECK_MSG(th_wait_until(churn_done, &m, 20000), "acquires never answered");
+  CHECK_EQ(atomic_load(&m.ok), CHURN);
+  /* the scenario, 6 times: writes paused (renewal scripts wait on the
+   * server, the window fills), then the client's connections killed (the
+   * calls in flight fail), then writes resumed; and over 3 leases */
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  for (int k = 0; k < 6; k++) {
+    th_reply_free(th_cmd(srv, "CLIENT", "PAUSE", "2000", "WRITE", NULL));
+    th_sleep_ms(600); /* more than a round's period: a round is waiting */
+    th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL));
+    th_reply_free(th_cmd(srv, "CLIENT", "UNPAUSE", NULL));
+    th_sleep_ms(150);
+  }
+  rlock_client_stats(c, &s1);
+  printf("# %llu renewal calls, %llu holds renewed\n", (unsigned long long)(s1.renewals - s0.renewals),
+         (unsigned long long)(s1.renewed_locks - s0.renewed_locks));
+  CHECK_MSG(s1.renewed_locks - s0.renewed_locks >= 3 * CHURN, "%llu holds renewed",
+            (unsigned long long)(s1.renewed_locks - s0.renewed_locks));
+  pthread_mutex_lock(&lost.mu);
+  CHECK_MSG(lost.calls == 0, "%d holds lost (the last: %s)", lost.calls, rlock_lost_reason_str(lost.reason));
+  pthread_mutex_unlock(&lost.mu);
+  for (int i = 0; i < CHURN; i += 97) {
+    char name[32];
+    snprintf(name, sizeof name, "wd:churn:%d", i);
+    CHECK_MSG(th_cmd_int(srv, "PTTL", name, NULL) > 0, "%s expired", name);
+  }
+  atomic_store(&m.ok, 0);
+  for (int i = 0; i < CHURN; i++) CHECK_OK(rlock_lock_release_async(ls[i], 1, many_cb, &m));
+  CHECK_MSG(th_wait_until(churn_done, &m, 20000), "releases never answered");
+  for (int i = 0; i < CHURN; i++) rlock_lock_free(ls[i]);
+  free(ls);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   srv = th_server_start(NULL);
@@ -311,6 +408,8 @@ int main(int argc, char **argv) {
   RUN(forgotten_while_renewal_in_flight);
   RUN(many_holds_every_round);
   RUN(queue_reports_every_expired_hold);
+  RUN(fixed_inside_watchdog_moves_back_to_queue);
+  RUN(reconnects_during_rounds);
   th_server_stop(srv);
   return th_done();
 }
