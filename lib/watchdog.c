@@ -669,7 +669,10 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   batch_t *b = r->ctx;
   watchdog_t *wd = b->wd;
   int acked;
-  rlock__fast_drain(wd->cl); /* fast unlocks in flight or done: not losses (fast.c) */
+  /* fast unlocks in flight or done: not losses (fast.c). Not while a round
+   * step walks the registry (a call that failed at once, inside batch_send:
+   * no answer to read, and the drain could free a hold the walk is on) */
+  if (!wd->stepping) rlock__fast_drain(wd->cl);
   if (status == 0 && !rlock__client_sync_split(&b->sync_need, &reply, &acked) && wd->cl->cmd.state != CS_CLOSED)
     renewal_sync_missed(b);
   /* the script's reply: one character per hold, '1' renewed, '0' gone */
