@@ -236,7 +236,8 @@ static void *waiter(void *p) {
   return NULL;
 }
 
-static int waiter_parked(void *p) { return th_numsub(srv, "redisson_lock__channel:{fast:busy}") > 0; }
+/* Someone is subscribed to the channel (a NUL-terminated name): a waiter parked. */
+static int waiter_parked(void *channel) { return th_numsub(srv, channel) > 0; }
 
 TEST(busy_name_goes_through_io_thread) {
   rlock_client_t *c = client_opts(0, 0, 1);
@@ -246,7 +247,7 @@ TEST(busy_name_goes_through_io_thread) {
   waiter_arg_t w = {l, -1000};
   pthread_t t;
   pthread_create(&t, NULL, waiter, &w);
-  CHECK_MSG(th_wait_until(waiter_parked, NULL, 5000), "the waiter never subscribed");
+  CHECK_MSG(th_wait_until(waiter_parked, "redisson_lock__channel:{fast:busy}", 5000), "the waiter never subscribed");
   uint64_t f0 = stats(c).fast_calls;
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(stats(c).fast_calls, f0);
@@ -348,30 +349,16 @@ TEST(forked_children_draw_their_own_ids) {
  * fast call of the name passes it. The mark is used up by the next acquire
  * through the I/O thread, a trylock without wait too: a program that only
  * trylocks the name gets the fast path back. */
-typedef struct other_arg {
-  rlock_lock_t *l;
-  atomic_int rc;
-} other_arg_t;
-
-static void *other_waits(void *p) {
-  other_arg_t *w = p;
-  int rc = rlock_lock_trylock(w->l, 10000, RLOCK_LEASE_WATCHDOG);
-  if (rc == 0) rc = rlock_lock_unlock(w->l);
-  atomic_store(&w->rc, rc);
-  return NULL;
-}
-
-static int handoff_waiter_parked(void *p) { return th_numsub(srv, "redisson_lock__channel:{fast:handoff}") > 0; }
-
 TEST(handoff_mark_used_up_by_trylock) {
   rlock_client_t *c = client_opts(0, 0, 1), *o = client_opts(0, 0, 1);
   rlock_lock_t *l = th_lock(c, "fast:handoff"), *lo = th_lock(o, "fast:handoff");
   warm_up(l);
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-  other_arg_t w = {lo, -1000};
+  waiter_arg_t w = {lo, -1000};
   pthread_t t;
-  pthread_create(&t, NULL, other_waits, &w);
-  CHECK_MSG(th_wait_until(handoff_waiter_parked, NULL, 5000), "the other client's waiter never subscribed");
+  pthread_create(&t, NULL, waiter, &w);
+  CHECK_MSG(th_wait_until(waiter_parked, "redisson_lock__channel:{fast:handoff}", 5000),
+            "the other client's waiter never subscribed");
   uint64_t f0 = stats(c).fast_calls;
   CHECK_OK(rlock_lock_unlock(l)); /* fast; its message wakes the other client's waiter */
   CHECK_EQ(stats(c).fast_calls, f0 + 1);
