@@ -19,6 +19,7 @@
 /* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
 const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
+void (*rlock__test_submit_hook)(client_t *cl);
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -635,6 +636,13 @@ static void stop_thread(client_t *cl) {
   atomic_store(&cl->closing, true);
   wake_loop(cl);
   pthread_join(cl->thread, NULL);
+  /* Threads still in a submit (between its push and its eventfd write) or in
+   * a fast call finish touching the client first: their push is taken below,
+   * and nothing is freed under them. Every one that came later saw closing. */
+  while (atomic_load(&cl->inside) > 0) {
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  }
   /* A call that raced with the close (a misuse, but no hang): fail it. */
   rlock__set_msg("client closed");
   for (op_t *op = take_submitted(cl), *next; op; op = next) {
@@ -793,10 +801,19 @@ int rlock__client_check_fork(const client_t *cl) {
   return 0;
 }
 
+bool rlock__client_enter(client_t *cl) {
+  atomic_fetch_add(&cl->inside, 1); /* seq_cst both sides: free sees us, or we see closing */
+  if (!atomic_load(&cl->closing)) return true;
+  atomic_fetch_sub(&cl->inside, 1);
+  return false;
+}
+
+void rlock__client_leave(client_t *cl) { atomic_fetch_sub(&cl->inside, 1); }
+
 int rlock__client_submit(client_t *cl, op_t *op) {
   int rc = rlock__client_check_fork(cl);
   if (rc) return rc;
-  if (atomic_load(&cl->closing)) return rlock__fail(RLOCK_ECLOSED, "client closed");
+  if (!rlock__client_enter(cl)) return rlock__fail(RLOCK_ECLOSED, "client closed");
   if (op->lock && cl->fast.on) { /* the name is busy for the fast path until op finishes */
     op->fslot = (int)rlock__fast_slot(op->lock->name, op->lock->len);
     rlock__fast_busy(cl, op->fslot, 1);
@@ -806,7 +823,9 @@ int rlock__client_submit(client_t *cl, op_t *op) {
     op->next = head;
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
+  if (rlock__test_submit_hook) rlock__test_submit_hook(cl); /* tests: a free between the push and the wake */
   if (was_empty && !atomic_load(&cl->awake)) wake_loop(cl); /* the I/O thread may sleep */
+  rlock__client_leave(cl); /* op may be done and freed by now: only cl is touched above */
   return 0;
 }
 

@@ -774,7 +774,7 @@ static bool call_abort(op_t *op, call_t *c) {
   return false;
 }
 
-bool rlock__fast_acquire(op_t *op, int *rc) {
+static bool fast_acquire(op_t *op, int *rc) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
   call_t c;
@@ -837,7 +837,7 @@ bool rlock__fast_acquire(op_t *op, int *rc) {
   return done;
 }
 
-bool rlock__fast_release(op_t *op, int *rc) {
+static bool fast_release(op_t *op, int *rc) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
   call_t c;
@@ -913,11 +913,36 @@ bool rlock__fast_release(op_t *op, int *rc) {
   return done;
 }
 
-void rlock__fast_released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, int rc, int64_t value) {
-  if (!cl->fast.on || owner != (RLOCK_OWNER_THREAD | rlock__gettid())) return;
+static void released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, int rc, int64_t value) {
+  if (owner != (RLOCK_OWNER_THREAD | rlock__gettid())) return;
   ftab_t *t = ftab_get();
   if (!t) return;
   unsigned slot = rlock__fast_slot(l->name, l->len);
   if (rc == 0 && value == 1) fent_set(cl, ftab_put(t, cl, l->name, l->len), slot, 0); /* the last hold went */
   else fent_set(cl, ftab_find(t, cl, l->name, l->len), slot, -1);
+}
+
+/* The calls from api.c: the client is entered around each (rlock__client_enter:
+ * rlock_client_free waits for a fast call under way, and one that comes
+ * after it started touches nothing of the client's fast state). */
+bool rlock__fast_acquire(op_t *op, int *rc) {
+  client_t *cl = op->cl;
+  if (!cl->fast.on || !rlock__client_enter(cl)) return false;
+  bool done = fast_acquire(op, rc);
+  rlock__client_leave(cl);
+  return done;
+}
+
+bool rlock__fast_release(op_t *op, int *rc) {
+  client_t *cl = op->cl;
+  if (!cl->fast.on || !rlock__client_enter(cl)) return false;
+  bool done = fast_release(op, rc);
+  rlock__client_leave(cl);
+  return done;
+}
+
+void rlock__fast_released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, int rc, int64_t value) {
+  if (!cl->fast.on || !rlock__client_enter(cl)) return;
+  released_slow(cl, l, owner, rc, value);
+  rlock__client_leave(cl);
 }

@@ -675,6 +675,10 @@ struct rlock_client {
    * both sides): a push either sees it set or is seen by the re-check. */
   atomic_bool awake;
   atomic_bool closing;
+  /* Calling threads inside the client's memory (a submit's push and eventfd
+   * write, a fast call): rlock_client_free waits for none before it frees
+   * (rlock__client_enter/_leave). */
+  atomic_int inside;
   unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
   int wake_fd;
   struct event *wake_ev;
@@ -749,6 +753,10 @@ void rlock__client_pass_end(client_t *cl);
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
 int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
+/* A calling thread is about to touch the client (false: it is closing: touch
+ * nothing); _leave when done. rlock_client_free waits for every _leave. */
+bool rlock__client_enter(client_t *cl);
+void rlock__client_leave(client_t *cl);
 int rlock__client_check_fork(const client_t *cl); /* RLOCK_ESYS in a forked child, before anything is taken */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
@@ -767,6 +775,9 @@ extern const char *rlock__test_resolv_conf;
 /* Test seam (tests/test_handoff.c): called by every pass of the I/O thread
  * right after it took the submit stack, before it clears cl->awake. */
 extern void (*rlock__test_pass_hook)(client_t *cl);
+/* Test seam (tests/test_handoff.c): called by a submit between its push and
+ * its eventfd write. */
+extern void (*rlock__test_submit_hook)(client_t *cl);
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {

@@ -231,6 +231,53 @@ TEST(push_between_take_and_sleep) {
   rlock__test_pass_hook = NULL;
 }
 
+/* rlock_client_free while another thread's call is between its push and its
+ * eventfd write (the submit hook holds it there 200 ms): free waits until the
+ * call has left the client's memory (before, it freed the client under it:
+ * a write to a closed eventfd, a read of freed memory under ASan). */
+static _Thread_local bool submit_held;
+static atomic_bool hook_in, hook_out;
+
+static void hold_submit(client_t *cl) {
+  (void)cl;
+  if (!submit_held) return;
+  atomic_store(&hook_in, true);
+  th_sleep_ms(200);
+  atomic_store(&hook_out, true);
+}
+
+typedef struct held_call {
+  rlock_client_t *c;
+  int rc;
+} held_call_t;
+
+static void *held_call_main(void *arg) {
+  held_call_t *h = arg;
+  submit_held = true;
+  const char *argv[1] = {"PING"};
+  rlock_reply_t *r = NULL;
+  h->rc = rlock_client_command(h->c, 1, argv, NULL, &r);
+  rlock_reply_free(r);
+  return NULL;
+}
+
+static int hook_entered(void *arg) { return atomic_load(&hook_in); }
+
+TEST(free_waits_for_a_submit) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock__test_submit_hook = hold_submit; /* acts only on the thread that sets submit_held */
+  held_call_t h = {c, -1000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, held_call_main, &h) == 0);
+  CHECK_MSG(th_wait_until(hook_entered, NULL, 5000), "the call never reached its push");
+  rlock_client_free(c);
+  bool left = atomic_load(&hook_out);
+  pthread_join(t, NULL);
+  rlock__test_submit_hook = NULL;
+  CHECK_MSG(left, "rlock_client_free returned while a call was still between its push and its wake-up");
+  CHECK_MSG(h.rc == 0 || h.rc == RLOCK_ECLOSED, "the held call ended with %s", rlock_err_name(h.rc));
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 280);
   srv = th_server_start(NULL);
@@ -238,6 +285,7 @@ int main(int argc, char **argv) {
   RUN(many_threads);
   RUN(async_from_callbacks);
   RUN(push_between_take_and_sleep);
+  RUN(free_waits_for_a_submit);
   th_server_stop(srv);
   return th_done();
 }
