@@ -409,7 +409,7 @@ static void run_submitted(client_t *cl) {
   }
 }
 
-static void wake_loop(client_t *cl) {
+void rlock__client_wake(client_t *cl) {
   uint64_t one = 1;
   if (write(cl->wake_fd, &one, sizeof one) < 0) { /* counter overflow is impossible here */
   }
@@ -436,7 +436,7 @@ void rlock__client_pass_end(client_t *cl) {
     atomic_store(&cl->awake, false);
     if (!atomic_load(&cl->submitted)) break;
     if (takes == PASS_TAKES) {
-      wake_loop(cl);
+      rlock__client_wake(cl);
       break;
     }
     atomic_store(&cl->awake, true);
@@ -634,7 +634,7 @@ static void client_destroy(client_t *cl) {
 
 static void stop_thread(client_t *cl) {
   atomic_store(&cl->closing, true);
-  wake_loop(cl);
+  rlock__client_wake(cl);
   pthread_join(cl->thread, NULL);
   /* Threads still in a submit (between its push and its eventfd write) or in
    * a fast call finish touching the client first: their push is taken below,
@@ -824,7 +824,7 @@ int rlock__client_submit(client_t *cl, op_t *op) {
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
   if (rlock__test_submit_hook) rlock__test_submit_hook(cl); /* tests: a free between the push and the wake */
-  if (was_empty && !atomic_load(&cl->awake)) wake_loop(cl); /* the I/O thread may sleep */
+  if (was_empty && !atomic_load(&cl->awake)) rlock__client_wake(cl); /* the I/O thread may sleep */
   rlock__client_leave(cl); /* op may be done and freed by now: only cl is touched above */
   return 0;
 }

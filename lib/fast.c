@@ -258,12 +258,6 @@ static void cancel_pairs(fast_buf_t *b) {
   }
 }
 
-static void wake_io(client_t *cl) {
-  uint64_t one = 1;
-  if (write(cl->wake_fd, &one, sizeof one) < 0) { /* cannot fail here (counter far from its limit) */
-  }
-}
-
 /* Appends posts (n of them, built by the caller in `items`). false: out of
  * memory (nothing appended). */
 typedef struct post_item {
@@ -312,14 +306,14 @@ static bool post_items(client_t *cl, const post_item_t *items, int n, unsigned s
   }
   for (int i = 0; i < n; i++)
     if (items[i].held) stat_add(cl, ST_HELD, items[i].held); /* `held` is exact at once */
-  bool first = !f->posted;
-  f->posted = true;
+  bool first = !atomic_load(&f->posted);
+  atomic_store(&f->posted, true);
   pthread_mutex_unlock(&f->pmu);
   /* The first post wakes the I/O thread unless it is in a pass: a pass's end
    * (rlock__client_pass_end) clears cl->awake, then looks at `posted` (the
    * submit stack's protocol: either the pass sees the post, or the post sees
    * awake clear). Woken, it arms the drain timer (rlock__fast_wake). */
-  if (first && !atomic_load(&cl->awake)) wake_io(cl);
+  if (first && !atomic_load(&cl->awake)) rlock__client_wake(cl);
   return true;
 }
 
@@ -333,10 +327,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg) {
 void rlock__fast_wake(client_t *cl) {
   fast_t *f = &cl->fast;
   if (!f->on || f->drain_armed || !f->drain_ev) return;
-  pthread_mutex_lock(&f->pmu);
-  bool posted = f->posted;
-  pthread_mutex_unlock(&f->pmu);
-  if (!posted) return;
+  if (!atomic_load(&f->posted)) return; /* seq_cst: the poster stores it, then reads cl->awake */
   struct timeval tv;
   rlock__tv_from_ms(&tv, f->drain_ms);
   if (!evtimer_add(f->drain_ev, &tv)) f->drain_armed = true;
@@ -390,9 +381,10 @@ void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const
 
 void rlock__fast_drain(client_t *cl) {
   fast_t *f = &cl->fast;
-  if (!f->on) return;
+  /* nothing posted: no mutex (the check every pass that starts ops makes) */
+  if (!f->on || !atomic_load(&f->posted)) return;
   pthread_mutex_lock(&f->pmu);
-  if (!f->posted) {
+  if (!atomic_load(&f->posted)) {
     pthread_mutex_unlock(&f->pmu);
     return;
   }
@@ -400,7 +392,7 @@ void rlock__fast_drain(client_t *cl) {
   f->posts = f->spare;
   f->posts.n = 0;
   f->spare = (fast_buf_t){0};
-  f->posted = false;
+  atomic_store(&f->posted, false);
   pthread_mutex_unlock(&f->pmu);
   watchdog_t *wd = &cl->wd;
   cancel_pairs(&b);

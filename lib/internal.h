@@ -609,7 +609,7 @@ typedef struct fast {
   pthread_mutex_t pmu;
   pthread_mutex_t statmu; /* recursive: a drain step counted in ST_HELD twice is never seen */
   fast_buf_t posts, spare;
-  bool posted;          /* (pmu) posts wait: the first one woke the I/O thread */
+  atomic_bool posted;   /* posts wait (written under pmu): the first one woke the I/O thread */
   bool drain_armed;     /* I/O thread: drain_ev is pending */
   struct event *drain_ev;
   map_t releasing;      /* I/O thread: (name, owner id) -> fast unlocks in flight */
@@ -757,7 +757,8 @@ int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread *
  * nothing); _leave when done. rlock_client_free waits for every _leave. */
 bool rlock__client_enter(client_t *cl);
 void rlock__client_leave(client_t *cl);
-int rlock__client_check_fork(const client_t *cl); /* RLOCK_ESYS in a forked child, before anything is taken */
+int rlock__client_check_fork(const client_t *cl);
+void rlock__client_wake(client_t *cl); /* writes the eventfd: the I/O thread takes a turn */ /* RLOCK_ESYS in a forked child, before anything is taken */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
