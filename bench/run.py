@@ -146,6 +146,15 @@ class Redis:
     def flush(self):
         self.cli("FLUSHALL")
 
+    def script_usec(self):
+        """(calls, µs) of EVALSHA and EVAL since the last CONFIG RESETSTAT:
+        the server's time in the lock scripts (their inner commands included)."""
+        calls = usec = 0
+        for m in re.finditer(r"^cmdstat_(?:evalsha|eval):calls=(\d+),usec=(\d+)", self.cli("INFO", "commandstats"), re.M):
+            calls += int(m.group(1))
+            usec += int(m.group(2))
+        return calls, usec
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -384,13 +393,16 @@ def s1_once(ctx, impl, setting, bindir=None):
     """One run of scenario 1 (also the reference client's row)."""
     cfg = ctx.cfg
     ctx.redis.flush()
+    ctx.redis.cli("CONFIG", "RESETSTAT")
     sp = ctx.path("s1-%s.txt" % impl)
     j = ctx.run_json(impl, setting, "s1", [str(cfg["s1_pairs"]), str(cfg["s1_warm"]), sp],
                      300, "scenario 1", bindir)
     if j is None:
         return None
     s = sorted(load_samples(sp))
-    j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s)
+    calls, usec = ctx.redis.script_usec()
+    j.update(rate=j["pairs"] / j["elapsed_s"], p50=pct(s, 50), p99=pct(s, 99), samples=s,
+             script_calls=calls, script_us_per_pair=usec / max(1, cfg["s1_pairs"] + cfg["s1_warm"]))
     return j
 
 
@@ -1039,7 +1051,7 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
         why = ""
         if ratio < 0.95 and r1.get("fast_per_pair", 0) >= 1.9:
             why = (" Why: both send 2 commands per pair from the calling thread (rlock: %.2f of its 2 calls per "
-                   "pair on the fast path), so the difference is client work: %.0f µs of client CPU per pair "
+                   "pair on the fast path), so what differs is the work per pair: %.0f µs of client CPU per pair "
                    "against the reference's %.0f µs; per pair rlock runs %s instructions, %s allocations and %s "
                    "system calls (%s) against the reference's %s, %s and %s (%s)." %
                    (r1.get("fast_per_pair", 0), r1.get("cpu_us_per_pair", 0), ref.get("cpu_us_per_pair", 0),
@@ -1057,6 +1069,10 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
                     ref.get("cpu_us_per_pair", 0), fmt(c6.get("ir")), fmt(c6.get("allocs"), 1),
                     fmt(c6.get("syscalls"), 1), top_calls(c6.get("by_call", {})), fmt(f6.get("ir")),
                     fmt(f6.get("allocs"), 1), fmt(f6.get("syscalls"), 1), top_calls(f6.get("by_call", {}))))
+        if ratio < 0.95 and "script_us_per_pair" in r1 and "script_us_per_pair" in ref:
+            why += (" Server time in the scripts per pair (INFO commandstats, EVALSHA): rlock %.1f µs, the "
+                    "reference %.1f µs (rlock's latch keys: one SET NX per acquire and per unlock)." %
+                    (r1["script_us_per_pair"], ref["script_us_per_pair"]))
         goals.append(("1: uncontended >= 0.95 of the bare hiredis Redisson-format client", ratio >= 0.95,
                       "%s pairs/s = %.2f of %s%s.%s" % (fmt(r1["median"]), ratio, fmt(ref["median"]),
                                                         round_ratios(r1, ref), why)))
@@ -1503,9 +1519,11 @@ def write_report(ctx, outdir, R):
       "per pair; run in the same rounds as scenario 1 (%s pairs after %s warm-up, interleaved with the rows of "
       "section 1) |" %
       (("**%s pairs/s**%s = %.2f of the 2-round-trip bound; %.0f µs client CPU, %s instructions, %s "
-        "allocations, %s system calls per pair" %
+        "allocations, %s system calls per pair; %.1f µs of server time per pair in the scripts (rlock: %.1f)" %
         (fmt(ref["median"]), ref["spread"], ref["median"] / bound1, ref.get("cpu_us_per_pair", 0),
-         fmt(f6.get("ir")), fmt(f6.get("allocs"), 1), fmt(f6.get("syscalls"), 1))) if ref else "failed",
+         fmt(f6.get("ir")), fmt(f6.get("allocs"), 1), fmt(f6.get("syscalls"), 1),
+         ref.get("script_us_per_pair", float("nan")),
+         (R["s1"].get(("rlock", "default")) or {}).get("script_us_per_pair", float("nan")))) if ref else "failed",
        fmt(cfg["s1_pairs"]), fmt(cfg["s1_warm"])))
     w("")
 

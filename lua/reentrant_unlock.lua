@@ -12,59 +12,69 @@
 --        0 still held (count > 0); nil this owner does not hold it;
 --       -1 the count left disagreed with the client's: the owner's field was
 --          removed (a loss; waiters woken if the lock is free now);
---        an error reply (nothing written) when an argument is invalid.
--- A re-sent request gets its first answer (the latch).
+--        an error reply (nothing written) when an argument is invalid (the
+--          lease and latch TTL: on the paths that use them).
+-- A re-sent request gets its first answer (the latch). The outcome is decided
+-- from the owner's count before anything is written, so one SET NX both stores
+-- it in the latch and finds a re-send (the latch exists: its value is the answer).
 
--- a duration in ms: decimal digits, 1 to 15 of them, no leading zero
-local function ms(s)
-  if string.match(s, '^[1-9]%d*$') and #s <= 15 then return tonumber(s) end
-end
--- a count: decimal digits, or -1
-local function count(s, default)
-  if s == nil then return default end
-  if s == '-1' or (string.match(s, '^%d+$') and #s <= 15) then return tonumber(s) end
-end
-local want, extra = count(ARGV[6], -1), count(ARGV[7], 0)
-if not ms(ARGV[2]) then return redis.error_reply('ERR rlock: invalid lease (ms): ' .. ARGV[2]) end
-if not ms(ARGV[5]) then return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ARGV[5]) end
+local lease, ttl = ARGV[2], ARGV[5]
+local want, extra = tonumber(ARGV[6] or '-1'), tonumber(ARGV[7] or '0')
+-- (the lease is checked where it is used, the latch TTL by the latch's SET:
+-- both before the first write)
 if ARGV[3] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 if ARGV[4] ~= 'publish' and ARGV[4] ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
 end
-if not want or not extra or extra < 0 then return redis.error_reply('ERR rlock: invalid expected count') end
-
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
+-- counts: whole numbers below 10^15; want may be -1 (no check)
+if not want or not extra or want % 1 ~= 0 or extra % 1 ~= 0 or want < -1 or extra < 0
+    or want >= 1e15 or extra >= 1e15 then
+  return redis.error_reply('ERR rlock: invalid expected count')
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+
+local held = redis.call('hget', KEYS[1], ARGV[3])
+if not held then
+  -- not held (any more): a re-send of a release that freed it gets its first answer
+  local done = redis.call('get', KEYS[3])
+  if done then return tonumber(done) end
   return nil
 end
-
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+local left = tonumber(held) - 1
+local out = 1
 if want >= 0 and (left < want or left > want + extra) then
-  -- not the holds the client took: drop them all, free the lock if nobody else holds it
+  out = -1 -- not the holds the client took
+else
+  -- the releases whose outcome the client never saw did not land: they count now
+  if want >= 0 and left > want then left = want end
+  if left > 0 then out = 0 end
+end
+-- still held: the TTL to set, in ms: 1 to 15 decimal digits, no leading zero
+if out == 0 and (#lease > 15 or not string.find(lease, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
+end
+local first = redis.pcall('set', KEYS[3], out, 'px', ttl, 'nx')
+if not first then
+  return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer
+elseif first.err then
+  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+end
+
+if out == -1 then
+  -- drop all of the owner's holds; free the lock if nobody else holds it
   redis.call('hdel', KEYS[1], ARGV[3])
   if redis.call('exists', KEYS[1]) == 0 then
     redis.call(ARGV[4], KEYS[2], ARGV[1])
   end
-  redis.call('set', KEYS[3], -1, 'px', ARGV[5])
   return -1
 end
-if want >= 0 and left > want then
-  -- the releases whose outcome the client never saw did not land: they count now
-  left = want
-  if left > 0 then redis.call('hset', KEYS[1], ARGV[3], left) end
-end
-if left > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+if out == 0 then
+  redis.call('hset', KEYS[1], ARGV[3], left)
+  redis.call('pexpire', KEYS[1], lease)
   return 0
 end
 redis.call('del', KEYS[1])
-local released = 1
 if redis.call(ARGV[4], KEYS[2], ARGV[1]) > 0 then
-  released = 2
+  redis.call('set', KEYS[3], '2', 'px', ttl)
+  return 2
 end
-redis.call('set', KEYS[3], released, 'px', ARGV[5])
-return released
+return 1

@@ -226,6 +226,110 @@ TEST(unlock) {
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 }
 
+/* A re-send of an applied try whose hold is gone (lease ran out) while another
+ * owner holds the lock now: that owner's PTTL, not "acquired" (before, the
+ * latch answered nil and two owners believed they held the lock). */
+TEST(acquire_resend_after_loss) {
+  flush();
+  const char *latch = "rlock_acquire_latch:{L}:s1";
+  want_nil(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  th_reply_free(th_cmd(srv, "DEL", "L", NULL)); /* A's lease ran out */
+  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:s2", "20000", OWNER_B, "60000",
+                NULL));
+  long long ttl = want_int(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  CHECK(ttl > 15000 && ttl <= 20000);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "L", NULL), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
+  /* Free again: the re-send is answered by its latch (applied once), and
+   * takes nothing (the client's hold of that try is lost: its renewal says so). */
+  th_reply_free(th_cmd(srv, "DEL", "L", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+}
+
+/* unlock(ARGV 6, 7): the count the client expects to be left, and how many
+ * more the server may count (releases whose outcome the client never saw). */
+static long long unlock_with(const char *latch, const char *want, const char *extra) {
+  return want_int(eval("reentrant_unlock", 3, "L", CHAN, latch, "0", "30000", OWNER_A, "publish", "60000",
+                       want, extra, NULL));
+}
+
+TEST(unlock_expected_counts) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "3", NULL));
+  /* 3 -> 2 as expected: still held. */
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c1", "2", "0"), 0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  /* 2 -> 1, the client expects 0 and allows 1 more: the unseen release counts
+   * now, so this one frees the lock. */
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c2", "0", "1"), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  /* 4 -> 3 while the client expects 1 (+1): more holds than it took: all of
+   * the owner's holds dropped, the lock freed, waiters told, latch -1. */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "4", NULL));
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c3", "1", "1"), -1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 2);
+  CHECK_EQ(get_num("GET", "redisson_unlock_latch:{L}:c3", NULL), -1);
+  /* Fewer than expected while another owner holds too: only A's field goes,
+   * nothing published. */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "1", OWNER_B, "1", NULL));
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c4", "1", "0"), -1);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", "L", OWNER_A, NULL), 0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 2);
+  /* A re-send of that release: its first answer, nothing else. */
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c4", "1", "0"), -1);
+  /* 3 -> 2, expected 1 (+1): the unseen release counts: 1 left. */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "3", NULL));
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c5", "1", "1"), 0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* A re-send after the owner took the lock again: the first answer, the new
+   * hold untouched. */
+  CHECK_EQ(unlock_with("redisson_unlock_latch:{L}:c2", "0", "1"), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+}
+
+/* Bad arguments to the acquire and unlock scripts: an error reply, nothing
+ * written (no hold, no latch, no count change). */
+TEST(acquire_unlock_check_arguments_first) {
+  flush();
+  const char *latch = "rlock_acquire_latch:{L}:b1";
+  const char *bad_acquire[][3] = {{"0", OWNER_A, "60000"},     {"030000", OWNER_A, "60000"},
+                                  {"3e4", OWNER_A, "60000"},   {"1234567890123456", OWNER_A, "60000"},
+                                  {"30000", OWNER_A, "0"},     {"30000", OWNER_A, "-5"},
+                                  {"30000", OWNER_A, " 6000"}, {"30000", "", "60000"}};
+  char *body = read_script("reentrant_acquire");
+  for (size_t i = 0; i < sizeof bad_acquire / sizeof bad_acquire[0]; i++) {
+    const char *argv[] = {"EVAL", body, "2", "L", latch, bad_acquire[i][0], bad_acquire[i][1], bad_acquire[i][2]};
+    redisReply *r = th_cmdv(srv, 8, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "acquire case %zu: no rlock error reply", i);
+    th_reply_free(r);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", latch, NULL), 0);
+  }
+  free(body);
+
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *ulatch = "redisson_unlock_latch:{L}:b2";
+  const char *bad_unlock[][5] = {{"0", OWNER_A, "publish", "60000", "1"},  {"30000", OWNER_A, "publish", "0", "1"},
+                                 {"30000", "", "publish", "60000", "1"},    {"30000", OWNER_A, "del", "60000", "1"},
+                                 {"30000", OWNER_A, "publish", "60000", "x"}, {"30000", OWNER_A, "publish", "60000", "-2"},
+                                 {"30000", OWNER_A, "publish", "60000", "0.5"}};
+  body = read_script("reentrant_unlock");
+  for (size_t i = 0; i < sizeof bad_unlock / sizeof bad_unlock[0]; i++) {
+    const char *argv[] = {"EVAL", body, "3", "L", CHAN, ulatch, "0", bad_unlock[i][0], bad_unlock[i][1],
+                          bad_unlock[i][2], bad_unlock[i][3], bad_unlock[i][4], "0"};
+    redisReply *r = th_cmdv(srv, 13, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock case %zu: no rlock error reply", i);
+    th_reply_free(r);
+    CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
+  }
+  free(body);
+}
+
 TEST(renew) {
   flush();
   th_reply_free(th_cmd(srv, "HSET", "k1", OWNER_A, "1", NULL));
@@ -282,6 +386,9 @@ int main(int argc, char **argv) {
   RUN(acquire_after_undo_tombstone);
   RUN(acquire_undo_applied);
   RUN(unlock);
+  RUN(acquire_resend_after_loss);
+  RUN(unlock_expected_counts);
+  RUN(acquire_unlock_check_arguments_first);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);

@@ -487,9 +487,9 @@ static bool no_redirect(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *
 static const topology_ops_t count_single = {.name = "count-single", .route = count_route, .on_error_reply = no_redirect};
 static const topology_ops_t count_by_slot = {.name = "count-by-slot", .slots_matter = true, .route = count_route, .on_error_reply = no_redirect};
 
-/* Scripts call DEL, EXISTS and PTTL themselves (counted by the server too):
- * those verbs are only checked to have been routed. */
-static bool in_scripts(int v) { return v == V_DEL || v == V_EXISTS || v == V_PTTL; }
+/* Scripts call DEL, EXISTS, HGET and PTTL themselves (counted by the server
+ * too): those verbs are only checked to have been routed. */
+static bool in_scripts(int v) { return v == V_DEL || v == V_EXISTS || v == V_HGET || v == V_PTTL; }
 
 static int all_counted(void *arg) {
   (void)arg;
