@@ -4,6 +4,8 @@
  *
  *   rlock_bench s1 URL PAIRS WARMUP SAMPLES        uncontended lock+unlock pairs
  *   rlock_bench s2 URL THREADS SECONDS WARMUP_S SAMPLES   many owners, own names
+ *   rlock_bench s2a URL OWNERS SECONDS WARMUP_S SAMPLES   the same, async: OWNERS
+ *                                                  explicit owners on the I/O thread
  *   rlock_bench s3 URL NAME COUNTER ITERS SAMPLES  one hot-lock worker (run.py starts 8)
  *   rlock_bench s4 URL NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES   two-process handoff
  *   rlock_bench s5 URL LOCKS HOLD_S WATCHDOG_MS    watchdog at scale
@@ -310,6 +312,121 @@ static int cmd_s2(int argc, char **argv) {
          total, el, nthreads, cmds, wr, wr ? (double)cmds / (double)wr : 0.0, 100.0 * cpu / el);
   free(ts);
   free(th);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ s2a */
+
+/* Scenario 2 with the async API, the model of the Node peers: no thread per
+ * owner, OWNERS logical owners (explicit rlock_owner_t 1..OWNERS), each with
+ * its own name, on one client. Each owner is a chain of completions on the
+ * client's I/O thread: acquire -> its callback submits the release -> its
+ * callback records the pair and submits the next acquire (async calls from a
+ * callback are allowed; only sync calls are not). Lease: the watchdog, as in
+ * s2. The main thread only switches the phases (s2_phase, as s2) and then
+ * waits on a condition variable until every chain has stopped. */
+typedef struct {
+  rlock_lock_t *l;
+  rlock_owner_t owner;
+  int ph;    /* s2_phase when the current pair started */
+  int64_t a; /* when it started */
+  long counted;
+  samples_t s;
+} s2a_owner_t;
+
+static pthread_mutex_t s2a_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t s2a_cv = PTHREAD_COND_INITIALIZER;
+static int s2a_running; /* chains not yet stopped (under s2a_mu) */
+
+static void s2a_acquired(rlock_lock_t *l, int status, int64_t value, void *arg);
+
+/* Starts the owner's next pair, or stops its chain once the phase is 2. */
+static void s2a_next(s2a_owner_t *o) {
+  int ph = atomic_load(&s2_phase);
+  if (ph == 2) {
+    pthread_mutex_lock(&s2a_mu);
+    if (--s2a_running == 0) pthread_cond_signal(&s2a_cv);
+    pthread_mutex_unlock(&s2a_mu);
+    return;
+  }
+  o->ph = ph;
+  o->a = now_ns();
+  CHECK("acquire_async", rlock_lock_acquire_async(o->l, o->owner, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG,
+                                                  NULL, s2a_acquired, o));
+}
+
+static void s2a_released(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  s2a_owner_t *o = arg;
+  if (status != 0) die_rc("release (async)", status);
+  if (value != 1) {
+    fprintf(stderr, "rlock_bench s2a: release left the lock held (value %" PRId64 ")\n", value);
+    _exit(2);
+  }
+  int64_t b = now_ns();
+  if (o->ph == 1 && atomic_load(&s2_phase) == 1) {
+    o->counted++;
+    samples_add(&o->s, b - o->a);
+  }
+  s2a_next(o);
+}
+
+static void s2a_acquired(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  s2a_owner_t *o = arg;
+  if (status != 0) die_rc("acquire (async)", status);
+  CHECK("release_async", rlock_lock_release_async(l, o->owner, s2a_released, o));
+}
+
+static int cmd_s2a(int argc, char **argv) {
+  if (argc != 7) return 64;
+  const char *url = argv[2];
+  int n = atoi(argv[3]);
+  double secs = atof(argv[4]), warm = atof(argv[5]);
+  if (n < 1) return 64;
+  rlock_client_t *c = connect_client(url, 0);
+  s2a_owner_t *os = calloc((size_t)n, sizeof *os);
+  if (!os) {
+    fprintf(stderr, "rlock_bench: out of memory\n");
+    return 2;
+  }
+  char name[64];
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "bench:s2a:rlock:%d", i);
+    os[i].l = new_lock(c, name);
+    os[i].owner = (rlock_owner_t)(i + 1);
+  }
+  atomic_store(&s2_phase, 0);
+  s2a_running = n;
+  for (int i = 0; i < n; i++) s2a_next(&os[i]);
+  sleep_ns((int64_t)(warm * 1e9));
+  rlock_stats_t st0, st1;
+  double cpu0 = cpu_s();
+  rlock_client_stats(c, &st0);
+  int64_t t0 = now_ns();
+  atomic_store(&s2_phase, 1);
+  sleep_ns((int64_t)(secs * 1e9));
+  atomic_store(&s2_phase, 2);
+  int64_t t1 = now_ns();
+  rlock_client_stats(c, &st1);
+  double cpu1 = cpu_s();
+  pthread_mutex_lock(&s2a_mu); /* every chain's last pair ends, then it stops */
+  while (s2a_running > 0) pthread_cond_wait(&s2a_cv, &s2a_mu);
+  pthread_mutex_unlock(&s2a_mu);
+  long total = 0;
+  FILE *f = open_out(argv[6]);
+  for (int i = 0; i < n; i++) {
+    total += os[i].counted;
+    samples_write(f, &os[i].s);
+    free(os[i].s.v);
+  }
+  fclose(f);
+  double el = (double)(t1 - t0) / 1e9;
+  uint64_t cmds = st1.commands_sent - st0.commands_sent, wr = st1.writes - st0.writes;
+  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"owners\":%d,\"threads\":1,\"commands\":%" PRIu64
+         ",\"writes\":%" PRIu64 ",\"commands_per_write\":%.2f,\"client_cpu_pct\":%.1f}\n",
+         total, el, n, cmds, wr, wr ? (double)cmds / (double)wr : 0.0, 100.0 * (cpu1 - cpu0) / el);
+  for (int i = 0; i < n; i++) rlock_lock_free(os[i].l);
+  free(os);
   rlock_client_free(c);
   return 0;
 }
@@ -647,6 +764,7 @@ int main(int argc, char **argv) {
   int rc = 64;
   if (!strcmp(argv[1], "s1")) rc = cmd_s1(argc, argv);
   else if (!strcmp(argv[1], "s2")) rc = cmd_s2(argc, argv);
+  else if (!strcmp(argv[1], "s2a")) rc = cmd_s2a(argc, argv);
   else if (!strcmp(argv[1], "s3")) rc = cmd_s3(argc, argv);
   else if (!strcmp(argv[1], "s4")) rc = cmd_s4(argc, argv);
   else if (!strcmp(argv[1], "s5")) rc = cmd_s5(argc, argv);
@@ -655,6 +773,6 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "r4")) rc = cmd_r4(argc, argv);
   if (rc != 64) return rc;
 usage:
-  fprintf(stderr, "usage: rlock_bench s1|s2|s3|s4|s5|s6|r1|r4 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
+  fprintf(stderr, "usage: rlock_bench s1|s2|s2a|s3|s4|s5|s6|r1|r4 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
   return 64;
 }

@@ -18,7 +18,10 @@ runs only rlock's rows, those of the current tree beside those of DIR's
 rlock_bench (built from REV), interleaved for --rounds rounds, and writes
 bench/results/compare-REV.md with the ratios.
 
-usage: run.py --repo DIR --bindir DIR [--quick] [--out DIR]
+With --only s2 it runs the limits and scenario 2 only (every row, peers and
+cluster row included) and writes bench/results/latest-s2.md instead.
+
+usage: run.py --repo DIR --bindir DIR [--quick] [--out DIR] [--only s2]
               [--compare-bindir DIR --compare-rev REV [--rounds N]]
 """
 import argparse
@@ -80,6 +83,11 @@ PEER_SETTINGS = {
     "node-redisson": {"default": "watchdog lease 30 s, waits on pub/sub (defaults; it has no retry delay)"},
 }
 RLOCK_SETTING = "rlock_options_init() defaults; rlock_lock_lock(RLOCK_LEASE_WATCHDOG) (30 s watchdog lease)"
+# Scenario 2 has two rlock rows: "default" = 50 OS threads making sync calls
+# (rlock_bench s2), "async" = 50 explicit owners chained through completion
+# callbacks on the client's I/O thread (rlock_bench s2a): the Node peers' model.
+RLOCK_S2 = {"default": "sync, 50 threads", "async": "async, 50 owners on one event loop"}
+RLOCK_ASYNC = ("rlock", "async")
 
 CONTENDED = [("rlock", "default")] + [
     (p, s) for p in ("redis-py", "redlock", "redis-semaphore", "node-redisson")
@@ -442,8 +450,9 @@ def round_ratios(a, b):
 def s2_once(ctx, impl, setting, bindir=None):
     cfg = ctx.cfg
     (ctx.cluster if impl == "rlock-cluster" else ctx.redis).flush()
-    sp = ctx.path("s2-%s.txt" % impl)
-    j = ctx.run_json(impl, setting, "s2", [str(cfg["s2_workers"]), str(cfg["s2_secs"]),
+    sp = ctx.path("s2-%s-%s.txt" % (impl, setting))
+    scen = "s2a" if (impl, setting) == RLOCK_ASYNC else "s2"
+    j = ctx.run_json(impl, setting, scen, [str(cfg["s2_workers"]), str(cfg["s2_secs"]),
                                             str(cfg["s2_warm"]), sp],
                      cfg["s2_secs"] + cfg["s2_warm"] + 60, "scenario 2", bindir)
     if j is None:
@@ -693,6 +702,7 @@ def run_s2_with_cluster(ctx, R):
     3-master cluster (R["s2_cluster"]; None and a problem if it could not be
     made)."""
     impls = list(UNCONTENDED)
+    impls.insert(impls.index(("rlock", "default")) + 1, RLOCK_ASYNC)
     R["s2_cluster"] = R["cluster_names"] = None
     try:
         ctx.cluster = Cluster(3)
@@ -862,8 +872,10 @@ def scen_s6(ctx):
 COMPARE_METRICS = [
     ("s1_rate", "1: uncontended pairs/s", "pairs/s", "higher"),
     ("s1_cpu", "1: client CPU per pair", "µs", "lower"),
-    ("s2_rate", "2: 50 owners pairs/s", "pairs/s", "higher"),
-    ("s2_cpu", "2: client CPU per pair", "µs", "lower"),
+    ("s2_rate", "2: 50 owners pairs/s (sync, 50 threads)", "pairs/s", "higher"),
+    ("s2_cpu", "2: client CPU per pair (sync, 50 threads)", "µs", "lower"),
+    ("s2a_rate", "2: 50 owners pairs/s (async, 50 owners on one event loop)", "pairs/s", "higher"),
+    ("s2a_cpu", "2: client CPU per pair (async, 50 owners on one event loop)", "µs", "lower"),
     ("s3_rate", "3: hot lock ops/s", "ops/s", "higher"),
     ("s3_max", "3: max acquire wait", "µs", "lower"),
     ("s4_p50", "4: handoff p50", "µs", "lower"),
@@ -884,6 +896,10 @@ def compare_round(ctx, bindir):
     j = s2_once(ctx, "rlock", "default", bindir)
     if j:
         x.update(s2_rate=j["rate"], s2_cpu=j["cpu_us_per_pair"])
+    if has_subcommand(ctx, bindir, "s2a"):  # an rlock_bench older than s2a has no async row
+        j = s2_once(ctx, "rlock", "async", bindir)
+        if j:
+            x.update(s2a_rate=j["rate"], s2a_cpu=j["cpu_us_per_pair"])
     j = s3_once(ctx, "rlock", "default", bindir)
     if j and not j["stalled"]:
         x.update(s3_rate=j["rate"], s3_max=j["max"])
@@ -896,6 +912,20 @@ def compare_round(ctx, bindir):
     c = cost_once(ctx, "rlock", bindir)
     x.update(ir=c["ir"], allocs=c["allocs"], syscalls=c["syscalls"])
     return x
+
+
+_SUBCOMMANDS = {}
+
+
+def has_subcommand(ctx, bindir, sub):
+    """Whether the rlock_bench of bindir (default --bindir) has subcommand sub
+    (its usage line lists them: "rlock_bench s1|s2|s2a|...")."""
+    exe = os.path.join(bindir or ctx.bindir, "rlock_bench")
+    if exe not in _SUBCOMMANDS:
+        r = subprocess.run([exe], capture_output=True, text=True)
+        m = re.search(r"rlock_bench ([a-z0-9|]+)", r.stderr)
+        _SUBCOMMANDS[exe] = set(m.group(1).split("|")) if m else set()
+    return sub in _SUBCOMMANDS[exe]
 
 
 def run_compare(ctx, outdir):
@@ -945,9 +975,13 @@ def write_compare(ctx, outdir, runs, load_before):
         ratios = [a / b for a, b in pairs if a is not None and b]
         am = med([a for a, _ in pairs])
         bm = med([b for _, b in pairs])
-        nd = 1 if key in ("s1_cpu", "s2_cpu", "s5_cpu", "allocs", "syscalls") else 0
+        nd = 1 if key in ("s1_cpu", "s2_cpu", "s2a_cpu", "s5_cpu", "allocs", "syscalls") else 0
         if not ratios:
-            w("| %s | %s | %s | n/a | | %s | failed: see problems |" % (name, fmt(am, nd), fmt(bm, nd), better))
+            why = "failed: see problems"
+            if key.startswith("s2a") and not any(b.get(key) is not None for b in runs["rev"]) and \
+                    not has_subcommand(ctx, os.path.abspath(args.compare_bindir), "s2a"):
+                why = "B's rlock_bench has no s2a (older than the async row): A only"
+            w("| %s (%s) | %s | %s | n/a | | %s | %s |" % (name, unit or "count", fmt(am, nd), fmt(bm, nd), better, why))
             continue
         lo, hi = min(ratios), max(ratios)
         up = lo > 1.02 if better == "higher" else hi < 0.98
@@ -1039,6 +1073,76 @@ def where_instructions(c6):
             (objs, fmt(stdio), top))
 
 
+def goals_s2(s2, half_ceiling):
+    """Issue 10 goal 2 for both rlock rows of scenario 2: the thread row (50
+    threads, sync calls) and the async row (50 owners on the I/O thread, the
+    Node peers' model). Each line names its row; the last line says which row
+    meets which part."""
+    goals = []
+    peers2 = [(k, x["cpu_us_per_pair"]) for k, x in s2.items() if k[0] != "rlock" and x]
+    best = min(peers2, key=lambda kv: kv[1]) if peers2 else None
+    met = {}  # setting -> (ceiling part, CPU part)
+    for setting in ("default", "async"):
+        r2 = s2.get(("rlock", setting))
+        row = "rlock (%s)" % RLOCK_S2[setting]
+        if not r2:
+            if ("rlock", setting) in s2:
+                goals.append(("2, %s" % row, False, "the row failed: see problems"))
+            continue
+        ratio = r2["median"] / half_ceiling
+        why = ""
+        if ratio < 0.8 and setting == "default":
+            why = (" Why: %.1f commands per socket write (pipelining works) and the server ceiling is %s pairs/s, "
+                   "so the client limits: %.1f µs of CPU per pair, %.0f%% of a core on a 2-core machine shared "
+                   "with redis-server; each of the 2 sync calls per pair is a hand-off to the I/O thread and "
+                   "a wake-up of one of %d threads." %
+                   (r2.get("commands_per_write", 0), fmt(half_ceiling), r2.get("cpu_us_per_pair", 0),
+                    r2.get("client_cpu_pct", 0), r2.get("threads", 50)))
+        elif ratio < 0.8:
+            why = (" Why: the client uses %.0f%% of one core (%.1f µs per pair) and sends %.1f commands per socket "
+                   "write, %s; ceiling / 2 counts two acquire scripts per pair, a pair here is an acquire and an "
+                   "unlock script." % (r2.get("client_cpu_pct", 0), r2.get("cpu_us_per_pair", 0),
+                                       r2.get("commands_per_write", 0),
+                                       "so it mostly waits for redis-server, which shares the machine's %d cores "
+                                       "with it" % (os.cpu_count() or 0) if r2.get("client_cpu_pct", 0) < 60 else
+                                       "so the client's I/O thread limits"))
+        goals.append(("2, %s: 50 owners >= 0.8 of ceiling/2" % row, ratio >= 0.8,
+                      "%s pairs/s = %.2f of %s%s" % (fmt(r2["median"]), ratio, fmt(half_ceiling), why)))
+        cpu_ok = None
+        if best:
+            bk, bv = best
+            cpu_ok = r2["cpu_us_per_pair"] <= bv / 3
+            why = ""
+            if not cpu_ok and setting == "default":
+                why = (" Why: 50 threads share one client; the fast connection serves one thread at a time, so "
+                       "most calls go through the I/O thread: a futex wake and wait per call (a hand-off the "
+                       "node peers, one event loop each, do not pay), and the I/O thread's passes are shared by "
+                       "fewer calls than 50 would allow")
+            elif not cpu_ok:
+                why = (" Why: no thread hand-off here (every call is made by a callback on the I/O thread); "
+                       "see docs/benchmarks.md for where the I/O thread's time goes")
+            goals.append(("2, %s: client CPU per pair <= 1/3 of the best peer's (the lowest CPU per pair)" % row,
+                          cpu_ok, "%s %.1f µs vs %s %.1f µs (%.2fx; goal <= 0.33x)%s" %
+                          (row, r2["cpu_us_per_pair"], label(*bk), bv, r2["cpu_us_per_pair"] / bv, why)))
+        met[setting] = (ratio >= 0.8, cpu_ok)
+    if met:
+        def says(setting):
+            c, u = met[setting]
+            parts = ["ceiling part %s" % ("met" if c else "NOT met"),
+                     "CPU part %s" % ("n/a (no peer row)" if u is None else "met" if u else "NOT met")]
+            return "rlock (%s): %s" % (RLOCK_S2[setting], ", ".join(parts))
+        both = [st for st, (c, u) in met.items() if c and u]
+        goals.append(("2: verdict (both parts by one row)", bool(both) if best else None,
+                      "; ".join(says(st) for st in met) + ". " +
+                      ("Met by the row rlock (%s) only%s" %
+                       (RLOCK_S2[both[0]], ". The like-for-like comparison with the peers (one event loop, logical "
+                        "owners) is the async row; the thread row shows what 50 OS threads making blocking calls "
+                        "on one client cost." if both == ["async"] else ".")
+                       if both and len(both) < len(met) else "Met by both rows." if both else
+                       "Met by neither row.")))
+    return goals
+
+
 def goals_issue10(R, rtt, half_ceiling, rt_unit):
     """[(goal, met: True/False/None, figures and why)] for issue 10's goals."""
     s1, s2, s4, s5, s6, ref = R["s1"], R["s2"], R["s4"], R["s5"], R["s6"], R["ref"]
@@ -1084,30 +1188,7 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
                       "rlock %s pairs/s vs best peer %s %s pairs/s (%.2fx)%s" %
                       (fmt(r1["median"]), label(*bk), fmt(bv), r1["median"] / bv,
                        "" if ok else " Why: the same client cost as the row above")))
-    r2 = s2.get(("rlock", "default"))
-    if r2:
-        ratio = r2["median"] / half_ceiling
-        why = ""
-        if ratio < 0.8:
-            why = (" Why: %.1f commands per socket write (pipelining works) and the server ceiling is %s pairs/s, "
-                   "so the client limits: %.1f µs of CPU per pair, %.0f%% of a core on a 2-core machine shared "
-                   "with redis-server; each of the 2 sync calls per pair is a hand-off to the I/O thread and "
-                   "a wake-up of one of %d threads." %
-                   (r2.get("commands_per_write", 0), fmt(half_ceiling), r2.get("cpu_us_per_pair", 0),
-                    r2.get("client_cpu_pct", 0), r2.get("threads", 50)))
-        goals.append(("2: 50 owners >= 0.8 of ceiling/2", ratio >= 0.8,
-                      "%s pairs/s = %.2f of %s%s" % (fmt(r2["median"]), ratio, fmt(half_ceiling), why)))
-        peers2 = [(k, x["cpu_us_per_pair"]) for k, x in s2.items() if k[0] != "rlock" and x]
-        if peers2:
-            bk, bv = min(peers2, key=lambda kv: kv[1])
-            ok = r2["cpu_us_per_pair"] <= bv / 3
-            goals.append(("2: client CPU per pair <= 1/3 of the best peer's (the lowest CPU per pair)", ok,
-                          "rlock %.1f µs vs %s %.1f µs (%.2fx; goal <= 0.33x)%s" %
-                          (r2["cpu_us_per_pair"], label(*bk), bv, r2["cpu_us_per_pair"] / bv,
-                           "" if ok else " Why: 50 threads share one client; the fast connection serves one "
-                           "thread at a time, so most calls go through the I/O thread: a futex wake and wait per "
-                           "call (a hand-off the node peers, one event loop each, do not pay), and the I/O thread's "
-                           "passes are shared by fewer calls than 50 would allow")))
+    goals += goals_s2(s2, half_ceiling)
     if c6.get("ir") is not None:
         ok = c6["ir"] <= 12000
         goals.append(("3: <= 12,000 instructions per pair (callgrind, steady state)", ok,
@@ -1202,12 +1283,17 @@ def goals_hot_lock(s3):
 
 def label(impl, setting):
     if impl == "rlock":
-        return "rlock"
+        return "rlock" if setting == "default" else "rlock (%s)" % RLOCK_S2[setting]
     if impl == "redisson-ref":
         return "reference: bare hiredis, Redisson's scripts"
     if impl == "node-redisson":
         return "node-redisson (default = best)"
     return "%s (%s)" % (impl, setting)
+
+
+def label2(impl, setting):
+    """Scenario 2's labels: both rlock rows say which model they run."""
+    return "rlock (%s)" % RLOCK_S2[setting] if impl == "rlock" else label(impl, setting)
 
 
 def git_label(repo):
@@ -1266,11 +1352,14 @@ def main():
     ap.add_argument("--compare-rev", help="--compare: that commit (short hash, for the results)")
     ap.add_argument("--rounds", type=int, default=5, help="--compare: rounds (default 5)")
     ap.add_argument("--report-from", help="write the report again from a saved run (no measuring)")
+    ap.add_argument("--only", choices=["s2"], help="the limits and scenario 2 only, into latest-s2.md")
     args = ap.parse_args()
     global GIT_AT_START
     GIT_AT_START = git_label(args.repo)
     if bool(args.compare_bindir) != bool(args.compare_rev) or args.rounds < 1:
         ap.error("--compare-bindir and --compare-rev go together; --rounds >= 1")
+    if args.only and (args.compare_bindir or args.report_from):
+        ap.error("--only goes with neither --compare-bindir nor --report-from")
     # --compare has its own sizes: the ratios come from the rounds.
     cfg = dict(COMPARE if args.compare_bindir else QUICK if args.quick else FULL)
     outdir = os.path.abspath(args.out or os.path.join(args.repo, "bench", "results"))
@@ -1295,7 +1384,7 @@ def main():
     redis = Redis()
     ctx = Ctx(args, cfg, redis)
     try:
-        (run_compare if args.compare_bindir else run_all)(ctx, outdir)
+        (run_compare if args.compare_bindir else run_only_s2 if args.only == "s2" else run_all)(ctx, outdir)
     finally:
         if ctx.cluster:
             ctx.cluster.close()
@@ -1349,6 +1438,58 @@ def run_all(ctx, outdir):
     log("wrote %s" % os.path.join(outdir, "latest.md"))
 
 
+def run_only_s2(ctx, outdir):
+    """--only s2: the limits (ceiling / 2 is scenario 2's reference) and
+    scenario 2, every row; the report goes to latest-s2.md."""
+    cfg = ctx.cfg
+    R = {"load_before": "%.2f %.2f %.2f" % os.getloadavg()}
+    log("redis-server on 127.0.0.1:%d (%s mode, scenario 2 only)" % (ctx.redis.port, cfg["mode"]))
+    R["ping"] = limit_ping(ctx)
+    R["ceil"] = limit_ceiling(ctx)
+    log("acquire-script ceiling: %.0f calls/s" % R["ceil"]["rate"])
+    run_s2_with_cluster(ctx, R)
+    for (impl, setting), r in list(R["s2"].items()) + [(("rlock-cluster", "default"), R["s2_cluster"])]:
+        log("s2 %-16s %-8s %s" % (impl, setting, "FAILED" if r is None else
+                                  "median %.1f%s, %.1f µs CPU per pair" % (r["median"], r["spread"],
+                                                                          r["cpu_us_per_pair"])))
+    R["elapsed"] = time.monotonic() - T0
+    R["load_after"] = "%.2f %.2f %.2f" % os.getloadavg()
+    v = versions(ctx)
+    half_ceiling = R["ceil"]["rate"] / 2
+    L = []
+    w = L.append
+    w("# rlock benchmarks: scenario 2 only")
+    w("")
+    w("Written by `./scripts/bench%s --only s2` (bench/run.py) on %s; every figure below comes from this run. "
+      "Mode: **%s** (%d repetition%s per figure, rows interleaved; median, ± half the min-max spread). Total "
+      "run time %.0f s. Machine: %s; load average at start %s, at the end %s. redis-server %s (127.0.0.1, no "
+      "persistence). rlock git %s." %
+      (" --quick" if cfg["mode"] == "quick" else "", time.strftime("%Y-%m-%d %H:%M:%S %Z"), cfg["mode"],
+       cfg["reps"], "" if cfg["reps"] == 1 else "s", R["elapsed"], v["cpu"], R["load_before"], R["load_after"],
+       v["redis"], v["git"]))
+    w("")
+    w("Limits: loopback round trip (hiredis PING) mean %.1f µs; server ceiling of rlock's acquire script "
+      "(redis-benchmark EVALSHA, distinct free locks) %s calls/s%s; **ceiling / 2 = %s pairs/s**." %
+      (R["ping"]["mean_us"], fmt(R["ceil"]["rate"]), R["ceil"]["spread"], fmt(half_ceiling)))
+    w("")
+    write_s2_section(w, cfg, R["s2"], half_ceiling, s2_chart(ctx, outdir, R["s2"], "s2_only_pair_latency"))
+    write_cluster_rows(w, cfg, R)
+    w("## Goal 2 of issue 10")
+    w("")
+    w("| goal | met? | figures and reason |\n| --- | --- | --- |")
+    for g, ok, txt in goals_s2(R["s2"], half_ceiling):
+        w("| %s | %s | %s |" % (g, "n/a" if ok is None else "**yes**" if ok else "**NO**", txt))
+    w("")
+    w("## Problems seen in this run")
+    w("")
+    for p in problems or ["none"]:
+        w("- " + p.replace("\n", " "))
+    path = os.path.join(outdir, "latest-s2.md")
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+    log("wrote %s" % path)
+
+
 def write_cluster_rows(w, cfg, R):
     """Section 2's cluster rows (issue 8): rlock on a 3-master cluster beside
     its single-server row of the same rounds."""
@@ -1368,7 +1509,8 @@ def write_cluster_rows(w, cfg, R):
     w("")
     w("| deployment | pairs/s | pair p50 | pair p99 | client CPU (CPU per pair) | commands per socket write |")
     w("| --- | --- | --- | --- | --- | --- |")
-    for what, x in (("single server (the rlock row above)", single), ("3-master cluster", clu)):
+    for what, x in (("single server (the %s row above)" % RLOCK_S2["default"], single),
+                    ("3-master cluster", clu)):
         if not x:
             w("| %s | failed | | | | see problems |" % what)
             continue
@@ -1452,6 +1594,47 @@ def write_redlock_rows(w, cfg, R):
            ("; at *best* (1 ms retry delay) it polls 3 servers every millisecond per waiter, which is faster "
             "(p50 %s) and costs a round of 3 `SET NX` per millisecond per waiter" % fmt_ms(hb["p50"])) if hb else ""))
     w("")
+
+
+def s2_chart(ctx, outdir, s2, fname):
+    return chart(ctx, outdir, fname, "Scenario 2: 50 owners, pair latency",
+                 [(label2(*k), x["samples"]) for k, x in s2.items() if x])
+
+
+def write_s2_section(w, cfg, s2, half_ceiling, chart_png):
+    """Section 2's text, table and chart (the full report and --only s2)."""
+    w("## 2. Many owners, distinct names: %d owners on one client (rlock) / %d concurrent tasks (peers), %.0f s" %
+      (cfg["s2_workers"], cfg["s2_workers"], cfg["s2_secs"]))
+    w("")
+    w("%.1f s warm-up first. Two rlock rows, both on **one client** (one command connection), lock names "
+      "distinct per owner, watchdog lease: **rlock (%s)** (`rlock_bench s2`): %d OS threads, each making "
+      "blocking `rlock_lock_lock` / `rlock_lock_unlock` calls on its own name (every call a hand-off to the "
+      "I/O thread and a wake-up of the calling thread); **rlock (%s)** (`rlock_bench s2a`): %d explicit owners "
+      "(`rlock_owner_t` 1..%d), no thread each: each owner chains `rlock_lock_acquire_async` -> "
+      "`rlock_lock_release_async` -> the next acquire through completion callbacks on the client's I/O "
+      "thread, the model of the Node peers. Peers: %d async tasks in one process sharing one connection "
+      "(redis-py: redis.asyncio with its default pool). Client CPU: the whole process (getrusage / "
+      "process.cpuUsage) over the measured seconds. Reference: ceiling / 2 = %s pairs/s." %
+      (cfg["s2_warm"], RLOCK_S2["default"], cfg["s2_workers"], RLOCK_S2["async"], cfg["s2_workers"],
+       cfg["s2_workers"], cfg["s2_workers"], fmt(half_ceiling)))
+    w("")
+    w("| implementation | pairs/s | ratio to ceiling/2 | pair p50 | pair p99 | client CPU (CPU per pair) | notes |")
+    w("| --- | --- | --- | --- | --- | --- | --- |")
+    for k, x in s2.items():
+        if not x:
+            w("| %s | failed | | | | | see problems |" % label2(*k))
+            continue
+        note = ""
+        if k[0] == "rlock":
+            note = "%.1f commands per socket write (automatic pipelining)" % x.get("commands_per_write", 0)
+        w("| %s | %s%s | %.2f | %s | %s | %.0f%% (%.1f µs) | %s |" %
+          (label2(*k), fmt(x["median"]), x["spread"], x["median"] / half_ceiling, fmt_ms(x["p50"]),
+           fmt_ms(x["p99"]), x.get("client_cpu_pct", float("nan")), x.get("cpu_us_per_pair", float("nan")),
+           note))
+    w("")
+    if chart_png:
+        w("![scenario 2](%s)" % chart_png)
+        w("")
 
 
 def write_report(ctx, outdir, R):
@@ -1553,7 +1736,16 @@ def write_report(ctx, outdir, R):
         else:
             cell5 = ("%.1f%%" % e["median"]) if e else "failed"
         w("| %s | %s | %s | %s | %s | %s | %s |" % (label(impl, setting), cell1, cell2, cell3, cell3b, cell4, cell5))
+        if (impl, setting) == ("rlock", "default") and RLOCK_ASYNC in s2:
+            b = s2[RLOCK_ASYNC]
+            w("| %s | | %s | | | | |" % (label(*RLOCK_ASYNC), (fmt(b["median"]) + b["spread"]) if b else "failed"))
     w("")
+    if RLOCK_ASYNC in s2:
+        w("Scenario 2 has two rlock rows: *rlock* is %d OS threads making blocking calls on one client, *%s* is "
+          "%d logical owners chained through completion callbacks on the client's I/O thread (the Node peers' "
+          "model: one event loop, async owners); see section 2." %
+          (cfg["s2_workers"], label(*RLOCK_ASYNC), cfg["s2_workers"]))
+        w("")
     c6 = (R["s6"] or {}).get("rlock") or {}
     if c6.get("ir") is not None:
         w("Scenario 6: rlock costs **%s instructions, %s allocations and %s system calls per lock+unlock pair** "
@@ -1579,8 +1771,7 @@ def write_report(ctx, outdir, R):
     charts["s1"] = chart(ctx, outdir, "s1_pair_latency", "Scenario 1: uncontended lock+unlock pair latency",
                          [("PING round trip (hiredis)", ping["samples"])] +
                          [(label(*k), x["samples"]) for k, x in [(REFERENCE, R["ref"])] + list(s1.items()) if x])
-    charts["s2"] = chart(ctx, outdir, "s2_pair_latency", "Scenario 2: 50 owners, pair latency",
-                         [(label(*k), x["samples"]) for k, x in s2.items() if x])
+    charts["s2"] = s2_chart(ctx, outdir, s2, "s2_pair_latency")
     charts["s3"] = chart(ctx, outdir, "s3_acquire_wait", "Scenario 3: hot lock, acquire wait",
                          [(label(*k), x["samples"]) for k, x in s3.items() if x])
     charts["s4"] = chart(ctx, outdir, "s4_handoff_latency", "Scenario 4: handoff latency (unlock returned -> acquire returned)",
@@ -1610,30 +1801,7 @@ def write_report(ctx, outdir, R):
         w("![scenario 1](%s)" % charts["s1"])
         w("")
 
-    w("## 2. Many owners, distinct names: %d threads (rlock) / %d concurrent tasks (peers), %.0f s" %
-      (cfg["s2_workers"], cfg["s2_workers"], cfg["s2_secs"]))
-    w("")
-    w("%.1f s warm-up first. rlock: %d threads sharing **one client** (one connection). Peers: %d async tasks "
-      "in one process sharing one connection (redis-py: redis.asyncio with its default pool). Reference: "
-      "ceiling / 2 = %s pairs/s." % (cfg["s2_warm"], cfg["s2_workers"], cfg["s2_workers"], fmt(half_ceiling)))
-    w("")
-    w("| implementation | pairs/s | ratio to ceiling/2 | pair p50 | pair p99 | client CPU (CPU per pair) | notes |")
-    w("| --- | --- | --- | --- | --- | --- | --- |")
-    for k, x in s2.items():
-        if not x:
-            w("| %s | failed | | | | | see problems |" % label(*k))
-            continue
-        note = ""
-        if k[0] == "rlock":
-            note = "%.1f commands per socket write (automatic pipelining)" % x.get("commands_per_write", 0)
-        w("| %s | %s%s | %.2f | %s | %s | %.0f%% (%.1f µs) | %s |" %
-          (label(*k), fmt(x["median"]), x["spread"], x["median"] / half_ceiling, fmt_ms(x["p50"]),
-           fmt_ms(x["p99"]), x.get("client_cpu_pct", float("nan")), x.get("cpu_us_per_pair", float("nan")),
-           note))
-    w("")
-    if charts["s2"]:
-        w("![scenario 2](%s)" % charts["s2"])
-        w("")
+    write_s2_section(w, cfg, s2, half_ceiling, charts["s2"])
     write_cluster_rows(w, cfg, R)
 
     w("## 3. Hot lock: %d worker processes x %d iterations of lock, GET, SET counter+1, unlock" %
