@@ -19,21 +19,26 @@ if #lease > 15 or not string.find(lease, '^[1-9]%d*$') then
 end
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 
-if redis.call('exists', KEYS[1]) == 0 then
+local held_for = redis.call('pttl', KEYS[1]) -- -2: no such key, -1: no TTL
+if held_for == -2 then
   -- free: take it, unless this request was applied already (a re-send) or undone
   local new = redis.pcall('set', KEYS[2], '1', 'px', ttl, 'nx')
   if not new then
     if redis.call('get', KEYS[2]) == '1' then return nil end
     return -3
-  elseif new.err then
-    return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+  elseif new.err then -- nothing written: a bad latch TTL, else the server's own
+    -- error as it is (READONLY on a replica, OOM, ...)
+    if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
+      return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+    end
+    return new
   end
   redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], lease)
   return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-  return redis.call('pttl', KEYS[1]) -- another owner's
+  return held_for -- another owner's
 end
 -- ours: a re-entry, or a re-send of a request that was applied
 local latch = redis.call('get', KEYS[2])
@@ -42,11 +47,15 @@ if latch == '1' then
 elseif latch then
   return -3 -- undone by the client: never apply it
 end
-if redis.pcall('set', KEYS[2], '1', 'px', ttl).err then
-  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+local set = redis.pcall('set', KEYS[2], '1', 'px', ttl)
+if set.err then -- nothing written (as above)
+  if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
+    return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+  end
+  return set
 end
 redis.call('hincrby', KEYS[1], ARGV[2], '1')
-if redis.call('pttl', KEYS[1]) < tonumber(lease) then
+if held_for < tonumber(lease) then
   redis.call('pexpire', KEYS[1], lease)
 end
 return nil

@@ -56,7 +56,12 @@ local first = redis.pcall('set', KEYS[3], out, 'px', ttl, 'nx')
 if not first then
   return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer
 elseif first.err then
-  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+  -- nothing written: a bad latch TTL, else the server's own error as it is
+  -- (READONLY on a replica, OOM, ...)
+  if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
+    return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+  end
+  return first
 end
 
 if out == -1 then

@@ -330,6 +330,39 @@ TEST(acquire_unlock_check_arguments_first) {
   free(body);
 }
 
+/* The server's own refusal of the latch's SET (here OOM: maxmemory reached;
+ * on a demoted master READONLY) comes back as it is, nothing written: the
+ * client must see READONLY to find the new master (before, the acquire and
+ * unlock turned it into "invalid latch TTL"). */
+TEST(server_errors_pass_through) {
+  flush();
+  th_reply_free(th_cmd(srv, "HSET", "M", OWNER_A, "2", NULL));
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory-policy", "noeviction", NULL));
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL));
+  char *body = read_script("reentrant_acquire");
+  const char *acq[] = {"EVAL", body, "2", "L", "rlock_acquire_latch:{L}:o1", "30000", OWNER_A, "60000"};
+  redisReply *r = th_cmdv(srv, 8, acq, NULL);
+  free(body);
+  int acq_oom = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "OOM", 3);
+  char acq_err[200];
+  snprintf(acq_err, sizeof acq_err, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "(not an error)");
+  th_reply_free(r);
+  body = read_script("reentrant_unlock");
+  const char *unl[] = {"EVAL", body, "3", "M", "redisson_lock__channel:{M}", "redisson_unlock_latch:{M}:o2", "0", "30000",
+                       OWNER_A, "publish", "60000"};
+  r = th_cmdv(srv, 11, unl, NULL);
+  free(body);
+  int unl_oom = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "OOM", 3);
+  char unl_err[200];
+  snprintf(unl_err, sizeof unl_err, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "(not an error)");
+  th_reply_free(r);
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
+  CHECK_MSG(acq_oom, "acquire: want the server's OOM error, got: %s", acq_err);
+  CHECK_MSG(unl_oom, "unlock: want the server's OOM error, got: %s", unl_err);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", "rlock_acquire_latch:{L}:o1", "redisson_unlock_latch:{M}:o2", NULL), 0);
+  CHECK_EQ(get_num("HGET", "M", OWNER_A), 2);
+}
+
 TEST(renew) {
   flush();
   th_reply_free(th_cmd(srv, "HSET", "k1", OWNER_A, "1", NULL));
@@ -389,6 +422,7 @@ int main(int argc, char **argv) {
   RUN(acquire_resend_after_loss);
   RUN(unlock_expected_counts);
   RUN(acquire_unlock_check_arguments_first);
+  RUN(server_errors_pass_through);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);
