@@ -263,6 +263,38 @@ static void sleep_ns(int64_t ns) {
   }
 }
 
+/* The measured window of s2 and s2a: WARM seconds of warm-up (s2_phase 0),
+ * then SECS seconds measured (s2_phase 1), then s2_phase 2 (stop); the
+ * client's counters and the whole process's CPU seconds at both ends. */
+typedef struct {
+  double elapsed_s, cpu_s;
+  uint64_t commands, writes;
+} s2_window_t;
+
+static void s2_measure(rlock_client_t *c, double warm, double secs, s2_window_t *w) {
+  sleep_ns((int64_t)(warm * 1e9));
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  double cpu0 = cpu_s();
+  int64_t t0 = now_ns();
+  atomic_store(&s2_phase, 1);
+  sleep_ns((int64_t)(secs * 1e9));
+  atomic_store(&s2_phase, 2);
+  int64_t t1 = now_ns();
+  rlock_client_stats(c, &st1);
+  w->cpu_s = cpu_s() - cpu0;
+  w->elapsed_s = (double)(t1 - t0) / 1e9;
+  w->commands = st1.commands_sent - st0.commands_sent;
+  w->writes = st1.writes - st0.writes;
+}
+
+/* The rest of s2's and s2a's JSON line, after their own first fields. */
+static void s2_print_window(const s2_window_t *w) {
+  printf("\"commands\":%" PRIu64 ",\"writes\":%" PRIu64 ",\"commands_per_write\":%.2f,\"client_cpu_pct\":%.1f}\n",
+         w->commands, w->writes, w->writes ? (double)w->commands / (double)w->writes : 0.0,
+         100.0 * w->cpu_s / w->elapsed_s);
+}
+
 static int cmd_s2(int argc, char **argv) {
   if (argc != 7) return 64;
   const char *url = argv[2];
@@ -280,18 +312,8 @@ static int cmd_s2(int argc, char **argv) {
       return 2;
     }
   }
-  sleep_ns((int64_t)(warm * 1e9));
-  rlock_stats_t st0, st1;
-  struct rusage ru0, ru1;
-  rlock_client_stats(c, &st0);
-  getrusage(RUSAGE_SELF, &ru0);
-  int64_t t0 = now_ns();
-  atomic_store(&s2_phase, 1);
-  sleep_ns((int64_t)(secs * 1e9));
-  atomic_store(&s2_phase, 2);
-  int64_t t1 = now_ns();
-  rlock_client_stats(c, &st1);
-  getrusage(RUSAGE_SELF, &ru1);
+  s2_window_t w;
+  s2_measure(c, warm, secs, &w);
   long total = 0;
   FILE *f = open_out(argv[6]);
   for (int i = 0; i < nthreads; i++) {
@@ -301,15 +323,8 @@ static int cmd_s2(int argc, char **argv) {
     free(ts[i].s.v);
   }
   fclose(f);
-  double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
-                        ru0.ru_stime.tv_sec) +
-               (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
-                        ru0.ru_stime.tv_usec) / 1e6;
-  double el = (double)(t1 - t0) / 1e9;
-  uint64_t cmds = st1.commands_sent - st0.commands_sent, wr = st1.writes - st0.writes;
-  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"threads\":%d,\"commands\":%" PRIu64
-         ",\"writes\":%" PRIu64 ",\"commands_per_write\":%.2f,\"client_cpu_pct\":%.1f}\n",
-         total, el, nthreads, cmds, wr, wr ? (double)cmds / (double)wr : 0.0, 100.0 * cpu / el);
+  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"threads\":%d,", total, w.elapsed_s, nthreads);
+  s2_print_window(&w);
   free(ts);
   free(th);
   rlock_client_free(c);
@@ -398,17 +413,8 @@ static int cmd_s2a(int argc, char **argv) {
   atomic_store(&s2_phase, 0);
   s2a_running = n;
   for (int i = 0; i < n; i++) s2a_next(&os[i]);
-  sleep_ns((int64_t)(warm * 1e9));
-  rlock_stats_t st0, st1;
-  double cpu0 = cpu_s();
-  rlock_client_stats(c, &st0);
-  int64_t t0 = now_ns();
-  atomic_store(&s2_phase, 1);
-  sleep_ns((int64_t)(secs * 1e9));
-  atomic_store(&s2_phase, 2);
-  int64_t t1 = now_ns();
-  rlock_client_stats(c, &st1);
-  double cpu1 = cpu_s();
+  s2_window_t w;
+  s2_measure(c, warm, secs, &w);
   pthread_mutex_lock(&s2a_mu); /* every chain's last pair ends, then it stops */
   while (s2a_running > 0) pthread_cond_wait(&s2a_cv, &s2a_mu);
   pthread_mutex_unlock(&s2a_mu);
@@ -420,11 +426,8 @@ static int cmd_s2a(int argc, char **argv) {
     free(os[i].s.v);
   }
   fclose(f);
-  double el = (double)(t1 - t0) / 1e9;
-  uint64_t cmds = st1.commands_sent - st0.commands_sent, wr = st1.writes - st0.writes;
-  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"owners\":%d,\"threads\":1,\"commands\":%" PRIu64
-         ",\"writes\":%" PRIu64 ",\"commands_per_write\":%.2f,\"client_cpu_pct\":%.1f}\n",
-         total, el, n, cmds, wr, wr ? (double)cmds / (double)wr : 0.0, 100.0 * (cpu1 - cpu0) / el);
+  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"owners\":%d,\"threads\":1,", total, w.elapsed_s, n);
+  s2_print_window(&w);
   for (int i = 0; i < n; i++) rlock_lock_free(os[i].l);
   free(os);
   rlock_client_free(c);

@@ -20,42 +20,35 @@ end
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 
 local held_for = redis.call('pttl', KEYS[1]) -- -2: no such key, -1: no TTL
-if held_for == -2 then
-  -- free: take it, unless this request was applied already (a re-send) or undone
-  local new = redis.pcall('set', KEYS[2], '1', 'px', ttl, 'nx')
-  if not new then
-    if redis.call('get', KEYS[2]) == '1' then return nil end
-    return -3
-  elseif new.err then -- nothing written: a bad latch TTL, else the server's own
-    -- error as it is (READONLY on a replica, OOM, ...)
-    if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
-      return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
-    end
-    return new
-  end
-  redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('pexpire', KEYS[1], lease)
-  return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local mine = held_for ~= -2 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if held_for ~= -2 and not mine then
   return held_for -- another owner's
 end
--- ours: a re-entry, or a re-send of a request that was applied
-local latch = redis.call('get', KEYS[2])
-if latch == '1' then
-  return nil
-elseif latch then
-  return -3 -- undone by the client: never apply it
+
+-- free, or ours (a re-entry): first the latch, the check that this request is
+-- new (not a re-send of one that was applied, not undone by the client)
+local latch
+if mine then
+  local seen = redis.call('get', KEYS[2])
+  if seen == '1' then return nil elseif seen then return -3 end
+  latch = redis.pcall('set', KEYS[2], '1', 'px', ttl)
+else
+  latch = redis.pcall('set', KEYS[2], '1', 'px', ttl, 'nx')
+  if not latch then
+    if redis.call('get', KEYS[2]) == '1' then return nil end
+    return -3
+  end
 end
-local set = redis.pcall('set', KEYS[2], '1', 'px', ttl)
-if set.err then -- nothing written (as above)
+if latch.err then -- nothing written: a bad latch TTL, else the server's own
+  -- error as it is (READONLY on a replica, OOM, ...)
   if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
     return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
   end
-  return set
+  return latch
 end
+
 redis.call('hincrby', KEYS[1], ARGV[2], '1')
-if held_for < tonumber(lease) then
+if held_for == -2 or held_for < tonumber(lease) then
   redis.call('pexpire', KEYS[1], lease)
 end
 return nil
