@@ -26,6 +26,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     if redis.call('get', KEYS[2]) == '1' then return nil end
     return -3
   elseif new.err then
+    -- SET's own ERR is a bad TTL; a refusal of the server (READONLY: a demoted
+    -- master, OOM...) goes back as it is (the client acts on READONLY)
+    if string.sub(new.err, 1, 4) ~= 'ERR ' then return new end
     return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
   end
   redis.call('hincrby', KEYS[1], ARGV[2], '1')
@@ -42,7 +45,9 @@ if latch == '1' then
 elseif latch then
   return -3 -- undone by the client: never apply it
 end
-if redis.pcall('set', KEYS[2], '1', 'px', ttl).err then
+local set = redis.pcall('set', KEYS[2], '1', 'px', ttl)
+if set.err then
+  if string.sub(set.err, 1, 4) ~= 'ERR ' then return set end -- a refusal (READONLY, OOM...)
   return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
 end
 redis.call('hincrby', KEYS[1], ARGV[2], '1')

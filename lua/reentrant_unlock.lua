@@ -56,6 +56,9 @@ local first = redis.pcall('set', KEYS[3], out, 'px', ttl, 'nx')
 if not first then
   return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer
 elseif first.err then
+  -- SET's own ERR is a bad TTL; a refusal of the server (READONLY: a demoted
+  -- master, OOM...) goes back as it is (the client acts on READONLY)
+  if string.sub(first.err, 1, 4) ~= 'ERR ' then return first end
   return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
 end
 
