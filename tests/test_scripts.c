@@ -330,6 +330,23 @@ TEST(acquire_unlock_check_arguments_first) {
   free(body);
 }
 
+/* An unlock answered nil (the owner held nothing: its hold ran out) whose
+ * answer was lost is re-sent; an earlier copy of it still on its way (a
+ * connection given up) must not release the hold the owner takes after that
+ * answer. Before, the nil path wrote no latch: the late copy released the new
+ * hold (the lock freed under its owner: a second owner gets in). */
+TEST(unlock_late_copy_after_not_held) {
+  flush();
+  const char *u = "redisson_unlock_latch:{L}:n1";
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", NULL));
+  /* the owner takes the lock again */
+  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:n2", "30000", OWNER_A, "60000", NULL));
+  /* the late copy of the unlock: its first answer, the new hold untouched */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 0);
+}
+
 /* EVAL <script file> on server s; the reply as it comes (errors too). */
 static redisReply *eval_on(th_server_t *s, const char *script, int numkeys, ...) {
   char *body = read_script(script);
@@ -454,6 +471,7 @@ int main(int argc, char **argv) {
   RUN(unlock_expected_counts);
   RUN(acquire_unlock_check_arguments_first);
   RUN(acquire_unlock_pass_server_refusals);
+  RUN(unlock_late_copy_after_not_held);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);
