@@ -34,9 +34,16 @@ end
 
 local held = redis.call('hget', KEYS[1], ARGV[3])
 if not held then
-  -- not held (any more): a re-send of a release that freed it gets its first answer
-  local done = redis.call('get', KEYS[3])
-  if done then return tonumber(done) end
+  -- not held (any more): a re-send of a release that freed it gets its first
+  -- answer; else the answer nil is stored ('n'), so that a late copy of this
+  -- request never releases a hold the owner takes after it
+  local first = redis.pcall('set', KEYS[3], 'n', 'px', ttl, 'nx')
+  if not first then
+    return tonumber(redis.call('get', KEYS[3])) -- 'n': nil
+  elseif first.err then
+    if string.sub(first.err, 1, 4) ~= 'ERR ' then return first end -- a refusal (READONLY, OOM...)
+    return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+  end
   return nil
 end
 local left = tonumber(held) - 1
