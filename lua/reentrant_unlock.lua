@@ -16,7 +16,8 @@
 --          lease and latch TTL: on the paths that use them).
 -- A re-sent request gets its first answer (the latch). The outcome is decided
 -- from the owner's count before anything is written, so one SET NX both stores
--- it in the latch and finds a re-send (the latch exists: its value is the answer).
+-- it in the latch and finds a re-send (the latch exists: its value is the answer;
+-- 'n' for nil).
 
 local lease, ttl = ARGV[2], ARGV[5]
 local want, extra = tonumber(ARGV[6] or '-1'), tonumber(ARGV[7] or '0')
@@ -33,20 +34,20 @@ if not want or not extra or want % 1 ~= 0 or extra % 1 ~= 0 or want < -1 or extr
 end
 
 local held = redis.call('hget', KEYS[1], ARGV[3])
+local left, out
 if not held then
-  -- not held (any more): a re-send of a release that freed it gets its first answer
-  local done = redis.call('get', KEYS[3])
-  if done then return tonumber(done) end
-  return nil
-end
-local left = tonumber(held) - 1
-local out = 1
-if want >= 0 and (left < want or left > want + extra) then
-  out = -1 -- not the holds the client took
+  -- not held (any more): nil, stored too ('n'), so that a late copy of this
+  -- request never releases a hold the owner takes after this answer
+  out = 'n'
 else
-  -- the releases whose outcome the client never saw did not land: they count now
-  if want >= 0 and left > want then left = want end
-  if left > 0 then out = 0 end
+  left, out = tonumber(held) - 1, 1
+  if want >= 0 and (left < want or left > want + extra) then
+    out = -1 -- not the holds the client took
+  else
+    -- the releases whose outcome the client never saw did not land: they count now
+    if want >= 0 and left > want then left = want end
+    if left > 0 then out = 0 end
+  end
 end
 -- still held: the TTL to set, in ms: 1 to 15 decimal digits, no leading zero
 if out == 0 and (#lease > 15 or not string.find(lease, '^[1-9]%d*$')) then
@@ -54,7 +55,7 @@ if out == 0 and (#lease > 15 or not string.find(lease, '^[1-9]%d*$')) then
 end
 local first = redis.pcall('set', KEYS[3], out, 'px', ttl, 'nx')
 if not first then
-  return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer
+  return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer ('n': nil)
 elseif first.err then
   -- nothing written: a bad latch TTL, else the server's own error as it is
   -- (READONLY on a replica, OOM, ...)
@@ -64,6 +65,7 @@ elseif first.err then
   return first
 end
 
+if out == 'n' then return nil end
 if out == -1 then
   -- drop all of the owner's holds; free the lock if nobody else holds it
   redis.call('hdel', KEYS[1], ARGV[3])

@@ -330,37 +330,85 @@ TEST(acquire_unlock_check_arguments_first) {
   free(body);
 }
 
-/* The server's own refusal of the latch's SET (here OOM: maxmemory reached;
- * on a demoted master READONLY) comes back as it is, nothing written: the
- * client must see READONLY to find the new master (before, the acquire and
- * unlock turned it into "invalid latch TTL"). */
-TEST(server_errors_pass_through) {
+/* An unlock answered nil (the owner held nothing: its hold ran out) whose
+ * answer was lost is re-sent; an earlier copy of it still on its way (a
+ * connection given up) must not release the hold the owner takes after that
+ * answer. Before, the nil path wrote no latch: the late copy released the new
+ * hold (the lock freed under its owner: a second owner gets in). */
+TEST(unlock_late_copy_after_not_held) {
   flush();
-  th_reply_free(th_cmd(srv, "HSET", "M", OWNER_A, "2", NULL));
-  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory-policy", "noeviction", NULL));
-  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL));
-  char *body = read_script("reentrant_acquire");
-  const char *acq[] = {"EVAL", body, "2", "L", "rlock_acquire_latch:{L}:o1", "30000", OWNER_A, "60000"};
-  redisReply *r = th_cmdv(srv, 8, acq, NULL);
+  const char *u = "redisson_unlock_latch:{L}:n1";
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", NULL));
+  /* the owner takes the lock again */
+  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:n2", "30000", OWNER_A, "60000", NULL));
+  /* the late copy of the unlock: its first answer, the new hold untouched */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 0);
+}
+
+/* EVAL <script file> on server s; the reply as it comes (errors too). */
+static redisReply *eval_on(th_server_t *s, const char *script, int numkeys, ...) {
+  char *body = read_script(script);
+  char nk[16];
+  snprintf(nk, sizeof nk, "%d", numkeys);
+  const char *argv[64] = {"EVAL", body, nk};
+  int n = 3;
+  va_list ap;
+  va_start(ap, numkeys);
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 64;) argv[n++] = a;
+  va_end(ap);
+  redisReply *r = th_cmdv(s, n, argv, NULL);
   free(body);
-  int acq_oom = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "OOM", 3);
-  char acq_err[200];
-  snprintf(acq_err, sizeof acq_err, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "(not an error)");
+  return r;
+}
+
+static void want_refusal(redisReply *r, const char *code, const char *what) {
+  CHECK_MSG(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, code, strlen(code)), "%s: want a %s error, got %s",
+            what, code, r->type == REDIS_REPLY_ERROR ? r->str : "no error");
   th_reply_free(r);
-  body = read_script("reentrant_unlock");
-  const char *unl[] = {"EVAL", body, "3", "M", "redisson_lock__channel:{M}", "redisson_unlock_latch:{M}:o2", "0", "30000",
-                       OWNER_A, "publish", "60000"};
-  r = th_cmdv(srv, 11, unl, NULL);
-  free(body);
-  int unl_oom = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "OOM", 3);
-  char unl_err[200];
-  snprintf(unl_err, sizeof unl_err, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "(not an error)");
-  th_reply_free(r);
-  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
-  CHECK_MSG(acq_oom, "acquire: want the server's OOM error, got: %s", acq_err);
-  CHECK_MSG(unl_oom, "unlock: want the server's OOM error, got: %s", unl_err);
-  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", "rlock_acquire_latch:{L}:o1", "redisson_unlock_latch:{M}:o2", NULL), 0);
-  CHECK_EQ(get_num("HGET", "M", OWNER_A), 2);
+}
+
+/* A write the server refuses (READONLY: a master demoted under an open
+ * connection; OOM) reaches the client as the server's own error, never as an
+ * argument error: the Sentinel topology re-sends a READONLY-refused request
+ * to the new master (lib/topology/sentinel.c on_error_reply). Before, the
+ * latch's SET under redis.pcall turned both into "ERR rlock: invalid latch
+ * TTL (ms)" (test_sentinel readonly_after_a_silent_demotion failed too). */
+TEST(acquire_unlock_pass_server_refusals) {
+  th_server_t *r = th_server_start(NULL);
+  th_reply_free(th_cmd(r, "HSET", "L", OWNER_A, "2", NULL));
+  th_reply_free(th_cmd(r, "PEXPIRE", "L", "100000", NULL));
+  th_reply_free(th_cmd(r, "REPLICAOF", "127.0.0.1", "1", NULL)); /* no master there: it keeps its data, read-only */
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:ro1", "30000", OWNER_A, "60000",
+                       NULL),
+               "READONLY", "acquire of a free lock on a replica");
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:ro2", "30000", OWNER_A, "60000",
+                       NULL),
+               "READONLY", "re-entry on a replica");
+  want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:ro3", "0", "30000", OWNER_A,
+                       "publish", "60000", NULL),
+               "READONLY", "unlock on a replica");
+  th_reply_free(th_cmd(r, "REPLICAOF", "NO", "ONE", NULL));
+  CHECK_EQ(th_cmd_int(r, "EXISTS", "F", "rlock_acquire_latch:{F}:ro1", "rlock_acquire_latch:{L}:ro2",
+                      "redisson_unlock_latch:{L}:ro3", NULL),
+           0);
+  redisReply *c = th_cmd(r, "HGET", "L", OWNER_A, NULL);
+  CHECK(c->type == REDIS_REPLY_STRING && !strcmp(c->str, "2"));
+  th_reply_free(c);
+
+  th_reply_free(th_cmd(r, "CONFIG", "SET", "maxmemory", "1", NULL)); /* every first write of a script: OOM */
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:oom1", "30000", OWNER_A, "60000",
+                       NULL),
+               "OOM", "acquire of a free lock out of memory");
+  want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:oom2", "0", "30000",
+                       OWNER_A, "publish", "60000", NULL),
+               "OOM", "unlock out of memory");
+  th_reply_free(th_cmd(r, "CONFIG", "SET", "maxmemory", "0", NULL));
+  c = th_cmd(r, "HGET", "L", OWNER_A, NULL);
+  CHECK(c->type == REDIS_REPLY_STRING && !strcmp(c->str, "2"));
+  th_reply_free(c);
+  th_server_stop(r);
 }
 
 TEST(renew) {
@@ -422,7 +470,8 @@ int main(int argc, char **argv) {
   RUN(acquire_resend_after_loss);
   RUN(unlock_expected_counts);
   RUN(acquire_unlock_check_arguments_first);
-  RUN(server_errors_pass_through);
+  RUN(acquire_unlock_pass_server_refusals);
+  RUN(unlock_late_copy_after_not_held);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);
