@@ -690,6 +690,12 @@ static void sync_missed(op_t *op, int acked) {
 /* Held by others for ttl ms more at most (-1: no bound): wait, or end. */
 static void busy(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
+  /* This id went out more than once: an earlier copy may still be on its way
+   * (a connection given up keeps sending what it wrote) and land once the lock
+   * is free, after the op moved on to a fresh id or ended, taking a hold
+   * nobody knows of. A refused try writes nothing on the server, so plant the
+   * id's tombstone (the undo, on its own; sent before any next try). */
+  if (op->retries > 0) undo_attempt(op, false);
   if (op->cancelled) {
     acquire_fail(op, cancelled_rc());
     return;

@@ -12,7 +12,8 @@
  *   - a late unlock copy must not release a second time: with the hold-count
  *     check it would remove the owner's field, freeing a lock the owner
  *     still holds (a second owner gets in);
- *   - a late acquire copy must not count a second time;
+ *   - a late acquire copy must not count a second time, nor take a lock
+ *     after its re-send was refused (the client no longer waits for it);
  *   - the same for the simple lock, whose token (the owner id) is the same for
  *     every hold of an owner: a late unlock copy must not delete the hold the
  *     owner took again, a late acquire copy must not take a released lock. */
@@ -166,6 +167,42 @@ TEST(late_acquire_copy) {
             "answered by its latch: count 1", 0);
   rlock_lock_free(l);
   rlock_client_free(c);
+}
+
+/* A try whose re-send was refused (another owner held the lock): the client
+ * gives up (or waits on with a fresh id), and the try's first copies arrive
+ * after the lock was freed. They must not take a hold nobody knows of (it
+ * would stay until its lease ran out, and with the watchdog's lease that is
+ * 30 s of a lock nobody can take): the refused re-send plants a tombstone for
+ * that id. Before, the late copy took the lock. */
+typedef struct busy_job {
+  rlock_lock_t *l, *lo;
+} busy_job_t;
+
+static void trylock_busy_then_free(void *arg) {
+  busy_job_t *j = arg;
+  CHECK_EQ(rlock_lock_trylock(j->l, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EBUSY);
+  CHECK_OK(rlock_lock_unlock(j->lo)); /* the other owner lets go: the lock is free */
+}
+
+TEST(late_acquire_copy_after_busy) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  busy_job_t j = {th_lock(c, "late:busy"), th_lock(other, "late:busy")};
+  CHECK_OK(rlock_lock_lock(j.l, RLOCK_LEASE_WATCHDOG)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_lock_unlock(j.l));
+  CHECK_OK(rlock_lock_lock(j.lo, RLOCK_LEASE_WATCHDOG));
+  long long late = with_late_copies(c, trylock_busy_then_free, &j);
+  CHECK_MSG(late >= 1, "no copy was delivered late");
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:busy", NULL) == 0,
+            "a late copy of a refused try took the lock after it was freed (nobody knows of that hold)");
+  CHECK_OK(rlock_lock_trylock(j.lo, 0, 10000)); /* free for anybody */
+  CHECK_OK(rlock_lock_unlock(j.lo));
+  fh_result("acquire copy delivered after its re-send was refused and the lock was freed", "single", "reentrant",
+            "stopped by the tombstone the refused re-send planted: nobody holds the lock", 0);
+  rlock_lock_free(j.l);
+  rlock_lock_free(j.lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
 }
 
 /* ------------------------------------------------------------ the simple lock
@@ -335,6 +372,7 @@ int main(int argc, char **argv) {
   const char *only = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
   if (!only || strstr("late_unlock_copy", only)) RUN(late_unlock_copy);
   if (!only || strstr("late_acquire_copy", only)) RUN(late_acquire_copy);
+  if (!only || strstr("late_acquire_copy_after_busy", only)) RUN(late_acquire_copy_after_busy);
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
