@@ -23,9 +23,12 @@ end
 
 local done = redis.call('get', KEYS[3])
 if done then
-  return tonumber(done)
+  return tonumber(done) -- ('n': nil)
 end
 if redis.call('type', KEYS[1]).ok ~= 'string' or redis.call('get', KEYS[1]) ~= ARGV[2] then
+  -- not held: nil, stored too ('n'), so that a late copy of this request never
+  -- deletes a hold the owner takes after this answer (same token)
+  redis.call('set', KEYS[3], 'n', 'px', ARGV[4])
   return nil
 end
 redis.call('del', KEYS[1])

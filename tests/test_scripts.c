@@ -345,6 +345,13 @@ TEST(unlock_late_copy_after_not_held) {
   want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 0);
+
+  /* The simple lock (token = owner id, the same for every hold): the same. */
+  const char *su = "redisson_unlock_latch:{S}:n3", *sch = "rlock_simple__channel:{S}";
+  want_nil(eval("simple_unlock", 3, "S", sch, su, "0", OWNER_A, "publish", "60000", NULL));
+  want_nil(eval("simple_acquire", 2, "S", "rlock_acquire_latch:{S}:n4", "30000", OWNER_A, "60000", NULL));
+  want_nil(eval("simple_unlock", 3, "S", sch, su, "0", OWNER_A, "publish", "60000", NULL));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "S", NULL), 1);
 }
 
 /* EVAL <script file> on server s; the reply as it comes (errors too). */
