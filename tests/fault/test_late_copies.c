@@ -264,6 +264,31 @@ TEST(late_acquire_copy_simple) {
   rlock_client_free(c);
 }
 
+/* A simple lock's second acquire by its holder is refused (-4, RLOCK_EBUSY):
+ * when that answer came to a re-send, the try's first copies may still be on
+ * their way and arrive after the holder released: they must not take the
+ * lock again (nobody would know of that hold: the owner's next acquire gets
+ * "holds the lock already" until the lease runs out). */
+static void second_trylock_then_unlock(void *l) {
+  CHECK_EQ(rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EBUSY); /* held by this owner */
+  CHECK_OK(rlock_lock_unlock(l));
+}
+
+TEST(late_acquire_copy_simple_own) {
+  rlock_client_t *c = client();
+  rlock_lock_t *l = simple_lock(c, "late:sown");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long late = with_late_copies(c, second_trylock_then_unlock, l);
+  CHECK(late >= 1);
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:sown", NULL) == 0,
+            "a late copy of a refused second acquire took the simple lock after its release (PTTL %lld)",
+            th_cmd_int(srv, "PTTL", "late:sown", NULL));
+  fh_result("acquire copy delivered after its re-send was refused (held by the owner) and the release", "single",
+            "simple", "stopped by the tombstone the refused re-send planted: not taken again", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* test_late_copies [NAME]: all tests, or only NAME */
 /* ------------------------------------------------------------ the fast path
  * A blocking lock or unlock may go out on the client's fast connection
@@ -375,6 +400,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_acquire_copy_after_busy", only)) RUN(late_acquire_copy_after_busy);
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
+  if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
   if (!only || strstr("late_fast_unlock_copy", only)) RUN(late_fast_unlock_copy);
   fp_stop(px);
