@@ -744,8 +744,13 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   rlock_reply_free(reply);
   if (rc == KIND_GRANTED && !synced) sync_missed(op, acked);
   else if (rc == KIND_GRANTED) acquired(op);
-  else if (rc < 0) acquire_fail(op, rc);
-  else busy(op, ttl);
+  else if (rc < 0) {
+    /* refused for good (an error reply, the simple lock's holder acquiring
+     * again): nothing written by this copy, but as in busy() an earlier copy
+     * of a re-sent id may still land once the lock is free */
+    if (op->retries > 0) undo_attempt(op, false);
+    acquire_fail(op, rc);
+  } else busy(op, ttl);
 }
 
 static void start_acquire(op_t *op) {

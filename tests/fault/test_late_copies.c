@@ -205,6 +205,34 @@ TEST(late_acquire_copy_after_busy) {
   rlock_client_free(other);
 }
 
+/* The same, but the client closes at once after the refusal: the undo the
+ * refusal sent is still in flight (closing lingers for it: no leak, no hold
+ * left by the late copies). */
+TEST(late_acquire_copy_after_busy_close) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:busyclose"), *lo = th_lock(other, "late:busyclose");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_OK(rlock_lock_lock(lo, RLOCK_LEASE_WATCHDOG));
+  int port = cmd_port();
+  fp_hold_conn(px, port, FP_UP);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  CHECK_EQ(rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EBUSY);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  long long ev1 = th_cmdstat(srv, "evalsha");
+  CHECK_OK(rlock_lock_unlock(lo));
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls before the close returned, %lld delivered late\n", ev1 - ev0,
+         th_cmdstat(srv, "evalsha") - ev1);
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:busyclose", NULL) == 0,
+            "a late copy of a refused try took the lock after the client closed");
+  rlock_lock_free(lo);
+  rlock_client_free(other);
+}
+
 /* ------------------------------------------------------------ the simple lock
  * Its token is the owner id, the same for every hold of that owner: only the
  * latch tells a late copy from a new request. */
@@ -260,6 +288,31 @@ TEST(late_acquire_copy_simple) {
             th_cmd_int(srv, "PTTL", "late:sacquire", NULL));
   fh_result("acquire copy delivered after its answer and the release (stuck path)", "single", "simple",
             "answered by its latch: not taken again", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A simple lock's second acquire by its holder is refused (-4, RLOCK_EBUSY):
+ * when that answer came to a re-send, the try's first copies may still be on
+ * their way and arrive after the holder released: they must not take the
+ * lock again (nobody would know of that hold: the owner's next acquire gets
+ * "holds the lock already" until the lease runs out). */
+static void second_trylock_then_unlock(void *l) {
+  CHECK_EQ(rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EBUSY); /* held by this owner */
+  CHECK_OK(rlock_lock_unlock(l));
+}
+
+TEST(late_acquire_copy_simple_own) {
+  rlock_client_t *c = client();
+  rlock_lock_t *l = simple_lock(c, "late:sown");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long late = with_late_copies(c, second_trylock_then_unlock, l);
+  CHECK(late >= 1);
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:sown", NULL) == 0,
+            "a late copy of a refused second acquire took the simple lock after its release (PTTL %lld)",
+            th_cmd_int(srv, "PTTL", "late:sown", NULL));
+  fh_result("acquire copy delivered after its re-send was refused (held by the owner) and the release", "single",
+            "simple", "stopped by the tombstone the refused re-send planted: not taken again", 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -373,8 +426,10 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_unlock_copy", only)) RUN(late_unlock_copy);
   if (!only || strstr("late_acquire_copy", only)) RUN(late_acquire_copy);
   if (!only || strstr("late_acquire_copy_after_busy", only)) RUN(late_acquire_copy_after_busy);
+  if (!only || strstr("late_acquire_copy_after_busy_close", only)) RUN(late_acquire_copy_after_busy_close);
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
+  if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
   if (!only || strstr("late_fast_unlock_copy", only)) RUN(late_fast_unlock_copy);
   fp_stop(px);
