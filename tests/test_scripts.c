@@ -25,20 +25,36 @@ static char *read_script(const char *name) {
   return buf;
 }
 
-/* EVAL <script file> numkeys args... (NULL-terminated). */
-static redisReply *eval(const char *script, int numkeys, ...) {
+/* EVAL <script file> numkeys args (NULL-terminated) on server s; the reply
+ * as it comes (errors too). */
+static redisReply *evalv(th_server_t *s, const char *script, int numkeys, va_list ap) {
   char *body = read_script(script);
   char nk[16];
   snprintf(nk, sizeof nk, "%d", numkeys);
   const char *argv[64] = {"EVAL", body, nk};
   int n = 3;
+  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 64;) argv[n++] = a;
+  redisReply *r = th_cmdv(s, n, argv, NULL);
+  free(body);
+  return r;
+}
+
+/* The same on the test's server; an error reply fails the test. */
+static redisReply *eval(const char *script, int numkeys, ...) {
   va_list ap;
   va_start(ap, numkeys);
-  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 64;) argv[n++] = a;
+  redisReply *r = evalv(srv, script, numkeys, ap);
   va_end(ap);
-  redisReply *r = th_cmdv(srv, n, argv, NULL);
-  free(body);
   CHECK_MSG(r->type != REDIS_REPLY_ERROR, "EVAL %s: %s", script, r->str);
+  return r;
+}
+
+/* The same on server s, the reply as it comes (errors too). */
+static redisReply *eval_on(th_server_t *s, const char *script, int numkeys, ...) {
+  va_list ap;
+  va_start(ap, numkeys);
+  redisReply *r = evalv(s, script, numkeys, ap);
+  va_end(ap);
   return r;
 }
 
@@ -352,22 +368,6 @@ TEST(unlock_late_copy_after_not_held) {
   want_nil(eval("simple_acquire", 2, "S", "rlock_acquire_latch:{S}:n4", "30000", OWNER_A, "60000", NULL));
   want_nil(eval("simple_unlock", 3, "S", sch, su, "0", OWNER_A, "publish", "60000", NULL));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "S", NULL), 1);
-}
-
-/* EVAL <script file> on server s; the reply as it comes (errors too). */
-static redisReply *eval_on(th_server_t *s, const char *script, int numkeys, ...) {
-  char *body = read_script(script);
-  char nk[16];
-  snprintf(nk, sizeof nk, "%d", numkeys);
-  const char *argv[64] = {"EVAL", body, nk};
-  int n = 3;
-  va_list ap;
-  va_start(ap, numkeys);
-  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 64;) argv[n++] = a;
-  va_end(ap);
-  redisReply *r = th_cmdv(s, n, argv, NULL);
-  free(body);
-  return r;
 }
 
 static void want_refusal(redisReply *r, const char *code, const char *what) {
