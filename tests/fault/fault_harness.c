@@ -118,6 +118,7 @@ static void worker_main(fh_worker_ctx_t *w) {
   if (s->watchdog_ms > 0) o.watchdog_timeout_ms = s->watchdog_ms;
   if (s->command_timeout_ms > 0) o.command_timeout_ms = s->command_timeout_ms;
   if (s->reconnect_max_ms > 0) o.reconnect_max_ms = s->reconnect_max_ms;
+  if (s->no_fast_path) o.fast_path = 0;
   int rc = rlock_client_new(&w->client, &o);
   if (rc != 0) th_fail(__FILE__, __LINE__, "worker %d: client: %s", w->id, rlock_last_error());
   rlock_client_on_lost(w->client, on_lost, w);

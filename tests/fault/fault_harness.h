@@ -83,6 +83,7 @@ typedef struct fh_worker_spec {
   int64_t wait_ms;           /* per acquire: RLOCK_WAIT_FOREVER or a bound */
   int64_t hold_ms;           /* time inside; < 0: until the parent sends FH_CMD_EXIT */
   int iterations;            /* 0: until FH_CMD_QUIT */
+  int no_fast_path;          /* 1: fast_path = 0 (each client keeps 2 connections: command, subscriber) */
 } fh_worker_spec_t;
 
 /* A worker -> parent event (one atomic pipe write). */
