@@ -520,7 +520,14 @@ struct evdns_base *rlock__client_dns(client_t *cl) {
  * only then may the resolver go (their callbacks read it). */
 static void close_dns(client_t *cl) {
   while (cl->dns_jobs > 0) event_base_loop(cl->base, EVLOOP_ONCE);
-  if (cl->dns) evdns_base_free(cl->dns, 0);
+  if (!cl->dns) return;
+  /* evdns may still have a cancel of its own in the loop: the other address
+   * family's query, given up getaddrinfo-allow-skew after the first answered,
+   * whose reply callback (and its memory) is deferred to the next pass. Run
+   * that pass, or the memory goes with the base (valgrind in CI: 912 bytes
+   * from evdns_cancel_request, test_dns). */
+  event_base_loop(cl->base, EVLOOP_NONBLOCK);
+  evdns_base_free(cl->dns, 0);
   cl->dns = NULL;
 }
 
