@@ -690,12 +690,6 @@ static void sync_missed(op_t *op, int acked) {
 /* Held by others for ttl ms more at most (-1: no bound): wait, or end. */
 static void busy(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
-  /* This id went out more than once: an earlier copy may still be on its way
-   * (a connection given up keeps sending what it wrote) and land once the lock
-   * is free, after the op moved on to a fresh id or ended, taking a hold
-   * nobody knows of. A refused try writes nothing on the server, so plant the
-   * id's tombstone (the undo, on its own; sent before any next try). */
-  if (op->retries > 0) undo_attempt(op, false);
   if (op->cancelled) {
     acquire_fail(op, cancelled_rc());
     return;
@@ -742,15 +736,17 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str)
                                             : op->lock->kind->try_reply(reply, &ttl);
   rlock_reply_free(reply);
+  /* Refused (busy, an error reply, the simple lock's holder acquiring again)
+   * after this id went out more than once: an earlier copy may still be on its
+   * way (a connection given up keeps sending what it wrote) and land once the
+   * lock is free, after the op moved on to a fresh id or ended, taking a hold
+   * nobody knows of. A refused try writes nothing on the server, so plant the
+   * id's tombstone (the undo, on its own; sent before any next try). */
+  if (rc != KIND_GRANTED && op->retries > 0) undo_attempt(op, false);
   if (rc == KIND_GRANTED && !synced) sync_missed(op, acked);
   else if (rc == KIND_GRANTED) acquired(op);
-  else if (rc < 0) {
-    /* refused for good (an error reply, the simple lock's holder acquiring
-     * again): nothing written by this copy, but as in busy() an earlier copy
-     * of a re-sent id may still land once the lock is free */
-    if (op->retries > 0) undo_attempt(op, false);
-    acquire_fail(op, rc);
-  } else busy(op, ttl);
+  else if (rc < 0) acquire_fail(op, rc);
+  else busy(op, ttl);
 }
 
 static void start_acquire(op_t *op) {
