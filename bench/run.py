@@ -1084,7 +1084,7 @@ def goals_s2(s2, half_ceiling):
     met = {}  # setting -> (ceiling part, CPU part)
     for setting in ("default", "async"):
         r2 = s2.get(("rlock", setting))
-        row = "rlock (%s)" % RLOCK_S2[setting]
+        row = label2("rlock", setting)
         if not r2:
             if ("rlock", setting) in s2:
                 goals.append(("2, %s" % row, False, "the row failed: see problems"))

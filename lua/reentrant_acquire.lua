@@ -4,7 +4,9 @@
 -- ARGV[1]  lease (ms)   ARGV[2] owner id   ARGV[3] latch TTL (ms)
 -- Reply: nil when acquired; otherwise the lock's PTTL (held by another owner:
 -- wait at most that long); -3 when reentrant_acquire_undo.lua cancelled this
--- request; an error reply (nothing written) when an argument is invalid.
+-- request; an error reply (nothing written) when an argument is invalid (the
+-- latch TTL: on the paths that write), or the server's refusal of the first
+-- write (READONLY, OOM) as it is.
 -- The latch makes a re-sent request (after a timeout) count only once; it is
 -- written only when the request takes a hold (a refused try leaves nothing).
 -- A re-entry never shortens the lease: the TTL only grows to ARGV[1].

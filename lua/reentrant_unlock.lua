@@ -13,7 +13,8 @@
 --       -1 the count left disagreed with the client's: the owner's field was
 --          removed (a loss; waiters woken if the lock is free now);
 --        an error reply (nothing written) when an argument is invalid (the
---          lease and latch TTL: on the paths that use them).
+--          lease and latch TTL: on the paths that use them), or the server's
+--          refusal of the first write (READONLY, OOM) as it is.
 -- A re-sent request gets its first answer (the latch). The outcome is decided
 -- from the owner's count before anything is written, so one SET NX both stores
 -- it in the latch and finds a re-send (the latch exists: its value is the answer;
