@@ -20,7 +20,7 @@
  *
  * The I/O thread still owns every piece of engine state. What it must know is
  * posted (a buffer under pmu) and applied in order by rlock__fast_drain: a
- * hold to renew (the watchdog), a latch key to delete, an unlock in flight
+ * hold to renew (the watchdog), an unlock in flight
  * (a renewal that finds the hold gone meanwhile is not a loss), an unlock's
  * outcome, a handoff mark. The drain runs before the I/O thread starts any op
  * submitted later (so a thread's later calls see its earlier fast ones),
@@ -37,10 +37,22 @@
  * call learns a count only if the epoch did not move while it ran (a force
  * unlock or a loss meanwhile is not in the count it computed).
  *
- * A request whose answer is lost (timeout, connection error) is handed to the
- * I/O thread with its request id (op->fast_lost): it re-sends it there, and
- * the latch makes the two copies count once, exactly as a re-send on the
- * command connection. */
+ * Its requests write no latch (the scripts' check-only form, op->unlatched):
+ * the calling thread reads the answer at once, so nothing needs one unless
+ * the answer is lost; the scripts only check that no latch of the id exists
+ * (one that does was written by a later request of the same id: the copy is
+ * late and changes nothing). A request whose answer is lost (timeout,
+ * connection error) is handed to the I/O thread (op->fast_lost) with the
+ * count it started from (op->fast_count):
+ *   - an acquire is undone (reentrant_acquire_undo.lua: its tombstone stops
+ *     the copy for good, and a count above fast_count is the copy's hold,
+ *     given back), then tried again with a fresh id, as any try;
+ *   - an unlock is re-sent with the same id and the re-send mark: a count one
+ *     below fast_count (the field gone for the last hold) says the copy was
+ *     applied, and the latch the re-send writes stops the copy if it comes
+ *     later.
+ * A copy that lands after its latch expired is the same hazard as for a copy
+ * of the command connection (the latch TTL is sized for it). */
 #include "kinds/kind.h"
 
 #include <errno.h>
@@ -196,7 +208,7 @@ static void fent_after(client_t *cl, fent_t *e, unsigned slot, int64_t count, ui
 
 /* ------------------------------------------------------------ posts */
 
-enum { P_ACQUIRED = 1, P_DEL, P_RELEASING, P_RELEASED, P_ABANDONED };
+enum { P_ACQUIRED = 1, P_RELEASING, P_RELEASED, P_ABANDONED };
 
 typedef struct post {
   uint8_t type;
@@ -204,7 +216,7 @@ typedef struct post {
   int8_t held;      /* what the caller added to ST_HELD for it (the drain takes it back) */
   uint8_t skip;     /* the drain: SKIP_ALL, SKIP_MARK (see cancel_pairs) */
   uint16_t slot;
-  uint32_t len;     /* name (P_DEL: the latch key) */
+  uint32_t len;     /* name */
   uint32_t olen;    /* owner id */
   int32_t how;      /* P_RELEASED: release_t */
   int64_t at;       /* P_ACQUIRED: sent_at */
@@ -221,13 +233,13 @@ static bool same_hold(const post_t *a, const post_t *b) {
   return a->len == b->len && a->olen == b->olen && !memcmp(a + 1, b + 1, a->len + a->olen);
 }
 
-/* The next post of the same hold as p after offset off (latch DELs and other
- * holds passed over, at most LOOKAHEAD posts), or NULL. *at: its offset. */
+/* The next post of the same hold as p after offset off (other holds passed
+ * over, at most LOOKAHEAD posts), or NULL. *at: its offset. */
 static post_t *next_of(const fast_buf_t *b, size_t off, const post_t *p, size_t *at) {
   for (int i = 0; i < LOOKAHEAD && off < b->n; i++) {
     post_t *q = (post_t *)(void *)(b->p + off);
     *at = off + post_size(q->len, q->olen);
-    if (q->type != P_DEL && same_hold(p, q)) return q;
+    if (same_hold(p, q)) return q;
     off = *at;
   }
   return NULL;
@@ -237,8 +249,8 @@ static post_t *next_of(const fast_buf_t *b, size_t off, const post_t *p, size_t 
  * outcome is in the same batch protects nothing any more (SKIP_MARK on both:
  * the outcome still applies), and a hold taken from nothing and given back
  * entirely in the same batch was never known to the watchdog: nothing to
- * track, nothing to release (SKIP_ALL on the three; their latch DELs and a
- * handoff mark stay). In steady lock/unlock loops the drain then touches no
+ * track, nothing to release (SKIP_ALL on the three; a handoff mark
+ * stays). In steady lock/unlock loops the drain then touches no
  * hold at all. */
 static void cancel_pairs(fast_buf_t *b) {
   for (size_t off = 0, next; off < b->n; off = next) {
@@ -412,9 +424,6 @@ void rlock__fast_drain(client_t *cl) {
     case P_ACQUIRED:
       if (rlock__watchdog_acquired(wd, name, p->len, p->owner, owner_id, cl->opt.watchdog_timeout_ms, true, p->at))
         rlock__client_lost(cl, name, p->len, p->owner, RLOCK_LOST_RENEWAL_FAILED); /* cannot renew it */
-      break;
-    case P_DEL:
-      rlock__client_queue_del(cl, name, p->len);
       break;
     case P_RELEASING:
       releasing_add(cl, name, p->len, owner_id, olen, 1);
@@ -746,6 +755,8 @@ static bool call_begin(op_t *op, call_t *c, int64_t least, const char *prefix, s
   c->count = fent_count(cl, c->e, c->slot);
   if (c->count < least || !take_conn(cl)) return false;
   rlock__prng_hex(&c->t->prng, op->reqid);
+  op->unlatched = true; /* the first copy writes no latch (see the top) */
+  op->fast_count = c->count;
   op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
   c->latch = (bytes_t){c->buf, 0};
   if (rlock__names_prefixed_suffix_in(&c->latch, c->buf, sizeof c->buf, prefix, plen, l->name, l->len, op->reqid,
@@ -763,6 +774,7 @@ static bool call_abort(op_t *op, call_t *c) {
   call_latch_free(c);
   pthread_mutex_unlock(&op->cl->fast.mu);
   op->reqid[0] = 0, op->latch_n = 0;
+  op->unlatched = false;
   return false;
 }
 
@@ -789,20 +801,18 @@ static bool fast_acquire(op_t *op, int *rc) {
   pthread_mutex_unlock(&cl->fast.mu);
   bool done = false;
   if (rt == RT_LOST) {
-    op->id_written = true; /* the I/O thread re-sends it: the latch counts it once */
+    op->id_written = true; /* the I/O thread undoes it (see the top), then a fresh try */
     op->fast_lost = true;
   } else if (rt == RT_REPLY) {
     int64_t ttl = -1;
     bool err = reply->type == RLOCK_REPLY_ERROR;
     int k = err ? KIND_BUSY : l->kind->try_reply(reply, &ttl);
     if (k == KIND_GRANTED) {
-      post_item_t it[2] = {
-          {.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner, .name = l->name,
-           .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
-          {.type = P_DEL, .name = latch.p, .len = latch.n}};
-      if (!post_items(cl, it, 2, slot)) {
-        /* cannot tell the watchdog: the I/O thread takes it from here (the
-         * same id again: the latch answers "applied", and it tracks the hold) */
+      post_item_t it[1] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
+                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
+      if (!post_items(cl, it, 1, slot)) {
+        /* cannot tell the watchdog: the I/O thread takes it from here (it
+         * gives the hold back, then tries again with a fresh id) */
         op->id_written = true;
         op->fast_lost = true;
       } else {
@@ -825,7 +835,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   rlock_reply_free(reply);
   call_latch_free(&c);
   if (done) rlock__op_recycle(cl, op);
-  else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0;
+  else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0, op->unlatched = false;
   return done;
 }
 
@@ -868,11 +878,9 @@ static bool fast_release(op_t *op, int *rc) {
       k = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                       l->name, op->owner_id);
     if (notified) atomic_fetch_add(&cl->fast.hand[slot], 1); /* waiters go first: no fast acquire meanwhile */
-    post_item_t its[2] = {{.type = P_RELEASED, .how = how, .notified = notified, .held = -(how == REL_ALL && count == 1),
-                           .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
-                          {.type = P_DEL, .name = latch.p, .len = latch.n}};
-    bool applied = !k && (how == REL_ONE || how == REL_ALL || how == REL_MISMATCH);
-    while (!post_items(cl, its, applied ? 2 : 1, slot)) { /* must reach the I/O thread: it holds the
+    post_item_t its[1] = {{.type = P_RELEASED, .how = how, .notified = notified, .held = -(how == REL_ALL && count == 1),
+                           .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
+    while (!post_items(cl, its, 1, slot)) { /* must reach the I/O thread: it holds the
                                                               releasing mark; out of memory: wait */
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
@@ -882,9 +890,11 @@ static bool fast_release(op_t *op, int *rc) {
     *rc = k;
     done = true;
   } else if (rt == RT_LOST) {
-    /* lost: the I/O thread sends it again (the same id, the latch answers a
-     * copy that landed); the first copy may have freed the hold already, so
-     * the releasing mark stays until that op ends (rlock__fast_release_ended) */
+    /* lost: the I/O thread sends it again (the same id, with the re-send
+     * mark: the count tells whether this copy was applied, and the latch the
+     * re-send writes stops this copy if it lands later); the first copy may
+     * have freed the hold already, so the releasing mark stays until that op
+     * ends (rlock__fast_release_ended) */
     fent_set(cl, e, slot, -1);
     op->fast_lost = true;
     op->fast_releasing = true;
@@ -898,7 +908,7 @@ static bool fast_release(op_t *op, int *rc) {
       nanosleep(&ts, NULL);
     }
     fent_set(cl, e, slot, -1);
-    op->reqid[0] = 0, op->latch_n = 0;
+    op->reqid[0] = 0, op->latch_n = 0, op->unlatched = false;
   }
   call_latch_free(&c);
   if (done) rlock__op_recycle(cl, op);

@@ -417,6 +417,83 @@ TEST(late_fast_unlock_copy) {
   rlock_client_free(other);
 }
 
+/* Holds the fast connection's replies while fn runs: the request is applied,
+ * its answer lost (the call times out there and goes to the I/O thread). */
+static void with_lost_fast_answer(rlock_client_t *c, void (*fn)(void *), void *arg) {
+  int port = fast_port();
+  uint64_t f0 = stats(c).fast_calls;
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  fp_hold_conn(px, port, FP_DOWN);
+  fn(arg);
+  CHECK_MSG(stats(c).fast_calls == f0, "the call was answered on the fast connection");
+  CHECK_MSG(th_cmdstat(srv, "evalsha") >= ev0 + 2, "the fast copy and the I/O thread's request both ran");
+  fp_hold_conn(px, port, 0); /* (the requests were not held: nothing comes late) */
+}
+
+/* The fast copy of an acquire was applied and its answer lost: it wrote no
+ * latch, so the I/O thread gives its hold back (the undo, with the count the
+ * copy started from) and takes a fresh one: the server counts 1, not 2. */
+TEST(late_fast_acquire_answer_lost) {
+  rlock_client_t *c = fast_client();
+  rlock_lock_t *l = th_lock(c, "late:fast-acquire-lost");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  fast_warm(l, c);
+  with_lost_fast_answer(c, lock_once, l);
+  CHECK_EQ(th_hget_num(srv, "late:fast-acquire-lost", o), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-acquire-lost", NULL), 0);
+  fh_result("fast-path acquire applied, its answer lost", "single", "reentrant",
+            "given back and taken again: count 1", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* The fast copy of an unlock (2 holds -> 1) was applied and its answer lost:
+ * the re-send (with the re-send mark) finds the count the copy left and does
+ * not release again; the owner keeps its last hold, nobody else gets in. */
+TEST(late_fast_unlock_answer_lost) {
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:fast-unlock-lost"), *lo = th_lock(other, "late:fast-unlock-lost");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  with_lost_fast_answer(c, unlock_once, l);
+  long long count = th_hget_num(srv, "late:fast-unlock-lost", o);
+  int rc = rlock_lock_trylock(lo, 0, 10000);
+  if (rc == 0) rlock_lock_unlock(lo);
+  CHECK_MSG(rc == RLOCK_EBUSY, "another owner got the lock while the first still holds it (count on the server %lld)",
+            count);
+  CHECK_EQ(count, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-unlock-lost", NULL), 0);
+  fh_result("fast-path unlock applied, its answer lost", "single", "reentrant",
+            "the re-send sees the count it left: count 2->1 once", 0);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
+/* The same for the last hold: the re-send finds the lock free and counts the
+ * unlock as done (not "not held"). */
+TEST(late_fast_unlock_last_answer_lost) {
+  rlock_client_t *c = fast_client();
+  rlock_lock_t *l = th_lock(c, "late:fast-unlock-last");
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  with_lost_fast_answer(c, unlock_once, l);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-unlock-last", NULL), 0);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* the client knows it holds nothing */
+  CHECK_OK(rlock_lock_unlock(l));
+  fh_result("fast-path unlock of the last hold applied, its answer lost", "single", "reentrant",
+            "the re-send counts it as released", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -432,6 +509,9 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
   if (!only || strstr("late_fast_unlock_copy", only)) RUN(late_fast_unlock_copy);
+  if (!only || strstr("late_fast_acquire_answer_lost", only)) RUN(late_fast_acquire_answer_lost);
+  if (!only || strstr("late_fast_unlock_answer_lost", only)) RUN(late_fast_unlock_answer_lost);
+  if (!only || strstr("late_fast_unlock_last_answer_lost", only)) RUN(late_fast_unlock_last_answer_lost);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
