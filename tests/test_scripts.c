@@ -467,6 +467,83 @@ TEST(force_unlock_checks_arguments_first) {
   free(body);
 }
 
+/* The fast path's unlatched forms (lib/fast.c): an acquire without latch
+ * TTL, an unlock's first copy (ARGV[8] '0') and its re-send ('1'). */
+TEST(unlatched_forms) {
+  flush();
+  const char *a1 = "rlock_acquire_latch:{L}:f1", *a2 = "rlock_acquire_latch:{L}:f2";
+  /* check-only acquire: granted, re-entered, no latch */
+  want_nil(eval("reentrant_acquire", 2, "L", a1, "30000", OWNER_A, NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", a1, a2, NULL), 0);
+  /* its undo (keep 1) gives the copy's hold back; the late copy changes nothing */
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, a2, "0", OWNER_A, "publish", "60000", "1", NULL)), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL)), -3);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+
+  /* unlock, first copy: 2 -> 1 (answer 0) writes no latch */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *u1 = "redisson_unlock_latch:{L}:f3";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
+                         "0", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", u1, NULL), 0);
+  /* its re-send reads the count: applied, only the latch written */
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
+                         "1", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(get_num("GET", u1, NULL), 0);
+  /* a first copy that comes after a re-send: nothing */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* a re-send that comes first: applied once, latched */
+  const char *u2 = "redisson_unlock_latch:{L}:f4";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "1", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+
+  /* not held: the first copy latches nil, its re-send answers nil (not "released") */
+  const char *u3 = "redisson_unlock_latch:{L}:f5";
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u3, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u3, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1", NULL));
+  /* a count mismatch: the first copy latches -1, its re-send answers -1 */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "3", NULL));
+  const char *u4 = "redisson_unlock_latch:{L}:f6";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "0", NULL)),
+           -1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "1", NULL)),
+           -1);
+
+  /* bad marks and the first copy's latch TTL: an error, nothing written */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *u5 = "redisson_unlock_latch:{L}:f7";
+  const char *bad[][4] = {{"60000", "1", "0", "2"},  {"60000", "1", "0", ""},  {"60000", "1", "0", "x"},
+                          {"60000", "-1", "0", "1"}, {"60000", "1", "1", "1"}, {"60000", "-1", "0", "0"},
+                          {"60000", "1", "1", "0"},  {"none", "1", "0", "0"}, {"0", "1", "0", "0"},
+                          {"none", "1", "0", "1"}};
+  char *body = read_script("reentrant_unlock");
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[] = {"EVAL", body, "3", "L", CHAN, u5, "0", "30000", OWNER_A, "publish",
+                          bad[i][0], bad[i][1], bad[i][2], bad[i][3]};
+    redisReply *r = th_cmdv(srv, 14, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock mark case %zu: no rlock error reply",
+              i);
+    th_reply_free(r);
+    CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", u5, NULL), 0);
+  }
+  free(body);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -479,6 +556,7 @@ int main(int argc, char **argv) {
   RUN(acquire_unlock_check_arguments_first);
   RUN(acquire_unlock_pass_server_refusals);
   RUN(unlock_late_copy_after_not_held);
+  RUN(unlatched_forms);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);
