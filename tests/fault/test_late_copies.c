@@ -17,6 +17,7 @@
  *   - the same for the simple lock, whose token (the owner id) is the same for
  *     every hold of an owner: a late unlock copy must not delete the hold the
  *     owner took again, a late acquire copy must not take a released lock. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,6 +577,47 @@ TEST(rev_fast_unlock_mismatch_answer_lost) {
   rlock_client_free(c);
 }
 
+typedef struct hwaiter {
+  rlock_lock_t *l;
+  int rc;
+} hwaiter_t;
+static void *hwaiter(void *p) {
+  hwaiter_t *w = p;
+  w->rc = rlock_lock_lock(w->l, RLOCK_LEASE_WATCHDOG);
+  if (w->rc == 0) w->rc = rlock_lock_unlock(w->l);
+  return NULL;
+}
+static int hparked(void *channel) { return th_numsub(srv, channel) > 0; }
+
+/* The last hold's unlock wakes another client's waiter (answer 2), and its
+ * answer is lost: the re-send must still tell (the handoff mark: the next
+ * acquire of the name goes through the I/O thread and lets the waiter go
+ * first, as when the answer is not lost). */
+TEST(rev_fast_unlock_handoff_answer_lost) {
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:rev-handoff-lost"), *lo = th_lock(other, "late:rev-handoff-lost");
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  hwaiter_t w = {lo, -1000};
+  pthread_t t;
+  pthread_create(&t, NULL, hwaiter, &w);
+  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:rev-handoff-lost}", 5000), "the waiter never subscribed");
+  unl_rc_t u = {l, -1000};
+  with_lost_fast_answer(c, unlock_rc, &u);
+  CHECK_OK(u.rc);
+  uint64_t f0 = stats(c).fast_calls;
+  int rc = rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG);
+  uint64_t f1 = stats(c).fast_calls;
+  if (rc == 0) CHECK_OK(rlock_lock_unlock(l));
+  pthread_join(t, NULL);
+  CHECK_OK(w.rc);
+  CHECK_MSG(f1 == f0, "no handoff mark: the next acquire went fast, ahead of the woken waiter");
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -597,6 +639,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("rev_fast_reentry_answer_lost", only)) RUN(rev_fast_reentry_answer_lost);
   if (!only || strstr("rev_fast_unlock_not_held_answer_lost", only)) RUN(rev_fast_unlock_not_held_answer_lost);
   if (!only || strstr("rev_fast_unlock_mismatch_answer_lost", only)) RUN(rev_fast_unlock_mismatch_answer_lost);
+  if (!only || strstr("rev_fast_unlock_handoff_answer_lost", only)) RUN(rev_fast_unlock_handoff_answer_lost);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
