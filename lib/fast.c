@@ -50,7 +50,8 @@
  *   - an unlock is re-sent with the same id and the re-send mark: a count one
  *     below fast_count (the field gone for the last hold) says the copy was
  *     applied, and the latch the re-send writes stops the copy if it comes
- *     later.
+ *     later. The first copy does latch the answers a count cannot tell
+ *     (not held, a count mismatch, waiters notified): the re-send reads them.
  * A copy that lands after its latch expired is the same hazard as for a copy
  * of the command connection (the latch TTL is sized for it). */
 #include "kinds/kind.h"

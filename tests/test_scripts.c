@@ -370,10 +370,10 @@ TEST(unlock_late_copy_after_not_held) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "S", NULL), 1);
 }
 
-/* The fast path's first copies write no latch (acquire: no ARGV[3]; unlock:
- * latch TTL "none"): they act as the latched ones but leave no key behind,
- * and one that finds its id's latch (planted by a later request of the id:
- * the undo's tombstone, an unlock's re-send) is late and changes nothing. */
+/* The fast path's first copies (acquire: no ARGV[3]; unlock: mark '0') act
+ * as the latched ones but leave no key behind on the common answers, and one
+ * that finds its id's latch (planted by a later request of the id: the undo's
+ * tombstone, an unlock's re-send) is late and changes nothing. */
 TEST(unlatched_first_copies) {
   flush();
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
@@ -387,18 +387,19 @@ TEST(unlatched_first_copies) {
   CHECK(ttl > 20000 && ttl <= 30000);
   /* unlock 2 -> 1, then the last: no latch, the lock freed, waiters told */
   CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:f4", "0", "30000", OWNER_A,
-                         "publish", "none", "1", NULL)),
+                         "publish", "60000", "1", "0", "0", NULL)),
            0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:f5", "0", "30000", OWNER_A,
-                         "publish", "none", "0", NULL)),
+                         "publish", "60000", "0", "0", "0", NULL)),
            1);
   CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 0);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
-  /* not held: nil, no latch */
+  /* not held: nil, latched (a re-send could not tell it from a release) */
   want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:f6", "0", "30000", OWNER_A, "publish",
-                "none", "0", NULL));
-  CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 0);
+                "60000", "0", "0", "0", NULL));
+  CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "redisson_unlock_latch:{L}:f6", NULL), 1);
 
   /* a late acquire copy after its undo planted the tombstone: -3, no hold */
   const char *a7 = "rlock_acquire_latch:{L}:f7";
@@ -420,7 +421,7 @@ TEST(unlatched_first_copies) {
   /* a late unlock copy after its re-send wrote the latch: nil, the hold stays */
   const char *u = "redisson_unlock_latch:{L}:f10";
   th_reply_free(th_cmd(srv, "SET", u, "0", "PX", "60000", NULL));
-  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "none", "0", NULL));
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 }
@@ -452,7 +453,7 @@ TEST(unlock_resend_mark) {
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   /* ... and the late first copy then changes nothing */
   want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:m2", "0", "30000", OWNER_A, "publish",
-                "none", "1", NULL));
+                "60000", "1", "0", "0", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   /* the last hold: not applied yet, the re-send frees it and tells waiters */
   CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m3", "0"), 1);
@@ -474,26 +475,16 @@ TEST(unlock_resend_mark) {
   CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m6", "1"), -100);
 }
 
-/* The new forms' bad arguments: an error reply, nothing written. */
-TEST(unlatched_bad_arguments) {
+/* The first copies' bad lease: an error reply, nothing written. */
+TEST(unlatched_lease_checks) {
   flush();
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
   const char *ul = "redisson_unlock_latch:{L}:x1";
-  /* a mark other than '1'; a mark without a count check or with unseen releases */
-  const char *bad[][3] = {{"1", "0", "2"}, {"1", "0", ""}, {"-1", "0", "1"}, {"1", "1", "1"}};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    redisReply *r = eval_on(srv, "reentrant_unlock", 3, "L", CHAN, ul, "0", "30000", OWNER_A, "publish", "60000", bad[i][0],
-                         bad[i][1], bad[i][2], NULL);
-    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "case %zu: no rlock error reply", i);
-    th_reply_free(r);
-    CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
-    CHECK_EQ(th_cmd_int(srv, "EXISTS", ul, NULL), 0);
-  }
-  /* the check-only forms still check the lease and the owner */
+  /* (bad marks: unlatched_forms) the first copies still check the lease */
   redisReply *r = eval_on(srv, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:x2", "0", OWNER_A, NULL);
   CHECK(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "));
   th_reply_free(r);
-  r = eval_on(srv, "reentrant_unlock", 3, "L", CHAN, ul, "0", "0", OWNER_A, "publish", "none", "1", NULL);
+  r = eval_on(srv, "reentrant_unlock", 3, "L", CHAN, ul, "0", "0", OWNER_A, "publish", "60000", "1", "0", "0", NULL);
   CHECK(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "));
   th_reply_free(r);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
@@ -530,7 +521,7 @@ TEST(acquire_unlock_pass_server_refusals) {
   want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:ro4", "30000", OWNER_A, NULL),
                "READONLY", "check-only acquire on a replica");
   want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:ro5", "0", "30000", OWNER_A,
-                       "publish", "none", "1", NULL),
+                       "publish", "60000", "1", "0", "0", NULL),
                "READONLY", "check-only unlock on a replica");
   th_reply_free(th_cmd(r, "REPLICAOF", "NO", "ONE", NULL));
   CHECK_EQ(th_cmd_int(r, "EXISTS", "F", "rlock_acquire_latch:{F}:ro1", "rlock_acquire_latch:{L}:ro2",
@@ -550,7 +541,7 @@ TEST(acquire_unlock_pass_server_refusals) {
   want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:oom3", "30000", OWNER_A, NULL), "OOM",
                "check-only acquire out of memory");
   want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:oom4", "0", "30000", OWNER_A,
-                       "publish", "none", "1", NULL),
+                       "publish", "60000", "1", "0", "0", NULL),
                "OOM", "check-only unlock out of memory");
   th_reply_free(th_cmd(r, "CONFIG", "SET", "maxmemory", "0", NULL));
   c = th_cmd(r, "HGET", "L", OWNER_A, NULL);
@@ -608,6 +599,83 @@ TEST(force_unlock_checks_arguments_first) {
   free(body);
 }
 
+/* The fast path's unlatched forms (lib/fast.c): an acquire without latch
+ * TTL, an unlock's first copy (ARGV[8] '0') and its re-send ('1'). */
+TEST(unlatched_forms) {
+  flush();
+  const char *a1 = "rlock_acquire_latch:{L}:f1", *a2 = "rlock_acquire_latch:{L}:f2";
+  /* check-only acquire: granted, re-entered, no latch */
+  want_nil(eval("reentrant_acquire", 2, "L", a1, "30000", OWNER_A, NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", a1, a2, NULL), 0);
+  /* its undo (keep 1) gives the copy's hold back; the late copy changes nothing */
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, a2, "0", OWNER_A, "publish", "60000", "1", NULL)), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL)), -3);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+
+  /* unlock, first copy: 2 -> 1 (answer 0) writes no latch */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *u1 = "redisson_unlock_latch:{L}:f3";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
+                         "0", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", u1, NULL), 0);
+  /* its re-send reads the count: applied, only the latch written */
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
+                         "1", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(get_num("GET", u1, NULL), 0);
+  /* a first copy that comes after a re-send: nothing */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* a re-send that comes first: applied once, latched */
+  const char *u2 = "redisson_unlock_latch:{L}:f4";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "1", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+
+  /* not held: the first copy latches nil, its re-send answers nil (not "released") */
+  const char *u3 = "redisson_unlock_latch:{L}:f5";
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u3, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u3, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1", NULL));
+  /* a count mismatch: the first copy latches -1, its re-send answers -1 */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "3", NULL));
+  const char *u4 = "redisson_unlock_latch:{L}:f6";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "0", NULL)),
+           -1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "1", NULL)),
+           -1);
+
+  /* bad marks and the first copy's latch TTL: an error, nothing written */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *u5 = "redisson_unlock_latch:{L}:f7";
+  const char *bad[][4] = {{"60000", "1", "0", "2"},  {"60000", "1", "0", ""},  {"60000", "1", "0", "x"},
+                          {"60000", "-1", "0", "1"}, {"60000", "1", "1", "1"}, {"60000", "-1", "0", "0"},
+                          {"60000", "1", "1", "0"},  {"none", "1", "0", "0"}, {"0", "1", "0", "0"},
+                          {"none", "1", "0", "1"}};
+  char *body = read_script("reentrant_unlock");
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[] = {"EVAL", body, "3", "L", CHAN, u5, "0", "30000", OWNER_A, "publish",
+                          bad[i][0], bad[i][1], bad[i][2], bad[i][3]};
+    redisReply *r = th_cmdv(srv, 14, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock mark case %zu: no rlock error reply",
+              i);
+    th_reply_free(r);
+    CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", u5, NULL), 0);
+  }
+  free(body);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -620,9 +688,10 @@ int main(int argc, char **argv) {
   RUN(acquire_unlock_check_arguments_first);
   RUN(acquire_unlock_pass_server_refusals);
   RUN(unlock_late_copy_after_not_held);
+  RUN(unlatched_forms);
   RUN(unlatched_first_copies);
   RUN(unlock_resend_mark);
-  RUN(unlatched_bad_arguments);
+  RUN(unlatched_lease_checks);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);

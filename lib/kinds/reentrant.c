@@ -48,12 +48,12 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   size_t extran = rlock__i64toa(rel->unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
-  /* an unlatched id (fast.c): its first copy writes no latch (latch TTL "none"),
-   * its re-sends carry the re-send mark */
+  /* an unlatched id (fast.c): its first copy ('0') writes a latch only for an
+   * answer its re-sends ('1') cannot read from the count */
   bool first = op->unlatched && op->retries == 0;
-  const char *args[8] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), first ? "none" : ttl, left, extra, "1"};
-  size_t al[8] = {sizeof MESSAGE - 1, leasen, op->owner_len, rlock__publish_len(op->cl), first ? 4 : ttln, leftn, extran, 1};
-  int nargs = !op->unlatched ? 7 : first ? 6 : 8;
+  const char *args[8] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra, first ? "0" : "1"};
+  size_t al[8] = {sizeof MESSAGE - 1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln, leftn, extran, 1};
+  int nargs = op->unlatched ? 8 : 7;
   return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, nargs, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 

@@ -17,6 +17,7 @@
  *   - the same for the simple lock, whose token (the owner id) is the same for
  *     every hold of an owner: a late unlock copy must not delete the hold the
  *     owner took again, a late acquire copy must not take a released lock. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +495,129 @@ TEST(late_fast_unlock_last_answer_lost) {
   rlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ review (h7/rev7) */
+
+static void lock_twice_rc(void *l) { CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); }
+
+/* A re-entry (count 1 -> 2) on the fast path whose answer is lost: the undo
+ * keeps the 1 hold the thread had and gives back the copy's, then a fresh
+ * try: the server counts 2, and two unlocks free the lock. */
+TEST(rev_fast_reentry_answer_lost) {
+  rlock_client_t *c = fast_client();
+  rlock_lock_t *l = th_lock(c, "late:rev-reentry-lost");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  with_lost_fast_answer(c, lock_twice_rc, l);
+  CHECK_EQ(th_hget_num(srv, "late:rev-reentry-lost", o), 2);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_hget_num(srv, "late:rev-reentry-lost", o), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:rev-reentry-lost", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+typedef struct unl_rc {
+  rlock_lock_t *l;
+  int rc;
+} unl_rc_t;
+static void unlock_rc(void *a) {
+  unl_rc_t *u = a;
+  u->rc = rlock_lock_unlock(u->l);
+}
+
+/* The thread's last hold is gone from the server behind its back (a force
+ * unlock by someone else; another owner took the lock). Its unlock must
+ * answer RLOCK_ENOTHELD (rlock.h), as it does when the answer is not lost,
+ * and must leave the other owner's hold alone. */
+TEST(rev_fast_unlock_not_held_answer_lost) {
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:rev-notheld-lost"), *lo = th_lock(other, "late:rev-notheld-lost");
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: count 1 */
+  CHECK_OK(rlock_lock_force_unlock(lo, NULL));
+  CHECK_OK(rlock_lock_trylock(lo, 0, 10000)); /* another owner holds it now */
+  unl_rc_t u = {l, 0};
+  with_lost_fast_answer(c, unlock_rc, &u);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:rev-notheld-lost", NULL), 1);
+  CHECK_MSG(u.rc == RLOCK_ENOTHELD, "unlock of a lock the owner no longer held answered %s, not RLOCK_ENOTHELD",
+            rlock_err_name(u.rc));
+  CHECK_OK(rlock_lock_unlock(lo));
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
+/* The server counts one hold more than the thread took (a ghost hold). Its
+ * unlock of what it believes is the last hold must remove the owner's field
+ * and report RLOCK_LOST_COUNT_MISMATCH (rlock.h), as it does when the answer
+ * is not lost. */
+TEST(rev_fast_unlock_mismatch_answer_lost) {
+  rlock_client_t *c = fast_client();
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t *l = th_lock(c, "late:rev-mismatch-lost");
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: count 1 */
+  CHECK_EQ(th_cmd_int(srv, "HINCRBY", "late:rev-mismatch-lost", o, "1", NULL), 2); /* the ghost */
+  unl_rc_t u = {l, 0};
+  with_lost_fast_answer(c, unlock_rc, &u);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:rev-mismatch-lost", NULL), 0);
+  CHECK_MSG(th_wait_until(th_lost_once, &lost, 2000), "no lock-lost callback for the count mismatch (unlock: %s)",
+            rlock_err_name(u.rc));
+  pthread_mutex_lock(&lost.mu);
+  CHECK_EQ(lost.reason, RLOCK_LOST_COUNT_MISMATCH);
+  pthread_mutex_unlock(&lost.mu);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+typedef struct hwaiter {
+  rlock_lock_t *l;
+  int rc;
+} hwaiter_t;
+static void *hwaiter(void *p) {
+  hwaiter_t *w = p;
+  w->rc = rlock_lock_lock(w->l, RLOCK_LEASE_WATCHDOG);
+  if (w->rc == 0) w->rc = rlock_lock_unlock(w->l);
+  return NULL;
+}
+static int hparked(void *channel) { return th_numsub(srv, channel) > 0; }
+
+/* The last hold's unlock wakes another client's waiter (answer 2), and its
+ * answer is lost: the re-send must still tell (the handoff mark: the next
+ * acquire of the name goes through the I/O thread and lets the waiter go
+ * first, as when the answer is not lost). */
+TEST(rev_fast_unlock_handoff_answer_lost) {
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:rev-handoff-lost"), *lo = th_lock(other, "late:rev-handoff-lost");
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  hwaiter_t w = {lo, -1000};
+  pthread_t t;
+  pthread_create(&t, NULL, hwaiter, &w);
+  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:rev-handoff-lost}", 5000), "the waiter never subscribed");
+  unl_rc_t u = {l, -1000};
+  with_lost_fast_answer(c, unlock_rc, &u);
+  CHECK_OK(u.rc);
+  uint64_t f0 = stats(c).fast_calls;
+  int rc = rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG);
+  uint64_t f1 = stats(c).fast_calls;
+  if (rc == 0) CHECK_OK(rlock_lock_unlock(l));
+  pthread_join(t, NULL);
+  CHECK_OK(w.rc);
+  CHECK_MSG(f1 == f0, "no handoff mark: the next acquire went fast, ahead of the woken waiter");
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -512,6 +636,10 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_acquire_answer_lost", only)) RUN(late_fast_acquire_answer_lost);
   if (!only || strstr("late_fast_unlock_answer_lost", only)) RUN(late_fast_unlock_answer_lost);
   if (!only || strstr("late_fast_unlock_last_answer_lost", only)) RUN(late_fast_unlock_last_answer_lost);
+  if (!only || strstr("rev_fast_reentry_answer_lost", only)) RUN(rev_fast_reentry_answer_lost);
+  if (!only || strstr("rev_fast_unlock_not_held_answer_lost", only)) RUN(rev_fast_unlock_not_held_answer_lost);
+  if (!only || strstr("rev_fast_unlock_mismatch_answer_lost", only)) RUN(rev_fast_unlock_mismatch_answer_lost);
+  if (!only || strstr("rev_fast_unlock_handoff_answer_lost", only)) RUN(rev_fast_unlock_handoff_answer_lost);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
