@@ -502,7 +502,7 @@ static void lock_twice_rc(void *l) { CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WAT
 /* A re-entry (count 1 -> 2) on the fast path whose answer is lost: the undo
  * keeps the 1 hold the thread had and gives back the copy's, then a fresh
  * try: the server counts 2, and two unlocks free the lock. */
-TEST(rev_fast_reentry_answer_lost) {
+TEST(late_fast_reentry_answer_lost) {
   rlock_client_t *c = fast_client();
   rlock_lock_t *l = th_lock(c, "late:rev-reentry-lost");
   char o[128];
@@ -532,7 +532,7 @@ static void unlock_rc(void *a) {
  * unlock by someone else; another owner took the lock). Its unlock must
  * answer RLOCK_ENOTHELD (rlock.h), as it does when the answer is not lost,
  * and must leave the other owner's hold alone. */
-TEST(rev_fast_unlock_not_held_answer_lost) {
+TEST(late_fast_unlock_not_held_answer_lost) {
   rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
   rlock_lock_t *l = th_lock(c, "late:rev-notheld-lost"), *lo = th_lock(other, "late:rev-notheld-lost");
   fast_warm(l, c);
@@ -555,7 +555,7 @@ TEST(rev_fast_unlock_not_held_answer_lost) {
  * unlock of what it believes is the last hold must remove the owner's field
  * and report RLOCK_LOST_COUNT_MISMATCH (rlock.h), as it does when the answer
  * is not lost. */
-TEST(rev_fast_unlock_mismatch_answer_lost) {
+TEST(late_fast_unlock_mismatch_answer_lost) {
   rlock_client_t *c = fast_client();
   th_lost_t lost = TH_LOST_INIT;
   rlock_client_on_lost(c, th_lost_record, &lost);
@@ -593,7 +593,7 @@ static int hparked(void *channel) { return th_numsub(srv, channel) > 0; }
  * answer is lost: the re-send must still tell (the handoff mark: the next
  * acquire of the name goes through the I/O thread and lets the waiter go
  * first, as when the answer is not lost). */
-TEST(rev_fast_unlock_handoff_answer_lost) {
+TEST(late_fast_unlock_handoff_answer_lost) {
   rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
   rlock_lock_t *l = th_lock(c, "late:rev-handoff-lost"), *lo = th_lock(other, "late:rev-handoff-lost");
   fast_warm(l, c);
@@ -636,10 +636,10 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_acquire_answer_lost", only)) RUN(late_fast_acquire_answer_lost);
   if (!only || strstr("late_fast_unlock_answer_lost", only)) RUN(late_fast_unlock_answer_lost);
   if (!only || strstr("late_fast_unlock_last_answer_lost", only)) RUN(late_fast_unlock_last_answer_lost);
-  if (!only || strstr("rev_fast_reentry_answer_lost", only)) RUN(rev_fast_reentry_answer_lost);
-  if (!only || strstr("rev_fast_unlock_not_held_answer_lost", only)) RUN(rev_fast_unlock_not_held_answer_lost);
-  if (!only || strstr("rev_fast_unlock_mismatch_answer_lost", only)) RUN(rev_fast_unlock_mismatch_answer_lost);
-  if (!only || strstr("rev_fast_unlock_handoff_answer_lost", only)) RUN(rev_fast_unlock_handoff_answer_lost);
+  if (!only || strstr("late_fast_reentry_answer_lost", only)) RUN(late_fast_reentry_answer_lost);
+  if (!only || strstr("late_fast_unlock_not_held_answer_lost", only)) RUN(late_fast_unlock_not_held_answer_lost);
+  if (!only || strstr("late_fast_unlock_mismatch_answer_lost", only)) RUN(late_fast_unlock_mismatch_answer_lost);
+  if (!only || strstr("late_fast_unlock_handoff_answer_lost", only)) RUN(late_fast_unlock_handoff_answer_lost);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
