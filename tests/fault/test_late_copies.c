@@ -618,6 +618,30 @@ TEST(late_fast_unlock_handoff_answer_lost) {
   rlock_client_free(other);
 }
 
+/* ------------------------------------------------------------ review (h7/rev8) */
+
+/* As late_fast_unlock_not_held_answer_lost, but the fast copy is held on its
+ * way (not applied before the re-send): the re-send finds the owner's field
+ * gone with 0 expected and must not take that for "the copy released it". */
+TEST(late_fast_unlock_not_held_copy_late) {
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, "late:rev8-notheld-late"), *lo = th_lock(other, "late:rev8-notheld-late");
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: count 1 */
+  CHECK_OK(rlock_lock_force_unlock(lo, NULL));
+  CHECK_OK(rlock_lock_trylock(lo, 0, 10000)); /* another owner holds it now */
+  unl_rc_t u = {l, 0};
+  with_late_fast_copy(c, unlock_rc, &u);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:rev8-notheld-late", NULL), 1);
+  CHECK_MSG(u.rc == RLOCK_ENOTHELD, "unlock of a lock the owner no longer held answered %s, not RLOCK_ENOTHELD",
+            rlock_err_name(u.rc));
+  CHECK_OK(rlock_lock_unlock(lo));
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -640,6 +664,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_unlock_not_held_answer_lost", only)) RUN(late_fast_unlock_not_held_answer_lost);
   if (!only || strstr("late_fast_unlock_mismatch_answer_lost", only)) RUN(late_fast_unlock_mismatch_answer_lost);
   if (!only || strstr("late_fast_unlock_handoff_answer_lost", only)) RUN(late_fast_unlock_handoff_answer_lost);
+  if (!only || strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
