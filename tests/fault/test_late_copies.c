@@ -642,6 +642,46 @@ TEST(late_fast_unlock_not_held_copy_late) {
   rlock_client_free(other);
 }
 
+static int latches_of(const char *name) {
+  char pat[200];
+  snprintf(pat, sizeof pat, "redisson_unlock_latch:{%s}:*", name);
+  redisReply *r = th_cmd(srv, "KEYS", pat, NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY);
+  int n = (int)r->elements;
+  th_reply_free(r);
+  return n;
+}
+static int no_latch_left(void *name) { return latches_of(name) == 0; }
+
+/* A fast unlock that wakes another client's waiter (answer 2), answered at
+ * once (nothing lost): its first copy latched the answer for a re-send that
+ * never comes. The latch must go (as before the change: the batched DEL),
+ * not stay its TTL: on a contended lock every unlock is such a one. */
+TEST(late_fast_unlock_handoff_latch_dropped) {
+  const char *name = "late:rev8-handoff-latch";
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, name), *lo = th_lock(other, name);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  hwaiter_t w = {lo, -1000};
+  pthread_t t;
+  pthread_create(&t, NULL, hwaiter, &w);
+  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:rev8-handoff-latch}", 5000), "the waiter never subscribed");
+  uint64_t f0 = stats(c).fast_calls;
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_MSG(stats(c).fast_calls == f0 + 1, "the unlock did not go fast");
+  pthread_join(t, NULL);
+  CHECK_OK(w.rc);
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(l, &locked)); /* an op through the I/O thread: the drain ran */
+  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
+            "to their TTL", latches_of(name));
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -665,6 +705,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_unlock_mismatch_answer_lost", only)) RUN(late_fast_unlock_mismatch_answer_lost);
   if (!only || strstr("late_fast_unlock_handoff_answer_lost", only)) RUN(late_fast_unlock_handoff_answer_lost);
   if (!only || strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
+  if (!only || strstr("late_fast_unlock_handoff_latch_dropped", only)) RUN(late_fast_unlock_handoff_latch_dropped);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
