@@ -682,6 +682,41 @@ TEST(late_fast_unlock_handoff_latch_dropped) {
   rlock_client_free(other);
 }
 
+/* The thread's hold is force-unlocked behind its back and another owner
+ * takes and frees the lock meanwhile; then the thread re-enters (it believes
+ * it holds 1: the server counts 1 after it, the client 2). Without a fault
+ * its unlock finds the count mismatch and reports the loss. With the
+ * re-entry's answer lost (lose), the copy's hold must not pass for the one
+ * the thread had: the loss must still be reported. */
+static void reentry_after_loss(int lose) {
+  const char *name = lose ? "late:rev8-reentry-loss-lost" : "late:rev8-reentry-loss-ref";
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t *l = th_lock(c, name), *lo = th_lock(other, name);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: count 1 */
+  CHECK_OK(rlock_lock_force_unlock(lo, NULL));
+  CHECK_OK(rlock_lock_trylock(lo, 0, 10000)); /* a second owner had it meanwhile */
+  CHECK_OK(rlock_lock_unlock(lo));
+  if (lose) with_lost_fast_answer(c, lock_twice_rc, l);
+  else CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  int rc1 = rlock_lock_unlock(l), rc2 = rlock_lock_unlock(l);
+  CHECK_MSG(th_wait_until(th_lost_once, &lost, 2000),
+            "the hold force-unlocked behind the owner's back was never reported lost (unlocks: %s, %s)",
+            rlock_err_name(rc1), rlock_err_name(rc2));
+  pthread_mutex_lock(&lost.mu);
+  CHECK_EQ(lost.reason, RLOCK_LOST_COUNT_MISMATCH);
+  pthread_mutex_unlock(&lost.mu);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+TEST(late_fast_reentry_after_loss_ref) { reentry_after_loss(0); }
+TEST(late_fast_reentry_after_loss_answer_lost) { reentry_after_loss(1); }
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -706,6 +741,8 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_unlock_handoff_answer_lost", only)) RUN(late_fast_unlock_handoff_answer_lost);
   if (!only || strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
   if (!only || strstr("late_fast_unlock_handoff_latch_dropped", only)) RUN(late_fast_unlock_handoff_latch_dropped);
+  if (!only || strstr("late_fast_reentry_after_loss_ref", only)) RUN(late_fast_reentry_after_loss_ref);
+  if (!only || strstr("late_fast_reentry_after_loss_answer_lost", only)) RUN(late_fast_reentry_after_loss_answer_lost);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
