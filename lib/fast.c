@@ -44,9 +44,10 @@
  * late and changes nothing). A request whose answer is lost (timeout,
  * connection error) is handed to the I/O thread (op->fast_lost) with the
  * count it started from (op->fast_count):
- *   - an acquire is undone (reentrant_acquire_undo.lua: its tombstone stops
- *     the copy for good, and a count above fast_count is the copy's hold,
- *     given back), then tried again with a fresh id, as any try;
+ *   - a first acquire (count 0) is undone (reentrant_acquire_undo.lua: its
+ *     tombstone stops the copy for good, and a count above fast_count is the
+ *     copy's hold, given back), then tried again with a fresh id, as any try;
+ *     a re-entry is latched (see fast_acquire): re-sent with the same id;
  *   - an unlock is re-sent with the same id and the re-send mark: a count one
  *     below fast_count (the field gone for the last hold) says the copy was
  *     applied, and the latch the re-send writes stops the copy if it comes
@@ -793,6 +794,13 @@ static bool fast_acquire(op_t *op, int *rc) {
   fent_t *e = c.e;
   int64_t count = c.count;
   bytes_t latch = c.latch;
+  /* a re-entry is latched as before: if the thread's hold was lost behind
+   * its back (a force unlock, its lease ran out), the copy takes the lock
+   * afresh, and an undo that keeps `count` holds would keep the copy's hold
+   * for the lost one (the loss then never reported); its latch tells them
+   * apart. A first hold (count 0) has no such ambiguity: all the owner holds
+   * above 0 is the copy's. */
+  if (count > 0) op->unlatched = false;
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
@@ -805,18 +813,21 @@ static bool fast_acquire(op_t *op, int *rc) {
   pthread_mutex_unlock(&cl->fast.mu);
   bool done = false;
   if (rt == RT_LOST) {
-    op->id_written = true; /* the I/O thread undoes it (see the top), then a fresh try */
+    op->id_written = true; /* the I/O thread undoes it (see the top), then a fresh try;
+                              latched (a re-entry): re-sent with the same id */
     op->fast_lost = true;
   } else if (rt == RT_REPLY) {
     int64_t ttl = -1;
     bool err = reply->type == RLOCK_REPLY_ERROR;
     int k = err ? KIND_BUSY : l->kind->try_reply(reply, &ttl);
     if (k == KIND_GRANTED) {
-      post_item_t it[1] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
-                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
-      if (!post_items(cl, it, 1, slot)) {
-        /* cannot tell the watchdog: the I/O thread takes it from here (it
-         * gives the hold back, then tries again with a fresh id) */
+      post_item_t it[2] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
+                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
+                           {.type = P_DEL, .name = latch.p, .len = latch.n}};
+      if (!post_items(cl, it, op->unlatched ? 1 : 2, slot)) {
+        /* cannot tell the watchdog: the I/O thread takes it from here
+         * (unlatched: it gives the hold back, then tries again with a fresh
+         * id; latched: the same id again, its latch answers "applied") */
         op->id_written = true;
         op->fast_lost = true;
       } else {
