@@ -44,9 +44,10 @@
  * late and changes nothing). A request whose answer is lost (timeout,
  * connection error) is handed to the I/O thread (op->fast_lost) with the
  * count it started from (op->fast_count):
- *   - an acquire is undone (reentrant_acquire_undo.lua: its tombstone stops
- *     the copy for good, and a count above fast_count is the copy's hold,
- *     given back), then tried again with a fresh id, as any try;
+ *   - a first acquire (count 0) is undone (reentrant_acquire_undo.lua: its
+ *     tombstone stops the copy for good, and a count above fast_count is the
+ *     copy's hold, given back), then tried again with a fresh id, as any try;
+ *     a re-entry is latched (see fast_acquire): re-sent with the same id;
  *   - an unlock is re-sent with the same id and the re-send mark: a count one
  *     below fast_count (the field gone for the last hold) says the copy was
  *     applied, and the latch the re-send writes stops the copy if it comes
@@ -209,7 +210,7 @@ static void fent_after(client_t *cl, fent_t *e, unsigned slot, int64_t count, ui
 
 /* ------------------------------------------------------------ posts */
 
-enum { P_ACQUIRED = 1, P_RELEASING, P_RELEASED, P_ABANDONED };
+enum { P_ACQUIRED = 1, P_DEL, P_RELEASING, P_RELEASED, P_ABANDONED };
 
 typedef struct post {
   uint8_t type;
@@ -217,7 +218,7 @@ typedef struct post {
   int8_t held;      /* what the caller added to ST_HELD for it (the drain takes it back) */
   uint8_t skip;     /* the drain: SKIP_ALL, SKIP_MARK (see cancel_pairs) */
   uint16_t slot;
-  uint32_t len;     /* name */
+  uint32_t len;     /* name (P_DEL: the latch key) */
   uint32_t olen;    /* owner id */
   int32_t how;      /* P_RELEASED: release_t */
   int64_t at;       /* P_ACQUIRED: sent_at */
@@ -234,13 +235,13 @@ static bool same_hold(const post_t *a, const post_t *b) {
   return a->len == b->len && a->olen == b->olen && !memcmp(a + 1, b + 1, a->len + a->olen);
 }
 
-/* The next post of the same hold as p after offset off (other holds passed
- * over, at most LOOKAHEAD posts), or NULL. *at: its offset. */
+/* The next post of the same hold as p after offset off (latch DELs and other
+ * holds passed over, at most LOOKAHEAD posts), or NULL. *at: its offset. */
 static post_t *next_of(const fast_buf_t *b, size_t off, const post_t *p, size_t *at) {
   for (int i = 0; i < LOOKAHEAD && off < b->n; i++) {
     post_t *q = (post_t *)(void *)(b->p + off);
     *at = off + post_size(q->len, q->olen);
-    if (same_hold(p, q)) return q;
+    if (q->type != P_DEL && same_hold(p, q)) return q;
     off = *at;
   }
   return NULL;
@@ -425,6 +426,9 @@ void rlock__fast_drain(client_t *cl) {
     case P_ACQUIRED:
       if (rlock__watchdog_acquired(wd, name, p->len, p->owner, owner_id, cl->opt.watchdog_timeout_ms, true, p->at))
         rlock__client_lost(cl, name, p->len, p->owner, RLOCK_LOST_RENEWAL_FAILED); /* cannot renew it */
+      break;
+    case P_DEL:
+      rlock__client_queue_del(cl, name, p->len);
       break;
     case P_RELEASING:
       releasing_add(cl, name, p->len, owner_id, olen, 1);
@@ -790,6 +794,13 @@ static bool fast_acquire(op_t *op, int *rc) {
   fent_t *e = c.e;
   int64_t count = c.count;
   bytes_t latch = c.latch;
+  /* a re-entry is latched as before: if the thread's hold was lost behind
+   * its back (a force unlock, its lease ran out), the copy takes the lock
+   * afresh, and an undo that keeps `count` holds would keep the copy's hold
+   * for the lost one (the loss then never reported); its latch tells them
+   * apart. A first hold (count 0) has no such ambiguity: all the owner holds
+   * above 0 is the copy's. */
+  if (count > 0) op->unlatched = false;
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
@@ -802,18 +813,21 @@ static bool fast_acquire(op_t *op, int *rc) {
   pthread_mutex_unlock(&cl->fast.mu);
   bool done = false;
   if (rt == RT_LOST) {
-    op->id_written = true; /* the I/O thread undoes it (see the top), then a fresh try */
+    op->id_written = true; /* the I/O thread undoes it (see the top), then a fresh try;
+                              latched (a re-entry): re-sent with the same id */
     op->fast_lost = true;
   } else if (rt == RT_REPLY) {
     int64_t ttl = -1;
     bool err = reply->type == RLOCK_REPLY_ERROR;
     int k = err ? KIND_BUSY : l->kind->try_reply(reply, &ttl);
     if (k == KIND_GRANTED) {
-      post_item_t it[1] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
-                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
-      if (!post_items(cl, it, 1, slot)) {
-        /* cannot tell the watchdog: the I/O thread takes it from here (it
-         * gives the hold back, then tries again with a fresh id) */
+      post_item_t it[2] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
+                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
+                           {.type = P_DEL, .name = latch.p, .len = latch.n}};
+      if (!post_items(cl, it, op->unlatched ? 1 : 2, slot)) {
+        /* cannot tell the watchdog: the I/O thread takes it from here
+         * (unlatched: it gives the hold back, then tries again with a fresh
+         * id; latched: the same id again, its latch answers "applied") */
         op->id_written = true;
         op->fast_lost = true;
       } else {
@@ -879,9 +893,14 @@ static bool fast_release(op_t *op, int *rc) {
       k = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                       l->name, op->owner_id);
     if (notified) atomic_fetch_add(&cl->fast.hand[slot], 1); /* waiters go first: no fast acquire meanwhile */
-    post_item_t its[1] = {{.type = P_RELEASED, .how = how, .notified = notified, .held = -(how == REL_ALL && count == 1),
-                           .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
-    while (!post_items(cl, its, 1, slot)) { /* must reach the I/O thread: it holds the
+    post_item_t its[2] = {{.type = P_RELEASED, .how = how, .notified = notified, .held = -(how == REL_ALL && count == 1),
+                           .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
+                          {.type = P_DEL, .name = latch.p, .len = latch.n}};
+    /* the answers the first copy latched (for a re-send that never comes now:
+     * its only copy was applied and answered) lose their latch at once, not
+     * after its TTL (a contended lock answers 2 to every unlock) */
+    bool latched = !k && (how == REL_NOTHELD || how == REL_MISMATCH || notified);
+    while (!post_items(cl, its, latched ? 2 : 1, slot)) { /* must reach the I/O thread: it holds the
                                                               releasing mark; out of memory: wait */
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
