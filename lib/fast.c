@@ -899,7 +899,7 @@ static bool fast_release(op_t *op, int *rc) {
     /* the answers the first copy latched (for a re-send that never comes now:
      * its only copy was applied and answered) lose their latch at once, not
      * after its TTL (a contended lock answers 2 to every unlock) */
-    bool latched = !k && (how == REL_NOTHELD || how == REL_MISMATCH || notified);
+    bool latched = how == REL_NOTHELD || how == REL_MISMATCH || notified; /* (k: ENOTHELD for the first) */
     while (!post_items(cl, its, latched ? 2 : 1, slot)) { /* must reach the I/O thread: it holds the
                                                               releasing mark; out of memory: wait */
       struct timespec ts = {0, 1000000};

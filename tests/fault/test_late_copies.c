@@ -495,7 +495,7 @@ TEST(late_fast_unlock_last_answer_lost) {
   rlock_client_free(c);
 }
 
-/* ------------------------------------------------------------ review (h7/rev7) */
+/* ------------------------------------------------------------ lost fast answers the count cannot tell */
 
 static void lock_twice_rc(void *l) { CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); }
 
@@ -618,7 +618,7 @@ TEST(late_fast_unlock_handoff_answer_lost) {
   rlock_client_free(other);
 }
 
-/* ------------------------------------------------------------ review (h7/rev8) */
+/* ------------------------------------------------------------ lost holds, latches left, re-entries */
 
 /* As late_fast_unlock_not_held_answer_lost, but the fast copy is held on its
  * way (not applied before the re-send): the re-send finds the owner's field
@@ -627,14 +627,14 @@ TEST(late_fast_unlock_handoff_answer_lost) {
  * writes no latch, so nothing tells the two apart. */
 TEST(late_fast_unlock_not_held_copy_late) {
   rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
-  rlock_lock_t *l = th_lock(c, "late:rev8-notheld-late"), *lo = th_lock(other, "late:rev8-notheld-late");
+  rlock_lock_t *l = th_lock(c, "late:fast-notheld-late"), *lo = th_lock(other, "late:fast-notheld-late");
   fast_warm(l, c);
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: count 1 */
   CHECK_OK(rlock_lock_force_unlock(lo, NULL));
   CHECK_OK(rlock_lock_trylock(lo, 0, 10000)); /* another owner holds it now */
   unl_rc_t u = {l, 0};
   with_late_fast_copy(c, unlock_rc, &u);
-  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:rev8-notheld-late", NULL), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-notheld-late", NULL), 1);
   CHECK_MSG(u.rc == RLOCK_ENOTHELD, "unlock of a lock the owner no longer held answered %s, not RLOCK_ENOTHELD",
             rlock_err_name(u.rc));
   CHECK_OK(rlock_lock_unlock(lo));
@@ -660,7 +660,7 @@ static int no_latch_left(void *name) { return latches_of(name) == 0; }
  * never comes. The latch must go (as before the change: the batched DEL),
  * not stay its TTL: on a contended lock every unlock is such a one. */
 TEST(late_fast_unlock_handoff_latch_dropped) {
-  const char *name = "late:rev8-handoff-latch";
+  const char *name = "late:fast-handoff-latch";
   rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
   rlock_lock_t *l = th_lock(c, name), *lo = th_lock(other, name);
   fast_warm(l, c);
@@ -668,12 +668,34 @@ TEST(late_fast_unlock_handoff_latch_dropped) {
   hwaiter_t w = {lo, -1000};
   pthread_t t;
   pthread_create(&t, NULL, hwaiter, &w);
-  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:rev8-handoff-latch}", 5000), "the waiter never subscribed");
+  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:fast-handoff-latch}", 5000), "the waiter never subscribed");
   uint64_t f0 = stats(c).fast_calls;
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_MSG(stats(c).fast_calls == f0 + 1, "the unlock did not go fast");
   pthread_join(t, NULL);
   CHECK_OK(w.rc);
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(l, &locked)); /* an op through the I/O thread: the drain ran */
+  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
+            "to their TTL", latches_of(name));
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
+/* The same for a fast unlock answered nil (the hold was force-unlocked
+ * behind the owner's back): its first copy latched 'n', which goes too. */
+TEST(late_fast_unlock_not_held_latch_dropped) {
+  const char *name = "late:fast-not-held-latch";
+  rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = th_lock(c, name), *lo = th_lock(other, name);
+  fast_warm(l, c);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_force_unlock(lo, NULL));
+  uint64_t f0 = stats(c).fast_calls;
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
+  CHECK_MSG(stats(c).fast_calls == f0 + 1, "the unlock did not go fast");
   int locked = 0;
   CHECK_OK(rlock_lock_is_locked(l, &locked)); /* an op through the I/O thread: the drain ran */
   CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
@@ -691,7 +713,7 @@ TEST(late_fast_unlock_handoff_latch_dropped) {
  * re-entry's answer lost (lose), the copy's hold must not pass for the one
  * the thread had: the loss must still be reported. */
 static void reentry_after_loss(int lose) {
-  const char *name = lose ? "late:rev8-reentry-loss-lost" : "late:rev8-reentry-loss-ref";
+  const char *name = lose ? "late:fast-reentry-loss-lost" : "late:fast-reentry-loss-ref";
   rlock_client_t *c = fast_client(), *other = fh_client(srv->url, 0, 0, 0);
   th_lost_t lost = TH_LOST_INIT;
   rlock_client_on_lost(c, th_lost_record, &lost);
@@ -733,7 +755,7 @@ static int no_acq_latch_left(void *name) { return acq_latches_of(name) == 0; }
 /* A fast re-entry (latched: see fast_acquire) leaves no latch once answered,
  * and one whose copy comes late counts once. */
 TEST(late_fast_reentry_copy) {
-  const char *name = "late:rev8-reentry-copy";
+  const char *name = "late:fast-reentry-copy";
   rlock_client_t *c = fast_client();
   rlock_lock_t *l = th_lock(c, name);
   char o[128];
@@ -780,6 +802,7 @@ int main(int argc, char **argv) {
   /* a known limitation (docs/architecture.md "The fast path"): by name only */
   if (only && strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
   if (!only || strstr("late_fast_unlock_handoff_latch_dropped", only)) RUN(late_fast_unlock_handoff_latch_dropped);
+  if (!only || strstr("late_fast_unlock_not_held_latch_dropped", only)) RUN(late_fast_unlock_not_held_latch_dropped);
   if (!only || strstr("late_fast_reentry_after_loss_ref", only)) RUN(late_fast_reentry_after_loss_ref);
   if (!only || strstr("late_fast_reentry_after_loss_answer_lost", only)) RUN(late_fast_reentry_after_loss_answer_lost);
   if (!only || strstr("late_fast_reentry_copy", only)) RUN(late_fast_reentry_copy);
