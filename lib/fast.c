@@ -20,7 +20,7 @@
  *
  * The I/O thread still owns every piece of engine state. What it must know is
  * posted (a buffer under pmu) and applied in order by rlock__fast_drain: a
- * hold to renew (the watchdog), a latch key to delete, an unlock in flight
+ * hold to renew (the watchdog), an unlock in flight
  * (a renewal that finds the hold gone meanwhile is not a loss), an unlock's
  * outcome, a handoff mark. The drain runs before the I/O thread starts any op
  * submitted later (so a thread's later calls see its earlier fast ones),
@@ -37,10 +37,24 @@
  * call learns a count only if the epoch did not move while it ran (a force
  * unlock or a loss meanwhile is not in the count it computed).
  *
- * A request whose answer is lost (timeout, connection error) is handed to the
- * I/O thread with its request id (op->fast_lost): it re-sends it there, and
- * the latch makes the two copies count once, exactly as a re-send on the
- * command connection. */
+ * Its requests write no latch (the scripts' check-only form, op->unlatched):
+ * the calling thread reads the answer at once, so nothing needs one unless
+ * the answer is lost; the scripts only check that no latch of the id exists
+ * (one that does was written by a later request of the same id: the copy is
+ * late and changes nothing). A request whose answer is lost (timeout,
+ * connection error) is handed to the I/O thread (op->fast_lost) with the
+ * count it started from (op->fast_count):
+ *   - a first acquire (count 0) is undone (reentrant_acquire_undo.lua: its
+ *     tombstone stops the copy for good, and a count above fast_count is the
+ *     copy's hold, given back), then tried again with a fresh id, as any try;
+ *     a re-entry is latched (see fast_acquire): re-sent with the same id;
+ *   - an unlock is re-sent with the same id and the re-send mark: a count one
+ *     below fast_count (the field gone for the last hold) says the copy was
+ *     applied, and the latch the re-send writes stops the copy if it comes
+ *     later. The first copy does latch the answers a count cannot tell
+ *     (not held, a count mismatch, waiters notified): the re-send reads them.
+ * A copy that lands after its latch expired is the same hazard as for a copy
+ * of the command connection (the latch TTL is sized for it). */
 #include "kinds/kind.h"
 
 #include <errno.h>
@@ -237,8 +251,8 @@ static post_t *next_of(const fast_buf_t *b, size_t off, const post_t *p, size_t 
  * outcome is in the same batch protects nothing any more (SKIP_MARK on both:
  * the outcome still applies), and a hold taken from nothing and given back
  * entirely in the same batch was never known to the watchdog: nothing to
- * track, nothing to release (SKIP_ALL on the three; their latch DELs and a
- * handoff mark stay). In steady lock/unlock loops the drain then touches no
+ * track, nothing to release (SKIP_ALL on the three; a handoff mark
+ * stays). In steady lock/unlock loops the drain then touches no
  * hold at all. */
 static void cancel_pairs(fast_buf_t *b) {
   for (size_t off = 0, next; off < b->n; off = next) {
@@ -746,6 +760,8 @@ static bool call_begin(op_t *op, call_t *c, int64_t least, const char *prefix, s
   c->count = fent_count(cl, c->e, c->slot);
   if (c->count < least || !take_conn(cl)) return false;
   rlock__prng_hex(&c->t->prng, op->reqid);
+  op->unlatched = true; /* the first copy writes no latch (see the top) */
+  op->fast_count = c->count;
   op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
   c->latch = (bytes_t){c->buf, 0};
   if (rlock__names_prefixed_suffix_in(&c->latch, c->buf, sizeof c->buf, prefix, plen, l->name, l->len, op->reqid,
@@ -763,6 +779,7 @@ static bool call_abort(op_t *op, call_t *c) {
   call_latch_free(c);
   pthread_mutex_unlock(&op->cl->fast.mu);
   op->reqid[0] = 0, op->latch_n = 0;
+  op->unlatched = false;
   return false;
 }
 
@@ -777,6 +794,13 @@ static bool fast_acquire(op_t *op, int *rc) {
   fent_t *e = c.e;
   int64_t count = c.count;
   bytes_t latch = c.latch;
+  /* a re-entry is latched as before: if the thread's hold was lost behind
+   * its back (a force unlock, its lease ran out), the copy takes the lock
+   * afresh, and an undo that keeps `count` holds would keep the copy's hold
+   * for the lost one (the loss then never reported); its latch tells them
+   * apart. A first hold (count 0) has no such ambiguity: all the owner holds
+   * above 0 is the copy's. */
+  if (count > 0) op->unlatched = false;
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
@@ -789,20 +813,21 @@ static bool fast_acquire(op_t *op, int *rc) {
   pthread_mutex_unlock(&cl->fast.mu);
   bool done = false;
   if (rt == RT_LOST) {
-    op->id_written = true; /* the I/O thread re-sends it: the latch counts it once */
+    op->id_written = true; /* the I/O thread undoes it (see the top), then a fresh try;
+                              latched (a re-entry): re-sent with the same id */
     op->fast_lost = true;
   } else if (rt == RT_REPLY) {
     int64_t ttl = -1;
     bool err = reply->type == RLOCK_REPLY_ERROR;
     int k = err ? KIND_BUSY : l->kind->try_reply(reply, &ttl);
     if (k == KIND_GRANTED) {
-      post_item_t it[2] = {
-          {.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner, .name = l->name,
-           .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
-          {.type = P_DEL, .name = latch.p, .len = latch.n}};
-      if (!post_items(cl, it, 2, slot)) {
-        /* cannot tell the watchdog: the I/O thread takes it from here (the
-         * same id again: the latch answers "applied", and it tracks the hold) */
+      post_item_t it[2] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
+                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
+                           {.type = P_DEL, .name = latch.p, .len = latch.n}};
+      if (!post_items(cl, it, op->unlatched ? 1 : 2, slot)) {
+        /* cannot tell the watchdog: the I/O thread takes it from here
+         * (unlatched: it gives the hold back, then tries again with a fresh
+         * id; latched: the same id again, its latch answers "applied") */
         op->id_written = true;
         op->fast_lost = true;
       } else {
@@ -825,7 +850,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   rlock_reply_free(reply);
   call_latch_free(&c);
   if (done) rlock__op_recycle(cl, op);
-  else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0;
+  else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0, op->unlatched = false;
   return done;
 }
 
@@ -871,8 +896,11 @@ static bool fast_release(op_t *op, int *rc) {
     post_item_t its[2] = {{.type = P_RELEASED, .how = how, .notified = notified, .held = -(how == REL_ALL && count == 1),
                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
                           {.type = P_DEL, .name = latch.p, .len = latch.n}};
-    bool applied = !k && (how == REL_ONE || how == REL_ALL || how == REL_MISMATCH);
-    while (!post_items(cl, its, applied ? 2 : 1, slot)) { /* must reach the I/O thread: it holds the
+    /* the answers the first copy latched (for a re-send that never comes now:
+     * its only copy was applied and answered) lose their latch at once, not
+     * after its TTL (a contended lock answers 2 to every unlock) */
+    bool latched = how == REL_NOTHELD || how == REL_MISMATCH || notified; /* (k: ENOTHELD for the first) */
+    while (!post_items(cl, its, latched ? 2 : 1, slot)) { /* must reach the I/O thread: it holds the
                                                               releasing mark; out of memory: wait */
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
@@ -882,9 +910,11 @@ static bool fast_release(op_t *op, int *rc) {
     *rc = k;
     done = true;
   } else if (rt == RT_LOST) {
-    /* lost: the I/O thread sends it again (the same id, the latch answers a
-     * copy that landed); the first copy may have freed the hold already, so
-     * the releasing mark stays until that op ends (rlock__fast_release_ended) */
+    /* lost: the I/O thread sends it again (the same id, with the re-send
+     * mark: the count tells whether this copy was applied, and the latch the
+     * re-send writes stops this copy if it lands later); the first copy may
+     * have freed the hold already, so the releasing mark stays until that op
+     * ends (rlock__fast_release_ended) */
     fent_set(cl, e, slot, -1);
     op->fast_lost = true;
     op->fast_releasing = true;
@@ -898,7 +928,7 @@ static bool fast_release(op_t *op, int *rc) {
       nanosleep(&ts, NULL);
     }
     fent_set(cl, e, slot, -1);
-    op->reqid[0] = 0, op->latch_n = 0;
+    op->reqid[0] = 0, op->latch_n = 0, op->unlatched = false;
   }
   call_latch_free(&c);
   if (done) rlock__op_recycle(cl, op);

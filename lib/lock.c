@@ -328,6 +328,7 @@ typedef struct undo {
   bytes_t name, channel, latch;
   char owner_id[64];
   int tries;
+  int64_t keep; /* the count the owner keeps: -2: undo_keep's (an unlatched try: the fast path's count) */
 } undo_t;
 
 static void undo_send(undo_t *u);
@@ -403,7 +404,8 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
 
 static void undo_send(undo_t *u) {
   client_t *cl = u->cl;
-  kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id, undo_keep(u)};
+  kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
+                      u->keep >= 0 ? u->keep : undo_keep(u)};
   req_t *r = u->kind->undo_req(&view, undo_done, u);
   if (!r) {
     op_t *op = u->op;
@@ -423,6 +425,9 @@ static void undo_attempt(op_t *op, bool wait) {
   if (!u) goto fail;
   u->cl = op->cl;
   u->kind = l->kind;
+  /* an unlatched try (fast.c) left no latch to trust: the count it started
+   * from is what the owner keeps */
+  u->keep = op->unlatched ? op->fast_count : -2;
   u->fslot = (int)rlock__fast_slot(l->name, l->len);
   rlock__fast_busy(op->cl, u->fslot, 1);
   op->cl->undos_inflight++;
@@ -537,6 +542,7 @@ static void send_attempt(op_t *op) {
 static void attempt(op_t *op, bool fresh) {
   if (fresh) {
     new_reqid(op);
+    op->unlatched = false;
     op->retries = 0;
     op->sent_at = rlock_now_ms();
     op->id_written = false;
@@ -762,6 +768,11 @@ static void start_acquire(op_t *op) {
   op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
   if (op->fast_lost) { /* its try went out on the fast connection, its answer was lost (fast.c) */
     op->fast_lost = false;
+    if (op->unlatched) { /* no latch to make a re-send count once: give back what it took (and
+                            plant the tombstone that stops its copy), then a fresh try */
+      undo_attempt(op, true);
+      return;
+    }
     acquire_failed(op, RLOCK_ECONNLOST); /* re-sent with the same id, or undone */
     return;
   }
@@ -817,6 +828,9 @@ static void send_release(op_t *op) {
   op->lease_ms = rlock__watchdog_lease(wd, l->name, l->len, op->owner_id);
   if (pending_lease > op->lease_ms) op->lease_ms = pending_lease;
   kind_release_t rel = {.left = count > 0 ? count - 1 : -1, .unknown = unknown, .lease_ms = op->lease_ms};
+  if (op->unlatched) /* a re-send of the fast path's unlatched unlock: the count it started from
+                        tells the script whether that copy was applied */
+    rel.left = op->fast_count - 1, rel.unknown = 0;
   bytes_t latch;
   req_t *r = NULL;
   if (!latch_key(op, UNLOCK_LATCH, &latch)) {

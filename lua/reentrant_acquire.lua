@@ -1,7 +1,11 @@
 -- reentrant_acquire.lua -- take or re-enter a reentrant lock (Redisson RLock format).
 -- KEYS[1]  NAME: a hash, owner id -> hold count; the key's TTL is the lease
 -- KEYS[2]  acquire latch "rlock_acquire_latch:{NAME}:<request id>"
--- ARGV[1]  lease (ms)   ARGV[2] owner id   ARGV[3] latch TTL (ms)
+-- ARGV[1]  lease (ms)   ARGV[2] owner id
+-- ARGV[3]  latch TTL (ms); absent: this copy writes no latch (the fast path's
+--          first copy, whose answer the client reads at once): a latch that
+--          exists then was planted by a later request of this id (its undo),
+--          so this copy is late and changes nothing (-3)
 -- Reply: nil when acquired; otherwise the lock's PTTL (held by another owner:
 -- wait at most that long); -3 when reentrant_acquire_undo.lua cancelled this
 -- request; an error reply (nothing written) when an argument is invalid (the
@@ -30,7 +34,9 @@ end
 -- free, or ours (a re-entry): first the latch, the check that this request is
 -- new (not a re-send of one that was applied, not undone by the client)
 local latch
-if mine then
+if not ttl then -- written by nobody but this id's undo
+  if redis.call('exists', KEYS[2]) == 1 then return -3 end
+elseif mine then
   local seen = redis.call('get', KEYS[2])
   if seen == '1' then return nil elseif seen then return -3 end
   latch = redis.pcall('set', KEYS[2], '1', 'px', ttl)
@@ -41,7 +47,7 @@ else
     return -3
   end
 end
-if latch.err then -- nothing written: a bad latch TTL, else the server's own
+if latch and latch.err then -- nothing written: a bad latch TTL, else the server's own
   -- error as it is (READONLY on a replica, OOM, ...)
   if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
     return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)

@@ -2,10 +2,21 @@
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- KEYS[3]  unlock latch "redisson_unlock_latch:{NAME}:<request id>"
 -- ARGV[1]  message ('0')   ARGV[2] TTL (ms) to keep while still held
--- ARGV[3]  owner id   ARGV[4] publish command (publish / spublish)   ARGV[5] latch TTL (ms)
+-- ARGV[3]  owner id   ARGV[4] publish command (publish / spublish)
+-- ARGV[5]  latch TTL (ms)
 -- ARGV[6]  (optional) the hold count the client expects to be left; -1: no check
 -- ARGV[7]  (optional) how many more holds the server may count (releases whose
 --          outcome the client never saw, which it counts as done)
+-- ARGV[8]  (optional; ARGV[6] >= 0 and ARGV[7] 0 then) the fast path's
+--          unlatched form:
+--          '0': the first copy, whose answer the client reads at once: it
+--          writes a latch only for an answer a re-send could not tell from
+--          the count (nil, -1, 2); a latch that exists already was written by
+--          a re-send of this id, so this copy is late and changes nothing (nil);
+--          '1': a re-send of such an id: a latch answers as usual; else a
+--          count equal to the expected one means the first copy was applied
+--          with answer 0 or 1 (the owner's field gone when 0 is expected:
+--          released); then only the latch is written
 -- Reply: 1 released (key deleted, message published, nobody subscribed);
 --        2 released and the message reached subscribers (waiters exist: the client
 --          then lets them go first, see docs/architecture.md "handoff");
@@ -22,6 +33,8 @@
 
 local lease, ttl = ARGV[2], ARGV[5]
 local want, extra = tonumber(ARGV[6] or '-1'), tonumber(ARGV[7] or '0')
+local mark = ARGV[8]
+local unlatched, first_copy = mark == '1', mark == '0' -- (any other value: an error below)
 -- (the lease is checked where it is used, the latch TTL by the latch's SET:
 -- both before the first write)
 if ARGV[3] == '' then return redis.error_reply('ERR rlock: empty owner id') end
@@ -33,10 +46,20 @@ if not want or not extra or want % 1 ~= 0 or extra % 1 ~= 0 or want < -1 or extr
     or want >= 1e15 or extra >= 1e15 then
   return redis.error_reply('ERR rlock: invalid expected count')
 end
+if mark and (not (unlatched or first_copy) or want < 0 or extra > 0) then
+  return redis.error_reply('ERR rlock: invalid re-send mark: ' .. mark)
+end
+-- the first copy's latch TTL is checked here: it may write none
+if first_copy and (#ttl > 15 or not string.find(ttl, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+end
 
 local held = redis.call('hget', KEYS[1], ARGV[3])
-local left, out
-if not held then
+local left, out, done
+if unlatched and (held and tonumber(held) == want or not held and want == 0) then
+  -- the first copy (no latch) was applied: its answer, nothing more to do
+  done, out = true, want > 0 and 0 or 1
+elseif not held then
   -- not held (any more): nil, stored too ('n'), so that a late copy of this
   -- request never releases a hold the owner takes after this answer
   out = 'n'
@@ -54,18 +77,26 @@ end
 if out == 0 and (#lease > 15 or not string.find(lease, '^[1-9]%d*$')) then
   return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
 end
-local first = redis.pcall('set', KEYS[3], out, 'px', ttl, 'nx')
-if not first then
-  return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer ('n': nil)
-elseif first.err then
-  -- nothing written: a bad latch TTL, else the server's own error as it is
-  -- (READONLY on a replica, OOM, ...)
-  if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
-    return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+if first_copy then
+  -- a late first copy if a re-send of this id wrote the latch
+  if redis.call('exists', KEYS[3]) == 1 then return nil end
+  -- an answer a re-send cannot read from the count is kept (2: below)
+  if out == 'n' or out == -1 then redis.call('set', KEYS[3], out, 'px', ttl) end
+else
+  local first = redis.pcall('set', KEYS[3], out, 'px', ttl, 'nx')
+  if not first then
+    return tonumber(redis.call('get', KEYS[3])) -- a re-send: the first answer ('n': nil)
+  elseif first.err then
+    -- nothing written: a bad latch TTL, else the server's own error as it is
+    -- (READONLY on a replica, OOM, ...)
+    if #ttl > 15 or not string.find(ttl, '^[1-9]%d*$') then
+      return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+    end
+    return first
   end
-  return first
 end
 
+if done then return out end
 if out == 'n' then return nil end
 if out == -1 then
   -- drop all of the owner's holds; free the lock if nobody else holds it

@@ -370,6 +370,127 @@ TEST(unlock_late_copy_after_not_held) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "S", NULL), 1);
 }
 
+/* The fast path's first copies (acquire: no ARGV[3]; unlock: mark '0') act
+ * as the latched ones but leave no key behind on the common answers, and one
+ * that finds its id's latch (planted by a later request of the id: the undo's
+ * tombstone, an unlock's re-send) is late and changes nothing. */
+TEST(unlatched_first_copies) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  const char *a1 = "rlock_acquire_latch:{L}:f1", *a2 = "rlock_acquire_latch:{L}:f2";
+  want_nil(eval("reentrant_acquire", 2, "L", a1, "30000", OWNER_A, NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 1); /* the lock only */
+  /* another owner: the PTTL, nothing written */
+  long long ttl = want_int(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:f3", "30000", OWNER_B, NULL));
+  CHECK(ttl > 20000 && ttl <= 30000);
+  /* unlock 2 -> 1, then the last: no latch, the lock freed, waiters told */
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:f4", "0", "30000", OWNER_A,
+                         "publish", "60000", "1", "0", "0", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:f5", "0", "30000", OWNER_A,
+                         "publish", "60000", "0", "0", "0", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  /* not held: nil, latched (a re-send could not tell it from a release) */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:f6", "0", "30000", OWNER_A, "publish",
+                "60000", "0", "0", "0", NULL));
+  CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "redisson_unlock_latch:{L}:f6", NULL), 1);
+
+  /* a late acquire copy after its undo planted the tombstone: -3, no hold */
+  const char *a7 = "rlock_acquire_latch:{L}:f7";
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, a7, "0", OWNER_A, "publish", "60000", "0", NULL)), 0);
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", a7, "30000", OWNER_A, NULL)), -3);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  /* a late re-entry copy after its undo: the count stays */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "1", NULL));
+  const char *a8 = "rlock_acquire_latch:{L}:f8";
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, a8, "0", OWNER_A, "publish", "60000", "1", NULL)), 0);
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", a8, "30000", OWNER_A, NULL)), -3);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* the undo after the copy applied (its answer lost): the count above keep goes */
+  const char *a9 = "rlock_acquire_latch:{L}:f9";
+  want_nil(eval("reentrant_acquire", 2, "L", a9, "30000", OWNER_A, NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, a9, "0", OWNER_A, "publish", "60000", "1", NULL)), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* a late unlock copy after its re-send wrote the latch: nil, the hold stays */
+  const char *u = "redisson_unlock_latch:{L}:f10";
+  th_reply_free(th_cmd(srv, "SET", u, "0", "PX", "60000", NULL));
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+}
+
+/* An unlock re-sent with the re-send mark (ARGV[8] '1': its first copy wrote
+ * no latch): the count tells whether that copy was applied. */
+static long long unlock_resend(const char *latch, const char *want) {
+  redisReply *r = eval("reentrant_unlock", 3, "L", CHAN, latch, "0", "30000", OWNER_A, "publish", "60000", want, "0",
+                       "1", NULL);
+  if (r->type == REDIS_REPLY_NIL) {
+    th_reply_free(r);
+    return -100;
+  }
+  return want_int(r);
+}
+
+TEST(unlock_resend_mark) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  /* 3 holds; the first copy (3 -> 2) was applied: the re-send finds 2 = the
+   * expected count, answers 0 and releases nothing more */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", "L", "50000", NULL));
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m1", "2"), 0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(get_num("GET", "redisson_unlock_latch:{L}:m1", NULL), 0);
+  /* the first copy was not applied (2 = expected + 1): the re-send does it */
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m2", "1"), 0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* ... and the late first copy then changes nothing */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:m2", "0", "30000", OWNER_A, "publish",
+                "60000", "1", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* the last hold: not applied yet, the re-send frees it and tells waiters */
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m3", "0"), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  /* the last hold, the first copy applied: the field gone, counted as
+   * released, nothing published again */
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m4", "0"), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  CHECK_EQ(get_num("GET", "redisson_unlock_latch:{L}:m4", NULL), 1);
+  /* a re-send of a re-send: the stored answer */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "5", NULL));
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m4", "0"), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 5);
+  /* neither count (5, expected 1): not the holds the client took (-1) */
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m5", "1"), -1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  /* not held, expected 1 left: nil */
+  CHECK_EQ(unlock_resend("redisson_unlock_latch:{L}:m6", "1"), -100);
+}
+
+/* The first copies' bad lease: an error reply, nothing written. */
+TEST(unlatched_lease_checks) {
+  flush();
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *ul = "redisson_unlock_latch:{L}:x1";
+  /* (bad marks: unlatched_forms) the first copies still check the lease */
+  redisReply *r = eval_on(srv, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:x2", "0", OWNER_A, NULL);
+  CHECK(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "));
+  th_reply_free(r);
+  r = eval_on(srv, "reentrant_unlock", 3, "L", CHAN, ul, "0", "0", OWNER_A, "publish", "60000", "1", "0", "0", NULL);
+  CHECK(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "));
+  th_reply_free(r);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "F", ul, NULL), 0);
+}
+
 static void want_refusal(redisReply *r, const char *code, const char *what) {
   CHECK_MSG(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, code, strlen(code)), "%s: want a %s error, got %s",
             what, code, r->type == REDIS_REPLY_ERROR ? r->str : "no error");
@@ -396,6 +517,12 @@ TEST(acquire_unlock_pass_server_refusals) {
   want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:ro3", "0", "30000", OWNER_A,
                        "publish", "60000", NULL),
                "READONLY", "unlock on a replica");
+  /* the fast path's check-only forms: the refusal of their first write */
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:ro4", "30000", OWNER_A, NULL),
+               "READONLY", "check-only acquire on a replica");
+  want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:ro5", "0", "30000", OWNER_A,
+                       "publish", "60000", "1", "0", "0", NULL),
+               "READONLY", "check-only unlock on a replica");
   th_reply_free(th_cmd(r, "REPLICAOF", "NO", "ONE", NULL));
   CHECK_EQ(th_cmd_int(r, "EXISTS", "F", "rlock_acquire_latch:{F}:ro1", "rlock_acquire_latch:{L}:ro2",
                       "redisson_unlock_latch:{L}:ro3", NULL),
@@ -411,6 +538,11 @@ TEST(acquire_unlock_pass_server_refusals) {
   want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:oom2", "0", "30000",
                        OWNER_A, "publish", "60000", NULL),
                "OOM", "unlock out of memory");
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:oom3", "30000", OWNER_A, NULL), "OOM",
+               "check-only acquire out of memory");
+  want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:oom4", "0", "30000", OWNER_A,
+                       "publish", "60000", "1", "0", "0", NULL),
+               "OOM", "check-only unlock out of memory");
   th_reply_free(th_cmd(r, "CONFIG", "SET", "maxmemory", "0", NULL));
   c = th_cmd(r, "HGET", "L", OWNER_A, NULL);
   CHECK(c->type == REDIS_REPLY_STRING && !strcmp(c->str, "2"));
@@ -467,6 +599,83 @@ TEST(force_unlock_checks_arguments_first) {
   free(body);
 }
 
+/* The fast path's unlatched forms (lib/fast.c): an acquire without latch
+ * TTL, an unlock's first copy (ARGV[8] '0') and its re-send ('1'). */
+TEST(unlatched_forms) {
+  flush();
+  const char *a1 = "rlock_acquire_latch:{L}:f1", *a2 = "rlock_acquire_latch:{L}:f2";
+  /* check-only acquire: granted, re-entered, no latch */
+  want_nil(eval("reentrant_acquire", 2, "L", a1, "30000", OWNER_A, NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", a1, a2, NULL), 0);
+  /* its undo (keep 1) gives the copy's hold back; the late copy changes nothing */
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, a2, "0", OWNER_A, "publish", "60000", "1", NULL)), 1);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL)), -3);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+
+  /* unlock, first copy: 2 -> 1 (answer 0) writes no latch */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *u1 = "redisson_unlock_latch:{L}:f3";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
+                         "0", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", u1, NULL), 0);
+  /* its re-send reads the count: applied, only the latch written */
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
+                         "1", NULL)),
+           0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  CHECK_EQ(get_num("GET", u1, NULL), 0);
+  /* a first copy that comes after a re-send: nothing */
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0", "0", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
+  /* a re-send that comes first: applied once, latched */
+  const char *u2 = "redisson_unlock_latch:{L}:f4";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "1", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+
+  /* not held: the first copy latches nil, its re-send answers nil (not "released") */
+  const char *u3 = "redisson_unlock_latch:{L}:f5";
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u3, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, u3, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1", NULL));
+  /* a count mismatch: the first copy latches -1, its re-send answers -1 */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "3", NULL));
+  const char *u4 = "redisson_unlock_latch:{L}:f6";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "0", NULL)),
+           -1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
+                         "1", NULL)),
+           -1);
+
+  /* bad marks and the first copy's latch TTL: an error, nothing written */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *u5 = "redisson_unlock_latch:{L}:f7";
+  const char *bad[][4] = {{"60000", "1", "0", "2"},  {"60000", "1", "0", ""},  {"60000", "1", "0", "x"},
+                          {"60000", "-1", "0", "1"}, {"60000", "1", "1", "1"}, {"60000", "-1", "0", "0"},
+                          {"60000", "1", "1", "0"},  {"none", "1", "0", "0"}, {"0", "1", "0", "0"},
+                          {"none", "1", "0", "1"}};
+  char *body = read_script("reentrant_unlock");
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[] = {"EVAL", body, "3", "L", CHAN, u5, "0", "30000", OWNER_A, "publish",
+                          bad[i][0], bad[i][1], bad[i][2], bad[i][3]};
+    redisReply *r = th_cmdv(srv, 14, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock mark case %zu: no rlock error reply",
+              i);
+    th_reply_free(r);
+    CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", u5, NULL), 0);
+  }
+  free(body);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -479,6 +688,10 @@ int main(int argc, char **argv) {
   RUN(acquire_unlock_check_arguments_first);
   RUN(acquire_unlock_pass_server_refusals);
   RUN(unlock_late_copy_after_not_held);
+  RUN(unlatched_forms);
+  RUN(unlatched_first_copies);
+  RUN(unlock_resend_mark);
+  RUN(unlatched_lease_checks);
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);

@@ -23,7 +23,8 @@ req_t *rlock__kind_try_req(int script, op_t *op, const bytes_t *latch, req_done_
   size_t kl[2] = {op->lock->len, latch->n};
   const char *args[3] = {lease, op->owner_id, ttl};
   size_t al[3] = {leasen, op->owner_len, ttln};
-  return rlock__script_req(script, 2, keys, kl, 3, args, al, op->cl->opt.command_timeout_ms, done, op);
+  int nargs = op->unlatched ? 2 : 3; /* the fast path's first copy: no latch TTL, it writes no latch */
+  return rlock__script_req(script, 2, keys, kl, nargs, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* KEYS name, channel, latch; ARGV message, owner id, publish command, latch

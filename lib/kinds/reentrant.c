@@ -48,9 +48,13 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   size_t extran = rlock__i64toa(rel->unknown, extra);
   const char *keys[3] = {l->name, l->channel.p, latch->p};
   size_t kl[3] = {l->len, l->channel.n, latch->n};
-  const char *args[7] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra};
-  size_t al[7] = {sizeof MESSAGE - 1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln, leftn, extran};
-  return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, 7, args, al, op->cl->opt.command_timeout_ms, done, op);
+  /* an unlatched id (fast.c): its first copy ('0') writes a latch only for an
+   * answer its re-sends ('1') cannot read from the count */
+  bool first = op->unlatched && op->retries == 0;
+  const char *args[8] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra, first ? "0" : "1"};
+  size_t al[8] = {sizeof MESSAGE - 1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln, leftn, extran, 1};
+  int nargs = op->unlatched ? 8 : 7;
+  return rlock__script_req(SCRIPT_UNLOCK, 3, keys, kl, nargs, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* 0 still held; 1 released; 2 released and the message reached a subscriber;

@@ -44,6 +44,10 @@ typedef struct pair {
                      2: delivered, FIN sent upstream: waiting for the server to close */
 } pair_t;
 
+struct conn_dirs {
+  int port, dirs;
+};
+
 struct fp_proxy {
   int lfd, port, upstream;
   int wake[2];
@@ -54,13 +58,9 @@ struct fp_proxy {
   int64_t delay_ms;
   size_t trickle[2]; /* fp_trickle: at most this many bytes per write and per ms in a direction (0: no bound) */
   int blackhole, refuse, quit;
-  struct {
-    int port, dirs;
-  } drops[16]; /* per-connection silent drops (fp_drop_conn) */
+  struct conn_dirs drops[16]; /* per-connection silent drops (fp_drop_conn) */
   int ndrops;
-  struct {
-    int port, dirs;
-  } holds[16]; /* per-connection held bytes (fp_hold_conn) */
+  struct conn_dirs holds[16]; /* per-connection held bytes (fp_hold_conn) */
   int nholds;
   uint64_t cut_req, cut_done;
   /* stats (mu) */
@@ -357,28 +357,35 @@ void fp_cut(fp_proxy_t *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* Sets the directions of one port in a per-connection table (drops, holds):
+ * 0 removes its entry (a port healed takes no room: a long test run heals
+ * far more than 16 connections); a full table fails the test (a setting
+ * silently ignored would make the test pass without its fault). mu held. */
+static void conn_set(struct conn_dirs *t, int *n, int server_port, int dirs) {
+  int k = 0;
+  while (k < *n && t[k].port != server_port) k++;
+  if (!(dirs & FP_BOTH)) {
+    if (k < *n) t[k] = t[--*n];
+    return;
+  }
+  if (k == *n) {
+    if (*n == 16) th_fail(__FILE__, __LINE__, "fault proxy: more than 16 connections dropped or held at once");
+    (*n)++;
+  }
+  t[k].port = server_port;
+  t[k].dirs = dirs & FP_BOTH;
+}
+
 void fp_drop_conn(fp_proxy_t *p, int server_port, int dirs) {
   pthread_mutex_lock(&p->mu);
-  int k = 0;
-  while (k < p->ndrops && p->drops[k].port != server_port) k++;
-  if (k == p->ndrops && k < 16) p->ndrops++;
-  if (k < 16) {
-    p->drops[k].port = server_port;
-    p->drops[k].dirs = dirs & FP_BOTH;
-  }
+  conn_set(p->drops, &p->ndrops, server_port, dirs);
   pthread_mutex_unlock(&p->mu);
   wake(p);
 }
 
 void fp_hold_conn(fp_proxy_t *p, int server_port, int dirs) {
   pthread_mutex_lock(&p->mu);
-  int k = 0;
-  while (k < p->nholds && p->holds[k].port != server_port) k++;
-  if (k == p->nholds && k < 16) p->nholds++;
-  if (k < 16) {
-    p->holds[k].port = server_port;
-    p->holds[k].dirs = dirs & FP_BOTH;
-  }
+  conn_set(p->holds, &p->nholds, server_port, dirs);
   pthread_mutex_unlock(&p->mu);
   wake(p);
 }
