@@ -47,7 +47,7 @@
  *   - a first acquire (count 0) is undone (reentrant_acquire_undo.lua: its
  *     tombstone stops the copy for good, and a count above fast_count is the
  *     copy's hold, given back), then tried again with a fresh id, as any try;
- *     a re-entry is latched (see fast_acquire): re-sent with the same id;
+ *     a re-entry is latched (see call_begin): re-sent with the same id;
  *   - an unlock is re-sent with the same id and the re-send mark: a count one
  *     below fast_count (the field gone for the last hold) says the copy was
  *     applied, and the latch the re-send writes stops the copy if it comes
@@ -760,7 +760,13 @@ static bool call_begin(op_t *op, call_t *c, int64_t least, const char *prefix, s
   c->count = fent_count(cl, c->e, c->slot);
   if (c->count < least || !take_conn(cl)) return false;
   rlock__prng_hex(&c->t->prng, op->reqid);
-  op->unlatched = true; /* the first copy writes no latch (see the top) */
+  /* the first copy writes no latch (see the top), but for a re-entry: if the
+   * thread's hold was lost behind its back (a force unlock, its lease ran
+   * out), the copy takes the lock afresh, and an undo that keeps `count`
+   * holds would keep the copy's hold for the lost one (the loss then never
+   * reported); its latch tells them apart. A first hold (count 0) has no such
+   * ambiguity: all the owner holds above 0 is the copy's. */
+  op->unlatched = op->kind == OP_RELEASE || c->count == 0;
   op->fast_count = c->count;
   op->latch_n = 0; /* the op's cached latch key (lock.c) was another id's */
   c->latch = (bytes_t){c->buf, 0};
@@ -794,13 +800,6 @@ static bool fast_acquire(op_t *op, int *rc) {
   fent_t *e = c.e;
   int64_t count = c.count;
   bytes_t latch = c.latch;
-  /* a re-entry is latched as before: if the thread's hold was lost behind
-   * its back (a force unlock, its lease ran out), the copy takes the lock
-   * afresh, and an undo that keeps `count` holds would keep the copy's hold
-   * for the lost one (the loss then never reported); its latch tells them
-   * apart. A first hold (count 0) has no such ambiguity: all the owner holds
-   * above 0 is the copy's. */
-  if (count > 0) op->unlatched = false;
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;

@@ -887,8 +887,9 @@ struct op {
   bool fast_releasing; /* OP_RELEASE: fast.c's releasing mark of its (name, owner) is
                           the I/O thread's to remove when the op ends */
   /* fast.c: the current id's first copy went out without a latch (the
-   * scripts' check-only form; fast_count: the owner's count it started
-   * from). A lost one is never sent the same way again: an acquire is undone
+   * scripts' check-only form: a first acquire or an unlock; fast_count: the
+   * owner's count it started from). A lost one is never sent the same way
+   * again: an acquire is undone
    * (the undo's tombstone stops the copy, a count above fast_count is given
    * back), then tried with a fresh id; an unlock is re-sent with the re-send
    * mark (the count tells whether the first copy was applied). */

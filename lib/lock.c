@@ -328,7 +328,7 @@ typedef struct undo {
   bytes_t name, channel, latch;
   char owner_id[64];
   int tries;
-  int64_t keep; /* the count the owner keeps: -2: undo_keep's (an unlatched try: the fast path's count) */
+  int64_t keep; /* the count the owner keeps: an unlatched try's (the fast path's count), or -2: undo_keep's */
 } undo_t;
 
 static void undo_send(undo_t *u);

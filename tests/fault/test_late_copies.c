@@ -585,6 +585,16 @@ static void *hwaiter(void *p) {
 }
 static int hparked(void *channel) { return th_numsub(srv, channel) > 0; }
 
+/* Starts w's thread and returns once it is parked on the lock `name`'s channel. */
+static pthread_t start_waiter(hwaiter_t *w, const char *name) {
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  pthread_t t;
+  pthread_create(&t, NULL, hwaiter, w);
+  CHECK_MSG(th_wait_until(hparked, channel, 5000), "the waiter never subscribed");
+  return t;
+}
+
 /* The last hold's unlock wakes another client's waiter (answer 2), and its
  * answer is lost: the re-send must still tell (the handoff mark: the next
  * acquire of the name goes through the I/O thread and lets the waiter go
@@ -595,9 +605,7 @@ TEST(late_fast_unlock_handoff_answer_lost) {
   fast_warm(l, c);
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   hwaiter_t w = {lo, -1000};
-  pthread_t t;
-  pthread_create(&t, NULL, hwaiter, &w);
-  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:fast-handoff-lost}", 5000), "the waiter never subscribed");
+  pthread_t t = start_waiter(&w, "late:fast-handoff-lost");
   unl_rc_t u = {l, -1000};
   with_lost_fast_answer(c, unlock_rc, &u);
   CHECK_OK(u.rc);
@@ -637,6 +645,20 @@ static int keys_of(const char *prefix, const char *name) {
 static int latches_of(const char *name) { return keys_of("redisson_unlock_latch", name); }
 static int no_latch_left(void *name) { return latches_of(name) == 0; }
 
+/* A fast unlock of l answers want; once the drain ran (an op through the I/O
+ * thread), no unlock latch of the lock `name` is left. */
+static void fast_unlock(rlock_client_t *c, rlock_lock_t *l, int want) {
+  uint64_t f0 = stats(c).fast_calls;
+  CHECK_RC(rlock_lock_unlock(l), want);
+  CHECK_MSG(stats(c).fast_calls == f0 + 1, "the unlock did not go fast");
+}
+static void no_latch_after_drain(rlock_lock_t *l, const char *name) {
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
+            "to their TTL", latches_of(name));
+}
+
 /* A fast unlock that wakes another client's waiter (answer 2), answered at
  * once (nothing lost): its first copy latched the answer for a re-send that
  * never comes. The latch must go (as before the change: the batched DEL),
@@ -648,18 +670,11 @@ TEST(late_fast_unlock_handoff_latch_dropped) {
   fast_warm(l, c);
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   hwaiter_t w = {lo, -1000};
-  pthread_t t;
-  pthread_create(&t, NULL, hwaiter, &w);
-  CHECK_MSG(th_wait_until(hparked, "redisson_lock__channel:{late:fast-handoff-latch}", 5000), "the waiter never subscribed");
-  uint64_t f0 = stats(c).fast_calls;
-  CHECK_OK(rlock_lock_unlock(l));
-  CHECK_MSG(stats(c).fast_calls == f0 + 1, "the unlock did not go fast");
+  pthread_t t = start_waiter(&w, name);
+  fast_unlock(c, l, 0);
   pthread_join(t, NULL);
   CHECK_OK(w.rc);
-  int locked = 0;
-  CHECK_OK(rlock_lock_is_locked(l, &locked)); /* an op through the I/O thread: the drain ran */
-  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
-            "to their TTL", latches_of(name));
+  no_latch_after_drain(l, name);
   rlock_lock_free(l);
   rlock_lock_free(lo);
   rlock_client_free(c);
@@ -675,13 +690,8 @@ TEST(late_fast_unlock_not_held_latch_dropped) {
   fast_warm(l, c);
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   CHECK_OK(rlock_lock_force_unlock(lo, NULL));
-  uint64_t f0 = stats(c).fast_calls;
-  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
-  CHECK_MSG(stats(c).fast_calls == f0 + 1, "the unlock did not go fast");
-  int locked = 0;
-  CHECK_OK(rlock_lock_is_locked(l, &locked)); /* an op through the I/O thread: the drain ran */
-  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
-            "to their TTL", latches_of(name));
+  fast_unlock(c, l, RLOCK_ENOTHELD);
+  no_latch_after_drain(l, name);
   rlock_lock_free(l);
   rlock_lock_free(lo);
   rlock_client_free(c);
@@ -725,7 +735,7 @@ TEST(late_fast_reentry_after_loss_answer_lost) { reentry_after_loss(1); }
 
 static int no_acq_latch_left(void *name) { return keys_of("rlock_acquire_latch", name) == 0; }
 
-/* A fast re-entry (latched: see fast_acquire) leaves no latch once answered,
+/* A fast re-entry (latched: see call_begin in lib/fast.c) leaves no latch once answered,
  * and one whose copy comes late counts once. */
 TEST(late_fast_reentry_copy) {
   const char *name = "late:fast-reentry-copy";
