@@ -379,6 +379,10 @@ TEST(unlatched_first_copies) {
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
   const char *a1 = "rlock_acquire_latch:{L}:f1", *a2 = "rlock_acquire_latch:{L}:f2";
   want_nil(eval("reentrant_acquire", 2, "L", a1, "30000", OWNER_A, NULL));
+  /* a free lock: Redisson's three calls (one EXISTS for the lock and the latch) */
+  CHECK_EQ(th_cmdstat(srv, "exists"), 1);
+  CHECK_EQ(th_cmdstat(srv, "pttl"), 0);
+  CHECK_EQ(th_cmdstat(srv, "hincrby") + th_cmdstat(srv, "pexpire"), 2);
   want_nil(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
   CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 1); /* the lock only */
