@@ -377,6 +377,33 @@ TEST(handoff_mark_used_up_by_trylock) {
   rlock_client_free(o);
 }
 
+/* Another client holds the lock (taken on its fast path, so no latch key
+ * exists); this client's thread knows its count (count 0), so its trylock
+ * and its lock go out as the fast path's unlatched first copy. The script's
+ * one EXISTS of the lock and the latch must see the lock: busy, the holder's
+ * PTTL, nothing written. (The engine's contention tests seldom reach the fast
+ * path with the lock held: a script whose fast form ignored the lock passed
+ * test_mutex_threads.) */
+TEST(fast_first_copy_of_held_lock_is_refused) {
+  rlock_client_t *a = client_opts(0, 0, 1), *b = client_opts(0, 0, 1);
+  rlock_lock_t *la = th_lock(a, "fast:held"), *lb = th_lock(b, "fast:held");
+  warm_up(la);
+  warm_up(lb);
+  CHECK_OK(rlock_lock_lock(la, RLOCK_LEASE_WATCHDOG));
+  uint64_t f0 = stats(b).fast_calls;
+  int rc = rlock_lock_trylock(lb, 0, RLOCK_LEASE_WATCHDOG);
+  if (rc == 0) rlock_lock_unlock(lb);
+  CHECK_EQ(stats(b).fast_calls, f0 + 1); /* the fast path was asked */
+  CHECK_EQ(rc, RLOCK_EBUSY);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "fast:held", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(la));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "fast:held", NULL), 0);
+  rlock_lock_free(la);
+  rlock_lock_free(lb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 200);
   srv = th_server_start(NULL);
@@ -392,6 +419,7 @@ int main(int argc, char **argv) {
   RUN(handoff_mark_used_up_by_trylock);
   RUN(freed_after_fast_calls_leaves_no_latch);
   RUN(forked_children_draw_their_own_ids);
+  RUN(fast_first_copy_of_held_lock_is_refused);
   th_server_stop(srv);
   return th_done();
 }

@@ -392,6 +392,33 @@ TEST(late_fast_acquire_copy) {
   rlock_client_free(c);
 }
 
+/* A fast first acquire whose copy is held on its way: the call times out,
+ * the I/O thread undoes that id (a tombstone) and takes the lock with a fresh
+ * id, the owner unlocks; the copy then lands on a FREE lock. It must find the
+ * tombstone (the script's EXISTS of the lock and the latch) and change
+ * nothing: else it takes a hold nobody knows of, and the lock stays held for
+ * the lease (30 s) with no owner to free it. The copy above lands on a held
+ * lock, so this is the only engine-level test of the free-lock path. */
+static void lock_unlock_once(void *l) {
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(l));
+}
+
+TEST(late_fast_acquire_copy_on_free_lock) {
+  rlock_client_t *c = fast_client();
+  rlock_lock_t *l = th_lock(c, "late:fast-acquire-free");
+  fast_warm(l, c);
+  long long late = with_late_fast_copy(c, lock_unlock_once, l);
+  CHECK_EQ(late, 1);
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:fast-acquire-free", NULL) == 0,
+            "the late copy took the free lock (HLEN %lld, PTTL %lld)", th_cmd_int(srv, "HLEN", "late:fast-acquire-free", NULL),
+            th_cmd_int(srv, "PTTL", "late:fast-acquire-free", NULL));
+  fh_result("fast-path first acquire copy delivered on a free lock after its undo", "single", "reentrant",
+            "tombstone found: nothing written", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* The thread holds 2 and its fast unlock's copy comes late (held on its way,
  * delivered after the I/O thread's re-send was answered) or its answer is
  * lost (the copy was applied): either way the server counts 1 after it and no
@@ -774,6 +801,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
   if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
+  if (!only || strstr("late_fast_acquire_copy_on_free_lock", only)) RUN(late_fast_acquire_copy_on_free_lock);
   if (!only || strstr("late_fast_unlock_copy", only)) RUN(late_fast_unlock_copy);
   if (!only || strstr("late_fast_acquire_answer_lost", only)) RUN(late_fast_acquire_answer_lost);
   if (!only || strstr("late_fast_unlock_answer_lost", only)) RUN(late_fast_unlock_answer_lost);
