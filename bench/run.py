@@ -1179,7 +1179,8 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
     f6 = (s6 or {}).get("redisson-ref") or {}
     g1 = R.get("g1")
     if r1 and ref:
-        ratio = g1["median"] if g1 else r1["median"] / ref["median"]
+        of_medians = r1["median"] / ref["median"]
+        ratio = g1["median"] if g1 else of_medians
         why = ""
         if ratio < 0.95 and r1.get("fast_per_pair", 0) >= 1.9:
             why = (" Why: both send 2 commands per pair from the calling thread (rlock: %.2f of its 2 calls per "
@@ -1206,8 +1207,7 @@ def goals_issue10(R, rtt, half_ceiling, rt_unit):
                     "reference %.1f µs (on the fast path rlock writes no latch, but its scripts still check "
                     "the request's latch key (one EXISTS per acquire and per unlock) and their arguments)." %
                     (r1["script_us_per_pair"], ref["script_us_per_pair"]))
-        table = "%s pairs/s = %.2f of %s%s" % (fmt(r1["median"]), r1["median"] / ref["median"], fmt(ref["median"]),
-                                                round_ratios(r1, ref))
+        table = "%s pairs/s = %.2f of %s%s" % (fmt(r1["median"]), of_medians, fmt(ref["median"]), round_ratios(r1, ref))
         if g1:
             fig = ("%.2f: the median of %d ratios of paired blocks (%s pairs each, rlock and the reference "
                    "alternating A B B A ..., quartiles %.2f-%.2f; see docs/benchmarks.md); the main table's "

@@ -29,7 +29,8 @@ if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 -- the fast path's first copy of a free lock (the common case): one call finds
 -- the lock free and no latch, as Redisson's acquire finds the lock free
 local held_for = -2 -- the lock's PTTL: -2 no such key, -1 no TTL
-if ttl or redis.call('exists', KEYS[1], KEYS[2]) > 0 then
+local found = not ttl and redis.call('exists', KEYS[1], KEYS[2]) -- how many of the two exist
+if ttl or found > 0 then
   held_for = redis.call('pttl', KEYS[1])
   local mine = held_for ~= -2 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
   if held_for ~= -2 and not mine then
@@ -39,8 +40,8 @@ if ttl or redis.call('exists', KEYS[1], KEYS[2]) > 0 then
   -- free, or ours (a re-entry): first the latch, the check that this request
   -- is new (not a re-send of one that was applied, not undone by the client)
   local latch
-  if not ttl then -- written by nobody but this id's undo
-    if redis.call('exists', KEYS[2]) == 1 then return -3 end
+  if not ttl then -- written by nobody but this id's undo: found beside the lock
+    if found > (held_for == -2 and 0 or 1) then return -3 end
   elseif mine then
     local seen = redis.call('get', KEYS[2])
     if seen == '1' then return nil elseif seen then return -3 end

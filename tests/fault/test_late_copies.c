@@ -399,16 +399,11 @@ TEST(late_fast_acquire_copy) {
  * nothing: else it takes a hold nobody knows of, and the lock stays held for
  * the lease (30 s) with no owner to free it. The copy above lands on a held
  * lock, so this is the only engine-level test of the free-lock path. */
-static void lock_unlock_once(void *l) {
-  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-  CHECK_OK(rlock_lock_unlock(l));
-}
-
 TEST(late_fast_acquire_copy_on_free_lock) {
   rlock_client_t *c = fast_client();
   rlock_lock_t *l = th_lock(c, "late:fast-acquire-free");
   fast_warm(l, c);
-  long long late = with_late_fast_copy(c, lock_unlock_once, l);
+  long long late = with_late_fast_copy(c, lock_then_unlock, l);
   CHECK_EQ(late, 1);
   CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:fast-acquire-free", NULL) == 0,
             "the late copy took the free lock (HLEN %lld, PTTL %lld)", th_cmd_int(srv, "HLEN", "late:fast-acquire-free", NULL),
