@@ -175,6 +175,16 @@ def scenario_5():
     term.expect(r"STARTED\r?$", "CMD runs in the background")
     term.run("fg")
     term.expect(r"exec fg-later", "fg before CMD reads")
+    # bash prints the job's line before it hands the job the terminal, and
+    # sends no SIGCONT to a job that was running: CMD reading in between gets
+    # SIGTTIN, and rlock, still in the background, stops (as any job that
+    # reads the terminal then does). This scenario is 'fg' before the read,
+    # so wait until bash has handed the terminal on.
+    end = time.monotonic() + DEADLINE_S
+    while os.tcgetpgrp(term.fd) == term.pid:
+        if time.monotonic() > end:
+            fail("fg never gave the job the terminal")
+        time.sleep(0.05)  # no event announces a change of the terminal's foreground group
     with open(fifo, "w") as f:
         f.write("go\n")
     cmd = int(term.expect(r"^READING (\d+)\r?$", "CMD about to read the terminal").group(1))
