@@ -638,6 +638,14 @@ static void leave_direct(conn_t *c) {
 static void ping_done(req_t *r, int status, rlock_reply_t *reply);
 static void recount_done(req_t *r, int status, rlock_reply_t *reply);
 
+/* A pass that has gathered this much for the command connection writes it
+ * at once and goes on gathering: redis-server starts on the first requests
+ * while the pass still runs the callbacks that queue the next ones (50 async
+ * owners: the batch of 50 left after the last callback, and the server and
+ * the client took turns). */
+#ifndef EARLY_FLUSH
+#define EARLY_FLUSH 2048
+#endif
 #define WBUF_KEEP 65536 /* a larger wbuf is freed once written */
 
 /* n bytes behind what this pass gathered in c->wbuf (grown by doubling,
@@ -688,6 +696,11 @@ static void write_req(conn_t *c, req_t *r) {
   if (!counted) return; /* liveness, replica recount, discovery: not counted, not a batch */
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
+  if (c->direct && c == &c->cl->cmd && c->cl->in_pass && c->wbuf_n >= EARLY_FLUSH) { /* (above) */
+    stat_add(c->cl, ST_WRITES, 1);
+    c->cl->batch_wrote = false;
+    rlock__conn_flush(c);
+  }
 }
 
 /* End of a pass: write what the pass queued now, in one write, instead of

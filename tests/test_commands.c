@@ -259,28 +259,47 @@ static int burst_wait(burst_t *b, int *v, int want) {
   return got;
 }
 
-TEST(burst_leaves_in_one_write) {
+/* Queues n requests while the I/O thread is held, releases it: the
+ * commands sent and the socket writes that carried them. */
+static void burst(int n, uint64_t *cmds, uint64_t *writes) {
   rlock_lock_t *l = th_lock(cli, "cmd:burst");
   burst_t b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
   CHECK_OK(rlock_lock_is_locked_async(l, hold_cb, &b));
   CHECK_MSG(burst_wait(&b, &b.held, 1) == 1, "the holding callback never ran");
   rlock_stats_t s0, s1;
   rlock_client_stats(cli, &s0);
-  for (int i = 0; i < NBURST; i++) CHECK_OK(rlock_lock_is_locked_async(l, count_cb, &b));
+  for (int i = 0; i < n; i++) CHECK_OK(rlock_lock_is_locked_async(l, count_cb, &b));
   pthread_mutex_lock(&b.mu);
   b.release = 1;
   pthread_cond_broadcast(&b.cv);
   pthread_mutex_unlock(&b.mu);
-  CHECK_EQ(burst_wait(&b, &b.done, NBURST), NBURST);
+  CHECK_EQ(burst_wait(&b, &b.done, n), n);
   CHECK_EQ(b.failed, 0);
   rlock_client_stats(cli, &s1);
-  uint64_t cmds = s1.commands_sent - s0.commands_sent, writes = s1.writes - s0.writes;
-  printf("# burst of %d: %llu commands in %llu writes\n", NBURST, (unsigned long long)cmds,
-         (unsigned long long)writes);
-  CHECK_EQ(cmds, NBURST);
-  CHECK_MSG(writes == 1, "%llu commands left in %llu writes, want 1 (no pipelining)",
-            (unsigned long long)cmds, (unsigned long long)writes);
+  *cmds = s1.commands_sent - s0.commands_sent, *writes = s1.writes - s0.writes;
+  printf("# burst of %d: %llu commands in %llu writes\n", n, (unsigned long long)*cmds, (unsigned long long)*writes);
   rlock_lock_free(l);
+}
+
+TEST(burst_leaves_in_one_write) {
+  uint64_t cmds, writes;
+  burst(NBURST, &cmds, &writes); /* about 1.7 KiB: below the early write (lib/conn.c EARLY_FLUSH) */
+  CHECK_EQ(cmds, NBURST);
+  CHECK_MSG(writes == 1, "%llu commands left in %llu writes, want 1 (no pipelining)", (unsigned long long)cmds,
+            (unsigned long long)writes);
+}
+
+/* A large burst leaves in a few writes, not one: the pass writes what it
+ * gathered each 2 KiB (lib/conn.c EARLY_FLUSH), so the server starts on it
+ * while the pass goes on; still many commands per write. */
+#define NBIG 1000
+TEST(large_burst_leaves_early) {
+  uint64_t cmds, writes;
+  burst(NBIG, &cmds, &writes);
+  CHECK_EQ(cmds, NBIG);
+  CHECK_MSG(writes >= 2, "%llu commands (about 35 KiB) left in one write: no early write", (unsigned long long)cmds);
+  CHECK_MSG(writes <= NBIG / 20, "%llu commands left in %llu writes: fewer than 20 per write",
+            (unsigned long long)cmds, (unsigned long long)writes);
 }
 
 int main(int argc, char **argv) {
@@ -295,6 +314,7 @@ int main(int argc, char **argv) {
   RUN(bad_args);
   RUN(concurrent_callers);
   RUN(burst_leaves_in_one_write);
+  RUN(large_burst_leaves_early);
   rlock_client_free(cli);
   th_server_stop(srv);
   return th_done();

@@ -384,6 +384,8 @@ TEST(unlatched_first_copies) {
   CHECK_EQ(th_cmdstat(srv, "pttl"), 0);
   CHECK_EQ(th_cmdstat(srv, "hincrby") + th_cmdstat(srv, "pexpire"), 2);
   want_nil(eval("reentrant_acquire", 2, "L", a2, "30000", OWNER_A, NULL));
+  /* the owner's lock: still one EXISTS, the latch read from its count */
+  CHECK_EQ(th_cmdstat(srv, "exists"), 2);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
   CHECK_EQ(th_cmd_int(srv, "DBSIZE", NULL), 1); /* the lock only */
   /* another owner: the PTTL, nothing written */
