@@ -7,8 +7,9 @@
  * written requests wait in `inflight` and replies are matched to them in
  * order (Redis answers in order); a compound request (several
  * commands, as many replies) completes once all its replies are in.
- * Everything written in one pass of the loop leaves in one socket write: that
- * is the automatic pipelining. An error reply passes the topology's redirect
+ * Everything written in one pass of the loop leaves in one socket write (the
+ * command connection's: one each EARLY_FLUSH bytes gathered): that is the
+ * automatic pipelining. An error reply passes the topology's redirect
  * hook before its request completes.
  * A request that outlives its deadline completes with RLOCK_ETIMEDOUT (or
  * RLOCK_ECONNECT if it was never written) and its late reply is discarded.
@@ -703,9 +704,10 @@ static void write_req(conn_t *c, req_t *r) {
   }
 }
 
-/* End of a pass: write what the pass queued now, in one write, instead of
- * waiting for the loop's next turn to report the socket writable (a whole
- * epoll round per request on an idle connection). Plain sockets only: TLS
+/* End of a pass (and write_req, each EARLY_FLUSH bytes the pass gathered
+ * for the command connection): write what the pass queued now, in one
+ * write, instead of waiting for the loop's next turn to report the socket
+ * writable (a whole epoll round per request on an idle connection). Plain sockets only: TLS
  * bufferevents write through OpenSSL on their own.
  * A direct connection writes wbuf with one write and arms nothing: only
  * what the socket refuses (EAGAIN, a partial write, an error) goes to the

@@ -312,7 +312,8 @@ struct conn {
    * the socket itself (`direct`): `rev` reads into the reader (no FIONREAD),
    * `wbuf` (a plain byte buffer, kept between passes: no allocation per
    * write) gathers a pass's commands and leaves in one write at the pass's
-   * end; only what the socket refuses (EAGAIN, a partial write) moves to the
+   * end (the command connection's also each EARLY_FLUSH bytes, conn.c);
+   * only what the socket refuses (EAGAIN, a partial write) moves to the
    * bufferevent's output, which then arms the write event. `flush_ev` (fd -1,
    * activated by a write outside a pass that flushes) writes wbuf before the
    * loop sleeps. TLS keeps the bufferevent for both. */
