@@ -294,16 +294,20 @@ static void send_dels(client_t *cl) {
 
 static void del_timer_cb(evutil_socket_t fd, short what, void *arg) { send_dels(arg); }
 
+/* The pass's counted writes on the command connection leave now, in one
+ * write (counted in the stats). */
+void rlock__client_write_batch(client_t *cl) {
+  stat_add(cl, ST_WRITES, 1);
+  cl->batch_wrote = false;
+  rlock__conn_flush(&cl->cmd);
+}
+
 /* End of a pass of the loop. Latch keys are deleted in one DEL of many keys,
  * sent when enough have gathered or DEL_DELAY_MS after the first: they are
  * dead weight with a TTL, not worth a command (or a write) each. */
 void rlock__client_flush(client_t *cl) {
   if (cl->ndels >= DEL_BATCH) send_dels(cl);
-  if (cl->batch_wrote) {
-    stat_add(cl, ST_WRITES, 1);
-    cl->batch_wrote = false;
-    rlock__conn_flush(&cl->cmd);
-  }
+  if (cl->batch_wrote) rlock__client_write_batch(cl);
   if (cl->topo->flush) cl->topo->flush(cl);
   rlock__conn_flush(&cl->uc.conn);
 }

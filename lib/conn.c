@@ -697,11 +697,8 @@ static void write_req(conn_t *c, req_t *r) {
   if (!counted) return; /* liveness, replica recount, discovery: not counted, not a batch */
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
-  if (c->direct && c == &c->cl->cmd && c->cl->in_pass && c->wbuf_n >= EARLY_FLUSH) { /* (above) */
-    stat_add(c->cl, ST_WRITES, 1);
-    c->cl->batch_wrote = false;
-    rlock__conn_flush(c);
-  }
+  if (c->direct && c == &c->cl->cmd && c->cl->in_pass && c->wbuf_n >= EARLY_FLUSH)
+    rlock__client_write_batch(c->cl); /* (EARLY_FLUSH) */
 }
 
 /* End of a pass (and write_req, each EARLY_FLUSH bytes the pass gathered

@@ -745,6 +745,7 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up (copied) */
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+void rlock__client_write_batch(client_t *cl); /* the command connection's counted writes, now */
 /* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
  * what was submitted meanwhile (until the stack stays empty once awake is
  * cleared) and flushes. */
