@@ -38,6 +38,19 @@
 
 #define RLOCK_API __attribute__((visibility("default")))
 
+/* RLOCK__ASSERT(cond): an invariant the code relies on. Live when built with
+ * RLOCK_ASSERTS (debug, sanitizer and test builds): a false one prints the
+ * condition and its place on stderr and aborts. Gone otherwise: cond must
+ * have no side effect. */
+#ifdef RLOCK_ASSERTS
+#define RLOCK__ASSERT(cond) \
+  ((cond) ? (void)0 : rlock__assert_fail(#cond, __FILE__, __LINE__, __func__))
+#else
+#define RLOCK__ASSERT(cond) ((void)0)
+#endif
+void rlock__assert_fail(const char *cond, const char *file, int line, const char *func)
+    __attribute__((noreturn));
+
 /* ------------------------------------------------------------ util.c */
 int rlock__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int rlock__fail_keep(int err); /* err, keeping the detailed message already set */

@@ -262,3 +262,8 @@ RLOCK_API int rlock_duration_parse(const char *s, int64_t *out_ms) {
   *out_ms = v * mul;
   return 0;
 }
+
+void rlock__assert_fail(const char *cond, const char *file, int line, const char *func) {
+  fprintf(stderr, "rlock: internal invariant broken: %s (%s:%d, %s)\n", cond, file, line, func);
+  abort();
+}
