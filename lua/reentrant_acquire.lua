@@ -25,6 +25,12 @@ if #lease > 15 or not string.find(lease, '^[1-9]%d*$') then
   return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
 end
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
+-- a re-entry adds one to the owner's count: it must be a count HINCRBY can
+-- raise (1 to 14 digits), checked before the first write
+local function bad_count(n)
+  return n and not (#n <= 14 and string.find(n, '^[1-9]%d*$'))
+    and redis.error_reply('ERR rlock: hold count is not a whole number from 1 to 10^14: ' .. n)
+end
 
 -- the fast path's first copy of a free lock (the common case): one call finds
 -- the lock free and no latch, as Redisson's acquire finds the lock free
@@ -32,7 +38,7 @@ local held_for = -2 -- the lock's PTTL: -2 no such key, -1 no TTL
 local found = not ttl and redis.call('exists', KEYS[1], KEYS[2]) -- how many of the two exist
 if ttl or found > 0 then
   held_for = redis.call('pttl', KEYS[1])
-  local mine = held_for ~= -2 and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+  local mine = held_for ~= -2 and redis.call('hget', KEYS[1], ARGV[2])
   if held_for ~= -2 and not mine then
     return held_for -- another owner's
   end
@@ -42,9 +48,11 @@ if ttl or found > 0 then
   local latch
   if not ttl then -- written by nobody but this id's undo: found beside the lock
     if found > (held_for == -2 and 0 or 1) then return -3 end
+    if bad_count(mine) then return bad_count(mine) end
   elseif mine then
     local seen = redis.call('get', KEYS[2])
     if seen == '1' then return nil elseif seen then return -3 end
+    if bad_count(mine) then return bad_count(mine) end
     latch = redis.pcall('set', KEYS[2], '1', 'px', ttl)
   else
     latch = redis.pcall('set', KEYS[2], '1', 'px', ttl, 'nx')

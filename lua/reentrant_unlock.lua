@@ -32,7 +32,12 @@
 -- 'n' for nil).
 
 local lease, ttl = ARGV[2], ARGV[5]
-local want, extra = tonumber(ARGV[6] or '-1'), tonumber(ARGV[7] or '0')
+-- a whole number written in decimal: 1 to 15 digits, no sign, no leading zero
+local function count(s)
+  if s == '0' or (#s <= 15 and string.find(s, '^[1-9]%d*$')) then return tonumber(s) end
+end
+local want = (ARGV[6] or '-1') == '-1' and -1 or count(ARGV[6])
+local extra = count(ARGV[7] or '0')
 local mark = ARGV[8]
 local unlatched, first_copy = mark == '1', mark == '0' -- (any other value: an error below)
 -- (the lease is checked where it is used, the latch TTL by the latch's SET:
@@ -42,8 +47,7 @@ if ARGV[4] ~= 'publish' and ARGV[4] ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
 end
 -- counts: whole numbers below 10^15; want may be -1 (no check)
-if not want or not extra or want % 1 ~= 0 or extra % 1 ~= 0 or want < -1 or extra < 0
-    or want >= 1e15 or extra >= 1e15 then
+if not want or not extra then
   return redis.error_reply('ERR rlock: invalid expected count')
 end
 if mark and (not (unlatched or first_copy) or want < 0 or extra > 0) then
@@ -55,8 +59,17 @@ if first_copy and (#ttl > 15 or not string.find(ttl, '^[1-9]%d*$')) then
 end
 
 local held = redis.call('hget', KEYS[1], ARGV[3])
+if held then
+  -- the owner's count as HINCRBY writes it; anything else is not a hold
+  -- this script can count down (nothing written)
+  held = count(held)
+  if not held or held == 0 then
+    return redis.error_reply('ERR rlock: hold count is not a whole number from 1 to 10^15: '
+      .. redis.call('hget', KEYS[1], ARGV[3]))
+  end
+end
 local left, out, done
-if unlatched and (held and tonumber(held) == want or not held and want == 0) then
+if unlatched and (held and held == want or not held and want == 0) then
   -- the first copy (no latch) was applied: its answer, nothing more to do
   done, out = true, want > 0 and 0 or 1
 elseif not held then
@@ -64,7 +77,7 @@ elseif not held then
   -- request never releases a hold the owner takes after this answer
   out = 'n'
 else
-  left, out = tonumber(held) - 1, 1
+  left, out = held - 1, 1
   if want >= 0 and (left < want or left > want + extra) then
     out = -1 -- not the holds the client took
   else

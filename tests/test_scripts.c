@@ -682,6 +682,89 @@ TEST(unlatched_forms) {
   free(body);
 }
 
+/* Counts are whole decimal numbers, as HINCRBY writes them, and a script checks
+ * them before it writes (issue 20, hole 6). Before, the unlock read counts with
+ * tonumber ('0x1', '1e0', ' 0 ', '1.0' passed), and the acquire wrote a re-entry's
+ * latch before an HINCRBY that failed (count at INT64_MAX): a re-send of that id
+ * was then told "granted" with the count unchanged. */
+TEST(counts_are_strict) {
+  flush();
+  char *unlock = read_script("reentrant_unlock");
+  const char *ulatch = "redisson_unlock_latch:{L}:c1";
+  /* the expected counts (ARGV[6], ARGV[7]) */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *bad_args[][2] = {{"0x1", "0"}, {"1e0", "0"}, {" 1 ", "0"}, {"1.0", "0"}, {"01", "0"}, {"-0", "0"},
+                               {"1", "0x0"}, {"1", "1e0"}, {"1", " 0"}, {"1", "0.0"}, {"1", "-1"}, {"+1", "0"}};
+  for (size_t i = 0; i < sizeof bad_args / sizeof bad_args[0]; i++) {
+    const char *argv[] = {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000",
+                          bad_args[i][0], bad_args[i][1]};
+    redisReply *r = th_cmdv(srv, 13, argv, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: invalid expected count"),
+              "unlock expected counts '%s' '%s': %s", bad_args[i][0], bad_args[i][1],
+              r->type == REDIS_REPLY_ERROR ? r->str : "no error");
+    th_reply_free(r);
+    CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
+  }
+  /* a stored count that is not one: an error, nothing written (no latch, no
+   * publish, the field as it was), on the latched and the fast path's forms */
+  const char *bad_stored[] = {"0x1", "1e0", " 1 ", "1.0", "0", "-1", "abc", "1234567890123456"};
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  for (size_t i = 0; i < sizeof bad_stored / sizeof bad_stored[0]; i++) {
+    th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, bad_stored[i], NULL));
+    const char *argv[][14] = {
+        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000"},
+        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000", "1", "0"},
+        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0"},
+        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1"}};
+    int argc[] = {11, 13, 14, 14};
+    for (size_t f = 0; f < 4; f++) {
+      redisReply *r = th_cmdv(srv, argc[f], argv[f], NULL);
+      CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: hold count"),
+                "unlock form %zu of stored count '%s': %s", f, bad_stored[i],
+                r->type == REDIS_REPLY_ERROR ? r->str : "no error");
+      th_reply_free(r);
+      redisReply *c = th_cmd(srv, "HGET", "L", OWNER_A, NULL);
+      CHECK(c->type == REDIS_REPLY_STRING && !strcmp(c->str, bad_stored[i]));
+      th_reply_free(c);
+      CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
+    }
+  }
+  CHECK_EQ(th_cmdstat(srv, "publish"), 0);
+  free(unlock);
+
+  /* a re-entry of a count HINCRBY cannot raise, or that is not a count: an
+   * error before the latch; a re-send of the same id is refused the same way,
+   * never told "granted" */
+  const char *alatch = "rlock_acquire_latch:{L}:c2";
+  const char *no_reentry[] = {"9223372036854775807", "123456789012345", "0x1", "1.0", " 1", "0"};
+  for (size_t i = 0; i < sizeof no_reentry / sizeof no_reentry[0]; i++) {
+    th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, no_reentry[i], NULL));
+    for (int copy = 0; copy < 2; copy++) {
+      redisReply *r = eval_on(srv, "reentrant_acquire", 2, "L", alatch, "30000", OWNER_A, "60000", NULL);
+      CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: hold count"),
+                "re-entry of count '%s', copy %d: %s", no_reentry[i], copy,
+                r->type == REDIS_REPLY_ERROR ? r->str : "no error");
+      th_reply_free(r);
+      CHECK_EQ(th_cmd_int(srv, "EXISTS", alatch, NULL), 0);
+    }
+    /* the fast path's first copy (no latch TTL) */
+    redisReply *r = eval_on(srv, "reentrant_acquire", 2, "L", alatch, "30000", OWNER_A, NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: hold count"),
+              "fast re-entry of count '%s': %s", no_reentry[i], r->type == REDIS_REPLY_ERROR ? r->str : "no error");
+    th_reply_free(r);
+    redisReply *c = th_cmd(srv, "HGET", "L", OWNER_A, NULL);
+    CHECK(c->type == REDIS_REPLY_STRING && !strcmp(c->str, no_reentry[i]));
+    th_reply_free(c);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", alatch, NULL), 0);
+  }
+  /* the largest count that can still be raised is raised */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "99999999999998", NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", alatch, "30000", OWNER_A, "60000", NULL));
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 99999999999999LL);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", alatch, NULL), 1);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -701,6 +784,7 @@ int main(int argc, char **argv) {
   RUN(renew);
   RUN(force_unlock);
   RUN(force_unlock_checks_arguments_first);
+  RUN(counts_are_strict);
   th_server_stop(srv);
   return th_done();
 }
