@@ -26,10 +26,11 @@ if #lease > 15 or not string.find(lease, '^[1-9]%d*$') then
 end
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 -- a re-entry adds one to the owner's count: it must be a count HINCRBY can
--- raise (1 to 14 digits), checked before the first write
+-- raise (decimal digits, no leading zero, below 2^63-1), checked before the
+-- first write
 local function bad_count(n)
-  return n and not (#n <= 14 and string.find(n, '^[1-9]%d*$'))
-    and redis.error_reply('ERR rlock: hold count is not a whole number from 1 to 10^14: ' .. n)
+  return n and not (string.find(n, '^[1-9]%d*$') and (#n < 19 or #n == 19 and n < '9223372036854775807'))
+    and redis.error_reply('ERR rlock: hold count cannot be raised (a whole number from 1 to 2^63-2 expected): ' .. n)
 end
 
 -- the fast path's first copy of a free lock (the common case): one call finds

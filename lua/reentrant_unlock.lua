@@ -60,13 +60,18 @@ end
 
 local held = redis.call('hget', KEYS[1], ARGV[3])
 if held then
-  -- the owner's count as HINCRBY writes it; anything else is not a hold
-  -- this script can count down (nothing written)
-  held = count(held)
-  if not held or held == 0 then
-    return redis.error_reply('ERR rlock: hold count is not a whole number from 1 to 10^15: '
-      .. redis.call('hget', KEYS[1], ARGV[3]))
+  -- the owner's count as HINCRBY writes it; anything else is not a hold this
+  -- script can count down (nothing written). A count of 16 to 19 digits is
+  -- more than any client took: a mismatch when the client sent its count.
+  local n = count(held)
+  if not n and want >= 0 and #held <= 19 and string.find(held, '^[1-9]%d*$')
+      and (#held < 19 or held <= '9223372036854775807') then
+    n = math.huge
   end
+  if not n or n == 0 then
+    return redis.error_reply('ERR rlock: hold count is not a whole number from 1 to 10^15: ' .. held)
+  end
+  held = n
 end
 local left, out, done
 if unlatched and (held and held == want or not held and want == 0) then

@@ -708,18 +708,19 @@ TEST(counts_are_strict) {
   }
   /* a stored count that is not one: an error, nothing written (no latch, no
    * publish, the field as it was), on the latched and the fast path's forms */
-  const char *bad_stored[] = {"0x1", "1e0", " 1 ", "1.0", "0", "-1", "abc", "1234567890123456"};
+  const char *bad_stored[] = {"0x1", "1e0", " 1 ", "1.0", "0", "-1", "abc", "99999999999999999999", "9223372036854775808"};
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  const char *forms[][14] = {
+      {"EVAL", NULL, "3", "L", CHAN, NULL, "0", "30000", OWNER_A, "publish", "60000"},
+      {"EVAL", NULL, "3", "L", CHAN, NULL, "0", "30000", OWNER_A, "publish", "60000", "1", "0"},
+      {"EVAL", NULL, "3", "L", CHAN, NULL, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0"},
+      {"EVAL", NULL, "3", "L", CHAN, NULL, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1"}};
+  int nargs[] = {11, 13, 14, 14};
+  for (size_t f = 0; f < 4; f++) forms[f][1] = unlock, forms[f][5] = ulatch;
   for (size_t i = 0; i < sizeof bad_stored / sizeof bad_stored[0]; i++) {
     th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, bad_stored[i], NULL));
-    const char *argv[][14] = {
-        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000"},
-        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000", "1", "0"},
-        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0"},
-        {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1"}};
-    int argc[] = {11, 13, 14, 14};
     for (size_t f = 0; f < 4; f++) {
-      redisReply *r = th_cmdv(srv, argc[f], argv[f], NULL);
+      redisReply *r = th_cmdv(srv, nargs[f], forms[f], NULL);
       CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: hold count"),
                 "unlock form %zu of stored count '%s': %s", f, bad_stored[i],
                 r->type == REDIS_REPLY_ERROR ? r->str : "no error");
@@ -730,14 +731,36 @@ TEST(counts_are_strict) {
       CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
     }
   }
-  CHECK_EQ(th_cmdstat(srv, "publish"), 0);
+  /* a count of 16 to 19 digits (up to INT64_MAX) is more than any client
+   * took: a mismatch (-1, the field removed) when the client sends its count,
+   * an error (nothing written) when it does not */
+  const char *big[] = {"1234567890123456", "9223372036854775807"};
+  for (size_t i = 0; i < 2; i++) {
+    th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, big[i], NULL));
+    redisReply *r = th_cmdv(srv, nargs[0], forms[0], NULL);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: hold count"), "unchecked unlock of '%s'",
+              big[i]);
+    th_reply_free(r);
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
+    for (size_t f = 1; f < 3; f++) {
+      th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, big[i], NULL));
+      const char *u = f == 1 ? "redisson_unlock_latch:{L}:c3" : "redisson_unlock_latch:{L}:c4";
+      forms[f][5] = u;
+      CHECK_EQ(want_int(th_cmdv(srv, nargs[f], forms[f], NULL)), -1);
+      forms[f][5] = ulatch;
+      CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
+      th_reply_free(th_cmd(srv, "DEL", u, NULL));
+    }
+  }
+  CHECK_EQ(th_cmdstat(srv, "publish"), 4); /* each mismatch freed the lock */
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
   free(unlock);
 
   /* a re-entry of a count HINCRBY cannot raise, or that is not a count: an
    * error before the latch; a re-send of the same id is refused the same way,
    * never told "granted" */
   const char *alatch = "rlock_acquire_latch:{L}:c2";
-  const char *no_reentry[] = {"9223372036854775807", "123456789012345", "0x1", "1.0", " 1", "0"};
+  const char *no_reentry[] = {"9223372036854775807", "99999999999999999999", "0x1", "1.0", " 1", "0", "01"};
   for (size_t i = 0; i < sizeof no_reentry / sizeof no_reentry[0]; i++) {
     th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, no_reentry[i], NULL));
     for (int copy = 0; copy < 2; copy++) {
@@ -759,9 +782,9 @@ TEST(counts_are_strict) {
     CHECK_EQ(th_cmd_int(srv, "EXISTS", alatch, NULL), 0);
   }
   /* the largest count that can still be raised is raised */
-  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "99999999999998", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "9223372036854775806", NULL));
   want_nil(eval("reentrant_acquire", 2, "L", alatch, "30000", OWNER_A, "60000", NULL));
-  CHECK_EQ(get_num("HGET", "L", OWNER_A), 99999999999999LL);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), INT64_MAX);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", alatch, NULL), 1);
 }
 
