@@ -432,6 +432,15 @@ static int live_replicas(const th_server_t *m) {
   return n;
 }
 
+/* Whether the waiter's client has read a message since messages_before. */
+static rlock_client_t *waiter_client;
+static uint64_t messages_before;
+static int message_counted(void *arg) {
+  rlock_stats_t s;
+  rlock_client_stats(waiter_client, &s);
+  return s.messages > messages_before;
+}
+
 static void held_and_waited_across_failover(bool kill) {
   th_server_t *old = current_master();
   /* every live replica, not one: Sentinel may promote any of them (after the
@@ -484,9 +493,10 @@ static void held_and_waited_across_failover(bool kill) {
          "resubscribed %lld ms later; waiter granted %lld ms after the unlock\n",
          kill ? "kill" : "SENTINEL FAILOVER", (long long)(promoted_at - changed_at),
          (long long)(followed_at - promoted_at), (long long)(wt.done_at - unlocked_at));
-  rlock_stats_t after;
-  rlock_client_stats(w, &after);
-  CHECK(after.messages > before.messages);
+  /* the message reached the waiter's client (a try in flight since the
+   * resubscription may land first and be granted before the message is read) */
+  waiter_client = w, messages_before = before.messages;
+  CHECK_MSG(th_wait_until(message_counted, NULL, 5000), "the unlock message never reached the waiter's client");
   th_waiter_join(&wt);
   pthread_mutex_lock(&lost.mu);
   CHECK_MSG(lost.calls == 0, "lock lost: %s", rlock_lost_reason_str(lost.reason));
