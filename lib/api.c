@@ -102,6 +102,7 @@ static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
     op_discard(op);
     return rlock__fail(RLOCK_EDEADLK, "blocking rlock call from the client's I/O thread (a callback)");
   }
+  client_t *cl = op->cl;
   sync_wait_t s;
   memset(&s, 0, sizeof s);
   op->sync = &s;
@@ -110,6 +111,7 @@ static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
     op_discard(op);
   } else {
     rlock__sync_wait(&s.done);
+    if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_ANSWERED); /* tests */
     rc = s.status;
     if (value) *value = s.value;
     if (ptr) *ptr = s.ptr;
@@ -151,6 +153,7 @@ RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t w
   op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
   if (!op) return rc;
   if (rlock__fast_acquire(op, &rc)) return rc; /* done on this thread (fast.c) */
+  if (rlock__test_call_hook) rlock__test_call_hook(l->cl, RLOCK__AT_FAST_FELL_BACK); /* tests */
   return run_sync(op, NULL, NULL, NULL);
 }
 

@@ -20,6 +20,7 @@
 const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
+void (*rlock__test_call_hook)(client_t *cl, int where);
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
