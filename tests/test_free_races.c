@@ -6,7 +6,9 @@
  * thread at the point of the race and lets free run; then the caller goes
  * on. Before the fix free returned at once and the caller read the freed
  * client (ASan: heap-use-after-free); now free returns only once the caller
- * has left, and the caller's result is its own. Real redis-server. */
+ * has left, and the caller's result is its own. Also item 3's last step:
+ * a fast try whose answer free cut is undone even when the I/O thread takes
+ * its op only once it is stopping. Real redis-server. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -98,6 +100,109 @@ TEST(fast_fallback_then_freed) {
   rlock_client_free(other);
 }
 
+/* ---- a fast acquire whose answer is lost while free runs, its op taken by
+ * the I/O thread only once the client is stopping: it is undone before it
+ * ends (rlock__op_end_unstarted), never just failed with its try left to
+ * run on the server. An async call's callback holds the I/O thread until
+ * free says `stopping`, so the fast call's op waits on the submit stack. */
+
+typedef struct fast_caller {
+  rlock_client_t *c;
+  _Atomic int ready, go;
+  int rc;
+} fast_caller_t;
+
+static void *fast_caller(void *arg) {
+  fast_caller_t *fc = arg;
+  rlock_lock_t *l = th_lock(fc->c, "free:unstarted");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(l)); /* this thread learns its count: its next calls are fast */
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(l)); /* the fast connection is open */
+  atomic_store(&fc->ready, 1);
+  th_wait_until(is_set, &fc->go, 10000);
+  fc->rc = rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG);
+  rlock_lock_free(l);
+  return NULL;
+}
+
+static int stopping(void *arg) { return atomic_load(&((client_t *)arg)->stopping); }
+
+static void hold_io_thread(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)status, (void)value;
+  th_wait_until(stopping, arg, 10000); /* the I/O thread takes nothing meanwhile */
+}
+
+static redisContext *sleeper;
+static int server_took(void *arg) {
+  (void)arg;
+  int me = th_local_port(sleeper->fd);
+  long tx = -1, rx = -1;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
+         rx == 0;
+}
+
+typedef struct sent_arg {
+  rlock_client_t *c;
+  uint64_t want;
+} sent_arg_t;
+static int sent_reaches(void *a) {
+  sent_arg_t *s = a;
+  rlock_stats_t st;
+  rlock_client_stats(s->c, &st);
+  return st.commands_sent >= s->want;
+}
+
+static long long evalsha_want;
+static int evalsha_reaches(void *a) {
+  (void)a;
+  return th_cmdstat(srv, "evalsha") >= evalsha_want;
+}
+
+TEST(fast_lost_answer_undone_when_stopping) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 5000; /* longer than the sleep: only the close cuts the answer */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  fast_caller_t fc = {.c = c};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, fast_caller, &fc), 0);
+  CHECK(th_wait_until(is_set, &fc.ready, 10000));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  sleeper = th_raw_connect(srv);
+  CHECK(redisAppendCommand(sleeper, "DEBUG SLEEP 3") == REDIS_OK);
+  int done = 0;
+  while (!done) CHECK(redisBufferWrite(sleeper, &done) == REDIS_OK);
+  CHECK_MSG(th_wait_until(server_took, NULL, 5000), "the server never read DEBUG SLEEP");
+  rlock_stats_t s0;
+  rlock_client_stats(c, &s0);
+  atomic_store(&fc.go, 1);
+  sent_arg_t a = {c, s0.commands_sent + 1};
+  CHECK_MSG(th_wait_until(sent_reaches, &a, 10000), "the fast try never left");
+  /* a cancelled acquire ends at once on the I/O thread: its callback holds it */
+  rlock_lock_t *blocker = th_lock(c, "free:blocker");
+  rlock_cancel_t *cancel;
+  CHECK_OK(rlock_cancel_new(&cancel));
+  rlock_cancel_trigger(cancel);
+  CHECK_OK(rlock_lock_acquire_async(blocker, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, cancel, hold_io_thread,
+                                    c));
+  rlock_client_free(c); /* cuts the fast call's answer after 500 ms; its op waits for the I/O thread */
+  pthread_join(t, NULL);
+  rlock_lock_free(blocker);
+  rlock_cancel_free(cancel);
+  CHECK_RC(fc.rc, RLOCK_ECLOSED);
+  void *r = NULL;
+  CHECK(redisGetReply(sleeper, &r) == REDIS_OK); /* awake: it runs what the closed connections sent */
+  freeReplyObject(r);
+  redisFree(sleeper);
+  evalsha_want = ev0 + 2; /* the try, and its undo */
+  th_wait_until(evalsha_reaches, NULL, 5000);
+  long long pttl = th_cmd_int(srv, "PTTL", "free:unstarted", NULL);
+  CHECK_MSG(pttl == -2, "the fast try's hold is left to nobody (PTTL %lld ms)", pttl);
+}
+
 /* An optional argument runs only the tests whose name contains it. */
 #define RUN_IF(name) \
   if (argc < 2 || strstr(#name, argv[1])) RUN(name)
@@ -105,9 +210,12 @@ TEST(fast_fallback_then_freed) {
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   rlock__test_call_hook = hook;
-  srv = th_server_start(NULL);
+  const char *extra[] = {"--enable-debug-command", "yes", NULL};
+  th_server_opts_t o = {.extra_args = extra};
+  srv = th_server_start(&o);
   RUN_IF(release_answered_then_freed);
   RUN_IF(fast_fallback_then_freed);
+  RUN_IF(fast_lost_answer_undone_when_stopping);
   th_server_stop(srv);
   return th_done();
 }
