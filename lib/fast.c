@@ -54,7 +54,14 @@
  *     later. The first copy does latch the answers a count cannot tell
  *     (not held, a count mismatch, waiters notified): the re-send reads them.
  * A copy that lands after its latch expired is the same hazard as for a copy
- * of the command connection (the latch TTL is sized for it). */
+ * of the command connection (the latch TTL is sized for it).
+ *
+ * Closing: a fast call runs in a window (rlock__fast_begin/_end, api.c) that
+ * covers the submit of the op it hands over. rlock_client_free lets the I/O
+ * thread close only once every window closed (rlock__fast_close_wait: past
+ * min(command timeout, 500 ms) it cuts the connection, and the call's answer
+ * is lost), so its posts are drained and an acquire whose answer was lost is
+ * undone (rlock__op_end_unstarted). */
 #include "kinds/kind.h"
 
 #include <errno.h>
