@@ -256,7 +256,13 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
  * released (their leases run out on the server); outstanding async requests
  * complete with RLOCK_ECLOSED. An acquire still waiting for its answer gets
  * an undo sent behind it, so the hold it may take on the server is given
- * back rather than left to nobody for its lease. The request-id latch keys
+ * back rather than left to nobody for its lease; so does a blocking acquire
+ * on the fast path (rlock_options_t.fast_path) still waiting for its answer
+ * after min(command_timeout_ms, 500 ms): its connection is cut and the call
+ * returns RLOCK_ECLOSED (one answered before returns its result: a hold it
+ * took is the caller's, as any held lock). Calls made by other threads
+ * while it runs either complete or return RLOCK_ECLOSED; it returns only
+ * once each has stopped touching the client. The request-id latch keys
  * of acquires and unlocks that completed are deleted before it returns (one
  * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
  * 500 ms), plus replica_sync_timeout_ms for each replica-sync WAIT written on

@@ -63,13 +63,32 @@ RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {
   return l ? l->name : NULL;
 }
 
-/* ------------------------------------------------------------ ops */
+/* ------------------------------------------------------------ ops
+ * A call is inside its client from its first touch of it to its last
+ * (rlock__client_enter/_leave), its wait and what it does after its answer
+ * included: rlock_client_free refuses a call that comes once it began
+ * (RLOCK_ECLOSED) and waits for every call inside. op_new enters; whoever
+ * got an op leaves once (submit_async, or the sync call's end: leave_rc). */
+
+static int enter(client_t *cl) {
+  return rlock__client_enter(cl) ? 0 : rlock__fail(RLOCK_ECLOSED, "client closed");
+}
+
+static int leave_rc(client_t *cl, int rc) {
+  rlock__client_leave(cl); /* touches nothing of cl after this */
+  return rc;
+}
 
 static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *rc) {
-  if ((*rc = rlock__client_check_fork(l->cl))) return NULL;
+  if ((*rc = enter(l->cl))) return NULL;
+  if ((*rc = rlock__client_check_fork(l->cl))) {
+    rlock__client_leave(l->cl);
+    return NULL;
+  }
   op_t *op = rlock__op_alloc(l->cl);
   if (!op) {
     *rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
+    rlock__client_leave(l->cl);
     return NULL;
   }
   op->kind = kind;
@@ -89,27 +108,34 @@ static void op_discard(op_t *op) {
 }
 
 static int submit_async(op_t *op, rlock_cb cb, void *arg) {
+  client_t *cl = op->cl;
   op->cb = cb;
   op->arg = arg;
-  int rc = rlock__client_submit(op->cl, op);
+  int rc = rlock__client_submit(cl, op);
   if (rc) op_discard(op);
-  return rc;
+  return leave_rc(cl, rc); /* op may be done and freed by now */
 }
 
-/* Runs op and waits for it. value/ptr/n receive the result. */
-static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
-  if (rlock__client_on_io_thread(op->cl)) {
+/* Runs op and waits for it. value/ptr/n receive the result. The caller
+ * stays inside the client (it leaves). fast: the caller's fast call window
+ * (rlock__fast_begin), closed once op is handed over. */
+static int run_sync_fast(op_t *op, int64_t *value, void **ptr, size_t *n, bool fast) {
+  client_t *cl = op->cl;
+  if (rlock__client_on_io_thread(cl)) {
     op_discard(op);
+    if (fast) rlock__fast_end(cl);
     return rlock__fail(RLOCK_EDEADLK, "blocking rlock call from the client's I/O thread (a callback)");
   }
   sync_wait_t s;
   memset(&s, 0, sizeof s);
   op->sync = &s;
-  int rc = rlock__client_submit(op->cl, op);
+  int rc = rlock__client_submit(cl, op);
+  if (fast) rlock__fast_end(cl); /* a fast call's op (its answer lost) is on the stack: free undoes it */
   if (rc) {
     op_discard(op);
   } else {
     rlock__sync_wait(&s.done);
+    if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_ANSWERED); /* tests */
     rc = s.status;
     if (value) *value = s.value;
     if (ptr) *ptr = s.ptr;
@@ -117,6 +143,10 @@ static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
     if (rc) rlock__set_msg(s.msg);
   }
   return rc;
+}
+
+static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
+  return run_sync_fast(op, value, ptr, n, false);
 }
 
 static int check_lock(rlock_lock_t *l) {
@@ -150,8 +180,14 @@ RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t w
   int rc;
   op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
   if (!op) return rc;
-  if (rlock__fast_acquire(op, &rc)) return rc; /* done on this thread (fast.c) */
-  return run_sync(op, NULL, NULL, NULL);
+  client_t *cl = l->cl;
+  bool fast = rlock__fast_begin(cl);
+  if (fast && rlock__fast_acquire(op, &rc)) { /* done on this thread (fast.c) */
+    rlock__fast_end(cl);
+    return leave_rc(cl, rc);
+  }
+  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_FAST_FELL_BACK); /* tests */
+  return leave_rc(cl, run_sync_fast(op, NULL, NULL, NULL, fast));
 }
 
 RLOCK_API int rlock_lock_lock(rlock_lock_t *l, int64_t lease_ms) {
@@ -174,7 +210,7 @@ static int sync_kind(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int64
   int rc;
   if (check_lock(l)) return RLOCK_EINVAL;
   op_t *op = op_new(l, kind, owner, &rc);
-  return op ? run_sync(op, value, NULL, NULL) : rc;
+  return op ? leave_rc(l->cl, run_sync(op, value, NULL, NULL)) : rc;
 }
 
 static int async_kind(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, rlock_cb cb, void *arg) {
@@ -189,13 +225,17 @@ RLOCK_API int rlock_lock_release(rlock_lock_t *l, rlock_owner_t owner) {
   if (check_lock(l)) return RLOCK_EINVAL;
   op_t *op = op_new(l, OP_RELEASE, owner, &rc);
   if (!op) return rc;
-  if (rlock__fast_release(op, &rc)) return rc; /* done on this thread (fast.c) */
   client_t *cl = op->cl;
+  bool fast = rlock__fast_begin(cl);
+  if (fast && rlock__fast_release(op, &rc)) { /* done on this thread (fast.c) */
+    rlock__fast_end(cl);
+    return leave_rc(cl, rc);
+  }
   uint64_t who = op->owner;
   int64_t value = 0;
-  rc = run_sync(op, &value, NULL, NULL);
+  rc = run_sync_fast(op, &value, NULL, NULL, fast);
   rlock__fast_released_slow(cl, l, who, rc, value); /* the calling thread's fast table learns the count */
-  return rc;
+  return leave_rc(cl, rc);
 }
 RLOCK_API int rlock_lock_unlock(rlock_lock_t *l) { return rlock_lock_release(l, RLOCK_OWNER_SELF); }
 
@@ -214,7 +254,7 @@ RLOCK_API int rlock_lock_force_unlock_flags(rlock_lock_t *l, unsigned flags, int
   int rc;
   int64_t v = 0;
   op_t *op = force_op(l, flags, &rc);
-  if (op) rc = run_sync(op, &v, NULL, NULL);
+  if (op) rc = leave_rc(l->cl, run_sync(op, &v, NULL, NULL));
   if (!rc && was_locked) *was_locked = (int)v;
   return rc;
 }
@@ -296,7 +336,7 @@ RLOCK_API int rlock_lock_node(rlock_lock_t *l, char *buf, size_t buflen) {
   if (!op) return rc;
   void *p = NULL;
   size_t n = 0;
-  if ((rc = run_sync(op, NULL, &p, &n)) != 0) return rc;
+  if ((rc = leave_rc(l->cl, run_sync(op, NULL, &p, &n))) != 0) return rc;
   if (n >= buflen) rc = rlock__fail(RLOCK_EINVAL, "buf holds %zu bytes: the node needs %zu", buflen, n + 1);
   else memcpy(buf, p, n + 1);
   free(p);
@@ -346,7 +386,7 @@ RLOCK_API int rlock_lock_holders(rlock_lock_t *l, rlock_holder_t **out, size_t *
   op_t *op = op_new(l, OP_HOLDERS, RLOCK_OWNER_SELF, &rc);
   void *p = NULL;
   if (!op) return rc;
-  rc = run_sync(op, NULL, &p, n);
+  rc = leave_rc(l->cl, run_sync(op, NULL, &p, n));
   *out = p;
   return rc;
 }
@@ -386,15 +426,19 @@ static void free_parts(req_t *r) {
 
 /* Runs the parts (one command, or MULTI ... EXEC) on the user connection. */
 static int run_command(client_t *cl, int64_t timeout_ms, req_t *parts, rlock_reply_t **reply) {
-  int rc = rlock__client_check_fork(cl);
+  int rc = enter(cl);
   if (rc) {
     free_parts(parts);
     return rc;
   }
+  if ((rc = rlock__client_check_fork(cl))) {
+    free_parts(parts);
+    return leave_rc(cl, rc);
+  }
   op_t *op = rlock__op_alloc(cl);
   if (!op) {
     free_parts(parts);
-    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+    return leave_rc(cl, rlock__fail(RLOCK_ENOMEM, "out of memory"));
   }
   op->kind = OP_COMMAND;
   op->cl = cl;
@@ -403,7 +447,7 @@ static int run_command(client_t *cl, int64_t timeout_ms, req_t *parts, rlock_rep
   int64_t now = rlock_now_ms();
   op->deadline = timeout_ms == RLOCK_WAIT_FOREVER || timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
   void *p = NULL;
-  rc = run_sync(op, NULL, &p, NULL);
+  rc = leave_rc(cl, run_sync(op, NULL, &p, NULL));
   *reply = p;
   return rc;
 }

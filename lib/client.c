@@ -20,6 +20,7 @@
 const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
+void (*rlock__test_call_hook)(client_t *cl, int where);
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -66,10 +67,12 @@ void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t own
 
 RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *arg) {
   if (!cl || rlock__client_check_fork(cl)) return; /* a forked child: cbmu may be held for ever */
+  if (!rlock__client_enter(cl)) return;             /* closing */
   pthread_mutex_lock(&cl->cbmu);
   cl->lost_cb = cb;
   cl->lost_arg = arg;
   pthread_mutex_unlock(&cl->cbmu);
+  rlock__client_leave(cl);
 }
 
 /* ------------------------------------------------------------ routing */
@@ -351,7 +354,7 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg) { shutdown_engi
  * DEL and the undos are awaited, at most min(command timeout,
  * CLOSE_LINGER_MS), so a short-lived process leaves no keys behind; then the
  * engine shuts down. */
-#define CLOSE_LINGER_MS 500
+#define CLOSE_LINGER_MS RLOCK__CLOSE_LINGER_MS
 /* How long closing waits for the last DELs and undos: min(command timeout,
  * CLOSE_LINGER_MS), plus the WAIT timeout for each WAIT written on the
  * command connection: an undo sent behind a try's WAIT runs only once that
@@ -364,7 +367,11 @@ static int64_t close_linger_ms(const client_t *cl) {
 }
 
 static void begin_close(client_t *cl) {
+  RLOCK__ASSERT(rlock__client_on_io_thread(cl));
   if (cl->draining || cl->shut) return;
+  /* every fast call ended before `stopping` (rlock__fast_close_wait): its
+   * posts and its op (an answer lost: undone) are all here */
+  RLOCK__ASSERT(atomic_load(&cl->fast.calls) == 0);
   cl->draining = true;
   rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
   rlock__set_msg("client closed");
@@ -395,17 +402,18 @@ static op_t *take_submitted(client_t *cl) {
   return fifo;
 }
 
-/* Starts what was submitted (fails it once the client is closing). */
+/* Starts what was submitted (ends it once the client is stopping: an
+ * acquire whose try may be on the server gets its undo first). */
 static void run_submitted(client_t *cl) {
-  bool closing = atomic_load(&cl->closing);
+  RLOCK__ASSERT(rlock__client_on_io_thread(cl));
+  bool stopping = atomic_load(&cl->stopping);
   op_t *op = take_submitted(cl);
   if (op) rlock__fast_drain(cl); /* the fast calls made before these ops come first */
   while (op) {
     op_t *next = op->next;
     op->next = NULL;
-    if (closing) {
-      rlock__set_msg("client closed");
-      rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+    if (stopping) {
+      rlock__op_end_unstarted(op);
     } else {
       rlock__op_start(op);
     }
@@ -460,7 +468,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
   }
   rlock__client_pass_begin(cl);
   rlock__client_pass_end(cl);
-  if (atomic_load(&cl->closing)) begin_close(cl);
+  if (atomic_load(&cl->stopping)) begin_close(cl);
 }
 
 static void start_result(client_t *cl, int status, const char *msg) {
@@ -627,6 +635,10 @@ static char *dup_or_null(const char *s, bool *fail) {
 }
 
 static void client_destroy(client_t *cl) {
+  /* nobody is inside any more (stop_thread; a client that never started has
+   * had no caller): nothing touches this memory after it is freed */
+  RLOCK__ASSERT(atomic_load(&cl->inside) == 0 && atomic_load(&cl->fast.calls) == 0);
+  RLOCK__ASSERT(atomic_load(&cl->submitted) == NULL);
   if (cl->wake_ev) event_free(cl->wake_ev);
   if (cl->fast.drain_ev) event_free(cl->fast.drain_ev); /* before its base (fast.c) */
   cl->fast.drain_ev = NULL;
@@ -643,22 +655,39 @@ static void client_destroy(client_t *cl) {
   free(cl);
 }
 
+/* Closing, on the freeing thread. 1. `closing`: every call that comes now
+ * is refused (RLOCK_ECLOSED; rlock__client_enter), and so is a new op of a
+ * call already inside, but for a fast call's op whose answer was lost (its
+ * try may be on the server: it must reach the I/O thread, to be undone).
+ * 2. The fast calls under way end: each either completes (its posts wait
+ * for the drain) or hands its op to the I/O thread; one still waiting for
+ * its answer after min(command timeout, CLOSE_LINGER_MS) has its connection
+ * cut (its answer is lost: undone). 3. `stopping`: the I/O thread undoes
+ * and ends what it has (begin_close) and stops. 4. The calls still inside
+ * leave: a sync call's op was answered by the close, or is on the stack (a
+ * push after the I/O thread's last take), answered here. A call touches
+ * nothing of the client once it left; nothing is freed before every call
+ * has left. */
 static void stop_thread(client_t *cl) {
   atomic_store(&cl->closing, true);
+  rlock__fast_close_wait(cl, cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms
+                                                                          : CLOSE_LINGER_MS);
+  atomic_store(&cl->stopping, true);
   rlock__client_wake(cl);
   pthread_join(cl->thread, NULL);
-  /* Threads still in a submit (between its push and its eventfd write) or in
-   * a fast call finish touching the client first: their push is taken below,
-   * and nothing is freed under them. Every one that came later saw closing. */
-  while (atomic_load(&cl->inside) > 0) {
+  for (;;) {
+    /* a push comes before its caller's leave: with nobody inside when this
+     * look began, the take below finds every push */
+    bool last = atomic_load(&cl->inside) == 0;
+    rlock__set_msg("client closed");
+    for (op_t *op = take_submitted(cl), *next; op; op = next) {
+      next = op->next;
+      RLOCK__ASSERT(!op->fast_lost); /* pushed inside a fast call: taken by the I/O thread */
+      rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+    }
+    if (last) break;
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
-  }
-  /* A call that raced with the close (a misuse, but no hang): fail it. */
-  rlock__set_msg("client closed");
-  for (op_t *op = take_submitted(cl), *next; op; op = next) {
-    next = op->next;
-    rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
   }
 }
 
@@ -777,9 +806,11 @@ RLOCK_API const char *rlock_client_id(const rlock_client_t *cl) { return cl ? cl
 RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   if (!cl || !o) return;
   uint64_t v[ST_COUNT];
+  bool in = rlock__client_enter(cl); /* closing: read without waiting (no call changes them now) */
   pthread_mutex_lock(&cl->fast.statmu); /* not in the middle of a fast post's drain (fast.c) */
   for (int i = 0; i < ST_COUNT; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
   pthread_mutex_unlock(&cl->fast.statmu);
+  if (in) rlock__client_leave(cl);
   o->commands_sent = v[ST_COMMANDS];
   o->writes = v[ST_WRITES];
   o->scripts_sent = v[ST_SCRIPTS];
@@ -819,12 +850,19 @@ bool rlock__client_enter(client_t *cl) {
   return false;
 }
 
-void rlock__client_leave(client_t *cl) { atomic_fetch_sub(&cl->inside, 1); }
+void rlock__client_leave(client_t *cl) {
+  RLOCK__ASSERT(atomic_load(&cl->inside) > 0);
+  atomic_fetch_sub(&cl->inside, 1);
+}
 
 int rlock__client_submit(client_t *cl, op_t *op) {
+  /* the caller is inside (api.c), or the I/O thread (a callback) */
+  RLOCK__ASSERT(atomic_load(&cl->inside) > 0 || rlock__client_on_io_thread(cl));
   int rc = rlock__client_check_fork(cl);
   if (rc) return rc;
-  if (!rlock__client_enter(cl)) return rlock__fail(RLOCK_ECLOSED, "client closed");
+  /* closing: refused, but for a fast call's op with its answer lost (its
+   * try may be on the server: the I/O thread undoes it; stop_thread) */
+  if (atomic_load(&cl->closing) && !op->fast_lost) return rlock__fail(RLOCK_ECLOSED, "client closed");
   if (op->lock && cl->fast.on) { /* the name is busy for the fast path until op finishes */
     op->fslot = (int)rlock__fast_slot(op->lock->name, op->lock->len);
     rlock__fast_busy(cl, op->fslot, 1);
@@ -836,8 +874,7 @@ int rlock__client_submit(client_t *cl, op_t *op) {
   bool was_empty = head == NULL;
   if (rlock__test_submit_hook) rlock__test_submit_hook(cl); /* tests: a free between the push and the wake */
   if (was_empty && !atomic_load(&cl->awake)) rlock__client_wake(cl); /* the I/O thread may sleep */
-  rlock__client_leave(cl); /* op may be done and freed by now: only cl is touched above */
-  return 0;
+  return 0; /* op may be done and freed by now */
 }
 
 bool rlock__client_on_io_thread(const client_t *cl) { return pthread_equal(pthread_self(), cl->thread); }

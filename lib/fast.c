@@ -54,7 +54,14 @@
  *     later. The first copy does latch the answers a count cannot tell
  *     (not held, a count mismatch, waiters notified): the re-send reads them.
  * A copy that lands after its latch expired is the same hazard as for a copy
- * of the command connection (the latch TTL is sized for it). */
+ * of the command connection (the latch TTL is sized for it).
+ *
+ * Closing: a fast call runs in a window (rlock__fast_begin/_end, api.c) that
+ * covers the submit of the op it hands over. rlock_client_free lets the I/O
+ * thread close only once every window closed (rlock__fast_close_wait: past
+ * min(command timeout, 500 ms) it cuts the connection, and the call's answer
+ * is lost), so its posts are drained and an acquire whose answer was lost is
+ * undone (rlock__op_end_unstarted). */
 #include "kinds/kind.h"
 
 #include <errno.h>
@@ -287,6 +294,9 @@ typedef struct post_item {
 
 static bool post_items(client_t *cl, const post_item_t *items, int n, unsigned slot) {
   fast_t *f = &cl->fast;
+  /* only inside a fast call window: free's drain (begin_close) comes after
+   * every window closed, so no post is left behind */
+  RLOCK__ASSERT(atomic_load(&f->calls) > 0 && !atomic_load(&cl->stopping));
   size_t need = 0;
   for (int i = 0; i < n; i++) need += post_size(items[i].len, items[i].olen);
   pthread_mutex_lock(&f->pmu);
@@ -395,6 +405,7 @@ void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const
 
 void rlock__fast_drain(client_t *cl) {
   fast_t *f = &cl->fast;
+  RLOCK__ASSERT(rlock__client_on_io_thread(cl)); /* the engine's state is the I/O thread's */
   /* nothing posted: no mutex (the check every pass that starts ops makes) */
   if (!f->on || !atomic_load(&f->posted)) return;
   pthread_mutex_lock(&f->pmu);
@@ -512,8 +523,10 @@ int rlock__fast_init(client_t *cl) {
 }
 
 static void fast_close_fd(fast_t *f) {
+  pthread_mutex_lock(&f->amu); /* not under a cut (rlock__fast_close_wait): its fd stays this one */
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
+  pthread_mutex_unlock(&f->amu);
   if (f->reader) redisReaderFree(f->reader);
   f->reader = NULL;
 }
@@ -643,6 +656,14 @@ static int fast_connect(client_t *cl, fast_t *f, unsigned gen) {
   pthread_mutex_unlock(&f->amu);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  pthread_mutex_lock(&f->amu); /* published at once: closing can cut it (rlock__fast_close_wait) */
+  bool cut = f->cut;
+  if (!cut) f->fd = fd;
+  pthread_mutex_unlock(&f->amu);
+  if (cut) {
+    close(fd);
+    return -1;
+  }
   int64_t deadline = rlock_now_ms() + cl->opt.connect_timeout_ms;
   if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
     if (errno != EINPROGRESS) goto fail;
@@ -658,7 +679,6 @@ static int fast_connect(client_t *cl, fast_t *f, unsigned gen) {
   }
   set_timeout(fd, SO_RCVTIMEO, ms_left(deadline) + 1);
   set_timeout(fd, SO_SNDTIMEO, ms_left(deadline) + 1);
-  f->fd = fd;
   if (!(f->reader = rlock__reply_reader_new(true)) || handshake(cl, f)) {
     fast_close_fd(f);
     return -1;
@@ -668,7 +688,7 @@ static int fast_connect(client_t *cl, fast_t *f, unsigned gen) {
   f->fd_gen = gen;
   return 0;
 fail:
-  close(fd);
+  fast_close_fd(f);
   return -1;
 }
 
@@ -759,6 +779,10 @@ static bool call_begin(op_t *op, call_t *c, int64_t least, const char *prefix, s
   c->e = c->t ? ftab_find(c->t, cl, l->name, l->len) : NULL;
   c->count = fent_count(cl, c->e, c->slot);
   if (c->count < least || !take_conn(cl)) return false;
+  if (atomic_load(&cl->closing)) { /* free began: send nothing more */
+    pthread_mutex_unlock(&cl->fast.mu);
+    return false;
+  }
   rlock__prng_hex(&c->t->prng, op->reqid);
   /* the first copy writes no latch (see the top), but for a re-entry: if the
    * thread's hold was lost behind its back (a force unlock, its lease ran
@@ -943,27 +967,59 @@ static void released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, i
   else fent_set(cl, ftab_find(t, cl, l->name, l->len), slot, -1);
 }
 
-/* The calls from api.c: the client is entered around each (rlock__client_enter:
- * rlock_client_free waits for a fast call under way, and one that comes
- * after it started touches nothing of the client's fast state). */
+/* The calls from api.c. The caller is inside the client (api.c: from its
+ * first touch to its last), and a fast call runs in a window
+ * (rlock__fast_begin/_end) that also covers the submit of the op it hands
+ * to the I/O thread: rlock_client_free lets the I/O thread close only once
+ * every window closed, so a fast call's posts are drained and its op (its
+ * answer lost: its try may be on the server) is undone. */
+bool rlock__fast_begin(client_t *cl) {
+  fast_t *f = &cl->fast;
+  if (!f->on) return false;
+  RLOCK__ASSERT(atomic_load(&cl->inside) > 0);
+  atomic_fetch_add(&f->calls, 1); /* seq_cst both sides: free sees it, or it sees closing */
+  if (!atomic_load(&cl->closing)) return true;
+  atomic_fetch_sub(&f->calls, 1);
+  return false;
+}
+
+void rlock__fast_end(client_t *cl) {
+  RLOCK__ASSERT(atomic_load(&cl->fast.calls) > 0);
+  atomic_fetch_sub(&cl->fast.calls, 1);
+}
+
+void rlock__fast_close_wait(client_t *cl, int64_t ms) {
+  fast_t *f = &cl->fast;
+  RLOCK__ASSERT(atomic_load(&cl->closing) && !rlock__client_on_io_thread(cl));
+  int64_t deadline = rlock_now_ms() + ms;
+  bool cut = false;
+  while (atomic_load(&f->calls) > 0) {
+    if (!cut && rlock_now_ms() >= deadline) {
+      /* a call still waiting for its answer (or a handshake's) gets an
+       * error at once: shutdown, not close (the fd number stays its own) */
+      cut = true;
+      pthread_mutex_lock(&f->amu);
+      f->cut = true;
+      if (f->fd >= 0) shutdown(f->fd, SHUT_RDWR);
+      pthread_mutex_unlock(&f->amu);
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 bool rlock__fast_acquire(op_t *op, int *rc) {
-  client_t *cl = op->cl;
-  if (!cl->fast.on || !rlock__client_enter(cl)) return false;
-  bool done = fast_acquire(op, rc);
-  rlock__client_leave(cl);
-  return done;
+  RLOCK__ASSERT(atomic_load(&op->cl->fast.calls) > 0);
+  return fast_acquire(op, rc);
 }
 
 bool rlock__fast_release(op_t *op, int *rc) {
-  client_t *cl = op->cl;
-  if (!cl->fast.on || !rlock__client_enter(cl)) return false;
-  bool done = fast_release(op, rc);
-  rlock__client_leave(cl);
-  return done;
+  RLOCK__ASSERT(atomic_load(&op->cl->fast.calls) > 0);
+  return fast_release(op, rc);
 }
 
 void rlock__fast_released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, int rc, int64_t value) {
-  if (!cl->fast.on || !rlock__client_enter(cl)) return;
+  if (!cl->fast.on) return;
+  RLOCK__ASSERT(atomic_load(&cl->inside) > 0); /* api.c leaves only after this */
   released_slow(cl, l, owner, rc, value);
-  rlock__client_leave(cl);
 }

@@ -608,7 +608,9 @@ typedef struct fast {
   int64_t drain_ms;     /* posts are applied at most this long after the first */
   /* the fast connection: one thread at a time (trylock) */
   pthread_mutex_t mu;
-  int fd;               /* -1: not connected */
+  int fd;               /* -1: not connected (set and closed under amu too: rlock__fast_close_wait) */
+  bool cut;             /* amu: closing cut the connection: no new one */
+  atomic_int calls;     /* fast call windows open (rlock__fast_begin/_end) */
   unsigned fd_gen;      /* the command connection's generation it was made for */
   unsigned failed_gen;  /* connecting failed for that generation: not tried again */
   redisReader *reader;
@@ -639,6 +641,16 @@ unsigned rlock__fast_slot(const char *name, size_t len);
  * may have reached the server: re-send it with the same id). */
 bool rlock__fast_acquire(op_t *op, int *rc);
 bool rlock__fast_release(op_t *op, int *rc);
+/* A blocking call's fast window, around rlock__fast_acquire/_release and the
+ * submit of the op it hands over (api.c): false, the fast path is off or the
+ * client is closing (nothing to end). rlock_client_free waits for every
+ * window open (rlock__fast_close_wait). */
+bool rlock__fast_begin(client_t *cl);
+void rlock__fast_end(client_t *cl);
+/* rlock_client_free, after `closing`: waits until no fast call is under way;
+ * past ms, cuts the fast connection (a call waiting for its answer loses it:
+ * its op goes to the I/O thread, which undoes its try). */
+void rlock__fast_close_wait(client_t *cl, int64_t ms);
 /* A blocking release through the I/O thread ended (rc, value): the calling
  * thread's table learns the count when it is known (0 after the last hold). */
 void rlock__fast_released_slow(client_t *cl, const rlock_lock_t *l, uint64_t owner, int rc, int64_t value);
@@ -656,6 +668,10 @@ void rlock__fast_bump(client_t *cl, const char *name, size_t len); /* epoch of n
 void rlock__fast_busy(client_t *cl, int slot, int delta);
 
 /* ------------------------------------------------------------ client.c */
+
+/* rlock_client_free waits at most min(command timeout, this) for the fast
+ * calls under way, then for the last DELs and undos (rlock.h). */
+#define RLOCK__CLOSE_LINGER_MS 500
 
 /* Counters behind rlock_client_stats (index into client->st). */
 enum {
@@ -688,10 +704,14 @@ struct rlock_client {
    * skips the eventfd write. Cleared, then the stack re-checked (seq_cst on
    * both sides): a push either sees it set or is seen by the re-check. */
   atomic_bool awake;
+  /* rlock_client_free began: calls are refused (stop_thread, client.c) */
   atomic_bool closing;
-  /* Calling threads inside the client's memory (a submit's push and eventfd
-   * write, a fast call): rlock_client_free waits for none before it frees
-   * (rlock__client_enter/_leave). */
+  /* then, once no fast call is under way: the I/O thread closes */
+  atomic_bool stopping;
+  /* Calls inside the client (rlock__client_enter/_leave): every public call
+   * from its first touch of the client to its last, its wait and what it
+   * does after its answer included. rlock_client_free frees nothing before
+   * it is 0. */
   atomic_int inside;
   unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
   int wake_fd;
@@ -794,6 +814,10 @@ extern void (*rlock__test_pass_hook)(client_t *cl);
 /* Test seam (tests/test_handoff.c): called by a submit between its push and
  * its eventfd write. */
 extern void (*rlock__test_submit_hook)(client_t *cl);
+/* Test seam (tests/test_free_races.c): called on a calling thread of a sync
+ * call at `where` (RLOCK__AT_...), to widen a race with rlock_client_free. */
+enum { RLOCK__AT_ANSWERED = 1, RLOCK__AT_FAST_FELL_BACK };
+extern void (*rlock__test_call_hook)(client_t *cl, int where);
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {
@@ -937,6 +961,7 @@ void rlock__handoff_mark(client_t *cl, const char *name, size_t len);
 void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
 void rlock__op_index_free(client_t *cl);               /* closing, after rlock__op_fail_all */
 void rlock__op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
+void rlock__op_end_unstarted(op_t *op); /* closing: a submitted op ends (RLOCK_ECLOSED), undone if it must be */
 void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 
 struct rlock_cancel {

@@ -294,6 +294,16 @@ void rlock__op_undo_on_close(client_t *cl) {
       undo_attempt(op, false);
 }
 
+/* Closing: an op submitted and never started ends (RLOCK_ECLOSED). An
+ * acquire whose try went out on the fast connection with its answer lost
+ * (fast.c) may hold the lock on the server: its undo goes first, as for a
+ * try in flight (rlock__op_undo_on_close). */
+void rlock__op_end_unstarted(op_t *op) {
+  if (op->kind == OP_ACQUIRE && op->fast_lost) undo_attempt(op, false);
+  rlock__set_msg("client closed");
+  rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+}
+
 void rlock__op_fail_all(client_t *cl, int status) {
   while (cl->active) {
     op_t *op = cl->active;

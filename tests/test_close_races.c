@@ -6,7 +6,10 @@
  *   - a thread whose acquire ended with RLOCK_ECLOSED frees its lock handle
  *     at once (allowed: the call returned) while the client still lingers for
  *     its last requests: the try's late reply must not touch that handle
- *     (use-after-free under ASan), and the hold is given back. */
+ *     (use-after-free under ASan), and the hold is given back;
+ *   - an acquire on the calling thread's fast connection is in flight: it
+ *     is undone before free returns (it never returns RLOCK_ECLOSED with its
+ *     hold left, nor RLOCK_OK for a hold the client forgot). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,6 +174,119 @@ TEST(handle_freed_while_client_lingers) {
   check_not_left("close:handle");
 }
 
+/* ---- a fast acquire (on the calling thread's fast connection) in flight
+ * when free begins: it either completes (the caller owns the hold: free's
+ * rule for held locks) or is undone before free returns; never
+ * RLOCK_ECLOSED with its hold left on the server, never RLOCK_OK for a hold
+ * the client forgot. Here its answer cannot come in time, so it is undone. */
+
+typedef struct fast_caller {
+  rlock_client_t *c;
+  const char *name;
+  int open_first; /* a fast call before: the fast connection is open */
+  _Atomic int ready, go, done;
+  int rc;
+} fast_caller_t;
+
+static void *fast_caller(void *arg) {
+  fast_caller_t *fc = arg;
+  rlock_lock_t *l = th_lock(fc->c, fc->name);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* through the I/O thread; */
+  CHECK_OK(rlock_lock_unlock(l)); /* this thread learns its count (0): its next acquire is fast */
+  if (fc->open_first) {
+    rlock_stats_t s0, s1;
+    rlock_client_stats(fc->c, &s0);
+    CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK_OK(rlock_lock_unlock(l));
+    rlock_client_stats(fc->c, &s1);
+    CHECK_EQ(s1.fast_calls, s0.fast_calls + 2);
+  }
+  fc->ready = 1;
+  th_wait_until(is_set, (void *)&fc->go, 10000);
+  fc->rc = rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG);
+  rlock_lock_free(l);
+  fc->done = 1;
+  return NULL;
+}
+
+static rlock_client_t *client_timeout(int64_t command_timeout_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = command_timeout_ms;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  return c;
+}
+
+/* The server sleeps (DEBUG SLEEP) longer than free waits, not longer than
+ * the command timeout: before, the answer came during free, the call
+ * returned RLOCK_OK and the hold stayed for its whole lease (nobody renewed
+ * or released it), and free blocked until the server woke. */
+TEST(fast_acquire_in_flight_at_free) {
+  rlock_client_t *c = client_timeout(5000);
+  fast_caller_t fc = {.c = c, .name = "close:fast", .open_first = 1};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, fast_caller, &fc), 0);
+  CHECK(th_wait_until(is_set, (void *)&fc.ready, 10000));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  redisContext *rc = send_nowait("DEBUG SLEEP 3");
+  CHECK_MSG(th_wait_until(server_took, rc, 5000), "the server never read DEBUG SLEEP");
+  uint64_t base = commands_sent(c);
+  fc.go = 1;
+  wait_sent(c, base + 1); /* the fast try is written; the server sleeps */
+  rlock_client_free(c);
+  pthread_join(t, NULL);
+  finish(rc); /* the server is awake: it runs what the closed connections sent */
+  if (fc.rc == 0) { /* answered in time: the caller owns the hold (nothing here) */
+    th_fail(__FILE__, __LINE__, "the fast try was answered although the server slept");
+  }
+  CHECK_RC(fc.rc, RLOCK_ECLOSED);
+  evalsha_arg_t a = {ev0 + 2}; /* the try, and its undo */
+  th_wait_until(evalsha_reaches, &a, 5000);
+  check_not_left("close:fast");
+}
+
+/* Bytes wait unread in a socket of the (sleeping) server: a connection's
+ * handshake it has not read. */
+static int server_has_unread(void *arg) {
+  (void)arg;
+  FILE *f = fopen("/proc/net/tcp", "r");
+  char line[512];
+  int found = 0;
+  CHECK(f != NULL);
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned lp = 0, rp = 0;
+    unsigned long t = 0, r = 0;
+    if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %lx:%lx", &lp, &rp, &t, &r) == 4 && (int)lp == srv->port && r > 0)
+      found = 1;
+  }
+  fclose(f);
+  return found;
+}
+
+/* The fast call opens the fast connection (its first) while the server
+ * sleeps: free begins during its handshake. Before, the handshake and the
+ * try went on once the server woke, the call returned RLOCK_OK during free
+ * and its hold stayed for the whole lease (nobody renewed or released it),
+ * and free blocked until then. */
+TEST(first_fast_connect_at_free) {
+  rlock_client_t *c = client_timeout(3000);
+  fast_caller_t fc = {.c = c, .name = "close:fast1"};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, fast_caller, &fc), 0);
+  CHECK(th_wait_until(is_set, (void *)&fc.ready, 10000));
+  redisContext *rc = send_nowait("DEBUG SLEEP 2");
+  CHECK_MSG(th_wait_until(server_took, rc, 5000), "the server never read DEBUG SLEEP");
+  fc.go = 1;
+  CHECK_MSG(th_wait_until(server_has_unread, NULL, 5000), "the fast connection's handshake never left");
+  rlock_client_free(c);
+  pthread_join(t, NULL);
+  finish(rc);
+  CHECK_RC(fc.rc, RLOCK_ECLOSED); /* nothing was sent: refused */
+  check_not_left("close:fast1");
+}
+
 /* An optional argument runs only the tests whose name contains it. */
 #define RUN_IF(name) \
   if (argc < 2 || strstr(#name, argv[1])) RUN(name)
@@ -182,6 +298,8 @@ int main(int argc, char **argv) {
   srv = th_server_start(&o);
   RUN_IF(acquire_in_flight_at_free);
   RUN_IF(handle_freed_while_client_lingers);
+  RUN_IF(fast_acquire_in_flight_at_free);
+  RUN_IF(first_fast_connect_at_free);
   th_server_stop(srv);
   return th_done();
 }

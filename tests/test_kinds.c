@@ -372,6 +372,7 @@ TEST(wake_policy) {
   cl->s_name = strdup("rlock-kinds-test");
   CHECK_OK(rlock__url_parse(&cl->url, srv->url));
   cl->base = base;
+  cl->thread = pthread_self(); /* this thread runs its loop: its I/O thread (RLOCK__ASSERTs) */
   cl->topo = &rlock__topology_single;
   CHECK_OK(rlock__pubsub_init(&cl->ps, cl));
   rlock__conn_start(&cl->ps.conn);

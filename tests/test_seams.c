@@ -108,6 +108,7 @@ static client_t *bare_new(struct event_base *base, const char *url, int64_t time
   cl->s_name = strdup("rlock-seams-test");
   CHECK_OK(rlock__url_parse(&cl->url, url));
   cl->base = base;
+  cl->thread = pthread_self(); /* this thread runs its loop: its I/O thread (RLOCK__ASSERTs) */
   cl->topo = topo;
   rlock__script_init();
   CHECK_OK(rlock__conn_init(&cl->cmd, cl, CONN_CMD));
