@@ -289,8 +289,8 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
  * applied) even if the reply never comes; rlock_client_free lingers for
  * the undos' answers (briefly). */
 void rlock__op_undo_on_close(client_t *cl) {
-  for (op_t *op = cl->active; op; op = op->anext)
-    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight)
+  for (op_t *op = cl->active; op; op = op->anext) /* (a try held back and never written needs none) */
+    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight && (!op->held || op->id_written))
       undo_attempt(op, false);
 }
 
@@ -410,9 +410,9 @@ static void undo_release(undo_t *u, int status) {
     op_t *op = r->ctx;
     r->next = NULL;
     op->held = false;
-    if (status) {
+    if (status || op->finished) { /* an op ended (closing) may have lost its lock handle: not sent */
       r->completed = true;
-      r->done(r, status, NULL);
+      r->done(r, status ? status : RLOCK_ECLOSED, NULL);
       rlock__req_free(r);
     } else {
       r->deadline = rlock_now_ms() + op->cl->opt.command_timeout_ms; /* written now */

@@ -733,7 +733,7 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
     batch_free(b);
     return;
   }
-  r->ahead = wd->check; /* before the requests queued during the outage (client.c) */
+  r->ahead = true; /* never waits behind the requests queued during an outage (client.c's check) */
   wd->inflight++;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
