@@ -391,6 +391,7 @@ static bool hold_back(op_t *op, req_t *r) {
   client_t *cl = op->cl;
   undo_t *u = cl->undos ? undo_ahead(cl, op->lock->name, op->lock->len, op->owner_id, UINT64_MAX) : NULL;
   if (!u) return false;
+  RLOCK__ASSERT(!op->held); /* one request of an op at a time */
   op->held = true;
   r->next = NULL;
   if (u->held_tail) u->held_tail->next = r;
@@ -409,6 +410,7 @@ static void undo_release(undo_t *u, int status) {
     req_t *next = r->next;
     op_t *op = r->ctx;
     r->next = NULL;
+    RLOCK__ASSERT(op->held && op->in_flight);
     op->held = false;
     if (status || op->finished) { /* an op ended (closing) may have lost its lock handle: not sent */
       r->completed = true;
