@@ -335,6 +335,11 @@ typedef struct undo {
   bool listed;
   uint64_t seq;
   req_t *held, *held_tail;
+  /* Not an undo but an unlock whose op gave up with its answer lost
+   * (unlock_go_on): the same request (same id: its latch answers a copy
+   * that ran), re-sent until answered or its id may be stale (stale_at). */
+  req_t *tmpl;
+  int64_t stale_at;
 } undo_t;
 
 static void undo_send(undo_t *u);
@@ -460,6 +465,7 @@ static void undo_free(undo_t *u) {
   undo_unlist(u);
   undo_release(u, RLOCK_ECLOSED); /* none left but when it ended without an answer */
   rlock__fast_busy(cl, u->fslot, -1);
+  if (u->tmpl) rlock__req_free(u->tmpl);
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
@@ -492,7 +498,7 @@ static int64_t undo_keep(const undo_t *u) {
  * (a copy of it may still land; the owner's next requests of the lock wait
  * for its answer), or the client closes. */
 static bool undo_again(undo_t *u, int status) {
-  (void)u;
+  if (u->tmpl && rlock_now_ms() >= u->stale_at) return false; /* its latch may be gone: no copy more */
   if (status == RLOCK_ECONNECT) return true; /* never written: wait for the reconnect */
   return answer_lost(status);                /* else closed, or answered (a refusal) */
 }
@@ -504,7 +510,7 @@ static bool op_over(const op_t *op) {
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
   bool answered = status == 0; /* a reply came: a copy ran (or was refused), every copy before it too */
-  bool landed = status == 0 && reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply);
+  bool landed = status == 0 && (u->tmpl || (reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply)));
   if (status == 0 && !landed) /* answered, but refused (OOM, an error reply): the op must not take
                                  status 0 for a grant (resume_after_undo) */
     status = rlock__fail(RLOCK_ESERVER, "the server refused to give back the hold (it may stay until its lease "
@@ -531,9 +537,20 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
 
 static void undo_send(undo_t *u) {
   client_t *cl = u->cl;
-  kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
-                      u->keep >= 0 ? u->keep : undo_keep(u)};
-  req_t *r = u->kind->undo_req(&view, undo_done, u);
+  req_t *r;
+  if (u->tmpl) { /* an unlock going on alone: a copy of its request */
+    int64_t t = cl->opt.command_timeout_ms + (u->tmpl->waits ? cl->opt.replica_sync_timeout_ms : 0);
+    if ((r = rlock__req_alloc(u->tmpl->len, t, undo_done, u))) {
+      memcpy(r->cmd, u->tmpl->cmd, u->tmpl->len);
+      r->ncmds = u->tmpl->ncmds;
+      r->script = u->tmpl->script;
+      r->waits = u->tmpl->waits;
+    }
+  } else {
+    kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
+                        u->keep >= 0 ? u->keep : undo_keep(u)};
+    r = u->kind->undo_req(&view, undo_done, u);
+  }
   if (!r) {
     op_t *op = u->op;
     undo_unlist(u);
@@ -578,6 +595,43 @@ static void undo_attempt(op_t *op, bool wait) {
   return;
 fail:
   if (wait) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
+}
+
+/* An unlock whose answer was lost and whose re-sends ran out: its copies
+ * may still land, and one landing after the owner's next grant would take
+ * it for a count mismatch and remove the owner's field (another client then
+ * takes the lock). So it goes on alone like an undo: re-sent (a copy of r,
+ * the same request id) until answered, the owner's later requests of the
+ * lock held back until then (the order gate), the name off the fast path.
+ * The caller is told the failure as before (counted as done). Not with
+ * retry_attempts 0 (no re-send at all). Out of memory: nothing goes on. */
+static void unlock_go_on(op_t *op, const req_t *r) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  undo_t *u = calloc(1, sizeof *u);
+  req_t *t = u ? rlock__req_alloc(r->len, 0, NULL, NULL) : NULL;
+  if (!t || !(u->name.p = rlock__strndup(l->name, l->len))) {
+    if (t) rlock__req_free(t);
+    free(u);
+    return;
+  }
+  memcpy(t->cmd, r->cmd, r->len);
+  t->ncmds = r->ncmds;
+  t->script = r->script;
+  t->waits = r->waits;
+  u->tmpl = t;
+  u->cl = cl;
+  u->kind = l->kind;
+  u->name.n = l->len;
+  memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
+  /* a copy lands within a command timeout of its send, and must land
+   * before the latch of the id's first copy may expire */
+  u->stale_at = op->sent_at + rlock__client_latch_ttl(cl) - cl->opt.command_timeout_ms - LATCH_MARGIN_MS;
+  u->fslot = (int)rlock__fast_slot(l->name, l->len);
+  rlock__fast_busy(cl, u->fslot, 1);
+  cl->undos_inflight++;
+  undo_list(u);
+  undo_send(u);
 }
 
 /* ------------------------------------------------------------ latched requests
@@ -1003,6 +1057,8 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     send_release(op);
     return;
   }
+  /* before the owner's next request of the lock (retry_attempts 0: never re-sent) */
+  if (answer_lost(status) && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
   int rc = 0, acked;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
@@ -1198,6 +1254,8 @@ void rlock__op_start(op_t *op) {
     break;
   case OP_RELEASE:
     if (!op->reqid[0]) new_reqid(op);
+    /* the id's first send (a fast connection's copy left at most a command timeout ago) */
+    op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
     if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
     send_release(op);
     break;

@@ -20,6 +20,9 @@
  *     answered NOSCRIPT after a SCRIPT FLUSH (the acquire script was loaded
  *     again by another client, the undo script not), and conn.c re-wrote it
  *     as EVAL behind the owner's next try, which was granted.
+ * The same order holds for an unlock whose re-sends ran out with every answer
+ * lost (unlock_given_up_behind_next_lock): its late copy would find the
+ * owner's next grant, take it for a count mismatch and remove the field.
  * Each test ends with another client's trylock: it must be refused while the
  * owner holds the lock. */
 #include <pthread.h>
@@ -62,7 +65,7 @@ static rlock_client_t *client_named(const char *name, int fast, int64_t timeout_
 
 /* The server-side port (CLIENT LIST addr=) of the oldest (newest: the fast
  * connection, opened last) connection named `name` whose last command was
- * a script. */
+ * a script (or a latch DEL: the command connection's). */
 static int script_port(const char *name, int newest) {
   redisReply *r = th_cmd(srv, "CLIENT", "LIST", NULL);
   CHECK(r->type == REDIS_REPLY_STRING);
@@ -75,7 +78,7 @@ static int script_port(const char *name, int newest) {
     if (end) *end = 0;
     char *a = strstr(line, " addr="), *colon = a ? strchr(a + 6, ':') : NULL;
     long long id = strncmp(line, "id=", 3) ? -1 : atoll(line + 3);
-    if (!strstr(line, want) || !strstr(line, " cmd=evalsha") || !colon) continue;
+    if (!strstr(line, want) || !(strstr(line, " cmd=evalsha") || strstr(line, " cmd=del ")) || !colon) continue;
     if (best < 0 || (newest ? id > best : id < best)) best = id, port = atoi(colon + 1);
   }
   th_reply_free(r);
@@ -114,7 +117,7 @@ static void check_single_holder(const char *name, const char *owner_id) {
   if (rc == 0) rlock_lock_unlock(lo);
   CHECK_MSG(rc == RLOCK_EBUSY,
             "another client took the lock the owner was told it holds (%s; the owner's count on the server: %lld): "
-            "a late undo removed the owner's next grant",
+            "a late undo (or unlock) of the same owner removed its next grant",
             rlock_err_name(rc), count);
   CHECK_EQ(count, 1);
   rlock_lock_free(lo);
@@ -265,6 +268,65 @@ TEST(noscript_undo_behind_next_try) {
   rlock_client_free(loader);
 }
 
+/* ------------------------------------------------------------ an unlock given up */
+
+/* The same order for an unlock whose re-sends ran out: its copies are held
+ * on a stuck connection (proxy hold; the client replaces the connection at
+ * the first timeout, retry_attempts 1), the call fails (counted as done),
+ * the owner locks again on the new connection, then the held copies land.
+ * Before: the lock re-entered the still-held hold (count 2) and the first
+ * late unlock copy took it for a count mismatch and removed the owner's
+ * field: another client took the lock. Now the unlock goes on alone on the
+ * new connection until answered, and the lock waits for that. */
+#define UNAME "undo-unlock"
+
+typedef struct conns_arg {
+  int want;
+} conns_arg_t;
+static int conns_are(void *a) { return fp_connections(px) == ((conns_arg_t *)a)->want; }
+
+TEST(unlock_given_up_behind_next_lock) {
+  const char *name = "undo:unlock";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = UNAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 1;
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 200;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(UNAME, 0);
+  fp_hold_conn(px, port, FP_UP);
+  int rc = rlock_lock_unlock(l);
+  CHECK_MSG(rc != 0, "the held unlock was answered");
+  CHECK_EQ(th_hget_num(srv, name, o), 1); /* no copy ran yet */
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("unlock's copies held on a replaced connection, re-sends run out, the owner locks again", "single",
+            "reentrant", "the unlock goes on alone until answered, the lock waits for it: one holder", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* test_undo_order [NAME]: all tests, or only NAME */
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
@@ -274,6 +336,7 @@ int main(int argc, char **argv) {
   const char *only = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
   if (!only || strstr("fast_lost_undo_behind_next_trylock", only)) RUN(fast_lost_undo_behind_next_trylock);
   if (!only || strstr("noscript_undo_behind_next_try", only)) RUN(noscript_undo_behind_next_try);
+  if (!only || strstr("unlock_given_up_behind_next_lock", only)) RUN(unlock_given_up_behind_next_lock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
