@@ -744,7 +744,7 @@ struct rlock_client {
   size_t *dels;  /* where each key starts in delkeys (it ends where the next starts) */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
-  int undos_inflight; /* reentrant_acquire_undo.lua calls not yet answered (lock.c) */
+  int undos_inflight; /* undos (and unlocks going on alone) not yet answered (lock.c) */
   /* The undos not answered yet (lock.c): no later try or unlock of the same
    * (owner, name) is written before each is answered; order_seq numbers the
    * undos and the requests handed to the topology, to check that order. */
