@@ -178,7 +178,9 @@ typedef struct rlock_options {
                                 /* (every duration: at most RLOCK_DURATION_MAX, else
                                    rlock_client_new fails with RLOCK_EINVAL) */
   int retry_attempts;           /* re-sends of idempotent requests (unlock, acquire)
-                                   after a timeout or a dropped connection; default 3 */
+                                   after a timeout or a dropped connection; default 3
+                                   (an unlock whose re-sends are all lost then goes on
+                                   in the background: see rlock_lock_unlock; 0: none) */
   /* Liveness: a connection can die without a word (a NAT or load balancer
    * that forgets the flow, a peer that vanished); rlock notices and replaces
    * it: reconnect; on the subscriber connection every channel is subscribed
@@ -434,7 +436,12 @@ int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
  * owner does not hold the lock (the lock is left as it is). When the count
  * reaches zero the key is deleted and one waiter is woken. Idempotent under
  * retries (request-id latch): a timeout or dropped connection is retried up to
- * retry_attempts times without ever releasing twice.
+ * retry_attempts times without ever releasing twice. When every answer was
+ * lost the call fails, and (retry_attempts > 0) the same unlock goes on being
+ * sent in the background until it is answered: a copy of it still on its way
+ * could otherwise land after this owner's next acquire of the lock and take
+ * that hold away; the owner's next acquire or unlock of the lock waits for
+ * that answer.
  * An unlock that fails (any error but RLOCK_ENOTHELD: e.g. RLOCK_ETIMEDOUT,
  * RLOCK_ECONNECT while the server is unreachable) still counts as done in
  * this client: that hold is no longer tracked, and when it was the owner's

@@ -373,6 +373,7 @@ static void begin_close(client_t *cl) {
    * posts and its op (an answer lost: undone) are all here */
   RLOCK__ASSERT(atomic_load(&cl->fast.calls) == 0);
   cl->draining = true;
+  rlock__conn_hold_end(&cl->cmd); /* the undos below must not wait for a renewal round */
   rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
   rlock__set_msg("client closed");
   rlock__usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
@@ -481,11 +482,28 @@ static void start_result(client_t *cl, int status, const char *msg) {
   pthread_mutex_unlock(&cl->smu);
 }
 
+/* After a reconnect, the requests queued meanwhile wait until the renewal
+ * round has asked about every hold (one server, Sentinel: the command
+ * connection carries both): a hold the server lost (a restart without
+ * persistence, a failover to a replica that lacked it) is reported before a
+ * queued re-entry of it could take the lock afresh and hide the loss. */
+static void cmd_before_pending(conn_t *c) {
+  client_t *cl = c->cl;
+  c->hold_pending = !cl->topo->slots_matter && cl->wd.holds.count > 0 && !cl->draining;
+}
+
 static void cmd_ready(conn_t *c) {
   client_t *cl = c->cl;
-  rlock__fast_cmd_ready(cl);
+  if (!c->hold_pending) rlock__fast_cmd_ready(cl); /* else once the holds were checked */
   start_result(cl, 0, NULL);
-  if (cl->wd.holds.count) rlock__watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
+  if (c->hold_pending) rlock__watchdog_check_now(&cl->wd); /* ends with rlock__client_checked */
+  else if (cl->wd.holds.count) rlock__watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
+}
+
+void rlock__client_checked(client_t *cl) {
+  if (!cl->cmd.hold_pending) return;
+  rlock__conn_hold_end(&cl->cmd);
+  if (cl->cmd.state == CS_READY) rlock__fast_cmd_ready(cl);
 }
 
 static void cmd_down(conn_t *c) { rlock__fast_cmd_down(c->cl); }
@@ -746,6 +764,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   }
   cl->del_timer = evtimer_new(cl->base, del_timer_cb, cl);
   cl->cmd.on_ready = cmd_ready;
+  cl->cmd.before_pending = cmd_before_pending;
   cl->cmd.on_down = cmd_down;
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;

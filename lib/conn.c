@@ -50,6 +50,7 @@ static void describe_peer(conn_t *c, char *buf, size_t n);
 static bool tcp_connected(conn_t *c);
 static const char *node_host(const conn_t *c);
 static void write_req(conn_t *c, req_t *r);
+static void write_pending(conn_t *c);
 static void event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* ------------------------------------------------------------ requests */
@@ -308,10 +309,30 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
     rlock__tv_from_ms(&tv, c->cl->opt.ping_interval_ms);
     evtimer_add(c->ping, &tv);
   }
-  req_t *p;
-  while ((p = q_pop(&c->pending))) write_req(c, p);
+  if (c->before_pending) c->before_pending(c);
+  write_pending(c);
   if (c->on_ready) c->on_ready(c);
   rlock__client_flush(c->cl);
+}
+
+/* The requests queued while c was not ready, in order; while c holds them
+ * (hold_pending) only those marked `ahead`. */
+static void write_pending(conn_t *c) {
+  req_queue_t keep = {0};
+  req_t *p;
+  while ((p = q_pop(&c->pending))) {
+    if (!c->hold_pending || p->ahead) write_req(c, p);
+    else q_push(&keep, p);
+  }
+  c->pending = keep;
+}
+
+void rlock__conn_hold_end(conn_t *c) {
+  if (!c->hold_pending) return;
+  c->hold_pending = false;
+  if (c->state != CS_READY) return;
+  write_pending(c);
+  rlock__conn_flush(c);
 }
 
 /* An answer to INFO replication: c->replicas is the replicas it lists online
@@ -333,7 +354,7 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   }
   c->replicas = online;
   if (online) c->had_replicas = true; /* WAITs may be queued on c from now on */
-  if (c == &c->cl->cmd && c->state == CS_READY) rlock__fast_cmd_ready(c->cl); /* WAIT needed or not */
+  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending) rlock__fast_cmd_ready(c->cl); /* WAIT needed or not */
 }
 
 /* INFO replication: the replicas the node reports online (the replica-sync
@@ -773,7 +794,7 @@ void rlock__conn_send(conn_t *c, req_t *r) {
     finish_err(r, RLOCK_ECLOSED);
     return;
   }
-  if (c->state == CS_READY) {
+  if (c->state == CS_READY && (!c->hold_pending || r->ahead)) {
     write_req(c, r);
   } else {
     q_push(&c->pending, r);

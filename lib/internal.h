@@ -292,6 +292,7 @@ struct req {
   uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
   bool pinned;       /* a part of a user transaction: never redirected alone (usercmd.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
+  bool ahead;          /* written even while its connection holds its pending requests (hold_pending) */
   /* Replica sync decided when r is written (rlock__client_send_synced on a
    * connection not ready yet: its node's replica count is read by the
    * handshake); the sync_need_t the WAIT is recorded in. */
@@ -373,6 +374,12 @@ struct conn {
   int64_t connect_timeout_ms; /* 0: the client's connect_timeout_ms (sentinels: shorter) */
   /* Callbacks into the layer above. */
   void (*on_ready)(conn_t *c);
+  /* Before the requests queued while it was down are written (may be NULL):
+   * it may set hold_pending, then they and every later request but those
+   * marked `ahead` wait in pending until rlock__conn_hold_end (client.c:
+   * after a reconnect the renewal round that finds lost holds goes first). */
+  void (*before_pending)(conn_t *c);
+  bool hold_pending;
   void (*on_down)(conn_t *c);
   void (*on_push)(conn_t *c, rlock_reply_t *msg); /* pub/sub messages (SUB only) */
   /* SUB only, may be NULL: whether a reply that is not a message is a push
@@ -389,6 +396,7 @@ void rlock__conn_close(conn_t *c);   /* fail everything with ECLOSED, free resou
 int rlock__conn_set_node(conn_t *c, const char *host, int port);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
+void rlock__conn_hold_end(conn_t *c); /* hold_pending off: the pending requests are written */
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
 /* Requests carrying a replica-sync WAIT queued or written on c, not yet
  * answered (timed out ones too: the server still runs them). Redis runs
@@ -500,6 +508,7 @@ typedef struct watchdog {
   size_t round_at;        /* the round's next bucket */
   unsigned inflight;      /* renewal calls awaiting their reply */
   bool round_on, round_again, stepping; /* a round under way; another one due after it; in round_step */
+  bool check;             /* the rounds under way check the holds after a reconnect (rlock__watchdog_check_now) */
   pthread_mutex_t lmu;    /* guards the listeners (added from user threads) */
   struct lost_listener *listeners; /* also told of every lost hold (MultiLock) */
   size_t nlisteners;
@@ -561,6 +570,11 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
 int rlock__watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                          int64_t *out);
 void rlock__watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
+/* After a reconnect of the command connection that holds its queued
+ * requests (hold_pending): a round whose calls go ahead of them; once every
+ * hold was asked about, rlock__client_checked. */
+void rlock__watchdog_check_now(watchdog_t *wd);
+void rlock__client_checked(client_t *cl);
 /* Force unlock succeeded: every hold of name tracked here is lost (callback). */
 void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
@@ -750,7 +764,12 @@ struct rlock_client {
   size_t *dels;  /* where each key starts in delkeys (it ends where the next starts) */
   size_t ndels, capdels;
   int dels_inflight; /* DELs sent, answer not yet in */
-  int undos_inflight; /* reentrant_acquire_undo.lua calls not yet answered (lock.c) */
+  int undos_inflight; /* undos (and unlocks going on alone) not yet answered (lock.c) */
+  /* The undos not answered yet (lock.c): no later try or unlock of the same
+   * (owner, name) is written before each is answered; order_seq numbers the
+   * undos and the requests handed to the topology, to check that order. */
+  struct undo *undos;
+  uint64_t order_seq;
   bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
@@ -910,6 +929,8 @@ struct op {
   bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
   bool unchecked;  /* release: sent without the count check (others_in_flight) */
+  bool held;       /* its request waits behind an unanswered undo of its (owner, name) (lock.c) */
+  uint64_t wseq;   /* its current request's place in the client's order of writes (lock.c) */
   int polls;       /* acquire: busy answers so far (a polling kind's backoff) */
   sync_need_t sync_need; /* the current try's or release's WAIT (replica sync) */
   int sync_misses;       /* acquire: grants undone because the replicas did not acknowledge */

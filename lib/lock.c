@@ -289,8 +289,8 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
  * applied) even if the reply never comes; rlock_client_free lingers for
  * the undos' answers (briefly). */
 void rlock__op_undo_on_close(client_t *cl) {
-  for (op_t *op = cl->active; op; op = op->anext)
-    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight)
+  for (op_t *op = cl->active; op; op = op->anext) /* (a try held back and never written needs none) */
+    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight && (!op->held || op->id_written))
       undo_attempt(op, false);
 }
 
@@ -337,16 +337,145 @@ typedef struct undo {
   op_t *op; /* the op waiting for this undo, or NULL */
   bytes_t name, channel, latch;
   char owner_id[64];
-  int tries;
   int64_t keep; /* the count the owner keeps: an unlatched try's (the fast path's count), or -2: undo_keep's */
+  /* The order gate: while the undo is in cl->undos (not answered yet), the
+   * tries and unlocks of the same (owner, name) wait in `held` (linked by
+   * req->next, oldest first), not written. seq: its place in cl->order_seq. */
+  struct undo *next;
+  bool listed;
+  uint64_t seq;
+  req_t *held, *held_tail;
+  /* Not an undo but an unlock whose op gave up with its answer lost
+   * (unlock_go_on): the same request (same id: its latch answers a copy
+   * that ran), re-sent until answered or its id may be stale (stale_at). */
+  req_t *tmpl;
+  int64_t stale_at;
 } undo_t;
 
 static void undo_send(undo_t *u);
 static void resume_after_undo(op_t *op, bool landed, int status);
 
+/* ------------------------------------------------------------ the order gate
+ * For one (owner, name), no try or unlock is written before every earlier
+ * undo of the pair was answered (any reply: a copy that ran, or a refusal;
+ * the copies before it on its connection ran before it). Without a latch to
+ * go by (the fast path's first copy, a refused try) the undo brings the
+ * owner's count down to the count the client knew, and the script cannot
+ * tell a later grant of the same owner from the hold it gives back (one hash
+ * field counts both): an undo that ran after the owner's next grant would
+ * take that grant away. The copies of an undo may land late in many ways (a
+ * timeout re-send at the tail, a reconnect, NOSCRIPT re-written as EVAL at
+ * the tail, a redirect, a copy left in a replaced connection): so the next
+ * request waits for the answer, not for a place in a queue. Once any copy
+ * ran, every other copy finds the tombstone and changes nothing. The fast
+ * path is kept off the name meanwhile by the undo's busy slot. */
+
+static bool undo_is(const undo_t *u, const char *name, size_t len, const char *owner_id) {
+  return u->name.n == len && !memcmp(u->name.p, name, len) && !strcmp(u->owner_id, owner_id);
+}
+
+/* The first unanswered undo of (owner_id, name) older than seq, or NULL. */
+static undo_t *undo_ahead(const client_t *cl, const char *name, size_t len, const char *owner_id, uint64_t seq) {
+  for (undo_t *u = cl->undos; u; u = u->next)
+    if (u->seq < seq && undo_is(u, name, len, owner_id)) return u;
+  return NULL;
+}
+
+static void undo_list(undo_t *u) {
+  u->seq = ++u->cl->order_seq;
+  u->next = u->cl->undos;
+  u->cl->undos = u;
+  u->listed = true;
+}
+
+static void undo_unlist(undo_t *u) {
+  if (!u->listed) return;
+  for (undo_t **p = &u->cl->undos; *p; p = &(*p)->next)
+    if (*p == u) {
+      *p = u->next;
+      break;
+    }
+  u->listed = false;
+}
+
+static void send_now(op_t *op, req_t *r);
+
+/* op's request r waits behind an unanswered undo of its (owner, name), if
+ * there is one: true (r is the undo's now). */
+static bool hold_back(op_t *op, req_t *r) {
+  client_t *cl = op->cl;
+  undo_t *u = cl->undos ? undo_ahead(cl, op->lock->name, op->lock->len, op->owner_id, UINT64_MAX) : NULL;
+  if (!u) return false;
+  RLOCK__ASSERT(!op->held); /* one request of an op at a time */
+  op->held = true;
+  r->next = NULL;
+  if (u->held_tail) u->held_tail->next = r;
+  else u->held = r;
+  u->held_tail = r;
+  return true;
+}
+
+/* The held requests of u, once it is answered (status 0: written now, in
+ * their order, behind another undo of the pair if one is still unanswered)
+ * or ends without an answer (status: their failure, the client closes). */
+static void undo_release(undo_t *u, int status) {
+  req_t *r = u->held;
+  u->held = u->held_tail = NULL;
+  while (r) {
+    req_t *next = r->next;
+    op_t *op = r->ctx;
+    r->next = NULL;
+    RLOCK__ASSERT(op->held && op->in_flight);
+    op->held = false;
+    if (status || op->finished) { /* an op ended (closing) may have lost its lock handle: not sent */
+      r->completed = true;
+      r->done(r, status ? status : RLOCK_ECLOSED, NULL);
+      rlock__req_free(r);
+    } else {
+      r->deadline = rlock_now_ms() + op->cl->opt.command_timeout_ms; /* written now */
+      send_now(op, r);
+    }
+    r = next;
+  }
+}
+
+/* Held requests past their deadline end as never written (RLOCK_ECONNECT:
+ * an acquire is queued again until its wait bound, as while disconnected). */
+static void held_expire(undo_t *u) {
+  int64_t now = rlock_now_ms();
+  req_t *due = NULL, **dt = &due, *keep = NULL, **kt = &keep, *tail = NULL;
+  for (req_t *r = u->held, *next; r; r = next) {
+    next = r->next;
+    r->next = NULL;
+    if (r->deadline <= now) *dt = r, dt = &r->next;
+    else *kt = r, kt = &r->next, tail = r;
+  }
+  u->held = keep;
+  u->held_tail = tail;
+  for (req_t *r = due, *next; r; r = next) {
+    next = r->next;
+    r->next = NULL;
+    ((op_t *)r->ctx)->held = false;
+    rlock__fail(RLOCK_ECONNECT, "not written: an earlier undo of the same owner and lock is not answered yet");
+    r->completed = true;
+    r->done(r, RLOCK_ECONNECT, NULL);
+    rlock__req_free(r);
+  }
+}
+
+/* An answer of op's request: no unanswered undo of its (owner, name) was
+ * sent before the request (the gate above). */
+static void order_check(const op_t *op) {
+  (void)op;
+  RLOCK__ASSERT(!op->cl->undos || !undo_ahead(op->cl, op->lock->name, op->lock->len, op->owner_id, op->wseq));
+}
+
 static void undo_free(undo_t *u) {
   client_t *cl = u->cl;
+  undo_unlist(u);
+  undo_release(u, RLOCK_ECLOSED); /* none left but when it ended without an answer */
   rlock__fast_busy(cl, u->fslot, -1);
+  if (u->tmpl) rlock__req_free(u->tmpl);
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
@@ -370,18 +499,18 @@ static bool owner_op_in_flight(const op_t *o, op_kind_t kind, const char *name, 
 static int64_t undo_keep(const undo_t *u) {
   size_t len = u->name.n;
   for (const op_t *o = same_name_first(u->cl, u->name.p, len); o; o = same_name_next(u->cl, o))
-    if (o != u->op && owner_op_in_flight(o, OP_ACQUIRE, u->name.p, len, u->owner_id)) return -1;
+    if (o != u->op && !o->held && owner_op_in_flight(o, OP_ACQUIRE, u->name.p, len, u->owner_id)) return -1;
   int64_t unknown;
   return rlock__watchdog_count(&u->cl->wd, u->name.p, len, u->owner_id, &unknown);
 }
 
-/* Whether an undo that did not land is sent again. */
+/* Whether an undo that did not land is sent again: until it is answered
+ * (a copy of it may still land; the owner's next requests of the lock wait
+ * for its answer), or the client closes. */
 static bool undo_again(undo_t *u, int status) {
+  if (u->tmpl && rlock_now_ms() >= u->stale_at) return false; /* its latch may be gone: no copy more */
   if (status == RLOCK_ECONNECT) return true; /* never written: wait for the reconnect */
-  if (!answer_lost(status)) return false;  /* closed, or a server error */
-  if (u->op) return true;                  /* its op waits for it */
-  int most = u->cl->opt.retry_attempts > 3 ? u->cl->opt.retry_attempts : 3; /* the safety net */
-  return u->tries++ < most;
+  return answer_lost(status);                /* else closed, or answered (a refusal) */
 }
 
 static bool op_over(const op_t *op) {
@@ -390,7 +519,8 @@ static bool op_over(const op_t *op) {
 
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
-  bool landed = status == 0 && reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply);
+  bool answered = status == 0; /* a reply came: a copy ran (or was refused), every copy before it too */
+  bool landed = status == 0 && (u->tmpl || (reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply)));
   if (status == 0 && !landed) /* answered, but refused (OOM, an error reply): the op must not take
                                  status 0 for a grant (resume_after_undo) */
     status = rlock__fail(RLOCK_ESERVER, "the server refused to give back the hold (it may stay until its lease "
@@ -399,14 +529,17 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   rlock_reply_free(reply);
   bool again = !landed && undo_again(u, status);
   op_t *op = u->op;
+  if (!again) undo_unlist(u); /* the gate opens before anything goes on */
   if (op && (!again || op_over(op))) {
     u->op = NULL; /* the op goes on (or ends); an undo that did not land goes on alone */
     resume_after_undo(op, landed, status);
   }
   if (again) {
+    held_expire(u);
     undo_send(u);
     return;
   }
+  undo_release(u, answered ? 0 : status);
   /* the tombstone (the try's latch) is left to its TTL: a late copy of the
    * try may still be on its way (that is why it is undone) */
   undo_free(u);
@@ -414,11 +547,24 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
 
 static void undo_send(undo_t *u) {
   client_t *cl = u->cl;
-  kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
-                      u->keep >= 0 ? u->keep : undo_keep(u)};
-  req_t *r = u->kind->undo_req(&view, undo_done, u);
+  req_t *r;
+  if (u->tmpl) { /* an unlock going on alone: a copy of its request */
+    int64_t t = cl->opt.command_timeout_ms + (u->tmpl->waits ? cl->opt.replica_sync_timeout_ms : 0);
+    if ((r = rlock__req_alloc(u->tmpl->len, t, undo_done, u))) {
+      memcpy(r->cmd, u->tmpl->cmd, u->tmpl->len);
+      r->ncmds = u->tmpl->ncmds;
+      r->script = u->tmpl->script;
+      r->waits = u->tmpl->waits;
+    }
+  } else {
+    kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
+                        u->keep >= 0 ? u->keep : undo_keep(u)};
+    r = u->kind->undo_req(&view, undo_done, u);
+  }
   if (!r) {
     op_t *op = u->op;
+    undo_unlist(u);
+    undo_release(u, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     undo_free(u);
     if (op) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
@@ -450,6 +596,7 @@ static void undo_attempt(op_t *op, bool wait) {
   }
   u->name.n = l->len;
   u->channel.n = l->channel.n;
+  undo_list(u);
   if (wait) {
     u->op = op;
     op->in_flight = true;
@@ -458,6 +605,43 @@ static void undo_attempt(op_t *op, bool wait) {
   return;
 fail:
   if (wait) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
+}
+
+/* An unlock whose answer was lost and whose re-sends ran out: its copies
+ * may still land, and one landing after the owner's next grant would take
+ * it for a count mismatch and remove the owner's field (another client then
+ * takes the lock). So it goes on alone like an undo: re-sent (a copy of r,
+ * the same request id) until answered, the owner's later requests of the
+ * lock held back until then (the order gate), the name off the fast path.
+ * The caller is told the failure as before (counted as done). Not with
+ * retry_attempts 0 (no re-send at all). Out of memory: nothing goes on. */
+static void unlock_go_on(op_t *op, const req_t *r) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  undo_t *u = calloc(1, sizeof *u);
+  req_t *t = u ? rlock__req_alloc(r->len, 0, NULL, NULL) : NULL;
+  if (!t || !(u->name.p = rlock__strndup(l->name, l->len))) {
+    if (t) rlock__req_free(t);
+    free(u);
+    return;
+  }
+  memcpy(t->cmd, r->cmd, r->len);
+  t->ncmds = r->ncmds;
+  t->script = r->script;
+  t->waits = r->waits;
+  u->tmpl = t;
+  u->cl = cl;
+  u->kind = l->kind;
+  u->name.n = l->len;
+  memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
+  /* a copy lands within a command timeout of its send, and must land
+   * before the latch of the id's first copy may expire */
+  u->stale_at = op->sent_at + rlock__client_latch_ttl(cl) - cl->opt.command_timeout_ms - LATCH_MARGIN_MS;
+  u->fslot = (int)rlock__fast_slot(l->name, l->len);
+  rlock__fast_busy(cl, u->fslot, 1);
+  cl->undos_inflight++;
+  undo_list(u);
+  undo_send(u);
 }
 
 /* ------------------------------------------------------------ latched requests
@@ -511,14 +695,22 @@ static void new_reqid(op_t *op) {
  * replica-sync WAIT behind it when the policy and the node ask for one. */
 static void send_op_req(op_t *op, req_t *r) {
   client_t *cl = op->cl;
-  rlock_lock_t *l = op->lock;
   if (!r) {
     rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   op->in_flight = true;
   stat_add(cl, ST_SCRIPTS, 1);
-  rlock__client_send_synced_at(cl, lock_slot(l), r, &op->sync_need);
+  send_now(op, r);
+}
+
+/* Writes op's request r, unless an unanswered undo of its (owner, name)
+ * holds it back (the order gate, above). */
+static void send_now(op_t *op, req_t *r) {
+  client_t *cl = op->cl;
+  if (cl->undos && hold_back(op, r)) return;
+  op->wseq = ++cl->order_seq;
+  rlock__client_send_synced_at(cl, lock_slot(op->lock), r, &op->sync_need);
 }
 
 /* The request got its answer: its latch is dead weight (batched DEL), unless
@@ -734,6 +926,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   op->in_flight = false;
+  if (status == 0) order_check(op);
   if (status != RLOCK_ECONNECT) op->id_written = true;
   /* a cancel triggered before this reply counts even if its event has not
    * been dispatched yet (rlock.h: the wait ends with RLOCK_ECANCELED) */
@@ -868,11 +1061,14 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     rlock_reply_free(reply);
     return;
   }
+  if (status == 0) order_check(op);
   if (status != 0 && answer_lost(status) && op->retries < cl->opt.retry_attempts) {
     op->retries++; /* same request id: the latch answers a re-send */
     send_release(op);
     return;
   }
+  /* before the owner's next request of the lock (retry_attempts 0: never re-sent) */
+  if (answer_lost(status) && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
   int rc = 0, acked;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
@@ -1068,6 +1264,8 @@ void rlock__op_start(op_t *op) {
     break;
   case OP_RELEASE:
     if (!op->reqid[0]) new_reqid(op);
+    /* the id's first send (a fast connection's copy left at most a command timeout ago) */
+    op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
     if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
     send_release(op);
     break;

@@ -733,6 +733,7 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
     batch_free(b);
     return;
   }
+  r->ahead = true; /* never waits behind the requests queued during an outage (client.c's check) */
   wd->inflight++;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);
@@ -817,6 +818,10 @@ static void round_step(watchdog_t *wd) {
     }
   }
   wd->stepping = false;
+  if (wd->check && !wd->round_on && !wd->inflight) { /* every hold was asked about */
+    wd->check = false;
+    rlock__client_checked(wd->cl);
+  }
 }
 
 /* A round now: one under way goes on, and a full one follows it (never
@@ -839,6 +844,14 @@ static void round_start(watchdog_t *wd) {
 
 /* A round at once (a reconnect). */
 void rlock__watchdog_renew_now(watchdog_t *wd) { round_start(wd); }
+
+/* A round at once whose calls go ahead of the queued requests, and the
+ * client told once it (and a round under way, which a full one follows)
+ * has asked about every hold. One server or Sentinel only (round_step). */
+void rlock__watchdog_check_now(watchdog_t *wd) {
+  wd->check = true;
+  round_start(wd);
+}
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg) {
   residue_prune(arg);

@@ -259,11 +259,81 @@ TEST(calls_during_outage) {
   th_server_stop(srv);
 }
 
+/* A re-entry queued while the server restarts without persistence: once
+ * the client is back, the renewal round the reconnect starts must land before
+ * it (docs/architecture.md). Before, the queued re-entry was written first:
+ * it took the lock afresh (count 1 on the server, 2 in the client) and
+ * returned OK, the renewal then found the hold, and the loss showed only as
+ * a count mismatch at the next unlock. Now the loss is reported before the
+ * re-entry returns, and the re-entry's hold is the one both count. */
+static th_lost_t reentry_lost = TH_LOST_INIT;
+
+typedef struct reentry_job {
+  rlock_lock_t *l;
+  int rc;
+} reentry_job_t;
+
+static void *reentry_thread(void *p) {
+  reentry_job_t *j = p;
+  j->rc = rlock_lock_acquire(j->l, 5, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL);
+  return NULL;
+}
+
+TEST(reentry_queued_during_restart) {
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 1000;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 200;
+  rlock_client_t *h = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  rlock_client_on_lost(h, th_lost_record, &reentry_lost);
+  rlock_lock_t *hl = th_lock(h, "restart:reentry");
+  char owner[128];
+  th_owner_id(h, 5, owner, sizeof owner);
+  CHECK_OK(rlock_lock_acquire(hl, 5, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  th_server_kill(srv);
+  /* the re-entry is queued while the server is down (re-queued until it is back) */
+  uint64_t a0;
+  {
+    rlock_stats_t st;
+    rlock_client_stats(h, &st);
+    a0 = st.acquire_attempts;
+  }
+  reentry_job_t j = {hl, -1};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, reentry_thread, &j), 0);
+  CHECK(TH_STAT_REACHES(h, acquire_attempts, a0 + 1, 10000));
+  th_server_restart(srv); /* all data gone */
+  pthread_join(t, NULL);
+  CHECK_OK(j.rc);
+  pthread_mutex_lock(&reentry_lost.mu);
+  int calls = reentry_lost.calls;
+  rlock_lost_reason_t why = reentry_lost.reason;
+  pthread_mutex_unlock(&reentry_lost.mu);
+  CHECK_MSG(calls == 1 && why == RLOCK_LOST_DELETED,
+            "the hold the restart erased was not reported before the queued re-entry returned (%d calls, %s)",
+            calls, calls ? rlock_lost_reason_str(why) : "-");
+  CHECK_EQ(th_hget_num(srv, "restart:reentry", owner), 1);
+  /* the client counts the re-entry's hold only: one release frees the lock */
+  CHECK_OK(rlock_lock_release(hl, 5));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "restart:reentry", NULL), 0);
+  pthread_mutex_lock(&reentry_lost.mu);
+  CHECK_EQ(reentry_lost.calls, 1); /* no count mismatch */
+  pthread_mutex_unlock(&reentry_lost.mu);
+  rlock_lock_free(hl);
+  rlock_client_free(h);
+  th_server_stop(srv);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   RUN(restart_without_persistence);
   RUN(lost_reported_at_reconnect);
   RUN(restart_resubscribe);
   RUN(calls_during_outage);
+  RUN(reentry_queued_during_restart);
   return th_done();
 }

@@ -355,7 +355,9 @@ static void blackhole_unlock(int dirs, const char *label) {
   ping(c);
   long long sends = th_cmdstat(srv, "evalsha") - ev0;
   printf("%s: %lld unlock sends reached the server\n", label, sends);
-  CHECK_EQ(sends, 3);
+  /* 3 during the call; after it, the unlock goes on alone (same id) until
+   * answered, so the owner's next request cannot overtake a late copy */
+  CHECK(sends >= 3);
   CHECK_EQ(th_hget_num(srv, "net:bhu", o), 1); /* 2 - 1, once */
   /* the last hold: unlock under blackhole, outcome unknown to the client */
   int lost0 = atomic_load(&lost_calls);

@@ -120,10 +120,13 @@ static void scenario(slow_t how) {
   long long sends = th_cmdstat(srv, "evalsha") - ev0;
   printf("%s: %lld unlock sends applied, count now %lld\n", what, sends,
          th_hget_num(srv, "slow:lock", o));
-  CHECK_EQ(sends, 3);
+  /* 3 copies during the call, then the unlock goes on alone (same id) until
+   * answered; copies queued on a connection the client dropped meanwhile
+   * may be discarded by a paused server: what counts is "applied once" */
+  CHECK(sends >= 1);
   CHECK_EQ(th_hget_num(srv, "slow:lock", o), 1);
   snprintf(label, sizeof label, "%s-unlock", what);
-  fh_result(label, "single", "reentrant", "ETIMEDOUT; 3 sends, count 2->1 once (idempotent)", 0);
+  fh_result(label, "single", "reentrant", "ETIMEDOUT; re-sent (also after the call), count 2->1 once (idempotent)", 0);
 
   /* 5. unlock under a short slowdown: succeeds, the lock is gone, nothing left */
   rc = slow_start(how, 400);
