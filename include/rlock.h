@@ -532,23 +532,24 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * URL spells it) is RLOCK_EINVAL.
  *
  * Acquire takes the members one by one in a canonical order, whatever the
- * order given: by name (bytes) first, then, for one name on several servers,
- * by server: the member's rlock_lock_node with its host resolved to a
- * numeric address (the least of getaddrinfo's answers, IPv4 before IPv6,
- * on the calling thread, a member client's callback too: not the first,
- * which a dual-stack host makes ::1 for localhost; a unix socket: its real
- * path) and the URL's database, then by URL. So "redis://localhost:6379"
- * and "redis://127.0.0.1:6379/0" are the same server, every process orders
- * the same members the same way, and two MultiLocks over overlapping sets
- * never wait for each other in a cycle (no deadlock). What the order cannot see:
- * one name on two servers reached through different addresses (a NAT, a
- * proxy, a host that resolves differently), a Sentinel master not yet named
- * when rlock_multilock_new runs (its URL stands in), a Cluster slot whose
- * owner a client does not know yet (the seed stands in), and a master that
- * changed between two processes' rlock_multilock_new (the order is fixed
- * when the MultiLock is made: a Sentinel failover or a slot that moved in
- * between makes one member a different server for each): give such members
- * distinct names. Each member waits within what is
+ * order given: by name (bytes) first, then, for one name on several
+ * deployments, by the deployment as its client's URL names it, never the
+ * node serving it now (a Sentinel failover, a Cluster failover or slot move
+ * changes that node): one server by its host resolved to a numeric address
+ * (the least of getaddrinfo's answers, IPv4 before IPv6, on the calling
+ * thread: not the first, which a dual-stack host makes ::1 for localhost; a
+ * unix socket: its real path) and the URL's database; a Sentinel deployment
+ * by its least sentinel (resolved so) and the master's name; a Cluster by
+ * its least seed. So "redis://localhost:6379" and "redis://127.0.0.1:6379/0"
+ * are the same server, every process orders the same members the same way
+ * at any time, and two MultiLocks over overlapping sets never wait for each
+ * other in a cycle (no deadlock). What the order cannot see: one name on two
+ * deployments reached through different addresses (a NAT, a proxy, a host
+ * that resolves differently), and one deployment named by processes with
+ * different least seeds (list the same seeds in every process): give such
+ * members distinct names. One name on the node a member's client is served
+ * by at rlock_multilock_new (one Cluster named by two seed lists) is the
+ * same lock too. Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
  * taken are released (in parallel). A transient error of a member
