@@ -291,6 +291,12 @@ struct req {
   uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
   uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
   bool pinned;       /* a part of a user transaction: never redirected alone (usercmd.c) */
+  /* A call over several keys of one slot that can be sent key by key (a
+   * renewal batch, watchdog.c): TRYAGAIN (its keys on two nodes, the slot
+   * migrating) ends it at once as not run, `split` set, instead of waiting
+   * out backoffs that cannot help until the migration ends. */
+  bool splittable;
+  bool split; /* ended so: send its keys one by one (topology/cluster.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
   /* Replica sync decided when r is written (rlock__client_send_synced on a
    * connection not ready yet: its node's replica count is read by the

@@ -1017,6 +1017,81 @@ TEST(failover_under_an_idle_waiter) {
 
 TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
 
+/* ------------------------------------------------------------ renewals in a half-migrated slot */
+
+typedef struct renewed_n {
+  rlock_client_t *c;
+  uint64_t base, n;
+} renewed_n_t;
+static int renewed_n(void *arg) {
+  renewed_n_t *r = arg;
+  return renewed(r->c) >= r->base + r->n;
+}
+
+/* The key's PTTL on s (ASKING first: the slot may be only importing
+ * there); -2 also for a redirect (the key is not there). */
+static long long pttl_on(th_server_t *s, const char *key) {
+  th_reply_free(th_cmd(s, "ASKING", NULL));
+  redisReply *r = th_cmd(s, "PTTL", key, NULL);
+  long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+  th_reply_free(r);
+  return v;
+}
+
+/* Issue 20 item 10: two watchdog holds in one slot (one renewal call for
+ * both), the slot marked MIGRATING/IMPORTING and one of the two keys
+ * migrated: the batch's keys are now on two nodes (the source answers
+ * TRYAGAIN, or ASK and then the target TRYAGAIN, for as long as the slot
+ * stays so). The slot stays half-moved for several leases (watchdog
+ * 1500 ms): both holds are renewed where their key is (one by one), neither
+ * is lost, both unlock after the slot is finished. Before, the batch ended as
+ * not run after TRYAGAINs until the command timeout, every round, and both
+ * holds ran out. */
+TEST(renewal_batch_in_half_migrated_slot) {
+  const char *a = "{halfmove}-a", *b = "{halfmove}-b";
+  rlock_client_t *h = client_on(cl->url, 1500);
+  rlock_lock_t *la = th_lock(h, a), *lb = th_lock(h, b);
+  CHECK_OK(rlock_lock_trylock(la, 0, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_trylock(lb, 0, RLOCK_LEASE_WATCHDOG));
+  int slot = th_cluster_keyslot(cl, a);
+  CHECK_EQ(th_cluster_keyslot(cl, b), slot);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = other_master(from);
+  char s[16], port[16];
+  snprintf(s, sizeof s, "%d", slot);
+  snprintf(port, sizeof port, "%d", to->port);
+  char *from_id = th_cluster_id(from), *to_id = th_cluster_id(to);
+  redisReply *r = th_cmd(to, "CLUSTER", "SETSLOT", s, "IMPORTING", from_id, NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+  r = th_cmd(from, "CLUSTER", "SETSLOT", s, "MIGRATING", to_id, NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+  r = th_cmd(from, "MIGRATE", "127.0.0.1", port, a, "0", "10000", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "MIGRATE %s: %s", a, r->str ? r->str : "?");
+  th_reply_free(r);
+  int64_t since = th_now_ms();
+  /* the slot half-moved for over 2.5 leases: each hold renewed 8 times */
+  renewed_n_t rn = {h, renewed(h), 16};
+  int ok = th_wait_until(renewed_n, &rn, 8000);
+  long long pa = pttl_on(to, a), pb = pttl_on(from, b);
+  printf("# half-moved for %lld ms: %llu holds renewed; PTTL %s %lld (target), %s %lld (source)\n",
+         (long long)(th_now_ms() - since), (unsigned long long)(renewed(h) - rn.base), a, pa, b, pb);
+  th_cluster_move_slot(cl, slot, to, NULL, NULL); /* b moves, SETSLOT NODE */
+  CHECK(th_cluster_wait_ok(cl, 30000));
+  CHECK_MSG(ok, "the two holds were not renewed while their slot was half-moved");
+  CHECK_MSG(pa > 0 && pb > 0, "a hold ran out while its slot was half-moved (PTTL %lld, %lld)", pa, pb);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_OK(rlock_lock_unlock(la));
+  CHECK_OK(rlock_lock_unlock(lb));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", a, NULL), 0);
+  CHECK_EQ(th_cmd_int(to, "EXISTS", b, NULL), 0);
+  free(from_id), free(to_id);
+  rlock_lock_free(la), rlock_lock_free(lb);
+  rlock_client_free(h);
+}
+
 /* ------------------------------------------------------------ MultiLock order across a slot move */
 
 /* The test's single server and the lock name on it and on the cluster. */
@@ -1222,6 +1297,7 @@ int main(int argc, char **argv) {
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
   RUN_SOME(one_shard_failing);
+  RUN_SOME(renewal_batch_in_half_migrated_slot);
   RUN_SOME(multilock_order_across_slot_move);
   RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
