@@ -178,7 +178,11 @@ typedef struct rlock_options {
                                 /* (every duration: at most RLOCK_DURATION_MAX, else
                                    rlock_client_new fails with RLOCK_EINVAL) */
   int retry_attempts;           /* re-sends of idempotent requests (unlock, acquire)
-                                   after a timeout or a dropped connection; default 3 */
+                                   after a timeout or a dropped connection (an unlock
+                                   also when it was never written); default 3. A
+                                   command the server refused before running it
+                                   (LOADING, MASTERDOWN, BUSY) is sent again after a
+                                   backoff within its command timeout */
   /* Liveness: a connection can die without a word (a NAT or load balancer
    * that forgets the flow, a peer that vanished); rlock notices and replaces
    * it: reconnect; on the subscriber connection every channel is subscribed
@@ -427,8 +431,10 @@ int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
 /* Releases one hold of the calling thread (or owner). RLOCK_ENOTHELD when the
  * owner does not hold the lock (the lock is left as it is). When the count
  * reaches zero the key is deleted and one waiter is woken. Idempotent under
- * retries (request-id latch): a timeout or dropped connection is retried up to
- * retry_attempts times without ever releasing twice.
+ * retries (request-id latch): a timeout, a dropped connection, or an unlock
+ * that was not written or did not run within the command timeout (server
+ * unreachable, LOADING, BUSY, MASTERDOWN, Cluster TRYAGAIN) is sent again up
+ * to retry_attempts times without ever releasing twice.
  * An unlock that fails (any error but RLOCK_ENOTHELD: e.g. RLOCK_ETIMEDOUT,
  * RLOCK_ECONNECT while the server is unreachable) still counts as done in
  * this client: that hold is no longer tracked, and when it was the owner's
