@@ -97,12 +97,10 @@ static void send_sub(pubsub_t *ps, channel_t *ch, bool sub) {
   }
   stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
   r->conn = CONN_SUB;
-  if (!sub && ch->on) { /* where the subscription is, whatever the slot map says now */
-    r->slot = rlock__names_slot(ch->name, ch->len);
-    rlock__conn_send(ch->on, r);
-    return;
-  }
-  conn_t *on = rlock__client_send(ps->cl, ch->name, ch->len, r); /* routed by the channel's slot (sharded) */
+  r->slot = rlock__names_slot(ch->name, ch->len);
+  conn_t *on = ps->cl->topo->route(ps->cl, r); /* the routing point: by the channel's slot (sharded) */
+  if (!sub && ch->on) on = ch->on;              /* where the subscription is, whatever the map says now */
+  rlock__conn_send(on, r);
   if (sub) ch->on = on;
 }
 

@@ -1182,7 +1182,8 @@ static void node_key(int port, char *buf, size_t n) { snprintf(buf, n, "127.0.0.
  * before its acquire began and gives up once m2 waits. Ordered by the node
  * serving each member at creation (before), m2 took that second member first
  * and waits for m1's first: a deadlock, caught by the test's own bound and
- * broken with the cancel tokens. */
+ * broken with the cancel tokens. One name on the cluster named by its seeds
+ * in another order is one lock: a member twice (RLOCK_EINVAL). */
 TEST(multilock_order_across_slot_move) {
   th_server_t *m[3] = {th_cluster_owner(cl, 0), th_cluster_owner(cl, 8192), th_cluster_owner(cl, 16383)};
   CHECK(m[0] && m[1] && m[2] && m[0] != m[1] && m[1] != m[2] && m[0] != m[2]);
@@ -1257,6 +1258,16 @@ TEST(multilock_order_across_slot_move) {
   CHECK_OK(b.rc);
   CHECK_EQ(th_cmd_int(s, "EXISTS", name, NULL), 0);
   CHECK_EQ(th_cmd_int(hi, "EXISTS", name, NULL), 0);
+  /* one name on the cluster named by its seeds in another order: one lock, a member twice */
+  char rotated[TH_CLUSTER_MAX * 24 + 32];
+  url_from(1, rotated, sizeof rotated);
+  rlock_client_t *c3 = client_on(rotated, 0);
+  rlock_lock_t *x3 = th_lock(c3, name), *twice[2] = {p1.on_cluster, x3};
+  rlock_multilock_t *ml3 = NULL;
+  CHECK_RC(rlock_multilock_new(&ml3, twice, 2), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "twice"), "message: %s", rlock_last_error());
+  rlock_lock_free(x3);
+  rlock_client_free(c3);
   rlock_cancel_free(a.cancel), rlock_cancel_free(b.cancel);
   rlock_multilock_free(ml1), rlock_multilock_free(ml2);
   rlock_lock_free(p1.on_cluster), rlock_lock_free(p1.on_single);
