@@ -1187,10 +1187,9 @@ static void node_key(int port, char *buf, size_t n) { snprintf(buf, n, "127.0.0.
 TEST(multilock_order_across_slot_move) {
   th_server_t *m[3] = {th_cluster_owner(cl, 0), th_cluster_owner(cl, 8192), th_cluster_owner(cl, 16383)};
   CHECK(m[0] && m[1] && m[2] && m[0] != m[1] && m[1] != m[2] && m[0] != m[2]);
-  th_server_t *s = NULL, *lo = NULL, *hi = NULL, *spare[40];
-  int nspare = 0;
+  th_server_t *s = NULL, *lo = NULL, *hi = NULL;
   char ks[64], km[64];
-  while (!s && nspare < 40) { /* a single server whose address sorts between two masters' */
+  for (int tries = 0; !s && tries < 40; tries++) { /* a single server whose address sorts between two masters' */
     th_server_t *c = th_server_start(NULL);
     node_key(c->port, ks, sizeof ks);
     lo = hi = NULL;
@@ -1200,9 +1199,8 @@ TEST(multilock_order_across_slot_move) {
       else hi = m[i];
     }
     if (lo && hi) s = c;
-    else spare[nspare++] = c;
+    else th_server_stop(c); /* on another random port next time */
   }
-  for (int i = 0; i < nspare; i++) th_server_stop(spare[i]);
   CHECK_MSG(s != NULL, "no free port sorts between the masters'");
   char name[64];
   name_on(lo, "ml-order", name, sizeof name);
