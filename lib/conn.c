@@ -503,6 +503,19 @@ static void later_push(conn_t *c, req_t *r, int64_t at) {
   r->resend_at = at;
   q_push(&c->later, r);
   later_arm(c);
+  arm_at(c, r->deadline); /* the connection's timer ends it at its deadline (expire_later) */
+}
+
+/* The requests of c's later queue past their deadline end as not run (the
+ * connection's timer: each within a ms of its deadline). */
+static void expire_later(conn_t *c, int64_t now) {
+  req_queue_t keep = {0};
+  req_t *r;
+  while ((r = q_pop(&c->later))) {
+    if (now >= r->deadline) not_run_final(r, "LOADING, MASTERDOWN or BUSY");
+    else q_push(&keep, r);
+  }
+  c->later = keep;
 }
 
 /* Sends again the requests at the head of c's later queue that are due, in
@@ -510,14 +523,8 @@ static void later_push(conn_t *c, req_t *r, int64_t at) {
 static void later_cb(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   conn_t *c = arg;
-  req_queue_t keep = {0};
   int64_t now = rlock_now_ms();
-  req_t *r;
-  while ((r = q_pop(&c->later))) {
-    if (now >= r->deadline) not_run_final(r, "LOADING, MASTERDOWN or BUSY");
-    else q_push(&keep, r);
-  }
-  c->later = keep;
+  expire_later(c, now);
   while (c->later.head && c->later.head->resend_at <= now) conn_send_now(c, q_pop(&c->later));
   later_arm(c);
   rlock__client_flush(c->cl);
@@ -905,6 +912,8 @@ static int64_t next_deadline(const conn_t *c) {
     if (r->deadline < next) next = r->deadline;
   for (const req_t *r = c->inflight.head; r; r = r->next)
     if (!r->completed && r->deadline < next) next = r->deadline;
+  for (const req_t *r = c->later.head; r; r = r->next)
+    if (r->deadline < next) next = r->deadline;
   return next;
 }
 
@@ -1041,6 +1050,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
     now = rlock_now_ms();
   }
   expire_pending(c, now);
+  expire_later(c, now);
   if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
   if (c->state == CS_READY) check_alive(c);
   arm_at(c, next_deadline(c));
