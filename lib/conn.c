@@ -509,13 +509,11 @@ static void later_push(conn_t *c, req_t *r, int64_t at) {
 /* The requests of c's later queue past their deadline end as not run (the
  * connection's timer: each within a ms of its deadline). */
 static void expire_later(conn_t *c, int64_t now) {
-  req_queue_t keep = {0};
+  req_queue_t keep = {0}, over = {0};
   req_t *r;
-  while ((r = q_pop(&c->later))) {
-    if (now >= r->deadline) not_run_final(r, "LOADING, MASTERDOWN or BUSY");
-    else q_push(&keep, r);
-  }
-  c->later = keep;
+  while ((r = q_pop(&c->later))) q_push(now >= r->deadline ? &over : &keep, r);
+  c->later = keep; /* before the completions: they may send more (behind these) */
+  while ((r = q_pop(&over))) not_run_final(r, "LOADING, MASTERDOWN or BUSY");
 }
 
 /* Sends again the requests at the head of c's later queue that are due, in
