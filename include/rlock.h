@@ -178,9 +178,13 @@ typedef struct rlock_options {
                                 /* (every duration: at most RLOCK_DURATION_MAX, else
                                    rlock_client_new fails with RLOCK_EINVAL) */
   int retry_attempts;           /* re-sends of idempotent requests (unlock, acquire)
-                                   after a timeout or a dropped connection; default 3
-                                   (an unlock whose re-sends are all lost then goes on
-                                   in the background: see rlock_lock_unlock; 0: none) */
+                                   after a timeout or a dropped connection (an unlock
+                                   also when it was never written); default 3 (an
+                                   unlock whose re-sends are all lost then goes on in
+                                   the background: see rlock_lock_unlock; 0: none). A
+                                   command the server refused before running it
+                                   (LOADING, MASTERDOWN, BUSY) is sent again after a
+                                   backoff within its command timeout */
   /* Liveness: a connection can die without a word (a NAT or load balancer
    * that forgets the flow, a peer that vanished); rlock notices and replaces
    * it: reconnect; on the subscriber connection every channel is subscribed
@@ -435,8 +439,10 @@ int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
 /* Releases one hold of the calling thread (or owner). RLOCK_ENOTHELD when the
  * owner does not hold the lock (the lock is left as it is). When the count
  * reaches zero the key is deleted and one waiter is woken. Idempotent under
- * retries (request-id latch): a timeout or dropped connection is retried up to
- * retry_attempts times without ever releasing twice. When every answer was
+ * retries (request-id latch): a timeout, a dropped connection, or an unlock
+ * that was not written or did not run within the command timeout (server
+ * unreachable, LOADING, BUSY, MASTERDOWN, Cluster TRYAGAIN) is sent again up
+ * to retry_attempts times without ever releasing twice. When every answer was
  * lost the call fails, and (retry_attempts > 0) the same unlock goes on being
  * sent in the background until it is answered: a copy of it still on its way
  * could otherwise land after this owner's next acquire of the lock and take
@@ -545,23 +551,24 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * URL spells it) is RLOCK_EINVAL.
  *
  * Acquire takes the members one by one in a canonical order, whatever the
- * order given: by name (bytes) first, then, for one name on several servers,
- * by server: the member's rlock_lock_node with its host resolved to a
- * numeric address (the least of getaddrinfo's answers, IPv4 before IPv6,
- * on the calling thread, a member client's callback too: not the first,
- * which a dual-stack host makes ::1 for localhost; a unix socket: its real
- * path) and the URL's database, then by URL. So "redis://localhost:6379"
- * and "redis://127.0.0.1:6379/0" are the same server, every process orders
- * the same members the same way, and two MultiLocks over overlapping sets
- * never wait for each other in a cycle (no deadlock). What the order cannot see:
- * one name on two servers reached through different addresses (a NAT, a
- * proxy, a host that resolves differently), a Sentinel master not yet named
- * when rlock_multilock_new runs (its URL stands in), a Cluster slot whose
- * owner a client does not know yet (the seed stands in), and a master that
- * changed between two processes' rlock_multilock_new (the order is fixed
- * when the MultiLock is made: a Sentinel failover or a slot that moved in
- * between makes one member a different server for each): give such members
- * distinct names. Each member waits within what is
+ * order given: by name (bytes) first, then, for one name on several
+ * deployments, by the deployment as its client's URL names it, never the
+ * node serving it now (a Sentinel failover, a Cluster failover or slot move
+ * changes that node): one server by its host resolved to a numeric address
+ * (the least of getaddrinfo's answers, IPv4 before IPv6, on the calling
+ * thread: not the first, which a dual-stack host makes ::1 for localhost; a
+ * unix socket: its real path) and the URL's database; a Sentinel deployment
+ * by its least sentinel (resolved so) and the master's name; a Cluster by
+ * its least seed. So "redis://localhost:6379" and "redis://127.0.0.1:6379/0"
+ * are the same server, every process orders the same members the same way
+ * at any time, and two MultiLocks over overlapping sets never wait for each
+ * other in a cycle (no deadlock). What the order cannot see: one name on two
+ * deployments reached through different addresses (a NAT, a proxy, a host
+ * that resolves differently), and one deployment named by processes with
+ * different least seeds (list the same seeds in every process): give such
+ * members distinct names. One name on the node a member's client is served
+ * by at rlock_multilock_new (one Cluster named by two seed lists) is the
+ * same lock too. Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran
  * out: RLOCK_EBUSY; an error; cancel: RLOCK_ECANCELED), the members already
  * taken are released (in parallel). A transient error of a member

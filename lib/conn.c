@@ -479,8 +479,99 @@ static const rlock_reply_t *first_error(const req_t *r, const rlock_reply_t *rep
   return NULL;
 }
 
+/* ------------------------------------------------------------ not run, send again
+ * LOADING (a restart reading its data), MASTERDOWN (a replica whose master
+ * link is down) and BUSY (a script or function running past the busy
+ * threshold) refuse a command before it runs: nothing of it was applied. A
+ * lock-engine request (command connection; a compound only when the refused
+ * command is its first and the rest is its WAIT) refused so is sent again
+ * on the same connection after a backoff (10 ms doubling to 500 ms) while
+ * that fits its deadline; else it completes as never written
+ * (RLOCK_ECONNECT: did not run), as for a Cluster TRYAGAIN. Requests sent on
+ * the connection meanwhile wait behind it (rlock__conn_send): none overtakes
+ * one refused so. */
+
+#define LATER_MIN_MS 10
+#define LATER_MAX_MS 500
+
+static bool refused_not_run(const rlock_reply_t *err) {
+  return rlock__reply_is_error(err, "LOADING") || rlock__reply_is_error(err, "MASTERDOWN") ||
+         rlock__reply_is_error(err, "BUSY ") || (err && err->str && !strcmp(err->str, "BUSY"));
+}
+
+static void later_arm(conn_t *c) {
+  int64_t at = INT64_MAX;
+  for (const req_t *r = c->later.head; r; r = r->next)
+    if (r->resend_at < at) at = r->resend_at;
+  if (at == INT64_MAX || !c->later_ev) return;
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, at > rlock_now_ms() ? at - rlock_now_ms() : 0);
+  evtimer_add(c->later_ev, &tv);
+}
+
+/* Complete r as not run (its deadline comes before its next try). */
+static void not_run_final(req_t *r, const char *why) {
+  rlock__fail(RLOCK_ECONNECT, "Redis answered %.100s until the command timeout: not run", why);
+  finish_err(r, RLOCK_ECONNECT);
+}
+
+static void conn_send_now(conn_t *c, req_t *r);
+
+/* r waits in c's later queue, behind every request there (FIFO: its
+ * resend_at no earlier than theirs). */
+static void later_push(conn_t *c, req_t *r, int64_t at) {
+  if (c->later.tail && c->later.tail->resend_at > at) at = c->later.tail->resend_at;
+  r->resend_at = at;
+  q_push(&c->later, r);
+  later_arm(c);
+  arm_at(c, r->deadline); /* the connection's timer ends it at its deadline (expire_later) */
+}
+
+/* The requests of c's later queue past their deadline end as not run (the
+ * connection's timer: each within a ms of its deadline). */
+static void expire_later(conn_t *c, int64_t now) {
+  req_queue_t keep = {0}, over = {0};
+  req_t *r;
+  while ((r = q_pop(&c->later))) q_push(now >= r->deadline ? &over : &keep, r);
+  c->later = keep; /* before the completions: they may send more (behind these) */
+  while ((r = q_pop(&over))) not_run_final(r, "LOADING, MASTERDOWN or BUSY");
+}
+
+/* Sends again the requests at the head of c's later queue that are due, in
+ * order; those past their deadline meanwhile end as not run. */
+static void later_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  conn_t *c = arg;
+  int64_t now = rlock_now_ms();
+  expire_later(c, now);
+  while (c->later.head && c->later.head->resend_at <= now) conn_send_now(c, q_pop(&c->later));
+  later_arm(c);
+  rlock__client_flush(c->cl);
+}
+
+/* r (answered, not completed) was refused before it ran: true if it is sent
+ * again later or completed as not run (r is then no longer the caller's). */
+static bool not_run_later(conn_t *c, req_t *r, const rlock_reply_t *err, const rlock_reply_t *head) {
+  if (c->kind != CONN_CMD || r->completed || err != head || !refused_not_run(err)) return false;
+  if (r->ncmds != 1 && !(r->waits && r->ncmds == 2)) return false; /* another command after it may have run */
+  int64_t ms = (int64_t)LATER_MIN_MS << (r->tryagains < 6 ? r->tryagains : 6);
+  if (ms > LATER_MAX_MS) ms = LATER_MAX_MS;
+  if (r->tryagains < UINT8_MAX) r->tryagains++;
+  r->sent_at = 0;
+  int64_t now = rlock_now_ms();
+  if (now + ms >= r->deadline || !c->later_ev) {
+    char why[120];
+    snprintf(why, sizeof why, "%.100s", err->str);
+    not_run_final(r, why);
+    return true;
+  }
+  later_push(c, r, now + ms);
+  return true;
+}
+
 /* r has all its replies. NOSCRIPT (the script is a compound's first command)
- * re-sends it as EVAL; other errors pass the topology's redirect hook. */
+ * re-sends it as EVAL; other errors pass the topology's redirect hook, then
+ * LOADING, MASTERDOWN and BUSY send it again later (not_run_later). */
 static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
   const rlock_reply_t *err = r->completed || r->internal ? NULL : first_error(r, reply);
   const rlock_reply_t *head = r->ncmds == 1 ? reply : reply->element[0];
@@ -496,6 +587,10 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
   }
   if (err && c->cl->topo->on_error_reply(c->cl, c, r, err)) {
     rlock_reply_free(reply); /* r belongs to the topology now */
+    return;
+  }
+  if (err && not_run_later(c, r, err, head)) {
+    rlock_reply_free(reply);
     return;
   }
   if (r->reads_replicas) replicas_read(c, 0, reply); /* the replica-sync check's refresh */
@@ -788,7 +883,17 @@ static void behind_waits(conn_t *c, req_t *r) {
     r->deadline += rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
 }
 
+/* A request sent while others wait in c's later queue (refused before they
+ * ran) goes behind them: the connection's requests keep their order. */
 void rlock__conn_send(conn_t *c, req_t *r) {
+  if (c->later.head && c->state != CS_CLOSED) {
+    later_push(c, r, 0);
+    return;
+  }
+  conn_send_now(c, r);
+}
+
+static void conn_send_now(conn_t *c, req_t *r) {
   behind_waits(c, r);
   if (c->state == CS_CLOSED) {
     finish_err(r, RLOCK_ECLOSED);
@@ -826,6 +931,8 @@ static int64_t next_deadline(const conn_t *c) {
     if (r->deadline < next) next = r->deadline;
   for (const req_t *r = c->inflight.head; r; r = r->next)
     if (!r->completed && r->deadline < next) next = r->deadline;
+  for (const req_t *r = c->later.head; r; r = r->next)
+    if (r->deadline < next) next = r->deadline;
   return next;
 }
 
@@ -962,6 +1069,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
     now = rlock_now_ms();
   }
   expire_pending(c, now);
+  expire_later(c, now);
   if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
   if (c->state == CS_READY) check_alive(c);
   arm_at(c, next_deadline(c));
@@ -1309,10 +1417,11 @@ int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
   c->timer_at = INT64_MAX;
   c->retry = evtimer_new(cl->base, retry_cb, c);
   c->ping = event_new(cl->base, -1, EV_PERSIST, ping_cb, c);
+  c->later_ev = evtimer_new(cl->base, later_cb, c);
   if (cl->url.kind != URL_TLS) {
     c->flush_ev = event_new(cl->base, -1, 0, flush_cb, c);
   }
-  return c->timer && c->retry && c->ping && (cl->url.kind == URL_TLS || c->flush_ev) ? 0 : RLOCK_ENOMEM;
+  return c->timer && c->retry && c->ping && c->later_ev && (cl->url.kind == URL_TLS || c->flush_ev) ? 0 : RLOCK_ENOMEM;
 }
 
 void rlock__conn_close(conn_t *c) {
@@ -1326,6 +1435,9 @@ void rlock__conn_close(conn_t *c) {
   rlock__set_msg("client closed");
   while ((r = q_pop(&c->inflight))) finish_err(r, RLOCK_ECLOSED);
   while ((r = q_pop(&c->pending))) finish_err(r, RLOCK_ECLOSED);
+  while ((r = q_pop(&c->later))) finish_err(r, RLOCK_ECLOSED);
+  if (c->later_ev) event_free(c->later_ev);
+  c->later_ev = NULL;
   if (c->timer) event_free(c->timer);
   if (c->retry) event_free(c->retry);
   if (c->ping) event_free(c->ping);

@@ -289,8 +289,15 @@ struct req {
   bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
   bool is_role;   /* ROLE (Sentinel deployments): anything but a master fails the connection */
   uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
-  uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN backoffs so far (topology/cluster.c) */
+  uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN (topology/cluster.c), LOADING/MASTERDOWN/BUSY (conn.c) backoffs so far */
+  int64_t resend_at; /* conn.c's `later` queue: when it is sent again */
   bool pinned;       /* a part of a user transaction: never redirected alone (usercmd.c) */
+  /* A call over several keys of one slot that can be sent key by key (a
+   * renewal batch, watchdog.c): TRYAGAIN (its keys on two nodes, the slot
+   * migrating) ends it at once as not run, `split` set, instead of waiting
+   * out backoffs that cannot help until the migration ends. */
+  bool splittable;
+  bool split; /* ended so: send its keys one by one (topology/cluster.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
   bool ahead;          /* written even while its connection holds its pending requests (hold_pending) */
   /* Replica sync decided when r is written (rlock__client_send_synced on a
@@ -344,6 +351,11 @@ struct conn {
   int64_t timer_at;     /* when `timer` fires (INT64_MAX: not armed); never later
                            than the earliest deadline of any request */
   struct event *retry;  /* reconnect backoff */
+  /* Requests answered "not run, try later" (LOADING, MASTERDOWN, BUSY: conn.c
+   * not_run_later), each sent again on this connection at its resend_at
+   * within its deadline; `later_ev` fires at the earliest. */
+  req_queue_t later;
+  struct event *later_ev;
   /* liveness (conn.c): a PING on a connection silent for ping_interval_ms,
    * and a drop after a missed PING or dead_after_timeouts timeouts in a row */
   struct event *ping;

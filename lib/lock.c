@@ -1062,8 +1062,12 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   if (status == 0) order_check(op);
-  if (status != 0 && answer_lost(status) && op->retries < cl->opt.retry_attempts) {
-    op->retries++; /* same request id: the latch answers a re-send */
+  /* Lost answers, and unlocks never written or not run (RLOCK_ECONNECT: not
+   * connected within the command timeout, a failover; Cluster TRYAGAIN,
+   * LOADING, BUSY... until it): re-sent with the same request id, whose
+   * latch answers a copy that was applied. */
+  if (status != 0 && (answer_lost(status) || status == RLOCK_ECONNECT) && op->retries < cl->opt.retry_attempts) {
+    op->retries++;
     send_release(op);
     return;
   }

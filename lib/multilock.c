@@ -1,10 +1,11 @@
 /* multilock.c -- MultiLock (rlock_multilock_t): several locks taken as one,
  * all or nothing, possibly on different clients (servers, deployments).
  *
- * Acquire: the members in one canonical order, (name, server) ascending, each
- * waiting within what is left of the one wait budget: every process orders
- * the same members the same way, so two MultiLocks over overlapping sets
- * never wait for each other in a cycle. A member that cannot be had (the
+ * Acquire: the members in one canonical order, (name, deployment) ascending,
+ * each waiting within what is left of the one wait budget: every process
+ * orders the same members the same way at any time (the deployment as its
+ * URL names it, never the node serving it now), so two MultiLocks over
+ * overlapping sets never wait for each other in a cycle. A member that cannot be had (the
  * budget ran out, an error, a cancel) releases the members already taken (in
  * parallel); a transient error (connection, timeout, replica sync) then
  * starts a new round after a short backoff while the budget lasts, anything
@@ -29,6 +30,7 @@
 struct rlock_multilock {
   size_t n;
   rlock_lock_t **locks; /* the members, in canonical order */
+  char **keys;          /* each member's deployment key (canonical order) */
   pthread_mutex_t mu;   /* guards armed: the lost listener runs on I/O threads */
   struct armed *armed;  /* per owner: from acquire to release (several owners
                            may use one MultiLock: one's failed acquire must not
@@ -54,16 +56,26 @@ static int arm(rlock_multilock_t *m, bool on, uint64_t who);
 static void multilock_destroy(rlock_multilock_t *m);
 
 /* ------------------------------------------------------------ canonical order
- * (name, server, URL): the name first, so spellings of a server never matter
- * for members of different names; for one name on several servers, the
- * server as resolved here (rlock_lock_node with its host turned into a
- * numeric address, and the database), so "redis://localhost:6379" and
- * "redis://127.0.0.1:6379/0" are one server; the URL last (a server whose
- * node cannot be told: a Sentinel master not named yet). */
+ * (name, deployment): the name first, so spellings of a server never matter
+ * for members of different names; for one name on several deployments, the
+ * deployment as its URL names it, resolved here, never the node serving it
+ * now (a Cluster failover or slot move, a Sentinel failover changes that
+ * node, and a MultiLock made before it would order its members otherwise
+ * than one made after: two of them then wait for each other for ever):
+ *   one server   "ip:port/db" ("[ip6]:port/db", a unix socket "path/db"),
+ *                so "redis://localhost:6379" and "redis://127.0.0.1:6379/0"
+ *                are one server
+ *   Sentinel     "sentinel:<least sentinel>/<master name>/db"
+ *   Cluster      "cluster:<least seed>"
+ * with hosts resolved to their least address. Every process that names a
+ * deployment with the same least seed (the same seeds, in any order and
+ * spelling, do) orders its members the same way, at any time. The node
+ * serving a member now only tells one lock given twice (RLOCK_EINVAL). */
 
 typedef struct member {
   rlock_lock_t *l;
-  char server[320]; /* "ip:port/db", "[ip6]:port/db" or "path/db" */
+  char key[360];  /* the deployment, as above */
+  char node[320]; /* the node serving it at creation, resolved ("": not known) */
 } member_t;
 
 /* node ("host:port", "[v6]:port" or a path) with the host resolved (a
@@ -99,9 +111,53 @@ static void resolve_node(const char *node, char *out, size_t n) {
   if (least[0]) snprintf(out, n, "%s%s", least, colon);
 }
 
+/* "host:port" of a URL host (brackets put back around an IPv6 address), resolved. */
+static void resolve_host_port(const char *host, int port, char *out, size_t n) {
+  char node[300];
+  snprintf(node, sizeof node, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+  resolve_node(node, out, n);
+}
+
+/* The least of a, and of b resolved: a keeps it. */
+static void keep_least(char *a, size_t n, const char *b) {
+  if (!a[0] || strcmp(b, a) < 0) snprintf(a, n, "%s", b);
+}
+
+/* The member's deployment, from its client's URL only (see above). */
+static void deployment_key(const client_t *cl, char *out, size_t n) {
+  const url_t *u = &cl->url;
+  char least[310] = "", one[310];
+  if (u->kind == URL_UNIX) {
+    resolve_node(u->path, one, sizeof one);
+    snprintf(out, n, "%s/%d", one, u->db);
+  } else if (u->sentinel) {
+    for (int i = 0; i < u->nsentinels; i++) {
+      resolve_host_port(u->sentinels[i].host, u->sentinels[i].port, one, sizeof one);
+      keep_least(least, sizeof least, one);
+    }
+    snprintf(out, n, "sentinel:%s/%s/%d", least, u->master ? u->master : "", u->db);
+  } else if (u->cluster) {
+    resolve_host_port(u->host, u->port, least, sizeof least);
+    for (const char *s = u->seeds; s && *s;) { /* "h2:p2,h3:p3" (validated by url.c) */
+      size_t len = strcspn(s, ",");
+      char node[300];
+      if (len < sizeof node) {
+        memcpy(node, s, len), node[len] = 0;
+        resolve_node(node, one, sizeof one);
+        keep_least(least, sizeof least, one);
+      }
+      s += len + (s[len] == ',');
+    }
+    snprintf(out, n, "cluster:%s", least);
+  } else {
+    resolve_host_port(u->host, u->port, one, sizeof one);
+    snprintf(out, n, "%s/%d", one, u->db);
+  }
+}
+
 /* The member's node: rlock_lock_node, or, on its client's I/O thread (made
  * in a callback, where a sync call is RLOCK_EDEADLK), read there directly:
- * the same key whatever thread makes the MultiLock. */
+ * the same answer whatever thread makes the MultiLock. */
 static int member_node(rlock_lock_t *l, char *buf, size_t n) {
   if (!rlock__client_on_io_thread(l->cl)) return rlock_lock_node(l, buf, n);
   char *s = NULL;
@@ -115,38 +171,49 @@ static int member_node(rlock_lock_t *l, char *buf, size_t n) {
 
 static void member_key(member_t *mb) {
   char node[300], resolved[310];
-  if (member_node(mb->l, node, sizeof node) != 0) { /* not known yet: the URL stands in */
-    mb->server[0] = 0;
-    return;
-  }
+  deployment_key(mb->l->cl, mb->key, sizeof mb->key);
+  mb->node[0] = 0;
+  if (member_node(mb->l, node, sizeof node) != 0) return; /* not known yet (a Sentinel master not named) */
   resolve_node(node, resolved, sizeof resolved);
-  snprintf(mb->server, sizeof mb->server, "%s/%d", resolved, mb->l->cl->url.db);
+  snprintf(mb->node, sizeof mb->node, "%s/%d", resolved, mb->l->cl->url.db);
 }
 
-static int by_name_server(const void *a, const void *b) {
-  const member_t *p = a, *q = b;
-  const rlock_lock_t *x = p->l, *y = q->l;
+static int by_name(const rlock_lock_t *x, const rlock_lock_t *y) {
   size_t n = x->len < y->len ? x->len : y->len;
   int c = memcmp(x->name, y->name, n);
-  if (!c) c = (x->len > y->len) - (x->len < y->len);
-  if (!c) c = strcmp(p->server, q->server);
-  if (!c && !p->server[0]) c = strcmp(x->cl->s_url, y->cl->s_url);
-  return c;
+  return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-/* The same lock twice: one name on one server (however spelled). */
-static bool same_lock(const member_t *p, const member_t *q) { return by_name_server(p, q) == 0; }
+/* The canonical order: name, then deployment. Two members equal here are one
+ * lock (same_lock); qsort's order among them does not matter, as they are
+ * refused. */
+static int by_name_deployment(const void *a, const void *b) {
+  const member_t *p = a, *q = b;
+  int c = by_name(p->l, q->l);
+  return c ? c : strcmp(p->key, q->key);
+}
 
-/* Sorts locks into m->locks; RLOCK_EINVAL for a lock given twice. */
+/* The same lock twice: one name on one deployment (however spelled), or on
+ * the node serving both now (one Cluster named by two sets of seeds). */
+static bool same_lock(const member_t *p, const member_t *q) {
+  if (by_name(p->l, q->l)) return false;
+  return !strcmp(p->key, q->key) || (p->node[0] && !strcmp(p->node, q->node));
+}
+
+/* Sorts locks into m->locks (keeping each member's deployment key in
+ * m->keys); RLOCK_EINVAL for a lock given twice. */
 static int sort_members(rlock_multilock_t *m, rlock_lock_t *const *locks) {
   member_t *mb = calloc(m->n, sizeof *mb);
   if (!mb) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   for (size_t i = 0; i < m->n; i++) mb[i].l = locks[i], member_key(&mb[i]);
-  qsort(mb, m->n, sizeof *mb, by_name_server);
+  qsort(mb, m->n, sizeof *mb, by_name_deployment);
   int rc = 0;
   for (size_t i = 0; i < m->n; i++) {
     m->locks[i] = mb[i].l;
-    if (!rc && i > 0 && same_lock(&mb[i - 1], &mb[i])) {
+    m->keys[i] = rlock__strndup(mb[i].key, strlen(mb[i].key));
+    if (!m->keys[i] && !rc) rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
+    for (size_t j = i; j-- > 0 && !rc && !by_name(mb[j].l, mb[i].l);) { /* the same name: sorted together */
+      if (!same_lock(&mb[j], &mb[i])) continue;
       const rlock_lock_t *d = mb[i].l;
       rc = rlock__fail(RLOCK_EINVAL, "lock '%.*s' is a member twice (one name on one server)",
                        (int)(d->len > 100 ? 100 : d->len), d->name);
@@ -154,6 +221,16 @@ static int sort_members(rlock_multilock_t *m, rlock_lock_t *const *locks) {
   }
   free(mb);
   return rc;
+}
+
+/* The members are in canonical order, each deployment key as at creation
+ * (checked before every acquire: the order never changes). */
+static bool in_canonical_order(const rlock_multilock_t *m) {
+  for (size_t i = 1; i < m->n; i++) {
+    int c = by_name(m->locks[i - 1], m->locks[i]);
+    if (c > 0 || (c == 0 && strcmp(m->keys[i - 1], m->keys[i]) >= 0)) return false;
+  }
+  return true;
 }
 
 RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n) {
@@ -165,8 +242,9 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
   int rc = check_fork(locks, n);
   if (rc) return rc;
   rlock_multilock_t *m = calloc(1, sizeof *m);
-  if (m) m->locks = malloc(n * sizeof *m->locks);
-  if (!m || !m->locks) {
+  if (m) m->locks = malloc(n * sizeof *m->locks), m->keys = calloc(n, sizeof *m->keys);
+  if (!m || !m->locks || !m->keys) {
+    if (m) free(m->locks), free(m->keys);
     free(m);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
@@ -181,8 +259,7 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
   if (listen_all(m)) {
     pthread_mutex_destroy(&m->mu);
     pthread_mutex_destroy(&m->cbmu);
-    free(m->locks);
-    free(m);
+    multilock_destroy(m);
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   *out = m;
@@ -190,6 +267,8 @@ RLOCK_API int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *
 }
 
 static void multilock_destroy(rlock_multilock_t *m) {
+  for (size_t i = 0; i < m->n; i++) free(m->keys[i]);
+  free(m->keys);
   free(m->locks);
   free(m);
 }
@@ -358,6 +437,7 @@ static int take_all(rlock_multilock_t *m, uint64_t who, int64_t deadline, int64_
   int rc = 0;
   size_t taken = 0;
   *released_ok = true;
+  RLOCK__ASSERT(in_canonical_order(m)); /* the order of creation, by deployment, never by node */
   if (arm(m, true, who)) return *bad = 0, snprintf(why, whylen, "out of memory"), RLOCK_ENOMEM;
   for (; taken < m->n; taken++) {
     int64_t left = RLOCK_WAIT_FOREVER;

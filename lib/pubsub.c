@@ -72,7 +72,11 @@ static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
   free(x);
 }
 
-/* SUBSCRIBE (sub) or UNSUBSCRIBE ch; SSUBSCRIBE / SUNSUBSCRIBE under sharded pub/sub. */
+/* SUBSCRIBE (sub) or UNSUBSCRIBE ch; SSUBSCRIBE / SUNSUBSCRIBE under sharded
+ * pub/sub. A subscription goes where the topology routes the channel; its
+ * UNSUBSCRIBE to the connection that holds it (ch->on): under sharded pub/sub
+ * the slot map may name another node by then (a MOVED learnt before the
+ * refresh moved the channel), which would leave the old one subscribed. */
 static void send_sub(pubsub_t *ps, channel_t *ch, bool sub) {
   sub_ctx_t *x = NULL;
   bool sharded = ps->cl->sharded_pubsub;
@@ -92,8 +96,11 @@ static void send_sub(pubsub_t *ps, channel_t *ch, bool sub) {
     return;
   }
   stat_add(ps->cl, sub ? ST_SUBSCRIBES : ST_UNSUBSCRIBES, 1);
-  r->conn = CONN_SUB; /* routed by the channel's slot (sharded pub/sub) */
-  conn_t *on = rlock__client_send(ps->cl, ch->name, ch->len, r);
+  r->conn = CONN_SUB;
+  r->slot = rlock__names_slot(ch->name, ch->len);
+  conn_t *on = ps->cl->topo->route(ps->cl, r); /* the routing point: by the channel's slot (sharded) */
+  if (!sub && ch->on) on = ch->on;              /* where the subscription is, whatever the map says now */
+  rlock__conn_send(on, r);
   if (sub) ch->on = on;
 }
 

@@ -87,6 +87,7 @@ struct hold {
  * matched to them without a lookup. */
 typedef struct batch {
   watchdog_t *wd;
+  int script; /* its renew script */
   sync_need_t sync_need; /* the WAIT behind the renewal (replica sync) */
   size_t n;
   int64_t sent_at;
@@ -664,6 +665,21 @@ static void renewal_sync_missed(batch_t *b) {
 }
 
 static void round_step(watchdog_t *wd);
+static void batch_send(watchdog_t *wd, int script, batch_t *b);
+static bool due(const hold_t *h);
+
+/* b's live holds, each in a call of its own. */
+static void renew_one_by_one(const batch_t *b) {
+  RLOCK__ASSERT(b->n > 1); /* only a batch of several keys is split */
+  for (size_t i = 0; i < b->n; i++) {
+    hold_t *h = b->holds[i];
+    if (h->dead || !due(h)) continue;
+    batch_t *one = batch_new(b->wd);
+    if (!one) return; /* out of memory: the next round tries again */
+    batch_add(one, h);
+    batch_send(b->wd, b->script, one);
+  }
+}
 
 static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
   batch_t *b = r->ctx;
@@ -696,6 +712,10 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
     }
     stat_add(wd->cl, ST_RENEWED, renewed);
   }
+  /* A batch whose keys are on two nodes (Cluster: its slot migrating, some
+   * keys moved, TRYAGAIN) did not run: each hold of it at once on its own,
+   * where its key is (ASK followed), so none runs out while the slot moves. */
+  if (status == RLOCK_ECONNECT && r->split && wd->cl->cmd.state != CS_CLOSED) renew_one_by_one(b);
   /* A failed renewal changes nothing: the next round tries again, and the
    * expire timer reports the loss once the lease has certainly run out. */
   rlock_reply_free(reply);
@@ -727,6 +747,7 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
     args[i + 1] = h->o->id, al[i + 1] = h->o->len;
   }
   b->sent_at = rlock_now_ms();
+  b->script = script;
   req_t *r = rlock__script_req(script, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
                         renew_done, b);
   if (!r) {
@@ -734,6 +755,7 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
     return;
   }
   r->ahead = true; /* never waits behind the requests queued during an outage (client.c's check) */
+  r->splittable = n > 1; /* Cluster: TRYAGAIN sends its holds one by one */
   wd->inflight++;
   stat_add(cl, ST_RENEWALS, 1);
   stat_add(cl, ST_SCRIPTS, 1);

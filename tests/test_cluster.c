@@ -1017,6 +1017,263 @@ TEST(failover_under_an_idle_waiter) {
 
 TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
 
+/* ------------------------------------------------------------ renewals in a half-migrated slot */
+
+typedef struct renewed_n {
+  rlock_client_t *c;
+  uint64_t base, n;
+} renewed_n_t;
+static int renewed_n(void *arg) {
+  renewed_n_t *r = arg;
+  return renewed(r->c) >= r->base + r->n;
+}
+
+/* The key's PTTL on s (ASKING first: the slot may be only importing
+ * there); -2 also for a redirect (the key is not there). */
+static long long pttl_on(th_server_t *s, const char *key) {
+  th_reply_free(th_cmd(s, "ASKING", NULL));
+  redisReply *r = th_cmd(s, "PTTL", key, NULL);
+  long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+  th_reply_free(r);
+  return v;
+}
+
+/* Issue 20 item 10: two watchdog holds in one slot (one renewal call for
+ * both), the slot marked MIGRATING/IMPORTING and one of the two keys
+ * migrated: the batch's keys are now on two nodes (the source answers
+ * TRYAGAIN, or ASK and then the target TRYAGAIN, for as long as the slot
+ * stays so). The slot stays half-moved for several leases (watchdog
+ * 1500 ms): both holds are renewed where their key is (one by one), neither
+ * is lost, both unlock after the slot is finished. Before, the batch ended as
+ * not run after TRYAGAINs until the command timeout, every round, and both
+ * holds ran out. */
+TEST(renewal_batch_in_half_migrated_slot) {
+  const char *a = "{halfmove}-a", *b = "{halfmove}-b";
+  rlock_client_t *h = client_on(cl->url, 1500);
+  rlock_lock_t *la = th_lock(h, a), *lb = th_lock(h, b);
+  CHECK_OK(rlock_lock_trylock(la, 0, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_trylock(lb, 0, RLOCK_LEASE_WATCHDOG));
+  int slot = th_cluster_keyslot(cl, a);
+  CHECK_EQ(th_cluster_keyslot(cl, b), slot);
+  th_server_t *from = th_cluster_owner(cl, slot), *to = other_master(from);
+  char s[16], port[16];
+  snprintf(s, sizeof s, "%d", slot);
+  snprintf(port, sizeof port, "%d", to->port);
+  char *from_id = th_cluster_id(from), *to_id = th_cluster_id(to);
+  redisReply *r = th_cmd(to, "CLUSTER", "SETSLOT", s, "IMPORTING", from_id, NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+  r = th_cmd(from, "CLUSTER", "SETSLOT", s, "MIGRATING", to_id, NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+  r = th_cmd(from, "MIGRATE", "127.0.0.1", port, a, "0", "10000", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "MIGRATE %s: %s", a, r->str ? r->str : "?");
+  th_reply_free(r);
+  int64_t since = th_now_ms();
+  /* the slot half-moved for over 2.5 leases: each hold renewed 8 times */
+  renewed_n_t rn = {h, renewed(h), 16};
+  int ok = th_wait_until(renewed_n, &rn, 8000);
+  long long pa = pttl_on(to, a), pb = pttl_on(from, b);
+  printf("# half-moved for %lld ms: %llu holds renewed; PTTL %s %lld (target), %s %lld (source)\n",
+         (long long)(th_now_ms() - since), (unsigned long long)(renewed(h) - rn.base), a, pa, b, pb);
+  th_cluster_move_slot(cl, slot, to, NULL, NULL); /* b moves, SETSLOT NODE */
+  CHECK(th_cluster_wait_ok(cl, 30000));
+  CHECK_MSG(ok, "the two holds were not renewed while their slot was half-moved");
+  CHECK_MSG(pa > 0 && pb > 0, "a hold ran out while its slot was half-moved (PTTL %lld, %lld)", pa, pb);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_OK(rlock_lock_unlock(la));
+  CHECK_OK(rlock_lock_unlock(lb));
+  CHECK_EQ(th_cmd_int(to, "EXISTS", a, NULL), 0);
+  CHECK_EQ(th_cmd_int(to, "EXISTS", b, NULL), 0);
+  free(from_id), free(to_id);
+  rlock_lock_free(la), rlock_lock_free(lb);
+  rlock_client_free(h);
+}
+
+/* ------------------------------------------------------------ MultiLock order across a slot move */
+
+/* The test's single server and the lock name on it and on the cluster. */
+typedef struct ml_pair {
+  th_server_t *s; /* the single server */
+  const char *name;
+  rlock_lock_t *on_cluster, *on_single; /* members of one MultiLock */
+} ml_pair_t;
+
+static long long numsub(th_server_t *s, const char *chan) {
+  redisReply *r = th_cmd(s, "PUBSUB", "NUMSUB", chan, NULL);
+  long long n = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : 0;
+  th_reply_free(r);
+  return n;
+}
+
+/* A subscriber on the lock's channel: on the single server, or (sharded) on
+ * the master that owns the name's slot. */
+typedef struct ml_sub {
+  ml_pair_t *p;
+  int on_single;
+} ml_sub_t;
+static int ml_subscribed(void *arg) {
+  ml_sub_t *q = arg;
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", q->p->name);
+  if (q->on_single) return numsub(q->p->s, chan) > 0;
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, q->p->name));
+  return owner && shard_numsub(owner, chan) > 0;
+}
+
+static int ml_unsubscribed(void *arg) { return !ml_subscribed(arg); }
+
+typedef struct ml_run {
+  rlock_multilock_t *m;
+  uint64_t owner;
+  rlock_cancel_t *cancel;
+  int rc;
+  atomic_int done;
+} ml_run_t;
+
+static void *ml_run_main(void *arg) {
+  ml_run_t *r = arg;
+  r->rc = rlock_multilock_acquire(r->m, r->owner, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, r->cancel);
+  if (r->rc == 0) CHECK_OK(rlock_multilock_release(r->m, r->owner));
+  atomic_store(&r->done, 1);
+  return NULL;
+}
+static int ml_run_done(void *arg) { return atomic_load(&((ml_run_t *)arg)->done); }
+
+/* Which member the MultiLock m over p takes first: 1 the single server's.
+ * The single server's member is held by another client; m's acquire parks
+ * on it, having taken the cluster's member first only if that comes first. */
+static int ml_single_first(ml_pair_t *p, rlock_multilock_t *m) {
+  rlock_client_t *hc = client_on(p->s->url, 0);
+  rlock_lock_t *h = th_lock(hc, p->name);
+  CHECK_OK(rlock_lock_acquire(h, 99, 0, 60000, NULL));
+  ml_run_t r = {.m = m, .owner = 5};
+  CHECK_OK(rlock_cancel_new(&r.cancel));
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, ml_run_main, &r) == 0);
+  ml_sub_t q = {p, 1};
+  CHECK_MSG(th_wait_until(ml_subscribed, &q, 20000), "the MultiLock never waited for the single server's member");
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, p->name));
+  int single_first = th_cmd_int(owner, "EXISTS", p->name, NULL) == 0;
+  rlock_cancel_trigger(r.cancel);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_RC(r.rc, RLOCK_ECANCELED);
+  rlock_cancel_free(r.cancel);
+  CHECK_MSG(th_wait_until(ml_unsubscribed, &q, 20000), "the cancelled MultiLock stayed subscribed");
+  CHECK_OK(rlock_lock_release(h, 99));
+  CHECK_EQ(th_cmd_int(owner, "EXISTS", p->name, NULL), 0);
+  rlock_lock_free(h);
+  rlock_client_free(hc);
+  return single_first;
+}
+
+static void node_key(int port, char *buf, size_t n) { snprintf(buf, n, "127.0.0.1:%d/0", port); }
+
+/* Issue 20 item 9: MultiLock's canonical order never changes for the same
+ * members, in any process at any time. One name on the cluster and on a
+ * single server whose address sorts between two masters': m1 made while
+ * the name's slot is on the master sorting before it, the slot moved to the
+ * one sorting after, m2 made then (members given the other way round).
+ * Both take the same member first. Then the two wait for each other with
+ * RLOCK_WAIT_FOREVER the way a cycle needs: m1's owner holds its first
+ * member and waits for its second, which m2's owner held (re-entrantly)
+ * before its acquire began and gives up once m2 waits. Ordered by the node
+ * serving each member at creation (before), m2 took that second member first
+ * and waits for m1's first: a deadlock, caught by the test's own bound and
+ * broken with the cancel tokens. One name on the cluster named by its seeds
+ * in another order is one lock: a member twice (RLOCK_EINVAL). */
+TEST(multilock_order_across_slot_move) {
+  th_server_t *m[3] = {th_cluster_owner(cl, 0), th_cluster_owner(cl, 8192), th_cluster_owner(cl, 16383)};
+  CHECK(m[0] && m[1] && m[2] && m[0] != m[1] && m[1] != m[2] && m[0] != m[2]);
+  th_server_t *s = NULL, *lo = NULL, *hi = NULL;
+  char ks[64], km[64];
+  for (int tries = 0; !s && tries < 40; tries++) { /* a single server whose address sorts between two masters' */
+    th_server_t *c = th_server_start(NULL);
+    node_key(c->port, ks, sizeof ks);
+    lo = hi = NULL;
+    for (int i = 0; i < 3; i++) {
+      node_key(m[i]->port, km, sizeof km);
+      if (strcmp(km, ks) < 0) lo = m[i];
+      else hi = m[i];
+    }
+    if (lo && hi) s = c;
+    else th_server_stop(c); /* on another random port next time */
+  }
+  CHECK_MSG(s != NULL, "no free port sorts between the masters'");
+  char name[64];
+  name_on(lo, "ml-order", name, sizeof name);
+  int slot = th_cluster_keyslot(cl, name);
+
+  rlock_client_t *c1 = client_on(cl->url, 0), *d1 = client_on(s->url, 0);
+  ml_pair_t p1 = {s, name, th_lock(c1, name), th_lock(d1, name)};
+  rlock_lock_t *in1[2] = {p1.on_cluster, p1.on_single};
+  rlock_multilock_t *ml1 = NULL;
+  CHECK_OK(rlock_multilock_new(&ml1, in1, 2));
+
+  th_cluster_move_slot(cl, slot, hi, NULL, NULL);
+  owner_is_t o = {slot, hi};
+  CHECK(th_wait_until(owner_is, &o, 30000));
+  CHECK(th_cluster_wait_ok(cl, 30000));
+
+  rlock_client_t *c2 = client_on(cl->url, 0), *d2 = client_on(s->url, 0);
+  ml_pair_t p2 = {s, name, th_lock(c2, name), th_lock(d2, name)};
+  char node[64];
+  CHECK_OK(rlock_lock_node(p2.on_cluster, node, sizeof node)); /* c2 knows the slot moved */
+  rlock_lock_t *in2[2] = {p2.on_single, p2.on_cluster};
+  rlock_multilock_t *ml2 = NULL;
+  CHECK_OK(rlock_multilock_new(&ml2, in2, 2));
+
+  int first1 = ml_single_first(&p1, ml1), first2 = ml_single_first(&p2, ml2);
+  printf("# slot %d moved %d -> %d (single server %d); served by %s; first member: %s / %s\n", slot, lo->port,
+         hi->port, s->port, node, first1 ? "single" : "cluster", first2 ? "single" : "cluster");
+
+  /* the cycle: m1's second member held by m2's owner (2) through m2's own member */
+  rlock_lock_t *second2 = first1 ? p2.on_cluster : p2.on_single;
+  CHECK_OK(rlock_lock_acquire(second2, 2, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  ml_run_t a = {.m = ml1, .owner = 1}, b = {.m = ml2, .owner = 2};
+  CHECK_OK(rlock_cancel_new(&a.cancel));
+  CHECK_OK(rlock_cancel_new(&b.cancel));
+  pthread_t ta, tb;
+  CHECK(pthread_create(&ta, NULL, ml_run_main, &a) == 0);
+  ml_sub_t a_waits = {&p1, !first1}; /* m1 holds its first member and waits for its second */
+  CHECK_MSG(th_wait_until(ml_subscribed, &a_waits, 20000), "m1 never waited for its second member");
+  CHECK(pthread_create(&tb, NULL, ml_run_main, &b) == 0);
+  ml_sub_t b_waits = {&p2, first1}; /* m2 waits for m1's first member */
+  CHECK_MSG(th_wait_until(ml_subscribed, &b_waits, 20000), "m2 never waited for m1's first member");
+  CHECK_OK(rlock_lock_release(second2, 2)); /* the outer hold goes: m1 can go on, unless m2 took it too */
+  int both = th_wait_until(ml_run_done, &a, 20000) && th_wait_until(ml_run_done, &b, 20000);
+  if (!both) rlock_cancel_trigger(a.cancel), rlock_cancel_trigger(b.cancel);
+  CHECK(pthread_join(ta, NULL) == 0);
+  CHECK(pthread_join(tb, NULL) == 0);
+  CHECK_MSG(both, "deadlock: two MultiLocks over the same members, made before and after a slot move, "
+                  "waited for each other for ever (ended by the test's cancel: %s, %s)",
+            rlock_err_name(a.rc), rlock_err_name(b.rc));
+  CHECK_MSG(first1 == first2, "m1 (made before the slot moved) takes the %s member first, m2 (after) the %s one",
+            first1 ? "single server's" : "cluster's", first2 ? "single server's" : "cluster's");
+  CHECK_OK(a.rc);
+  CHECK_OK(b.rc);
+  CHECK_EQ(th_cmd_int(s, "EXISTS", name, NULL), 0);
+  CHECK_EQ(th_cmd_int(hi, "EXISTS", name, NULL), 0);
+  /* one name on the cluster named by its seeds in another order: one lock, a member twice */
+  char rotated[TH_CLUSTER_MAX * 24 + 32];
+  url_from(1, rotated, sizeof rotated);
+  rlock_client_t *c3 = client_on(rotated, 0);
+  rlock_lock_t *x3 = th_lock(c3, name), *twice[2] = {p1.on_cluster, x3};
+  rlock_multilock_t *ml3 = NULL;
+  CHECK_RC(rlock_multilock_new(&ml3, twice, 2), RLOCK_EINVAL);
+  CHECK_MSG(strstr(rlock_last_error(), "twice"), "message: %s", rlock_last_error());
+  rlock_lock_free(x3);
+  rlock_client_free(c3);
+  rlock_cancel_free(a.cancel), rlock_cancel_free(b.cancel);
+  rlock_multilock_free(ml1), rlock_multilock_free(ml2);
+  rlock_lock_free(p1.on_cluster), rlock_lock_free(p1.on_single);
+  rlock_lock_free(p2.on_cluster), rlock_lock_free(p2.on_single);
+  rlock_client_free(c1), rlock_client_free(d1), rlock_client_free(c2), rlock_client_free(d2);
+  th_server_stop(s);
+}
+
 /* The killed master is the first seed: the control and subscriber
  * connections move to another node too. Lease 15 s: longer than the
  * failover (node timeout 2 s + election). */
@@ -1049,6 +1306,8 @@ int main(int argc, char **argv) {
   RUN_SOME(tryagain_longer_than_timeout);
   RUN_SOME(close_during_tryagain);
   RUN_SOME(one_shard_failing);
+  RUN_SOME(renewal_batch_in_half_migrated_slot);
+  RUN_SOME(multilock_order_across_slot_move);
   RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */

@@ -17,7 +17,10 @@
  *                    target yet; a failover under way) if it still fits its
  *                    deadline, else it completes as never written
  *                    (RLOCK_ECONNECT: it did not run; an acquire is queued
- *                    again until its wait bound)
+ *                    again until its wait bound). A renewal batch (several
+ *                    holds of one slot, `splittable`) answered TRYAGAIN has
+ *                    its keys on two nodes: it completes so at once, `split`
+ *                    set, and the watchdog renews its holds one by one
  * A node connection that goes down, or a refresh that finds a node not
  * reachable, asks for another refresh a second later, until the map names
  * only reachable masters (a failover: the promoted replica takes the slots).
@@ -421,6 +424,10 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
   }
   if (r->conn == CONN_USER) return user_redirect(k, c, r, err);
   if (r->conn != CONN_CMD) return false;
+  if (rlock__reply_is_error(err, "TRYAGAIN") && r->splittable) { /* its keys are on two nodes: one by one */
+    r->split = true;
+    return not_run(r, err);
+  }
   if (rlock__reply_is_error(err, "TRYAGAIN") || rlock__reply_is_error(err, "CLUSTERDOWN")) {
     if (rlock__reply_is_error(err, "CLUSTERDOWN")) schedule_refresh(k, 0);
     return send_later(k, r, err);

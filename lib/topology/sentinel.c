@@ -398,16 +398,18 @@ static conn_t *route(client_t *cl, const req_t *r) {
  * event will name the new master). The connection is reset, so its next
  * attempt asks Sentinel again, and a single command of the lock engine is
  * sent again once it is back: a replica refused its write, nothing of it was
- * applied. A compound (a command after the refused one may have run) and a
- * user command (it may be one of a MULTI ... EXEC: sent alone it would run
- * outside its transaction) complete with the error. */
+ * applied. So is a compound whose other command is its WAIT (the refused
+ * script comes first; WAIT changes nothing). Another compound (a command
+ * after the refused one may have run) and a user command (it may be one of a
+ * MULTI ... EXEC: sent alone it would run outside its transaction) complete
+ * with the error. */
 static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *err) {
   sentinel_t *s = cl->topo_state;
   int i = data_index(cl, c);
   if (!s || s->closed || i < 0 || !rlock__reply_is_error(err, "READONLY")) return false;
   s->d[i].reset = true;
   kick(s);
-  if (r->ncmds != 1 || c->kind == CONN_USER) return false;
+  if ((r->ncmds != 1 && !(r->waits && r->ncmds == 2)) || c->kind == CONN_USER) return false;
   r->next = NULL;
   if (s->held_tail) s->held_tail->next = r;
   else s->held = r;

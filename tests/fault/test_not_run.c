@@ -1,0 +1,257 @@
+/* test_not_run.c (fault) -- requests that did not run are sent again
+ * (issue 20 item 11), on one server:
+ *   unlock_never_written   the server unreachable (the fault proxy refuses
+ *                          connections) for 600 ms, longer than the 300 ms
+ *                          command timeout, while an unlock is queued: the
+ *                          unlock was never written (RLOCK_ECONNECT); it is
+ *                          sent again with its request id once the server is
+ *                          back, and frees the lock (before: RLOCK_ECONNECT,
+ *                          and the lock stayed for its lease)
+ *   busy_script_not_run    a script runs past the busy threshold (every other
+ *                          command is answered BUSY, nothing of it runs) while
+ *                          a try and then an unlock are sent: both are sent
+ *                          again after a backoff within their command timeout
+ *                          and succeed once the script ended (before: the
+ *                          BUSY reply was final, RLOCK_ESERVER)
+ *   readonly_compound      Sentinel: the master (with a replica, so every
+ *                          lock script goes with its WAIT, one compound
+ *                          request) silently demoted: a try refused READONLY
+ *                          is held until the connection is back on the master
+ *                          Sentinel names, and granted there (before: the
+ *                          compound's READONLY was final, RLOCK_ESERVER)
+ * Server state is checked with a raw hiredis client. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault_harness.h"
+#include "harness_sentinel.h"
+#include "proxy.h"
+
+static th_server_t *srv;
+static fp_proxy_t *px;
+static char purl[64];
+
+static int conns_are(void *a) { return fp_connections(px) == *(int *)a; }
+
+/* ------------------------------------------------------------ unlock never written */
+
+TEST(unlock_never_written) {
+  const char *name = "notrun:unlock";
+  rlock_client_t *c = fh_client(purl, 30000, 300, 3);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_acquire(l, 9, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  fp_refuse(px, 1);
+  fp_cut(px);
+  fh_latch_t got;
+  fh_latch_init(&got);
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_lock_release_async(l, 9, fh_latch_cb, &got));
+  th_sleep_ms(600); /* the outage: two command timeouts long */
+  fp_refuse(px, 0);
+  CHECK_MSG(fh_latch_wait(&got, 10000), "the unlock never ended");
+  long long pttl = th_cmd_int(srv, "PTTL", name, NULL);
+  printf("# outage 600 ms, command timeout 300 ms: unlock %s after %lld ms (%s); PTTL after: %lld\n",
+         rlock_err_name(got.status), (long long)(rlock_now_ms() - t0), rlock_last_error(), pttl);
+  CHECK_MSG(got.status == 0, "the unlock never written was not sent again: %s", rlock_err_name(got.status));
+  CHECK_MSG(pttl == -2, "the lock stays after the unlock (PTTL %lld)", pttl);
+  int two = 2;
+  CHECK(th_wait_until(conns_are, &two, 5000));
+  fh_result("unlock queued during an outage longer than the command timeout", "single", "reentrant",
+            "sent again once the server is back: the lock is freed", 0);
+  fh_latch_destroy(&got);
+  if (pttl != -2) th_reply_free(th_cmd(srv, "DEL", name, NULL));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* ------------------------------------------------------------ BUSY */
+
+/* A script that runs ms milliseconds, on a connection of its own (th_cmd's is
+ * the main thread's). */
+typedef struct busy {
+  int port;
+  int ms;
+  int ok;
+} busy_t;
+
+static void *busy_main(void *arg) {
+  busy_t *b = arg;
+  redisContext *rc = redisConnect("127.0.0.1", b->port);
+  if (!rc || rc->err) return NULL;
+  char ms[16];
+  snprintf(ms, sizeof ms, "%d", b->ms);
+  static const char script[] =
+      "local function now() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + "
+      "math.floor(tonumber(t[2]) / 1000) end "
+      "local s = now() while now() - s < tonumber(ARGV[1]) do end return 1";
+  redisReply *r = redisCommand(rc, "EVAL %s 0 %s", script, ms);
+  b->ok = r && r->type == REDIS_REPLY_INTEGER;
+  freeReplyObject(r);
+  redisFree(rc);
+  return NULL;
+}
+
+/* The server answers BUSY (a script is running past the threshold). */
+static int answers_busy(void *arg) {
+  (void)arg;
+  redisReply *r = th_cmd(srv, "PING", NULL);
+  int busy = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "BUSY", 4);
+  th_reply_free(r);
+  return busy;
+}
+
+
+/* A busy window of ms: call starts once the server answers BUSY. */
+static void start_busy(busy_t *b, pthread_t *t, int ms) {
+  b->port = srv->port, b->ms = ms, b->ok = 0;
+  CHECK(pthread_create(t, NULL, busy_main, b) == 0);
+  CHECK_MSG(th_wait_until(answers_busy, NULL, 5000), "the script never made the server busy");
+}
+
+TEST(busy_script_not_run) {
+  const char *name = "notrun:busy";
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "busy-reply-threshold", "50", NULL));
+  rlock_client_t *c = fh_client(srv->url, 30000, 3000, 3);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_acquire(l, 9, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* connected, scripts loaded */
+  CHECK_OK(rlock_lock_release(l, 9));
+  busy_t b;
+  pthread_t t;
+
+  /* a try while the server is busy */
+  start_busy(&b, &t, 1000);
+  fh_latch_t got;
+  fh_latch_init(&got);
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_lock_acquire_async(l, 9, 0, RLOCK_LEASE_WATCHDOG, NULL, fh_latch_cb, &got));
+  CHECK_MSG(fh_latch_wait(&got, 10000), "the try never ended");
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(b.ok);
+  printf("# try during a 1000 ms script: %s after %lld ms\n", rlock_err_name(got.status),
+         (long long)(rlock_now_ms() - t0));
+  CHECK_MSG(got.status == 0, "a try answered BUSY (not run) ended: %s", rlock_err_name(got.status));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 1);
+  fh_latch_destroy(&got);
+
+  /* an unlock while the server is busy */
+  start_busy(&b, &t, 1000);
+  fh_latch_init(&got);
+  t0 = rlock_now_ms();
+  CHECK_OK(rlock_lock_release_async(l, 9, fh_latch_cb, &got));
+  CHECK_MSG(fh_latch_wait(&got, 10000), "the unlock never ended");
+  CHECK(pthread_join(t, NULL) == 0);
+  printf("# unlock during a 1000 ms script: %s after %lld ms; key %s\n", rlock_err_name(got.status),
+         (long long)(rlock_now_ms() - t0), th_cmd_int(srv, "EXISTS", name, NULL) ? "still there" : "gone");
+  CHECK_MSG(got.status == 0, "an unlock answered BUSY (not run) ended: %s", rlock_err_name(got.status));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_latch_destroy(&got);
+
+  /* a busy window longer than the command timeout (300 ms): not run, RLOCK_ECONNECT */
+  rlock_client_t *c2 = fh_client(srv->url, 30000, 300, 0);
+  rlock_lock_t *l2 = th_lock(c2, name);
+  CHECK_OK(rlock_lock_is_locked(l2, &(int){0})); /* connected */
+  start_busy(&b, &t, 1500);
+  t0 = rlock_now_ms();
+  int rc = rlock_lock_acquire(l2, 9, 0, RLOCK_LEASE_WATCHDOG, NULL);
+  int64_t took = rlock_now_ms() - t0;
+  printf("# try during a 1500 ms script, command timeout 300 ms: %s after %lld ms (%s)\n", rlock_err_name(rc),
+         (long long)took, rlock_last_error());
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_RC(rc, RLOCK_ECONNECT);
+  CHECK_MSG(took < 1500, "the not-run try was not bounded by its command timeout (%lld ms)", (long long)took);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("a script past the busy threshold (BUSY) during a try and an unlock", "single", "reentrant",
+            "sent again after a backoff within the command timeout: granted, released", 0);
+  rlock_lock_free(l2);
+  rlock_client_free(c2);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* ------------------------------------------------------------ READONLY on a compound */
+
+typedef struct try_job {
+  rlock_lock_t *lock;
+  int rc;
+  char err[256];
+} try_job_t;
+static void *try_main(void *p) {
+  try_job_t *j = p;
+  j->rc = rlock_lock_acquire(j->lock, 7, 30000, 10000, NULL);
+  snprintf(j->err, sizeof j->err, "%s", rlock_last_error());
+  return NULL;
+}
+
+static rlock_client_t *attempting;
+static int attempted(void *want) {
+  rlock_stats_t st;
+  rlock_client_stats(attempting, &st);
+  return st.acquire_attempts >= *(uint64_t *)want;
+}
+
+TEST(readonly_compound) {
+  const char *name = "notrun:ro";
+  th_server_t *x = th_server_start(NULL), *y = th_server_start(NULL), *z = th_server_start(NULL);
+  char port[16];
+  snprintf(port, sizeof port, "%d", x->port);
+  th_reply_free(th_cmd(z, "REPLICAOF", "127.0.0.1", port, NULL));
+  CHECK_MSG(th_sentinels_wait_replicas(x, 1, 20000), "the replica never came online");
+  th_sentinel_t *g = th_sentinel_start_alone("notrun", x->port, NULL, 0);
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/notrun", g->port);
+  rlock_client_t *c = fh_client(url, 30000, 3000, 3);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_acquire(l, 7, 0, 10000, NULL)); /* on x, with WAIT 1 */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_MSG(st.acquire_sync_misses == 0 && th_cmd_int(x, "EXISTS", name, NULL) == 1, "not taken on x with its WAIT");
+  CHECK_OK(rlock_lock_release(l, 7));
+  snprintf(port, sizeof port, "%d", y->port);
+  th_reply_free(th_cmd(x, "REPLICAOF", "127.0.0.1", port, NULL)); /* demoted: its clients stay connected */
+  uint64_t want = st.acquire_attempts + 1;
+  try_job_t j = {.lock = l};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, try_main, &j) == 0);
+  attempting = c;
+  CHECK_MSG(th_wait_until(attempted, &want, 20000), "the acquire was never tried");
+  redisContext *sc = redisConnect("127.0.0.1", g->port);
+  CHECK(sc && !sc->err);
+  redisReply *r = redisCommand(sc, "SENTINEL REMOVE notrun");
+  if (r) freeReplyObject(r);
+  r = redisCommand(sc, "SENTINEL MONITOR notrun 127.0.0.1 %d 1", y->port);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  redisFree(sc);
+  CHECK(pthread_join(t, NULL) == 0);
+  printf("# try on the demoted master (script + WAIT): %s (%s)\n", rlock_err_name(j.rc), j.rc ? j.err : "");
+  CHECK_MSG(j.rc == 0, "a compound refused READONLY ended: %s: %s", rlock_err_name(j.rc), j.err);
+  CHECK_EQ(th_cmd_int(y, "EXISTS", name, NULL), 1);
+  CHECK_OK(rlock_lock_release(l, 7));
+  fh_result("Sentinel master silently demoted, script + WAIT refused READONLY", "sentinel", "reentrant",
+            "held until the connection is back on the named master, granted there", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(g);
+  th_server_stop(z);
+  th_server_stop(y);
+  th_server_stop(x);
+}
+
+/* test_not_run [NAME]: all tests, or only NAME */
+#define RUN_IF(name)                                \
+  if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 120);
+  srv = th_server_start(NULL);
+  px = fp_start(srv->port);
+  snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
+  RUN_IF(unlock_never_written);
+  RUN_IF(busy_script_not_run);
+  RUN_IF(readonly_compound);
+  fp_stop(px);
+  th_server_stop(srv);
+  return th_done();
+}
