@@ -63,11 +63,11 @@ static struct {
   int fast;            /* 1 on, 0 off, -1 alternate per run */
   int clients, threads, names;
   int verbose;
-} opt = {.seconds = 180, .run_seconds = 30, .fast = -1, .clients = 2, .threads = 3, .names = 2};
+} opt = {.seconds = 180, .run_seconds = 20, .fast = -1, .clients = 2, .threads = 3, .names = 2};
 
 /* Client-side settings: short command timeouts, so that a stalled server
  * (DEBUG SLEEP, CLIENT PAUSE) makes answers late and requests re-sent. */
-#define COMMAND_TIMEOUT_MS 500
+#define COMMAND_TIMEOUT_MS 400
 #define WATCHDOG_MS 6000
 
 /* ------------------------------------------------------------ shared state */
@@ -85,12 +85,16 @@ typedef struct shared {
   _Atomic uint64_t word[MAX_NAMES]; /* the holder's worker id + 1, 0: free */
   atomic_int stop, ready;
   atomic_ullong grants, fails, raw_overlaps, lost, silent, unlock_enotheld, errors;
+  /* Sentinel: the master every sentinel but the stale one agrees on (0 while
+   * a failover is on its way), the one before it, and a generation */
+  atomic_int master_port, prev_master, master_gen;
+  atomic_ullong backward; /* a client went back to prev_master after it had been on master_port */
 } shared_t;
 
 typedef struct result {
   int setup_ok, finished;
   int64_t ms;
-  uint64_t grants, fails, raw_overlaps, lost, silent, unlock_enotheld, errors;
+  uint64_t grants, fails, raw_overlaps, lost, silent, unlock_enotheld, errors, backward;
   uint64_t hist_overlaps, hist_permitted, hist_violations;
   int hist_verdict;
   int actions[A_N];
@@ -175,8 +179,12 @@ static void *holder(void *arg) {
       fprintf(stderr, "soak: rlock_lock_new: %s\n", rlock_last_error());
       _exit(3);
     }
+  int n = 0, retry_same = 0;
   while (!atomic_load(&sh->stop)) {
-    int n = (int)(TRND() % (uint64_t)opt.names);
+    /* after a refusal, mostly the same name again: the owner's next try is
+     * what a late undo of its previous one must not overtake */
+    if (!retry_same || TRND() % 10 >= 7) n = (int)(TRND() % (uint64_t)opt.names);
+    retry_same = 0;
     const char *nm = names[n];
     size_t nl = strlen(nm);
     uint64_t r = TRND() % 100;
@@ -187,6 +195,7 @@ static void *holder(void *arg) {
     int rc = rlock_lock_trylock(locks[n], wait, lease);
     if (rc) {
       hist_log(cp.hist_fd, HK_FAIL, w, nm, nl, rc, 0, 0);
+      retry_same = 1;
       atomic_fetch_add(&sh->fails, 1);
       if (rc != RLOCK_EBUSY) {
         atomic_fetch_add(&sh->errors, 1);
@@ -203,7 +212,8 @@ static void *holder(void *arg) {
     if (other) {
       if (atomic_fetch_add(&sh->raw_overlaps, 1) < 5) printf("  owner word: worker %d entered '%s' while worker %d was inside\n", w, nm, (int)other - 1);
     }
-    th_sleep_ms(1 + (int64_t)(TRND() % 15));
+    /* mostly short, sometimes long enough for a late undo to land inside */
+    th_sleep_ms(TRND() % 10 == 0 ? 30 + (int64_t)(TRND() % 120) : 1 + (int64_t)(TRND() % 15));
     uint64_t mine = (uint64_t)w + 1;
     atomic_compare_exchange_strong(&sh->word[n], &mine, 0);
     int64_t vnow = 0;
@@ -222,13 +232,42 @@ static void *holder(void *arg) {
     }
     if (TRND() % 4 == 0) th_sleep_ms((int64_t)(TRND() % 5));
   }
-  for (int n = 0; n < opt.names; n++) rlock_lock_free(locks[n]);
+  for (int k = 0; k < opt.names; k++) rlock_lock_free(locks[k]);
   return NULL;
 #undef TRND
 }
 
+/* Sentinel: watches the master this client uses (rlock_lock_node) against
+ * the one the nemesis saw every sentinel but the stale one agree on. Once the
+ * client was on the new master, a move back to the old one is a backward
+ * move (issue 20, hole 7: the choice of master never moves backwards). */
+static void *master_watch(void *arg) {
+  (void)arg;
+  rlock_lock_t *lk;
+  if (rlock_lock_new(cp.cl, names[0], strlen(names[0]), &lk)) return NULL;
+  int gen = -1, on_current = 0;
+  while (!atomic_load(&sh->stop)) {
+    char node[300];
+    int port = 0;
+    if (rlock_lock_node(lk, node, sizeof node) == 0 && strrchr(node, ':')) port = atoi(strrchr(node, ':') + 1);
+    int g = atomic_load(&sh->master_gen), m = atomic_load(&sh->master_port), prev = atomic_load(&sh->prev_master);
+    if (g != gen) gen = g, on_current = 0;
+    if (m && port == m) {
+      on_current = 1;
+    } else if (m && on_current && port && port == prev) {
+      on_current = 0;
+      if (atomic_fetch_add(&sh->backward, 1) < 5)
+        printf("  backward move: client %d went back to the old master %d after it had followed the failover to %d\n",
+               cp.index, port, m);
+    }
+    th_sleep_ms(20);
+  }
+  rlock_lock_free(lk);
+  return NULL;
+}
+
 /* A client process: one rlock client, opt.threads holder threads. */
-static void client_main(int index, const char *url, int fast, uint64_t seed) {
+static void client_main(int index, const char *url, int fast, uint64_t seed, int watch) {
   cp.index = index;
   cp.hist_fd = hist_open(hist_path);
   rlock_options_t o;
@@ -255,8 +294,11 @@ static void client_main(int index, const char *url, int fast, uint64_t seed) {
     ta[t] = (thread_arg_t){t, seed * 1000003u + (uint64_t)(index * 31 + t) * 7919u};
     pthread_create(&cp.th[t], NULL, holder, &ta[t]);
   }
+  pthread_t watcher;
+  if (watch) pthread_create(&watcher, NULL, master_watch, NULL);
   atomic_fetch_add(&sh->ready, 1);
   for (int t = 0; t < opt.threads; t++) pthread_join(cp.th[t], NULL);
+  if (watch) pthread_join(watcher, NULL);
   rlock_client_free(cp.cl);
   close(cp.hist_fd);
   _exit(0);
@@ -343,6 +385,11 @@ static void stall_faults(int a, int port, pid_t pid, int sigstop, int64_t max_sl
   if (a == A_KILL || a == A_FLUSH_KILL) {
     int k = kill_soak_clients(port);
     say("CLIENT KILL of %d soak connections on %d", k, port);
+    if (a == A_FLUSH_KILL) { /* and again once the clients are back: re-sent requests meet NOSCRIPT */
+      th_sleep_ms(rnd_between(50, 300));
+      raw_do(port, 2000, "SCRIPT FLUSH");
+      say("SCRIPT FLUSH on %d", port);
+    }
   } else if ((a == A_SLEEP || a == A_FLUSH_SLEEP) && !sigstop) {
     snprintf(buf, sizeof buf, "%.3f", (double)ms / 1000.0);
     say("DEBUG SLEEP %s on %d", buf, port);
@@ -514,6 +561,7 @@ static void sentinel_failover(run_ctx_t *x, int stale) {
   int old = sentinel_master(x, 1);
   if (!old) return;
   say("SENTINEL FAILOVER (master %d)%s", old, stale ? ", then sentinel 0 stale" : "");
+  atomic_store(&sh->master_port, 0); /* on its way: no backward check */
   raw_do(x->sent->sent[1].port, 2000, "SENTINEL FAILOVER soak");
   int64_t until = th_now_ms() + 30000;
   int nu = 0;
@@ -527,9 +575,14 @@ static void sentinel_failover(run_ctx_t *x, int stale) {
   }
   if (!nu) {
     say("the failover did not finish within 30 s");
+    atomic_store(&sh->master_port, sentinel_master(x, 1));
+    atomic_fetch_add(&sh->master_gen, 1);
     return;
   }
   say("new master %d", nu);
+  atomic_store(&sh->prev_master, old);
+  atomic_store(&sh->master_port, nu);
+  atomic_fetch_add(&sh->master_gen, 1);
   if (stale) {
     make_stale(x, old, rnd_between(4000, 9000));
     say("sentinel 0 left alone (old master %d is a %s now)", old, role_of(old) == 'm' ? "master" : "replica");
@@ -603,7 +656,7 @@ static int nemesis_step(run_ctx_t *x) {
       say("restart (kill -9, AOF appendfsync always)");
       th_server_restart(x->single);
     } else if (a >= 0) {
-      stall_faults(a, x->single->port, x->single->pid, 0, 1500);
+      stall_faults(a, x->single->port, x->single->pid, 0, 2000);
     }
     break;
   }
@@ -700,12 +753,13 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) th_fail(__FILE__, __LINE__, "mmap: %s", strerror(errno));
   memset(sh, 0, sizeof *sh);
+  if (dep == D_SENTINEL) atomic_store(&sh->master_port, x.sent->nodes[0]->port);
 
   pid_t pids[MAX_CLIENTS];
   for (int c = 0; c < opt.clients; c++) {
     uint64_t cs = rnd();
     pids[c] = th_fork();
-    if (pids[c] == 0) client_main(c, x.url[c], fast, cs);
+    if (pids[c] == 0) client_main(c, x.url[c], fast, cs, dep == D_SENTINEL);
   }
   int64_t until = th_now_ms() + 30000;
   while (atomic_load(&sh->ready) < opt.clients && th_now_ms() < until) th_sleep_ms(20);
@@ -717,7 +771,7 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
   static int at_a[4096];
   int nat = 0;
   while (th_now_ms() < end) {
-    th_sleep_ms(rnd_between(200, 1200));
+    th_sleep_ms(rnd_between(100, 800));
     if (th_now_ms() >= end) break;
     int64_t t = hist_now_ns();
     int a = nemesis_step(&x);
@@ -770,9 +824,9 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
     if (k >= 0) res->after[at_a[k]]++;
     if (i >= 8) continue;
     int told = 0, rc = release_of(recs, nrec, o->a.worker, o->a.name, o->a.name_len, o->a.grant_ns, o->a.exit_ns, &told);
-    printf("  overlap %zu: A (worker %d) %s, %s; B (worker %d) granted %.3f s after %s began (at %.3f s)\n", i + 1,
-           o->a.worker, rc == 1 ? "still inside at the end" : rc ? "then unlock said" : "then unlocked: OK",
-           rc == 1 ? "-" : rc ? rlock_err_name(rc) : "", o->b.worker,
+    printf("  overlap %zu: A (worker %d) %s%s; B (worker %d) granted %.3f s after %s began (at %.3f s)\n", i + 1,
+           o->a.worker, rc == 1 ? "still inside at the end" : rc ? "then its unlock answered " : "then unlocked (OK)",
+           rc == 1 || rc == 0 ? "" : rlock_err_name(rc), o->b.worker,
            k >= 0 ? (double)(o->b.grant_ns - at_ns[k]) / 1e9 : 0.0, k >= 0 ? action_names[at_a[k]] : "(none)",
            k >= 0 ? (double)(at_ns[k] / 1000000 - run_t0) / 1000.0 : 0.0);
     if (!told) printf("             A was never told (no lock-lost callback for that hold)\n");
@@ -781,16 +835,19 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
   hist_report_free(&rep);
   res->grants = sh->grants, res->fails = sh->fails, res->raw_overlaps = sh->raw_overlaps, res->lost = sh->lost;
   res->silent = sh->silent, res->unlock_enotheld = sh->unlock_enotheld, res->errors = sh->errors;
+  res->backward = sh->backward;
   stop_deployment(&x);
 }
 
 /* ------------------------------------------------------------ the top */
 
+static int dep_uses_watch(int d) { return d == D_SENTINEL; }
+
 /* Per deployment and fast-path setting. */
 typedef struct total {
   int runs, failed_runs;
   int64_t ms;
-  uint64_t grants, violations, permitted, raw, lost, silent, enotheld;
+  uint64_t grants, violations, permitted, raw, lost, silent, enotheld, backward;
   int actions[A_N], after[A_N];
 } total_t;
 
@@ -806,7 +863,7 @@ static void usage(FILE *f) {
           "            [--run-seconds N] [--seed N] [--fast on|off|mix] [--clients N] [--threads N]\n"
           "            [--names N] [--faults F1,F2,...] [--verbose]\n"
           "  --seconds/--minutes  time per deployment (default 180 s); runs of --run-seconds each\n"
-          "                       (default 30) until it is used up (at least one run)\n"
+          "                       (default 20) until it is used up (at least one run)\n"
           "  --fast               the client fast path: on, off, or mix (default: alternate per run)\n"
           "  --faults             only these nemesis actions (default all that apply): client-kill,\n"
           "                       debug-sleep, sigstop, pause-write, script-flush, flush+kill,\n"
@@ -951,6 +1008,7 @@ int main(int argc, char **argv) {
       t->ms += res.ms;
       t->grants += res.grants, t->violations += res.hist_violations, t->permitted += res.hist_permitted;
       t->raw += res.raw_overlaps, t->lost += res.lost, t->silent += res.silent, t->enotheld += res.unlock_enotheld;
+      t->backward += res.backward;
       for (int a = 0; a < A_N; a++) t->actions[a] += res.actions[a], t->after[a] += res.after[a];
       if (!res.finished) {
         t->failed_runs++;
@@ -958,9 +1016,11 @@ int main(int argc, char **argv) {
       }
       printf("  %.1f s: %" PRIu64 " acquisitions, %" PRIu64 " failed tries (%" PRIu64 " errors), overlaps %" PRIu64
              " (permitted %" PRIu64 ", owner word %" PRIu64 "), lost %" PRIu64 " told, %" PRIu64
-             " silent (unlock ENOTHELD %" PRIu64 ")\n  nemesis:",
+             " silent (unlock ENOTHELD %" PRIu64 ")",
              (double)res.ms / 1000.0, res.grants, res.fails, res.errors, res.hist_violations, res.hist_permitted,
              res.raw_overlaps, res.lost, res.silent, res.unlock_enotheld);
+      if (dep_uses_watch(d)) printf(", %" PRIu64 " backward moves", res.backward);
+      printf("\n  nemesis:");
       for (int a = 0; a < A_N; a++)
         if (res.actions[a]) printf(" %s %d", action_names[a], res.actions[a]);
       printf("\n");
@@ -970,19 +1030,22 @@ int main(int argc, char **argv) {
           if (res.after[a]) printf(" %s %d", action_names[a], res.after[a]);
         printf("\n");
       }
-      if (res.hist_violations || res.silent || res.hist_verdict == HIST_BADHIST) status = 1;
+      if (res.hist_violations || res.silent || res.backward || res.hist_verdict == HIST_BADHIST) status = 1;
     }
   }
   printf("\nsoak summary (seed %" PRIu64 "%s):\n", opt.seed, interrupted ? ", interrupted" : "");
-  printf("%-9s %-4s %5s %8s %12s %9s %10s %10s %6s %7s\n", "deploy", "fast", "runs", "minutes", "acquisitions",
-         "overlaps", "permitted", "ownerword", "lost", "silent");
+  printf("%-9s %-4s %5s %8s %12s %9s %10s %10s %6s %7s %9s\n", "deploy", "fast", "runs", "minutes", "acquisitions",
+         "overlaps", "permitted", "ownerword", "lost", "silent", "backward");
   for (int d = 0; d < D_N; d++)
     for (int f = 1; f >= 0; f--) {
       total_t *t = &tot[d][f];
       if (!t->runs && !t->failed_runs) continue;
-      printf("%-9s %-4s %5d %8.1f %12" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64 " %7" PRIu64 "%s\n",
+      char back[24] = "-";
+      if (dep_uses_watch(d)) snprintf(back, sizeof back, "%" PRIu64, t->backward);
+      printf("%-9s %-4s %5d %8.1f %12" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64 " %7" PRIu64
+             " %9s%s\n",
              dep_names[d], f ? "on" : "off", t->runs, (double)t->ms / 60000.0, t->grants, t->violations,
-             t->permitted, t->raw, t->lost, t->silent, t->failed_runs ? " (some runs failed)" : "");
+             t->permitted, t->raw, t->lost, t->silent, back, t->failed_runs ? " (some runs failed)" : "");
       int any = 0;
       for (int a = 0; a < A_N; a++) any |= t->after[a];
       if (any) {
