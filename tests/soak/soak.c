@@ -89,12 +89,15 @@ typedef struct shared {
    * a failover is on its way), the one before it, and a generation */
   atomic_int master_port, prev_master, master_gen;
   atomic_ullong backward; /* a client went back to prev_master after it had been on master_port */
+  /* the clients' rlock_stats_t, summed at their end */
+  atomic_ullong st_sync_misses, st_noscript, st_timeouts, st_reconnects, st_fast_calls;
 } shared_t;
 
 typedef struct result {
   int setup_ok, finished;
   int64_t ms;
   uint64_t grants, fails, raw_overlaps, lost, silent, unlock_enotheld, errors, backward;
+  uint64_t st_sync_misses, st_noscript, st_timeouts, st_reconnects, st_fast_calls;
   uint64_t hist_overlaps, hist_permitted, hist_violations;
   int hist_verdict;
   int actions[A_N];
@@ -299,6 +302,13 @@ static void client_main(int index, const char *url, int fast, uint64_t seed, int
   atomic_fetch_add(&sh->ready, 1);
   for (int t = 0; t < opt.threads; t++) pthread_join(cp.th[t], NULL);
   if (watch) pthread_join(watcher, NULL);
+  rlock_stats_t st;
+  rlock_client_stats(cp.cl, &st);
+  atomic_fetch_add(&sh->st_sync_misses, st.acquire_sync_misses);
+  atomic_fetch_add(&sh->st_noscript, st.noscript_fallbacks);
+  atomic_fetch_add(&sh->st_timeouts, st.timeouts);
+  atomic_fetch_add(&sh->st_reconnects, st.reconnects);
+  atomic_fetch_add(&sh->st_fast_calls, st.fast_calls);
   rlock_client_free(cp.cl);
   close(cp.hist_fd);
   _exit(0);
@@ -836,6 +846,8 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
   res->grants = sh->grants, res->fails = sh->fails, res->raw_overlaps = sh->raw_overlaps, res->lost = sh->lost;
   res->silent = sh->silent, res->unlock_enotheld = sh->unlock_enotheld, res->errors = sh->errors;
   res->backward = sh->backward;
+  res->st_sync_misses = sh->st_sync_misses, res->st_noscript = sh->st_noscript, res->st_timeouts = sh->st_timeouts;
+  res->st_reconnects = sh->st_reconnects, res->st_fast_calls = sh->st_fast_calls;
   stop_deployment(&x);
 }
 
@@ -1020,7 +1032,9 @@ int main(int argc, char **argv) {
              (double)res.ms / 1000.0, res.grants, res.fails, res.errors, res.hist_violations, res.hist_permitted,
              res.raw_overlaps, res.lost, res.silent, res.unlock_enotheld);
       if (dep_uses_watch(d)) printf(", %" PRIu64 " backward moves", res.backward);
-      printf("\n  nemesis:");
+      printf("\n  clients: %" PRIu64 " fast calls, %" PRIu64 " timeouts, %" PRIu64 " reconnects, %" PRIu64
+             " NOSCRIPT re-sends, %" PRIu64 " acquires undone for too few replica acks\n  nemesis:",
+             res.st_fast_calls, res.st_timeouts, res.st_reconnects, res.st_noscript, res.st_sync_misses);
       for (int a = 0; a < A_N; a++)
         if (res.actions[a]) printf(" %s %d", action_names[a], res.actions[a]);
       printf("\n");
