@@ -17,13 +17,18 @@
  *                had run out before the later grant AND it was told (lost).
  *
  * A "silent loss" is an unlock that answers RLOCK_ENOTHELD while no lock-lost
- * callback told the holder (the hold vanished without a word).
+ * callback told the holder (the hold vanished without a word). Under
+ * Sentinel a watcher thread per client counts "backward moves": the client
+ * followed a failover to the new master, then went back to the old one.
+ * Each overlap is attributed to the last nemesis action before the later
+ * grant. --seed fixes the nemesis' and the holders' choices, not the timing.
  *
  * Layout: the top process parses options and forks one child per run (the
  * run owns the harness state: servers die with it, temp dirs go at its exit
  * or on a signal); the run forks the client processes. The run sends its
- * counts back on a pipe. Exit status: 0 clean, 1 an overlap or a silent loss
- * was found, 2 bad usage, 3 a run failed to set up or finish (harness error).
+ * counts back on a pipe. Exit status: 0 clean, 1 an overlap, a silent loss or
+ * a backward move was found, 2 bad usage, 3 a run failed to set up or finish
+ * (harness error).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -882,7 +887,9 @@ static void usage(FILE *f) {
           "                       flush+sleep, flush+pause, restart (single), promote (replicas),\n"
           "                       failover, stale-sentinel (sentinel), cluster-failover, slot-migrate,\n"
           "                       master-kill (cluster)\n"
-          "exit status: 0 clean, 1 an overlap or a silent loss, 2 usage, 3 a run failed (harness)\n");
+          "  --seed               fixes the nemesis' and the holders' choices (not the timing)\n"
+          "exit status: 0 clean, 1 an overlap, a silent loss or a backward move, 2 usage,\n"
+          "3 a run failed (harness)\n");
 }
 
 int main(int argc, char **argv) {
