@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1007,10 +1008,23 @@ int main(int argc, char **argv) {
       close(pfd[1]);
       result_t res;
       memset(&res, 0, sizeof res);
-      ssize_t got;
-      do {
+      /* Ctrl-C reaches the run too (same process group); a signal sent to
+       * this process alone is passed on after 2 s (not at once: a second
+       * signal would cut the run's own clean-up short). */
+      ssize_t got = -1;
+      int64_t int_at = 0;
+      for (;;) {
+        struct pollfd pf = {pfd[0], POLLIN, 0};
+        if (interrupted && !int_at) int_at = th_now_ms();
+        if (int_at > 0 && th_now_ms() - int_at > 2000) {
+          kill(pid, SIGTERM);
+          int_at = -1;
+        }
+        if (poll(&pf, 1, 200) <= 0) continue;
         got = read(pfd[0], &res, sizeof res);
-      } while (got < 0 && errno == EINTR);
+        if (got < 0 && errno == EINTR) continue;
+        break;
+      }
       close(pfd[0]);
       int st = 0;
       while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
