@@ -365,7 +365,9 @@ struct conn {
                    (INFO replication) at the last handshake, after a WAIT that
                    came short, or at the last ping interval; 0 unknown or none */
   bool recount_out; /* the periodic INFO replication is in flight */
-  bool had_replicas; /* replicas were seen once: requests with a WAIT may be queued */
+  bool had_replicas; /* replicas were seen once (INFO replication), or Sentinel lists
+                        some for the master (topology/sentinel.c): never cleared, the
+                        replica-sync check keeps asking WAIT (rlock__sync_replicas) */
   /* A connection to a Sentinel (topology/sentinel.c): AUTH with the URL's
    * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
    * the client's command stats. */
@@ -396,6 +398,13 @@ void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) *
  * back a later request by up to replica_sync_timeout_ms: rlock__conn_send
  * pushes a command connection request's deadline back by that much per WAIT
  * ahead of it, and closing lingers that much longer. */
+/* The replicas the replica-sync check asks WAIT of on c: those its node
+ * reported online, and at least one once c had replicas (a master cut off
+ * from its replicas reports none: zero acknowledgements then end in
+ * RLOCK_ENOSYNC, never in "no WAIT needed"). */
+static inline int rlock__sync_replicas(const conn_t *c) {
+  return c->replicas > 0 ? c->replicas : c->had_replicas ? 1 : 0;
+}
 int rlock__conn_waits_ahead(const conn_t *c);
 int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only */
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
