@@ -44,7 +44,7 @@ static void track(th_sentinel_t *s, bool add) {
 }
 
 static void write_conf(const th_sentinel_t *s, const char *name, int master_port, int quorum,
-                       const char *requirepass) {
+                       const char *requirepass, const char *extra) {
   char path[300];
   snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
   FILE *f = fopen(path, "w");
@@ -57,6 +57,7 @@ static void write_conf(const th_sentinel_t *s, const char *name, int master_port
           "sentinel parallel-syncs %s 1\n",
           s->port, s->dir, name, master_port, quorum, name, name, name);
   if (requirepass) fprintf(f, "requirepass %s\n", requirepass);
+  if (extra) fputs(extra, f);
   if (s->tls_port) { /* TLS to its clients and to the instances it monitors */
     const th_tls_certs_t *c = th_tls_certs();
     fprintf(f, "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
@@ -157,7 +158,7 @@ th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentine
     snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
     for (int attempt = 0;; attempt++) {
       s->port = th_free_port();
-      write_conf(s, t->name, t->nodes[0]->port, nsentinels / 2 + 1, NULL);
+      write_conf(s, t->name, t->nodes[0]->port, nsentinels / 2 + 1, NULL, NULL);
       if (spawn_sentinel(s) == 0) break;
       if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
     }
@@ -178,7 +179,38 @@ th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const 
   for (int attempt = 0;; attempt++) {
     s->port = th_free_port();
     s->tls_port = tls ? th_free_port() : 0;
-    write_conf(s, name, master_port, 1, requirepass);
+    write_conf(s, name, master_port, 1, requirepass, NULL);
+    if (spawn_sentinel(s) == 0) break;
+    if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
+  }
+  track(s, true);
+  return s;
+}
+
+th_sentinel_t *th_sentinel_start_stale(th_sentinels_t *t, int master_port) {
+  /* The user the stale sentinel logs in as on every node: no channel
+   * (Redis 7: resetchannels), so it neither hears nor sends the other
+   * sentinels' hello messages and they never tell it of a failover; and no
+   * REPLICAOF: a stale sentinel that can reach the promoted replica would
+   * "+convert-to-slave" it back under its old master (one on the minority
+   * side of a partition cannot reach it). */
+  for (int i = 0; i < t->nnodes; i++) {
+    if (!t->nodes[i] || t->nodes[i]->pid <= 0) continue;
+    redisContext *raw = th_raw_connect(t->nodes[i]);
+    redisReply *r = redisCommand(raw, "ACL SETUSER stale on >stalepw ~* resetchannels +@all -replicaof -slaveof -failover -config");
+    if (!r || r->type != REDIS_REPLY_STATUS)
+      th_fail(__FILE__, __LINE__, "ACL SETUSER stale: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+    redisFree(raw);
+  }
+  th_sentinel_t *s = calloc(1, sizeof *s);
+  if (!s) th_fail(__FILE__, __LINE__, "out of memory");
+  snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
+  char extra[300];
+  snprintf(extra, sizeof extra, "sentinel auth-user %s stale\nsentinel auth-pass %s stalepw\n", t->name, t->name);
+  for (int attempt = 0;; attempt++) {
+    s->port = th_free_port();
+    write_conf(s, t->name, master_port, 2, NULL, extra);
     if (spawn_sentinel(s) == 0) break;
     if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
   }
