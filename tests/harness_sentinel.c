@@ -125,17 +125,20 @@ th_server_t *th_sentinels_node(th_sentinels_t *t, int port) {
 }
 
 /* Every sentinel knows every replica and every other sentinel; every
- * replica is connected to the master. */
+ * replica is online (past its first sync: a client that sees none online
+ * while Sentinel lists replicas asks WAIT of one, and a replica in its
+ * first sync acknowledges nothing). */
 static int deployment_ready(void *arg) {
   th_sentinels_t *t = arg;
   for (int i = 0; i < t->nsent; i++)
     if (master_field(t, i, "num-slaves") != t->nnodes - 1 || master_field(t, i, "num-other-sentinels") != t->nsent - 1)
       return 0;
   redisReply *r = th_cmd(t->nodes[0], "INFO", "replication", NULL);
-  int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:") &&
-           atoi(strstr(r->str, "connected_slaves:") + 17) == t->nnodes - 1;
+  int online = 0;
+  for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; p && (p = strstr(p, "state=online")); p++)
+    online++;
   th_reply_free(r);
-  return ok;
+  return online == t->nnodes - 1;
 }
 
 th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentinels) {

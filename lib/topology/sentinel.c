@@ -258,7 +258,9 @@ static void sentinel_failed(sentinel_t *s, int err, const char *msg) {
 }
 
 /* The answer of the two questions: [ip, port] (get-master-addr-by-name) and
- * SENTINEL MASTER's field/value list (config-epoch, num-slaves). */
+ * SENTINEL MASTER's field/value list (config-epoch, num-slaves). A sentinel
+ * that refuses SENTINEL MASTER gives epoch -1: no answer is newer than
+ * another then, and a move needs a majority of the sentinels. */
 static bool parse_answer(const rlock_reply_t *all, const char **host, int *port, int64_t *epoch, long long *listed) {
   if (!all || all->type != RLOCK_REPLY_ARRAY || all->elements != 2) return false;
   const rlock_reply_t *r = all->element[0], *m = all->element[1];
@@ -267,9 +269,15 @@ static bool parse_answer(const rlock_reply_t *all, const char **host, int *port,
   char *end;
   long p = strtol(r->element[1]->str, &end, 10);
   if (*end || p < 1 || p > 65535 || strlen(r->element[0]->str) >= sizeof ((vote_t *)0)->host) return false;
+  *listed = 0;
+  if (m && m->type == RLOCK_REPLY_ERROR) { /* SENTINEL MASTER refused (an ACL): the epoch is unknown */
+    *epoch = -1;
+    *host = r->element[0]->str;
+    *port = (int)p;
+    return true;
+  }
   if (!m || m->type != RLOCK_REPLY_ARRAY) return false;
   bool have_epoch = false;
-  *listed = 0;
   for (size_t i = 0; i + 1 < m->elements; i += 2) {
     const char *k = m->element[i]->str, *v = m->element[i + 1]->str;
     if (!k || !v) continue;
