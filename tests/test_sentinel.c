@@ -476,6 +476,10 @@ static void held_and_waited_across_failover(bool kill) {
   CHECK_MSG(th_wait_until(subscribed, CHANNEL, 30000), "the waiter was not resubscribed on the new master");
   int64_t followed_at = th_now_ms();
   CHECK(!th_waiter_done(&wt, 0)); /* still waiting: the hold survived */
+  /* a replica of the new master online again: the clients saw replicas, so
+   * the waiter's grant asks WAIT of one (a replica still resyncing
+   * acknowledges nothing: RLOCK_ENOSYNC) */
+  CHECK_MSG(th_sentinels_wait_replicas(m, 1, 60000), "the new master has no replica online");
 
   /* the holder's unlock on the new master wakes the waiter by its message,
    * long before the 30 s lease could */
