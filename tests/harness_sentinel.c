@@ -200,7 +200,8 @@ th_sentinel_t *th_sentinel_start_stale(th_sentinels_t *t, int master_port) {
   for (int i = 0; i < t->nnodes; i++) {
     if (!t->nodes[i] || t->nodes[i]->pid <= 0) continue;
     redisContext *raw = th_raw_connect(t->nodes[i]);
-    redisReply *r = redisCommand(raw, "ACL SETUSER stale on >stalepw ~* resetchannels +@all -replicaof -slaveof -failover -config");
+    redisReply *r =
+        redisCommand(raw, "ACL SETUSER stale on >stalepw ~* resetchannels +@all -replicaof -slaveof -failover -config");
     if (!r || r->type != REDIS_REPLY_STATUS)
       th_fail(__FILE__, __LINE__, "ACL SETUSER stale: %s", r && r->str ? r->str : "no reply");
     freeReplyObject(r);

@@ -353,8 +353,10 @@ static void decide(sentinel_t *s, int k, const char *host, int port, int64_t epo
   v->port = port;
   v->epoch = epoch;
   int agree = 0;
-  for (int i = 0; i < n; i++)
-    agree += s->votes[i].in && s->votes[i].port == port && s->votes[i].epoch == epoch && !strcmp(s->votes[i].host, host);
+  for (int i = 0; i < n; i++) {
+    const vote_t *o = &s->votes[i];
+    agree += o->in && o->port == port && o->epoch == epoch && !strcmp(o->host, host);
+  }
   if (2 * agree > n) { /* the deployment was re-pointed (SENTINEL MONITOR starts again at epoch 0) */
     survey_end(s);
     to_front(s, s->qi);
