@@ -392,12 +392,6 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
-/* Requests carrying a replica-sync WAIT queued or written on c, not yet
- * answered (timed out ones too: the server still runs them). Redis runs
- * what follows a WAIT on the connection only once it ends, so each may hold
- * back a later request by up to replica_sync_timeout_ms: rlock__conn_send
- * pushes a command connection request's deadline back by that much per WAIT
- * ahead of it, and closing lingers that much longer. */
 /* The replicas the replica-sync check asks WAIT of on c: those its node
  * reported online, and at least one once c had replicas (a master cut off
  * from its replicas reports none: zero acknowledgements then end in
@@ -405,6 +399,12 @@ void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) *
 static inline int rlock__sync_replicas(const conn_t *c) {
   return c->replicas > 0 ? c->replicas : c->had_replicas ? 1 : 0;
 }
+/* Requests carrying a replica-sync WAIT queued or written on c, not yet
+ * answered (timed out ones too: the server still runs them). Redis runs
+ * what follows a WAIT on the connection only once it ends, so each may hold
+ * back a later request by up to replica_sync_timeout_ms: rlock__conn_send
+ * pushes a command connection request's deadline back by that much per WAIT
+ * ahead of it, and closing lingers that much longer. */
 int rlock__conn_waits_ahead(const conn_t *c);
 int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only */
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
