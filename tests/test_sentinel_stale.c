@@ -12,7 +12,9 @@
  *     refusal (once Sentinel demotes it) counts against that sentinel, the
  *     next one is asked and names the new master;
  *   - a master that Sentinel lists replicas for, none of them online: a new
- *     client waits for one (RLOCK_ENOSYNC), it does not lock without WAIT.
+ *     client waits for one (RLOCK_ENOSYNC), it does not lock without WAIT;
+ *   - a sentinel whose ACL refuses SENTINEL MASTER: answers without an epoch
+ *     still count (a move then needs a majority).
  * Internal API: rlock__sentinel_poll_ms. */
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +238,44 @@ TEST(sentinel_listed_replicas_are_waited_for) {
   th_sentinels_stop(d);
 }
 
+/* A sentinel whose ACL refuses SENTINEL MASTER (the epoch): its answers
+ * count with an unknown epoch, so the client still connects, and follows a
+ * re-pointing the (only, so a majority of) sentinel names. Before the
+ * fallback: no answer counted, rlock_client_new failed RLOCK_ECONNECT. */
+TEST(sentinel_master_refused_still_follows) {
+  th_server_t *a = th_server_start(NULL), *b = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("noepoch", a->port, NULL, 0);
+  struct timeval tv = {2, 0};
+  redisContext *sc = redisConnectWithTimeout("127.0.0.1", g->port, tv);
+  CHECK(sc && !sc->err);
+  redisReply *r = redisCommand(sc, "ACL SETUSER default -sentinel|master");
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER on the sentinel: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/noepoch", g->port);
+  rlock_client_t *c = client_on(url, "noepoch-c");
+  rlock_lock_t *l = th_lock(c, "noepoch:lock");
+  CHECK_OK(rlock_lock_trylock(l, 0, 10000));
+  CHECK_EQ(th_cmd_int(a, "EXISTS", "noepoch:lock", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  r = redisCommand(sc, "SENTINEL REMOVE noepoch");
+  if (r) freeReplyObject(r);
+  r = redisCommand(sc, "SENTINEL MONITOR noepoch 127.0.0.1 %d 1", b->port);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  redisFree(sc);
+  watched = b, watched_name = "noepoch-c";
+  CHECK_MSG(th_wait_until(on_watched, NULL, 30000), "the client did not follow the re-pointed master");
+  CHECK_OK(rlock_lock_trylock(l, 0, 10000));
+  CHECK_EQ(th_cmd_int(b, "EXISTS", "noepoch:lock", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(g);
+  th_server_stop(b);
+  th_server_stop(a);
+}
+
 /* test_sentinel_stale [NAME...]: the named tests only (all by default). */
 static int wanted(int argc, char **argv, const char *name) {
   for (int i = 1; i < argc; i++)
@@ -250,5 +290,6 @@ int main(int argc, char **argv) {
   RUN_WANTED(stale_poll_answer_never_moves_the_client_back);
   RUN_WANTED(role_refusal_asks_the_next_sentinel);
   RUN_WANTED(sentinel_listed_replicas_are_waited_for);
+  RUN_WANTED(sentinel_master_refused_still_follows);
   return th_done();
 }
