@@ -79,7 +79,17 @@ const char *rlock_err_name(int err);
  * attach later, e.g. after a master restart the client reconnected to
  * first, are waited for from then on; any URL: a plain redis:// URL too).
  * A server that reports no replicas gets no WAIT (nor one whose ACL refuses
- * INFO: the count stays 0).
+ * INFO: the count stays 0), unless its command connection saw replicas
+ * before (one server and Sentinel: any master of the deployment since the
+ * client was made; Cluster: that node) or Sentinel lists replicas for it:
+ * then WAIT asks one, under every policy. A master cut off from its
+ * replicas (a partition, or its replica promoted elsewhere) reports none:
+ * zero acknowledgements then end in RLOCK_ENOSYNC, never in a lock taken
+ * without WAIT. So a deployment that lost its replicas for good refuses
+ * every acquire until one is back online, and each unlock and renewal
+ * waits replica_sync_timeout_ms for an acknowledgement that does not come
+ * (set OFF, or make a new client; Sentinel forgets replicas only on
+ * SENTINEL RESET).
  *   OFF       no WAIT
  *   ONE       at least one replica must acknowledge (Redisson's behaviour:
  *             it fails only when none did); the default
@@ -90,9 +100,11 @@ const char *rlock_err_name(int err);
  * with a fresh request id, up to retry_attempts times; then it ends with
  * RLOCK_ENOSYNC, the message saying how many replicas acknowledged of how
  * many ("replica sync: 0 of 1 replicas acknowledged within 1000 ms, policy
- * one needs 1"). A waiting acquire does not wait on after that: the
- * replicas, not the lock, are missing. The replica count is also read again
- * after a miss (a replica that left is no longer waited for).
+ * one needs 1"; "0 acknowledged ..., the master reports no replica online
+ * but had replicas" for a master cut off from them). A waiting acquire does
+ * not wait on after that: the replicas, not the lock, are missing. The
+ * replica count is also read again after a miss (a replica that left no
+ * longer counts for majority and all; at least one is still asked).
  * Not met on an unlock: the unlock applied on the master and stands (it
  * returns 0: taking the lock back would be worse); the miss is counted in
  * rlock_stats_t.unlock_sync_misses. A failover before the replica
@@ -137,14 +149,22 @@ typedef struct rlock_options {
    * name they monitor; user, password and db are the master's, and
    * sentinel_password (if any) is sent to the sentinels with AUTH. Before
    * every connection attempt the sentinels are asked for the master in order
-   * (one that is down or silent is skipped after at most 1 s; the one that
-   * answered is asked first from then on), and the node must answer ROLE as
-   * a master. The client follows a failover at once on Sentinel's
-   * +switch-master event, and asks again every second in case the event was
-   * missed; connections to a node that is no longer the master (or that
-   * answered READONLY: a refused lock command is sent again, a user command
-   * ends with the READONLY error reply) are reset, and waiters are
-   * resubscribed and woken there. A hold survives a failover
+   * (SENTINEL get-master-addr-by-name and SENTINEL MASTER, for its
+   * config-epoch: a sentinel user needs both; one that is down or silent is
+   * skipped after at most 1 s; the one that answered is asked first from
+   * then on), and the node must answer ROLE as a master (a refusal counts
+   * against the sentinel that named it: every other one is asked before the
+   * node is tried again). The client's master never moves backwards: it
+   * follows an answer of a higher config epoch; one of a lower epoch (a
+   * stale sentinel, cut off from the others) is checked with the next
+   * sentinel and followed only if a majority of the URL's sentinels name
+   * it (as after SENTINEL MONITOR, which starts again at epoch 0). The
+   * client follows a failover at once on Sentinel's +switch-master event
+   * (checked by its epoch), and asks again every second, each time the next
+   * sentinel, in case the event was missed; connections to a node that is
+   * no longer the master (or that answered READONLY: a refused lock command
+   * is sent again, a user command ends with the READONLY error reply) are
+   * reset, and waiters are resubscribed and woken there. A hold survives a failover
    * only if the promoted replica had it (the lock is as safe as Redis
    * replication: see docs/guarantees.md).
    * Cluster: the hosts are seeds, tried in order until one answers (each

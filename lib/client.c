@@ -92,8 +92,11 @@ conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r)
 /* ------------------------------------------------------------ replica sync
  * After an acquire, unlock or renewal script: WAIT in the same compound
  * request, asking what the policy needs of the replicas the node reported
- * at its last handshake (conn.c). WAIT returns as soon as that many have
- * acknowledged, or after the timeout with how many did. */
+ * online at its last count (conn.c), and of at least one once the connection
+ * had replicas (rlock__sync_replicas: a master cut off from its replicas
+ * reports none, and a lock taken there without WAIT is the split brain the
+ * check is for). WAIT returns as soon as that many have acknowledged, or
+ * after the timeout with how many did. */
 
 static const char *policy_name(int policy) {
   static const char *names[] = {"off", "one", "majority", "all"};
@@ -115,7 +118,8 @@ static int sync_needed(int policy, int n) {
 static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) {
   need->need = need->of = 0;
   if (cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
-  int n = sync_needed(cl->opt.replica_sync, c->replicas);
+  int n = sync_needed(cl->opt.replica_sync, rlock__sync_replicas(c));
+  RLOCK__ASSERT(n > 0 || !c->had_replicas); /* never "no WAIT needed" once replicas were seen */
   if (!n) return 0;
   char count[16], ms[32];
   snprintf(count, sizeof count, "%d", n);
@@ -195,6 +199,12 @@ int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int ack
                        "replica sync: the server refused WAIT (%d replicas connected; an ACL without WAIT? "
                        "replica_sync off locks without it)",
                        need->of);
+  if (need->of == 0)
+    return rlock__fail(RLOCK_ENOSYNC,
+                       "replica sync: %d acknowledged within %lld ms, policy %s needs %d: the master reports no "
+                       "replica online but had replicas (or Sentinel lists some): cut off from them?",
+                       acked, (long long)cl->opt.replica_sync_timeout_ms, policy_name(cl->opt.replica_sync),
+                       need->need);
   return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",
                      acked, need->of, (long long)cl->opt.replica_sync_timeout_ms,
                      policy_name(cl->opt.replica_sync), need->need);

@@ -482,7 +482,7 @@ void rlock__fast_cmd_ready(client_t *cl) {
     atomic_store(&f->gen, 0);
     return;
   }
-  bool nowait = cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->replicas <= 0;
+  bool nowait = cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || rlock__sync_replicas(c) <= 0;
   pthread_mutex_lock(&f->amu);
   bool same = f->addrlen == sl && !memcmp(&f->addr, &ss, sl) && atomic_load(&f->gen);
   if (!same) {

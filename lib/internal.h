@@ -378,7 +378,9 @@ struct conn {
                    (INFO replication) at the last handshake, after a WAIT that
                    came short, or at the last ping interval; 0 unknown or none */
   bool recount_out; /* the periodic INFO replication is in flight */
-  bool had_replicas; /* replicas were seen once: requests with a WAIT may be queued */
+  bool had_replicas; /* replicas were seen once (INFO replication), or Sentinel lists
+                        some for the master (topology/sentinel.c): never cleared, the
+                        replica-sync check keeps asking WAIT (rlock__sync_replicas) */
   /* A connection to a Sentinel (topology/sentinel.c): AUTH with the URL's
    * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
    * the client's command stats. */
@@ -410,6 +412,13 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port);
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_hold_end(conn_t *c); /* hold_pending off: the pending requests are written */
 void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
+/* The replicas the replica-sync check asks WAIT of on c: those its node
+ * reported online, and at least one once c had replicas (a master cut off
+ * from its replicas reports none: zero acknowledgements then end in
+ * RLOCK_ENOSYNC, never in "no WAIT needed"). */
+static inline int rlock__sync_replicas(const conn_t *c) {
+  return c->replicas > 0 ? c->replicas : c->had_replicas ? 1 : 0;
+}
 /* Requests carrying a replica-sync WAIT queued or written on c, not yet
  * answered (timed out ones too: the server still runs them). Redis runs
  * what follows a WAIT on the connection only once it ends, so each may hold

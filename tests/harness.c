@@ -384,6 +384,11 @@ redisReply *th_cmdv(th_server_t *s, int argc, const char **argv, const size_t *l
     s->raw = th_raw_connect(s);
   }
   redisReply *r = redisCommandArgv(s->raw, argc, argv, lens);
+  if (!r && s->raw->err == REDIS_ERR_EOF) { /* the server closed it (a demotion kills clients): once more */
+    drop_raw(s);
+    s->raw = th_raw_connect(s);
+    r = redisCommandArgv(s->raw, argc, argv, lens);
+  }
   if (!r) th_fail(__FILE__, __LINE__, "raw %s: %s", argv[0], s->raw->errstr);
   return r;
 }

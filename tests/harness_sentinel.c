@@ -44,7 +44,7 @@ static void track(th_sentinel_t *s, bool add) {
 }
 
 static void write_conf(const th_sentinel_t *s, const char *name, int master_port, int quorum,
-                       const char *requirepass) {
+                       const char *requirepass, const char *extra) {
   char path[300];
   snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
   FILE *f = fopen(path, "w");
@@ -57,6 +57,7 @@ static void write_conf(const th_sentinel_t *s, const char *name, int master_port
           "sentinel parallel-syncs %s 1\n",
           s->port, s->dir, name, master_port, quorum, name, name, name);
   if (requirepass) fprintf(f, "requirepass %s\n", requirepass);
+  if (extra) fputs(extra, f);
   if (s->tls_port) { /* TLS to its clients and to the instances it monitors */
     const th_tls_certs_t *c = th_tls_certs();
     fprintf(f, "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
@@ -124,17 +125,20 @@ th_server_t *th_sentinels_node(th_sentinels_t *t, int port) {
 }
 
 /* Every sentinel knows every replica and every other sentinel; every
- * replica is connected to the master. */
+ * replica is online (past its first sync: a client that sees none online
+ * while Sentinel lists replicas asks WAIT of one, and a replica in its
+ * first sync acknowledges nothing). */
 static int deployment_ready(void *arg) {
   th_sentinels_t *t = arg;
   for (int i = 0; i < t->nsent; i++)
     if (master_field(t, i, "num-slaves") != t->nnodes - 1 || master_field(t, i, "num-other-sentinels") != t->nsent - 1)
       return 0;
   redisReply *r = th_cmd(t->nodes[0], "INFO", "replication", NULL);
-  int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:") &&
-           atoi(strstr(r->str, "connected_slaves:") + 17) == t->nnodes - 1;
+  int online = 0;
+  for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; p && (p = strstr(p, "state=online")); p++)
+    online++;
   th_reply_free(r);
-  return ok;
+  return online == t->nnodes - 1;
 }
 
 th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentinels) {
@@ -157,7 +161,7 @@ th_sentinels_t *th_sentinels_start(const char *name, int nreplicas, int nsentine
     snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
     for (int attempt = 0;; attempt++) {
       s->port = th_free_port();
-      write_conf(s, t->name, t->nodes[0]->port, nsentinels / 2 + 1, NULL);
+      write_conf(s, t->name, t->nodes[0]->port, nsentinels / 2 + 1, NULL, NULL);
       if (spawn_sentinel(s) == 0) break;
       if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
     }
@@ -178,7 +182,39 @@ th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const 
   for (int attempt = 0;; attempt++) {
     s->port = th_free_port();
     s->tls_port = tls ? th_free_port() : 0;
-    write_conf(s, name, master_port, 1, requirepass);
+    write_conf(s, name, master_port, 1, requirepass, NULL);
+    if (spawn_sentinel(s) == 0) break;
+    if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
+  }
+  track(s, true);
+  return s;
+}
+
+th_sentinel_t *th_sentinel_start_stale(th_sentinels_t *t, int master_port) {
+  /* The user the stale sentinel logs in as on every node: no channel
+   * (Redis 7: resetchannels), so it neither hears nor sends the other
+   * sentinels' hello messages and they never tell it of a failover; and no
+   * REPLICAOF: a stale sentinel that can reach the promoted replica would
+   * "+convert-to-slave" it back under its old master (one on the minority
+   * side of a partition cannot reach it). */
+  for (int i = 0; i < t->nnodes; i++) {
+    if (!t->nodes[i] || t->nodes[i]->pid <= 0) continue;
+    redisContext *raw = th_raw_connect(t->nodes[i]);
+    redisReply *r =
+        redisCommand(raw, "ACL SETUSER stale on >stalepw ~* resetchannels +@all -replicaof -slaveof -failover -config");
+    if (!r || r->type != REDIS_REPLY_STATUS)
+      th_fail(__FILE__, __LINE__, "ACL SETUSER stale: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+    redisFree(raw);
+  }
+  th_sentinel_t *s = calloc(1, sizeof *s);
+  if (!s) th_fail(__FILE__, __LINE__, "out of memory");
+  snprintf(s->dir, sizeof s->dir, "%s", th_tempdir());
+  char extra[300];
+  snprintf(extra, sizeof extra, "sentinel auth-user %s stale\nsentinel auth-pass %s stalepw\n", t->name, t->name);
+  for (int attempt = 0;; attempt++) {
+    s->port = th_free_port();
+    write_conf(s, t->name, master_port, 2, NULL, extra);
     if (spawn_sentinel(s) == 0) break;
     if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-sentinel");
   }

@@ -56,6 +56,14 @@ th_server_t *th_sentinels_wait_failover(th_sentinels_t *t, int old_port, int64_t
  * with th_sentinel_stop_alone. */
 th_sentinel_t *th_sentinel_start_alone(const char *name, int master_port, const char *requirepass, int tls);
 void th_sentinel_stop_alone(th_sentinel_t *s);
+/* A stale sentinel: one more sentinel monitoring master_port under t->name
+ * (quorum 2) that never learns of a failover, like one on the minority side
+ * of a partition: it logs in to the nodes as an ACL user without access to
+ * any channel (made on every node of t here), so it never hears the other
+ * sentinels' hello messages, and they never hear of it; nor can it
+ * reconfigure a node (no REPLICAOF). It keeps naming master_port with
+ * config-epoch 0. Stop it with th_sentinel_stop_alone. */
+th_sentinel_t *th_sentinel_start_stale(th_sentinels_t *t, int master_port);
 /* Waits until master m has n replicas online (after a failover Sentinel
  * re-points the other replicas, which then sync): 1, or 0 after timeout_ms. */
 int th_sentinels_wait_replicas(th_server_t *m, int n, int64_t timeout_ms);

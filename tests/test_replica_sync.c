@@ -485,8 +485,10 @@ TEST(two_replicas_one_paused) {
 }
 
 /* The count is read at each (re)connect: a replica added shows after the
- * connection is killed; one removed shows after the first miss (the count
- * is read again before the retry). */
+ * connection is killed. One removed is read after the first miss (the count
+ * is read again before the retry), but the node had a replica: the retry
+ * still asks one (never "no WAIT": issue 20) and the acquire ends
+ * RLOCK_ENOSYNC. */
 TEST(replica_count_refreshed) {
   rlock_client_t *c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, "rs-refresh");
   rlock_lock_t *l = th_lock(c, "rs:refresh");
@@ -503,12 +505,11 @@ TEST(replica_count_refreshed) {
   CHECK_EQ(waits(master) - w0, 2);
   replicas_down();
   /* the client still counts one replica: its WAIT gets 0, it reads INFO
-   * again, undoes, and the retry goes without WAIT */
-  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
-  CHECK_EQ(stats(c).acquire_sync_misses, 1);
+   * again (none online), undoes, and the retry still asks one */
   w0 = waits(master);
-  CHECK_OK(rlock_lock_unlock(l));
-  CHECK_EQ(waits(master) - w0, 0);
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOSYNC);
+  CHECK_EQ(stats(c).acquire_sync_misses, 2);
+  CHECK_EQ(waits(master) - w0, 2);
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:refresh", NULL), 0);
   rlock_lock_free(l);
   rlock_client_free(c);
@@ -528,29 +529,74 @@ static int lock_carries_wait(void *arg) {
   return waits(k->m) > w0;
 }
 
-/* A replica that attaches while the client counts none (its handshake, or
- * a miss, read "connected_slaves:0"; e.g. after a master restart the client
- * reconnects before the replicas do, their reconnect is on a 1 s cron) is
- * waited for from the next ping interval on (the command connection reads
- * the count again then), not only after the next reconnect, which may never
- * come: replica sync would stay off for the connection's whole life. */
+/* A replica that attaches while the client counts none (its handshake read
+ * "connected_slaves:0"; e.g. after a master restart the client reconnects
+ * before the replicas do, their reconnect is on a 1 s cron) is waited for
+ * from the next ping interval on (the command connection reads the count
+ * again then), not only after the next reconnect, which may never come:
+ * replica sync would stay off for the connection's whole life. (A client
+ * that saw a replica before never drops to no WAIT: replica_count_refreshed.) */
 TEST(replicas_attached_later_counted) {
-  replicas_up(1);
   rlock_options_t o = master_opts(0, SYNC_MS);
   o.client_name = "rs-later";
   o.ping_interval_ms = 500;
   rlock_client_t *c = client_with(&o);
   rlock_lock_t *l = th_lock(c, "rs:later");
   carry_t k = {l, master};
-  CHECK(lock_carries_wait(&k));
-  replicas_down(); /* the client still counts it: a miss re-reads the count (0) */
-  CHECK_OK(rlock_lock_trylock(l, 0, 30000));
-  CHECK_OK(rlock_lock_unlock(l));
-  CHECK(!lock_carries_wait(&k));
+  CHECK(!lock_carries_wait(&k)); /* no replica yet: no WAIT */
   replicas_up(1); /* attached while the client counts 0 */
   CHECK_MSG(th_wait_until(lock_carries_wait, &k, 20000), "a replica attached later is never waited for");
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:later", NULL), 0);
   teardown(c, l);
+}
+
+/* The master is cut off from its only replica, which is promoted
+ * (REPLICAOF NO ONE: the split brain WAIT is there to catch) and where
+ * another client takes the lock. Clients on the old master that saw the
+ * replica never drop to "no WAIT": under one, majority and all, the acquire
+ * gets 0 acknowledgements and ends RLOCK_ENOSYNC, nothing left held there.
+ * Before: the WAIT missed, INFO replication said 0 replicas, the retry went
+ * without WAIT and was granted: two holders, one on each side. */
+TEST(master_cut_off_from_its_replicas) {
+  th_server_t *r = replicas_up(1);
+  int policies[3] = {RLOCK_REPLICA_SYNC_ONE, RLOCK_REPLICA_SYNC_MAJORITY, RLOCK_REPLICA_SYNC_ALL};
+  const char *names[3] = {"rs-cut-one", "rs-cut-majority", "rs-cut-all"};
+  rlock_client_t *c[3];
+  rlock_lock_t *l[3];
+  for (int i = 0; i < 3; i++) {
+    c[i] = client(policies[i], 1, 0, names[i]);
+    l[i] = th_lock(c[i], "rs:cut");
+    long long w0 = waits(master);
+    CHECK_OK(rlock_lock_trylock(l[i], 0, 30000));
+    CHECK_OK(rlock_lock_unlock(l[i]));
+    CHECK_EQ(waits(master) - w0, 2); /* the client counts the replica */
+  }
+  th_reply_free(th_cmd(r, "REPLICAOF", "NO", "ONE", NULL));
+  th_replicas_wait(master, 0, ONLINE_MS);
+  /* the other side: a client of the promoted replica holds the lock */
+  rlock_options_t oo = master_opts(0, SYNC_MS);
+  oo.url = r->url;
+  rlock_client_t *other = client_with(&oo);
+  rlock_lock_t *ol = th_lock(other, "rs:cut");
+  CHECK_OK(rlock_lock_trylock(ol, 0, 60000));
+  for (int i = 0; i < 3; i++) {
+    int rc = rlock_lock_trylock(l[i], 0, 30000);
+    printf("# figures: master cut off, policy %s: trylock %s (%s)\n", names[i] + 7, rlock_err_name(rc),
+           rlock_last_error());
+    CHECK_MSG(rc == RLOCK_ENOSYNC, "policy %s: trylock on the cut-off master: %s (%s)", names[i] + 7,
+              rlock_err_name(rc), rlock_last_error());
+    CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:cut", NULL), 0);
+    rlock_stats_t st = stats(c[i]);
+    CHECK(st.acquire_sync_misses >= 1);
+  }
+  CHECK_OK(rlock_lock_unlock(ol));
+  rlock_lock_free(ol);
+  rlock_client_free(other);
+  for (int i = 0; i < 3; i++) {
+    rlock_lock_free(l[i]);
+    rlock_client_free(c[i]);
+  }
+  replicas_down();
 }
 
 /* An unlock the replicas do not acknowledge stands: the lock is free on the
@@ -825,6 +871,7 @@ int main(int argc, char **argv) {
   RUN_SEL(two_replicas_one_paused);
   RUN_SEL(replica_count_refreshed);
   RUN_SEL(replicas_attached_later_counted);
+  RUN_SEL(master_cut_off_from_its_replicas);
   RUN_SEL(syncing_replica_not_counted);
   RUN_SEL(unlock_miss_stands);
   RUN_SEL(renewal_miss_counted);

@@ -39,6 +39,10 @@ static rlock_client_t *quiet_client(const char *url, const char *name) {
   o.url = url;
   o.client_name = name;
   o.ping_interval_ms = 0; /* nothing on the wire finds the frozen master */
+  /* the promoted replica has no replica of its own (the old master stays
+   * frozen): with the replica-sync check every grant there would end
+   * RLOCK_ENOSYNC (a deployment that had replicas never locks without WAIT) */
+  o.replica_sync = RLOCK_REPLICA_SYNC_OFF;
   o.reconnect_min_ms = 50;
   o.reconnect_max_ms = 1000;
   rlock_client_t *c = NULL;

@@ -3,21 +3,39 @@
  *
  *   ask     before every connection attempt of the command, subscriber and
  *           user connections (the before_connect hook), ask the sentinels in
- *           order "SENTINEL get-master-addr-by-name MASTER"; the one that
- *           answers moves to the front of the list. A sentinel that is down or
- *           does not know the master is skipped (the next one is tried at
- *           once; a whole round without an answer backs off).
+ *           order "SENTINEL get-master-addr-by-name MASTER" together with
+ *           "SENTINEL MASTER MASTER" (its config-epoch and num-slaves); the
+ *           one that answers moves to the front of the list. A sentinel that
+ *           is down or does not know the master is skipped (the next one is
+ *           tried at once; a whole round without an answer backs off).
+ *   never back  the client's master only moves forward: an answer is
+ *           followed if it names a higher config epoch than the master in
+ *           use (a failover: Sentinel bumps the epoch, and only a majority of
+ *           sentinels can). An answer with a lower epoch, or another address
+ *           with the same epoch (a stale sentinel, on the minority side of a
+ *           partition), is a dispute: the next sentinel is asked, and such an
+ *           address is followed only once a majority of the URL's sentinels
+ *           name it with that epoch (sentinels re-pointed by hand with
+ *           SENTINEL MONITOR restart at epoch 0). choose() asserts it.
  *   verify  every connection to the master starts with ROLE in its handshake
- *           (conn.c): a node that is not a master fails the attempt, and the
- *           next attempt asks again ("wait and start again").
- *   follow  a connection subscribed to +switch-master on a sentinel points
- *           every connection at the new master at once and resets the ones
- *           that are up; the engine's reconnect path does the rest (lock
- *           requests re-sent with their latches, channels resubscribed and
- *           every waiter woken, a renewal round to find lost holds).
+ *           (conn.c): a node that is not a master fails the attempt; the
+ *           refusal counts against the sentinel that named it: the next
+ *           sentinel is asked, and every one is asked before the refused
+ *           node is tried again ("wait and start again").
+ *   follow  a connection subscribed to +switch-master on a sentinel: the
+ *           event carries no epoch, so it starts a chase: sentinels are asked
+ *           in turn until one names a higher epoch (followed at once: every
+ *           connection pointed at the new master, those up reset; the
+ *           engine's reconnect path does the rest: lock requests re-sent
+ *           with their latches, channels resubscribed and every waiter
+ *           woken, a renewal round to find lost holds) or all were asked.
  *   poll    every POLL_MS (and whenever the subscription comes back) the
- *           master is asked for again, so a missed +switch-master never
- *           strands the client on a demoted node.
+ *           master is asked for again, each time of the next sentinel, so a
+ *           missed +switch-master never strands the client on a demoted
+ *           node and no one sentinel (a stale one) holds the client back.
+ *   replicas  a master for which Sentinel lists replicas (num-slaves) marks
+ *           the command connection as having had replicas: the replica-sync
+ *           check never drops to "no WAIT" for it (client.c).
  *   refused a READONLY reply (a node demoted under an open connection) resets
  *           that connection and sends the refused command again once it is
  *           back on the master (on_error_reply).
@@ -38,17 +56,36 @@ int64_t rlock__sentinel_poll_ms = POLL_MS; /* tests set it (topology.h) */
 #define SENTINEL_CONNECT_MS 1000 /* a silent sentinel costs at most this (or connect_timeout_ms if less) */
 #define NDATA 3 /* the client's command, subscriber and user connections */
 
+/* One sentinel's answer in a survey (see decide()). */
+typedef struct vote {
+  bool in;        /* it answered in this survey */
+  char host[256];
+  int port;
+  int64_t epoch;
+} vote_t;
+
 typedef struct sentinel {
   client_t *cl;
-  conn_t q;       /* queries: SENTINEL get-master-addr-by-name */
+  conn_t q;       /* queries: SENTINEL get-master-addr-by-name + SENTINEL MASTER */
   conn_t sub;     /* SUBSCRIBE +switch-master */
   int *order;     /* the sentinels, the last one that answered first */
-  int qi, si;     /* the position (in order) q and sub talk to */
+  int qi;         /* the position (in order) q talks to */
+  int sk;         /* the sentinel (URL index) sub talks to */
   int failed;     /* sentinels that failed in a row (a whole round at start: report) */
   int64_t round_ms, again_ms; /* backoff between rounds (q) and between questions */
-  bool q_started, sub_started, asking, rotate_q, closed;
+  bool q_started, sub_started, asking, closed;
+  int q_to;       /* kick_cb moves q to this sentinel (URL index; -1: stay) */
+  int poll_k;     /* the sentinel (URL index) the last poll asked */
+  bool ask_next;  /* kick_cb asks once q has moved */
   char *host;     /* the master, once known */
   int port;
+  int64_t epoch;  /* its config epoch (SENTINEL MASTER) */
+  /* A survey: the sentinels asked in turn after a dispute (an answer that
+   * is older than the master in use), a +switch-master or a ROLE refusal. */
+  vote_t *votes;  /* by URL index */
+  bool survey;    /* on */
+  bool chase;     /* look for a newer master: a confirmation does not end it */
+  int confirmed;  /* sentinels that named the master in use in this survey */
   struct {
     bool waiting; /* its connection attempt waits for an answer */
     bool fresh;   /* its node was just set: the next attempt connects at once */
@@ -68,6 +105,14 @@ static int data_index(client_t *cl, const conn_t *c) {
 }
 
 static const url_node_t *node_at(const sentinel_t *s, int i) { return &s->cl->url.sentinels[s->order[i]]; }
+static const url_node_t *sentinel_k(const sentinel_t *s, int k) { return &s->cl->url.sentinels[k]; }
+
+/* The position in order of the sentinel with URL index k. */
+static int pos_of(const sentinel_t *s, int k) {
+  for (int i = 0; i < s->cl->url.nsentinels; i++)
+    if (s->order[i] == k) return i;
+  return 0;
+}
 
 static void kick(sentinel_t *s) {
   if (!s->closed) event_active(s->kick, EV_TIMEOUT, 0);
@@ -81,8 +126,12 @@ static bool anyone_waiting(const sentinel_t *s) {
 
 /* ------------------------------------------------------------ the master */
 
+static void ask(sentinel_t *s);
+
 /* The master is host:port: connections waiting for it start; if it moved,
- * every connection is pointed at it and the ones that are up are reset. */
+ * every connection is pointed at it and the ones that are up are reset.
+ * Called by choose() (a new master) and for the master in use (the
+ * connections waiting for it start). */
 static void use_master(sentinel_t *s, const char *host, int port) {
   client_t *cl = s->cl;
   bool moved = !s->host || strcmp(s->host, host) || s->port != port;
@@ -110,18 +159,84 @@ static void use_master(sentinel_t *s, const char *host, int port) {
   kick(s);
 }
 
-/* A move of the master named in "+switch-master": "NAME OLDIP OLDPORT NEWIP NEWPORT". */
+static bool is_master(const sentinel_t *s, const char *host, int port) {
+  return s->host && !strcmp(s->host, host) && s->port == port;
+}
+
+/* The master from now on is host:port of config epoch `epoch`; `votes`
+ * sentinels of this survey named it. Never backwards: the first master, a
+ * higher epoch, or what a majority of the URL's sentinels name. */
+static void choose(sentinel_t *s, const char *host, int port, int64_t epoch, int votes) {
+  RLOCK__ASSERT(!s->host || epoch > s->epoch || (epoch == s->epoch && is_master(s, host, port)) ||
+                2 * votes > s->cl->url.nsentinels);
+  s->epoch = epoch;
+  use_master(s, host, port);
+}
+
+/* Sentinel lists replicas for the master: the command connection had
+ * replicas, whatever the master reports online now (client.c: the
+ * replica-sync check never drops to "no WAIT" for it). */
+static void note_replicas(sentinel_t *s, long long listed) {
+  conn_t *c = &s->cl->cmd;
+  if (listed <= 0 || c->had_replicas) return;
+  c->had_replicas = true;
+  if (c->state == CS_READY) rlock__fast_cmd_ready(s->cl); /* the fast path now needs a WAIT */
+}
+
+static void survey_end(sentinel_t *s) {
+  s->survey = s->chase = false;
+  s->confirmed = 0;
+  for (int i = 0; i < s->cl->url.nsentinels; i++) s->votes[i].in = false;
+}
+
+static void survey_start(sentinel_t *s, bool chase) {
+  if (!s->survey) {
+    survey_end(s);
+    s->survey = true;
+  }
+  s->chase |= chase;
+}
+
+/* Ask the sentinel after q's (or sentinel k if k >= 0) next: kick_cb moves q. */
+static void ask_other(sentinel_t *s, int k) {
+  s->q_to = k >= 0 ? k : s->order[(s->qi + 1) % s->cl->url.nsentinels];
+  s->ask_next = true;
+  kick(s);
+}
+
+/* Every sentinel was asked in this survey and none named a newer master. A
+ * chase that some sentinel confirmed the master in use for starts the
+ * connections waiting for it again; else they wait for the next question. */
+static void again_later(sentinel_t *s);
+static void survey_undecided(sentinel_t *s) {
+  bool confirmed = s->confirmed > 0;
+  survey_end(s);
+  if (confirmed) use_master(s, s->host, s->port);
+  else if (anyone_waiting(s)) again_later(s);
+}
+
+/* The next sentinel of the survey, or its end once all answered. */
+static void survey_next(sentinel_t *s) {
+  int n = s->cl->url.nsentinels, in = 0;
+  for (int i = 0; i < n; i++) in += s->votes[i].in;
+  if (in >= n) survey_undecided(s);
+  else ask_other(s, -1);
+}
+
+/* "+switch-master NAME OLDIP OLDPORT NEWIP NEWPORT": the event has no epoch,
+ * so it is not followed as it is: a chase asks the sentinels in turn, the
+ * one that sent it first, until one names a master of a higher epoch. */
 static void on_switch(sentinel_t *s, const char *msg) {
   char name[256], oldip[64], newip[64];
   int oldport, newport;
   if (sscanf(msg, "%255s %63s %d %63s %d", name, oldip, &oldport, newip, &newport) != 5) return;
-  if (strcmp(name, s->cl->url.master) || newport < 1 || newport > 65535) return;
-  use_master(s, newip, newport);
+  if (strcmp(name, s->cl->url.master) || newport < 1 || newport > 65535 || is_master(s, newip, newport)) return;
+  survey_start(s, true);
+  if (s->order[s->qi] != s->sk) ask_other(s, s->sk);
+  else ask(s);
 }
 
 /* ------------------------------------------------------------ asking */
-
-static void ask(sentinel_t *s);
 
 static void again_later(sentinel_t *s) {
   if (s->closed || evtimer_pending(s->again, NULL)) return;
@@ -142,13 +257,40 @@ static void sentinel_failed(sentinel_t *s, int err, const char *msg) {
   cl->cmd.on_error(&cl->cmd, err, m);
 }
 
-/* [ip, port]: the master's address. */
-static bool parse_addr(const rlock_reply_t *r, const char **host, int *port) {
+/* The answer of the two questions: [ip, port] (get-master-addr-by-name) and
+ * SENTINEL MASTER's field/value list (config-epoch, num-slaves). A sentinel
+ * that refuses SENTINEL MASTER gives epoch -1: no answer is newer than
+ * another then, and a move needs a majority of the sentinels. */
+static bool parse_answer(const rlock_reply_t *all, const char **host, int *port, int64_t *epoch, long long *listed) {
+  if (!all || all->type != RLOCK_REPLY_ARRAY || all->elements != 2) return false;
+  const rlock_reply_t *r = all->element[0], *m = all->element[1];
   if (!r || r->type != RLOCK_REPLY_ARRAY || r->elements != 2 || !r->element[0]->str || !r->element[1]->str)
     return false;
   char *end;
   long p = strtol(r->element[1]->str, &end, 10);
-  if (*end || p < 1 || p > 65535) return false;
+  if (*end || p < 1 || p > 65535 || strlen(r->element[0]->str) >= sizeof ((vote_t *)0)->host) return false;
+  *listed = 0;
+  if (m && m->type == RLOCK_REPLY_ERROR) { /* SENTINEL MASTER refused (an ACL): the epoch is unknown */
+    *epoch = -1;
+    *host = r->element[0]->str;
+    *port = (int)p;
+    return true;
+  }
+  if (!m || m->type != RLOCK_REPLY_ARRAY) return false;
+  bool have_epoch = false;
+  for (size_t i = 0; i + 1 < m->elements; i += 2) {
+    const char *k = m->element[i]->str, *v = m->element[i + 1]->str;
+    if (!k || !v) continue;
+    if (!strcmp(k, "config-epoch")) {
+      long long e = strtoll(v, &end, 10);
+      if (*end || e < 0) return false;
+      *epoch = e;
+      have_epoch = true;
+    } else if (!strcmp(k, "num-slaves")) {
+      *listed = strtoll(v, &end, 10);
+    }
+  }
+  if (!have_epoch) return false;
   *host = r->element[0]->str;
   *port = (int)p;
   return true;
@@ -165,48 +307,120 @@ static void to_front(sentinel_t *s, int i) {
 static void start_sub(sentinel_t *s) {
   if (s->sub_started) return;
   s->sub_started = true;
-  s->si = 0;
-  if (rlock__conn_set_node(&s->sub, node_at(s, 0)->host, node_at(s, 0)->port) == 0) rlock__conn_start(&s->sub);
+  s->sk = s->order[0];
+  if (rlock__conn_set_node(&s->sub, sentinel_k(s, s->sk)->host, sentinel_k(s, s->sk)->port) == 0)
+    rlock__conn_start(&s->sub);
+}
+
+/* Sentinel k (at position qi) named host:port of config epoch `epoch`.
+ *   a higher epoch than the master in use (or the first answer): followed;
+ *   the master in use, same epoch: confirmed (the connections waiting for
+ *     it start), unless a chase looks for a newer one: the next is asked;
+ *   anything else (an older epoch, or another address of the same epoch): a
+ *     dispute; the next sentinel is asked, and the address is followed only
+ *     once a majority of the URL's sentinels name it with that epoch.
+ * A survey ends when a sentinel asked in it answers again. */
+static void decide(sentinel_t *s, int k, const char *host, int port, int64_t epoch, long long listed) {
+  int n = s->cl->url.nsentinels;
+  if (!s->host || epoch > s->epoch) {
+    survey_end(s);
+    to_front(s, s->qi);
+    note_replicas(s, listed);
+    choose(s, host, port, epoch, 1);
+    return;
+  }
+  if (s->survey && s->votes[k].in) { /* around once */
+    survey_undecided(s);
+    return;
+  }
+  vote_t *v = &s->votes[k];
+  if (epoch == s->epoch && is_master(s, host, port)) {
+    note_replicas(s, listed);
+    if (s->survey && s->chase) {
+      v->in = true, v->port = 0; /* a confirmation, not a vote for another master */
+      s->confirmed++;
+      survey_next(s);
+      return;
+    }
+    survey_end(s);
+    to_front(s, s->qi);
+    use_master(s, host, port);
+    return;
+  }
+  survey_start(s, false);
+  v->in = true;
+  snprintf(v->host, sizeof v->host, "%s", host);
+  v->port = port;
+  v->epoch = epoch;
+  int agree = 0;
+  for (int i = 0; i < n; i++) {
+    const vote_t *o = &s->votes[i];
+    agree += o->in && o->port == port && o->epoch == epoch && !strcmp(o->host, host);
+  }
+  if (2 * agree > n) { /* the deployment was re-pointed (SENTINEL MONITOR starts again at epoch 0) */
+    survey_end(s);
+    to_front(s, s->qi);
+    note_replicas(s, listed);
+    choose(s, host, port, epoch, agree);
+    return;
+  }
+  survey_next(s);
 }
 
 static void answered(req_t *r, int status, rlock_reply_t *reply) {
   sentinel_t *s = r->ctx;
   const char *host;
   int port;
+  int64_t epoch = 0;
+  long long listed = 0;
   s->asking = false;
   if (s->closed || status == RLOCK_ECLOSED) {
     rlock_reply_free(reply);
     return;
   }
-  if (status == 0 && parse_addr(reply, &host, &port)) {
+  if (status == 0 && parse_answer(reply, &host, &port, &epoch, &listed)) {
     s->failed = 0;
     s->again_ms = s->cl->opt.reconnect_min_ms;
-    to_front(s, s->qi);
-    use_master(s, host, port);
+    decide(s, s->order[s->qi], host, port, epoch, listed);
     start_sub(s);
   } else {
     char msg[300];
+    const rlock_reply_t *why = reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == 2 ? reply->element[1]
+                                                                                                 : reply;
     if (status == 0)
       snprintf(msg, sizeof msg, "Sentinel %.100s:%d does not know master '%.100s'%s%.60s", node_at(s, s->qi)->host,
-               node_at(s, s->qi)->port, s->cl->url.master, reply && reply->str ? ": " : "",
-               reply && reply->str ? reply->str : "");
+               node_at(s, s->qi)->port, s->cl->url.master, why && why->str ? ": " : "",
+               why && why->str ? why->str : "");
     else
       snprintf(msg, sizeof msg, "%s", rlock__msg());
     if (status == 0 || status == RLOCK_ETIMEDOUT) { /* ask the next sentinel (ECONNLOST/ECONNECT: q moves on itself) */
-      s->rotate_q = true;
       sentinel_failed(s, status ? status : RLOCK_ECONNECT, msg);
-      kick(s);
+      vote_t *v = &s->votes[s->order[s->qi]];
+      if (s->survey && v->in) {
+        survey_undecided(s); /* around once */
+      } else {
+        if (s->survey) v->in = true, v->port = -1; /* asked, no vote */
+        ask_other(s, -1);
+        s->ask_next = s->survey; /* a survey goes on at once; else the poll or again_later asks */
+      }
     }
     if (anyone_waiting(s)) again_later(s);
   }
   rlock_reply_free(reply);
 }
 
-/* One question at a time; connections waiting for the master get the answer. */
+/* One question at a time; connections waiting for the master get the
+ * answer. Both questions go in one request: a sentinel answers them one
+ * after the other, so the address and its epoch are of the same moment. */
 static void ask(sentinel_t *s) {
   if (s->asking || s->closed) return;
   const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->cl->url.master};
+  const char *argm[3] = {"SENTINEL", "MASTER", s->cl->url.master};
   req_t *r = rlock__req_new(3, argv, NULL, s->cl->opt.command_timeout_ms, answered, s);
+  if (r && rlock__req_append(r, 3, argm, NULL)) {
+    rlock__req_free(r);
+    r = NULL;
+  }
   if (!r) {
     again_later(s);
     return;
@@ -246,8 +460,8 @@ static void q_ready(conn_t *c) { of_q(c)->round_ms = c->cl->opt.reconnect_min_ms
 static void sub_error(conn_t *c, int err, const char *msg) {
   (void)err, (void)msg;
   sentinel_t *s = of_sub(c);
-  s->si = (s->si + 1) % s->cl->url.nsentinels;
-  rlock__conn_set_node(c, node_at(s, s->si)->host, node_at(s, s->si)->port);
+  s->sk = (s->sk + 1) % s->cl->url.nsentinels;
+  rlock__conn_set_node(c, sentinel_k(s, s->sk)->host, sentinel_k(s, s->sk)->port);
 }
 
 static void subscribed(req_t *r, int status, rlock_reply_t *reply) {
@@ -281,11 +495,21 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   sentinel_t *s = arg;
   char msg[200];
-  if (s->rotate_q) {
-    s->rotate_q = false;
-    s->qi = (s->qi + 1) % s->cl->url.nsentinels;
-    rlock__conn_set_node(&s->q, node_at(s, s->qi)->host, node_at(s, s->qi)->port);
-    if (s->q.state != CS_IDLE) rlock__conn_reset(&s->q, "asking the next Sentinel");
+  if (s->q_to >= 0) { /* q moves to another sentinel; a question in flight there ends ECONNLOST */
+    int i = pos_of(s, s->q_to);
+    s->q_to = -1;
+    if (i != s->qi) {
+      s->qi = i;
+      rlock__conn_set_node(&s->q, node_at(s, i)->host, node_at(s, i)->port);
+      if (s->q.state != CS_IDLE) {
+        s->q.backoff_ms = 0; /* reconnect at once */
+        rlock__conn_reset(&s->q, "asking the next Sentinel");
+      }
+    }
+  }
+  if (s->ask_next) {
+    s->ask_next = false;
+    ask(s);
   }
   for (int i = 0; i < NDATA; i++) {
     conn_t *c = data_conn(s->cl, i);
@@ -308,9 +532,17 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg) {
   s->held_tail = NULL;
 }
 
+/* Each poll asks the next sentinel: none of them (a stale one) is the only
+ * one the client hears. */
 static void poll_cb(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
-  ask(arg);
+  sentinel_t *s = arg;
+  if (s->cl->url.nsentinels > 1 && !s->asking && !s->survey && s->host) {
+    s->poll_k = (s->poll_k + 1) % s->cl->url.nsentinels; /* round robin in the URL's order */
+    ask_other(s, s->poll_k);
+  } else {
+    ask(s);
+  }
 }
 
 static void again_cb(evutil_socket_t fd, short what, void *arg) {
@@ -325,6 +557,22 @@ static bool before_connect(client_t *cl, conn_t *c) {
   sentinel_t *s = cl->topo_state;
   int i = data_index(cl, c);
   if (i < 0 || !s) return true; /* a sentinel connection, or closing */
+  if (c->role_refused) {
+    /* the node named was not a master: that counts against the sentinel
+     * that named it; the others are asked before it is tried again */
+    c->role_refused = false;
+    s->d[i].fresh = false;
+    s->d[i].waiting = true;
+    if (!s->survey || !s->chase) {
+      survey_start(s, true);
+      if (cl->url.nsentinels > 1) {
+        ask_other(s, -1);
+        return false;
+      }
+    }
+    ask(s);
+    return false;
+  }
   if (s->d[i].fresh) {
     s->d[i].fresh = false;
     return true;
@@ -351,6 +599,7 @@ static void sentinel_close(client_t *cl) {
   if (s->kick) event_free(s->kick);
   if (s->again) event_free(s->again);
   free(s->order);
+  free(s->votes);
   free(s->host);
   free(s);
   cl->topo_state = NULL;
@@ -361,12 +610,14 @@ static int sentinel_init(client_t *cl) {
   if (!s) return RLOCK_ENOMEM;
   cl->topo_state = s;
   s->cl = cl;
+  s->q_to = -1;
   s->round_ms = s->again_ms = cl->opt.reconnect_min_ms;
   s->order = malloc((size_t)cl->url.nsentinels * sizeof *s->order);
+  s->votes = calloc((size_t)cl->url.nsentinels, sizeof *s->votes);
   s->poll = event_new(cl->base, -1, EV_PERSIST, poll_cb, s);
   s->kick = event_new(cl->base, -1, 0, kick_cb, s);
   s->again = evtimer_new(cl->base, again_cb, s);
-  if (!s->order || !s->poll || !s->kick || !s->again || rlock__conn_init(&s->q, cl, CONN_CMD) ||
+  if (!s->order || !s->votes || !s->poll || !s->kick || !s->again || rlock__conn_init(&s->q, cl, CONN_CMD) ||
       rlock__conn_init(&s->sub, cl, CONN_SUB)) {
     sentinel_close(cl);
     return RLOCK_ENOMEM;

@@ -13,7 +13,9 @@
  *                   two failures: one replica cut off, a grant acknowledged
  *                   by the other alone, then the master and that replica
  *                   SIGKILLed: the cut-off replica is promoted without the
- *                   hold, and the documented hazard is asserted.
+ *                   hold (the killed replica then restarts as its replica:
+ *                   without one no grant is acknowledged there), and the
+ *                   documented hazard is asserted.
  * The holder stays inside until its renewal reached the promoted master (or
  * it is told the hold is lost); meanwhile the others wait. The run goes on
  * after the failover (progress asserted) and the history is checked in
@@ -269,6 +271,11 @@ TEST(acking_replica_lost_too) {
   CHECK(pw.m == b);
   long long owners = owners_on(b);
   int64_t t_promoted = hist_now_ns();
+  /* A comes back as B's replica: the workers saw replicas, so the
+   * replica-sync check asks one of B too (never "no WAIT": issue 20) and a
+   * waiter enters on B only once A acknowledges */
+  snprintf(dep->replicaof[0], sizeof dep->replicaof[0], "%d", b->port);
+  th_server_restart(a);
   /* the holder stays inside until another worker entered on B */
   int second = fh_drive_until_enter(&p, ~(1u << holder | 1u << x), 60000);
   int64_t t_second = hist_now_ns();
