@@ -42,8 +42,11 @@ static int is_set(void *p) { return atomic_load((atomic_int *)p); }
  * cl (it may be freed). */
 static void refused_hook(client_t *cl, int where);
 
+static void late_window_hook(client_t *cl, int where);
+
 static void hook(client_t *cl, int where) {
   refused_hook(cl, where);
+  late_window_hook(cl, where);
   if (cl != target || !pthread_equal(pthread_self(), caller) || where != atomic_load(&stop_at)) return;
   atomic_store(&stop_at, 0);
   atomic_store(&stopped, 1);
@@ -316,6 +319,53 @@ TEST(calls_refused_while_freeing_touch_nothing) {
   }
 }
 
+/* ---- a call inside the client (entered before free began) opens its fast
+ * window only after free's wait for the fast calls ended: the window is
+ * refused (closing), but for a moment it is counted. The I/O thread may
+ * close in that moment: the count is not "a fast call under way" (only a
+ * window opened before `closing` is, and free waited for those). The seam
+ * holds the call before its count until `stopping`, then with its count up
+ * while the I/O thread closes. Before: RLOCK__ASSERT(fast.calls == 0) in
+ * begin_close aborted the process. */
+
+static client_t *ltarget;
+static atomic_int late_armed;
+
+static int never(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+static void late_window_hook(client_t *cl, int where) {
+  if (cl != ltarget || !pthread_equal(pthread_self(), caller) || !atomic_load(&late_armed)) return;
+  if (where == RLOCK__AT_FAST_BEGIN) {
+    CHECK_EQ(pthread_create(&freer, NULL, free_client, cl), 0);
+    CHECK(th_wait_until(stopping, cl, 10000)); /* cl is not freed: this call is inside */
+  } else if (where == RLOCK__AT_FAST_COUNTED) {
+    atomic_store(&late_armed, 0);
+    th_wait_until(never, NULL, 300); /* the I/O thread closes meanwhile (no timing claim) */
+  }
+}
+
+TEST(window_counted_after_free_waited_is_no_fast_call) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = th_lock(c, "free:late-window");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(l)); /* its next acquire may be fast */
+  ltarget = c;
+  caller = pthread_self();
+  atomic_store(&freed, 0);
+  atomic_store(&late_armed, 1);
+  int rc = rlock_lock_trylock(l, 0, RLOCK_LEASE_WATCHDOG);
+  CHECK(!atomic_load(&late_armed)); /* the seam ran */
+  CHECK_RC(rc, RLOCK_ECLOSED);
+  pthread_join(freer, NULL);
+  CHECK(atomic_load(&freed));
+  ltarget = NULL;
+  rlock_lock_free(l);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "free:late-window", NULL), 0);
+}
+
 /* An optional argument runs only the tests whose name contains it. */
 #define RUN_IF(name) \
   if (argc < 2 || strstr(#name, argv[1])) RUN(name)
@@ -330,6 +380,7 @@ int main(int argc, char **argv) {
   RUN_IF(fast_fallback_then_freed);
   RUN_IF(fast_lost_answer_undone_when_stopping);
   RUN_IF(calls_refused_while_freeing_touch_nothing);
+  RUN_IF(window_counted_after_free_waited_is_no_fast_call);
   th_server_stop(srv);
   return th_done();
 }
