@@ -342,8 +342,9 @@ typedef struct rlock_stats {
   uint64_t fast_calls;          /* blocking locks and unlocks completed on the calling thread
                                    (the fast path: rlock_options_t.fast_path) */
 } rlock_stats_t;
-/* Called while rlock_client_free runs on another thread: every field 0
- * (the client may be gone the moment the call is refused). */
+/* Called while rlock_client_free runs on another thread, or in a forked
+ * child: every field 0 (the client may be gone the moment the call is
+ * refused; a child takes none of the parent's mutexes). */
 void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
 
 /* ---------------------------------------------------------------- cancellation */

@@ -808,8 +808,9 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   if (!cl || !o) return;
   uint64_t v[ST_COUNT] = {0};
   /* refused (free began): zeros, and nothing of cl is touched (free may
-   * end the moment the refusal left) */
-  if (rlock__client_enter(cl)) {
+   * end the moment the refusal left). A forked child: zeros, before any
+   * mutex (statmu may be held for ever there: the drain's, at the fork) */
+  if (!rlock__client_check_fork(cl) && rlock__client_enter(cl)) {
     pthread_mutex_lock(&cl->fast.statmu); /* not in the middle of a fast post's drain (fast.c) */
     for (int i = 0; i < ST_COUNT; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
     pthread_mutex_unlock(&cl->fast.statmu);

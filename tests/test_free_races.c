@@ -8,11 +8,16 @@
  * client (ASan: heap-use-after-free); now free returns only once the caller
  * has left, and the caller's result is its own. Also item 3's last step:
  * a fast try whose answer free cut is undone even when the I/O thread takes
- * its op only once it is stopping. Real redis-server. */
+ * its op only once it is stopping. And calls that must touch nothing of the
+ * client: one refused while free runs (free may end at once), one counting
+ * its fast window after free's wait, rlock_client_stats in a forked child.
+ * Real redis-server. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -366,6 +371,55 @@ TEST(window_counted_after_free_waited_is_no_fast_call) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "free:late-window", NULL), 0);
 }
 
+/* ---- rlock_client_stats in a forked child: it takes no mutex (rlock.h:
+ * every call on an inherited client fails at once, before it takes any).
+ * Another thread of the parent holds the stats mutex at the fork, as the
+ * I/O thread does while it applies a fast hold's post: in the child nobody
+ * ever lets it go. Before: the child's stats call blocked for ever. */
+
+typedef struct statmu_holder {
+  client_t *cl;
+  atomic_int held, release;
+} statmu_holder_t;
+
+static void *hold_statmu(void *arg) {
+  statmu_holder_t *h = arg;
+  pthread_mutex_lock(&h->cl->fast.statmu);
+  atomic_store(&h->held, 1);
+  th_wait_until(is_set, &h->release, 10000);
+  pthread_mutex_unlock(&h->cl->fast.statmu);
+  return NULL;
+}
+
+TEST(stats_in_forked_child_take_no_mutex) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  statmu_holder_t h = {.cl = c};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, hold_statmu, &h), 0);
+  CHECK(th_wait_until(is_set, &h.held, 10000));
+  pid_t pid = th_fork();
+  if (pid == 0) {
+    rlock_stats_t st;
+    memset(&st, 0xff, sizeof st);
+    rlock_client_stats(c, &st); /* the client is the parent's: zeros */
+    th_exit_by_exec(st.commands_sent == 0 && st.fast_calls == 0 ? 0 : 1);
+  }
+  CHECK(pid > 0);
+  atomic_store(&h.release, 1);
+  pthread_join(t, NULL);
+  int st = -1;
+  int64_t end = th_now_ms() + 10000;
+  pid_t r = 0;
+  while ((r = waitpid(pid, &st, WNOHANG)) == 0 && th_now_ms() < end) th_sleep_ms(5);
+  if (r == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  CHECK_MSG(r == pid, "the child's rlock_client_stats blocked (the parent's stats mutex)");
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's stats were not zeros (status %d)", st);
+  rlock_client_free(c);
+}
+
 /* An optional argument runs only the tests whose name contains it. */
 #define RUN_IF(name) \
   if (argc < 2 || strstr(#name, argv[1])) RUN(name)
@@ -381,6 +435,7 @@ int main(int argc, char **argv) {
   RUN_IF(fast_lost_answer_undone_when_stopping);
   RUN_IF(calls_refused_while_freeing_touch_nothing);
   RUN_IF(window_counted_after_free_waited_is_no_fast_call);
+  RUN_IF(stats_in_forked_child_take_no_mutex);
   th_server_stop(srv);
   return th_done();
 }
