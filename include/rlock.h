@@ -288,7 +288,9 @@ int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
  * returns RLOCK_ECLOSED (one answered before returns its result: a hold it
  * took is the caller's, as any held lock). Calls made by other threads
  * while it runs either complete or return RLOCK_ECLOSED; it returns only
- * once each has stopped touching the client. The request-id latch keys
+ * once each has stopped touching the client (each call on this client: a
+ * MultiLock's calls span several, and must not run across the free of a
+ * member's client: see rlock_multilock_new). The request-id latch keys
  * of acquires and unlocks that completed are deleted before it returns (one
  * DEL; the DEL and the undos are awaited at most min(command_timeout_ms,
  * 500 ms), plus replica_sync_timeout_ms for each replica-sync WAIT written on
@@ -366,6 +368,9 @@ typedef struct rlock_stats {
   uint64_t fast_calls;          /* blocking locks and unlocks completed on the calling thread
                                    (the fast path: rlock_options_t.fast_path) */
 } rlock_stats_t;
+/* Called while rlock_client_free runs on another thread, or in a forked
+ * child: every field 0 (the client may be gone the moment the call is
+ * refused; a child takes none of the parent's mutexes). */
 void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
 
 /* ---------------------------------------------------------------- cancellation */
@@ -567,7 +572,14 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
 /* Several locks taken as one, all or nothing: rlock_lock_t handles of any
  * kind, on one client or several (servers, deployments). The handles are not
  * copied: they must outlive the MultiLock (rlock_multilock_free does not
- * free them). The same lock twice (same name on the same server, however its
+ * free them), and so must their clients: free the MultiLock before any
+ * member's client, and free a member's client only once no call on the
+ * MultiLock is under way. A MultiLock call goes into its member clients one
+ * call at a time (an acquire may wait on one member for ever while it holds
+ * another), so rlock_client_free can neither wait for it nor refuse the
+ * calls it has yet to make: they would touch the freed client, and so would
+ * rlock_multilock_free (it removes its listener from every member's
+ * client). The same lock twice (same name on the same server, however its
  * URL spells it) is RLOCK_EINVAL.
  *
  * Acquire takes the members one by one in a canonical order, whatever the

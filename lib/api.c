@@ -181,6 +181,7 @@ RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t w
   op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
   if (!op) return rc;
   client_t *cl = l->cl;
+  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_FAST_BEGIN); /* tests */
   bool fast = rlock__fast_begin(cl);
   if (fast && rlock__fast_acquire(op, &rc)) { /* done on this thread (fast.c) */
     rlock__fast_end(cl);

@@ -379,9 +379,10 @@ static int64_t close_linger_ms(const client_t *cl) {
 static void begin_close(client_t *cl) {
   RLOCK__ASSERT(rlock__client_on_io_thread(cl));
   if (cl->draining || cl->shut) return;
-  /* every fast call ended before `stopping` (rlock__fast_close_wait): its
-   * posts and its op (an answer lost: undone) are all here */
-  RLOCK__ASSERT(atomic_load(&cl->fast.calls) == 0);
+  /* every fast call ended before `stopping` (rlock__fast_close_wait; asserted
+   * in rlock__fast_end): its posts and its op (an answer lost: undone) are
+   * all here. fast.calls may still be up for a moment: a call inside that
+   * counts its window now sees `closing` and takes it back (rlock__fast_begin) */
   cl->draining = true;
   rlock__conn_hold_end(&cl->cmd); /* the undos below must not wait for a renewal round */
   rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
@@ -834,12 +835,16 @@ RLOCK_API const char *rlock_client_id(const rlock_client_t *cl) { return cl ? cl
 
 RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
   if (!cl || !o) return;
-  uint64_t v[ST_COUNT];
-  bool in = rlock__client_enter(cl); /* closing: read without waiting (no call changes them now) */
-  pthread_mutex_lock(&cl->fast.statmu); /* not in the middle of a fast post's drain (fast.c) */
-  for (int i = 0; i < ST_COUNT; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
-  pthread_mutex_unlock(&cl->fast.statmu);
-  if (in) rlock__client_leave(cl);
+  uint64_t v[ST_COUNT] = {0};
+  /* refused (free began): zeros, and nothing of cl is touched (free may
+   * end the moment the refusal left). A forked child: zeros, before any
+   * mutex (statmu may be held for ever there: the drain's, at the fork) */
+  if (!rlock__client_check_fork(cl) && rlock__client_enter(cl)) {
+    pthread_mutex_lock(&cl->fast.statmu); /* not in the middle of a fast post's drain (fast.c) */
+    for (int i = 0; i < ST_COUNT; i++) v[i] = atomic_load_explicit(&cl->st[i], memory_order_relaxed);
+    pthread_mutex_unlock(&cl->fast.statmu);
+    rlock__client_leave(cl);
+  }
   o->commands_sent = v[ST_COMMANDS];
   o->writes = v[ST_WRITES];
   o->scripts_sent = v[ST_SCRIPTS];
@@ -876,6 +881,7 @@ bool rlock__client_enter(client_t *cl) {
   atomic_fetch_add(&cl->inside, 1); /* seq_cst both sides: free sees us, or we see closing */
   if (!atomic_load(&cl->closing)) return true;
   atomic_fetch_sub(&cl->inside, 1);
+  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_REFUSED); /* tests: free may end now */
   return false;
 }
 

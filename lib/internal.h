@@ -856,7 +856,7 @@ extern void (*rlock__test_pass_hook)(client_t *cl);
 extern void (*rlock__test_submit_hook)(client_t *cl);
 /* Test seam (tests/test_free_races.c): called on a calling thread of a sync
  * call at `where` (RLOCK__AT_...), to widen a race with rlock_client_free. */
-enum { RLOCK__AT_ANSWERED = 1, RLOCK__AT_FAST_FELL_BACK };
+enum { RLOCK__AT_ANSWERED = 1, RLOCK__AT_FAST_FELL_BACK, RLOCK__AT_REFUSED, RLOCK__AT_FAST_BEGIN, RLOCK__AT_FAST_COUNTED };
 extern void (*rlock__test_call_hook)(client_t *cl, int where);
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
