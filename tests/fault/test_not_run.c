@@ -216,6 +216,9 @@ TEST(readonly_compound) {
   CHECK(pthread_create(&t, NULL, try_main, &j) == 0);
   attempting = c;
   CHECK_MSG(th_wait_until(attempted, &want, 20000), "the acquire was never tried");
+  /* the client had replicas: its WAIT on y needs one online (x, demoted
+   * under it), else RLOCK_ENOSYNC, as replica sync promises */
+  CHECK_MSG(th_sentinels_wait_replicas(y, 1, 20000), "x never came online as y's replica");
   redisContext *sc = redisConnect("127.0.0.1", g->port);
   CHECK(sc && !sc->err);
   redisReply *r = redisCommand(sc, "SENTINEL REMOVE notrun");
