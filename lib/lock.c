@@ -1066,13 +1066,17 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
    * connected within the command timeout, a failover; Cluster TRYAGAIN,
    * LOADING, BUSY... until it): re-sent with the same request id, whose
    * latch answers a copy that was applied. */
+  if (answer_lost(status)) op->id_written = true; /* this copy may still land */
   if (status != 0 && (answer_lost(status) || status == RLOCK_ECONNECT) && op->retries < cl->opt.retry_attempts) {
     op->retries++;
     send_release(op);
     return;
   }
-  /* before the owner's next request of the lock (retry_attempts 0: never re-sent) */
-  if (answer_lost(status) && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
+  /* An earlier copy may still land, even when the last one was never
+   * written: before the owner's next request of the lock (retry_attempts 0:
+   * never re-sent). */
+  if ((answer_lost(status) || status == RLOCK_ECONNECT) && op->id_written && cl->opt.retry_attempts > 0)
+    unlock_go_on(op, r);
   int rc = 0, acked;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
@@ -1270,6 +1274,7 @@ void rlock__op_start(op_t *op) {
     if (!op->reqid[0]) new_reqid(op);
     /* the id's first send (a fast connection's copy left at most a command timeout ago) */
     op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
+    op->id_written = op->fast_lost; /* release_done: a copy whose answer was lost */
     if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
     send_release(op);
     break;

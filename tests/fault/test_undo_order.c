@@ -327,6 +327,62 @@ TEST(unlock_given_up_behind_next_lock) {
   rlock_client_free(c);
 }
 
+/* The same when the last re-send was never written: the unlock's first copy
+ * is held on a stuck connection, the client replaces it at the timeout, and
+ * the server is unreachable (the proxy refuses connections) for the re-send's
+ * command timeout: the call ends RLOCK_ECONNECT. The first copy may still
+ * land (it does here once the proxy lets it go), so the unlock goes on alone
+ * as when its last answer was lost. Before: an unlock that ended
+ * RLOCK_ECONNECT was given up though an earlier copy was on its way; the
+ * owner's next lock re-entered (count 2) and the late copy removed the
+ * owner's field: another client took the lock. */
+#define ENAME "undo-unlock-econnect"
+
+TEST(unlock_unwritten_resend_behind_next_lock) {
+  const char *name = "undo:unlock-econnect";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = ENAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 2;
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(ENAME, 0);
+  fp_hold_conn(px, port, FP_UP);
+  fp_refuse(px, 1); /* the replacement cannot connect: the re-send is never written */
+  int rc = rlock_lock_unlock(l);
+  printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK_RC(rc, RLOCK_ECONNECT);
+  CHECK_EQ(th_hget_num(srv, name, o), 1); /* no copy ran yet */
+  fp_refuse(px, 0);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("unlock's first copy held, its re-send never written (server unreachable), the owner locks again",
+            "single", "reentrant", "the unlock goes on alone until answered, the lock waits for it: one holder", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* test_undo_order [NAME]: all tests, or only NAME */
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
@@ -337,6 +393,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("fast_lost_undo_behind_next_trylock", only)) RUN(fast_lost_undo_behind_next_trylock);
   if (!only || strstr("noscript_undo_behind_next_try", only)) RUN(noscript_undo_behind_next_try);
   if (!only || strstr("unlock_given_up_behind_next_lock", only)) RUN(unlock_given_up_behind_next_lock);
+  if (!only || strstr("unlock_unwritten_resend_behind_next_lock", only)) RUN(unlock_unwritten_resend_behind_next_lock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
