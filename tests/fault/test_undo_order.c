@@ -383,6 +383,81 @@ TEST(unlock_unwritten_resend_behind_next_lock) {
   rlock_client_free(c);
 }
 
+/* An answer that is a refusal (the server out of memory: OOM, nothing ran)
+ * says nothing of a copy still on its way on a replaced connection. The
+ * unlock's first copies are held (proxy), the client replaces the
+ * connection, the last re-send is refused OOM: the call fails. The owner
+ * locks again once memory is back, then the held copies are delivered.
+ * Before: the refusal ended the unlock; the lock re-entered (count 2) and
+ * the late copy removed the owner's field: another client took the lock.
+ * Now the unlock goes on alone, a refused copy sent again later (as for
+ * LOADING), until a copy runs; the lock waits for it. */
+#define MNAME "undo-unlock-oom"
+
+/* The server's count of OOM refusals (INFO errorstats). */
+static long long oom_refusals(void) {
+  redisReply *r = th_cmd(srv, "INFO", "errorstats", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  const char *p = strstr(r->str, "errorstat_OOM:count=");
+  long long n = p ? atoll(p + strlen("errorstat_OOM:count=")) : 0;
+  th_reply_free(r);
+  return n;
+}
+typedef struct oom_arg {
+  long long want;
+} oom_arg_t;
+static int oom_reach(void *a) { return oom_refusals() >= ((oom_arg_t *)a)->want; }
+
+TEST(unlock_refused_resend_behind_next_lock) {
+  const char *name = "undo:unlock-oom";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = MNAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 2;
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(MNAME, 0);
+  fp_hold_conn(px, port, FP_UP);
+  long long oom0 = oom_refusals();
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL)); /* every write refused: OOM */
+  int rc = rlock_lock_unlock(l);
+  printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(rc != 0, "the unlock was applied");
+  /* the call's last re-send and then a copy sent on after it were refused */
+  oom_arg_t refused = {oom0 + 2};
+  CHECK_MSG(th_wait_until(oom_reach, &refused, 5000),
+            "the unlock did not go on after its refused re-send (an earlier copy is on its way)");
+  CHECK_EQ(th_hget_num(srv, name, o), 1); /* no copy ran yet */
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("unlock's first copies held, its last re-send refused OOM, the owner locks again", "single",
+            "reentrant", "the unlock goes on alone until a copy runs, the lock waits for it: one holder", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* test_undo_order [NAME]: all tests, or only NAME */
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
@@ -394,6 +469,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("noscript_undo_behind_next_try", only)) RUN(noscript_undo_behind_next_try);
   if (!only || strstr("unlock_given_up_behind_next_lock", only)) RUN(unlock_given_up_behind_next_lock);
   if (!only || strstr("unlock_unwritten_resend_behind_next_lock", only)) RUN(unlock_unwritten_resend_behind_next_lock);
+  if (!only || strstr("unlock_refused_resend_behind_next_lock", only)) RUN(unlock_refused_resend_behind_next_lock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
