@@ -23,6 +23,9 @@
  * The same order holds for an unlock whose re-sends ran out with every answer
  * lost (unlock_given_up_behind_next_lock): its late copy would find the
  * owner's next grant, take it for a count mismatch and remove the field.
+ * Nor does a refusal (OOM: nothing ran) or a re-send never written answer a
+ * copy still on its way (unlock_unwritten_resend_behind_next_lock,
+ * unlock_refused_resend_behind_next_lock, undo_refused_behind_next_trylock).
  * Each test ends with another client's trylock: it must be refused while the
  * owner holds the lock. */
 #include <pthread.h>
@@ -458,6 +461,85 @@ TEST(unlock_refused_resend_behind_next_lock) {
   rlock_client_free(c);
 }
 
+/* The undo's side of the same: a refusal of an undo copy does not answer
+ * its copy still on its way. The owner's try runs (refused: another owner
+ * holds the lock, no latch) and its answer is held; the try times out and
+ * its undo (keep 0) is held on the same connection; the undo times out, the
+ * client replaces the connection and sends the undo again while the server
+ * is out of memory: refused OOM. Memory back, the owner's next trylock; then
+ * the held undo copy is delivered. Before: the refusal opened the order
+ * gate, the trylock was granted, and the held undo copy (the first to run:
+ * no latch, no tombstone) brought the owner's count down to 0: another
+ * client took the lock. Now the refused copy is sent again later until one
+ * runs (its tombstone stops the held copy), and the trylock waits for it. */
+#define RNAME "undo-refused"
+
+TEST(undo_refused_behind_next_trylock) {
+  const char *name = "undo:refused";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = RNAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 0;      /* the try's timeout ends the call: its undo goes on alone */
+  opt.dead_after_timeouts = 2; /* the undo's timeout (the second) replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *a = NULL;
+  CHECK_OK(rlock_client_new(&a, &opt));
+  rlock_client_t *b = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *la = th_lock(a, name), *lb = th_lock(b, name);
+  char o[128];
+  const rlock_owner_t owner = 9;
+  th_owner_id(a, owner, o, sizeof o);
+  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG)); /* another owner holds it */
+  CHECK_RC(rlock_lock_acquire(la, owner, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY); /* a script on a's connection */
+  int port = script_port(RNAME, 0);
+
+  /* the try runs (refused), its answer held; then the connection holds
+   * both ways: the undo sent at the try's timeout stays on its way */
+  fp_hold_conn(px, port, FP_DOWN);
+  cmdstat_arg_t ran = {"evalsha", th_cmdstat(srv, "evalsha") + 1};
+  try_job_t j = {la, owner, 0, -1};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, try_thread, &j), 0);
+  CHECK(th_wait_until(cmdstat_reach, &ran, 5000));
+  fp_hold_conn(px, port, FP_BOTH);
+  pthread_join(t, NULL);
+  printf("  trylock: %s\n", rlock_err_name(j.rc));
+  CHECK(j.rc != 0);
+
+  /* the other owner lets go; out of memory; the undo's copy on the new
+   * connection is refused */
+  CHECK_OK(rlock_lock_unlock(lb));
+  long long oom0 = oom_refusals();
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL));
+  oom_arg_t refused = {oom0 + 1};
+  CHECK_MSG(th_wait_until(oom_reach, &refused, 5000), "the undo was not sent again on a new connection");
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
+
+  /* the owner's next trylock; then the held copies are delivered */
+  int rc2 = rlock_lock_acquire(la, owner, 5000, RLOCK_LEASE_WATCHDOG, NULL);
+  printf("  next trylock: %s, count on the server %lld\n", rlock_err_name(rc2), th_hget_num(srv, name, o));
+  CHECK_OK(rc2);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_release(la, owner));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("undo's first copy held, its re-send on a new connection refused OOM, the owner's next trylock",
+            "single", "reentrant", "the undo is sent again until a copy runs, the trylock waits for it: one holder", 0);
+  rlock_lock_free(la);
+  rlock_lock_free(lb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 /* test_undo_order [NAME]: all tests, or only NAME */
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
@@ -470,6 +552,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("unlock_given_up_behind_next_lock", only)) RUN(unlock_given_up_behind_next_lock);
   if (!only || strstr("unlock_unwritten_resend_behind_next_lock", only)) RUN(unlock_unwritten_resend_behind_next_lock);
   if (!only || strstr("unlock_refused_resend_behind_next_lock", only)) RUN(unlock_refused_resend_behind_next_lock);
+  if (!only || strstr("undo_refused_behind_next_trylock", only)) RUN(undo_refused_behind_next_trylock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
