@@ -338,6 +338,10 @@ typedef struct undo {
   bytes_t name, channel, latch;
   char owner_id[64];
   int64_t keep; /* the count the owner keeps: an unlatched try's (the fast path's count), or -2: undo_keep's */
+  /* A copy of the undone request (or of this undo) whose answer was lost may
+   * still land: a refusal of a copy (nothing ran) does not answer it, the
+   * copy is sent again later (req.refused_later) until one runs. */
+  bool lost;
   /* The order gate: while the undo is in cl->undos (not answered yet), the
    * tries and unlocks of the same (owner, name) wait in `held` (linked by
    * req->next, oldest first), not written. seq: its place in cl->order_seq. */
@@ -358,7 +362,9 @@ static void resume_after_undo(op_t *op, bool landed, int status);
 /* ------------------------------------------------------------ the order gate
  * For one (owner, name), no try or unlock is written before every earlier
  * undo of the pair was answered (any reply: a copy that ran, or a refusal;
- * the copies before it on its connection ran before it). Without a latch to
+ * the copies before it on its connection ran before it; a refused write
+ * while a copy on another connection may still land is sent again later:
+ * req.refused_later). Without a latch to
  * go by (the fast path's first copy, a refused try) the undo brings the
  * owner's count down to the count the client knew, and the script cannot
  * tell a later grant of the same owner from the hold it gives back (one hash
@@ -520,6 +526,7 @@ static bool op_over(const op_t *op) {
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   undo_t *u = r->ctx;
   bool answered = status == 0; /* a reply came: a copy ran (or was refused), every copy before it too */
+  if (answer_lost(status)) u->lost = true;
   bool landed = status == 0 && (u->tmpl || (reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply)));
   if (status == 0 && !landed) /* answered, but refused (OOM, an error reply): the op must not take
                                  status 0 for a grant (resume_after_undo) */
@@ -569,6 +576,7 @@ static void undo_send(undo_t *u) {
     if (op) resume_after_undo(op, false, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
+  r->refused_later = u->lost;
   stat_add(cl, ST_SCRIPTS, 1);
   rlock__client_send(cl, u->name.p, u->name.n, r);
 }
@@ -584,6 +592,7 @@ static void undo_attempt(op_t *op, bool wait) {
   /* an unlatched try (fast.c) left no latch to trust: the count it started
    * from is what the owner keeps */
   u->keep = op->unlatched ? op->fast_count : -2;
+  u->lost = op->retries > 0 || op->unlatched; /* a copy of the try whose answer was lost */
   u->fslot = (int)rlock__fast_slot(l->name, l->len);
   rlock__fast_busy(op->cl, u->fslot, 1);
   op->cl->undos_inflight++;
@@ -630,6 +639,7 @@ static void unlock_go_on(op_t *op, const req_t *r) {
   t->script = r->script;
   t->waits = r->waits;
   u->tmpl = t;
+  u->lost = true;
   u->cl = cl;
   u->kind = l->kind;
   u->name.n = l->len;
@@ -1066,13 +1076,17 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
    * connected within the command timeout, a failover; Cluster TRYAGAIN,
    * LOADING, BUSY... until it): re-sent with the same request id, whose
    * latch answers a copy that was applied. */
+  if (answer_lost(status)) op->id_written = true; /* this copy may still land */
   if (status != 0 && (answer_lost(status) || status == RLOCK_ECONNECT) && op->retries < cl->opt.retry_attempts) {
     op->retries++;
     send_release(op);
     return;
   }
-  /* before the owner's next request of the lock (retry_attempts 0: never re-sent) */
-  if (answer_lost(status) && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
+  /* An earlier copy may still land, even when the last one was never
+   * written: before the owner's next request of the lock (retry_attempts 0:
+   * never re-sent). */
+  if ((answer_lost(status) || status == RLOCK_ECONNECT) && op->id_written && cl->opt.retry_attempts > 0)
+    unlock_go_on(op, r);
   int rc = 0, acked;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
@@ -1082,6 +1096,8 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
     rc = rlock__fail_keep(status);
   } else if (reply->type == RLOCK_REPLY_ERROR) {
     rc = rlock__fail(RLOCK_ESERVER, "unlock: %.200s", reply->str);
+    /* refused, nothing ran: an earlier copy whose answer was lost may still land */
+    if (op->id_written && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
   } else if ((rc = l->kind->release_reply(reply, &how, &notified))) {
     how = REL_UNKNOWN;
   } else if (how == REL_NOTHELD) {
@@ -1270,6 +1286,7 @@ void rlock__op_start(op_t *op) {
     if (!op->reqid[0]) new_reqid(op);
     /* the id's first send (a fast connection's copy left at most a command timeout ago) */
     op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
+    op->id_written = op->fast_lost; /* release_done: a copy whose answer was lost */
     if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
     send_release(op);
     break;

@@ -23,6 +23,9 @@
  * The same order holds for an unlock whose re-sends ran out with every answer
  * lost (unlock_given_up_behind_next_lock): its late copy would find the
  * owner's next grant, take it for a count mismatch and remove the field.
+ * Nor does a refusal (OOM: nothing ran) or a re-send never written answer a
+ * copy still on its way (unlock_unwritten_resend_behind_next_lock,
+ * unlock_refused_resend_behind_next_lock, undo_refused_behind_next_trylock).
  * Each test ends with another client's trylock: it must be refused while the
  * owner holds the lock. */
 #include <pthread.h>
@@ -327,6 +330,216 @@ TEST(unlock_given_up_behind_next_lock) {
   rlock_client_free(c);
 }
 
+/* The same when the last re-send was never written: the unlock's first copy
+ * is held on a stuck connection, the client replaces it at the timeout, and
+ * the server is unreachable (the proxy refuses connections) for the re-send's
+ * command timeout: the call ends RLOCK_ECONNECT. The first copy may still
+ * land (it does here once the proxy lets it go), so the unlock goes on alone
+ * as when its last answer was lost. Before: an unlock that ended
+ * RLOCK_ECONNECT was given up though an earlier copy was on its way; the
+ * owner's next lock re-entered (count 2) and the late copy removed the
+ * owner's field: another client took the lock. */
+#define ENAME "undo-unlock-econnect"
+
+TEST(unlock_unwritten_resend_behind_next_lock) {
+  const char *name = "undo:unlock-econnect";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = ENAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 2;
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(ENAME, 0);
+  fp_hold_conn(px, port, FP_UP);
+  fp_refuse(px, 1); /* the replacement cannot connect: the re-send is never written */
+  int rc = rlock_lock_unlock(l);
+  printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK_RC(rc, RLOCK_ECONNECT);
+  CHECK_EQ(th_hget_num(srv, name, o), 1); /* no copy ran yet */
+  fp_refuse(px, 0);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("unlock's first copy held, its re-send never written (server unreachable), the owner locks again",
+            "single", "reentrant", "the unlock goes on alone until answered, the lock waits for it: one holder", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* An answer that is a refusal (the server out of memory: OOM, nothing ran)
+ * says nothing of a copy still on its way on a replaced connection. The
+ * unlock's first copies are held (proxy), the client replaces the
+ * connection, the last re-send is refused OOM: the call fails. The owner
+ * locks again once memory is back, then the held copies are delivered.
+ * Before: the refusal ended the unlock; the lock re-entered (count 2) and
+ * the late copy removed the owner's field: another client took the lock.
+ * Now the unlock goes on alone, a refused copy sent again later (as for
+ * LOADING), until a copy runs; the lock waits for it. */
+#define MNAME "undo-unlock-oom"
+
+/* The server's count of OOM refusals (INFO errorstats). */
+static long long oom_refusals(void) {
+  redisReply *r = th_cmd(srv, "INFO", "errorstats", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  const char *p = strstr(r->str, "errorstat_OOM:count=");
+  long long n = p ? atoll(p + strlen("errorstat_OOM:count=")) : 0;
+  th_reply_free(r);
+  return n;
+}
+typedef struct oom_arg {
+  long long want;
+} oom_arg_t;
+static int oom_reach(void *a) { return oom_refusals() >= ((oom_arg_t *)a)->want; }
+
+TEST(unlock_refused_resend_behind_next_lock) {
+  const char *name = "undo:unlock-oom";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = MNAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 2;
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(MNAME, 0);
+  fp_hold_conn(px, port, FP_UP);
+  long long oom0 = oom_refusals();
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL)); /* every write refused: OOM */
+  int rc = rlock_lock_unlock(l);
+  printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(rc != 0, "the unlock was applied");
+  /* the call's last re-send and then a copy sent on after it were refused */
+  oom_arg_t refused = {oom0 + 2};
+  CHECK_MSG(th_wait_until(oom_reach, &refused, 5000),
+            "the unlock did not go on after its refused re-send (an earlier copy is on its way)");
+  CHECK_EQ(th_hget_num(srv, name, o), 1); /* no copy ran yet */
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("unlock's first copies held, its last re-send refused OOM, the owner locks again", "single",
+            "reentrant", "the unlock goes on alone until a copy runs, the lock waits for it: one holder", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* The undo's side of the same: a refusal of an undo copy does not answer
+ * its copy still on its way. The owner's try runs (refused: another owner
+ * holds the lock, no latch) and its answer is held; the try times out and
+ * its undo (keep 0) is held on the same connection; the undo times out, the
+ * client replaces the connection and sends the undo again while the server
+ * is out of memory: refused OOM. Memory back, the owner's next trylock; then
+ * the held undo copy is delivered. Before: the refusal opened the order
+ * gate, the trylock was granted, and the held undo copy (the first to run:
+ * no latch, no tombstone) brought the owner's count down to 0: another
+ * client took the lock. Now the refused copy is sent again later until one
+ * runs (its tombstone stops the held copy), and the trylock waits for it. */
+#define RNAME "undo-refused"
+
+TEST(undo_refused_behind_next_trylock) {
+  const char *name = "undo:refused";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = RNAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 0;      /* the try's timeout ends the call: its undo goes on alone */
+  opt.dead_after_timeouts = 2; /* the undo's timeout (the second) replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *a = NULL;
+  CHECK_OK(rlock_client_new(&a, &opt));
+  rlock_client_t *b = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *la = th_lock(a, name), *lb = th_lock(b, name);
+  char o[128];
+  const rlock_owner_t owner = 9;
+  th_owner_id(a, owner, o, sizeof o);
+  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG)); /* another owner holds it */
+  CHECK_RC(rlock_lock_acquire(la, owner, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY); /* a script on a's connection */
+  int port = script_port(RNAME, 0);
+
+  /* the try runs (refused), its answer held; then the connection holds
+   * both ways: the undo sent at the try's timeout stays on its way */
+  fp_hold_conn(px, port, FP_DOWN);
+  cmdstat_arg_t ran = {"evalsha", th_cmdstat(srv, "evalsha") + 1};
+  try_job_t j = {la, owner, 0, -1};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, try_thread, &j), 0);
+  CHECK(th_wait_until(cmdstat_reach, &ran, 5000));
+  fp_hold_conn(px, port, FP_BOTH);
+  pthread_join(t, NULL);
+  printf("  trylock: %s\n", rlock_err_name(j.rc));
+  CHECK(j.rc != 0);
+
+  /* the other owner lets go; out of memory; the undo's copy on the new
+   * connection is refused */
+  CHECK_OK(rlock_lock_unlock(lb));
+  long long oom0 = oom_refusals();
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL));
+  oom_arg_t refused = {oom0 + 1};
+  CHECK_MSG(th_wait_until(oom_reach, &refused, 5000), "the undo was not sent again on a new connection");
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
+
+  /* the owner's next trylock; then the held copies are delivered */
+  int rc2 = rlock_lock_acquire(la, owner, 5000, RLOCK_LEASE_WATCHDOG, NULL);
+  printf("  next trylock: %s, count on the server %lld\n", rlock_err_name(rc2), th_hget_num(srv, name, o));
+  CHECK_OK(rc2);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_release(la, owner));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("undo's first copy held, its re-send on a new connection refused OOM, the owner's next trylock",
+            "single", "reentrant", "the undo is sent again until a copy runs, the trylock waits for it: one holder", 0);
+  rlock_lock_free(la);
+  rlock_lock_free(lb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 /* test_undo_order [NAME]: all tests, or only NAME */
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
@@ -337,6 +550,9 @@ int main(int argc, char **argv) {
   if (!only || strstr("fast_lost_undo_behind_next_trylock", only)) RUN(fast_lost_undo_behind_next_trylock);
   if (!only || strstr("noscript_undo_behind_next_try", only)) RUN(noscript_undo_behind_next_try);
   if (!only || strstr("unlock_given_up_behind_next_lock", only)) RUN(unlock_given_up_behind_next_lock);
+  if (!only || strstr("unlock_unwritten_resend_behind_next_lock", only)) RUN(unlock_unwritten_resend_behind_next_lock);
+  if (!only || strstr("unlock_refused_resend_behind_next_lock", only)) RUN(unlock_refused_resend_behind_next_lock);
+  if (!only || strstr("undo_refused_behind_next_trylock", only)) RUN(undo_refused_behind_next_trylock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
