@@ -19,6 +19,11 @@
  *                          is held until the connection is back on the master
  *                          Sentinel names, and granted there (before: the
  *                          compound's READONLY was final, RLOCK_ESERVER)
+ *   loading_after_restart  a restart that loads its RDB for about 1.5 s: the
+ *                          client reconnects during the load, an unlock and a
+ *                          try sent then are answered LOADING and sent again
+ *                          until the data is back: released, granted (before:
+ *                          RLOCK_ESERVER at once, the hold left for its lease)
  * Server state is checked with a raw hiredis client. */
 #include <pthread.h>
 #include <stdio.h>
@@ -239,6 +244,92 @@ TEST(readonly_compound) {
   th_server_stop(x);
 }
 
+/* ------------------------------------------------------------ LOADING after a restart */
+
+typedef struct loading_job {
+  rlock_lock_t *lock;
+  int release; /* 1: release (owner 9); 0: try (owner 9, wait 0) */
+  int rc;
+  int64_t t0, at;
+  char err[256];
+} loading_job_t;
+static void *loading_main(void *p) {
+  loading_job_t *j = p;
+  j->rc = j->release ? rlock_lock_release(j->lock, 9) : rlock_lock_acquire(j->lock, 9, 0, RLOCK_LEASE_WATCHDOG, NULL);
+  j->at = rlock_now_ms();
+  snprintf(j->err, sizeof j->err, "%s", rlock_last_error());
+  return NULL;
+}
+
+static th_server_t *loading_srv;
+static int answers_loading(void *arg) {
+  (void)arg;
+  redisContext *rc = redisConnect("127.0.0.1", loading_srv->port);
+  if (!rc || rc->err) {
+    if (rc) redisFree(rc);
+    return 0;
+  }
+  redisReply *r = redisCommand(rc, "EXISTS x");
+  int loading = r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "LOADING", 7);
+  if (r) freeReplyObject(r);
+  redisFree(rc);
+  return loading;
+}
+
+/* Once the server answers LOADING: the unlock and the try, each on a thread
+ * of its own, both awaited. */
+static void *during_load_main(void *p) {
+  loading_job_t **j = p;
+  if (!th_wait_until(answers_loading, NULL, 10000)) return NULL;
+  pthread_t tr, tt;
+  j[0]->t0 = j[1]->t0 = rlock_now_ms();
+  if (pthread_create(&tr, NULL, loading_main, j[0]) || pthread_create(&tt, NULL, loading_main, j[1])) abort();
+  pthread_join(tr, NULL);
+  pthread_join(tt, NULL);
+  return NULL;
+}
+
+/* A restart that loads its data for about 1.5 s (an RDB of 10000 keys,
+ * key-load-delay 50 us): the client reconnects during the load (the
+ * handshake passes: SCRIPT LOAD's LOADING is harmless), then a try and
+ * an unlock sent meanwhile are answered LOADING, sent again, and succeed
+ * once the data is back (the hold kept by the RDB is released). */
+TEST(loading_after_restart) {
+  static const char *const slow[] = {"--enable-debug-command", "yes", "--key-load-delay", "50",
+                                     "--loading-process-events-interval-bytes", "1024", NULL};
+  th_server_t *x = loading_srv = th_server_start(&(th_server_opts_t){.extra_args = slow});
+  rlock_client_t *c = fh_client(x->url, 30000, 3000, 3);
+  rlock_lock_t *held = th_lock(c, "notrun:loading:held"), *fresh = th_lock(c, "notrun:loading:fresh");
+  CHECK_OK(rlock_lock_acquire(held, 9, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  th_reply_free(th_cmd(x, "DEBUG", "POPULATE", "10000", "fill", NULL));
+  th_reply_free(th_cmd(x, "SAVE", NULL)); /* the hold is in the RDB */
+  loading_job_t jr = {.lock = held, .release = 1}, jt = {.lock = fresh};
+  loading_job_t *jobs[2] = {&jr, &jt};
+  pthread_t d;
+  CHECK(pthread_create(&d, NULL, during_load_main, jobs) == 0);
+  th_server_restart(x); /* returns once loaded ("Ready to accept connections") */
+  CHECK(pthread_join(d, NULL) == 0);
+  CHECK_MSG(jr.at && jt.at, "the restarted server never answered LOADING");
+  int64_t t0 = jr.t0;
+  printf("# during the load: unlock %s after %lld ms (%s); try %s after %lld ms (%s)\n",
+         rlock_err_name(jr.rc), (long long)(jr.at - t0), jr.rc ? jr.err : "", rlock_err_name(jt.rc),
+         (long long)(jt.at - t0), jt.rc ? jt.err : "");
+  CHECK_MSG(jr.rc == 0, "an unlock during LOADING: %s: %s", rlock_err_name(jr.rc), jr.err);
+  CHECK_MSG(jt.rc == 0, "a try during LOADING: %s: %s", rlock_err_name(jt.rc), jt.err);
+  CHECK_EQ(th_cmd_int(x, "EXISTS", "notrun:loading:held", NULL), 0);
+  CHECK_EQ(th_cmd_int(x, "EXISTS", "notrun:loading:fresh", NULL), 1);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.locks_lost, 0);
+  CHECK_OK(rlock_lock_release(fresh, 9));
+  fh_result("a restart loading its RDB (LOADING for about 1.5 s) under an unlock and a try", "single", "reentrant",
+            "handshake passes, both sent again until loaded: released, granted", 0);
+  rlock_lock_free(held);
+  rlock_lock_free(fresh);
+  rlock_client_free(c);
+  th_server_stop(x);
+}
+
 /* test_not_run [NAME]: all tests, or only NAME */
 #define RUN_IF(name)                                \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
@@ -251,6 +342,7 @@ int main(int argc, char **argv) {
   RUN_IF(unlock_never_written);
   RUN_IF(busy_script_not_run);
   RUN_IF(readonly_compound);
+  RUN_IF(loading_after_restart);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
