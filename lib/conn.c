@@ -494,11 +494,6 @@ static const rlock_reply_t *first_error(const req_t *r, const rlock_reply_t *rep
 #define LATER_MIN_MS 10
 #define LATER_MAX_MS 500
 
-static bool refused_not_run(const rlock_reply_t *err) {
-  return rlock__reply_is_error(err, "LOADING") || rlock__reply_is_error(err, "MASTERDOWN") ||
-         rlock__reply_is_error(err, "BUSY ") || (err && err->str && !strcmp(err->str, "BUSY"));
-}
-
 static void later_arm(conn_t *c) {
   int64_t at = INT64_MAX;
   for (const req_t *r = c->later.head; r; r = r->next)
@@ -552,7 +547,7 @@ static void later_cb(evutil_socket_t fd, short what, void *arg) {
 /* r (answered, not completed) was refused before it ran: true if it is sent
  * again later or completed as not run (r is then no longer the caller's). */
 static bool not_run_later(conn_t *c, req_t *r, const rlock_reply_t *err, const rlock_reply_t *head) {
-  if (c->kind != CONN_CMD || r->completed || err != head || !refused_not_run(err)) return false;
+  if (c->kind != CONN_CMD || r->completed || err != head || !rlock__reply_not_run(err)) return false;
   if (r->ncmds != 1 && !(r->waits && r->ncmds == 2)) return false; /* another command after it may have run */
   int64_t ms = (int64_t)LATER_MIN_MS << (r->tryagains < 6 ? r->tryagains : 6);
   if (ms > LATER_MAX_MS) ms = LATER_MAX_MS;

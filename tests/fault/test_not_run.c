@@ -13,6 +13,10 @@
  *                          again after a backoff within their command timeout
  *                          and succeed once the script ended (before: the
  *                          BUSY reply was final, RLOCK_ESERVER)
+ *   busy_fast_unlock       the same for a blocking unlock on the fast path
+ *                          (the calling thread's own connection): handed to
+ *                          the I/O thread and sent again, released (before:
+ *                          RLOCK_ESERVER, the hold left for its lease)
  *   readonly_compound      Sentinel: the master (with a replica, so every
  *                          lock script goes with its WAIT, one compound
  *                          request) silently demoted: a try refused READONLY
@@ -171,6 +175,47 @@ TEST(busy_script_not_run) {
             "sent again after a backoff within the command timeout: granted, released", 0);
   rlock_lock_free(l2);
   rlock_client_free(c2);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* The fast path (a blocking unlock of the calling thread's hold, written on
+ * the client's fast connection by the calling thread) answered BUSY: not
+ * run, so sent again like any other unlock, not a final RLOCK_ESERVER that
+ * leaves the hold for its lease. */
+TEST(busy_fast_unlock) {
+  const char *name = "notrun:busy-fast";
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "busy-reply-threshold", "50", NULL));
+  rlock_client_t *c = fh_client(srv->url, 30000, 3000, 3);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* connected */
+  CHECK_OK(rlock_lock_release(l, RLOCK_OWNER_SELF));
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  uint64_t fast_before = st.fast_calls;
+  CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  rlock_client_stats(c, &st);
+  CHECK_MSG(st.fast_calls == fast_before + 1, "the acquire did not take the fast path");
+  fast_before = st.fast_calls;
+  busy_t b;
+  pthread_t t;
+  start_busy(&b, &t, 1000);
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_lock_release(l, RLOCK_OWNER_SELF);
+  int64_t took = rlock_now_ms() - t0;
+  char err[256];
+  snprintf(err, sizeof err, "%s", rlock_last_error());
+  CHECK(pthread_join(t, NULL) == 0);
+  long long exists = th_cmd_int(srv, "EXISTS", name, NULL);
+  rlock_client_stats(c, &st);
+  printf("# blocking unlock (fast path) during a 1000 ms script: %s after %lld ms (%s); key %s; fast calls +%llu\n",
+         rlock_err_name(rc), (long long)took, rc ? err : "", exists ? "still there" : "gone",
+         (unsigned long long)(st.fast_calls - fast_before));
+  CHECK_MSG(rc == 0, "a fast unlock answered BUSY (not run) ended: %s: %s", rlock_err_name(rc), err);
+  CHECK_EQ(exists, 0);
+  if (exists) th_reply_free(th_cmd(srv, "DEL", name, NULL));
+  fh_result("a script past the busy threshold (BUSY) during a blocking unlock on the fast path", "single", "reentrant",
+            "handed to the I/O thread, sent again after a backoff: released", 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -341,6 +386,7 @@ int main(int argc, char **argv) {
   snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
   RUN_IF(unlock_never_written);
   RUN_IF(busy_script_not_run);
+  RUN_IF(busy_fast_unlock);
   RUN_IF(readonly_compound);
   RUN_IF(loading_after_restart);
   fp_stop(px);
