@@ -944,6 +944,7 @@ struct op {
   bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
   bool unchecked;  /* release: sent without the count check (others_in_flight) */
+  bool copy_lost;  /* release: a copy of its id went out and its answer was lost (it may land later) */
   bool held;       /* its request waits behind an unanswered undo of its (owner, name) (lock.c) */
   uint64_t wseq;   /* its current request's place in the client's order of writes (lock.c) */
   int polls;       /* acquire: busy answers so far (a polling kind's backoff) */

@@ -1066,13 +1066,17 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
    * connected within the command timeout, a failover; Cluster TRYAGAIN,
    * LOADING, BUSY... until it): re-sent with the same request id, whose
    * latch answers a copy that was applied. */
+  if (answer_lost(status)) op->copy_lost = true;
   if (status != 0 && (answer_lost(status) || status == RLOCK_ECONNECT) && op->retries < cl->opt.retry_attempts) {
     op->retries++;
     send_release(op);
     return;
   }
-  /* before the owner's next request of the lock (retry_attempts 0: never re-sent) */
-  if (answer_lost(status) && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
+  /* before the owner's next request of the lock (retry_attempts 0: never
+   * re-sent): whenever a copy's answer was lost, even if the last re-send
+   * was never written (RLOCK_ECONNECT): the lost copy may still land */
+  if ((answer_lost(status) || (status == RLOCK_ECONNECT && op->copy_lost)) && cl->opt.retry_attempts > 0)
+    unlock_go_on(op, r);
   int rc = 0, acked;
   int64_t value = 0;
   release_t how = REL_UNKNOWN; /* failed: counted as done all the same (rlock.h) */
@@ -1270,7 +1274,8 @@ void rlock__op_start(op_t *op) {
     if (!op->reqid[0]) new_reqid(op);
     /* the id's first send (a fast connection's copy left at most a command timeout ago) */
     op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
-    if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
+    if (op->fast_lost) /* a re-send of the fast connection's (fast.c) */
+      op->retries = 1, op->copy_lost = true, op->fast_lost = false;
     send_release(op);
     break;
   case OP_COMMAND:
