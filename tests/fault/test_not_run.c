@@ -23,6 +23,11 @@
  *                          is held until the connection is back on the master
  *                          Sentinel names, and granted there (before: the
  *                          compound's READONLY was final, RLOCK_ESERVER)
+ *   readonly_fast_unlock   Sentinel, the fast path: a blocking unlock on the
+ *                          demoted master (its replica promoted with the hold)
+ *                          refused READONLY: handed to the I/O thread, released
+ *                          on the master Sentinel names (before: RLOCK_ESERVER,
+ *                          the hold left on the new master for its lease)
  *   loading_after_restart  a restart that loads its RDB for about 1.5 s: the
  *                          client reconnects during the load, an unlock and a
  *                          try sent then are answered LOADING and sent again
@@ -289,6 +294,103 @@ TEST(readonly_compound) {
   th_server_stop(x);
 }
 
+/* Sentinel, the fast path: a blocking unlock on a master demoted by hand
+ * (its replica promoted, with the hold; Sentinel not told yet) is refused
+ * READONLY on the fast connection. Nothing of it ran: it goes to the I/O
+ * thread, which holds it until the connection is back on the master Sentinel
+ * names, and releases the hold there (before: RLOCK_ESERVER at once, the
+ * hold left on the new master for its lease). */
+typedef struct replica_key {
+  th_server_t *s;
+  const char *key;
+} replica_key_t;
+static int replica_has(void *p) {
+  replica_key_t *k = p;
+  return th_cmd_int(k->s, "EXISTS", k->key, NULL) == 1;
+}
+
+typedef struct repoint {
+  rlock_client_t *c;
+  uint64_t scripts;
+  int sentinel_port, to_port, ok;
+} repoint_t;
+static int script_sent(void *p) {
+  repoint_t *r = p;
+  rlock_stats_t st;
+  rlock_client_stats(r->c, &st);
+  return st.scripts_sent > r->scripts;
+}
+static void *repoint_main(void *p) {
+  repoint_t *r = p;
+  if (!th_wait_until(script_sent, r, 20000)) return NULL; /* the unlock left */
+  redisContext *sc = redisConnect("127.0.0.1", r->sentinel_port);
+  if (!sc || sc->err) return NULL;
+  redisReply *x = redisCommand(sc, "SENTINEL REMOVE notrun-fast");
+  if (x) freeReplyObject(x);
+  x = redisCommand(sc, "SENTINEL MONITOR notrun-fast 127.0.0.1 %d 1", r->to_port);
+  r->ok = x && x->type == REDIS_REPLY_STATUS;
+  if (x) freeReplyObject(x);
+  redisFree(sc);
+  return NULL;
+}
+
+TEST(readonly_fast_unlock) {
+  const char *name = "notrun:ro-fast";
+  th_server_t *x = th_server_start(NULL), *y = th_server_start(NULL);
+  char port[16];
+  snprintf(port, sizeof port, "%d", x->port);
+  th_reply_free(th_cmd(y, "REPLICAOF", "127.0.0.1", port, NULL));
+  CHECK_MSG(th_sentinels_wait_replicas(x, 1, 20000), "the replica never came online");
+  th_sentinel_t *g = th_sentinel_start_alone("notrun-fast", x->port, NULL, 0);
+  char url[300];
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/notrun-fast", g->port);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.command_timeout_ms = 3000;
+  o.replica_sync = RLOCK_REPLICA_SYNC_OFF; /* no WAIT: the fast path applies */
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 200;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* connected */
+  CHECK_OK(rlock_lock_release(l, RLOCK_OWNER_SELF));
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  uint64_t fast0 = st.fast_calls;
+  CHECK_OK(rlock_lock_acquire(l, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  rlock_client_stats(c, &st);
+  CHECK_MSG(st.fast_calls == fast0 + 1, "the acquire did not take the fast path");
+  replica_key_t rk = {y, name};
+  CHECK_MSG(th_wait_until(replica_has, &rk, 10000), "the hold never reached the replica");
+  th_reply_free(th_cmd(y, "REPLICAOF", "NO", "ONE", NULL)); /* promoted, with the hold */
+  snprintf(port, sizeof port, "%d", y->port);
+  th_reply_free(th_cmd(x, "REPLICAOF", "127.0.0.1", port, NULL)); /* demoted: its clients stay connected */
+  repoint_t rp = {.c = c, .scripts = st.scripts_sent, .sentinel_port = g->port, .to_port = y->port};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, repoint_main, &rp) == 0);
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_lock_release(l, RLOCK_OWNER_SELF);
+  int64_t took = rlock_now_ms() - t0;
+  char err[256];
+  snprintf(err, sizeof err, "%s", rlock_last_error());
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(rp.ok);
+  long long left = th_cmd_int(y, "EXISTS", name, NULL);
+  printf("# blocking unlock (fast path) on the demoted master: %s after %lld ms (%s); hold on the new master: %s\n",
+         rlock_err_name(rc), (long long)took, rc ? err : "", left ? "still there" : "gone");
+  CHECK_MSG(rc == 0, "a fast unlock refused READONLY ended: %s: %s", rlock_err_name(rc), err);
+  CHECK_EQ(left, 0);
+  fh_result("Sentinel master silently demoted, a blocking unlock on the fast path refused READONLY", "sentinel",
+            "reentrant", "handed to the I/O thread, held until back on the named master, released there", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(g);
+  th_server_stop(y);
+  th_server_stop(x);
+}
+
 /* ------------------------------------------------------------ LOADING after a restart */
 
 typedef struct loading_job {
@@ -388,6 +490,7 @@ int main(int argc, char **argv) {
   RUN_IF(busy_script_not_run);
   RUN_IF(busy_fast_unlock);
   RUN_IF(readonly_compound);
+  RUN_IF(readonly_fast_unlock);
   RUN_IF(loading_after_restart);
   fp_stop(px);
   th_server_stop(srv);
