@@ -586,19 +586,21 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * order given: by name (bytes) first, then, for one name on several
  * deployments, by the deployment as its client's URL names it, never the
  * node serving it now (a Sentinel failover, a Cluster failover or slot move
- * changes that node): one server by its host resolved to a numeric address
- * (the least of getaddrinfo's answers, IPv4 before IPv6, on the calling
- * thread: not the first, which a dual-stack host makes ::1 for localhost; a
- * unix socket: its real path) and the URL's database; a Sentinel deployment
- * by its least sentinel (resolved so) and the master's name; a Cluster by
- * its least seed. So "redis://localhost:6379" and "redis://127.0.0.1:6379/0"
- * are the same server, every process orders the same members the same way
- * at any time, and two MultiLocks over overlapping sets never wait for each
- * other in a cycle (no deadlock). What the order cannot see: one name on two
- * deployments reached through different addresses (a NAT, a proxy, a host
- * that resolves differently), and one deployment named by processes with
- * different least seeds (list the same seeds in every process): give such
- * members distinct names. One name on the node a member's client is served
+ * changes that node, and so does a host name whose DNS answer changes, as a
+ * failover endpoint's does): one server by its host as the URL spells it,
+ * never resolved (a numeric address in canonical form, localhost as
+ * 127.0.0.1, a name in lower case; a unix socket: its real path) and the
+ * URL's database; a Sentinel deployment by its least sentinel (spelled so)
+ * and the master's name; a Cluster by its least seed. So
+ * "redis://localhost:6379" and "redis://127.0.0.1:6379/0" are the same
+ * server, every process orders the same members the same way at any time,
+ * and two MultiLocks over overlapping sets never wait for each other in a
+ * cycle (no deadlock). What the order cannot see: one name on two
+ * deployments reached through different addresses or spellings (a NAT, a
+ * proxy, a host name in one process and its address in another), and one
+ * deployment named by processes with different least seeds (spell the
+ * same seeds the same way in every process): give such members distinct
+ * names. One name on the node a member's client is served
  * by at rlock_multilock_new (one Cluster named by two seed lists) is the
  * same lock too. Each member waits within what is
  * left of the one wait budget. If a member cannot be had (the budget ran

@@ -725,8 +725,9 @@ static bool take_conn(client_t *cl) {
 typedef enum { RT_REPLY, RT_UNSENT, RT_LOST } rt_t;
 
 /* Sends r and reads its reply (NOSCRIPT: once more as EVAL). RT_UNSENT:
- * nothing reached the socket; RT_LOST: the answer is unknown (the
- * connection is closed: unusable). */
+ * nothing reached the socket, or the server refused it before it ran or
+ * wrote (rlock__reply_not_run, READONLY: nothing applied); RT_LOST: the answer is unknown
+ * (the connection is closed: unusable). */
 static rt_t round_trip(client_t *cl, req_t *r, rlock_reply_t **out) {
   fast_t *f = &cl->fast;
   for (int pass = 0;; pass++) {
@@ -748,6 +749,13 @@ static rt_t round_trip(client_t *cl, req_t *r, rlock_reply_t **out) {
       stat_add(cl, ST_NOSCRIPT, 1);
       if (rlock__script_to_eval(r)) return RT_UNSENT; /* out of memory: nothing applied */
       continue;
+    }
+    /* refused before it ran (BUSY, LOADING...: the I/O thread sends it again
+     * after a backoff, conn.c) or before it wrote (READONLY, a demoted master:
+     * under Sentinel the I/O thread holds it until back on the master) */
+    if (rlock__reply_not_run(reply) || rlock__reply_is_error(reply, "READONLY")) {
+      rlock_reply_free(reply);
+      return RT_UNSENT;
     }
     *out = reply;
     return RT_REPLY;

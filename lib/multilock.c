@@ -58,19 +58,20 @@ static void multilock_destroy(rlock_multilock_t *m);
 /* ------------------------------------------------------------ canonical order
  * (name, deployment): the name first, so spellings of a server never matter
  * for members of different names; for one name on several deployments, the
- * deployment as its URL names it, resolved here, never the node serving it
- * now (a Cluster failover or slot move, a Sentinel failover changes that
- * node, and a MultiLock made before it would order its members otherwise
- * than one made after: two of them then wait for each other for ever):
- *   one server   "ip:port/db" ("[ip6]:port/db", a unix socket "path/db"),
+ * deployment as its URL names it, never the node serving it now (a Cluster
+ * failover or slot move, a Sentinel failover, a DNS name that answers
+ * another address change that node, and a MultiLock made before it would
+ * order its members otherwise than one made after: two of them then wait
+ * for each other for ever):
+ *   one server   "host:port/db" ("[ip6]:port/db", a unix socket "path/db"),
  *                so "redis://localhost:6379" and "redis://127.0.0.1:6379/0"
  *                are one server
  *   Sentinel     "sentinel:<least sentinel>/<master name>/db"
  *   Cluster      "cluster:<least seed>"
- * with hosts resolved to their least address. Every process that names a
- * deployment with the same least seed (the same seeds, in any order and
- * spelling, do) orders its members the same way, at any time. The node
- * serving a member now only tells one lock given twice (RLOCK_EINVAL). */
+ * with hosts as host_port_key spells them (never resolved). Every process
+ * that names a deployment with the same least seed (the same seeds, in any
+ * order, do) orders its members the same way, at any time. The node serving
+ * a member now only tells one lock given twice (RLOCK_EINVAL). */
 
 typedef struct member {
   rlock_lock_t *l;
@@ -111,14 +112,41 @@ static void resolve_node(const char *node, char *out, size_t n) {
   if (least[0]) snprintf(out, n, "%s%s", least, colon);
 }
 
-/* "host:port" of a URL host (brackets put back around an IPv6 address), resolved. */
-static void resolve_host_port(const char *host, int port, char *out, size_t n) {
-  char node[300];
-  snprintf(node, sizeof node, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-  resolve_node(node, out, n);
+/* "host:port" of a URL host as the URL spells it, never resolved: a name's
+ * answer changes (a DNS failover endpoint names the new master), and a
+ * MultiLock made before the change would order its members otherwise than
+ * one made after. A numeric address in its canonical form ("[v6]:port"),
+ * localhost as 127.0.0.1 (RFC 6761: the loopback; rlock.h's example), any
+ * other name in lower case without a trailing dot. */
+static void host_port_key(const char *host, size_t hl, int port, char *out, size_t n) {
+  char h[300], ip[INET6_ADDRSTRLEN];
+  unsigned char a[16];
+  if (hl >= sizeof h) hl = sizeof h - 1;
+  for (size_t i = 0; i < hl; i++) h[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] - 'A' + 'a' : host[i]);
+  h[hl] = 0;
+  if (hl > 1 && h[hl - 1] == '.') h[--hl] = 0;
+  if (!strcmp(h, "localhost")) snprintf(h, sizeof h, "127.0.0.1");
+  if (inet_pton(AF_INET, h, a) == 1 && inet_ntop(AF_INET, a, ip, sizeof ip)) snprintf(out, n, "%s:%d", ip, port);
+  else if (inet_pton(AF_INET6, h, a) == 1 && inet_ntop(AF_INET6, a, ip, sizeof ip)) snprintf(out, n, "[%s]:%d", ip, port);
+  else snprintf(out, n, strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, port);
 }
 
-/* The least of a, and of b resolved: a keeps it. */
+/* host_port_key of a seed "host:port" or "[v6]:port" (validated by url.c). */
+static void seed_key(const char *node, size_t len, char *out, size_t n) {
+  const char *colon = NULL;
+  for (size_t i = 0; i < len; i++)
+    if (node[i] == ':') colon = node + i;
+  if (!colon) {
+    snprintf(out, n, "%.*s", (int)len, node);
+    return;
+  }
+  const char *h = node;
+  size_t hl = (size_t)(colon - node);
+  if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;
+  host_port_key(h, hl, atoi(colon + 1), out, n);
+}
+
+/* The least of a and b: a keeps it. */
 static void keep_least(char *a, size_t n, const char *b) {
   if (!a[0] || strcmp(b, a) < 0) snprintf(a, n, "%s", b);
 }
@@ -132,25 +160,21 @@ static void deployment_key(const client_t *cl, char *out, size_t n) {
     snprintf(out, n, "%s/%d", one, u->db);
   } else if (u->sentinel) {
     for (int i = 0; i < u->nsentinels; i++) {
-      resolve_host_port(u->sentinels[i].host, u->sentinels[i].port, one, sizeof one);
+      host_port_key(u->sentinels[i].host, strlen(u->sentinels[i].host), u->sentinels[i].port, one, sizeof one);
       keep_least(least, sizeof least, one);
     }
     snprintf(out, n, "sentinel:%s/%s/%d", least, u->master ? u->master : "", u->db);
   } else if (u->cluster) {
-    resolve_host_port(u->host, u->port, least, sizeof least);
+    host_port_key(u->host, strlen(u->host), u->port, least, sizeof least);
     for (const char *s = u->seeds; s && *s;) { /* "h2:p2,h3:p3" (validated by url.c) */
       size_t len = strcspn(s, ",");
-      char node[300];
-      if (len < sizeof node) {
-        memcpy(node, s, len), node[len] = 0;
-        resolve_node(node, one, sizeof one);
-        keep_least(least, sizeof least, one);
-      }
+      seed_key(s, len, one, sizeof one);
+      keep_least(least, sizeof least, one);
       s += len + (s[len] == ',');
     }
     snprintf(out, n, "cluster:%s", least);
   } else {
-    resolve_host_port(u->host, u->port, one, sizeof one);
+    host_port_key(u->host, strlen(u->host), u->port, one, sizeof one);
     snprintf(out, n, "%s/%d", one, u->db);
   }
 }

@@ -160,3 +160,8 @@ RLOCK_API void rlock_reply_free(rlock_reply_t *r) {
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix) {
   return r && r->type == RLOCK_REPLY_ERROR && r->str && !strncmp(r->str, prefix, strlen(prefix));
 }
+
+bool rlock__reply_not_run(const rlock_reply_t *r) {
+  return rlock__reply_is_error(r, "LOADING") || rlock__reply_is_error(r, "MASTERDOWN") ||
+         rlock__reply_is_error(r, "BUSY ") || (rlock__reply_is_error(r, "BUSY") && !strcmp(r->str, "BUSY"));
+}

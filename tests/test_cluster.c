@@ -4,7 +4,8 @@
  * its slot; two processes contending through different seed nodes; a slot
  * migrated live (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE) while its lock is
  * held, renewed and waited for; a replica promoted with CLUSTER FAILOVER under
- * a held and waited-for lock. Internal test: it names slots with the
+ * a held and waited-for lock; a waiter that leaves after a failover learnt by
+ * MOVED only unsubscribes where its subscription is. Internal test: it names slots with the
  * library's own tags (rlock__names_tag). */
 #include "harness.h"
 #include "harness_cluster.h"
@@ -995,9 +996,13 @@ TEST(failover_under_an_idle_waiter) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
   wait_subscribed(name);
-  manual_failover(m, rep);
   owner_is_t o = {slot, rep};
-  CHECK_MSG(th_wait_until(owner_is, &o, 60000), "the replica did not take the slot");
+  int promoted = 0;
+  for (int i = 0; i < 6 && !promoted; i++) { /* a manual failover times out (5 s) on a loaded host: again */
+    manual_failover(m, rep);
+    promoted = th_wait_until(owner_is, &o, 10000);
+  }
+  CHECK_MSG(promoted, "the replica did not take the slot");
   CHECK(th_cluster_wait_ok(cl, 60000));
   int64_t unlocked_at = th_now_ms();
   CHECK_OK(rlock_lock_unlock(lh));
@@ -1013,6 +1018,91 @@ TEST(failover_under_an_idle_waiter) {
   rlock_lock_free(lw);
   rlock_client_free(h);
   rlock_client_free(wc);
+}
+
+/* A waiter that leaves after a failover its client learnt of by a MOVED
+ * only (its user may not run CLUSTER SLOTS any more: no refresh moves the
+ * subscription): its SUNSUBSCRIBE goes to the connection holding the
+ * subscription, the demoted master, which keeps it otherwise (Redis 7.0).
+ * Before the fix it went where the slot map says now (the promoted
+ * replica), and the old master kept the channel for ever (issue 20 item 11). */
+typedef struct cancel_waiter {
+  rlock_lock_t *lock;
+  rlock_cancel_t *cancel;
+  int rc;
+} cancel_waiter_t;
+static void *cancel_waiter_main(void *arg) {
+  cancel_waiter_t *w = arg;
+  w->rc = rlock_lock_acquire(w->lock, 7, 120000, RLOCK_LEASE_WATCHDOG, w->cancel);
+  return NULL;
+}
+
+typedef struct numsub_is {
+  th_server_t *s;
+  const char *chan;
+  long long want;
+} numsub_is_t;
+static int numsub_is(void *arg) {
+  numsub_is_t *n = arg;
+  return shard_numsub(n->s, n->chan) == n->want;
+}
+
+static void acl_all(const char *rule) {
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]) th_reply_free(th_cmd(cl->node[i], "ACL", "SETUSER", "rlw", rule, NULL));
+}
+
+TEST(leave_after_failover_learnt_by_moved) {
+  th_server_t *m = other_master(cl->node[0]), *rep = th_cluster_replica_of(cl, m); /* master_killed: node[0] */
+  CHECK(rep != NULL);
+  char name[64], chan[128], url[sizeof cl->url + 32];
+  name_on(m, "leave-moved", name, sizeof name);
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+  int slot = th_cluster_keyslot(cl, name);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i])
+      th_reply_free(th_cmd(cl->node[i], "ACL", "SETUSER", "rlw", "on", ">rlwpw", "~*", "&*", "+@all", NULL));
+  snprintf(url, sizeof url, "redis+cluster://rlw:rlwpw@%s", cl->url + strlen("redis+cluster://"));
+  rlock_client_t *h = client_on(cl->url, 30000), *wc = client_on(url, 30000);
+  rlock_lock_t *lh = th_lock(h, name), *lw = th_lock(wc, name);
+  CHECK_OK(rlock_lock_trylock(lh, 0, RLOCK_LEASE_WATCHDOG));
+  replica_has_t rh = {rep, name};
+  CHECK(th_wait_until(replica_has_key, &rh, 20000));
+  cancel_waiter_t w = {.lock = lw};
+  CHECK_OK(rlock_cancel_new(&w.cancel));
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, cancel_waiter_main, &w) == 0);
+  wait_subscribed(name); /* on m */
+  acl_all("-cluster|slots"); /* the waiter's client learns the failover by MOVED only */
+  owner_is_t o = {slot, rep};
+  int promoted = 0;
+  for (int i = 0; i < 6 && !promoted; i++) { /* a manual failover times out (5 s) on a loaded host: again */
+    manual_failover(m, rep);
+    promoted = th_wait_until(owner_is, &o, 10000);
+  }
+  CHECK_MSG(promoted, "the replica did not take the slot");
+  CHECK(th_cluster_wait_ok(cl, 60000));
+  int locked = -1;
+  CHECK_OK(rlock_lock_is_locked(lw, &locked)); /* to m: MOVED, the slot map names rep now */
+  CHECK_EQ(locked, 1);
+  CHECK_EQ(shard_numsub(m, chan), 1); /* the demoted master kept the subscription */
+  rlock_cancel_trigger(w.cancel);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_RC(w.rc, RLOCK_ECANCELED);
+  numsub_is_t gone = {m, chan, 0};
+  int left = th_wait_until(numsub_is, &gone, 5000);
+  printf("# after the waiter left: %lld subscriber(s) on the demoted master, %lld on the new one\n",
+         shard_numsub(m, chan), shard_numsub(rep, chan));
+  CHECK_MSG(left, "the demoted master keeps the channel of a waiter that left");
+  acl_all("+cluster|slots");
+  CHECK_OK(rlock_lock_unlock(lh));
+  rlock_lock_free(lh);
+  rlock_lock_free(lw);
+  rlock_client_free(h);
+  rlock_client_free(wc);
+  rlock_cancel_free(w.cancel);
+  for (int i = 0; i < cl->n; i++)
+    if (cl->node[i]) th_reply_free(th_cmd(cl->node[i], "ACL", "DELUSER", "rlw", NULL));
 }
 
 TEST(replica_promoted_by_cluster_failover) { across_failover(cl->node[1], "manual-failover", 6000, manual_failover); }
@@ -1310,6 +1400,7 @@ int main(int argc, char **argv) {
   RUN_SOME(multilock_order_across_slot_move);
   RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
+  RUN_SOME(leave_after_failover_learnt_by_moved); /* after the tests that fail node[1], node[2] over */
   RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);
   return th_done();

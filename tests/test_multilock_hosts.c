@@ -11,7 +11,15 @@
  *                         processes spelling two servers the opposite ways
  *                         take one name's members in the same order (with the
  *                         first answer, "[::1]:P" sorted after "127.0.0.1:Q":
- *                         opposite orders, a deadlock between them) */
+ *                         opposite orders, a deadlock between them)
+ *   name_answers_change   a host name whose answer changes (a DNS failover
+ *                         endpoint that names the new master: here the hosts
+ *                         file rewritten between two MultiLocks) orders its
+ *                         members as before: the deployment as its URL spells
+ *                         it, never the address serving it now (before: the
+ *                         name resolved at creation, 127.0.0.3 then 127.0.0.1,
+ *                         took opposite members first: a deadlock between a
+ *                         MultiLock made before the change and one made after) */
 #include "harness.h"
 
 #include <netdb.h>
@@ -21,9 +29,24 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 static th_server_t *s1, *s2;
+
+static const char base_hosts[] = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n";
+
+/* /etc/hosts (this process's own, bound in dual_stack_hosts) is now the
+ * base lines and extra. */
+static int set_hosts(const char *extra) {
+  int fd = open("/etc/hosts", O_WRONLY | O_TRUNC);
+  if (fd < 0) return -1;
+  char text[512];
+  int n = snprintf(text, sizeof text, "%s%s", base_hosts, extra);
+  int ok = write(fd, text, (size_t)n) == n;
+  close(fd);
+  return ok ? 0 : -1;
+}
 
 /* 0 once /etc/hosts is the dual-stack one (in this process's own mount
  * namespace) and localhost's first answer is ::1; else why not. */
@@ -31,8 +54,7 @@ static const char *dual_stack_hosts(void) {
   char path[] = "/tmp/rlock-hosts-XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return "mkstemp failed";
-  static const char text[] = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n";
-  int ok = write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1);
+  int ok = write(fd, base_hosts, sizeof base_hosts - 1) == (ssize_t)(sizeof base_hosts - 1);
   close(fd);
   const char *why = NULL;
   if (!ok) why = "cannot write the hosts file";
@@ -82,6 +104,37 @@ TEST(localhost_is_127_0_0_1) {
   rlock_client_free(o1), rlock_client_free(o2);
 }
 
+TEST(name_answers_change) {
+  /* the endpoint's server also listens on 127.0.0.3, the other deployment on 127.0.0.2 */
+  static const char *const b3[] = {"--bind", "127.0.0.1", "127.0.0.3", NULL};
+  static const char *const b2[] = {"--bind", "127.0.0.1", "127.0.0.2", NULL};
+  th_server_t *e = th_server_start(&(th_server_opts_t){.extra_args = b3});
+  th_server_t *o = th_server_start(&(th_server_opts_t){.extra_args = b2});
+  const char *name = "mh:dns";
+  char ep[64], other[64];
+  snprintf(ep, sizeof ep, "redis://rl-endpoint:%d", e->port);
+  snprintf(other, sizeof other, "redis://127.0.0.2:%d", o->port);
+  rlock_client_t *ce = th_client(e->url, 0), *co = th_client(o->url, 0);
+  rlock_lock_t *he = th_lock(ce, name), *ho = th_lock(co, name);
+  CHECK_OK(rlock_lock_acquire(he, 3, 0, 60000, NULL)); /* both held elsewhere */
+  CHECK_OK(rlock_lock_acquire(ho, 3, 0, 60000, NULL));
+  CHECK(set_hosts("127.0.0.3 rl-endpoint\n") == 0);
+  char before = th_multilock_first_taken(ep, name, other, name);
+  CHECK(set_hosts("127.0.0.1 rl-endpoint\n") == 0); /* the name answers another address now */
+  char after = th_multilock_first_taken(ep, name, other, name);
+  printf("first: '%c' with rl-endpoint at 127.0.0.3, '%c' at 127.0.0.1 (%s, %s)\n", before, after, ep, other);
+  CHECK(before != '?' && after != '?');
+  CHECK_MSG(before == after, "one MultiLock before the name's answer changed and one after take opposite members "
+                             "first: they deadlock");
+  CHECK(set_hosts("") == 0);
+  CHECK_OK(rlock_lock_release(he, 3));
+  CHECK_OK(rlock_lock_release(ho, 3));
+  rlock_lock_free(he), rlock_lock_free(ho);
+  rlock_client_free(ce), rlock_client_free(co);
+  th_server_stop(o);
+  th_server_stop(e);
+}
+
 int main(int argc, char **argv) {
   const char *why = dual_stack_hosts(); /* before any thread: the namespace is the process's */
   if (why) {
@@ -92,6 +145,7 @@ int main(int argc, char **argv) {
   s1 = th_server_start(NULL);
   s2 = th_server_start(NULL);
   RUN(localhost_is_127_0_0_1);
+  RUN(name_answers_change);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();

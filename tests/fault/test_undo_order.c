@@ -541,6 +541,56 @@ TEST(undo_refused_behind_next_trylock) {
 }
 
 /* test_undo_order [NAME]: all tests, or only NAME */
+/* The same when the last re-send was never written (RLOCK_ECONNECT: the
+ * proxy refuses the reconnect past the command timeout) after a copy whose
+ * answer was lost: the call fails RLOCK_ECONNECT, but the first copy is
+ * still on its way. Before: no go-on (only a final lost answer made one),
+ * the owner locked again, the held copy landed and removed that grant. */
+TEST(unlock_lost_then_not_connected_behind_next_lock) {
+  const char *name = "undo:unlock-econnect";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = UNAME "-ec";
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 2; /* copy 1 lost, copy 2 lost with the connection, copy 3 never written */
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 200;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  char o[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(UNAME "-ec", 0);
+  fp_hold_conn(px, port, FP_UP);
+  fp_refuse(px, 1); /* the re-send after the first copy's timeout finds no connection */
+  int rc = rlock_lock_unlock(l);
+  printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(rc != 0, "the held unlock was answered");
+  CHECK_EQ(th_hget_num(srv, name, o), 1); /* no copy ran yet */
+  fp_refuse(px, 0);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_unlock(l));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("unlock's first copy held, its re-send never written (ECONNECT), the owner locks again", "single",
+            "reentrant", "the unlock goes on alone until answered, the lock waits for it: one holder", 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -553,6 +603,8 @@ int main(int argc, char **argv) {
   if (!only || strstr("unlock_unwritten_resend_behind_next_lock", only)) RUN(unlock_unwritten_resend_behind_next_lock);
   if (!only || strstr("unlock_refused_resend_behind_next_lock", only)) RUN(unlock_refused_resend_behind_next_lock);
   if (!only || strstr("undo_refused_behind_next_trylock", only)) RUN(undo_refused_behind_next_trylock);
+  if (!only || strstr("unlock_lost_then_not_connected_behind_next_lock", only))
+    RUN(unlock_lost_then_not_connected_behind_next_lock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
