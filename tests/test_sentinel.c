@@ -306,6 +306,9 @@ TEST(readonly_after_a_silent_demotion) {
   CHECK(pthread_create(&t, NULL, trylock_thread, &j) == 0);
   attempting = c;
   CHECK_MSG(th_wait_until(attempted, &want, 20000), "the acquire was never tried");
+  /* y's replica (x, demoted under it) online before Sentinel names y: the
+   * try's WAIT there needs it (else RLOCK_ENOSYNC, seen under valgrind) */
+  CHECK_MSG(th_sentinels_wait_replicas(y, 1, 20000), "x never came online as y's replica");
   redisContext *sc = redisConnect("127.0.0.1", g->port);
   CHECK(sc && !sc->err);
   r = redisCommand(sc, "SENTINEL REMOVE ro");
