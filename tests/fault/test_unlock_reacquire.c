@@ -49,7 +49,11 @@ TEST(reacquire_after_failed_unlock) {
             th_hget_num(srv, "reacquire", o));
   /* the same owner again, well within the 10 s lease of the left hold */
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-  CHECK_EQ(th_hget_num(srv, "reacquire", o), 2);
+  /* 2: the failed unlock never ran. 1: a copy of it was written before the
+   * cut (its answer lost), so it went on alone after the reconnect and the
+   * lock waited for its answer (lock.c unlock_go_on; seen under valgrind) */
+  long long count = th_hget_num(srv, "reacquire", o);
+  CHECK_MSG(count == 2 || count == 1, "count %lld after the lock", count);
   int lost0 = atomic_load(&lost_calls);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_MSG(th_cmd_int(srv, "EXISTS", "reacquire", NULL) == 0, "the lock is still held (count %lld)",
