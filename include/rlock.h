@@ -101,7 +101,7 @@ const char *rlock_err_name(int err);
  * RLOCK_ENOSYNC, the message saying how many replicas acknowledged of how
  * many ("replica sync: 0 of 1 replicas acknowledged within 1000 ms, policy
  * one needs 1"; "0 acknowledged ..., the master reports no replica online
- * but had replicas" for a master cut off from them). A waiting acquire does
+ * but had some" for a master cut off from them; the message names the way out). A waiting acquire does
  * not wait on after that: the replicas, not the lock, are missing. The
  * replica count is also read again after a miss (a replica that left no
  * longer counts for majority and all; at least one is still asked).

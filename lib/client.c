@@ -202,7 +202,8 @@ int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int ack
   if (need->of == 0)
     return rlock__fail(RLOCK_ENOSYNC,
                        "replica sync: %d acknowledged within %lld ms, policy %s needs %d: the master reports no "
-                       "replica online but had replicas (or Sentinel lists some): cut off from them?",
+                       "replica online but had some (or Sentinel lists some): cut off? (replica_sync off locks "
+                       "without them; a new client forgets them, Sentinel on SENTINEL RESET)",
                        acked, (long long)cl->opt.replica_sync_timeout_ms, policy_name(cl->opt.replica_sync),
                        need->need);
   return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",

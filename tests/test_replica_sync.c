@@ -585,6 +585,9 @@ TEST(master_cut_off_from_its_replicas) {
            rlock_last_error());
     CHECK_MSG(rc == RLOCK_ENOSYNC, "policy %s: trylock on the cut-off master: %s (%s)", names[i] + 7,
               rlock_err_name(rc), rlock_last_error());
+    /* the message names the cause and the way out */
+    CHECK_MSG(strstr(rlock_last_error(), "had some") && strstr(rlock_last_error(), "SENTINEL RESET)"),
+              "message: %s", rlock_last_error());
     CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:cut", NULL), 0);
     rlock_stats_t st = stats(c[i]);
     CHECK(st.acquire_sync_misses >= 1);

@@ -276,6 +276,45 @@ TEST(sentinel_master_refused_still_follows) {
   th_server_stop(a);
 }
 
+/* An unknown epoch (the ACL of the sentinel the client first heard refuses
+ * SENTINEL MASTER) is not older than every known one: a second sentinel
+ * that names another master with epoch 0 (a stale one; the URL has two, so
+ * one is no majority) never moves the client. Before: 0 > -1 was "newer":
+ * the first poll of that sentinel moved the client to the other node. */
+TEST(unknown_epoch_is_not_older) {
+  th_server_t *a = th_server_start(NULL), *b = th_server_start(NULL);
+  th_sentinel_t *g = th_sentinel_start_alone("unk", b->port, NULL, 0);
+  th_sentinel_t *x = th_sentinel_start_alone("unk", a->port, NULL, 0);
+  struct timeval tv = {2, 0};
+  redisContext *sc = redisConnectWithTimeout("127.0.0.1", g->port, tv);
+  CHECK(sc && !sc->err);
+  redisReply *r = redisCommand(sc, "ACL SETUSER default -sentinel|master");
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER on the sentinel: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  redisFree(sc);
+  char url[300];
+  int ports[] = {g->port, x->port, 0};
+  url_of(url, sizeof url, "unk", ports);
+  rlock_client_t *c = client_on(url, "unk-c");
+  rlock_lock_t *l = th_lock(c, "unk:lock");
+  CHECK_OK(rlock_lock_trylock(l, 0, 10000));
+  CHECK_EQ(th_cmd_int(b, "EXISTS", "unk:lock", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  counter_start(&stale_count, x->port);
+  CHECK_MSG(th_wait_until(stale_answered_twice, NULL, 30000), "the other sentinel was not asked twice");
+  CHECK_EQ(th_clients_named(a, "unk-c"), 0);
+  CHECK_OK(rlock_lock_trylock(l, 0, 10000));
+  CHECK_EQ(th_cmd_int(b, "EXISTS", "unk:lock", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  redisFree(stale_count.c);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_sentinel_stop_alone(x);
+  th_sentinel_stop_alone(g);
+  th_server_stop(b);
+  th_server_stop(a);
+}
+
 /* test_sentinel_stale [NAME...]: the named tests only (all by default). */
 static int wanted(int argc, char **argv, const char *name) {
   for (int i = 1; i < argc; i++)
@@ -291,5 +330,6 @@ int main(int argc, char **argv) {
   RUN_WANTED(role_refusal_asks_the_next_sentinel);
   RUN_WANTED(sentinel_listed_replicas_are_waited_for);
   RUN_WANTED(sentinel_master_refused_still_follows);
+  RUN_WANTED(unknown_epoch_is_not_older);
   return th_done();
 }

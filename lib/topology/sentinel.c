@@ -167,7 +167,7 @@ static bool is_master(const sentinel_t *s, const char *host, int port) {
  * sentinels of this survey named it. Never backwards: the first master, a
  * higher epoch, or what a majority of the URL's sentinels name. */
 static void choose(sentinel_t *s, const char *host, int port, int64_t epoch, int votes) {
-  RLOCK__ASSERT(!s->host || epoch > s->epoch || (epoch == s->epoch && is_master(s, host, port)) ||
+  RLOCK__ASSERT(!s->host || (s->epoch >= 0 && epoch > s->epoch) || (epoch == s->epoch && is_master(s, host, port)) ||
                 2 * votes > s->cl->url.nsentinels);
   s->epoch = epoch;
   use_master(s, host, port);
@@ -322,7 +322,9 @@ static void start_sub(sentinel_t *s) {
  * A survey ends when a sentinel asked in it answers again. */
 static void decide(sentinel_t *s, int k, const char *host, int port, int64_t epoch, long long listed) {
   int n = s->cl->url.nsentinels;
-  if (!s->host || epoch > s->epoch) {
+  /* an unknown epoch (-1) is not older than a known one: after it only
+   * the same address confirms, and a move needs a majority */
+  if (!s->host || (s->epoch >= 0 && epoch > s->epoch)) {
     survey_end(s);
     to_front(s, s->qi);
     note_replicas(s, listed);
@@ -334,7 +336,7 @@ static void decide(sentinel_t *s, int k, const char *host, int port, int64_t epo
     return;
   }
   vote_t *v = &s->votes[k];
-  if (epoch == s->epoch && is_master(s, host, port)) {
+  if ((epoch == s->epoch || s->epoch < 0) && is_master(s, host, port)) {
     note_replicas(s, listed);
     if (s->survey && s->chase) {
       v->in = true, v->port = 0; /* a confirmation, not a vote for another master */
