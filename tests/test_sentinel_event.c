@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_replica.h"
 #include "harness_sentinel.h"
 #include "internal.h"
 
@@ -59,7 +60,17 @@ TEST(switch_master_event_moves_quiet_clients_and_wakes_the_waiter) {
   rlock_lock_t *hl = th_lock(h, NAME);
   th_waiter_t wt = {.lock = th_lock(w, NAME), .lease_ms = 10000};
   CHECK_OK(rlock_lock_lock(hl, 60000)); /* a fixed lease: no renewal traffic */
-  CHECK(th_cmd_int(old, "WAIT", "1", "10000", NULL) >= 1);
+  /* The hold on the replica before the master freezes (replica sync is off:
+   * the lock call did not wait for it). A raw WAIT here proves nothing: it
+   * waits for its own connection's last write, and that connection wrote
+   * nothing, so it answers 1 at once. Redis 7.0 also starts the command
+   * stream to a replica just come online only at its first periodic ACK (up
+   * to 1 s): the master was frozen before that in CI (valgrind), the new
+   * master had no hold, the waiter took the lock and the holder's unlock
+   * was answered "not held". th_replicas_caught_up writes, then WAITs on
+   * the same connection: the stream is in order, so the hold is there. */
+  th_replicas_caught_up(old, 1, 10000);
+  CHECK_EQ(th_cmd_int(d->nodes[1], "EXISTS", NAME, NULL), 1);
   th_waiter_start(&wt);
   watched = old;
   CHECK_MSG(th_wait_until(subscribed, NULL, 30000), "the waiter never subscribed");
