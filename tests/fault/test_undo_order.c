@@ -330,6 +330,37 @@ TEST(unlock_given_up_behind_next_lock) {
   rlock_client_free(c);
 }
 
+/* The start of the held-unlock cases: a client (command timeout 300 ms,
+ * 2 re-sends, the first timeout replaces the connection, no fast path)
+ * holds `name` once, its latch DEL has left, and the proxy now holds its
+ * script connection's requests. Returns that connection's port. */
+static int held_unlock_setup(const char *client_name, const char *name, int64_t reconnect_max_ms, rlock_client_t **cp,
+                             rlock_lock_t **lp, char o[128]) {
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = client_name;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 2; /* copy 1 lost, copy 2 lost with the connection, copy 3 as the case says */
+  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = reconnect_max_ms;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &opt));
+  rlock_lock_t *l = th_lock(c, name);
+  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, 128);
+  long long del0 = th_cmdstat(srv, "del");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
+  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
+  int port = script_port(client_name, 0);
+  fp_hold_conn(px, port, FP_UP);
+  *cp = c, *lp = l;
+  return port;
+}
+
 /* The same when the last re-send was never written: the unlock's first copy
  * is held on a stuck connection, the client replaces it at the timeout, and
  * the server is unreachable (the proxy refuses connections) for the re-send's
@@ -343,28 +374,10 @@ TEST(unlock_given_up_behind_next_lock) {
 
 TEST(unlock_unwritten_resend_behind_next_lock) {
   const char *name = "undo:unlock-econnect";
-  rlock_options_t opt;
-  rlock_options_init(&opt);
-  opt.url = purl;
-  opt.client_name = ENAME;
-  opt.command_timeout_ms = 300;
-  opt.retry_attempts = 2;
-  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
-  opt.ping_interval_ms = 0;
-  opt.fast_path = 0;
-  opt.reconnect_min_ms = 50;
-  opt.reconnect_max_ms = 100;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &opt));
-  rlock_lock_t *l = th_lock(c, name);
+  rlock_client_t *c;
+  rlock_lock_t *l;
   char o[128];
-  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
-  long long del0 = th_cmdstat(srv, "del");
-  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
-  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
-  int port = script_port(ENAME, 0);
-  fp_hold_conn(px, port, FP_UP);
+  int port = held_unlock_setup(ENAME, name, 100, &c, &l, o);
   fp_refuse(px, 1); /* the replacement cannot connect: the re-send is never written */
   int rc = rlock_lock_unlock(l);
   printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
@@ -413,28 +426,10 @@ static int oom_reach(void *a) { return oom_refusals() >= ((oom_arg_t *)a)->want;
 
 TEST(unlock_refused_resend_behind_next_lock) {
   const char *name = "undo:unlock-oom";
-  rlock_options_t opt;
-  rlock_options_init(&opt);
-  opt.url = purl;
-  opt.client_name = MNAME;
-  opt.command_timeout_ms = 300;
-  opt.retry_attempts = 2;
-  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
-  opt.ping_interval_ms = 0;
-  opt.fast_path = 0;
-  opt.reconnect_min_ms = 50;
-  opt.reconnect_max_ms = 100;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &opt));
-  rlock_lock_t *l = th_lock(c, name);
+  rlock_client_t *c;
+  rlock_lock_t *l;
   char o[128];
-  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
-  long long del0 = th_cmdstat(srv, "del");
-  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
-  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
-  int port = script_port(MNAME, 0);
-  fp_hold_conn(px, port, FP_UP);
+  int port = held_unlock_setup(MNAME, name, 100, &c, &l, o);
   long long oom0 = oom_refusals();
   th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL)); /* every write refused: OOM */
   int rc = rlock_lock_unlock(l);
@@ -548,28 +543,10 @@ TEST(undo_refused_behind_next_trylock) {
  * the owner locked again, the held copy landed and removed that grant. */
 TEST(unlock_lost_then_not_connected_behind_next_lock) {
   const char *name = "undo:unlock-econnect";
-  rlock_options_t opt;
-  rlock_options_init(&opt);
-  opt.url = purl;
-  opt.client_name = UNAME "-ec";
-  opt.command_timeout_ms = 300;
-  opt.retry_attempts = 2; /* copy 1 lost, copy 2 lost with the connection, copy 3 never written */
-  opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
-  opt.ping_interval_ms = 0;
-  opt.fast_path = 0;
-  opt.reconnect_min_ms = 50;
-  opt.reconnect_max_ms = 200;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &opt));
-  rlock_lock_t *l = th_lock(c, name);
+  rlock_client_t *c;
+  rlock_lock_t *l;
   char o[128];
-  th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
-  long long del0 = th_cmdstat(srv, "del");
-  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-  cmdstat_arg_t del = {"del", del0 + 1}; /* its latch DEL has left */
-  CHECK(th_wait_until(cmdstat_reach, &del, 5000));
-  int port = script_port(UNAME "-ec", 0);
-  fp_hold_conn(px, port, FP_UP);
+  int port = held_unlock_setup(UNAME "-ec", name, 200, &c, &l, o);
   fp_refuse(px, 1); /* the re-send after the first copy's timeout finds no connection */
   int rc = rlock_lock_unlock(l);
   printf("  unlock: %s (%s)\n", rlock_err_name(rc), rlock_last_error());
