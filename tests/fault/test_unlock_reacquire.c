@@ -45,8 +45,10 @@ TEST(reacquire_after_failed_unlock) {
   fp_refuse(px, 0);
   int two = 2;
   CHECK_MSG(th_wait_until(conns_are, &two, 5000), "the client did not reconnect");
-  CHECK_MSG(th_hget_num(srv, "reacquire", o) == 1, "the failed unlock's hold is not there (count %lld)",
-            th_hget_num(srv, "reacquire", o));
+  /* 1: the failed unlock never ran; gone (-1000): a copy written before the
+   * cut went on alone after the reconnect and released it (lock.c unlock_go_on) */
+  long long left = th_hget_num(srv, "reacquire", o);
+  CHECK_MSG(left == 1 || left == -1000, "the failed unlock's hold: count %lld", left);
   /* the same owner again, well within the 10 s lease of the left hold */
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
   /* 2: the failed unlock never ran. 1: a copy of it was written before the
