@@ -39,7 +39,10 @@ TEST(late_reply_relock) {
   fp_refuse(px, 0);
   int two = 2;
   CHECK_MSG(th_wait_until(conns_are, &two, 5000), "no reconnect");
-  CHECK_EQ(th_hget_num(srv, "late", o), 1);
+  /* 1: the failed unlock never ran; gone (-1000): a copy written before the
+   * cut went on alone after the reconnect and released it (lock.c unlock_go_on) */
+  long long left = th_hget_num(srv, "late", o);
+  CHECK_MSG(left == 1 || left == -1000, "the failed unlock's hold: count %lld", left);
   int64_t now = th_now_ms();
   CHECK_MSG(now < t0 + 5300, "too slow: %lld", (long long)(now - t0));
   th_sleep_ms(t0 + 5300 - now);
@@ -47,7 +50,7 @@ TEST(late_reply_relock) {
   CHECK_OK(rlock_lock_lock(l, 6000));
   fp_delay(px, 0);
   fprintf(stderr, "relock answered at t0+%lld\n", (long long)(th_now_ms() - t0));
-  CHECK_EQ(th_hget_num(srv, "late", o), 2);
+  CHECK_EQ(th_hget_num(srv, "late", o), left == 1 ? 2 : 1);
   int lost0 = atomic_load(&lost_calls);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_MSG(atomic_load(&lost_calls) == lost0, "spurious lost: %s",
