@@ -1,0 +1,331 @@
+/* test_redisson.c -- rlock and the real Redisson 4.7.0 (a JVM driven
+ * through harness_redisson.h) share reentrant locks on one redis-server:
+ *   java_holds_c_waits   Java holds (60 s lease), a C waiter is woken by
+ *                        Java's unlock message at once, not by the TTL
+ *   c_holds_java_waits   the reverse: Java's lock() is woken by rlock's unlock
+ *   reentry_counts       hold counts seen from both sides; neither side can
+ *                        release the other's hold
+ *   force_unlock_wakes   forceUnlock from Java wakes a C waiter, rlock's
+ *                        force unlock wakes a Java waiter
+ *   java_watchdog        Redisson's watchdog keeps its hold past several
+ *                        leases while C waits, and the reverse
+ *   killed_java_holder   kill -9 of the JVM holding a watchdog lock: it frees
+ *                        after the lease and the C waiter takes it
+ * Wake-ups are timed against a 60 s lease: only the unlock message can
+ * explain a wake-up seconds after the unlock. Nothing sleeps to synchronise:
+ * waits end on the peer's answers, the waiters' results and PUBSUB NUMSUB. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "harness_redisson.h"
+
+static th_server_t *srv;
+static char peer_addr[64];
+
+#define LONG_LEASE 60000 /* ms: a wake-up long before it came from a message */
+#define WAKE_MS 5000     /* bound on a message wake-up (a loaded 2-core machine) */
+#define WATCHDOG 1500    /* short watchdog leases on both sides */
+
+/* A C waiter: a thread acquiring as itself; the test releases as that thread. */
+typedef struct cwaiter {
+  rlock_lock_t *l;
+  int64_t wait_ms, lease_ms;
+  pthread_t t;
+  rlock_owner_t owner; /* RLOCK_OWNER_THREAD | its tid */
+  int rc;
+  int64_t done_at;
+  atomic_int done;
+} cwaiter_t;
+
+static void *cwaiter_run(void *arg) {
+  cwaiter_t *w = arg;
+  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
+  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, w->wait_ms, w->lease_ms, NULL);
+  w->done_at = th_now_ms();
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+static void cwaiter_start(cwaiter_t *w) { CHECK(pthread_create(&w->t, NULL, cwaiter_run, w) == 0); }
+static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
+
+static void channel_of(const char *name, char *buf, size_t len) {
+  snprintf(buf, len, "redisson_lock__channel:{%s}", name);
+}
+
+typedef struct numsub_wait {
+  const char *channel;
+  long long n;
+} numsub_wait_t;
+static int numsub_reaches(void *arg) {
+  numsub_wait_t *w = arg;
+  return th_numsub(srv, w->channel) >= w->n;
+}
+/* Waits until n connections subscribe to name's channel (a waiter is parked). */
+static void wait_subscribers(const char *name, long long n) {
+  char ch[256];
+  channel_of(name, ch, sizeof ch);
+  numsub_wait_t w = {ch, n};
+  CHECK_MSG(th_wait_until(numsub_reaches, &w, 20000), "no waiter subscribed to %s", ch);
+}
+
+static th_peer_t *peer(int64_t watchdog_ms) { return th_peer_start("single", peer_addr, watchdog_ms, 0); }
+
+TEST(java_holds_c_waits) {
+  const char *name = "rs:java-holds";
+  th_peer_t *j = peer(0);
+  rlock_client_t *c = th_client(srv->url, 0);
+  th_peer_expect(j, "a", "ok", "getLock %s", name);
+  th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
+  cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  CHECK_RC(rlock_lock_trylock(w.l, 0, 1000), RLOCK_EBUSY);
+  cwaiter_start(&w);
+  wait_subscribers(name, 1);
+  CHECK(!cwaiter_done(&w));
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  int64_t t0 = th_now_ms();
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the C waiter was not woken by Java's unlock");
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  rlock_client_stats(c, &s1);
+  CHECK(s1.messages > s0.messages); /* it heard Java's message */
+  fprintf(stderr, "# Java unlock -> C holds: %lld ms\n", (long long)(w.done_at - t0));
+  /* Redisson sees the C hold as another owner's */
+  th_peer_expect(j, "a", "true", "isLocked");
+  th_peer_expect(j, "a", "false", "isHeld");
+  th_peer_expect(j, "a", "false", "tryLock 0 1000");
+  CHECK_OK(rlock_lock_release(w.l, w.owner));
+  th_peer_expect(j, "a", "false", "isLocked");
+  rlock_lock_free(w.l);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
+TEST(c_holds_java_waits) {
+  const char *name = "rs:c-holds";
+  th_peer_t *j = peer(0);
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_lock(l, LONG_LEASE));
+  th_peer_expect(j, "a", "ok", "getLock %s", name);
+  th_peer_expect(j, "a", "false", "tryLock 0 1000");
+  th_peer_send(j, "a", "lock"); /* blocks: Redisson's lock() with the watchdog */
+  wait_subscribers(name, 1);
+  char *early = NULL;
+  CHECK_MSG(!th_peer_poll(j, "a", 0, &early), "Java got the lock rlock holds: %s", early);
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(l));
+  char *got = th_peer_answer(j, "a", WAKE_MS);
+  CHECK_STREQ(got, "ok");
+  free(got);
+  fprintf(stderr, "# C unlock -> Java holds: %lld ms\n", (long long)(th_now_ms() - t0));
+  /* the holder's field is the worker's "<uuid>:<thread id>" */
+  th_peer_send(j, "a", "owner");
+  char *owner = th_peer_answer(j, "a", 10000);
+  CHECK(!strncmp(owner, j->id, strlen(j->id)));
+  CHECK_EQ(th_hget_num(srv, name, owner), 1);
+  rlock_holder_t *h = NULL;
+  size_t n = 0;
+  CHECK_OK(rlock_lock_holders(l, &h, &n));
+  CHECK_EQ(n, 1);
+  CHECK_STREQ(h[0].owner, owner);
+  rlock_holders_free(h, n);
+  free(owner);
+  CHECK_RC(rlock_lock_trylock(l, 0, 1000), RLOCK_EBUSY);
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_OK(rlock_lock_trylock(l, 0, 1000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
+TEST(reentry_counts) {
+  const char *jname = "rs:reentry-java", *cname = "rs:reentry-c";
+  th_peer_t *j = peer(0);
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *jl = th_lock(c, jname), *cl = th_lock(c, cname);
+  /* Java re-enters twice: rlock reads count 2 under Java's owner id */
+  th_peer_expect(j, "a", "ok", "getLock %s", jname);
+  th_peer_expect(j, "a", "ok", "lock");
+  th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
+  th_peer_send(j, "a", "owner");
+  char *jowner = th_peer_answer(j, "a", 10000);
+  rlock_holder_t *h = NULL;
+  size_t n = 0;
+  CHECK_OK(rlock_lock_holders(jl, &h, &n));
+  CHECK_EQ(n, 1);
+  CHECK_STREQ(h[0].owner, jowner);
+  CHECK_EQ(h[0].count, 2);
+  rlock_holders_free(h, n);
+  int64_t cnt = -1;
+  int held = -1, locked = -1;
+  CHECK_OK(rlock_lock_hold_count(jl, RLOCK_OWNER_SELF, &cnt));
+  CHECK_EQ(cnt, 0);
+  CHECK_OK(rlock_lock_is_held(jl, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 0);
+  CHECK_OK(rlock_lock_is_locked(jl, &locked));
+  CHECK_EQ(locked, 1);
+  CHECK_RC(rlock_lock_unlock(jl), RLOCK_ENOTHELD); /* rlock cannot release Java's hold */
+  CHECK_EQ(th_hget_num(srv, jname, jowner), 2);
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_EQ(th_hget_num(srv, jname, jowner), 1);
+  CHECK_RC(rlock_lock_trylock(jl, 0, 1000), RLOCK_EBUSY);
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_OK(rlock_lock_is_locked(jl, &locked));
+  CHECK_EQ(locked, 0);
+  free(jowner);
+
+  /* C re-enters three times: Redisson sees a lock held by another owner */
+  CHECK_OK(rlock_lock_lock(cl, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_lock(cl, LONG_LEASE));
+  CHECK_OK(rlock_lock_lock(cl, 5000));
+  char cowner[128];
+  th_owner_id(c, RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid(), cowner, sizeof cowner);
+  CHECK_EQ(th_hget_num(srv, cname, cowner), 3);
+  th_peer_expect(j, "b", "ok", "getLock %s", cname);
+  th_peer_expect(j, "b", "true", "isLocked");
+  th_peer_expect(j, "b", "false", "isHeld");
+  th_peer_expect(j, "b", "0", "getHoldCount");
+  long long ttl = th_peer_num(j, "b", "remainTimeToLive");
+  CHECK_MSG(ttl > 30000 && ttl <= LONG_LEASE, "Java reads TTL %lld (the 60 s hold's)", ttl);
+  th_peer_send(j, "b", "unlock"); /* Redisson refuses to release a hold it does not own */
+  char *e = th_peer_answer(j, "b", 10000);
+  CHECK_MSG(strstr(e, "IllegalMonitorStateException"), "Java unlock of rlock's hold: %s", e);
+  free(e);
+  CHECK_EQ(th_hget_num(srv, cname, cowner), 3);
+  th_peer_expect(j, "b", "false", "tryLock 0 1000");
+  CHECK_OK(rlock_lock_unlock(cl));
+  CHECK_OK(rlock_lock_unlock(cl));
+  CHECK_EQ(th_hget_num(srv, cname, cowner), 1);
+  th_peer_expect(j, "b", "false", "tryLock 0 1000");
+  CHECK_OK(rlock_lock_unlock(cl));
+  th_peer_expect(j, "b", "true", "tryLock 0 1000");
+  th_peer_expect(j, "b", "1", "getHoldCount");
+  th_peer_expect(j, "b", "ok", "unlock");
+  rlock_lock_free(jl), rlock_lock_free(cl);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
+TEST(force_unlock_wakes) {
+  const char *name = "rs:force";
+  th_peer_t *j = peer(0);
+  rlock_client_t *c = th_client(srv->url, 0);
+  /* Java holds, C waits, another Java thread forces the lock open */
+  th_peer_expect(j, "a", "ok", "getLock %s", name);
+  th_peer_expect(j, "b", "ok", "getLock %s", name);
+  th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
+  cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  cwaiter_start(&w);
+  wait_subscribers(name, 1);
+  int64_t t0 = th_now_ms();
+  th_peer_expect(j, "b", "true", "forceUnlock");
+  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's forceUnlock did not wake the C waiter");
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  fprintf(stderr, "# Java forceUnlock -> C holds: %lld ms\n", (long long)(w.done_at - t0));
+  /* C holds now, Java waits, rlock forces it open */
+  th_peer_send(j, "b", "lock");
+  wait_subscribers(name, 1);
+  int was = -1;
+  t0 = th_now_ms();
+  CHECK_OK(rlock_lock_force_unlock(w.l, &was));
+  CHECK_EQ(was, 1);
+  char *got = th_peer_answer(j, "b", WAKE_MS);
+  CHECK_STREQ(got, "ok");
+  free(got);
+  fprintf(stderr, "# rlock force unlock -> Java holds: %lld ms\n", (long long)(th_now_ms() - t0));
+  CHECK_RC(rlock_lock_release(w.l, w.owner), RLOCK_ENOTHELD); /* its hold was broken */
+  th_peer_expect(j, "b", "ok", "unlock");
+  /* a Java holder whose lock was forced open: its unlock is refused */
+  th_peer_expect(j, "a", "false", "isHeld");
+  rlock_lock_free(w.l);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
+TEST(java_watchdog) {
+  const char *name = "rs:watchdog";
+  th_peer_t *j = peer(WATCHDOG);
+  rlock_client_t *c = th_client(srv->url, WATCHDOG);
+  rlock_lock_t *l = th_lock(c, name);
+  /* Java's watchdog renews its hold: a C wait of 3 leases ends busy */
+  th_peer_expect(j, "a", "ok", "getLock %s", name);
+  th_peer_expect(j, "a", "ok", "lock");
+  long long ttl = th_peer_num(j, "a", "remainTimeToLive");
+  CHECK_MSG(ttl > 0 && ttl <= WATCHDOG, "Java's watchdog lease: TTL %lld", ttl);
+  CHECK_RC(rlock_lock_trylock(l, 3 * WATCHDOG, 1000), RLOCK_EBUSY);
+  th_peer_expect(j, "a", "1", "getHoldCount");
+  /* the C waiter still gets it at Java's unlock */
+  cwaiter_t w = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = RLOCK_LEASE_WATCHDOG};
+  cwaiter_start(&w);
+  wait_subscribers(name, 1);
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the C waiter was not woken");
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  /* rlock's watchdog renews the C hold: a Java wait of 3 leases ends false */
+  th_peer_expect(j, "a", "false", "tryLock 4500 1000");
+  th_peer_expect(j, "a", "false", "isHeld");
+  th_peer_send(j, "a", "tryLock 30000 1000");
+  wait_subscribers(name, 1);
+  CHECK_OK(rlock_lock_release(l, w.owner));
+  char *got = th_peer_answer(j, "a", WAKE_MS);
+  CHECK_STREQ(got, "true");
+  free(got);
+  th_peer_expect(j, "a", "ok", "unlock");
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
+TEST(killed_java_holder) {
+  const char *name = "rs:killed";
+  th_peer_t *j = peer(WATCHDOG);
+  rlock_client_t *c = th_client(srv->url, 0);
+  th_peer_expect(j, "a", "ok", "getLock %s", name);
+  th_peer_expect(j, "a", "ok", "lock");
+  cwaiter_t w = {.l = th_lock(c, name), .wait_ms = 30000, .lease_ms = LONG_LEASE};
+  cwaiter_start(&w);
+  wait_subscribers(name, 1);
+  /* renewed past its lease while alive */
+  CHECK_RC(rlock_lock_trylock(w.l, 2 * WATCHDOG, 1000), RLOCK_EBUSY);
+  CHECK(!cwaiter_done(&w));
+  int64_t t0 = th_now_ms();
+  th_peer_kill(j);
+  CHECK_MSG(th_wait_until(cwaiter_done, &w, WATCHDOG + WAKE_MS), "the C waiter never got the dead holder's lock");
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  fprintf(stderr, "# kill -9 -> C holds: %lld ms (lease %d ms)\n", (long long)(w.done_at - t0), WATCHDOG);
+  CHECK_OK(rlock_lock_release(w.l, w.owner));
+  rlock_lock_free(w.l);
+  rlock_client_free(c);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  const char *why = th_peer_unavailable();
+  if (why) {
+    printf("SKIP test_redisson: %s\n", why);
+    return 77;
+  }
+  signal(SIGPIPE, SIG_IGN); /* a peer that died is a failed read, not a killed test */
+  srv = th_server_start(NULL);
+  snprintf(peer_addr, sizeof peer_addr, "redis://127.0.0.1:%d", srv->port);
+  RUN(java_holds_c_waits);
+  RUN(c_holds_java_waits);
+  RUN(reentry_counts);
+  RUN(force_unlock_wakes);
+  RUN(java_watchdog);
+  RUN(killed_java_holder);
+  th_server_stop(srv);
+  return th_done();
+}
