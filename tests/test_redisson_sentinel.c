@@ -1,0 +1,142 @@
+/* test_redisson_sentinel.c -- rlock and the real Redisson 4.7.0 share locks
+ * through Redis Sentinel (a master, 2 replicas, 3 sentinels:
+ * harness_sentinel.h) and both follow a failover:
+ *   failover_both_ways  Java holds lock A and a C thread waits for it; rlock
+ *                       holds lock B and a Java thread waits for it (both
+ *                       holds with the watchdog, replicated). SENTINEL
+ *                       FAILOVER. Both holds survive on the new master, both
+ *                       waiters still wait; then Java's unlock of A wakes
+ *                       the C waiter and rlock's unlock of B wakes the Java
+ *                       one, each within seconds (the holds' TTLs are 20 to
+ *                       30 s: only the message explains it), on the new
+ *                       master. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "harness_redisson.h"
+#include "harness_replica.h"
+#include "harness_sentinel.h"
+
+static th_sentinels_t *dep;
+
+#define WAKE_MS 8000 /* Redisson may first need its 1 s sentinel scan and a retry */
+
+typedef struct cwaiter {
+  rlock_lock_t *l;
+  pthread_t t;
+  rlock_owner_t owner;
+  int rc;
+  int64_t done_at;
+  atomic_int done;
+} cwaiter_t;
+
+static void *cwaiter_run(void *arg) {
+  cwaiter_t *w = arg;
+  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
+  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL);
+  w->done_at = th_now_ms();
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
+
+typedef struct sub_wait {
+  th_server_t *node;
+  const char *chan;
+} sub_wait_t;
+static int subscribed(void *arg) {
+  sub_wait_t *w = arg;
+  return th_numsub(w->node, w->chan) >= 1;
+}
+
+TEST(failover_both_ways) {
+  const char *na = "rss:java-holds", *nb = "rss:c-holds";
+  const char *cha = "redisson_lock__channel:{rss:java-holds}", *chb = "redisson_lock__channel:{rss:c-holds}";
+  th_server_t *old = th_sentinels_node(dep, th_sentinel_master_port(dep, 0));
+  CHECK(old);
+  CHECK_MSG(th_sentinels_wait_replicas(old, 2, 60000), "the master's replicas are not online");
+  char addrs[1200];
+  size_t off = (size_t)snprintf(addrs, sizeof addrs, "%s", dep->name);
+  for (int i = 0; i < dep->nsent; i++)
+    off += (size_t)snprintf(addrs + off, sizeof addrs - off, ",redis://127.0.0.1:%d", dep->sent[i].port);
+  th_peer_t *j = th_peer_start("sentinel", addrs, 0, 0);
+  rlock_client_t *c = th_client(dep->url, 0);
+
+  th_peer_expect(j, "a", "ok", "getLock %s", na);
+  th_peer_expect(j, "a", "ok", "lock");
+  cwaiter_t w = {.l = th_lock(c, na)};
+  CHECK(pthread_create(&w.t, NULL, cwaiter_run, &w) == 0);
+  rlock_lock_t *lb = th_lock(c, nb);
+  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG));
+  th_peer_expect(j, "b", "ok", "getLock %s", nb);
+  th_peer_send(j, "b", "lock");
+  sub_wait_t sa = {old, cha}, sb = {old, chb};
+  CHECK_MSG(th_wait_until(subscribed, &sa, 20000), "the C waiter never subscribed");
+  CHECK_MSG(th_wait_until(subscribed, &sb, 20000), "the Java waiter never subscribed");
+  th_replicas_caught_up(old, 2, 10000);
+
+  redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
+  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
+  freeReplyObject(r);
+  th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
+  CHECK_MSG(m, "no failover within 60 s");
+  /* rlock resubscribes on the new master; Redisson's subscription may stay
+   * on the demoted node, which still gets the new master's messages by
+   * replication: wait for both somewhere */
+  sa.node = m;
+  CHECK_MSG(th_wait_until(subscribed, &sa, 30000), "the C waiter was not resubscribed on the new master");
+  CHECK_MSG(th_sentinels_wait_replicas(m, 1, 60000), "the new master has no replica online");
+  CHECK(!cwaiter_done(&w));
+  char *early = NULL;
+  CHECK_MSG(!th_peer_poll(j, "b", 0, &early), "Java got the lock rlock holds: %s", early);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", na, NULL), 1);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", nb, NULL), 1);
+
+  /* Java's unlock (on the new master) wakes the C waiter */
+  int64_t t0 = th_now_ms();
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's unlock after the failover did not wake the C waiter");
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  CHECK(w.done_at >= t0); /* never held twice */
+  fprintf(stderr, "# after the failover: Java unlock -> C holds: %lld ms\n", (long long)(w.done_at - t0));
+  char owner[128];
+  th_owner_id(c, w.owner, owner, sizeof owner);
+  CHECK_EQ(th_hget_num(m, na, owner), 1);
+
+  /* rlock's unlock wakes the Java waiter */
+  t0 = th_now_ms();
+  CHECK_OK(rlock_lock_unlock(lb));
+  char *got = th_peer_answer(j, "b", WAKE_MS);
+  CHECK_STREQ(got, "ok");
+  free(got);
+  fprintf(stderr, "# after the failover: C unlock -> Java holds: %lld ms\n", (long long)(th_now_ms() - t0));
+  th_peer_expect(j, "b", "1", "getHoldCount");
+  CHECK_EQ(th_cmd_int(m, "EXISTS", nb, NULL), 1);
+  th_peer_expect(j, "b", "ok", "unlock");
+  CHECK_OK(rlock_lock_release(w.l, w.owner));
+  CHECK_EQ(th_cmd_int(m, "EXISTS", na, NULL), 0);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", nb, NULL), 0);
+  rlock_lock_free(w.l), rlock_lock_free(lb);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 280);
+  const char *why = th_peer_unavailable();
+  if (why) {
+    printf("SKIP test_redisson_sentinel: %s\n", why);
+    return 77;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  dep = th_sentinels_start("rsm", 2, 3);
+  RUN(failover_both_ways);
+  th_sentinels_stop(dep);
+  return th_done();
+}
