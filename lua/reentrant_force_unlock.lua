@@ -26,7 +26,9 @@ local function is_lock(key, kind)
   return true
 end
 
-if ARGV[2] ~= 'publish' and ARGV[2] ~= 'spublish' then
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+local pubcmd = string.lower(ARGV[2] or '')
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[2])
 end
 local any_type = ARGV[3] or '0'

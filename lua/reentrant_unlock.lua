@@ -43,7 +43,9 @@ local unlatched, first_copy = mark == '1', mark == '0' -- (any other value: an e
 -- (the lease is checked where it is used, the latch TTL by the latch's SET:
 -- both before the first write)
 if ARGV[3] == '' then return redis.error_reply('ERR rlock: empty owner id') end
-if ARGV[4] ~= 'publish' and ARGV[4] ~= 'spublish' then
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+local pubcmd = string.lower(ARGV[4] or '')
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
 end
 -- counts: whole numbers below 10^15; want may be -1 (no check)

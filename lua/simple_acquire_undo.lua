@@ -25,7 +25,9 @@ if not (keep == '-1' or (string.match(keep, '^%d+$') and #keep <= 15)) then
 end
 keep = tonumber(keep)
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty token') end
-if ARGV[3] ~= 'publish' and ARGV[3] ~= 'spublish' then
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+local pubcmd = string.lower(ARGV[3] or '')
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[3])
 end
 

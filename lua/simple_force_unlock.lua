@@ -6,7 +6,9 @@
 --        2 (ARGV[3] '1') it was not a lock: deleted anyway;
 --        error "NOTLOCK <type>" (ARGV[3] '0') it is not a lock: left as it is;
 --        an error reply (nothing written) when an argument is invalid.
-if ARGV[2] ~= 'publish' and ARGV[2] ~= 'spublish' then
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+local pubcmd = string.lower(ARGV[2] or '')
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[2])
 end
 local any_type = ARGV[3] or '0'

@@ -17,7 +17,9 @@ if not (string.match(ARGV[4], '^[1-9]%d*$') and #ARGV[4] <= 15) then
   return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ARGV[4])
 end
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty token') end
-if ARGV[3] ~= 'publish' and ARGV[3] ~= 'spublish' then
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+local pubcmd = string.lower(ARGV[3] or '')
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[3])
 end
 

@@ -11,6 +11,12 @@
  *                        leases while C waits, and the reverse
  *   killed_java_holder   kill -9 of the JVM holding a watchdog lock: it frees
  *                        after the lease and the C waiter takes it
+ *   redisson_unlock_request  Redisson's unlock as it goes on the wire (seen
+ *                        with MONITOR): its keys, request id, ARGV, latch
+ *                        value and DEL are the layout rlock documents; the
+ *                        same request run through rlock's unlock script
+ *                        releases Java's hold, and a re-send of it (same id)
+ *                        counts once: it leaves a C hold taken since alone
  * Wake-ups are timed against a 60 s lease: only the unlock message can
  * explain a wake-up seconds after the unlock. Nothing sleeps to synchronise:
  * waits end on the peer's answers, the waiters' results and PUBSUB NUMSUB. */
@@ -19,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -310,6 +317,149 @@ TEST(killed_java_holder) {
   rlock_client_free(c);
 }
 
+/* The quoted arguments of a MONITOR line ('<ts> [<db> <addr>] "A" "B"...')
+ * into out (malloc'd); how many. *lua: 1 if a script ran the command. */
+static int monitor_args(const char *line, char **out, int max, int *lua) {
+  const char *p = strchr(line, '[');
+  *lua = p && !strncmp(strchr(p, ' ') ? strchr(p, ' ') + 1 : "", "lua]", 4);
+  p = p ? strchr(p, ']') : NULL;
+  int n = 0;
+  while (p && (p = strchr(p, '"')) && n < max) {
+    char *a = malloc(strlen(p) + 1), *o = a;
+    for (p++; *p && *p != '"'; p++) {
+      if (*p == '\\' && p[1] == 'x' && p[2] && p[3]) {
+        char hex[3] = {p[2], p[3], 0};
+        *o++ = (char)strtol(hex, NULL, 16);
+        p += 3;
+      } else if (*p == '\\' && p[1]) {
+        p++;
+        *o++ = *p == 'n' ? '\n' : *p == 'r' ? '\r' : *p == 't' ? '\t' : *p;
+      } else {
+        *o++ = *p;
+      }
+    }
+    *o = 0;
+    out[n++] = a;
+    if (*p) p++;
+  }
+  return n;
+}
+
+static void free_args(char **a, int n) {
+  for (int i = 0; i < n; i++) free(a[i]);
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  CHECK(fread(b, 1, (size_t)n, f) == (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  return b;
+}
+
+/* Runs rlock's unlock script (its source) with Redisson's KEYS and ARGV. */
+static redisReply *rlock_script_unlock(char **keys_argv) {
+  char *body = read_text(RLOCK_SOURCE_DIR "/lua/reentrant_unlock.lua");
+  const char *argv[11] = {"EVAL", body, "3"};
+  for (int i = 0; i < 8; i++) argv[3 + i] = keys_argv[i];
+  redisReply *r = th_cmdv(srv, 11, argv, NULL);
+  free(body);
+  return r;
+}
+
+TEST(redisson_unlock_request) {
+  const char *name = "rs:latch";
+  th_peer_t *j = peer(0);
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = th_lock(c, name);
+  th_peer_expect(j, "a", "ok", "getLock %s", name);
+  th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
+  th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
+  th_peer_send(j, "a", "owner");
+  char *jowner = th_peer_answer(j, "a", 10000);
+  redisContext *mon = th_raw_connect(srv);
+  struct timeval tv = {10, 0};
+  redisSetTimeout(mon, tv);
+  redisReply *r = redisCommand(mon, "MONITOR");
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  th_peer_expect(j, "a", "ok", "unlock"); /* 2 -> 1 */
+
+  /* Redisson's unlock, the latch its script wrote, and the client's DEL of it */
+  char *req[16] = {0}, latch_value[16] = "";
+  int nreq = 0, deleted = 0;
+  char latch_prefix[128];
+  snprintf(latch_prefix, sizeof latch_prefix, "redisson_unlock_latch:{%s}:", name);
+  while (!deleted) {
+    CHECK_MSG(redisGetReply(mon, (void **)&r) == REDIS_OK && r, "MONITOR: no more lines (%s)", mon->errstr);
+    char *a[16];
+    int lua = 0, n = monitor_args(r->str ? r->str : "", a, 16, &lua);
+    if (!nreq && n == 11 && !strcasecmp(a[0], "evalsha") && !strncmp(a[5], latch_prefix, strlen(latch_prefix))) {
+      memcpy(req, a, sizeof a);
+      nreq = n;
+      n = 0;
+    } else if (nreq && lua && n >= 3 && !strcasecmp(a[0], "set") && !strcmp(a[1], req[5])) {
+      snprintf(latch_value, sizeof latch_value, "%s", a[2]);
+    } else if (nreq && !lua && n == 2 && !strcasecmp(a[0], "del") && !strcmp(a[1], req[5])) {
+      deleted = 1;
+    }
+    free_args(a, n);
+    freeReplyObject(r);
+  }
+  redisFree(mon);
+  /* EVALSHA sha 3 NAME channel latch | 0 lease owner PUBLISH latch-TTL */
+  char ch[128];
+  channel_of(name, ch, sizeof ch);
+  CHECK_STREQ(req[2], "3");
+  CHECK_STREQ(req[3], name);
+  CHECK_STREQ(req[4], ch);
+  const char *id = req[5] + strlen(latch_prefix);
+  CHECK_EQ(strlen(id), 32);
+  CHECK_EQ(strspn(id, "0123456789abcdef"), 32);
+  CHECK_STREQ(req[6], "0");
+  CHECK_STREQ(req[7], "60000"); /* the lock's lease */
+  CHECK_STREQ(req[8], jowner);
+  CHECK(!strcasecmp(req[9], "publish"));
+  long long latch_ttl = atoll(req[10]);
+  CHECK_MSG(latch_ttl >= 1 && latch_ttl <= 60000, "Redisson's latch TTL %s", req[10]);
+  CHECK_STREQ(latch_value, "0"); /* still held */
+  fprintf(stderr, "# Redisson's unlock: EVALSHA %.8s... 3 %s %s %s %s %s %s %s %s\n", req[1], req[3], req[4], req[5],
+          req[6], req[7], req[8], req[9], req[10]);
+  CHECK_EQ(th_hget_num(srv, name, jowner), 1);
+
+  /* that request through rlock's script: Java's last hold released, "0" published */
+  r = rlock_script_unlock(req + 3);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "rlock's script on Redisson's request: type %d %s",
+            r->type, r->str ? r->str : "");
+  th_reply_free(r);
+  th_peer_expect(j, "a", "false", "isLocked");
+  CHECK_EQ(th_cmd_int(srv, "PTTL", req[5], NULL) > 0, 1); /* latched */
+  /* a C hold taken since; the request sent again (same id): answered 1 by
+   * the latch, the C hold untouched */
+  CHECK_OK(rlock_lock_trylock(l, 0, LONG_LEASE));
+  r = rlock_script_unlock(req + 3);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "re-send: type %d", r->type);
+  th_reply_free(r);
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 1);
+  th_peer_send(j, "a", "unlock"); /* Java holds nothing now */
+  char *e = th_peer_answer(j, "a", 10000);
+  CHECK_MSG(strstr(e, "IllegalMonitorStateException"), "Java's unlock after its hold went: %s", e);
+  free(e);
+  CHECK_OK(rlock_lock_unlock(l));
+  free_args(req, nreq);
+  free(jowner);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   const char *why = th_peer_unavailable();
@@ -326,6 +476,7 @@ int main(int argc, char **argv) {
   RUN(force_unlock_wakes);
   RUN(java_watchdog);
   RUN(killed_java_holder);
+  RUN(redisson_unlock_request);
   th_server_stop(srv);
   return th_done();
 }

@@ -586,6 +586,35 @@ TEST(force_unlock) {
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
   CHECK_EQ(want_int(eval("reentrant_force_unlock", 2, "L", CHAN, "0", "publish", NULL)), 0);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  /* Redisson's forceUnlock sends its publish command in upper case */
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "1", NULL));
+  CHECK_EQ(want_int(eval("reentrant_force_unlock", 2, "L", CHAN, "0", "PUBLISH", NULL)), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 2);
+}
+
+/* Every script that publishes takes the publish command in any case, as
+ * Redisson sends it (PUBLISH, SPUBLISH): Redisson's unlock request (5 ARGV)
+ * runs through rlock's unlock script (test_redisson runs one Redisson really
+ * sent). */
+TEST(publish_command_any_case) {
+  flush();
+  th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
+  th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
+  const char *latch = "redisson_unlock_latch:{L}:0123456789abcdef0123456789abcdef";
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, latch, "0", "30000", OWNER_A, "PUBLISH", "16000", NULL)), 0);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, latch, "0", "30000", OWNER_A, "PUBLISH", "16000", NULL)), 0);
+  CHECK_EQ(get_num("HGET", "L", OWNER_A), 1); /* the re-send counted once */
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:x2", "0", "30000", OWNER_A,
+                         "Publish", "16000", NULL)),
+           1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 1);
+  th_reply_free(th_cmd(srv, "SET", "S", "tok", NULL));
+  CHECK_EQ(want_int(eval("simple_force_unlock", 2, "S", CHAN, "0", "PUBLISH", NULL)), 1);
+  CHECK_EQ(th_cmdstat(srv, "publish"), 2);
+  /* another command in any case is still refused */
+  redisReply *r = eval_on(srv, "reentrant_force_unlock", 2, "L", CHAN, "0", "DEL", NULL);
+  CHECK(r->type == REDIS_REPLY_ERROR && strstr(r->str, "invalid publish command"));
+  th_reply_free(r);
 }
 
 /* Bad arguments get an error reply before anything is written: the lock and
@@ -806,6 +835,7 @@ int main(int argc, char **argv) {
   RUN(unlatched_lease_checks);
   RUN(renew);
   RUN(force_unlock);
+  RUN(publish_command_any_case);
   RUN(force_unlock_checks_arguments_first);
   RUN(counts_are_strict);
   th_server_stop(srv);
