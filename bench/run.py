@@ -83,6 +83,9 @@ PEER_SETTINGS = {
     "redis-semaphore": {"default": "Mutex: retryInterval 10 ms, acquireTimeout 10 s, lockTimeout 10 s (defaults)",
                         "best": "Mutex: retryInterval 1 ms"},
     "node-redisson": {"default": "watchdog lease 30 s, waits on pub/sub (defaults; it has no retry delay)"},
+    "redisson": {"default": "Redisson %s, the Java client (tests/interop/redisson, Bench.java): JVM and Redisson "
+                            "defaults, lock() with the 30 s watchdog, waits on pub/sub (no retry delay to tune); "
+                            "the JVM warmed up first (scenario 1: 5,000 pairs; 4: 3,000 pairs per owner)" % "4.7.0"},
 }
 RLOCK_SETTING = "rlock_options_init() defaults; rlock_lock_lock(RLOCK_LEASE_WATCHDOG) (30 s watchdog lease)"
 # Scenario 2 has two rlock rows: "default" = 50 OS threads making sync calls
@@ -92,10 +95,11 @@ RLOCK_S2 = {"default": "sync, 50 threads", "async": "async, 50 owners on one eve
 RLOCK_ASYNC = ("rlock", "async")
 
 CONTENDED = [("rlock", "default")] + [
-    (p, s) for p in ("redis-py", "redlock", "redis-semaphore", "node-redisson")
+    (p, s) for p in ("redis-py", "redlock", "redis-semaphore", "node-redisson", "redisson")
     for s in PEER_SETTINGS[p]]
 UNCONTENDED = [("rlock", "default"), ("redis-py", "default"), ("redlock", "default"),
-               ("redis-semaphore", "default"), ("node-redisson", "default")]
+               ("redis-semaphore", "default"), ("node-redisson", "default"), ("redisson", "default")]
+REDISSON = ("redisson", "default")  # the real Redisson (Java): issue 21's goals
 REFERENCE = ("redisson-ref", "default")  # bench/redisson_ref.c: a limit, not a peer
 NODE_NAME = {"redlock": "redlock", "redis-semaphore": "semaphore", "node-redisson": "redisson"}
 
@@ -317,6 +321,9 @@ class Ctx:
         if impl == "redis-py":
             return ["/usr/bin/python3", os.path.join(self.peers, "redis_py.py"), setting, scen,
                     str(self.redis.port)] + args
+        if impl == "redisson":  # the jar scripts/bench builds beside bench/build/bin
+            jar = os.path.join(os.path.dirname(self.bindir), "redisson-peer", "redisson-peer.jar")
+            return ["java", "-cp", jar, "rlock.interop.Bench", setting, scen, str(self.redis.port)] + args
         return ["node", os.path.join(self.peers, "peers.js"), NODE_NAME[impl], setting, scen,
                 str(self.redis.port)] + args
 
@@ -506,7 +513,9 @@ def s3_once(ctx, impl, setting, bindir=None):
                                       stderr=subprocess.PIPE, text=True))
     # Each worker warms up (20 lock+unlock pairs, contended) and prints "ready";
     # a worker stuck in its warm-up (lost wake-up) must not hold the run up.
-    ready_deadline = time.monotonic() + cfg["s3_cap"]
+    # (8 JVMs starting at once on a small machine take seconds before any
+    # warm-up: Redisson's workers get 30 s more to start)
+    ready_deadline = time.monotonic() + cfg["s3_cap"] + (30 if impl == "redisson" else 0)
     for p in procs:
         left = ready_deadline - time.monotonic()
         ok = left > 0 and select.select([p.stdout], [], [], left)[0]
@@ -1314,6 +1323,38 @@ def goals_hot_lock(s3):
     return goals
 
 
+def goals_issue21(R):
+    """Issue 21: rlock against the real Redisson (Java), same server, same run."""
+    goals = []
+
+    def pair(key, field="median"):
+        a, b = R[key].get(("rlock", "default")), R[key].get(REDISSON)
+        return (a, b) if a and b and a.get(field) is not None and b.get(field) is not None else (None, None)
+    for key, what, unit in (("s1", "1 (uncontended)", "pairs/s"), ("s2", "2 (50 owners)", "pairs/s"),
+                            ("s3", "3 (hot lock)", "ops/s")):
+        a, b = pair(key)
+        goals.append(("issue 21: throughput >= Redisson's, scenario %s" % what,
+                      None if a is None else a["median"] >= b["median"],
+                      "n/a (a row failed)" if a is None else "rlock %s %s vs Redisson %s" %
+                      (fmt(a["median"]), unit, fmt(b["median"]))))
+    a, b = pair("s1", "cpu_us_per_pair")
+    goals.append(("issue 21: client CPU per pair <= 1/5 of Redisson's (scenario 1)",
+                  None if a is None else a["cpu_us_per_pair"] * 5 <= b["cpu_us_per_pair"],
+                  "n/a (a row failed)" if a is None else "rlock %.1f µs vs Redisson %.1f µs (ratio %.2f)" %
+                  (a["cpu_us_per_pair"], b["cpu_us_per_pair"], a["cpu_us_per_pair"] / max(1e-9, b["cpu_us_per_pair"]))))
+    a, b = pair("s5", "rss_med")
+    goals.append(("issue 21: RSS per held watchdog lock <= 1/10 of Redisson's (scenario 5)",
+                  None if a is None else a["rss_med"] * 10 <= b["rss_med"],
+                  "n/a (a row failed)" if a is None else "rlock %s B vs Redisson %s B" %
+                  (fmt(a["rss_med"]), fmt(b["rss_med"]))))
+    a, b = pair("s4")  # the median of the repetitions' p50
+    goals.append(("issue 21: handoff p50 no worse than Redisson's (scenario 4)",
+                  None if a is None else a["median"] <= b["median"],
+                  "n/a (a row failed)" if a is None else "rlock %s vs Redisson %s" %
+                  (fmt_ms(a["median"]), fmt_ms(b["median"]))))
+    return goals
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -1324,6 +1365,8 @@ def label(impl, setting):
         return "reference: bare hiredis, Redisson's scripts"
     if impl == "node-redisson":
         return "node-redisson (default = best)"
+    if impl == "redisson":
+        return "Redisson 4.7.0, Java (default = best)"
     return "%s (%s)" % (impl, setting)
 
 
@@ -1361,6 +1404,10 @@ def versions(ctx):
     except OSError:
         v["redis-py"] = "?"
     v["node"] = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    try:
+        v["java"] = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    except (OSError, IndexError):
+        v["java"] = "?"
     v["python"] = platform.python_version()
     v["redis"] = ctx.redis.info("redis_version")
     v["git"] = GIT_AT_START or git_label(ctx.repo)
@@ -1461,7 +1508,7 @@ def run_all(ctx, outdir):
     run_redlock(ctx, R)
     R["s5"] = {}
     for impl, setting in (("rlock", "default"), ("redlock", "default"), ("redis-semaphore", "default"),
-                          ("node-redisson", "default")):
+                          ("node-redisson", "default"), REDISSON):
         R["s5"][(impl, setting)] = scen_s5(ctx, impl, setting)
         log("s5 %s done" % impl)
     R["s6"] = scen_s6(ctx)
@@ -1704,9 +1751,10 @@ def write_report(ctx, outdir, R):
       (open(os.path.join(ctx.repo, "include", "rlock.h")).read().split('RLOCK_VERSION_STRING "')[1].split('"')[0],
        v["git"]))
     w("| peers | redis-py %s (Debian python3-redis, Python %s); node %s: redlock %s + ioredis %s, "
-      "redis-semaphore %s, node-redisson %s (pinned in bench/peers/package-lock.json) |" %
+      "redis-semaphore %s, node-redisson %s (pinned in bench/peers/package-lock.json); %s: Redisson 4.7.0 "
+      "(pinned in tests/interop/redisson/pom.xml) |" %
       (v.get("redis-py"), v["python"], v["node"], v.get("redlock"), v.get("ioredis"),
-       v.get("redis-semaphore"), v.get("node-redisson")))
+       v.get("redis-semaphore"), v.get("node-redisson"), v.get("java")))
     w("")
     w("Settings. **rlock**: %s. Peers: *default* = the library's defaults, *best* = shortest retry delay:" %
       RLOCK_SETTING)
@@ -1794,7 +1842,7 @@ def write_report(ctx, outdir, R):
         w("")
 
     # ---- goals (issue 10; the hot-lock rows of issue 3 stay)
-    goals = goals_issue10(R, rtt, half_ceiling, ping["p50_us"]) + goals_hot_lock(s3)
+    goals = goals_issue10(R, rtt, half_ceiling, ping["p50_us"]) + goals_hot_lock(s3) + goals_issue21(R)
     w("## Goals")
     w("")
     w("Issue 10's goals, judged on this run's figures only (its goal 5, *hot-lock figures at least as good*, "

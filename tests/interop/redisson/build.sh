@@ -5,8 +5,8 @@
 # lacks something. Run by the CMake build (tests/CMakeLists.txt).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-out=$1
-mkdir -p "$out"
+mkdir -p "$1"
+out=$(cd "$1" && pwd) # absolute: Maven resolves a relative one against the pom's dir
 log=$out/maven.log
 run() { mvn -B -q -f "$here/pom.xml" -DpeerBuildDir="$out" "$@" package >"$log" 2>&1; }
 if run -o || run; then
