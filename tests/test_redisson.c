@@ -11,6 +11,11 @@
  *                        leases while C waits, and the reverse
  *   killed_java_holder   kill -9 of the JVM holding a watchdog lock: it frees
  *                        after the lease and the C waiter takes it
+ *   name_forms           a hash-tagged name: the same channel, wake-ups cross;
+ *                        a name with unbalanced braces: rlock's slot-safe
+ *                        channel differs from Redisson's (on purpose), the two
+ *                        still exclude each other and the C waiter takes the
+ *                        lock at the Java hold's PTTL
  *   redisson_unlock_request  Redisson's unlock as it goes on the wire (seen
  *                        with MONITOR): its keys, request id, ARGV, latch
  *                        value and DEL are the layout rlock documents; the
@@ -61,8 +66,12 @@ static void *cwaiter_run(void *arg) {
 static void cwaiter_start(cwaiter_t *w) { CHECK(pthread_create(&w->t, NULL, cwaiter_run, w) == 0); }
 static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
 
+/* Redisson's channel: P:{NAME}, or P:NAME when NAME holds a '{'. */
 static void channel_of(const char *name, char *buf, size_t len) {
-  snprintf(buf, len, "redisson_lock__channel:{%s}", name);
+  if (strchr(name, '{'))
+    snprintf(buf, len, "redisson_lock__channel:%s", name);
+  else
+    snprintf(buf, len, "redisson_lock__channel:{%s}", name);
 }
 
 typedef struct numsub_wait {
@@ -328,6 +337,67 @@ TEST(killed_java_holder) {
   rlock_client_free(c);
 }
 
+/* One channel of the lock "rs:a{b" has a subscriber (rlock's, whatever its form). */
+static int odd_subscribed(void *arg) {
+  (void)arg;
+  redisReply *r = th_cmd(srv, "PUBSUB", "CHANNELS", "redisson_lock__channel:*rs:a{b", NULL);
+  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+  th_reply_free(r);
+  return ok;
+}
+
+TEST(name_forms) {
+  th_peer_t *j = peer(0);
+  rlock_client_t *c = th_client(srv->url, 0);
+  /* "rs:{orders}:lock": Redisson's P:NAME forms, kept by rlock */
+  const char *tagged = "rs:{orders}:lock";
+  th_peer_expect(j, "a", "ok", "getLock %s", tagged);
+  th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
+  cwaiter_t w = {.l = th_lock(c, tagged), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  cwaiter_start(&w);
+  wait_subscribers(tagged, 1); /* on redisson_lock__channel:rs:{orders}:lock */
+  th_peer_expect(j, "a", "ok", "unlock");
+  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "%s: Java's unlock did not wake the C waiter", tagged);
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  th_peer_send(j, "a", "lock");
+  wait_subscribers(tagged, 1);
+  CHECK_OK(rlock_lock_release(w.l, w.owner));
+  char *got = th_peer_answer(j, "a", WAKE_MS);
+  CHECK_STREQ(got, "ok");
+  free(got);
+  th_peer_expect(j, "a", "ok", "unlock");
+  rlock_lock_free(w.l);
+
+  /* "rs:a{b": Redisson's channel P:NAME hashes to another slot than NAME;
+   * rlock's is slot-safe (P:{T}NAME). Same hash NAME: they exclude each other. */
+  const char *odd = "rs:a{b";
+  th_peer_expect(j, "b", "ok", "getLock %s", odd);
+  th_peer_expect(j, "b", "ok", "lock %d", WATCHDOG);
+  cwaiter_t v = {.l = th_lock(c, odd), .wait_ms = 30000, .lease_ms = LONG_LEASE};
+  CHECK_RC(rlock_lock_trylock(v.l, 0, 1000), RLOCK_EBUSY);
+  int64_t t0 = th_now_ms();
+  cwaiter_start(&v);
+  CHECK_MSG(th_wait_until(odd_subscribed, NULL, 20000), "the C waiter never subscribed");
+  redisReply *r = th_cmd(srv, "PUBSUB", "CHANNELS", "redisson_lock__channel:*rs:a{b", NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  CHECK(strcmp(r->element[0]->str, "redisson_lock__channel:rs:a{b") != 0);
+  fprintf(stderr, "# %s: rlock's channel %s, Redisson's redisson_lock__channel:%s\n", odd, r->element[0]->str, odd);
+  th_reply_free(r);
+  CHECK_MSG(th_wait_until(cwaiter_done, &v, WATCHDOG + WAKE_MS), "the C waiter never got %s", odd);
+  pthread_join(v.t, NULL);
+  CHECK_OK(v.rc);
+  CHECK(v.done_at - t0 >= WATCHDOG / 2); /* not before the Java hold's TTL ran out */
+  th_peer_expect(j, "b", "false", "isHeld");
+  th_peer_expect(j, "b", "false", "tryLock 0 1000");
+  CHECK_OK(rlock_lock_release(v.l, v.owner));
+  th_peer_expect(j, "b", "true", "tryLock 0 1000");
+  th_peer_expect(j, "b", "ok", "unlock");
+  rlock_lock_free(v.l);
+  rlock_client_free(c);
+  th_peer_stop(j);
+}
+
 /* The quoted arguments of a MONITOR line ('<ts> [<db> <addr>] "A" "B"...')
  * into out (malloc'd); how many. *lua: 1 if a script ran the command. */
 static int monitor_args(const char *line, char **out, int max, int *lua) {
@@ -487,6 +557,7 @@ int main(int argc, char **argv) {
   RUN(force_unlock_wakes);
   RUN(java_watchdog);
   RUN(killed_java_holder);
+  RUN(name_forms);
   RUN(redisson_unlock_request);
   th_server_stop(srv);
   return th_done();
