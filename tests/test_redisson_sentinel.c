@@ -9,10 +9,13 @@
  *                       the C waiter and rlock's unlock of B wakes the Java
  *                       one, each within seconds (the holds' TTLs are 20 to
  *                       30 s: only the message explains it), on the new
- *                       master. */
+ *                       master.
+ *   master_killed_both_ways  the same with the master killed (SIGKILL) in
+ *                       place of SENTINEL FAILOVER. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,9 +57,12 @@ static int subscribed(void *arg) {
   return th_numsub(w->node, w->chan) >= 1;
 }
 
-TEST(failover_both_ways) {
-  const char *na = "rss:java-holds", *nb = "rss:c-holds";
-  const char *cha = "redisson_lock__channel:{rss:java-holds}", *chb = "redisson_lock__channel:{rss:c-holds}";
+static void failover_both_ways(bool kill) {
+  char na[64], nb[64], cha[128], chb[128];
+  snprintf(na, sizeof na, "rss:java-holds:%s", kill ? "kill" : "failover");
+  snprintf(nb, sizeof nb, "rss:c-holds:%s", kill ? "kill" : "failover");
+  snprintf(cha, sizeof cha, "redisson_lock__channel:{%s}", na);
+  snprintf(chb, sizeof chb, "redisson_lock__channel:{%s}", nb);
   th_server_t *old = th_sentinels_node(dep, th_sentinel_master_port(dep, 0));
   CHECK(old);
   CHECK_MSG(th_sentinels_wait_replicas(old, 2, 60000), "the master's replicas are not online");
@@ -80,9 +86,13 @@ TEST(failover_both_ways) {
   CHECK_MSG(th_wait_until(subscribed, &sb, 20000), "the Java waiter never subscribed");
   th_replicas_caught_up(old, 2, 10000);
 
-  redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
-  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
-  freeReplyObject(r);
+  if (kill) {
+    th_server_kill(old);
+  } else {
+    redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
   th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
   CHECK_MSG(m, "no failover within 60 s");
   /* rlock resubscribes on the new master; Redisson's subscription may stay
@@ -127,6 +137,9 @@ TEST(failover_both_ways) {
   th_peer_stop(j);
 }
 
+TEST(failover_both_ways) { failover_both_ways(false); }
+TEST(master_killed_both_ways) { failover_both_ways(true); }
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 280);
   const char *why = th_peer_unavailable();
@@ -137,6 +150,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   dep = th_sentinels_start("rsm", 2, 3);
   RUN(failover_both_ways);
+  RUN(master_killed_both_ways);
   th_sentinels_stop(dep);
   return th_done();
 }
