@@ -569,6 +569,8 @@ bool rlock__watchdog_kind_is(watchdog_t *wd, const char *name, size_t len, const
  * that many more). */
 int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        int64_t *unknown);
+/* Whether the registry tracks a hold of (name, owner id). */
+bool rlock__watchdog_tracks(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
 /* The TTL (ms) one release must leave when holds remain: what the rest of
  * the stack still needs (watchdog lease if any renews, else the longest
  * fixed lease left, at least 1). */

@@ -1113,8 +1113,11 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   rlock_reply_free(reply);
   /* a hold of the name of another kind (a handle of the wrong kind) is left
    * alone: this release did not touch it */
-  if (rlock__watchdog_kind_is(&cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script))
+  if (rlock__watchdog_kind_is(&cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script)) {
     rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
+    /* ENOTHELD never leaves a hold tracked: it was reported lost or was not there */
+    RLOCK__ASSERT(rc != RLOCK_ENOTHELD || !rlock__watchdog_tracks(&cl->wd, l->name, l->len, op->owner_id));
+  }
   rlock__fast_bump(cl, l->name, l->len);
   rlock__op_finish(op, rc, value, NULL, 0);
 }

@@ -556,6 +556,10 @@ int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, cons
   return h ? (int64_t)h->depth : 0;
 }
 
+bool rlock__watchdog_tracks(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
+  return find(wd, name, len, owner_id) != NULL;
+}
+
 int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
   int64_t wdt = wd->cl->opt.watchdog_timeout_ms;
   hold_t *h = find(wd, name, len, owner_id);
@@ -590,8 +594,16 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
   if (!h) return;
   switch (how) {
   case REL_ALL:
-  case REL_NOTHELD:
     forget(h);
+    return;
+  case REL_NOTHELD:
+    /* the owner's unlock found none of the holds this client tracks: the
+     * hold ended without an unlock by its owner, a loss like any other
+     * (rlock.h: the callback reports every such end). A fixed-lease hold is
+     * never renewed, so this is where a server that lost it (a restart, a
+     * failover to a replica that lacked it, a DEL) is first seen. */
+    if (rlock_now_ms() >= valid_lo(h)) lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
+    else lost(h, RLOCK_LOST_DELETED);
     return;
   case REL_MISMATCH:
     lost(h, RLOCK_LOST_COUNT_MISMATCH);
