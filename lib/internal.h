@@ -605,6 +605,9 @@ void rlock__watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
  * hold was asked about, rlock__client_checked. */
 void rlock__watchdog_check_now(watchdog_t *wd);
 void rlock__client_checked(client_t *cl);
+/* While rlock_client_new waits: msg is the latest reason the start has not
+ * succeeded yet (the answer if connect_timeout_ms passes first). */
+void rlock__client_start_note(client_t *cl, const char *msg);
 /* Force unlock succeeded: every hold of name tracked here is lost (callback). */
 void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
@@ -767,6 +770,8 @@ struct rlock_client {
   int start_status; /* 1 = pending */
   int64_t start_deadline; /* rlock_client_new's bound: now + connect_timeout_ms */
   char start_msg[256];
+  struct event *start_ev; /* fires at start_deadline: the start fails then whatever is under way */
+  char start_last[256];   /* the last reason a connection attempt gave while starting (I/O thread) */
   /* engine (I/O thread only) */
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */
   void *topo_state;           /* the deployment's own state (Sentinel: sentinel.c; Cluster: node table, slot map) */
