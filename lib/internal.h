@@ -533,6 +533,7 @@ typedef struct watchdog {
   struct event *spare_ev; /* a freed timer of a hold with another deadline, for the next */
   hold_t *spare;          /* a freed hold, for the next one whose name fits */
   struct batch *cur[SCRIPT_N + 1]; /* the round's renewal call being filled, per renew script */
+  struct batch *cur_fixed[SCRIPT_N + 1]; /* a check round's call of fixed-lease holds (never extended) */
   size_t round_at;        /* the round's next bucket */
   unsigned inflight;      /* renewal calls awaiting their reply */
   bool round_on, round_again, stepping; /* a round under way; another one due after it; in round_step */
