@@ -303,9 +303,10 @@ struct req {
   bool split; /* ended so: send its keys one by one (topology/cluster.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
   bool ahead;          /* written even while its connection holds its pending requests (hold_pending) */
-  /* A refused write (OOM, MISCONF, NOREPLICAS: nothing ran) is sent again
-   * later, like LOADING (lock.c: an undo or unlock an earlier copy of which
-   * may still land: the refusal does not answer that copy). */
+  /* Any refusal of it (an error reply: OOM, MISCONF, NOREPLICAS, NOPERM...;
+   * nothing ran) is sent again later, like LOADING (lock.c: an undo or
+   * unlock an earlier copy of which may still land: the refusal does not
+   * answer that copy). */
   bool refused_later;
   /* Replica sync decided when r is written (rlock__client_send_synced on a
    * connection not ready yet: its node's replica count is read by the
