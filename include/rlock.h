@@ -245,10 +245,10 @@ void rlock_options_init(rlock_options_t *opts);
 typedef struct rlock_client rlock_client_t;
 
 /* Creates a client: parses the URL, starts the I/O thread and connects,
- * waiting at most connect_timeout_ms for the first connection (a deadline of
- * its own, 100 ms after it: whatever attempt, Sentinel question or backoff is
- * under way then, the call answers RLOCK_ECONNECT with the last reason seen;
- * so that a bad
+ * waiting at most connect_timeout_ms for the first connection (Sentinel: a
+ * deadline of its own, 100 ms after it: whatever attempt, question to a
+ * sentinel or backoff is under way then, the call answers RLOCK_ECONNECT
+ * with the last reason seen; Cluster: each seed within it, below; so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
  * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS; RLOCK_EPROTO when
  * the server answers in another protocol: not a Redis server). Sentinel URLs:

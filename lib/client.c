@@ -528,7 +528,7 @@ void rlock__client_start_note(client_t *cl, const char *msg) {
 /* An attempt bounded by the same deadline answers first, with its own reason. */
 #define START_GRACE_MS 100
 
-/* rlock_client_new's bound: whatever attempt is under way (a Sentinel
+/* rlock_client_new's bound under Sentinel: whatever attempt is under way (a Sentinel
  * question waiting its command timeout, a backoff between rounds, a node
  * refused for its role), the call answers once connect_timeout_ms (and START_GRACE_MS) passed. */
 static void start_deadline_cb(evutil_socket_t fd, short what, void *arg) {
@@ -803,7 +803,10 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
   cl->start_deadline = rlock_now_ms() + cl->opt.connect_timeout_ms;
-  cl->start_ev = evtimer_new(cl->base, start_deadline_cb, cl);
+  /* Sentinel: the attempt's own bound (connect_deadline) does not cover the
+   * questions to the sentinels and their backoffs; one server has one
+   * attempt, Cluster one per seed (each within connect_timeout_ms, rlock.h) */
+  if (cl->url.sentinel) cl->start_ev = evtimer_new(cl->base, start_deadline_cb, cl);
   if (cl->start_ev) {
     struct timeval tv;
     rlock__tv_from_ms(&tv, cl->opt.connect_timeout_ms + START_GRACE_MS);
