@@ -878,10 +878,15 @@ int rlock__conn_waits_written(const conn_t *c) { return waits_in(&c->inflight); 
 
 /* r queued behind the WAITs on c: its deadline allows for them (rlock__conn_waits_ahead).
  * The count walks c's queues: only where WAITs can be (sync on, replicas
- * seen), not on every send of a connection with 100,000 requests queued. */
+ * seen), not on every send of a connection with 100,000 requests queued.
+ * A request sent again (the later queue, a redirect) keeps the largest
+ * allowance of its sends, never their sum: its deadline does not grow with
+ * its re-sends. */
 static void behind_waits(conn_t *c, req_t *r) {
-  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && (c->replicas > 0 || c->had_replicas))
-    r->deadline += rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && (c->replicas > 0 || c->had_replicas)) {
+    int64_t allow = rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+    if (allow > r->waits_ms) r->deadline += allow - r->waits_ms, r->waits_ms = allow;
+  }
 }
 
 /* A request sent while others wait in c's later queue (refused before they

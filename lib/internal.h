@@ -283,6 +283,7 @@ struct req {
   conn_kind_t conn;       /* CONN_SUB: SUBSCRIBE/UNSUBSCRIBE, on the subscriber connection */
   int64_t deadline; /* monotonic ms */
   int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
+  int64_t waits_ms; /* of deadline, the allowance for the WAITs ahead (conn.c behind_waits) */
   req_done_fn done;
   void *ctx;
   int script; /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */

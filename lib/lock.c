@@ -439,6 +439,7 @@ static void undo_release(undo_t *u, int status) {
       rlock__req_free(r);
     } else {
       r->deadline = rlock_now_ms() + op->cl->opt.command_timeout_ms; /* written now */
+      r->waits_ms = 0; /* the WAITs ahead of it are counted afresh */
       send_now(op, r);
     }
     r = next;
