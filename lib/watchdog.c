@@ -605,7 +605,7 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
      * (rlock.h: the callback reports every such end). A fixed-lease hold is
      * never renewed, so this is where a server that lost it (a restart, a
      * failover to a replica that lacked it, a DEL) is first seen. */
-    if (rlock_now_ms() >= valid_lo(h)) lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
+    if (h->depth && rlock_now_ms() >= valid_lo(h)) lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
     else lost(h, RLOCK_LOST_DELETED);
     return;
   case REL_MISMATCH:
