@@ -245,7 +245,10 @@ void rlock_options_init(rlock_options_t *opts);
 typedef struct rlock_client rlock_client_t;
 
 /* Creates a client: parses the URL, starts the I/O thread and connects,
- * waiting at most connect_timeout_ms for the first connection (so that a bad
+ * waiting at most connect_timeout_ms for the first connection (Sentinel: a
+ * deadline of its own, 100 ms after it: whatever attempt, question to a
+ * sentinel or backoff is under way then, the call answers RLOCK_ECONNECT
+ * with the last reason seen; Cluster: each seed within it, below; so that a bad
  * URL, an unreachable server or a wrong password is reported here, with
  * RLOCK_EURL / RLOCK_ECONNECT / RLOCK_EAUTH / RLOCK_ETLS; RLOCK_EPROTO when
  * the server answers in another protocol: not a Redis server). Sentinel URLs:
@@ -350,7 +353,8 @@ typedef struct rlock_stats {
   uint64_t unsubscribes;      /* UNSUBSCRIBE commands */
   uint64_t messages;          /* pub/sub messages received */
   uint64_t acquire_attempts;  /* acquire scripts sent (first tries and retries after a wake) */
-  uint64_t renewals;          /* watchdog renewal script calls */
+  uint64_t renewals;          /* watchdog renewal script calls (and the reconnect's checks of
+                                 fixed-lease holds, which use that script without extending) */
   uint64_t renewed_locks;     /* holds renewed by those calls */
   uint64_t reconnects;        /* connections re-established after a drop (any of the three;
                                  not the connections to sentinels) */

@@ -485,6 +485,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void start_result(client_t *cl, int status, const char *msg) {
+  if (cl->start_ev) evtimer_del(cl->start_ev); /* answered: the deadline is no longer needed */
   pthread_mutex_lock(&cl->smu);
   if (cl->start_status == 1) {
     cl->start_status = status;
@@ -520,7 +521,27 @@ void rlock__client_checked(client_t *cl) {
 
 static void cmd_down(conn_t *c) { rlock__fast_cmd_down(c->cl); }
 
+void rlock__client_start_note(client_t *cl, const char *msg) {
+  if (cl->start_status == 1 && msg && msg[0]) snprintf(cl->start_last, sizeof cl->start_last, "%s", msg);
+}
+
+/* An attempt bounded by the same deadline answers first, with its own reason. */
+#define START_GRACE_MS 100
+
+/* rlock_client_new's bound under Sentinel: whatever attempt is under way (a Sentinel
+ * question waiting its command timeout, a backoff between rounds, a node
+ * refused for its role), the call answers once connect_timeout_ms (and START_GRACE_MS) passed. */
+static void start_deadline_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  client_t *cl = arg;
+  char msg[400];
+  snprintf(msg, sizeof msg, "not connected within connect_timeout_ms (%lld ms)%s%.250s",
+           (long long)cl->opt.connect_timeout_ms, cl->start_last[0] ? ": " : "", cl->start_last);
+  start_result(cl, RLOCK_ECONNECT, msg);
+}
+
 static void cmd_error(conn_t *c, int err, const char *msg) {
+  rlock__client_start_note(c->cl, msg);
   /* Sentinel named a node that is not a master (yet): mid-failover the
    * promotion is on its way, so rlock_client_new asks again (the reconnect
    * asks Sentinel first) until its connect_timeout_ms has passed; the next
@@ -670,6 +691,7 @@ static void client_destroy(client_t *cl) {
   RLOCK__ASSERT(atomic_load(&cl->inside) == 0 && atomic_load(&cl->fast.calls) == 0);
   RLOCK__ASSERT(atomic_load(&cl->submitted) == NULL);
   if (cl->wake_ev) event_free(cl->wake_ev);
+  if (cl->start_ev) event_free(cl->start_ev);
   if (cl->fast.drain_ev) event_free(cl->fast.drain_ev); /* before its base (fast.c) */
   cl->fast.drain_ev = NULL;
   if (cl->base) event_base_free(cl->base);
@@ -781,6 +803,15 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   cl->cmd.on_error = cmd_error;
   cl->start_status = 1;
   cl->start_deadline = rlock_now_ms() + cl->opt.connect_timeout_ms;
+  /* Sentinel: the attempt's own bound (connect_deadline) does not cover the
+   * questions to the sentinels and their backoffs; one server has one
+   * attempt, Cluster one per seed (each within connect_timeout_ms, rlock.h) */
+  if (cl->url.sentinel) cl->start_ev = evtimer_new(cl->base, start_deadline_cb, cl);
+  if (cl->start_ev) {
+    struct timeval tv;
+    rlock__tv_from_ms(&tv, cl->opt.connect_timeout_ms + START_GRACE_MS);
+    evtimer_add(cl->start_ev, &tv);
+  }
   if (cl->topo->init && cl->topo->init(cl)) {
     rlock__conn_close(&cl->cmd);
     rlock__pubsub_close(&cl->ps);

@@ -494,12 +494,6 @@ static const rlock_reply_t *first_error(const req_t *r, const rlock_reply_t *rep
 #define LATER_MIN_MS 10
 #define LATER_MAX_MS 500
 
-/* A write the server refused before anything ran (out of memory, a failed
- * save, too few replicas): sent again later when r asks for it. */
-static bool refused_write(const rlock_reply_t *err) {
-  return rlock__reply_is_error(err, "OOM") || rlock__reply_is_error(err, "MISCONF") ||
-         rlock__reply_is_error(err, "NOREPLICAS");
-}
 
 static void later_arm(conn_t *c) {
   int64_t at = INT64_MAX;
@@ -555,7 +549,11 @@ static void later_cb(evutil_socket_t fd, short what, void *arg) {
  * again later or completed as not run (r is then no longer the caller's). */
 static bool not_run_later(conn_t *c, req_t *r, const rlock_reply_t *err, const rlock_reply_t *head) {
   if (c->kind != CONN_CMD || r->completed || err != head) return false;
-  if (!rlock__reply_not_run(err) && !(r->refused_later && refused_write(err))) return false;
+  /* r->refused_later (an undo, or an unlock going on alone, a copy of which
+   * may still land): any refusal of this copy (OOM, MISCONF, NOREPLICAS,
+   * NOPERM, NOAUTH...) says nothing of that one, so the copy is sent again
+   * later until one runs; the owner's next requests wait (lock.c's gate) */
+  if (!rlock__reply_not_run(err) && !r->refused_later) return false;
   if (r->ncmds != 1 && !(r->waits && r->ncmds == 2)) return false; /* another command after it may have run */
   int64_t ms = (int64_t)LATER_MIN_MS << (r->tryagains < 6 ? r->tryagains : 6);
   if (ms > LATER_MAX_MS) ms = LATER_MAX_MS;
@@ -880,10 +878,15 @@ int rlock__conn_waits_written(const conn_t *c) { return waits_in(&c->inflight); 
 
 /* r queued behind the WAITs on c: its deadline allows for them (rlock__conn_waits_ahead).
  * The count walks c's queues: only where WAITs can be (sync on, replicas
- * seen), not on every send of a connection with 100,000 requests queued. */
+ * seen), not on every send of a connection with 100,000 requests queued.
+ * A request sent again (the later queue, a redirect) keeps the largest
+ * allowance of its sends, never their sum: its deadline does not grow with
+ * its re-sends. */
 static void behind_waits(conn_t *c, req_t *r) {
-  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && (c->replicas > 0 || c->had_replicas))
-    r->deadline += rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && (c->replicas > 0 || c->had_replicas)) {
+    int64_t allow = rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+    if (allow > r->waits_ms) r->deadline += allow - r->waits_ms, r->waits_ms = allow;
+  }
 }
 
 /* A request sent while others wait in c's later queue (refused before they

@@ -283,6 +283,7 @@ struct req {
   conn_kind_t conn;       /* CONN_SUB: SUBSCRIBE/UNSUBSCRIBE, on the subscriber connection */
   int64_t deadline; /* monotonic ms */
   int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
+  int64_t waits_ms; /* of deadline, the allowance for the WAITs ahead (conn.c behind_waits) */
   req_done_fn done;
   void *ctx;
   int script; /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */
@@ -303,9 +304,10 @@ struct req {
   bool split; /* ended so: send its keys one by one (topology/cluster.c) */
   bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
   bool ahead;          /* written even while its connection holds its pending requests (hold_pending) */
-  /* A refused write (OOM, MISCONF, NOREPLICAS: nothing ran) is sent again
-   * later, like LOADING (lock.c: an undo or unlock an earlier copy of which
-   * may still land: the refusal does not answer that copy). */
+  /* Any refusal of it (an error reply: OOM, MISCONF, NOREPLICAS, NOPERM...;
+   * nothing ran) is sent again later, like LOADING (lock.c: an undo or
+   * unlock an earlier copy of which may still land: the refusal does not
+   * answer that copy). */
   bool refused_later;
   /* Replica sync decided when r is written (rlock__client_send_synced on a
    * connection not ready yet: its node's replica count is read by the
@@ -533,6 +535,7 @@ typedef struct watchdog {
   struct event *spare_ev; /* a freed timer of a hold with another deadline, for the next */
   hold_t *spare;          /* a freed hold, for the next one whose name fits */
   struct batch *cur[SCRIPT_N + 1]; /* the round's renewal call being filled, per renew script */
+  struct batch *cur_fixed[SCRIPT_N + 1]; /* a check round's call of fixed-lease holds (never extended) */
   size_t round_at;        /* the round's next bucket */
   unsigned inflight;      /* renewal calls awaiting their reply */
   bool round_on, round_again, stepping; /* a round under way; another one due after it; in round_step */
@@ -569,6 +572,8 @@ bool rlock__watchdog_kind_is(watchdog_t *wd, const char *name, size_t len, const
  * that many more). */
 int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
                        int64_t *unknown);
+/* Whether the registry tracks a hold of (name, owner id). */
+bool rlock__watchdog_tracks(watchdog_t *wd, const char *name, size_t len, const char *owner_id);
 /* The TTL (ms) one release must leave when holds remain: what the rest of
  * the stack still needs (watchdog lease if any renews, else the longest
  * fixed lease left, at least 1). */
@@ -603,6 +608,9 @@ void rlock__watchdog_renew_now(watchdog_t *wd); /* after a reconnect */
  * hold was asked about, rlock__client_checked. */
 void rlock__watchdog_check_now(watchdog_t *wd);
 void rlock__client_checked(client_t *cl);
+/* While rlock_client_new waits: msg is the latest reason the start has not
+ * succeeded yet (the answer if connect_timeout_ms passes first). */
+void rlock__client_start_note(client_t *cl, const char *msg);
 /* Force unlock succeeded: every hold of name tracked here is lost (callback). */
 void rlock__watchdog_forget(watchdog_t *wd, const char *name, size_t len);
 
@@ -765,6 +773,8 @@ struct rlock_client {
   int start_status; /* 1 = pending */
   int64_t start_deadline; /* rlock_client_new's bound: now + connect_timeout_ms */
   char start_msg[256];
+  struct event *start_ev; /* fires at start_deadline: the start fails then whatever is under way */
+  char start_last[256];   /* the last reason a connection attempt gave while starting (I/O thread) */
   /* engine (I/O thread only) */
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */
   void *topo_state;           /* the deployment's own state (Sentinel: sentinel.c; Cluster: node table, slot map) */

@@ -439,6 +439,7 @@ static void undo_release(undo_t *u, int status) {
       rlock__req_free(r);
     } else {
       r->deadline = rlock_now_ms() + op->cl->opt.command_timeout_ms; /* written now */
+      r->waits_ms = 0; /* the WAITs ahead of it are counted afresh */
       send_now(op, r);
     }
     r = next;
@@ -1113,8 +1114,11 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   rlock_reply_free(reply);
   /* a hold of the name of another kind (a handle of the wrong kind) is left
    * alone: this release did not touch it */
-  if (rlock__watchdog_kind_is(&cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script))
+  if (rlock__watchdog_kind_is(&cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script)) {
     rlock__watchdog_released(&cl->wd, l->name, l->len, op->owner_id, how, op->lease_ms);
+    /* ENOTHELD never leaves a hold tracked: it was reported lost or was not there */
+    RLOCK__ASSERT(rc != RLOCK_ENOTHELD || !rlock__watchdog_tracks(&cl->wd, l->name, l->len, op->owner_id));
+  }
   rlock__fast_bump(cl, l->name, l->len);
   rlock__op_finish(op, rc, value, NULL, 0);
 }

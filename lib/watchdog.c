@@ -4,7 +4,9 @@
  * script, reentrant_renew.lua or simple_renew.lua, every watchdog_timeout/3), the valid-until deadline of each hold, and the
  * lock-lost notification (with its reason) when a renewal finds the hold
  * gone, the lease has certainly run out, or an unlock found a count other
- * than the client's. With the replica-sync check a renewal carries WAIT; one
+ * than the client's. After a reconnect (one server, Sentinel) the check round
+ * also asks about fixed-lease holds, without extending them. An unlock that
+ * finds a tracked hold gone reports it too. With the replica-sync check a renewal carries WAIT; one
  * that too few replicas acknowledged stands and is counted.
  *
  * A hold is a stack of levels, one per acquire of that owner (reentrancy):
@@ -88,6 +90,7 @@ struct hold {
 typedef struct batch {
   watchdog_t *wd;
   int script; /* its renew script */
+  bool fixed; /* fixed-lease holds, asked about after a reconnect: their leases are not extended */
   sync_need_t sync_need; /* the WAIT behind the renewal (replica sync) */
   size_t n;
   int64_t sent_at;
@@ -556,6 +559,10 @@ int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, cons
   return h ? (int64_t)h->depth : 0;
 }
 
+bool rlock__watchdog_tracks(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
+  return find(wd, name, len, owner_id) != NULL;
+}
+
 int64_t rlock__watchdog_lease(watchdog_t *wd, const char *name, size_t len, const char *owner_id) {
   int64_t wdt = wd->cl->opt.watchdog_timeout_ms;
   hold_t *h = find(wd, name, len, owner_id);
@@ -590,8 +597,16 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
   if (!h) return;
   switch (how) {
   case REL_ALL:
-  case REL_NOTHELD:
     forget(h);
+    return;
+  case REL_NOTHELD:
+    /* the owner's unlock found none of the holds this client tracks: the
+     * hold ended without an unlock by its owner, a loss like any other
+     * (rlock.h: the callback reports every such end). A fixed-lease hold is
+     * never renewed, so this is where a server that lost it (a restart, a
+     * failover to a replica that lacked it, a DEL) is first seen. */
+    if (h->depth && rlock_now_ms() >= valid_lo(h)) lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
+    else lost(h, RLOCK_LOST_DELETED);
     return;
   case REL_MISMATCH:
     lost(h, RLOCK_LOST_COUNT_MISMATCH);
@@ -667,16 +682,18 @@ static void renewal_sync_missed(batch_t *b) {
 static void round_step(watchdog_t *wd);
 static void batch_send(watchdog_t *wd, int script, batch_t *b);
 static bool due(const hold_t *h);
+static bool fixed_due(const hold_t *h, int64_t now);
 
 /* b's live holds, each in a call of its own. */
 static void renew_one_by_one(const batch_t *b) {
   RLOCK__ASSERT(b->n > 1); /* only a batch of several keys is split */
   for (size_t i = 0; i < b->n; i++) {
     hold_t *h = b->holds[i];
-    if (h->dead || !due(h)) continue;
+    if (h->dead || (b->fixed ? !fixed_due(h, rlock_now_ms()) : !due(h))) continue;
     batch_t *one = batch_new(b->wd);
     if (!one) return; /* out of memory: the next round tries again */
     batch_add(one, h);
+    one->fixed = b->fixed;
     batch_send(b->wd, b->script, one);
   }
 }
@@ -697,7 +714,8 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
     int64_t lease = wd->cl->opt.watchdog_timeout_ms, now = rlock_now_ms(), renewed = 0;
     for (size_t i = 0; i < b->n; i++) {
       hold_t *h = b->holds[i];
-      if (h->dead || !renews(h)) continue; /* released since (a new hold is another hold_t) */
+      if (h->dead || (!renews(h) && !b->fixed)) continue; /* released since (a new hold is another hold_t) */
+      if (b->fixed && reply->str[i] == '1') continue; /* still held: its own lease stands */
       if (reply->str[i] == '1') {
         h->w_lo = max64(h->w_lo, b->sent_at + lease);
         h->w_hi = max64(h->w_hi, now + lease);
@@ -730,16 +748,24 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
   const char *keys[RENEW_BATCH], *args[RENEW_BATCH + 1];
   size_t kl[RENEW_BATCH], al[RENEW_BATCH + 1], n = 0;
   char lease[32];
+  int64_t now = rlock_now_ms(), least = INT64_MAX;
   for (size_t i = 0; i < b->n; i++) { /* forgotten while the call was filled */
     hold_t *h = b->holds[i];
-    if (!h->dead) b->holds[n++] = h;
-    else if (!--h->pins) hold_mem_free(h);
+    if (!h->dead && (!b->fixed || fixed_due(h, now))) {
+      b->holds[n++] = h;
+      if (b->fixed && valid_lo(h) - now < least) least = valid_lo(h) - now;
+    } else if (!--h->pins && h->dead) {
+      hold_mem_free(h);
+    }
   }
   if (!(b->n = n)) {
     free(b);
     return;
   }
-  rlock__i64toa(cl->opt.watchdog_timeout_ms, lease);
+  /* A check of fixed-lease holds asks with the least time any of them
+   * surely has left: the script keeps a longer TTL, so a hold still there
+   * keeps its own lease (what its acquire set, never less than that). */
+  rlock__i64toa(b->fixed ? least : cl->opt.watchdog_timeout_ms, lease);
   args[0] = lease, al[0] = strlen(lease);
   for (size_t i = 0; i < n; i++) {
     const hold_t *h = b->holds[i];
@@ -786,6 +812,12 @@ static void renew_group(watchdog_t *wd, int script, hold_t **hs, size_t n) {
 
 static bool due(const hold_t *h) { return renews(h) && h->pins < MAX_PINS; }
 
+/* A fixed-lease hold a check can ask about: its lease surely runs a while
+ * yet (one that may have run out is the expire timer's). */
+static bool fixed_due(const hold_t *h, int64_t now) {
+  return h->depth && !renews(h) && h->pins < MAX_PINS && valid_lo(h) - now > 1;
+}
+
 /* Cluster: every watchdog hold, in one pass over the registry, grouped by
  * its renew script, then by slot; all calls at once. */
 static void renew_slotted(watchdog_t *wd) {
@@ -824,14 +856,25 @@ static void round_step(watchdog_t *wd) {
   wd->stepping = true;
   while (wd->round_on && wd->inflight < RENEW_WINDOW) {
     if (wd->round_at >= wd->holds.nbuckets) {
-      for (int s = 1; s <= SCRIPT_N; s++)
+      for (int s = 1; s <= SCRIPT_N; s++) {
         if (wd->cur[s]) batch_send(wd, s, wd->cur[s]), wd->cur[s] = NULL;
+        if (wd->cur_fixed[s]) batch_send(wd, s, wd->cur_fixed[s]), wd->cur_fixed[s] = NULL;
+      }
       wd->round_on = wd->round_again;
       wd->round_again = false;
       wd->round_at = 0;
       continue;
     }
+    int64_t now = rlock_now_ms();
     for (hold_t *h = wd->holds.buckets[wd->round_at++]; h; h = h->hnext) {
+      if (wd->check && fixed_due(h, now)) { /* after a reconnect: is it still there? */
+        int s = renew_script(h);
+        if (!wd->cur_fixed[s] && !(wd->cur_fixed[s] = batch_new(wd))) continue; /* out of memory: its unlock or lease tells */
+        wd->cur_fixed[s]->fixed = true;
+        batch_add(wd->cur_fixed[s], h);
+        if (wd->cur_fixed[s]->n == RENEW_BATCH) batch_send(wd, s, wd->cur_fixed[s]), wd->cur_fixed[s] = NULL;
+        continue;
+      }
       if (!due(h)) continue;
       int s = renew_script(h);
       if (!wd->cur[s] && !(wd->cur[s] = batch_new(wd))) continue; /* out of memory: as above */
@@ -900,8 +943,10 @@ int rlock__watchdog_init(watchdog_t *wd, client_t *cl) {
 void rlock__watchdog_close(watchdog_t *wd) {
   if (wd->tick) event_free(wd->tick);
   wd->tick = NULL;
-  for (int s = 0; s <= SCRIPT_N; s++)
+  for (int s = 0; s <= SCRIPT_N; s++) {
     if (wd->cur[s]) batch_free(wd->cur[s]), wd->cur[s] = NULL;
+    if (wd->cur_fixed[s]) batch_free(wd->cur_fixed[s]), wd->cur_fixed[s] = NULL;
+  }
   wd->round_on = false;
   for (size_t i = 0; i < wd->holds.nbuckets; i++) {
     for (hold_t *h = wd->holds.buckets[i], *n; h; h = n) {

@@ -17,12 +17,13 @@ static uint64_t last_owner;
 static char last_name[64];
 static size_t last_len;
 static void *last_arg;
+static rlock_lost_reason_t last_reason;
 
 static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
-  (void)reason;
   pthread_mutex_lock(&mu);
   calls++;
+  last_reason = reason;
   last_owner = owner;
   last_len = len;
   memcpy(last_name, name, len < sizeof last_name ? len : sizeof last_name);
@@ -178,6 +179,47 @@ TEST(force_unlocked_by_same_client) {
   rlock_client_free(c);
 }
 
+/* A fixed-lease hold is not renewed, so no renewal finds it gone: when the
+ * server lost it (here deleted; a restart without persistence or a failover
+ * to a replica that lacked it look the same to the client), its owner's
+ * unlock is the first to see it. That unlock answers RLOCK_ENOTHELD and the
+ * hold ended without an unlock by its owner: the lock-lost callback reports
+ * it (rlock.h), once, with RLOCK_LOST_DELETED (its lease had not run out).
+ * Fast path on and off: the fast unlock reports it on the I/O thread. */
+static void fixed_lease_gone(int fast) {
+  reset();
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.fast_path = fast;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_on_lost(c, on_lost, &cookie);
+  rlock_lock_t *l = th_lock(c, "lost:fixed");
+  CHECK_OK(rlock_lock_lock(l, 60000));
+  CHECK_EQ(th_cmd_int(srv, "DEL", "lost:fixed", NULL), 1);
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
+  CHECK_MSG(wait_calls(1) == 1, "a fixed-lease hold the server lost ended at its unlock (ENOTHELD) "
+            "with no lock-lost callback (fast path %s)", fast ? "on" : "off");
+  CHECK_EQ(last_reason, RLOCK_LOST_DELETED);
+  CHECK_EQ(last_owner, RLOCK_OWNER_THREAD | (uint64_t)th_gettid());
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.locks_lost, 1);
+  CHECK_EQ(st.held, 0);
+  /* the hold is no longer tracked: a second unlock reports nothing new */
+  CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
+  /* a hold released by its owner is not a loss */
+  CHECK_OK(rlock_lock_lock(l, 60000));
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  CHECK_EQ(get_calls(), 1);
+}
+
+TEST(fixed_lease_gone_told_at_unlock) { fixed_lease_gone(0); }
+TEST(fixed_lease_gone_told_at_unlock_fast) { fixed_lease_gone(1); }
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   srv = th_server_start(NULL);
@@ -185,6 +227,8 @@ int main(int argc, char **argv) {
   RUN(force_unlocked_and_taken_over);
   RUN(callback_removed);
   RUN(force_unlocked_by_same_client);
+  RUN(fixed_lease_gone_told_at_unlock);
+  RUN(fixed_lease_gone_told_at_unlock_fast);
   th_server_stop(srv);
   return th_done();
 }

@@ -15,14 +15,15 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int lost_calls;
 static uint64_t lost_owner;
+static rlock_lost_reason_t lost_reason;
 
 static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
-  (void)reason;
   (void)arg;
   CHECK(len == 12 && memcmp(name, "restart:lock", 12) == 0);
   pthread_mutex_lock(&mu);
   lost_calls++;
+  lost_reason = reason;
   lost_owner = owner;
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
@@ -158,6 +159,83 @@ TEST(lost_reported_at_reconnect) {
             (long long)(started + 10000 - t0));
   printf("holder told %lld ms after the restart\n", (long long)(told - t0));
   CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
+  rlock_lock_free(hl);
+  rlock_client_free(h);
+  th_server_stop(srv);
+}
+
+/* The same for a fixed-lease hold (60 s): no renewal round ever asks about
+ * it, yet the reconnect's check does (without extending its lease), so the
+ * holder hears of the erased hold at the reconnect, RLOCK_LOST_DELETED, not
+ * only at its unlock or when its lease would have ended. */
+TEST(fixed_lease_lost_reported_at_reconnect) {
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.watchdog_timeout_ms = 30000;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  rlock_client_t *h = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  rlock_client_on_lost(h, on_lost, NULL);
+  rlock_lock_t *hl = th_lock(h, "restart:lock");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  pthread_mutex_lock(&mu);
+  int lost0 = lost_calls;
+  pthread_mutex_unlock(&mu);
+  th_server_restart(srv); /* all data gone */
+  int64_t t0 = th_now_ms();
+  int got = wait_flag(&lost_calls, lost0 + 1, 9000);
+  CHECK_MSG(got == lost0 + 1, "the erased fixed-lease hold was not reported at the reconnect (%lld ms after "
+            "the restart; its lease runs 60 s)", (long long)(th_now_ms() - t0));
+  printf("holder told %lld ms after the restart\n", (long long)(th_now_ms() - t0));
+  CHECK_EQ(lost_reason, RLOCK_LOST_DELETED);
+  CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
+  CHECK_EQ(wait_flag(&lost_calls, lost0 + 2, 0), lost0 + 1); /* told once */
+  rlock_lock_free(hl);
+  rlock_client_free(h);
+  th_server_stop(srv);
+}
+
+static int renewed_once(void *c) {
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  return st.renewals >= 1;
+}
+
+/* A fixed-lease hold the server still has is asked about at the reconnect
+ * and kept as it is: no lost callback, its TTL not extended (the watchdog
+ * lease is 30 s, the hold's 20 s), its unlock frees the lock. */
+TEST(fixed_lease_kept_at_reconnect) {
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.watchdog_timeout_ms = 30000;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  o.fast_path = 0;
+  rlock_client_t *h = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  rlock_client_on_lost(h, on_lost, NULL);
+  rlock_lock_t *hl = th_lock(h, "restart:lock");
+  CHECK_OK(rlock_lock_lock(hl, 20000));
+  pthread_mutex_lock(&mu);
+  int lost0 = lost_calls;
+  pthread_mutex_unlock(&mu);
+  rlock_stats_t st;
+  rlock_client_stats(h, &st);
+  CHECK_EQ(st.renewals, 0);
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL));
+  CHECK_MSG(th_wait_until(renewed_once, h, 5000), "no check of the fixed-lease hold after the reconnect");
+  CHECK_OK(rlock_lock_is_locked(hl, &(int){0})); /* a round trip behind the check */
+  int64_t pttl = th_cmd_int(srv, "PTTL", "restart:lock", NULL);
+  CHECK_MSG(pttl > 0 && pttl <= 20000, "PTTL %lld after the check (lease 20000 ms)", (long long)pttl);
+  CHECK_EQ(wait_flag(&lost_calls, lost0 + 1, 0), lost0);
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "restart:lock", NULL), 0);
+  CHECK_EQ(wait_flag(&lost_calls, lost0 + 1, 0), lost0);
   rlock_lock_free(hl);
   rlock_client_free(h);
   th_server_stop(srv);
@@ -332,6 +410,8 @@ int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   RUN(restart_without_persistence);
   RUN(lost_reported_at_reconnect);
+  RUN(fixed_lease_lost_reported_at_reconnect);
+  RUN(fixed_lease_kept_at_reconnect);
   RUN(restart_resubscribe);
   RUN(calls_during_outage);
   RUN(reentry_queued_during_restart);

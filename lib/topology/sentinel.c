@@ -250,6 +250,7 @@ static void again_later(sentinel_t *s) {
  * client is starting, a whole round of failures is its answer. */
 static void sentinel_failed(sentinel_t *s, int err, const char *msg) {
   client_t *cl = s->cl;
+  rlock__client_start_note(cl, msg);
   if (++s->failed < cl->url.nsentinels || cl->cmd.ever_ready || !cl->cmd.on_error) return;
   char m[400];
   snprintf(m, sizeof m, "no Sentinel answered for master '%.100s' (%d tried; last: %.200s)", cl->url.master,

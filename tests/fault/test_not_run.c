@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "fault_harness.h"
+#include "harness_replica.h"
 #include "harness_sentinel.h"
 #include "proxy.h"
 
@@ -484,6 +485,70 @@ TEST(loading_after_restart) {
 #define RUN_IF(name)                                \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
 
+/* Requests that carry a WAIT (a master with a replica, replica_sync one)
+ * refused BUSY again and again: each is sent again from the connection's
+ * later queue behind the others, and its deadline allows for the WAITs
+ * ahead of it once, not once more at every re-send. Three tries (command
+ * timeout 1000 ms, replica_sync_timeout 900 ms: each may take at most 1000 +
+ * 900 + 900 per WAIT ahead, under 4 s) during an 8 s script: each ends
+ * RLOCK_ECONNECT (not run) while the script still runs. Before: every re-send
+ * added the WAITs then ahead of it to its deadline, so the later tries never
+ * reached theirs and were granted once the script ended. */
+TEST(busy_waits_ahead_counted_once) {
+  th_server_t *rep = th_replica_start(srv);
+  th_replicas_wait(srv, 1, 10000);
+  th_reply_free(th_cmd(srv, "CONFIG", "SET", "busy-reply-threshold", "50", NULL));
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 1000;
+  o.retry_attempts = 0;
+  o.replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o.replica_sync_timeout_ms = 900;
+  o.fast_path = 0;
+  o.ping_interval_ms = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  enum { N = 3 };
+  rlock_lock_t *l[N];
+  char nm[N][32];
+  for (int i = 0; i < N; i++) {
+    snprintf(nm[i], sizeof nm[i], "notrun:waits-%d", i);
+    l[i] = th_lock(c, nm[i]);
+    CHECK_OK(rlock_lock_acquire(l[i], 9, 0, RLOCK_LEASE_WATCHDOG, NULL)); /* connected, scripts loaded, WAIT sent */
+    CHECK_OK(rlock_lock_release(l[i], 9));
+  }
+  busy_t b;
+  pthread_t t;
+  start_busy(&b, &t, 8000);
+  fh_latch_t got[N];
+  int64_t t0 = rlock_now_ms();
+  for (int i = 0; i < N; i++) {
+    fh_latch_init(&got[i]);
+    CHECK_OK(rlock_lock_acquire_async(l[i], 9, 0, RLOCK_LEASE_WATCHDOG, NULL, fh_latch_cb, &got[i]));
+  }
+  int ended_busy[N];
+  for (int i = 0; i < N; i++) {
+    CHECK_MSG(fh_latch_wait(&got[i], 15000), "try %d never ended", i);
+    ended_busy[i] = answers_busy(NULL);
+    printf("# try %d during an 8000 ms script: %s after %lld ms (server %s)\n", i, rlock_err_name(got[i].status),
+           (long long)(rlock_now_ms() - t0), ended_busy[i] ? "still busy" : "no longer busy");
+  }
+  CHECK(pthread_join(t, NULL) == 0);
+  for (int i = 0; i < N; i++) {
+    CHECK_MSG(got[i].status == RLOCK_ECONNECT && ended_busy[i],
+              "try %d ended %s %s the script ended: its deadline grew at its re-sends", i,
+              rlock_err_name(got[i].status), ended_busy[i] ? "before" : "after");
+    CHECK_EQ(th_cmd_int(srv, "EXISTS", nm[i], NULL), 0);
+    fh_latch_destroy(&got[i]);
+    rlock_lock_free(l[i]);
+  }
+  fh_result("requests with WAIT refused BUSY again and again", "replicas", "reentrant",
+            "each ends not run at its own deadline (WAITs ahead counted once)", 0);
+  rlock_client_free(c);
+  th_server_stop(rep);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -495,6 +560,7 @@ int main(int argc, char **argv) {
   RUN_IF(readonly_compound);
   RUN_IF(readonly_fast_unlock);
   RUN_IF(loading_after_restart);
+  RUN_IF(busy_waits_ahead_counted_once);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();

@@ -535,6 +535,88 @@ TEST(undo_refused_behind_next_trylock) {
   rlock_client_free(b);
 }
 
+/* The same with a refusal the list of "nothing ran, send again later"
+ * errors did not name: the undo's re-send refused NOPERM (the ACL took the
+ * script commands away from the client's user for a moment). Any refusal of
+ * a copy says nothing of a copy still on its way: the gate stays closed
+ * until a copy runs. Before: NOPERM opened the gate, the next trylock was
+ * granted and the held undo copy took that hold away. */
+#define PNAME "undo-noperm"
+
+static long long noperm_refusals(void) {
+  redisReply *r = th_cmd(srv, "INFO", "errorstats", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  const char *p = strstr(r->str, "errorstat_NOPERM:count=");
+  long long n = p ? atoll(p + strlen("errorstat_NOPERM:count=")) : 0;
+  th_reply_free(r);
+  return n;
+}
+static int noperm_reach(void *a) { return noperm_refusals() >= ((oom_arg_t *)a)->want; }
+
+TEST(undo_noperm_behind_next_trylock) {
+  const char *name = "undo:noperm";
+  rlock_options_t opt;
+  rlock_options_init(&opt);
+  opt.url = purl;
+  opt.client_name = PNAME;
+  opt.command_timeout_ms = 300;
+  opt.retry_attempts = 0;
+  opt.dead_after_timeouts = 2;
+  opt.ping_interval_ms = 0;
+  opt.fast_path = 0;
+  opt.reconnect_min_ms = 50;
+  opt.reconnect_max_ms = 100;
+  rlock_client_t *a = NULL;
+  CHECK_OK(rlock_client_new(&a, &opt));
+  rlock_client_t *b = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *la = th_lock(a, name), *lb = th_lock(b, name);
+  char o[128];
+  const rlock_owner_t owner = 9;
+  th_owner_id(a, owner, o, sizeof o);
+  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG));
+  CHECK_RC(rlock_lock_acquire(la, owner, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
+  int port = script_port(PNAME, 0);
+
+  fp_hold_conn(px, port, FP_DOWN);
+  cmdstat_arg_t ran = {"evalsha", th_cmdstat(srv, "evalsha") + 1};
+  try_job_t j = {la, owner, 0, -1};
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, try_thread, &j), 0);
+  CHECK(th_wait_until(cmdstat_reach, &ran, 5000));
+  fp_hold_conn(px, port, FP_BOTH);
+  pthread_join(t, NULL);
+  printf("  trylock: %s\n", rlock_err_name(j.rc));
+  CHECK(j.rc != 0);
+
+  /* the other owner lets go; the scripts taken away; the undo's copy on
+   * the new connection is refused NOPERM */
+  CHECK_OK(rlock_lock_unlock(lb));
+  long long np0 = noperm_refusals();
+  th_reply_free(th_cmd(srv, "ACL", "SETUSER", "default", "-evalsha", "-eval", NULL));
+  oom_arg_t refused = {np0 + 1};
+  int got = th_wait_until(noperm_reach, &refused, 5000);
+  th_reply_free(th_cmd(srv, "ACL", "SETUSER", "default", "+@all", NULL));
+  CHECK_MSG(got, "the undo was not sent again on a new connection");
+
+  int rc2 = rlock_lock_acquire(la, owner, 5000, RLOCK_LEASE_WATCHDOG, NULL);
+  printf("  next trylock: %s, count on the server %lld\n", rlock_err_name(rc2), th_hget_num(srv, name, o));
+  CHECK_OK(rc2);
+  long long ev0 = th_cmdstat(srv, "evalsha");
+  conns_arg_t after = {fp_connections(px) - 1};
+  fp_hold_conn(px, port, 0);
+  CHECK_MSG(th_wait_until(conns_are, &after, 5000), "the held connection was not delivered and closed");
+  printf("  %lld script calls delivered late\n", th_cmdstat(srv, "evalsha") - ev0);
+  check_single_holder(name, o);
+  CHECK_OK(rlock_lock_release(la, owner));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  fh_result("undo's first copy held, its re-send on a new connection refused NOPERM, the owner's next trylock",
+            "single", "reentrant", "the undo is sent again until a copy runs, the trylock waits for it: one holder", 0);
+  rlock_lock_free(la);
+  rlock_lock_free(lb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 /* test_undo_order [NAME]: all tests, or only NAME */
 /* The same when the last re-send was never written (RLOCK_ECONNECT: the
  * proxy refuses the reconnect past the command timeout) after a copy whose
@@ -582,6 +664,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("undo_refused_behind_next_trylock", only)) RUN(undo_refused_behind_next_trylock);
   if (!only || strstr("unlock_lost_then_not_connected_behind_next_lock", only))
     RUN(unlock_lost_then_not_connected_behind_next_lock);
+  if (!only || strstr("undo_noperm_behind_next_trylock", only)) RUN(undo_noperm_behind_next_trylock);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();

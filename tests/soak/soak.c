@@ -212,7 +212,7 @@ static void *holder(void *arg) {
       }
       continue;
     }
-    int64_t vu = 0;
+    int64_t vu = 0, grant_at = th_now_ms();
     if (rlock_lock_valid_until(locks[n], RLOCK_OWNER_SELF, &vu)) vu = 0;
     hist_log(cp.hist_fd, HK_GRANT, w, nm, nl, 0, vu * 1000000, 0);
     atomic_fetch_add(&sh->grants, 1);
@@ -228,6 +228,7 @@ static void *holder(void *arg) {
     int64_t vnow = 0;
     int stale = rlock_lock_valid_until(locks[n], RLOCK_OWNER_SELF, &vnow) != 0 || rlock_now_ms() >= vnow;
     hist_log(cp.hist_fd, HK_EXIT, w, nm, nl, stale, 0, 0);
+    int64_t unlock_at = th_now_ms();
     rc = rlock_lock_unlock(locks[n]);
     hist_log(cp.hist_fd, HK_RELEASE, w, nm, nl, rc, 0, 0);
     if (rc == RLOCK_ENOTHELD) {
@@ -236,7 +237,17 @@ static void *holder(void *arg) {
       int64_t until = th_now_ms() + 1000;
       while (!atomic_load(&cp.lost_flag[t][n]) && th_now_ms() < until) th_sleep_ms(10);
       if (!atomic_load(&cp.lost_flag[t][n])) {
-        if (atomic_fetch_add(&sh->silent, 1) < 5) printf("  silent loss: worker %d's unlock of '%s' answered ENOTHELD and no lost callback came\n", w, nm);
+        if (atomic_fetch_add(&sh->silent, 1) < 5) {
+          char node[300] = "?";
+          rlock_lock_node(locks[n], node, sizeof node);
+          printf("  [%7.3f s] silent loss: worker %d's unlock of '%s' answered ENOTHELD and no lost callback came"
+                 " (lease %s%lld ms, wait %lld ms; unlock sent %lld ms after the grant and %lld ms before the"
+                 " valid-until, answered in %lld ms; node now %s)\n",
+                 (double)(unlock_at - run_t0) / 1000.0, w, nm, lease == RLOCK_LEASE_WATCHDOG ? "watchdog " : "",
+                 (long long)(lease == RLOCK_LEASE_WATCHDOG ? WATCHDOG_MS : lease), (long long)wait,
+                 (long long)(unlock_at - grant_at), (long long)(vu - (int64_t)rlock_now_ms() + (th_now_ms() - unlock_at)),
+                 (long long)(th_now_ms() - unlock_at), node);
+        }
       }
     }
     if (TRND() % 4 == 0) th_sleep_ms((int64_t)(TRND() % 5));
