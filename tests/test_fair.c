@@ -1,0 +1,628 @@
+/* test_fair.c -- the fair lock (Redisson's RFairLock) and the non-reentrant
+ * fair lock against a real server: FIFO across clients, trylock(0) never
+ * queues, a waiter that gives up leaves the queue, a live waiter keeps its
+ * place however long it waits, a dead one stops blocking the queue, and
+ * Redisson 4.7.0's exact fair-lock script steps (written here from
+ * redisson-family.md 2.3, owner ids like "<uuid>:1") sharing one queue with
+ * rlock waiters: deadlines, decrements, per-waiter channels. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+
+#define JAVA "5d9f6a2c-0b1e-4c3d-8e7f-9a0b1c2d3e4f"
+
+/* ---------------------------------------------------------------- Redisson's scripts */
+
+#define EVICT(NOW)                                                          \
+  "while true do "                                                          \
+  "  local firstThreadId2 = redis.call('lindex', KEYS[2], 0); "             \
+  "  if firstThreadId2 == false then break; end; "                          \
+  "  local timeout = redis.call('zscore', KEYS[3], firstThreadId2); "       \
+  "  if timeout ~= false and tonumber(timeout) <= tonumber(" NOW ") then "  \
+  "    redis.call('zrem', KEYS[3], firstThreadId2); "                       \
+  "    redis.call('lpop', KEYS[2]); "                                       \
+  "  else break; end; "                                                     \
+  "end; "
+
+/* B: lock()/tryLock(wait): ARGV lease, lockName, wait, now. */
+static const char *JAVA_ACQUIRE =
+    EVICT("ARGV[4]")
+    "if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) "
+    "    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then "
+    "  redis.call('lpop', KEYS[2]); "
+    "  redis.call('zrem', KEYS[3], ARGV[2]); "
+    "  local keys = redis.call('zrange', KEYS[3], 0, -1); "
+    "  for i = 1, #keys, 1 do "
+    "    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]); "
+    "  end; "
+    "  redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+    "  redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "local timeout = redis.call('zscore', KEYS[3], ARGV[2]); "
+    "if timeout ~= false then "
+    "  local ttl = redis.call('pttl', KEYS[1]); "
+    "  return math.max(0, ttl); "
+    "end; "
+    "local lastThreadId = redis.call('lindex', KEYS[2], -1); "
+    "local ttl; "
+    "if lastThreadId ~= false and lastThreadId ~= ARGV[2] "
+    "    and redis.call('zscore', KEYS[3], lastThreadId) ~= false then "
+    "  ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]); "
+    "else "
+    "  ttl = redis.call('pttl', KEYS[1]); "
+    "end; "
+    "local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]); "
+    "if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then "
+    "  redis.call('rpush', KEYS[2], ARGV[2]); "
+    "end; "
+    "return ttl;";
+
+/* C: acquireFailed: KEYS queue, zset; ARGV lockName, wait. */
+static const char *JAVA_ACQUIRE_FAILED =
+    "local queue = redis.call('lrange', KEYS[1], 0, -1); "
+    "local i = 1; "
+    "while i <= #queue and queue[i] ~= ARGV[1] do i = i + 1; end; "
+    "i = i + 1; "
+    "while i <= #queue do "
+    "  redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), queue[i]); "
+    "  i = i + 1; "
+    "end; "
+    "redis.call('zrem', KEYS[2], ARGV[1]); "
+    "redis.call('lrem', KEYS[1], 0, ARGV[1]);";
+
+/* D: unlock: KEYS name, queue, zset, channel, latch; ARGV 0, lease, lockName, now, publish, latch TTL. */
+static const char *JAVA_UNLOCK =
+    "local val = redis.call('get', KEYS[5]); "
+    "if val ~= false then return tonumber(val); end; "
+    EVICT("ARGV[4]")
+    "if (redis.call('exists', KEYS[1]) == 0) then "
+    "  local nextThreadId = redis.call('lindex', KEYS[2], 0); "
+    "  if nextThreadId ~= false then "
+    "    redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); "
+    "  end; "
+    "  redis.call('set', KEYS[5], 1, 'px', ARGV[6]); "
+    "  return 1; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then "
+    "  redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "  redis.call('set', KEYS[5], 0, 'px', ARGV[6]); "
+    "  return 0; "
+    "end; "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('set', KEYS[5], 1, 'px', ARGV[6]); "
+    "local nextThreadId = redis.call('lindex', KEYS[2], 0); "
+    "if nextThreadId ~= false then "
+    "  redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); "
+    "end; "
+    "return 1;";
+
+static int64_t epoch_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct keys {
+  char name[128], queue[160], zset[160], chan[160];
+} keys_t;
+
+static keys_t keys_of(const char *name) {
+  keys_t k;
+  snprintf(k.name, sizeof k.name, "%s", name);
+  snprintf(k.queue, sizeof k.queue, "redisson_lock_queue:{%s}", name);
+  snprintf(k.zset, sizeof k.zset, "redisson_lock_timeout:{%s}", name);
+  snprintf(k.chan, sizeof k.chan, "redisson_lock__channel:{%s}", name);
+  return k;
+}
+
+/* Java thread `tid`'s script B: -1000 for nil (acquired), else its reply. */
+static long long java_acquire(const keys_t *k, int tid, long long lease, long long wait) {
+  char owner[64], l[24], w[24], now[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(l, sizeof l, "%lld", lease);
+  snprintf(w, sizeof w, "%lld", wait);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *argv[] = {"EVAL", JAVA_ACQUIRE, "3", k->name, k->queue, k->zset, l, owner, w, now};
+  redisReply *r = th_cmdv(srv, 10, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "acquire: type %d %s", r->type,
+            r->str ? r->str : "");
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
+  th_reply_free(r);
+  return v;
+}
+
+static void java_acquire_failed(const keys_t *k, int tid, long long wait) {
+  char owner[64], w[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(w, sizeof w, "%lld", wait);
+  const char *argv[] = {"EVAL", JAVA_ACQUIRE_FAILED, "2", k->queue, k->zset, owner, w};
+  th_reply_free(th_cmdv(srv, 7, argv, NULL));
+}
+
+/* 1 released, 0 still held, -1000 not held. */
+static long long java_unlock(const keys_t *k, int tid) {
+  static int req;
+  char owner[64], latch[200], now[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:java-%d", k->name, ++req);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *argv[] = {"EVAL", JAVA_UNLOCK, "5", k->name, k->queue, k->zset, k->chan, latch,
+                        "0", "30000", owner, now, "publish", "16000"};
+  redisReply *r = th_cmdv(srv, 14, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "unlock: type %d %s", r->type,
+            r->str ? r->str : "");
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
+  th_reply_free(r);
+  th_reply_free(th_cmd(srv, "DEL", latch, NULL));
+  return v;
+}
+
+static long long zscore(const keys_t *k, const char *member) {
+  char *s = th_cmd_str(srv, "ZSCORE", k->zset, member, NULL);
+  long long v = s ? atoll(s) : -1;
+  free(s);
+  return v;
+}
+
+static long long llen(const keys_t *k) { return th_cmd_int(srv, "LLEN", k->queue, NULL); }
+
+/* The queue's i-th entry (malloc'd; NULL: none). */
+static char *qat(const keys_t *k, int i) {
+  char idx[16];
+  snprintf(idx, sizeof idx, "%d", i);
+  return th_cmd_str(srv, "LINDEX", k->queue, idx, NULL);
+}
+
+static void nothing_queued(const keys_t *k) {
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k->queue, NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k->zset, NULL), 0);
+}
+
+typedef struct qwait {
+  const keys_t *k;
+  long long n;
+} qwait_t;
+static int queue_len_is(void *arg) {
+  qwait_t *q = arg;
+  return llen(q->k) == q->n;
+}
+static void wait_queue_len(const keys_t *k, long long n) {
+  qwait_t q = {k, n};
+  CHECK_MSG(th_wait_until(queue_len_is, &q, 10000), "queue of %s: %lld entries, want %lld", k->name, llen(k), n);
+}
+
+static rlock_client_t *fair_client(int64_t slot_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  if (slot_ms) o.fair_waiter_timeout_ms = slot_ms;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == 0, "client: %s", rlock_last_error());
+  return c;
+}
+
+static rlock_lock_t *fair(rlock_client_t *c, const char *name) {
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(c, name, strlen(name), &l));
+  return l;
+}
+
+/* ---------------------------------------------------------------- waiter threads */
+
+typedef struct waiter {
+  rlock_lock_t *lock;
+  rlock_owner_t owner;
+  int64_t wait_ms, lease_ms;
+  rlock_cancel_t *cancel;
+  int rc;
+  int order;     /* the place it acquired in (shared counter) */
+  int hold_ms;   /* how long it holds before its unlock */
+  pthread_t t;
+} waiter_t;
+
+static _Atomic int acquired_n;
+
+static void *waiter_run(void *p) {
+  waiter_t *w = p;
+  w->rc = rlock_lock_acquire(w->lock, w->owner, w->wait_ms, w->lease_ms, w->cancel);
+  if (w->rc == 0) {
+    w->order = atomic_fetch_add(&acquired_n, 1);
+    if (w->hold_ms) th_sleep_ms(w->hold_ms);
+    int rc = rlock_lock_release(w->lock, w->owner);
+    if (rc) w->rc = 1000 + rc;
+  }
+  return NULL;
+}
+
+static void waiter_start(waiter_t *w) { CHECK_EQ(pthread_create(&w->t, NULL, waiter_run, w), 0); }
+
+/* ---------------------------------------------------------------- tests */
+
+TEST(basic_trylock0_never_queues) {
+  keys_t k = keys_of("fair:basic");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 10000, NULL));
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 10000, NULL)); /* reentrant */
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, 1, &n));
+  CHECK_EQ(n, 2);
+  /* another owner's trylock(0): refused, and never queued (Redisson's tryLock()) */
+  CHECK_RC(rlock_lock_acquire(l, 2, 0, 10000, NULL), RLOCK_EBUSY);
+  nothing_queued(&k);
+  CHECK_RC(rlock_lock_release(l, 2), RLOCK_ENOTHELD);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  CHECK_RC(rlock_lock_release(l, 1), RLOCK_ENOTHELD);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testTryLockNonDelayed: a timed try that fails leaves no entry,
+ * so a later trylock(0) of a third owner gets the free lock. */
+TEST(timed_try_leaves_no_entry) {
+  keys_t k = keys_of("fair:nondelayed");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK_RC(rlock_lock_acquire(l, 2, 200, 30000, NULL), RLOCK_EBUSY);
+  wait_queue_len(&k, 0); /* the undo left with the answer; its own answer follows */
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_OK(rlock_lock_acquire(l, 3, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(l, 3));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(cancel_leaves_queue) {
+  keys_t k = keys_of("fair:cancel");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  rlock_cancel_t *cx = NULL;
+  CHECK_OK(rlock_cancel_new(&cx));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = 30000, .cancel = cx};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  rlock_cancel_trigger(cx);
+  pthread_join(w.t, NULL);
+  CHECK_RC(w.rc, RLOCK_ECANCELED);
+  wait_queue_len(&k, 0);
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(l, 1));
+  rlock_cancel_free(cx);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testLeaseTimeout / testConcurrency_MultiInstance_Ordering:
+ * waiters of two clients acquire in the order they queued. */
+TEST(fifo_across_clients) {
+  keys_t k = keys_of("fair:fifo");
+  enum { N = 8 };
+  rlock_client_t *c[2] = {fair_client(0), fair_client(0)};
+  rlock_lock_t *l[2] = {fair(c[0], k.name), fair(c[1], k.name)};
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l[0], 100, 0, 30000, NULL));
+  waiter_t w[N];
+  for (int i = 0; i < N; i++) {
+    w[i] = (waiter_t){.lock = l[i % 2], .owner = (rlock_owner_t)(i + 1), .wait_ms = 20000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 1); /* queued in this order */
+  }
+  CHECK_OK(rlock_lock_release(l[0], 100));
+  for (int i = 0; i < N; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < N; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_MSG(w[i].order == i, "waiter %d acquired %d-th", i, w[i].order);
+  }
+  nothing_queued(&k);
+  for (int i = 0; i < 2; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+}
+
+/* A live waiter keeps its place however long it waits: the holder keeps the
+ * lock for several waiter slots (Redisson would evict the head, #3004). */
+TEST(live_waiter_keeps_place) {
+  keys_t k = keys_of("fair:live");
+  rlock_client_t *c = fair_client(400);
+  rlock_lock_t *l = fair(c, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  waiter_t w[3];
+  for (int i = 0; i < 3; i++) {
+    w[i] = (waiter_t){.lock = l, .owner = (rlock_owner_t)(i + 1), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 1);
+  }
+  char first[128];
+  th_owner_id(c, 1, first, sizeof first);
+  th_sleep_ms(2500); /* the scenario: held for 6 slots */
+  char *head = qat(&k, 0);
+  CHECK_MSG(head && !strcmp(head, first), "head %s, want %s", head ? head : "(none)", first);
+  free(head);
+  CHECK_EQ(llen(&k), 3);
+  CHECK(zscore(&k, first) > epoch_ms()); /* alive */
+  CHECK_OK(rlock_lock_release(l, 100));
+  for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A dead waiter (its process killed while queued) stops blocking the queue
+ * one slot after it became the head; the waiter behind it backs off until
+ * then (no polling) and takes the lock. */
+TEST(dead_waiter_stops_blocking) {
+  keys_t k = keys_of("fair:dead");
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 30000, NULL));
+  pid_t pid = th_fork();
+  if (pid == 0) {
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = srv->url;
+    o.fair_waiter_timeout_ms = 1000;
+    rlock_client_t *cc = NULL;
+    rlock_lock_t *cl = NULL;
+    if (rlock_client_new(&cc, &o) || rlock_lock_new_fair(cc, k.name, strlen(k.name), &cl)) th_exit_by_exec(2);
+    rlock_lock_acquire(cl, 1, 60000, 30000, NULL); /* killed while it waits */
+    th_exit_by_exec(3);
+  }
+  wait_queue_len(&k, 1);
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  atomic_store(&acquired_n, 0);
+  waiter_start(&w);
+  wait_queue_len(&k, 2);
+  kill(pid, SIGKILL);
+  th_wait_child(pid);
+  rlock_stats_t before, after;
+  rlock_client_stats(c, &before);
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_release(l, 100)); /* wakes the dead head: nobody listens */
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  rlock_client_stats(c, &after);
+  int64_t took = th_now_ms() - t0;
+  /* Redisson's default slot would block it 5 minutes; here about one slot */
+  CHECK_MSG(took < 10000, "acquired %lld ms after the unlock", (long long)took);
+  /* backed off: a few tries, not a poll loop */
+  CHECK_MSG(after.acquire_attempts - before.acquire_attempts < 15, "%llu tries",
+            (unsigned long long)(after.acquire_attempts - before.acquire_attempts));
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(nonreentrant_fair) {
+  keys_t k = keys_of("fair:once");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair_nonreentrant(c, k.name, strlen(k.name), &l));
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_lock(l, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_RC(rlock_lock_trylock(l, 100, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_MSG(th_now_ms() - t0 < 2000, "refused after %lld ms", (long long)(th_now_ms() - t0));
+  CHECK(strstr(rlock_last_error(), "non-reentrant") != NULL);
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &n));
+  CHECK_EQ(n, 1);
+  nothing_queued(&k);
+  /* a contending owner waits and gets it on the release */
+  waiter_t w = {.lock = l, .owner = 7, .wait_ms = 20000, .lease_ms = 30000};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  /* two handles of one name, one thread: still the same owner */
+  rlock_lock_t *l2 = NULL;
+  CHECK_OK(rlock_lock_new_fair_nonreentrant(c, k.name, strlen(k.name), &l2));
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  CHECK_RC(rlock_lock_trylock(l2, 0, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_OK(rlock_lock_unlock(l2));
+  rlock_lock_free(l2);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(watchdog_renews_fair) {
+  keys_t k = keys_of("fair:wd");
+  rlock_client_t *c = th_client(srv->url, 1500);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_sleep_ms(3000); /* two leases */
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 1);
+  CHECK(th_cmd_int(srv, "PTTL", k.name, NULL) > 0);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* ---------------------------------------------------------------- with Redisson's scripts */
+
+static redisContext *subscribe(const char *chan) {
+  redisContext *sub = th_raw_connect(srv);
+  redisReply *r = redisCommand(sub, "SUBSCRIBE %s", chan);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  th_reply_free(r);
+  return sub;
+}
+
+static void expect_message(redisContext *sub, const char *chan) {
+  void *m = NULL;
+  CHECK_MSG(redisGetReply(sub, &m) == REDIS_OK, "no message on %s: %s", chan, sub->errstr);
+  redisReply *r = m;
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "message");
+  CHECK_STREQ(r->element[1]->str, chan);
+  CHECK_STREQ(r->element[2]->str, "0");
+  th_reply_free(r);
+}
+
+/* Java waits behind rlock, rlock behind Java, in one queue; each side's
+ * unlock wakes the other's head on its own channel. */
+TEST(redisson_mixed_queue) {
+  keys_t k = keys_of("fair:mixed");
+  rlock_client_t *c = fair_client(5000);
+  rlock_lock_t *l = fair(c, k.name);
+  char jchan[400], j2[64];
+  snprintf(j2, sizeof j2, JAVA ":2");
+  snprintf(jchan, sizeof jchan, "%s:%s", k.chan, j2);
+  redisContext *sub = subscribe(jchan);
+
+  CHECK_EQ(java_acquire(&k, 1, 30000, 5000), -1000); /* Java holds */
+  atomic_store(&acquired_n, 0);
+  waiter_t w1 = {.lock = l, .owner = 1, .wait_ms = 20000, .lease_ms = 30000, .hold_ms = 0};
+  waiter_start(&w1);
+  wait_queue_len(&k, 1);
+  char o1[128];
+  th_owner_id(c, 1, o1, sizeof o1);
+  /* rlock's head keeps its deadline one slot ahead (not the PTTL + slot of
+   * Redisson's arithmetic: a dead head frees the queue one slot after) */
+  long long s1 = zscore(&k, o1), now = epoch_ms();
+  CHECK_MSG(s1 > now + 3000 && s1 <= now + 5000, "rlock's deadline %lld ms ahead", s1 - now);
+  /* Java 2 queues behind it: its TTL is rlock's deadline - now */
+  long long ttl2 = java_acquire(&k, 2, 30000, 5000);
+  CHECK_MSG(ttl2 > 3000 && ttl2 <= 5000, "Java's TTL %lld", ttl2);
+  CHECK_EQ(zscore(&k, j2) - s1, 5000); /* Redisson's gap: its wait */
+  /* the rlock waiter's channel is its own */
+  char wchan[400];
+  snprintf(wchan, sizeof wchan, "%s:%s", k.chan, o1);
+  CHECK_EQ(th_numsub(srv, wchan), 1);
+  long long s2 = zscore(&k, j2);
+  CHECK_EQ(java_unlock(&k, 1), 1); /* publishes to rlock's channel only */
+  /* w1 holds, then releases: its unlock wakes Java 2 */
+  pthread_join(w1.t, NULL);
+  CHECK_OK(w1.rc);
+  /* rlock's acquire moved every deadline down by its slot */
+  long long s2b = zscore(&k, j2);
+  CHECK_MSG(s2b == s2 - 5000, "Java 2's deadline moved by %lld", s2b - s2);
+  expect_message(sub, jchan);
+  CHECK_EQ(java_acquire(&k, 2, 30000, 5000), -1000);
+  nothing_queued(&k);
+  CHECK_EQ(java_unlock(&k, 2), 1);
+  redisFree(sub);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* testAcquireFailedTimeoutDrift_Descrete with an rlock waiter in the middle:
+ * rlock's deadline follows Redisson's arithmetic and its give-up is
+ * Redisson's acquireFailed (later waiters move down by its slot). */
+TEST(redisson_acquire_failed_drift) {
+  keys_t k = keys_of("test-fair-lock");
+  rlock_client_t *c = fair_client(5000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_EQ(java_acquire(&k, 1, 30000, 5000), -1000); /* A */
+  long long b = java_acquire(&k, 2, 30000, 5000);    /* B */
+  CHECK_MSG(b > 29900 && b <= 30000, "B %lld", b);
+  waiter_t w = {.lock = l, .owner = 3, .wait_ms = 1500, .lease_ms = 30000};
+  waiter_start(&w); /* C: rlock */
+  wait_queue_len(&k, 2);
+  long long d = java_acquire(&k, 4, 30000, 5000); /* D */
+  long long e = java_acquire(&k, 5, 30000, 5000); /* E */
+  CHECK_MSG(d > 39800 && d <= 40000, "D %lld", d);
+  CHECK_MSG(e > 44800 && e <= 45000, "E %lld", e);
+  long long sd = zscore(&k, JAVA ":4"), se = zscore(&k, JAVA ":5");
+  pthread_join(w.t, NULL); /* C gives up */
+  CHECK_RC(w.rc, RLOCK_EBUSY);
+  wait_queue_len(&k, 3);
+  CHECK_EQ(zscore(&k, JAVA ":4"), sd - 5000);
+  CHECK_EQ(zscore(&k, JAVA ":5"), se - 5000);
+  /* B, D, E already queued: the lock's PTTL */
+  CHECK(java_acquire(&k, 2, 30000, 5000) > 25000);
+  CHECK_EQ(java_unlock(&k, 1), 1);
+  CHECK_EQ(java_acquire(&k, 2, 30000, 5000), -1000); /* B at once */
+  long long d2 = java_acquire(&k, 4, 30000, 5000), e2 = java_acquire(&k, 5, 30000, 5000);
+  CHECK_MSG(d2 > 29700 && d2 <= 30000 && e2 > 29700 && e2 <= 30000, "D %lld E %lld", d2, e2);
+  /* and Redisson's own acquireFailed of D moves E down by D's wait */
+  long long se2 = zscore(&k, JAVA ":5");
+  java_acquire_failed(&k, 4, 5000);
+  CHECK_EQ(zscore(&k, JAVA ":5"), se2 - 5000);
+  CHECK_EQ(java_unlock(&k, 2), 1);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, NULL));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* rlock's own unlock publishes "0" only on the head's channel, never on
+ * redisson_lock__channel:{NAME}; force unlock wakes the head too. */
+TEST(unlock_wakes_head_only) {
+  keys_t k = keys_of("fair:headonly");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  char j3[64], jchan[400];
+  snprintf(j3, sizeof j3, JAVA ":3");
+  snprintf(jchan, sizeof jchan, "%s:%s", k.chan, j3);
+  redisContext *base = subscribe(k.chan);
+  redisContext *sub = subscribe(jchan);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK(java_acquire(&k, 3, 30000, 300000) > 0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  expect_message(sub, jchan);
+  CHECK_EQ(java_acquire(&k, 3, 30000, 300000), -1000);
+  /* rlock queues behind Java 3 (trylock with a wait), then force unlock wakes it */
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  atomic_store(&acquired_n, 0);
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(l, &was));
+  CHECK_EQ(was, 1);
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  /* nothing ever reached the shared channel */
+  redisReply *r = redisCommand(base, "PING");
+  CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && !strcmp(r->element[0]->str, "pong"));
+  th_reply_free(r);
+  redisFree(sub);
+  redisFree(base);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  srv = th_server_start(NULL);
+  RUN(basic_trylock0_never_queues);
+  RUN(timed_try_leaves_no_entry);
+  RUN(cancel_leaves_queue);
+  RUN(fifo_across_clients);
+  RUN(live_waiter_keeps_place);
+  RUN(dead_waiter_stops_blocking);
+  RUN(nonreentrant_fair);
+  RUN(watchdog_renews_fair);
+  RUN(redisson_mixed_queue);
+  RUN(redisson_acquire_failed_drift);
+  RUN(unlock_wakes_head_only);
+  th_server_stop(srv);
+  return th_done();
+}
