@@ -14,8 +14,10 @@
 #include <time.h>
 
 #include "harness.h"
+#include "harness_cluster.h"
 
 static th_server_t *srv;
+static const char *java_pub = "publish"; /* Redisson's publish command: spublish on a sharded Cluster */
 
 #define JAVA "5d9f6a2c-0b1e-4c3d-8e7f-9a0b1c2d3e4f"
 
@@ -163,7 +165,7 @@ static long long java_unlock(const keys_t *k, int tid) {
   snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:java-%d", k->name, ++req);
   snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
   const char *argv[] = {"EVAL", JAVA_UNLOCK, "5", k->name, k->queue, k->zset, k->chan, latch,
-                        "0", "30000", owner, now, "publish", "16000"};
+                        "0", "30000", owner, now, java_pub, "16000"};
   redisReply *r = th_cmdv(srv, 14, argv, NULL);
   CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "unlock: type %d %s", r->type,
             r->str ? r->str : "");
@@ -207,16 +209,17 @@ static void wait_queue_len(const keys_t *k, long long n) {
   CHECK_MSG(th_wait_until(queue_len_is, &q, 10000), "queue of %s: %lld entries, want %lld", k->name, llen(k), n);
 }
 
-static rlock_client_t *fair_client(int64_t slot_ms) {
+static rlock_client_t *fair_client_on(const char *url, int64_t slot_ms) {
   rlock_options_t o;
   rlock_options_init(&o);
-  o.url = srv->url;
+  o.url = url;
   if (slot_ms) o.fair_waiter_timeout_ms = slot_ms;
   rlock_client_t *c = NULL;
   int rc = rlock_client_new(&c, &o);
   CHECK_MSG(rc == 0, "client: %s", rlock_last_error());
   return c;
 }
+static rlock_client_t *fair_client(int64_t slot_ms) { return fair_client_on(srv->url, slot_ms); }
 
 static rlock_lock_t *fair(rlock_client_t *c, const char *name) {
   rlock_lock_t *l = NULL;
@@ -619,6 +622,210 @@ TEST(unlock_wakes_head_only) {
   rlock_client_free(c);
 }
 
+/* Redisson's testExpire and testTryLockWait: a waiter gets a lock whose
+ * holder never unlocks once its lease runs out (its try's wait bound is the
+ * holder's TTL: no message comes); a timed try gives up after its wait. */
+TEST(expire_and_timed_wait) {
+  keys_t k = keys_of("fair:expire");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 800, NULL)); /* never unlocked */
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_acquire(l, 2, 300, 30000, NULL), RLOCK_EBUSY);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(took >= 300 && took < 1300, "a 300 ms try gave up after %lld ms", (long long)took);
+  wait_queue_len(&k, 0);
+  CHECK_OK(rlock_lock_acquire(l, 3, 10000, 2000, NULL));
+  took = th_now_ms() - t0;
+  CHECK_MSG(took < 3000, "got the expired lock after %lld ms", (long long)took);
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  CHECK_EQ(locked, 1);
+  CHECK_OK(rlock_lock_release(l, 3));
+  CHECK_RC(rlock_lock_release(l, 1), RLOCK_ENOTHELD);
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testMultipleLocks / testConcurrency_MultiInstance, scaled down:
+ * 40 waiters on 4 clients, each holds briefly; never two inside at once,
+ * every one acquires, nothing left queued. */
+static _Atomic int inside, overlaps;
+static void *cs_run(void *p) {
+  waiter_t *w = p;
+  w->rc = rlock_lock_acquire(w->lock, w->owner, w->wait_ms, w->lease_ms, NULL);
+  if (w->rc) return NULL;
+  if (atomic_fetch_add(&inside, 1) != 0) atomic_fetch_add(&overlaps, 1);
+  th_sleep_ms(2);
+  atomic_fetch_sub(&inside, 1);
+  w->rc = rlock_lock_release(w->lock, w->owner);
+  return NULL;
+}
+TEST(many_waiters_exclusive) {
+  keys_t k = keys_of("fair:many");
+  enum { NC = 4, NW = 40 };
+  rlock_client_t *c[NC];
+  rlock_lock_t *l[NC];
+  for (int i = 0; i < NC; i++) c[i] = fair_client(0), l[i] = fair(c[i], k.name);
+  waiter_t w[NW];
+  for (int i = 0; i < NW; i++) {
+    w[i] = (waiter_t){.lock = l[i % NC], .owner = RLOCK_OWNER_SELF, .wait_ms = 60000, .lease_ms = 5000};
+    CHECK_EQ(pthread_create(&w[i].t, NULL, cs_run, &w[i]), 0);
+  }
+  for (int i = 0; i < NW; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < NW; i++) CHECK_OK(w[i].rc);
+  CHECK_EQ(atomic_load(&overlaps), 0);
+  nothing_queued(&k);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  for (int i = 0; i < NC; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+}
+
+/* Redisson 4.7.0's testAcquireFailedNotCalledOnRedisTimeout: a timed try
+ * whose request times out (the server paused) leaves no queue entry once
+ * the server is back: the undo's tombstone stops the try's late copies. */
+TEST(paused_try_leaves_no_entry) {
+  keys_t k = keys_of("fair:paused");
+  rlock_client_t *h = fair_client(0);
+  rlock_lock_t *lh = fair(h, k.name);
+  CHECK_OK(rlock_lock_acquire(lh, 1, 0, 30000, NULL));
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = fair(c, k.name);
+  th_reply_free(th_cmd(srv, "CLIENT", "PAUSE", "1000", "WRITE", NULL));
+  int rc = rlock_lock_acquire(l, 2, 300, 1000, NULL);
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_EBUSY, "acquire: %s", rlock_err_name(rc));
+  th_sleep_ms(1200); /* the scenario: the pause ends, held copies run */
+  wait_queue_len(&k, 0);
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(lh, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  rlock_lock_free(lh);
+  rlock_client_free(h);
+}
+
+/* Redis Cluster with sharded pub/sub: the hash, queue, deadlines and every
+ * waiter's channel in NAME's slot; rlock and Redisson (SPUBLISH) waiters in
+ * one queue on the slot's master, each woken on its own sharded channel. */
+TEST(cluster_sharded) {
+  th_cluster_t *cl = th_cluster_start(3, 0, 2000);
+  CHECK(th_cluster_wait_ok(cl, 30000));
+  keys_t k = keys_of("fair:cl");
+  th_server_t *single = srv;
+  srv = th_cluster_owner(cl, th_cluster_keyslot(cl, k.name)); /* the java_* scripts go there */
+  java_pub = "spublish";
+  rlock_client_t *c[2] = {fair_client_on(cl->url, 0), fair_client_on(cl->url, 0)};
+  rlock_lock_t *l[2] = {fair(c[0], k.name), fair(c[1], k.name)};
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l[0], 100, 0, 30000, NULL));
+  waiter_t w1 = {.lock = l[0], .owner = 1, .wait_ms = 30000, .lease_ms = 30000};
+  waiter_start(&w1);
+  wait_queue_len(&k, 1);
+  CHECK(java_acquire(&k, 2, 30000, 5000) > 0); /* Java 2 behind w1 */
+  waiter_t w3 = {.lock = l[1], .owner = 3, .wait_ms = 30000, .lease_ms = 30000};
+  waiter_start(&w3);
+  wait_queue_len(&k, 3);
+  char o1[128], chan[400];
+  th_owner_id(c[0], 1, o1, sizeof o1);
+  snprintf(chan, sizeof chan, "%s:%s", k.chan, o1);
+  redisReply *r = th_cmd(srv, "PUBSUB", "SHARDNUMSUB", chan, NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 1);
+  th_reply_free(r);
+  char jchan[400];
+  snprintf(jchan, sizeof jchan, "%s:" JAVA ":2", k.chan);
+  redisContext *sub = th_raw_connect(srv);
+  r = redisCommand(sub, "SSUBSCRIBE %s", jchan);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  th_reply_free(r);
+  CHECK_OK(rlock_lock_release(l[0], 100)); /* SPUBLISH to w1; w1 takes and releases: SPUBLISH to Java 2 */
+  pthread_join(w1.t, NULL);
+  CHECK_OK(w1.rc);
+  void *m = NULL;
+  CHECK(redisGetReply(sub, &m) == REDIS_OK);
+  r = m;
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "smessage");
+  CHECK_STREQ(r->element[1]->str, jchan);
+  th_reply_free(r);
+  CHECK_EQ(java_acquire(&k, 2, 30000, 5000), -1000);
+  CHECK_EQ(java_unlock(&k, 2), 1); /* Redisson's SPUBLISH wakes w3 (another client) */
+  pthread_join(w3.t, NULL);
+  CHECK_OK(w3.rc);
+  CHECK_EQ(w3.order, 1);
+  nothing_queued(&k);
+  redisFree(sub);
+  for (int i = 0; i < 2; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+  srv = single;
+  java_pub = "publish";
+  th_cluster_stop(cl);
+}
+
+/* The scripts themselves (lua/fair_*.lua as embedded): a late copy of a
+ * try that lands after its undo never queues (the undo's tombstone), and an
+ * undo that kept the entry (the owner waits on) is followed by one that
+ * takes it out. */
+static char *lua_file(const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/lua/%s", RLOCK_SOURCE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  static char buf[65536];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strdup(buf);
+}
+static long long eval_int(int argc, const char **argv, int *is_nil) {
+  redisReply *r = th_cmdv(srv, argc, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "type %d %s", r->type, r->str ? r->str : "");
+  *is_nil = r->type == REDIS_REPLY_NIL;
+  long long v = r->integer;
+  th_reply_free(r);
+  return v;
+}
+TEST(late_copy_after_undo_never_queues) {
+  keys_t k = keys_of("fair:late");
+  char *acq = lua_file("fair_acquire.lua"), *undo = lua_file("fair_acquire_undo.lua");
+  const char *owner = "0b0b0b0b-0000-4000-8000-000000000001:owner-1";
+  const char *latch = "rlock_acquire_latch:{fair:late}:aaaa";
+  th_reply_free(th_cmd(srv, "HSET", k.name, JAVA ":1", "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));
+  char now[24];
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *try_argv[] = {"EVAL", acq, "5", k.name, k.queue, k.zset, k.chan, latch,
+                            "30000", owner, "5000", now, "15000", "q", "0", "publish"};
+  int nil = 0;
+  CHECK(eval_int(16, try_argv, &nil) > 0 && !nil); /* queued */
+  CHECK_EQ(llen(&k), 1);
+  /* the owner waits on: the tombstone only */
+  const char *stay_argv[] = {"EVAL", undo, "5", k.name, k.queue, k.zset, k.chan, latch,
+                             "0", owner, "publish", "15000", "0", "5000", "1"};
+  CHECK_EQ(eval_int(15, stay_argv, &nil), 0);
+  CHECK_EQ(llen(&k), 1);
+  CHECK_EQ(eval_int(16, try_argv, &nil), -3); /* a late copy: nothing */
+  /* then it gives up: out of the queue, the tombstone now says so */
+  const char *leave_argv[] = {"EVAL", undo, "5", k.name, k.queue, k.zset, k.chan, latch,
+                              "0", owner, "publish", "15000", "0", "5000", "0"};
+  CHECK_EQ(eval_int(15, leave_argv, &nil), 0);
+  nothing_queued(&k);
+  char *v = th_cmd_str(srv, "GET", latch, NULL);
+  CHECK_STREQ(v, "xd");
+  free(v);
+  CHECK_EQ(eval_int(16, try_argv, &nil), -3); /* a late copy of the try never queues again */
+  CHECK_EQ(eval_int(15, leave_argv, &nil), 2); /* a late copy of the undo changes nothing */
+  nothing_queued(&k);
+  th_reply_free(th_cmd(srv, "DEL", k.name, latch, NULL));
+  free(acq);
+  free(undo);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -639,6 +846,11 @@ int main(int argc, char **argv) {
   RUN_ONE(redisson_mixed_queue);
   RUN_ONE(redisson_acquire_failed_drift);
   RUN_ONE(unlock_wakes_head_only);
+  RUN_ONE(expire_and_timed_wait);
+  RUN_ONE(many_waiters_exclusive);
+  RUN_ONE(paused_try_leaves_no_entry);
+  RUN_ONE(late_copy_after_undo_never_queues);
+  RUN_ONE(cluster_sharded);
   th_server_stop(srv);
   return th_done();
 }
