@@ -15,6 +15,8 @@
 
 #include "harness.h"
 #include "harness_cluster.h"
+#include "harness_replica.h"
+#include "harness_sentinel.h"
 
 static th_server_t *srv;
 static const char *java_pub = "publish"; /* Redisson's publish command: spublish on a sharded Cluster */
@@ -826,6 +828,82 @@ TEST(late_copy_after_undo_never_queues) {
   free(undo);
 }
 
+/* A master with a replica, replica sync ONE: the fair scripts carry WAIT;
+ * with the replica stopped a waiting acquire ends RLOCK_ENOSYNC with
+ * nothing held and nothing queued (each grant undone and awaited, the last
+ * try's entry taken out); after it resumes, a waiter queues and is woken. */
+TEST(replica_sync_fair) {
+  keys_t k = keys_of("fair:rs");
+  th_server_t *r = th_replica_start(srv);
+  th_replicas_wait(srv, 1, 20000);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o.replica_sync_timeout_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = fair(c, k.name);
+  long long w0 = th_cmdstat(srv, "wait");
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK(th_cmdstat(srv, "wait") > w0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  th_server_pause(r);
+  CHECK_RC(rlock_lock_acquire(l, 2, 3000, 30000, NULL), RLOCK_ENOSYNC);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  wait_queue_len(&k, 0);
+  nothing_queued(&k);
+  th_server_resume(r);
+  th_replicas_caught_up(srv, 1, 20000);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  CHECK_OK(rlock_lock_release(l, 1));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(srv, 0, 20000);
+}
+
+/* Sentinel (a master, a replica, 3 sentinels): waiters of two clients on
+ * the redis+sentinel:// URL and a Redisson waiter on the master, one queue,
+ * in order. */
+TEST(sentinel_fifo) {
+  th_sentinels_t *t = th_sentinels_start("fairmaster", 1, 3);
+  keys_t k = keys_of("fair:sent");
+  th_server_t *single = srv;
+  srv = t->nodes[0];
+  rlock_client_t *c[2] = {fair_client_on(t->url, 0), fair_client_on(t->url, 0)};
+  rlock_lock_t *l[2] = {fair(c[0], k.name), fair(c[1], k.name)};
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l[0], 100, 0, 30000, NULL));
+  waiter_t w[3];
+  for (int i = 0; i < 3; i++) {
+    w[i] = (waiter_t){.lock = l[i % 2], .owner = (rlock_owner_t)(i + 1), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 1);
+  }
+  CHECK(java_acquire(&k, 9, 30000, 5000) > 0); /* Redisson queues last */
+  CHECK_OK(rlock_lock_release(l[0], 100));
+  for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  CHECK_EQ(java_acquire(&k, 9, 30000, 5000), -1000); /* its turn: the head, the lock free */
+  CHECK_EQ(java_unlock(&k, 9), 1);
+  nothing_queued(&k);
+  for (int i = 0; i < 2; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+  srv = single;
+  th_sentinels_stop(t);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -850,7 +928,9 @@ int main(int argc, char **argv) {
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
+  RUN_ONE(replica_sync_fair);
   RUN_ONE(cluster_sharded);
+  RUN_ONE(sentinel_fifo);
   th_server_stop(srv);
   return th_done();
 }
