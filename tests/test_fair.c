@@ -418,6 +418,8 @@ TEST(dead_waiter_stops_blocking) {
   rlock_client_stats(c, &after);
   int64_t took = th_now_ms() - t0;
   /* Redisson's default slot would block it 5 minutes; here about one slot */
+  printf("# acquired %lld ms after the unlock, %llu tries\n", (long long)took,
+         (unsigned long long)(after.acquire_attempts - before.acquire_attempts));
   CHECK_MSG(took < 10000, "acquired %lld ms after the unlock", (long long)took);
   /* backed off: a few tries, not a poll loop */
   CHECK_MSG(after.acquire_attempts - before.acquire_attempts < 15, "%llu tries",
