@@ -586,6 +586,15 @@ int rlock_lock_new_fair(rlock_client_t *client, const void *name, size_t name_le
  * acquire fails at once with RLOCK_ENOTREENTRANT, its hold unchanged. */
 int rlock_lock_new_fair_nonreentrant(rlock_client_t *client, const void *name, size_t name_len,
                                      rlock_lock_t **out);
+/* The queue of a fair lock, head first: each waiter's owner id and deadline
+ * (epoch ms after which it counts as gone; -1: none). Free with
+ * rlock_fair_waiters_free. RLOCK_EINVAL for a handle of another kind. */
+typedef struct rlock_fair_waiter {
+  char *owner;
+  int64_t deadline_ms;
+} rlock_fair_waiter_t;
+int rlock_lock_fair_waiters(rlock_lock_t *lock, rlock_fair_waiter_t **out, size_t *n);
+void rlock_fair_waiters_free(rlock_fair_waiter_t *waiters, size_t n);
 
 /* ---------------------------------------------------------------- MultiLock */
 

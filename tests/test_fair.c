@@ -334,6 +334,21 @@ TEST(fifo_across_clients) {
     waiter_start(&w[i]);
     wait_queue_len(&k, i + 1); /* queued in this order */
   }
+  /* the queue as rlock_lock_fair_waiters reads it: head first, deadlines ahead */
+  rlock_fair_waiter_t *q = NULL;
+  size_t nq = 0;
+  CHECK_OK(rlock_lock_fair_waiters(l[1], &q, &nq));
+  CHECK_EQ(nq, N);
+  for (int i = 0; i < N; i++) {
+    char id[128];
+    th_owner_id(c[i % 2], (rlock_owner_t)(i + 1), id, sizeof id);
+    CHECK_STREQ(q[i].owner, id);
+    CHECK(q[i].deadline_ms > epoch_ms());
+  }
+  rlock_fair_waiters_free(q, nq);
+  rlock_lock_t *plain = th_lock(c[0], k.name);
+  CHECK_RC(rlock_lock_fair_waiters(plain, &q, &nq), RLOCK_EINVAL);
+  rlock_lock_free(plain);
   CHECK_OK(rlock_lock_release(l[0], 100));
   for (int i = 0; i < N; i++) pthread_join(w[i].t, NULL);
   for (int i = 0; i < N; i++) {

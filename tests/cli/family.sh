@@ -136,6 +136,11 @@ until_true 20 queued 1 || fail "waiter a never queued"
 bg "$T/fb" "$RLOCK" -u "$URL" exec --fair --wait 30s fjob -- sh -c "echo b >> $T/forder"
 fb=$BG
 until_true 20 queued 2 || fail "waiter b never queued"
+expect 0 "status --fair shows the queue" R status --fair fjob
+contains "$T/out" "waiter 2 " "status --fair lists both waiters"
+contains "$T/out" " deadline in " "status --fair shows each waiter's deadline"
+expect 0 "status --fair --json" R status --fair --json fjob
+contains "$T/out" '"queue":[{"owner":' "status --fair --json has the queue"
 touch "$T/fgo"
 await "$fholder" 30
 await "$fa" 30
