@@ -75,6 +75,28 @@ static const char *JAVA_ACQUIRE =
     "end; "
     "return ttl;";
 
+/* A: tryLock() with no wait: ARGV lease, lockName, now, wait; never queues. */
+static const char *JAVA_TRY =
+    EVICT("ARGV[3]")
+    "if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) "
+    "    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then "
+    "  redis.call('lpop', KEYS[2]); "
+    "  redis.call('zrem', KEYS[3], ARGV[2]); "
+    "  local keys = redis.call('zrange', KEYS[3], 0, -1); "
+    "  for i = 1, #keys, 1 do "
+    "    redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), keys[i]); "
+    "  end; "
+    "  redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "  redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "return 1;";
+
 /* C: acquireFailed: KEYS queue, zset; ARGV lockName, wait. */
 static const char *JAVA_ACQUIRE_FAILED =
     "local queue = redis.call('lrange', KEYS[1], 0, -1); "
@@ -145,6 +167,22 @@ static long long java_acquire(const keys_t *k, int tid, long long lease, long lo
   const char *argv[] = {"EVAL", JAVA_ACQUIRE, "3", k->name, k->queue, k->zset, l, owner, w, now};
   redisReply *r = th_cmdv(srv, 10, argv, NULL);
   CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "acquire: type %d %s", r->type,
+            r->str ? r->str : "");
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
+  th_reply_free(r);
+  return v;
+}
+
+/* Java thread `tid`'s script A: -1000 for nil (acquired), else 1. */
+static long long java_try(const keys_t *k, int tid, long long lease, long long wait) {
+  char owner[64], l[24], w[24], now[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(l, sizeof l, "%lld", lease);
+  snprintf(w, sizeof w, "%lld", wait);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *argv[] = {"EVAL", JAVA_TRY, "3", k->name, k->queue, k->zset, l, owner, now, w};
+  redisReply *r = th_cmdv(srv, 10, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "try: type %d %s", r->type,
             r->str ? r->str : "");
   long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
   th_reply_free(r);
@@ -921,6 +959,67 @@ TEST(sentinel_fifo) {
   th_sentinels_stop(t);
 }
 
+/* Redisson's testLockAcquiredBooleanTimeoutDrift_Descrete with rlock in it:
+ * Redisson's tryLock() (script A) and rlock's trylock(0) exclude each other
+ * and neither ever queues; a Java waiter that queued (script B) is the head,
+ * so a free lock is refused to both until it takes its turn. */
+TEST(redisson_trylock_no_wait) {
+  keys_t k = keys_of("fair:tryA");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK_EQ(java_try(&k, 2, 30000, 300000), 1);
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_EQ(java_try(&k, 2, 30000, 300000), -1000);
+  CHECK_RC(rlock_lock_acquire(l, 1, 0, 30000, NULL), RLOCK_EBUSY);
+  nothing_queued(&k);
+  CHECK(java_acquire(&k, 3, 30000, 300000) > 0); /* Java 3 queues */
+  CHECK_EQ(java_unlock(&k, 2), 1);
+  CHECK_RC(rlock_lock_acquire(l, 1, 0, 30000, NULL), RLOCK_EBUSY); /* free, but Java 3's turn */
+  CHECK_EQ(java_try(&k, 4, 30000, 300000), 1);
+  CHECK_EQ(llen(&k), 1);
+  CHECK_EQ(java_acquire(&k, 3, 30000, 300000), -1000);
+  CHECK_EQ(java_unlock(&k, 3), 1);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(l, 1));
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* An owner that gave up waits again at once: its new entry is not taken
+ * out by the earlier give-up's undo (the order gate: the new try is written
+ * after the undo's answer); and the async call waits the same way. */
+static void on_async(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  atomic_store((_Atomic int *)arg, status == 0 ? 1 : 2);
+}
+static int async_done(void *arg) { return atomic_load((_Atomic int *)arg) != 0; }
+TEST(give_up_then_wait_again) {
+  keys_t k = keys_of("fair:again");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  for (int round = 0; round < 5; round++)
+    CHECK_RC(rlock_lock_acquire(l, 2, 50, 30000, NULL), RLOCK_EBUSY);
+  _Atomic int done = 0;
+  CHECK_OK(rlock_lock_acquire_async(l, 2, 20000, 30000, NULL, on_async, &done));
+  wait_queue_len(&k, 1);
+  char o2[128];
+  th_owner_id(c, 2, o2, sizeof o2);
+  char *head = qat(&k, 0);
+  CHECK(head && !strcmp(head, o2));
+  free(head);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK(th_wait_until(async_done, &done, 20000));
+  CHECK_EQ(atomic_load(&done), 1);
+  CHECK_OK(rlock_lock_release(l, 2));
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -942,6 +1041,8 @@ int main(int argc, char **argv) {
   RUN_ONE(redisson_acquire_failed_drift);
   RUN_ONE(unlock_wakes_head_only);
   RUN_ONE(expire_and_timed_wait);
+  RUN_ONE(redisson_trylock_no_wait);
+  RUN_ONE(give_up_then_wait_again);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
