@@ -7,6 +7,7 @@
  * rlock waiters: deadlines, decrements, per-waiter channels. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1020,6 +1021,40 @@ TEST(give_up_then_wait_again) {
   rlock_client_free(c);
 }
 
+/* A client freed while its waiter is in the queue takes the entry out (the
+ * undo, sent at close and awaited briefly), whether the waiter's try is in
+ * flight or it is parked: the next waiter is not blocked by it for a slot. */
+static void close_case(bool parked) {
+  keys_t k = keys_of("fair:close");
+  rlock_client_t *h = fair_client(0), *c = fair_client(0);
+  rlock_lock_t *lh = fair(h, k.name), *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(lh, 1, 0, 30000, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = 30000};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  if (parked) { /* its second try (after the subscription) answered: it sleeps */
+    char o2[128], chan[400];
+    th_owner_id(c, 2, o2, sizeof o2);
+    snprintf(chan, sizeof chan, "%s:%s", k.chan, o2);
+    CHECK(TH_STAT_REACHES(c, acquire_attempts, 2, 10000));
+    CHECK_EQ(th_numsub(srv, chan), 1);
+    th_sleep_ms(200); /* the scenario: the answer reaches the client, which parks */
+  }
+  rlock_client_free(c);
+  pthread_join(w.t, NULL);
+  CHECK_RC(w.rc, RLOCK_ECLOSED);
+  CHECK_EQ(llen(&k), 0); /* gone when rlock_client_free returned */
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  CHECK_OK(rlock_lock_release(lh, 1));
+  rlock_lock_free(lh);
+  rlock_client_free(h);
+}
+TEST(close_leaves_queue) {
+  close_case(false);
+  close_case(true);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1043,6 +1078,7 @@ int main(int argc, char **argv) {
   RUN_ONE(expire_and_timed_wait);
   RUN_ONE(redisson_trylock_no_wait);
   RUN_ONE(give_up_then_wait_again);
+  RUN_ONE(close_leaves_queue);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
