@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "harness_cluster.h"
@@ -441,11 +442,13 @@ TEST(live_waiter_keeps_place) {
  * then (no polling) and takes the lock. */
 TEST(dead_waiter_stops_blocking) {
   keys_t k = keys_of("fair:dead");
-  rlock_client_t *c = fair_client(1000);
-  rlock_lock_t *l = fair(c, k.name);
-  CHECK_OK(rlock_lock_acquire(l, 100, 0, 30000, NULL));
-  pid_t pid = th_fork();
+  int go[2];
+  CHECK(pipe(go) == 0);
+  pid_t pid = th_fork(); /* before this process makes a client: no thread forked */
   if (pid == 0) {
+    close(go[1]);
+    char b;
+    if (read(go[0], &b, 1) != 1) th_exit_by_exec(4);
     rlock_options_t o;
     rlock_options_init(&o);
     o.url = srv->url;
@@ -456,6 +459,12 @@ TEST(dead_waiter_stops_blocking) {
     rlock_lock_acquire(cl, 1, 60000, 30000, NULL); /* killed while it waits */
     th_exit_by_exec(3);
   }
+  close(go[0]);
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 30000, NULL));
+  CHECK(write(go[1], "g", 1) == 1);
+  close(go[1]);
   wait_queue_len(&k, 1);
   waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
   atomic_store(&acquired_n, 0);
