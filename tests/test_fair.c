@@ -674,11 +674,15 @@ TEST(unlock_wakes_head_only) {
   atomic_store(&acquired_n, 0);
   waiter_start(&w);
   wait_queue_len(&k, 1);
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
   int was = 0;
   CHECK_OK(rlock_lock_force_unlock(l, &was));
   CHECK_EQ(was, 1);
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
+  rlock_client_stats(c, &st1);
+  CHECK_MSG(st1.messages > st0.messages, "the head was not woken by the force unlock's message");
   /* nothing ever reached the shared channel */
   redisReply *r = redisCommand(base, "PING");
   CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && !strcmp(r->element[0]->str, "pong"));

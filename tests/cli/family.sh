@@ -150,4 +150,17 @@ await "$fb" 30
 [ "$(rc EXISTS 'redisson_lock_queue:{fjob}' 'redisson_lock_timeout:{fjob}')" = 0 ] && \
   pass "--fair: nothing left queued" || fail "queue keys left"
 expect 64 "--fair with --simple is refused" R exec --fair --simple fjob -- true
+# unlock --force --fair: deletes the hash and wakes the queue's head at once
+bg "$T/fh2" "$RLOCK" -u "$URL" exec --fair --lease 60s fjob -- sh -c "sleep 30"
+fh2=$BG
+until_true 20 held || fail "the second fair holder never held fjob"
+bg "$T/fw2" "$RLOCK" -u "$URL" exec --fair --wait 20s fjob -- true
+fw2=$BG
+until_true 20 queued 1 || fail "the waiter never queued"
+expect 0 "unlock --force --fair" R unlock --force --fair fjob
+contains "$T/out" "unlocked fjob" "unlock --force --fair says so"
+await "$fw2" 10
+[ "$RC" = 0 ] && pass "--fair: the head got the lock after unlock --force" || fail "waiter: exit $RC"
+kill -TERM "$fh2" 2>/dev/null
+await "$fh2" 30
 finish
