@@ -1068,6 +1068,39 @@ TEST(close_leaves_queue) {
   close_case(true);
 }
 
+/* A name with an unbalanced brace: every key and the waiters' channels in
+ * the slot-safe form ({T}NAME, wire-format.md "Names"); the lock works the
+ * same (queue, wake-up on the waiter's own channel, the queue read back). */
+static int one_waiter(void *arg) {
+  rlock_fair_waiter_t *q = NULL;
+  size_t n = 0;
+  if (rlock_lock_fair_waiters(arg, &q, &n)) return 0;
+  rlock_fair_waiters_free(q, n);
+  return n == 1;
+}
+TEST(odd_name) {
+  const char *name = "fair{odd";
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  waiter_start(&w);
+  CHECK(th_wait_until(one_waiter, l, 10000));
+  rlock_fair_waiter_t *q = NULL;
+  size_t n = 0;
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  rlock_client_stats(c, &st1);
+  CHECK(st1.messages > st0.messages);
+  CHECK_OK(rlock_lock_fair_waiters(l, &q, &n));
+  CHECK_EQ(n, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1092,6 +1125,7 @@ int main(int argc, char **argv) {
   RUN_ONE(redisson_trylock_no_wait);
   RUN_ONE(give_up_then_wait_again);
   RUN_ONE(close_leaves_queue);
+  RUN_ONE(odd_name);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
