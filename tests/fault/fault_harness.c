@@ -581,6 +581,12 @@ const fh_kind_t fh_kind_nolock = {"broken-nolock", HIST_MUTEX_LEASE, nolock_open
                                   nolock_valid, nolock_release, nolock_close, NULL};
 
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
+  const char *kind = getenv("FH_KIND"); /* another kind of fh_kinds[] by name (FH_KIND=fair) */
+  for (const fh_kind_t *const *o = fh_kinds; kind && *o; o++)
+    if (strcmp((*o)->name, kind) == 0) {
+      printf("# FH_KIND=%s\n", kind);
+      k = *o;
+    }
   const char *m = getenv("FH_MUTATE");
   if (m && strcmp(m, "nolock") == 0) {
     printf("# MUTATION: FH_MUTATE=nolock: the workers take no lock (this run must fail)\n");
