@@ -188,7 +188,8 @@ void fh_violations_split(const hist_report_t *rep, int holder, int64_t from_ns, 
  * "succeeds"): a mutation run (FH_MUTATE=nolock) shows a history test on a
  * deployment fails when mutual exclusion is gone. */
 extern const fh_kind_t fh_kind_nolock;
-/* fh_kind_nolock if $FH_MUTATE is "nolock", else k. */
+/* fh_kind_nolock if $FH_MUTATE is "nolock", else the kind of fh_kinds[] named
+ * $FH_KIND (e.g. fair), else k. */
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k);
 
 /* ------------------------------------------------------------ async completion */
