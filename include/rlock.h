@@ -238,12 +238,10 @@ typedef struct rlock_options {
                                    for thread T's owner made by another thread while T's own
                                    lock or unlock is on its way may count holds wrongly (the
                                    count check then drops the owner's holds and reports a loss) */
-  int64_t fair_waiter_timeout_ms; /* fair locks: a waiter's slot in the queue (Redisson's
-                                   fairLockWaitTimeout, sent as its "wait"): a waiter of this
-                                   client keeps its deadline at least 3/4 of it ahead while it
-                                   waits, so a dead one stops blocking the queue this long after
-                                   it reached the head. Default 10000 (0: the default; at least 100);
-                                   docs/api/fair.md */
+  int64_t fair_waiter_timeout_ms; /* fair locks: a waiter's slot (Redisson's wait): a dead
+                                   waiter of this client stops blocking the queue this long
+                                   after it reached the head. Default 10000 (0: default;
+                                   at least 100); docs/api/fair.md */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);
