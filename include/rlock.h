@@ -60,6 +60,8 @@ const char *rlock_version(void);
 #define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
 #define RLOCK_ENOSYNC (-18)    /* the replica-sync check failed: too few replicas acknowledged
                                   the acquire (WAIT); nothing is left held (replica_sync) */
+#define RLOCK_ENOTREENTRANT (-19) /* a non-reentrant lock's holder asked for it again: refused at
+                                     once, the hold left as it was (never a self-deadlock) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -236,6 +238,10 @@ typedef struct rlock_options {
                                    for thread T's owner made by another thread while T's own
                                    lock or unlock is on its way may count holds wrongly (the
                                    count check then drops the owner's holds and reports a loss) */
+  int64_t fair_waiter_timeout_ms; /* fair locks: a waiter's slot (Redisson's wait): a dead
+                                   waiter of this client stops blocking the queue this long
+                                   after it reached the head. Default 10000 (0: default;
+                                   at least 100); docs/api/fair.md */
 } rlock_options_t;
 
 void rlock_options_init(rlock_options_t *opts);
@@ -570,6 +576,27 @@ int64_t rlock_now_ms(void);
  *     RLOCK_FORCE_ANY_TYPE).
  * Free with rlock_lock_free. */
 int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+
+/* ---------------------------------------------------------------- fair lock */
+
+/* A handle on one named fair lock (Redisson's RFairLock, shared with Java):
+ * waiters acquire in the order they queued, across processes and languages;
+ * an unlock wakes only the queue's head. Every rlock_lock_* call works on it.
+ * trylock with wait 0 never queues. Contracts: docs/api/fair.md. */
+int rlock_lock_new_fair(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+/* The same, not reentrant (RNonReentrantFairLock): the holder's second
+ * acquire fails at once with RLOCK_ENOTREENTRANT, its hold unchanged. */
+int rlock_lock_new_fair_nonreentrant(rlock_client_t *client, const void *name, size_t name_len,
+                                     rlock_lock_t **out);
+/* The queue of a fair lock, head first: each waiter's owner id and deadline
+ * (epoch ms after which it counts as gone; -1: none). Free with
+ * rlock_fair_waiters_free. RLOCK_EINVAL for a handle of another kind. */
+typedef struct rlock_fair_waiter {
+  char *owner;
+  int64_t deadline_ms;
+} rlock_fair_waiter_t;
+int rlock_lock_fair_waiters(rlock_lock_t *lock, rlock_fair_waiter_t **out, size_t *n);
+void rlock_fair_waiters_free(rlock_fair_waiter_t *waiters, size_t n);
 
 /* ---------------------------------------------------------------- MultiLock */
 

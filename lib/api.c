@@ -54,6 +54,14 @@ RLOCK_API int rlock_lock_new_simple(rlock_client_t *cl, const void *name, size_t
   return rlock__lock_new_kind(cl, &rlock__kind_simple, name, len, out);
 }
 
+RLOCK_API int rlock_lock_new_fair(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return rlock__lock_new_kind(cl, &rlock__kind_fair, name, len, out);
+}
+
+RLOCK_API int rlock_lock_new_fair_nonreentrant(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return rlock__lock_new_kind(cl, &rlock__kind_fair_nonreentrant, name, len, out);
+}
+
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
   free(l); /* name and channel inside */
 }
@@ -531,4 +539,68 @@ RLOCK_API void rlock_cancel_free(rlock_cancel_t *c) {
   if (!c) return;
   close(c->fd);
   free(c);
+}
+
+/* ------------------------------------------------------------ fair lock queue */
+
+/* The queue and each waiter's deadline in one read (a script: consistent),
+ * sent as a user command (routed by the queue key's slot on a Cluster). */
+static const char FAIR_QUEUE_LUA[] =
+    "local q = redis.call('lrange', KEYS[1], 0, -1) "
+    "local out = {} "
+    "for i = 1, #q do "
+    "  out[#out + 1] = q[i] "
+    "  out[#out + 1] = redis.call('zscore', KEYS[2], q[i]) or '-1' "
+    "end "
+    "return out";
+
+RLOCK_API int rlock_lock_fair_waiters(rlock_lock_t *l, rlock_fair_waiter_t **out, size_t *n) {
+  if (!out || !n) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  *n = 0;
+  if (check_lock(l)) return RLOCK_EINVAL;
+  if (l->kind != &rlock__kind_fair && l->kind != &rlock__kind_fair_nonreentrant)
+    return rlock__fail(RLOCK_EINVAL, "not a fair lock handle (rlock_lock_new_fair)");
+  bytes_t q = {0}, z = {0};
+  if (rlock__names_prefixed(&q, "redisson_lock_queue", l->name, l->len) ||
+      rlock__names_prefixed(&z, "redisson_lock_timeout", l->name, l->len)) {
+    free(q.p);
+    free(z.p);
+    return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  }
+  const char *argv[5] = {"EVAL", FAIR_QUEUE_LUA, "2", q.p, z.p};
+  size_t lens[5] = {4, sizeof FAIR_QUEUE_LUA - 1, 1, q.n, z.n};
+  rlock_reply_t *r = NULL;
+  int rc = rlock_client_command(l->cl, 5, argv, lens, &r);
+  free(q.p);
+  free(z.p);
+  if (rc) return rc;
+  if (r->type == RLOCK_REPLY_ERROR) {
+    rc = rlock__fail(RLOCK_ESERVER, "%.200s", r->str);
+  } else if (r->type != RLOCK_REPLY_ARRAY || r->elements % 2) {
+    rc = rlock__fail(RLOCK_EPROTO, "unexpected reply");
+  } else if (r->elements) {
+    size_t k = r->elements / 2;
+    rlock_fair_waiter_t *w = calloc(k, sizeof *w);
+    if (!w) rc = rlock__fail(RLOCK_ENOMEM, "out of memory");
+    for (size_t i = 0; w && i < k; i++) {
+      const rlock_reply_t *o = r->element[2 * i], *d = r->element[2 * i + 1];
+      w[i].owner = o->str ? rlock__strndup(o->str, o->len) : NULL;
+      w[i].deadline_ms = d->str ? strtoll(d->str, NULL, 10) : -1;
+      if (!w[i].owner) {
+        rlock_fair_waiters_free(w, k);
+        w = NULL;
+        rc = rlock__fail(RLOCK_EPROTO, "unexpected reply");
+      }
+    }
+    if (w) *out = w, *n = k;
+  }
+  rlock_reply_free(r);
+  return rc;
+}
+
+RLOCK_API void rlock_fair_waiters_free(rlock_fair_waiter_t *w, size_t n) {
+  if (!w) return;
+  for (size_t i = 0; i < n; i++) free(w[i].owner);
+  free(w);
 }

@@ -468,7 +468,11 @@ enum {
   SCRIPT_SIMPLE_RENEW,
   SCRIPT_SIMPLE_FORCE_UNLOCK,
   SCRIPT_SIMPLE_QUERY,
-  SCRIPT_N = SCRIPT_SIMPLE_QUERY
+  SCRIPT_FAIR_ACQUIRE,
+  SCRIPT_FAIR_ACQUIRE_UNDO,
+  SCRIPT_FAIR_UNLOCK,
+  SCRIPT_FAIR_FORCE_UNLOCK,
+  SCRIPT_N = SCRIPT_FAIR_FORCE_UNLOCK
 };
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
@@ -994,6 +998,9 @@ struct op {
   bool unlatched;
   int64_t fast_count;
   int fslot; /* the lock name's fast slot counted busy at submit (-1: none) */
+  /* acquire of a queueing kind (kind->queues): a try that may have queued
+   * the owner was written and no undo has taken the entry out since */
+  bool queued;
   /* The latch key of the current request id (lock.c latch_key), built once
    * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
    * a longer key than the room is built for each use). Last: rlock__op_alloc

@@ -82,6 +82,7 @@ static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status
 
 static void attempt(op_t *op, bool fresh);
 static void undo_attempt(op_t *op, bool wait);
+static void undo_attempt_as(op_t *op, bool wait, bool stay);
 static void wait_timer_cb(evutil_socket_t fd, short what, void *arg);
 
 int64_t rlock__op_lease_ms(const op_t *op) {
@@ -290,8 +291,9 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
  * the undos' answers (briefly). */
 void rlock__op_undo_on_close(client_t *cl) {
   for (op_t *op = cl->active; op; op = op->anext) /* (a try held back and never written needs none) */
-    if (op->kind == OP_ACQUIRE && !op->finished && op->in_flight && (!op->held || op->id_written))
-      undo_attempt(op, false);
+    if (op->kind == OP_ACQUIRE && !op->finished &&
+        ((op->in_flight && (!op->held || op->id_written)) || (op->queued && !op->in_flight)))
+      undo_attempt(op, false); /* (a parked waiter of a queueing kind: out of the queue) */
 }
 
 /* Closing: an op submitted and never started ends (RLOCK_ECLOSED). An
@@ -338,6 +340,7 @@ typedef struct undo {
   bytes_t name, channel, latch;
   char owner_id[64];
   int64_t keep; /* the count the owner keeps: an unlatched try's (the fast path's count), or -2: undo_keep's */
+  bool stay;    /* a queueing kind's owner goes on waiting: its queue entry stays (kind_undo_t) */
   /* A copy of the undone request (or of this undo) whose answer was lost may
    * still land: a refusal of a copy (nothing ran) does not answer it, the
    * copy is sent again later (req.refused_later) until one runs. */
@@ -566,7 +569,7 @@ static void undo_send(undo_t *u) {
     }
   } else {
     kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
-                        u->keep >= 0 ? u->keep : undo_keep(u)};
+                        u->keep >= 0 ? u->keep : undo_keep(u), u->stay};
     r = u->kind->undo_req(&view, undo_done, u);
   }
   if (!r) {
@@ -583,13 +586,19 @@ static void undo_send(undo_t *u) {
 }
 
 /* Give back the hold that the current try of op may have taken. With wait,
- * op waits for the undo (in flight) and then goes on: resume_after_undo. */
-static void undo_attempt(op_t *op, bool wait) {
+ * op waits for the undo (in flight) and then goes on: resume_after_undo.
+ * A queueing kind's undo also takes the owner out of the queue, unless stay
+ * (the op goes on waiting: only the tombstone). */
+static void undo_attempt(op_t *op, bool wait) { undo_attempt_as(op, wait, false); }
+
+static void undo_attempt_as(op_t *op, bool wait, bool stay) {
   undo_t *u = calloc(1, sizeof *u);
   rlock_lock_t *l = op->lock;
+  if (!stay) op->queued = false; /* (out of memory below: the entry's deadline frees the queue) */
   if (!u) goto fail;
   u->cl = op->cl;
   u->kind = l->kind;
+  u->stay = stay;
   /* an unlatched try (fast.c) left no latch to trust: the count it started
    * from is what the owner keeps */
   u->keep = op->unlatched ? op->fast_count : -2;
@@ -772,8 +781,19 @@ static bool id_stale(const op_t *op) {
   return rlock_now_ms() + op->cl->opt.command_timeout_ms + LATCH_MARGIN_MS >= latch_ends;
 }
 
-/* An acquire op that ends without the lock. */
-static void acquire_fail(op_t *op, int rc) { rlock__op_finish(op, rc, 0, NULL, 0); }
+/* An acquire op that ends without the lock; a queueing kind's owner leaves
+ * the queue (the undo, in the order gate: the owner's next try waits for it). */
+static void acquire_fail(op_t *op, int rc) {
+  if (op->queued && !op->finished && rc != RLOCK_ECLOSED) { /* (closing: rlock__op_undo_on_close) */
+    int keep = rlock__fail_keep(rc); /* the undo must not replace the op's message */
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", rlock__msg());
+    undo_attempt(op, false);
+    rlock__set_msg(msg);
+    rc = keep;
+  }
+  rlock__op_finish(op, rc, 0, NULL, 0);
+}
 
 static int cancelled_rc(void) { return rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled"); }
 
@@ -849,7 +869,14 @@ static int join_channel(op_t *op) {
   op->subscribed = true;
   op->w.on_wake = on_wake;
   op->w.wake = op->lock->kind->wake; /* whom a message wakes: the kind says */
-  int rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+  int rc;
+  if (op->lock->kind->waiter_channel) { /* a channel of the owner's own (the fair lock) */
+    bytes_t ch;
+    rc = op->lock->kind->waiter_channel(op, &ch);
+    if (!rc) rc = rlock__pubsub_join(&op->cl->ps, &op->w, ch.p, ch.n), free(ch.p);
+  } else {
+    rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+  }
   if (rc < 0) rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
   return rc;
 }
@@ -887,6 +914,7 @@ static void acquired(op_t *op) {
     acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
+  op->queued = false; /* a grant takes the owner out of the queue */
   if (l->kind->renew_script) rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
   rlock__fast_bump(op->cl, l->name, l->len); /* a hold the calling thread's fast table does not know */
   drop_latch(op, ACQUIRE_LATCH);
@@ -939,6 +967,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   op->in_flight = false;
   if (status == 0) order_check(op);
   if (status != RLOCK_ECONNECT) op->id_written = true;
+  if (status != RLOCK_ECONNECT && op->lock->kind->queues && op->wait_ms != 0) op->queued = true; /* it may have queued */
   /* a cancel triggered before this reply counts even if its event has not
    * been dispatched yet (rlock.h: the wait ends with RLOCK_ECANCELED) */
   if (op->cancel && atomic_load(&op->cancel->triggered)) op->cancelled = true;
@@ -962,7 +991,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
    * lock is free, after the op moved on to a fresh id or ended, taking a hold
    * nobody knows of. A refused try writes nothing on the server, so plant the
    * id's tombstone (the undo, on its own; sent before any next try). */
-  if (rc != KIND_GRANTED && op->retries > 0) undo_attempt(op, false);
+  if (rc != KIND_GRANTED && op->retries > 0) undo_attempt_as(op, false, rc == KIND_BUSY); /* busy: it waits on, queued */
   if (rc == KIND_GRANTED && !synced) sync_missed(op, acked);
   else if (rc == KIND_GRANTED) acquired(op);
   else if (rc < 0) acquire_fail(op, rc);

@@ -12,7 +12,8 @@
 extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_undo[],
     rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[],
     rlock_lua_simple_acquire[], rlock_lua_simple_acquire_undo[], rlock_lua_simple_unlock[],
-    rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[];
+    rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[],
+    rlock_lua_fair_acquire[], rlock_lua_fair_acquire_undo[], rlock_lua_fair_unlock[], rlock_lua_fair_force_unlock[];
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
@@ -33,6 +34,10 @@ static void compute(void) {
   bodies[SCRIPT_SIMPLE_RENEW] = rlock_lua_simple_renew;
   bodies[SCRIPT_SIMPLE_FORCE_UNLOCK] = rlock_lua_simple_force_unlock;
   bodies[SCRIPT_SIMPLE_QUERY] = rlock_lua_simple_query;
+  bodies[SCRIPT_FAIR_ACQUIRE] = rlock_lua_fair_acquire;
+  bodies[SCRIPT_FAIR_ACQUIRE_UNDO] = rlock_lua_fair_acquire_undo;
+  bodies[SCRIPT_FAIR_UNLOCK] = rlock_lua_fair_unlock;
+  bodies[SCRIPT_FAIR_FORCE_UNLOCK] = rlock_lua_fair_force_unlock;
   for (int i = 1; i <= SCRIPT_N; i++) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

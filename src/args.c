@@ -216,6 +216,11 @@ int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 
+int cli_lock_fair(rlock_client_t *client, const char *name, rlock_lock_t **out) {
+  int rc = rlock_lock_new_fair(client, name, strlen(name), out);
+  return rc ? cli_fail(rc, "cannot open the lock") : 0;
+}
+
 int cli_name(const char *cmd, const char *name) {
   size_t len = strlen(name);
   if (len == 0) return cli_usage(cmd, "the lock name must not be empty");

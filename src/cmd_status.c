@@ -3,11 +3,12 @@
  * answered, as text or as one JSON object. */
 #include <getopt.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock status [--json] [--simple] [--redlock] NAME\n"
+    "Usage: rlock status [--json] [--simple | --fair] [--redlock] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
@@ -17,6 +18,9 @@ static const char usage_text[] =
     "                  \"node\":\"HOST:PORT\"}\n"
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
     "                 the holder is its token, count 1\n"
+    "  --fair         NAME is a fair lock (exec --fair, Redisson's RFairLock): also\n"
+    "                 its queue, head first, with each waiter's deadline in ms from\n"
+    "                 now (JSON: \"queue\":[{\"owner\":...,\"deadline_in_ms\":N}])\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
     "                 many of them NAME is locked\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
@@ -32,17 +36,39 @@ static void print_state_json(const rlock_holder_t *h, size_t n, int64_t ttl) {
   printf("],\"ttl_ms\":%lld", (long long)ttl);
 }
 
-static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node) {
+/* A fair lock's queue (NULL: not a fair lock). */
+typedef struct queue_view {
+  const rlock_fair_waiter_t *w;
+  size_t n;
+  int64_t now; /* epoch ms */
+} queue_view_t;
+
+static int64_t in_ms(const queue_view_t *q, size_t i) {
+  return q->w[i].deadline_ms < 0 ? -1 : q->w[i].deadline_ms - q->now;
+}
+
+static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
+                       const queue_view_t *q) {
   fputs("{\"name\":", stdout);
   json_string(stdout, name, strlen(name));
   fputc(',', stdout);
   print_state_json(h, n, ttl);
+  if (q) {
+    fputs(",\"queue\":[", stdout);
+    for (size_t i = 0; i < q->n; i++) {
+      fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+      json_string(stdout, q->w[i].owner, strlen(q->w[i].owner));
+      printf(",\"deadline_in_ms\":%lld}", (long long)in_ms(q, i));
+    }
+    fputc(']', stdout);
+  }
   fputs(",\"node\":", stdout);
   json_string(stdout, node, strlen(node));
   fputs("}\n", stdout);
 }
 
-static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node) {
+static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
+                       const queue_view_t *q) {
   if (!n)
     printf("%s: not locked\n", name);
   else if (ttl >= 0)
@@ -51,11 +77,13 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
     printf("%s: locked, no expiry\n", name);
   for (size_t i = 0; i < n; i++)
     printf("  holder %s count %lld\n", h[i].owner, (long long)h[i].count);
+  for (size_t i = 0; q && i < q->n; i++)
+    printf("  waiter %zu %s deadline in %lld ms\n", i + 1, q->w[i].owner, (long long)in_ms(q, i));
   printf("  node %s\n", node);
 }
 
 /* Reads and prints the state of the lock; returns the exit code. */
-static int show(rlock_lock_t *lock, const char *name, int json) {
+static int show(rlock_lock_t *lock, const char *name, int json, int fair) {
   rlock_holder_t *holders = NULL;
   size_t n = 0;
   int64_t ttl = -2;
@@ -70,10 +98,23 @@ static int show(rlock_lock_t *lock, const char *name, int json) {
     rlock_holders_free(holders, n);
     return cli_fail(rc, "cannot tell the node");
   }
+  queue_view_t qv = {0};
+  rlock_fair_waiter_t *w = NULL;
+  if (fair) {
+    if ((rc = rlock_lock_fair_waiters(lock, &w, &qv.n)) != 0) {
+      rlock_holders_free(holders, n);
+      return cli_fail(rc, "cannot read the queue");
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    qv.w = w;
+    qv.now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  }
   if (json)
-    print_json(name, holders, n, ttl, node);
+    print_json(name, holders, n, ttl, node, fair ? &qv : NULL);
   else
-    print_text(name, holders, n, ttl, node);
+    print_text(name, holders, n, ttl, node, fair ? &qv : NULL);
+  rlock_fair_waiters_free(w, qv.n);
   rlock_holders_free(holders, n);
   return 0;
 }
@@ -150,15 +191,17 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
                                            {"simple", no_argument, NULL, 's'},
                                            {"redlock", no_argument, NULL, 'r'},
+                                           {"fair", no_argument, NULL, 'f'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, json = 0, simple = 0, redlock = 0, ex = 0;
+  int c, json = 0, simple = 0, redlock = 0, fair = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
       case 's': simple = 1; break;
       case 'r': redlock = 1; break;
+      case 'f': fair = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("status", g, c, optarg, argv);
     }
@@ -167,12 +210,15 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   if (optind != argc - 1) return cli_usage("status", "expected exactly one lock NAME");
   const char *name = argv[optind];
   if ((ex = cli_name("status", name))) return ex;
+  if (fair && (simple || redlock)) return cli_usage("status", "--fair goes with neither --simple nor --redlock");
   if (redlock) return show_redlock(g, name, simple, json);
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = simple ? cli_lock_simple(client, name, &lock) : cli_lock(client, name, &lock))) {
-    ex = show(lock, name, json);
+  if (!(ex = simple ? cli_lock_simple(client, name, &lock)
+             : fair  ? cli_lock_fair(client, name, &lock)
+                     : cli_lock(client, name, &lock))) {
+    ex = show(lock, name, json, fair);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

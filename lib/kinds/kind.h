@@ -32,8 +32,10 @@
  * How the next kinds fit (their Redisson formats):
  *   fenced lock   = reentrant with a token counter: try_reply gets the token
  *   fair lock     = a queue and a channel per waiter ("...:{NAME}:<owner>"):
- *                   the unlock message wakes the named waiter (add a
- *                   waiter_channel entry; NULL = l->channel, shared)
+ *                   the unlock message wakes the named waiter
+ *                   (waiter_channel; NULL = l->channel, shared), and a
+ *                   refused try leaves a queue entry (queues: the undo
+ *                   takes it out when the acquire gives up): kinds/fair.c
  *   read-write    = one hash, mode field; a write unlock publishes 1: wake
  *                   returns WAKE_ALL for it (many readers enter at once)
  *   semaphore     = a counter: try_req sends n permits (add the count to the
@@ -68,6 +70,8 @@ typedef struct kind_undo {
   int64_t keep; /* the hold count the owner may keep on the server (the
                    client's own), -1: trust the latch only (another try of
                    the same owner and lock is in flight) */
+  bool stay;    /* a queueing kind: the owner goes on waiting, keep its queue
+                   entry (only the tombstone) */
 } kind_undo_t;
 
 /* The client's view of the hold a release gives back (watchdog.c). */
@@ -115,10 +119,20 @@ struct lock_kind {
   /* Optional (NULL: the hash layout's HEXISTS, HGET, HGETALL). is held,
    * hold count, holders of op as one request, answered in those shapes. */
   req_t *(*query_req)(op_t *op, req_done_fn done);
+  /* Optional (NULL: l->channel, shared by every waiter). The channel op's
+   * waiter listens on (malloc'd into *out; 0 or RLOCK_ENOMEM): the fair
+   * lock's per-owner channel, on which its unlock wakes the queue's head. */
+  int (*waiter_channel)(const op_t *op, bytes_t *out);
+  /* A refused try may leave state behind (the fair lock's queue entry):
+   * an acquire that ends without the lock after a try that may have queued
+   * sends the undo (stay false), in the order gate like any undo. */
+  bool queues;
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
 extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
+extern const lock_kind_t rlock__kind_fair;   /* Redisson's RFairLock (kinds/fair.c) */
+extern const lock_kind_t rlock__kind_fair_nonreentrant; /* RNonReentrantFairLock (kinds/fair.c) */
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)

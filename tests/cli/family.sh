@@ -119,4 +119,48 @@ contains "$T/err" "unreachable" "the unreachable nodes are reported"
 expect 0 "status --redlock with two masters dead" RL status --redlock rl
 contains "$T/out" "node 1 redis://127.0.0.1:$P1: cannot read it" "a dead master is shown as such"
 contains "$T/out" "locked on 0 of 3 masters" "status --redlock summary"
+# --fair: Redisson's RFairLock. Waiters queue in redisson_lock_queue:{NAME} and
+# run in the order they queued; a waiter that gives up leaves the queue.
+expect 0 "exec --fair runs the command" R exec --fair fjob -- sh -c "redis-cli -p $PORT TYPE fjob > $T/ftype"
+contains "$T/ftype" "hash" "the fair lock is Redisson's hash"
+bg "$T/fholder" "$RLOCK" -u "$URL" exec --fair fjob -- sh -c "until [ -e $T/fgo ]; do sleep 0.05; done"
+fholder=$BG
+held() { [ "$(rc EXISTS fjob)" = 1 ]; }
+until_true 20 held || fail "the fair holder never held fjob"
+queued() { [ "$(rc LLEN 'redisson_lock_queue:{fjob}')" = "$1" ]; }
+expect 75 "--fair --wait times out while held" R exec --fair --wait 200ms fjob -- true
+until_true 20 queued 0 || fail "the timed-out waiter left its entry"
+bg "$T/fa" "$RLOCK" -u "$URL" exec --fair --wait 30s fjob -- sh -c "echo a >> $T/forder"
+fa=$BG
+until_true 20 queued 1 || fail "waiter a never queued"
+bg "$T/fb" "$RLOCK" -u "$URL" exec --fair --wait 30s fjob -- sh -c "echo b >> $T/forder"
+fb=$BG
+until_true 20 queued 2 || fail "waiter b never queued"
+expect 0 "status --fair shows the queue" R status --fair fjob
+contains "$T/out" "waiter 2 " "status --fair lists both waiters"
+contains "$T/out" " deadline in " "status --fair shows each waiter's deadline"
+expect 0 "status --fair --json" R status --fair --json fjob
+contains "$T/out" '"queue":[{"owner":' "status --fair --json has the queue"
+touch "$T/fgo"
+await "$fholder" 30
+await "$fa" 30
+await "$fb" 30
+[ "$(tr -d '\n' < "$T/forder")" = ab ] && pass "--fair: waiters ran in the order they queued" || \
+  fail "order: $(cat "$T/forder")"
+[ "$(rc EXISTS 'redisson_lock_queue:{fjob}' 'redisson_lock_timeout:{fjob}')" = 0 ] && \
+  pass "--fair: nothing left queued" || fail "queue keys left"
+expect 64 "--fair with --simple is refused" R exec --fair --simple fjob -- true
+# unlock --force --fair: deletes the hash and wakes the queue's head at once
+bg "$T/fh2" "$RLOCK" -u "$URL" exec --fair --lease 60s fjob -- sh -c "sleep 30"
+fh2=$BG
+until_true 20 held || fail "the second fair holder never held fjob"
+bg "$T/fw2" "$RLOCK" -u "$URL" exec --fair --wait 20s fjob -- true
+fw2=$BG
+until_true 20 queued 1 || fail "the waiter never queued"
+expect 0 "unlock --force --fair" R unlock --force --fair fjob
+contains "$T/out" "unlocked fjob" "unlock --force --fair says so"
+await "$fw2" 10
+[ "$RC" = 0 ] && pass "--fair: the head got the lock after unlock --force" || fail "waiter: exit $RC"
+kill -TERM "$fh2" 2>/dev/null
+await "$fh2" 30
 finish

@@ -65,7 +65,14 @@ static int simple_open(fh_worker_ctx_t *w) {
 }
 const fh_kind_t fh_kind_simple = {"simple", HIST_MUTEX_LEASE, simple_open, re_acquire,
                                   re_valid_until, re_release, re_close, "rlock_simple__channel"};
-const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, NULL};
+/* The fair lock (Redisson's RFairLock): the same calls; each waiter listens
+ * on "<channel>:{NAME}:<owner id>". */
+static int fair_open(fh_worker_ctx_t *w) {
+  return rlock_lock_new_fair(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
+}
+const fh_kind_t fh_kind_fair = {"fair", HIST_MUTEX_LEASE, fair_open, re_acquire,
+                                re_valid_until, re_release, re_close, "redisson_lock__channel"};
+const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_fair, NULL};
 
 /* ------------------------------------------------------------ workers */
 
@@ -574,6 +581,12 @@ const fh_kind_t fh_kind_nolock = {"broken-nolock", HIST_MUTEX_LEASE, nolock_open
                                   nolock_valid, nolock_release, nolock_close, NULL};
 
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
+  const char *kind = getenv("FH_KIND"); /* another kind of fh_kinds[] by name (FH_KIND=fair) */
+  for (const fh_kind_t *const *o = fh_kinds; kind && *o; o++)
+    if (strcmp((*o)->name, kind) == 0) {
+      printf("# FH_KIND=%s\n", kind);
+      k = *o;
+    }
   const char *m = getenv("FH_MUTATE");
   if (m && strcmp(m, "nolock") == 0) {
     printf("# MUTATION: FH_MUTATE=nolock: the workers take no lock (this run must fail)\n");

@@ -57,11 +57,12 @@ typedef struct fh_kind {
   int (*valid_until)(fh_worker_ctx_t *w, int64_t *out_ms);
   int (*release)(fh_worker_ctx_t *w);
   void (*close)(fh_worker_ctx_t *w);
-  const char *channel; /* where its waiters listen: "<channel>:{NAME}" */
+  const char *channel; /* where its waiters listen: "<channel>:{NAME}" (fair: and ":<owner>") */
 } fh_kind_t;
 
 extern const fh_kind_t fh_kind_reentrant;
 extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
+extern const fh_kind_t fh_kind_fair;   /* rlock_lock_new_fair (its waiters: "<channel>:{NAME}:<owner>") */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */
@@ -187,7 +188,8 @@ void fh_violations_split(const hist_report_t *rep, int holder, int64_t from_ns, 
  * "succeeds"): a mutation run (FH_MUTATE=nolock) shows a history test on a
  * deployment fails when mutual exclusion is gone. */
 extern const fh_kind_t fh_kind_nolock;
-/* fh_kind_nolock if $FH_MUTATE is "nolock", else k. */
+/* fh_kind_nolock if $FH_MUTATE is "nolock", else the kind of fh_kinds[] named
+ * $FH_KIND (e.g. fair), else k. */
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k);
 
 /* ------------------------------------------------------------ async completion */

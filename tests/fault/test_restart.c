@@ -22,9 +22,17 @@ typedef struct ns_arg {
   th_server_t *s;
   const char *chan;
 } ns_arg_t;
+/* One subscriber on the kind's channel, or (the fair lock) on a channel of
+ * one waiter of its own ("<channel>:<owner>"). */
 static int subscribed(void *a) {
   ns_arg_t *n = a;
-  return th_numsub(n->s, n->chan) == 1;
+  if (th_numsub(n->s, n->chan) == 1) return 1;
+  char pat[160];
+  snprintf(pat, sizeof pat, "%s:*", n->chan);
+  redisReply *r = th_cmd(n->s, "PUBSUB", "CHANNELS", pat, NULL);
+  int one = r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+  th_reply_free(r);
+  return one;
 }
 
 static void restart(const fh_deploy_t *dep, const fh_kind_t *kind, int aof) {

@@ -1,0 +1,212 @@
+/* kinds/fair.c -- the fair lock (Redisson's RFairLock) and the non-reentrant
+ * fair lock (RNonReentrantFairLock, Redisson 4.4) as lock kinds (kind.h):
+ * their keys, their scripts (lua/fair_*.lua) and what the replies mean.
+ *
+ * Layout (Redisson 4.7.0's): the hash NAME as the reentrant lock's; the
+ * queue redisson_lock_queue:{NAME} (a list of owner ids, FIFO) and the
+ * deadlines redisson_lock_timeout:{NAME} (a zset, owner id -> epoch ms after
+ * which that waiter counts as gone). Each waiter listens on its own channel
+ * redisson_lock__channel:{NAME}:<owner id>; an unlock publishes "0" on the
+ * queue head's channel only. Nothing goes on redisson_lock__channel:{NAME}.
+ *
+ * A waiter's slot (Redisson's "wait": added to its deadline when it queues,
+ * taken off every deadline when it acquires, off those behind it when it
+ * leaves) is rlock_options_t.fair_waiter_timeout_ms. An rlock waiter keeps
+ * its deadline at least 3/4 of a slot ahead on each of its tries (and every
+ * waiter behind it moves with it), so a live one never loses its place and
+ * a dead one stops blocking the queue one slot after it became the head.
+ * A try with no wait (trylock(0)) never queues (Redisson's tryLock()). */
+#include "kinds/kind.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHANNEL "redisson_lock__channel"
+#define QUEUE "redisson_lock_queue"
+#define TIMEOUT "redisson_lock_timeout"
+#define MESSAGE "0"
+
+static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
+
+/* The wall clock in epoch ms, as Redisson's deadlines are (never monotonic:
+ * Java and C clients compare them). */
+static size_t now_epoch(char *buf) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return rlock__i64toa((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, buf);
+}
+
+/* A waiter's slot (0: the default, options made without rlock_options_init). */
+static int64_t slot_ms(const client_t *cl) {
+  return cl->opt.fair_waiter_timeout_ms > 0 ? cl->opt.fair_waiter_timeout_ms : 10000;
+}
+
+/* The queue and deadline keys of NAME (malloc'd). */
+static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
+  q->p = z->p = NULL;
+  if (rlock__names_prefixed(q, QUEUE, name, len) || rlock__names_prefixed(z, TIMEOUT, name, len)) {
+    free(q->p);
+    free(z->p);
+    q->p = z->p = NULL;
+    return RLOCK_ENOMEM;
+  }
+  return 0;
+}
+
+/* fair_acquire.lua: KEYS name, queue, deadlines, channel, latch; ARGV lease,
+ * owner, slot, now, latch TTL, mode ('q' queue / 't' try only), not
+ * reentrant, publish command. A try with no wait never queues. */
+static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
+  rlock_lock_t *l = op->lock;
+  bytes_t q, z;
+  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  char lbuf[24], tbuf[24], slot[24], now[24];
+  size_t leasen, ttln;
+  const char *lease = rlock__dec(&op->cl->dec_lease, rlock__op_lease_ms(op), lbuf, &leasen);
+  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
+  size_t slotn = rlock__i64toa(slot_ms(op->cl), slot);
+  size_t nown = now_epoch(now);
+  const char *keys[5] = {l->name, q.p, z.p, l->channel.p, latch->p};
+  size_t kl[5] = {l->len, q.n, z.n, l->channel.n, latch->n};
+  const char *args[8] = {lease, op->owner_id, slot, now, ttl, op->wait_ms == 0 ? "t" : "q",
+                         l->kind == &rlock__kind_fair_nonreentrant ? "1" : "0", rlock__publish_cmd(op->cl)};
+  size_t al[8] = {leasen, op->owner_len, slotn, nown, ttln, 1, 1, rlock__publish_len(op->cl)};
+  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE, 5, keys, kl, 8, args, al, op->cl->opt.command_timeout_ms, done, op);
+  free(q.p);
+  free(z.p);
+  return r;
+}
+
+/* nil: acquired; >= 1: busy, try again within that many ms (or on a message
+ * on the owner's channel); -5: not reentrant, held by this owner already;
+ * -3: undone (never expected: an undone id is never re-sent). */
+static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
+  if (reply->type == RLOCK_REPLY_NIL) return KIND_GRANTED;
+  if (reply->type == RLOCK_REPLY_INTEGER && reply->integer == -5)
+    return rlock__fail(RLOCK_ENOTREENTRANT, "this owner holds the lock already (a non-reentrant fair lock)");
+  if (reply->type != RLOCK_REPLY_INTEGER || reply->integer < 0)
+    return rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply");
+  *wait_ms = reply->integer;
+  return KIND_BUSY;
+}
+
+/* fair_acquire_undo.lua: KEYS name, queue, deadlines, channel, latch; ARGV
+ * message, owner, publish command, latch TTL, keep, slot, stay. */
+static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
+  bytes_t q, z;
+  if (queue_keys(u->name, u->len, &q, &z)) return NULL;
+  char ttl[32], keep[32], slot[32];
+  size_t ttln = rlock__i64toa(rlock__client_latch_ttl(u->cl), ttl);
+  size_t keepn = rlock__i64toa(u->keep, keep);
+  size_t slotn = rlock__i64toa(slot_ms(u->cl), slot);
+  const char *keys[5] = {u->name, q.p, z.p, u->channel->p, u->latch->p};
+  size_t kl[5] = {u->len, q.n, z.n, u->channel->n, u->latch->n};
+  const char *pub = rlock__publish_cmd(u->cl);
+  const char *args[7] = {MESSAGE, u->owner_id, pub, ttl, keep, slot, u->stay ? "1" : "0"};
+  size_t al[7] = {1, strlen(u->owner_id), strlen(pub), ttln, keepn, slotn, 1};
+  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE_UNDO, 5, keys, kl, 7, args, al, u->cl->opt.command_timeout_ms,
+                               done, ctx);
+  free(q.p);
+  free(z.p);
+  return r;
+}
+
+/* fair_unlock.lua: KEYS name, queue, deadlines, channel, latch; ARGV message,
+ * the TTL the remaining holds need, owner, publish command, latch TTL, the
+ * count the client expects to be left, how many more the server may count, now. */
+static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done) {
+  rlock_lock_t *l = op->lock;
+  bytes_t q, z;
+  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  char left[32], extra[32], lbuf[24], tbuf[24], now[24];
+  size_t leasen, ttln;
+  const char *lease = rlock__dec(&op->cl->dec_lease, rel->lease_ms, lbuf, &leasen);
+  const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
+  size_t leftn = rlock__i64toa(rel->left, left);
+  size_t extran = rlock__i64toa(rel->unknown, extra);
+  size_t nown = now_epoch(now);
+  const char *keys[5] = {l->name, q.p, z.p, l->channel.p, latch->p};
+  size_t kl[5] = {l->len, q.n, z.n, l->channel.n, latch->n};
+  const char *args[8] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra, now};
+  size_t al[8] = {1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln, leftn, extran, nown};
+  req_t *r = rlock__script_req(SCRIPT_FAIR_UNLOCK, 5, keys, kl, 8, args, al, op->cl->opt.command_timeout_ms, done, op);
+  free(q.p);
+  free(z.p);
+  return r;
+}
+
+/* 0 still held; 1 released; -1 the count disagreed (owner's field removed);
+ * nil not held. The message goes to the queue's head only: no handoff
+ * (the queue decides who is next). */
+static int release_reply(const rlock_reply_t *reply, release_t *how, bool *notified) {
+  *notified = false;
+  if (reply->type == RLOCK_REPLY_NIL) {
+    *how = REL_NOTHELD;
+    return 0;
+  }
+  if (reply->type != RLOCK_REPLY_INTEGER || reply->integer < -1 || reply->integer > 1)
+    return rlock__fail(RLOCK_EPROTO, "unlock: unexpected reply");
+  *how = reply->integer == 0 ? REL_ONE : reply->integer > 0 ? REL_ALL : REL_MISMATCH;
+  return 0;
+}
+
+/* fair_force_unlock.lua: KEYS name, queue, deadlines, channel; ARGV message,
+ * publish command, any type, now. */
+static req_t *force_req(op_t *op, req_done_fn done) {
+  rlock_lock_t *l = op->lock;
+  bytes_t q, z;
+  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  char now[24];
+  size_t nown = now_epoch(now);
+  const char *keys[4] = {l->name, q.p, z.p, l->channel.p};
+  size_t kl[4] = {l->len, q.n, z.n, l->channel.n};
+  const char *args[4] = {MESSAGE, rlock__publish_cmd(op->cl), op->any_type ? "1" : "0", now};
+  size_t al[4] = {1, rlock__publish_len(op->cl), 1, nown};
+  req_t *r = rlock__script_req(SCRIPT_FAIR_FORCE_UNLOCK, 4, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms,
+                               done, op);
+  free(q.p);
+  free(z.p);
+  return r;
+}
+
+/* The owner's own channel: redisson_lock__channel:{NAME}:<owner id>. */
+static int waiter_channel(const op_t *op, bytes_t *out) {
+  const bytes_t *c = &op->lock->channel;
+  out->n = c->n + 1 + op->owner_len;
+  if (!(out->p = malloc(out->n + 1))) return RLOCK_ENOMEM;
+  memcpy(out->p, c->p, c->n);
+  out->p[c->n] = ':';
+  memcpy(out->p + c->n + 1, op->owner_id, op->owner_len + 1);
+  return 0;
+}
+
+const lock_kind_t rlock__kind_fair = {
+    .name = "fair",
+    .init = init,
+    .try_req = try_req,
+    .try_reply = try_reply,
+    .undo_req = undo_req,
+    .undo_reply = rlock__kind_undo_ran,
+    .release_req = release_req,
+    .release_reply = release_reply,
+    .wake = rlock__kind_wake_one, /* one waiter listens on each channel */
+    .force_req = force_req,
+    .waiter_channel = waiter_channel,
+    .queues = true,
+};
+
+const lock_kind_t rlock__kind_fair_nonreentrant = {
+    .name = "fair-nonreentrant",
+    .init = init,
+    .try_req = try_req,
+    .try_reply = try_reply,
+    .undo_req = undo_req,
+    .undo_reply = rlock__kind_undo_ran,
+    .release_req = release_req,
+    .release_reply = release_reply,
+    .wake = rlock__kind_wake_one,
+    .force_req = force_req,
+    .waiter_channel = waiter_channel,
+    .queues = true,
+};

@@ -1,0 +1,164 @@
+-- fair_acquire.lua -- take, re-enter or queue for a fair lock (Redisson RFairLock format).
+-- KEYS[1]  NAME: a hash, owner id -> hold count; the key's TTL is the lease
+-- KEYS[2]  the queue "redisson_lock_queue:{NAME}": a list of owner ids, FIFO
+-- KEYS[3]  the deadlines "redisson_lock_timeout:{NAME}": a zset, owner id -> the
+--          epoch ms after which that waiter counts as gone (stale)
+-- KEYS[4]  the channel prefix "redisson_lock__channel:{NAME}": a waiter listens
+--          on KEYS[4] .. ':' .. its owner id
+-- KEYS[5]  acquire latch "rlock_acquire_latch:{NAME}:<request id>"
+-- ARGV[1]  lease (ms)   ARGV[2] owner id
+-- ARGV[3]  the waiter's slot (ms): Redisson's "wait", added to a deadline when
+--          it queues and taken off every deadline when it acquires
+-- ARGV[4]  now (epoch ms, the client's wall clock)   ARGV[5] latch TTL (ms)
+-- ARGV[6]  'q': queue when busy (Redisson's tryLock(wait)/lock() script);
+--          't': never queue (Redisson's tryLock() script)
+-- ARGV[7]  '1': not reentrant (the holder's second acquire is refused, -5)
+-- ARGV[8]  publish command (publish / spublish)
+-- Reply: nil when acquired; an integer >= 1: busy, try again within that many
+-- ms at most (or when a message comes on the owner's channel); -3 this request
+-- was undone (fair_acquire_undo.lua); -5 the owner holds this non-reentrant
+-- lock already (nothing written); an error reply (nothing written) for a bad
+-- argument, or the server's refusal of the first write (READONLY, OOM) as it is.
+-- Redisson's steps, in its order: stale heads evicted (only heads whose
+-- deadline passed); free and (no queue or the head is me): pop me, every
+-- deadline moves down by my slot, HSET, PEXPIRE; my field: re-entry; else
+-- ('q') already queued, or queued at the tail with deadline = (the last
+-- waiter's deadline - now, or the PTTL) + slot + now. rlock's additions: the
+-- latch (a re-sent request counts once); a caller is never evicted as stale
+-- (it is alive: it is asking); a queued caller whose deadline is less than
+-- 3/4 of its slot away, or the head whose deadline is more than a slot away,
+-- moves it to now + slot and moves every waiter behind it by the same amount
+-- (the gaps Redisson's arithmetic keeps are kept); when
+-- a head is evicted or takes the lock, the next head is told on its channel;
+-- the busy reply is a wait bound, not Redisson's PTTL.
+
+local lease, owner, slot_s, now_s, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local function ms(s) return #s <= 15 and string.find(s, '^[1-9]%d*$') end
+if not ms(lease) then return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease) end
+if not ms(slot_s) then return redis.error_reply('ERR rlock: invalid waiter slot (ms): ' .. slot_s) end
+if not ms(now_s) then return redis.error_reply('ERR rlock: invalid time (epoch ms): ' .. now_s) end
+if not ms(ttl) then return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl) end
+if owner == '' then return redis.error_reply('ERR rlock: empty owner id') end
+local mode, once = ARGV[6], ARGV[7] == '1'
+if mode ~= 'q' and mode ~= 't' then return redis.error_reply('ERR rlock: invalid mode: ' .. tostring(mode)) end
+if ARGV[8] ~= 'publish' and ARGV[8] ~= 'spublish' then
+  return redis.error_reply('ERR rlock: invalid publish command: ' .. tostring(ARGV[8]))
+end
+local slot, now = tonumber(slot_s), tonumber(now_s)
+
+-- the first write: the latch, the check that this request is new. true, or
+-- a reply (nil: a re-send of a request that was applied; -3: undone)
+local function latch_new()
+  local l = redis.pcall('set', KEYS[5], '1', 'px', ttl, 'nx')
+  if l and l.err then return false, l end
+  if l then return true end
+  if redis.call('get', KEYS[5]) == '1' then return false, nil end
+  return false, -3
+end
+
+local function tell(head) -- a waiter's channel: try again now
+  redis.call(ARGV[8], KEYS[4] .. ':' .. head, '0')
+end
+
+-- 1. stale heads (never the caller: it is alive)
+local evicted = false
+local head
+while true do
+  head = redis.call('lindex', KEYS[2], 0)
+  if not head or head == owner then break end
+  local t = redis.call('zscore', KEYS[3], head)
+  if t and tonumber(t) <= now then
+    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', KEYS[2])
+    evicted = true
+  else
+    break
+  end
+end
+
+local held_for = redis.call('pttl', KEYS[1]) -- -2 free, -1 no TTL
+-- 2. free and my turn
+if held_for == -2 and (not head or head == owner) then
+  local ok, out = latch_new()
+  if not ok then return out end
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], owner)
+  local all = redis.call('zrange', KEYS[3], 0, -1)
+  for i = 1, #all do
+    redis.call('zincrby', KEYS[3], -slot, all[i])
+  end
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], lease)
+  local nxt = redis.call('lindex', KEYS[2], 0)
+  if nxt then tell(nxt) end -- the next head: it keeps its deadline alive from now on
+  return nil
+end
+
+-- 3. re-entry
+local mine = held_for ~= -2 and redis.call('hget', KEYS[1], owner)
+if mine then
+  local seen = redis.call('get', KEYS[5])
+  if seen == '1' then return nil elseif seen then return -3 end
+  if once then return -5 end
+  if not (string.find(mine, '^[1-9]%d*$') and (#mine < 19 or #mine == 19 and mine < '9223372036854775807')) then
+    return redis.error_reply('ERR rlock: hold count cannot be raised (a whole number from 1 to 2^63-2 expected): ' .. mine)
+  end
+  local ok, out = latch_new()
+  if not ok then return out end
+  redis.call('hincrby', KEYS[1], owner, 1)
+  if held_for < tonumber(lease) then redis.call('pexpire', KEYS[1], lease) end
+  return nil
+end
+
+if evicted and held_for == -2 and head then tell(head) end -- the lock is the new head's to take
+
+-- 4. busy
+if mode == 't' then return held_for > 0 and held_for or 1 end
+local seen = redis.call('get', KEYS[5])
+if seen and seen ~= '1' then return -3 end -- undone: a late copy never queues
+
+local mys = redis.call('zscore', KEYS[3], owner)
+if not mys then
+  -- 5. queue at the tail (Redisson's arithmetic)
+  local last = redis.call('lindex', KEYS[2], -1)
+  local ls = last and last ~= owner and redis.call('zscore', KEYS[3], last)
+  local base = ls and tonumber(ls) - now or held_for
+  mys = base + slot + now
+  if redis.call('zadd', KEYS[3], mys, owner) == 1 then
+    redis.call('rpush', KEYS[2], owner)
+  end
+else
+  mys = tonumber(mys)
+end
+
+-- keep my entry alive: at least 3/4 of a slot ahead; the head's (the next
+-- to take the lock) exactly one slot ahead, so that it stops blocking the
+-- queue one slot after it died. Those behind me move by the same amount.
+local target = now + slot
+if mys < now + slot * 3 / 4 or (mys > target and redis.call('lindex', KEYS[2], 0) == owner) then
+  local delta = target - mys
+  local q = redis.call('lrange', KEYS[2], 0, -1)
+  local behind = false
+  for i = 1, #q do
+    if behind then
+      if redis.call('zscore', KEYS[3], q[i]) then redis.call('zincrby', KEYS[3], delta, q[i]) end
+    elseif q[i] == owner then
+      behind = true
+    end
+  end
+  redis.call('zadd', KEYS[3], target, owner)
+  mys = target
+end
+
+-- how long to wait at most: until my next refresh is due, the holder's TTL
+-- (a lost message costs no more), or the head's deadline when the lock is
+-- free but not mine (a dead head is evicted then: no polling behind it)
+local bound = mys - now - slot / 2
+if held_for >= 0 and held_for < bound then bound = held_for end
+if held_for == -2 and head and head ~= owner then
+  local hs = redis.call('zscore', KEYS[3], head)
+  if hs and tonumber(hs) - now < bound then bound = tonumber(hs) - now end
+end
+bound = math.floor(bound)
+if bound < 1 then bound = 1 end
+return bound

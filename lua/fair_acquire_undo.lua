@@ -1,0 +1,94 @@
+-- fair_acquire_undo.lua -- give back what a fair-lock try may have taken (a hold
+-- and its place in the queue) when the client will not use it: the caller
+-- gave up (wait over, cancelled), the try's answer was lost, the client closes.
+-- KEYS[1]  NAME   KEYS[2] queue   KEYS[3] deadlines (zset)
+-- KEYS[4]  channel prefix "redisson_lock__channel:{NAME}" (a waiter's channel: KEYS[4] .. ':' .. owner)
+-- KEYS[5]  the acquire latch of that try
+-- ARGV[1]  message ('0')   ARGV[2] owner id   ARGV[3] publish command
+-- ARGV[4]  latch TTL (ms)
+-- ARGV[5]  the hold count the client knows the owner has (without this try);
+--          -1: trust the latch only
+-- ARGV[6]  the owner's slot (ms) as its tries sent it
+-- ARGV[7]  '1': the owner goes on waiting (keep its queue entry: only the
+--          tombstone); '0': it leaves the queue
+-- Reply: 1 the try had been applied: one hold given back (or a count above
+--        ARGV[5] brought down); 0 nothing to give back; 2 already undone (a
+--        late copy of this undo: nothing written); an error reply (nothing
+--        written) for a bad argument.
+-- Leaving the queue is Redisson's acquireFailed: every waiter behind the
+-- owner moves down by its slot, then ZREM and LREM. rlock's additions: the
+-- latch (a tombstone, so a late copy of the try never applies or queues: 'x'
+-- while the owner stays queued, 'xd' once it left, 'undone' for a hold given
+-- back), and the next head is told on its channel when the lock is free.
+
+local ttl, keep_s, slot_s = ARGV[4], ARGV[5] or '-1', ARGV[6]
+if not (string.match(ttl, '^[1-9]%d*$') and #ttl <= 15) then
+  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+end
+if not (keep_s == '-1' or (string.match(keep_s, '^%d+$') and #keep_s <= 15)) then
+  return redis.error_reply('ERR rlock: invalid hold count: ' .. keep_s)
+end
+if not (slot_s and string.match(slot_s, '^[1-9]%d*$') and #slot_s <= 15) then
+  return redis.error_reply('ERR rlock: invalid waiter slot (ms): ' .. tostring(slot_s))
+end
+local owner = ARGV[2]
+if owner == '' then return redis.error_reply('ERR rlock: empty owner id') end
+if ARGV[3] ~= 'publish' and ARGV[3] ~= 'spublish' then
+  return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[3])
+end
+local keep, slot, stay = tonumber(keep_s), tonumber(slot_s), ARGV[7] == '1'
+
+local function tell_head()
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head and redis.call('exists', KEYS[1]) == 0 then
+    redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1])
+  end
+end
+
+-- down to n holds of the owner (0: none); the head is told if the lock is free
+local function keep_only(n)
+  if n > 0 then
+    redis.call('hset', KEYS[1], owner, n)
+    return
+  end
+  redis.call('hdel', KEYS[1], owner)
+  tell_head()
+end
+
+-- Redisson's acquireFailed
+local function leave()
+  local q = redis.call('lrange', KEYS[2], 0, -1)
+  local i = 1
+  while i <= #q and q[i] ~= owner do i = i + 1 end
+  local was_head = i == 1 and #q > 0
+  for j = i + 1, #q do
+    redis.call('zincrby', KEYS[3], -slot, q[j])
+  end
+  redis.call('zrem', KEYS[3], owner)
+  redis.call('lrem', KEYS[2], 0, owner)
+  if was_head then tell_head() end
+end
+
+local latch = redis.call('get', KEYS[5])
+if latch == 'undone' or latch == 'xd' then return 2 end
+if latch == 'x' then -- planted by an undo that kept the owner queued
+  if stay then return 2 end
+  redis.call('set', KEYS[5], 'xd', 'px', ttl)
+  leave()
+  return 0
+end
+if latch == '1' then -- applied: a grant pops the owner from the queue
+  redis.call('set', KEYS[5], 'undone', 'px', ttl)
+  local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+  if held > 0 then keep_only(held - 1) end
+  return 1
+end
+
+redis.call('set', KEYS[5], stay and 'x' or 'xd', 'px', ttl)
+if not stay then leave() end
+local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+if keep >= 0 and held > keep then
+  keep_only(keep)
+  return 1
+end
+return 0

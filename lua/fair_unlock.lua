@@ -1,0 +1,106 @@
+-- fair_unlock.lua -- release one hold of a fair lock (Redisson RFairLock unlock).
+-- KEYS[1]  NAME   KEYS[2] queue   KEYS[3] deadlines (zset)
+-- KEYS[4]  channel prefix "redisson_lock__channel:{NAME}"
+-- KEYS[5]  unlock latch "redisson_unlock_latch:{NAME}:<request id>"
+-- ARGV[1]  message ('0')   ARGV[2] TTL (ms) to keep while still held
+-- ARGV[3]  owner id   ARGV[4] publish command   ARGV[5] latch TTL (ms)
+-- ARGV[6]  the hold count the client expects to be left; -1: no check
+-- ARGV[7]  how many more the server may count (unlocks whose outcome the
+--          client never saw)
+-- ARGV[8]  now (epoch ms)
+-- Reply: the latch's value if it exists (a re-send: nil for 'n'); 0 still
+--        held; 1 released (the queue's head told on its own channel); nil
+--        this owner does not hold it (if nobody does, the head is told all
+--        the same); -1 the count disagreed with the client's: the owner's
+--        field removed (the head told if the lock is free); an error reply
+--        (nothing written) for a bad argument.
+-- Redisson's steps: the latch, stale heads evicted, free -> wake the head,
+-- not mine -> nil, decrement (PEXPIRE) or DEL and publish '0' on
+-- KEYS[4] .. ':' .. head only. rlock's differences: a free lock answers nil
+-- (Redisson: 1, success), the count check of reentrant_unlock.lua, and the
+-- latch keeps nil ('n') and -1 too.
+
+local lease, owner, ttl, now_s = ARGV[2], ARGV[3], ARGV[5], ARGV[8]
+local function count(s)
+  if s == '0' or (#s <= 15 and string.find(s, '^[1-9]%d*$')) then return tonumber(s) end
+end
+local want = (ARGV[6] or '-1') == '-1' and -1 or count(ARGV[6])
+local extra = count(ARGV[7] or '0')
+if owner == '' then return redis.error_reply('ERR rlock: empty owner id') end
+if ARGV[4] ~= 'publish' and ARGV[4] ~= 'spublish' then
+  return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
+end
+if not want or not extra then return redis.error_reply('ERR rlock: invalid expected count') end
+if not (#ttl <= 15 and string.find(ttl, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+end
+if not (now_s and #now_s <= 15 and string.find(now_s, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid time (epoch ms): ' .. tostring(now_s))
+end
+local now = tonumber(now_s)
+
+local seen = redis.call('get', KEYS[5])
+if seen then return tonumber(seen) end -- a re-send: the first answer ('n': nil)
+
+-- stale heads (Redisson's loop)
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then break end
+  local t = redis.call('zscore', KEYS[3], head)
+  if t and tonumber(t) <= now then
+    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', KEYS[2])
+  else
+    break
+  end
+end
+
+local function tell_head()
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head then redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1]) end
+end
+
+local held = redis.call('hget', KEYS[1], owner)
+if held then
+  local n = count(held)
+  if not n and want >= 0 and #held <= 19 and string.find(held, '^[1-9]%d*$') then n = math.huge end
+  if not n or n == 0 then
+    return redis.error_reply('ERR rlock: hold count is not a whole number from 1 to 10^15: ' .. held)
+  end
+  held = n
+end
+local left, out
+if not held then
+  out = 'n'
+else
+  left, out = held - 1, 1
+  if want >= 0 and (left < want or left > want + extra) then
+    out = -1
+  else
+    if want >= 0 and left > want then left = want end
+    if left > 0 then out = 0 end
+  end
+end
+if out == 0 and not (#lease <= 15 and string.find(lease, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
+end
+local first = redis.pcall('set', KEYS[5], out, 'px', ttl)
+if first.err then return first end -- nothing written (READONLY, OOM, ...)
+
+if out == 'n' then
+  if redis.call('exists', KEYS[1]) == 0 then tell_head() end -- as Redisson: a free lock wakes the head
+  return nil
+end
+if out == -1 then
+  redis.call('hdel', KEYS[1], owner)
+  if redis.call('exists', KEYS[1]) == 0 then tell_head() end
+  return -1
+end
+if out == 0 then
+  redis.call('hset', KEYS[1], owner, left)
+  redis.call('pexpire', KEYS[1], lease)
+  return 0
+end
+redis.call('del', KEYS[1])
+tell_head()
+return 1

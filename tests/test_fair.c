@@ -1,0 +1,1137 @@
+/* test_fair.c -- the fair lock (Redisson's RFairLock) and the non-reentrant
+ * fair lock against a real server: FIFO across clients, trylock(0) never
+ * queues, a waiter that gives up leaves the queue, a live waiter keeps its
+ * place however long it waits, a dead one stops blocking the queue, and
+ * Redisson 4.7.0's exact fair-lock script steps (written here from
+ * redisson-family.md 2.3, owner ids like "<uuid>:1") sharing one queue with
+ * rlock waiters: deadlines, decrements, per-waiter channels. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "harness_cluster.h"
+#include "harness_replica.h"
+#include "harness_sentinel.h"
+
+static th_server_t *srv;
+static const char *java_pub = "publish"; /* Redisson's publish command: spublish on a sharded Cluster */
+
+#define JAVA "5d9f6a2c-0b1e-4c3d-8e7f-9a0b1c2d3e4f"
+
+/* ---------------------------------------------------------------- Redisson's scripts */
+
+#define EVICT(NOW)                                                          \
+  "while true do "                                                          \
+  "  local firstThreadId2 = redis.call('lindex', KEYS[2], 0); "             \
+  "  if firstThreadId2 == false then break; end; "                          \
+  "  local timeout = redis.call('zscore', KEYS[3], firstThreadId2); "       \
+  "  if timeout ~= false and tonumber(timeout) <= tonumber(" NOW ") then "  \
+  "    redis.call('zrem', KEYS[3], firstThreadId2); "                       \
+  "    redis.call('lpop', KEYS[2]); "                                       \
+  "  else break; end; "                                                     \
+  "end; "
+
+/* B: lock()/tryLock(wait): ARGV lease, lockName, wait, now. */
+static const char *JAVA_ACQUIRE =
+    EVICT("ARGV[4]")
+    "if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) "
+    "    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then "
+    "  redis.call('lpop', KEYS[2]); "
+    "  redis.call('zrem', KEYS[3], ARGV[2]); "
+    "  local keys = redis.call('zrange', KEYS[3], 0, -1); "
+    "  for i = 1, #keys, 1 do "
+    "    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]); "
+    "  end; "
+    "  redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+    "  redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "local timeout = redis.call('zscore', KEYS[3], ARGV[2]); "
+    "if timeout ~= false then "
+    "  local ttl = redis.call('pttl', KEYS[1]); "
+    "  return math.max(0, ttl); "
+    "end; "
+    "local lastThreadId = redis.call('lindex', KEYS[2], -1); "
+    "local ttl; "
+    "if lastThreadId ~= false and lastThreadId ~= ARGV[2] "
+    "    and redis.call('zscore', KEYS[3], lastThreadId) ~= false then "
+    "  ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]); "
+    "else "
+    "  ttl = redis.call('pttl', KEYS[1]); "
+    "end; "
+    "local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]); "
+    "if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then "
+    "  redis.call('rpush', KEYS[2], ARGV[2]); "
+    "end; "
+    "return ttl;";
+
+/* A: tryLock() with no wait: ARGV lease, lockName, now, wait; never queues. */
+static const char *JAVA_TRY =
+    EVICT("ARGV[3]")
+    "if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) "
+    "    or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then "
+    "  redis.call('lpop', KEYS[2]); "
+    "  redis.call('zrem', KEYS[3], ARGV[2]); "
+    "  local keys = redis.call('zrange', KEYS[3], 0, -1); "
+    "  for i = 1, #keys, 1 do "
+    "    redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), keys[i]); "
+    "  end; "
+    "  redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "  redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "  return nil; "
+    "end; "
+    "return 1;";
+
+/* C: acquireFailed: KEYS queue, zset; ARGV lockName, wait. */
+static const char *JAVA_ACQUIRE_FAILED =
+    "local queue = redis.call('lrange', KEYS[1], 0, -1); "
+    "local i = 1; "
+    "while i <= #queue and queue[i] ~= ARGV[1] do i = i + 1; end; "
+    "i = i + 1; "
+    "while i <= #queue do "
+    "  redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), queue[i]); "
+    "  i = i + 1; "
+    "end; "
+    "redis.call('zrem', KEYS[2], ARGV[1]); "
+    "redis.call('lrem', KEYS[1], 0, ARGV[1]);";
+
+/* D: unlock: KEYS name, queue, zset, channel, latch; ARGV 0, lease, lockName, now, publish, latch TTL. */
+static const char *JAVA_UNLOCK =
+    "local val = redis.call('get', KEYS[5]); "
+    "if val ~= false then return tonumber(val); end; "
+    EVICT("ARGV[4]")
+    "if (redis.call('exists', KEYS[1]) == 0) then "
+    "  local nextThreadId = redis.call('lindex', KEYS[2], 0); "
+    "  if nextThreadId ~= false then "
+    "    redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); "
+    "  end; "
+    "  redis.call('set', KEYS[5], 1, 'px', ARGV[6]); "
+    "  return 1; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then "
+    "  redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "  redis.call('set', KEYS[5], 0, 'px', ARGV[6]); "
+    "  return 0; "
+    "end; "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('set', KEYS[5], 1, 'px', ARGV[6]); "
+    "local nextThreadId = redis.call('lindex', KEYS[2], 0); "
+    "if nextThreadId ~= false then "
+    "  redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); "
+    "end; "
+    "return 1;";
+
+static int64_t epoch_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct keys {
+  char name[128], queue[160], zset[160], chan[160];
+} keys_t;
+
+static keys_t keys_of(const char *name) {
+  keys_t k;
+  snprintf(k.name, sizeof k.name, "%s", name);
+  snprintf(k.queue, sizeof k.queue, "redisson_lock_queue:{%s}", name);
+  snprintf(k.zset, sizeof k.zset, "redisson_lock_timeout:{%s}", name);
+  snprintf(k.chan, sizeof k.chan, "redisson_lock__channel:{%s}", name);
+  return k;
+}
+
+/* Java thread `tid`'s script B: -1000 for nil (acquired), else its reply. */
+static long long java_acquire(const keys_t *k, int tid, long long lease, long long wait) {
+  char owner[64], l[24], w[24], now[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(l, sizeof l, "%lld", lease);
+  snprintf(w, sizeof w, "%lld", wait);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *argv[] = {"EVAL", JAVA_ACQUIRE, "3", k->name, k->queue, k->zset, l, owner, w, now};
+  redisReply *r = th_cmdv(srv, 10, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "acquire: type %d %s", r->type,
+            r->str ? r->str : "");
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
+  th_reply_free(r);
+  return v;
+}
+
+/* Java thread `tid`'s script A: -1000 for nil (acquired), else 1. */
+static long long java_try(const keys_t *k, int tid, long long lease, long long wait) {
+  char owner[64], l[24], w[24], now[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(l, sizeof l, "%lld", lease);
+  snprintf(w, sizeof w, "%lld", wait);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *argv[] = {"EVAL", JAVA_TRY, "3", k->name, k->queue, k->zset, l, owner, now, w};
+  redisReply *r = th_cmdv(srv, 10, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "try: type %d %s", r->type,
+            r->str ? r->str : "");
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
+  th_reply_free(r);
+  return v;
+}
+
+static void java_acquire_failed(const keys_t *k, int tid, long long wait) {
+  char owner[64], w[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(w, sizeof w, "%lld", wait);
+  const char *argv[] = {"EVAL", JAVA_ACQUIRE_FAILED, "2", k->queue, k->zset, owner, w};
+  th_reply_free(th_cmdv(srv, 7, argv, NULL));
+}
+
+/* 1 released, 0 still held, -1000 not held. */
+static long long java_unlock(const keys_t *k, int tid) {
+  static int req;
+  char owner[64], latch[200], now[24];
+  snprintf(owner, sizeof owner, JAVA ":%d", tid);
+  snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:java-%d", k->name, ++req);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *argv[] = {"EVAL", JAVA_UNLOCK, "5", k->name, k->queue, k->zset, k->chan, latch,
+                        "0", "30000", owner, now, java_pub, "16000"};
+  redisReply *r = th_cmdv(srv, 14, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "unlock: type %d %s", r->type,
+            r->str ? r->str : "");
+  long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
+  th_reply_free(r);
+  th_reply_free(th_cmd(srv, "DEL", latch, NULL));
+  return v;
+}
+
+static long long zscore(const keys_t *k, const char *member) {
+  char *s = th_cmd_str(srv, "ZSCORE", k->zset, member, NULL);
+  long long v = s ? atoll(s) : -1;
+  free(s);
+  return v;
+}
+
+static long long llen(const keys_t *k) { return th_cmd_int(srv, "LLEN", k->queue, NULL); }
+
+/* The queue's i-th entry (malloc'd; NULL: none). */
+static char *qat(const keys_t *k, int i) {
+  char idx[16];
+  snprintf(idx, sizeof idx, "%d", i);
+  return th_cmd_str(srv, "LINDEX", k->queue, idx, NULL);
+}
+
+static void nothing_queued(const keys_t *k) {
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k->queue, NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k->zset, NULL), 0);
+}
+
+typedef struct qwait {
+  const keys_t *k;
+  long long n;
+} qwait_t;
+static int queue_len_is(void *arg) {
+  qwait_t *q = arg;
+  return llen(q->k) == q->n;
+}
+static void wait_queue_len(const keys_t *k, long long n) {
+  qwait_t q = {k, n};
+  CHECK_MSG(th_wait_until(queue_len_is, &q, 10000), "queue of %s: %lld entries, want %lld", k->name, llen(k), n);
+}
+
+static rlock_client_t *fair_client_on(const char *url, int64_t slot_ms) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  if (slot_ms) o.fair_waiter_timeout_ms = slot_ms;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  CHECK_MSG(rc == 0, "client: %s", rlock_last_error());
+  return c;
+}
+static rlock_client_t *fair_client(int64_t slot_ms) { return fair_client_on(srv->url, slot_ms); }
+
+static rlock_lock_t *fair(rlock_client_t *c, const char *name) {
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(c, name, strlen(name), &l));
+  return l;
+}
+
+/* ---------------------------------------------------------------- waiter threads */
+
+typedef struct waiter {
+  rlock_lock_t *lock;
+  rlock_owner_t owner;
+  int64_t wait_ms, lease_ms;
+  rlock_cancel_t *cancel;
+  int rc;
+  int order;     /* the place it acquired in (shared counter) */
+  int hold_ms;   /* how long it holds before its unlock */
+  pthread_t t;
+} waiter_t;
+
+static _Atomic int acquired_n;
+
+static void *waiter_run(void *p) {
+  waiter_t *w = p;
+  w->rc = rlock_lock_acquire(w->lock, w->owner, w->wait_ms, w->lease_ms, w->cancel);
+  if (w->rc == 0) {
+    w->order = atomic_fetch_add(&acquired_n, 1);
+    if (w->hold_ms) th_sleep_ms(w->hold_ms);
+    int rc = rlock_lock_release(w->lock, w->owner);
+    if (rc) w->rc = 1000 + rc;
+  }
+  return NULL;
+}
+
+static void waiter_start(waiter_t *w) { CHECK_EQ(pthread_create(&w->t, NULL, waiter_run, w), 0); }
+
+/* ---------------------------------------------------------------- tests */
+
+TEST(basic_trylock0_never_queues) {
+  keys_t k = keys_of("fair:basic");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 10000, NULL));
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 10000, NULL)); /* reentrant */
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, 1, &n));
+  CHECK_EQ(n, 2);
+  /* another owner's trylock(0): refused, and never queued (Redisson's tryLock()) */
+  CHECK_RC(rlock_lock_acquire(l, 2, 0, 10000, NULL), RLOCK_EBUSY);
+  nothing_queued(&k);
+  CHECK_RC(rlock_lock_release(l, 2), RLOCK_ENOTHELD);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  CHECK_RC(rlock_lock_release(l, 1), RLOCK_ENOTHELD);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testTryLockNonDelayed: a timed try that fails leaves no entry,
+ * so a later trylock(0) of a third owner gets the free lock. */
+TEST(timed_try_leaves_no_entry) {
+  keys_t k = keys_of("fair:nondelayed");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK_RC(rlock_lock_acquire(l, 2, 200, 30000, NULL), RLOCK_EBUSY);
+  wait_queue_len(&k, 0); /* the undo left with the answer; its own answer follows */
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_OK(rlock_lock_acquire(l, 3, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(l, 3));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(cancel_leaves_queue) {
+  keys_t k = keys_of("fair:cancel");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  rlock_cancel_t *cx = NULL;
+  CHECK_OK(rlock_cancel_new(&cx));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = 30000, .cancel = cx};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  rlock_cancel_trigger(cx);
+  pthread_join(w.t, NULL);
+  CHECK_RC(w.rc, RLOCK_ECANCELED);
+  wait_queue_len(&k, 0);
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(l, 1));
+  rlock_cancel_free(cx);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testLeaseTimeout / testConcurrency_MultiInstance_Ordering:
+ * waiters of two clients acquire in the order they queued. */
+TEST(fifo_across_clients) {
+  keys_t k = keys_of("fair:fifo");
+  enum { N = 8 };
+  rlock_client_t *c[2] = {fair_client(0), fair_client(0)};
+  rlock_lock_t *l[2] = {fair(c[0], k.name), fair(c[1], k.name)};
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l[0], 100, 0, 30000, NULL));
+  waiter_t w[N];
+  for (int i = 0; i < N; i++) {
+    w[i] = (waiter_t){.lock = l[i % 2], .owner = (rlock_owner_t)(i + 1), .wait_ms = 20000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 1); /* queued in this order */
+  }
+  /* the queue as rlock_lock_fair_waiters reads it: head first, deadlines ahead */
+  rlock_fair_waiter_t *q = NULL;
+  size_t nq = 0;
+  CHECK_OK(rlock_lock_fair_waiters(l[1], &q, &nq));
+  CHECK_EQ(nq, N);
+  for (int i = 0; i < N; i++) {
+    char id[128];
+    th_owner_id(c[i % 2], (rlock_owner_t)(i + 1), id, sizeof id);
+    CHECK_STREQ(q[i].owner, id);
+    CHECK(q[i].deadline_ms > epoch_ms());
+  }
+  rlock_fair_waiters_free(q, nq);
+  rlock_lock_t *plain = th_lock(c[0], k.name);
+  CHECK_RC(rlock_lock_fair_waiters(plain, &q, &nq), RLOCK_EINVAL);
+  rlock_lock_free(plain);
+  CHECK_OK(rlock_lock_release(l[0], 100));
+  for (int i = 0; i < N; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < N; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_MSG(w[i].order == i, "waiter %d acquired %d-th", i, w[i].order);
+  }
+  nothing_queued(&k);
+  for (int i = 0; i < 2; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+}
+
+/* A live waiter keeps its place however long it waits: the holder keeps the
+ * lock for several waiter slots (Redisson would evict the head, #3004). */
+TEST(live_waiter_keeps_place) {
+  keys_t k = keys_of("fair:live");
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.fair_waiter_timeout_ms = 400;
+  o.watchdog_timeout_ms = 1500; /* Redisson's deadline for the head: PTTL + slot, at most 1.9 s */
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = fair(c, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  waiter_t w[3];
+  for (int i = 0; i < 3; i++) {
+    w[i] = (waiter_t){.lock = l, .owner = (rlock_owner_t)(i + 1), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 1);
+  }
+  char first[128];
+  th_owner_id(c, 1, first, sizeof first);
+  th_sleep_ms(2500); /* the scenario: held for 6 slots */
+  char *head = qat(&k, 0);
+  CHECK_MSG(head && !strcmp(head, first), "head %s, want %s", head ? head : "(none)", first);
+  free(head);
+  CHECK_EQ(llen(&k), 3);
+  CHECK(zscore(&k, first) > epoch_ms()); /* alive */
+  CHECK_OK(rlock_lock_release(l, 100));
+  for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A dead waiter (its process killed while queued) stops blocking the queue
+ * one slot after it became the head; the waiter behind it backs off until
+ * then (no polling) and takes the lock. */
+TEST(dead_waiter_stops_blocking) {
+  keys_t k = keys_of("fair:dead");
+  int go[2];
+  CHECK(pipe(go) == 0);
+  pid_t pid = th_fork(); /* before this process makes a client: no thread forked */
+  if (pid == 0) {
+    close(go[1]);
+    char b;
+    if (read(go[0], &b, 1) != 1) th_exit_by_exec(4);
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = srv->url;
+    o.fair_waiter_timeout_ms = 1000;
+    rlock_client_t *cc = NULL;
+    rlock_lock_t *cl = NULL;
+    if (rlock_client_new(&cc, &o) || rlock_lock_new_fair(cc, k.name, strlen(k.name), &cl)) th_exit_by_exec(2);
+    rlock_lock_acquire(cl, 1, 60000, 30000, NULL); /* killed while it waits */
+    th_exit_by_exec(3);
+  }
+  close(go[0]);
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 30000, NULL));
+  CHECK(write(go[1], "g", 1) == 1);
+  close(go[1]);
+  wait_queue_len(&k, 1);
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  atomic_store(&acquired_n, 0);
+  waiter_start(&w);
+  wait_queue_len(&k, 2);
+  kill(pid, SIGKILL);
+  th_wait_child(pid);
+  rlock_stats_t before, after;
+  rlock_client_stats(c, &before);
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_release(l, 100)); /* wakes the dead head: nobody listens */
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  rlock_client_stats(c, &after);
+  int64_t took = th_now_ms() - t0;
+  /* Redisson's default slot would block it 5 minutes; here about one slot */
+  printf("# acquired %lld ms after the unlock, %llu tries\n", (long long)took,
+         (unsigned long long)(after.acquire_attempts - before.acquire_attempts));
+  CHECK_MSG(took < 10000, "acquired %lld ms after the unlock", (long long)took);
+  /* backed off: a few tries, not a poll loop */
+  CHECK_MSG(after.acquire_attempts - before.acquire_attempts < 15, "%llu tries",
+            (unsigned long long)(after.acquire_attempts - before.acquire_attempts));
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(nonreentrant_fair) {
+  keys_t k = keys_of("fair:once");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair_nonreentrant(c, k.name, strlen(k.name), &l));
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_lock(l, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_RC(rlock_lock_trylock(l, 0, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_RC(rlock_lock_trylock(l, 100, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_MSG(th_now_ms() - t0 < 2000, "refused after %lld ms", (long long)(th_now_ms() - t0));
+  CHECK(strstr(rlock_last_error(), "non-reentrant") != NULL);
+  int64_t n = 0;
+  CHECK_OK(rlock_lock_hold_count(l, RLOCK_OWNER_SELF, &n));
+  CHECK_EQ(n, 1);
+  nothing_queued(&k);
+  /* a contending owner waits and gets it on the release */
+  waiter_t w = {.lock = l, .owner = 7, .wait_ms = 20000, .lease_ms = 30000};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  /* two handles of one name, one thread: still the same owner */
+  rlock_lock_t *l2 = NULL;
+  CHECK_OK(rlock_lock_new_fair_nonreentrant(c, k.name, strlen(k.name), &l2));
+  CHECK_OK(rlock_lock_lock(l, 30000));
+  CHECK_RC(rlock_lock_trylock(l2, 0, 30000), RLOCK_ENOTREENTRANT);
+  CHECK_OK(rlock_lock_unlock(l2));
+  rlock_lock_free(l2);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(watchdog_renews_fair) {
+  keys_t k = keys_of("fair:wd");
+  rlock_client_t *c = th_client(srv->url, 1500);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  th_sleep_ms(3000); /* two leases */
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(l, RLOCK_OWNER_SELF, &held));
+  CHECK_EQ(held, 1);
+  CHECK(th_cmd_int(srv, "PTTL", k.name, NULL) > 0);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* ---------------------------------------------------------------- with Redisson's scripts */
+
+static redisContext *subscribe(const char *chan) {
+  redisContext *sub = th_raw_connect(srv);
+  redisReply *r = redisCommand(sub, "SUBSCRIBE %s", chan);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  th_reply_free(r);
+  return sub;
+}
+
+static void expect_message(redisContext *sub, const char *chan) {
+  void *m = NULL;
+  CHECK_MSG(redisGetReply(sub, &m) == REDIS_OK, "no message on %s: %s", chan, sub->errstr);
+  redisReply *r = m;
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "message");
+  CHECK_STREQ(r->element[1]->str, chan);
+  CHECK_STREQ(r->element[2]->str, "0");
+  th_reply_free(r);
+}
+
+/* Java waits behind rlock, rlock behind Java, in one queue; each side's
+ * unlock wakes the other's head on its own channel. */
+TEST(redisson_mixed_queue) {
+  keys_t k = keys_of("fair:mixed");
+  rlock_client_t *c = fair_client(5000);
+  rlock_lock_t *l = fair(c, k.name);
+  char jchan[400], j2[64];
+  snprintf(j2, sizeof j2, JAVA ":2");
+  snprintf(jchan, sizeof jchan, "%s:%s", k.chan, j2);
+  redisContext *sub = subscribe(jchan);
+
+  CHECK_EQ(java_acquire(&k, 1, 30000, 5000), -1000); /* Java holds */
+  atomic_store(&acquired_n, 0);
+  waiter_t w1 = {.lock = l, .owner = 1, .wait_ms = 20000, .lease_ms = 30000, .hold_ms = 0};
+  waiter_start(&w1);
+  wait_queue_len(&k, 1);
+  char o1[128];
+  th_owner_id(c, 1, o1, sizeof o1);
+  /* rlock's head keeps its deadline one slot ahead (not the PTTL + slot of
+   * Redisson's arithmetic: a dead head frees the queue one slot after) */
+  long long s1 = zscore(&k, o1), now = epoch_ms();
+  CHECK_MSG(s1 > now + 3000 && s1 <= now + 5000, "rlock's deadline %lld ms ahead", s1 - now);
+  /* Java 2 queues behind it: its TTL is rlock's deadline - now */
+  long long ttl2 = java_acquire(&k, 2, 30000, 5000);
+  CHECK_MSG(ttl2 > 3000 && ttl2 <= 5000, "Java's TTL %lld", ttl2);
+  CHECK_EQ(zscore(&k, j2) - s1, 5000); /* Redisson's gap: its wait */
+  /* the rlock waiter's channel is its own */
+  char wchan[400];
+  snprintf(wchan, sizeof wchan, "%s:%s", k.chan, o1);
+  CHECK_EQ(th_numsub(srv, wchan), 1);
+  long long s2 = zscore(&k, j2);
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  CHECK_EQ(java_unlock(&k, 1), 1); /* publishes to rlock's channel only */
+  /* w1 holds, then releases: its unlock wakes Java 2 */
+  pthread_join(w1.t, NULL);
+  CHECK_OK(w1.rc);
+  rlock_client_stats(c, &st1);
+  CHECK_MSG(st1.messages > st0.messages, "the waiter was not woken by Redisson's message");
+  /* rlock's acquire moved every deadline down by its slot */
+  long long s2b = zscore(&k, j2);
+  CHECK_MSG(s2b == s2 - 5000, "Java 2's deadline moved by %lld", s2b - s2);
+  expect_message(sub, jchan);
+  CHECK_EQ(java_acquire(&k, 2, 30000, 5000), -1000);
+  nothing_queued(&k);
+  CHECK_EQ(java_unlock(&k, 2), 1);
+  redisFree(sub);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* testAcquireFailedTimeoutDrift_Descrete with an rlock waiter in the middle:
+ * rlock's deadline follows Redisson's arithmetic and its give-up is
+ * Redisson's acquireFailed (later waiters move down by its slot). */
+TEST(redisson_acquire_failed_drift) {
+  keys_t k = keys_of("test-fair-lock");
+  rlock_client_t *c = fair_client(5000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_EQ(java_acquire(&k, 1, 30000, 5000), -1000); /* A */
+  long long b = java_acquire(&k, 2, 30000, 5000);    /* B */
+  CHECK_MSG(b > 29900 && b <= 30000, "B %lld", b);
+  waiter_t w = {.lock = l, .owner = 3, .wait_ms = 1500, .lease_ms = 30000};
+  waiter_start(&w); /* C: rlock */
+  wait_queue_len(&k, 2);
+  long long d = java_acquire(&k, 4, 30000, 5000); /* D */
+  long long e = java_acquire(&k, 5, 30000, 5000); /* E */
+  CHECK_MSG(d > 39800 && d <= 40000, "D %lld", d);
+  CHECK_MSG(e > 44800 && e <= 45000, "E %lld", e);
+  long long sd = zscore(&k, JAVA ":4"), se = zscore(&k, JAVA ":5");
+  pthread_join(w.t, NULL); /* C gives up */
+  CHECK_RC(w.rc, RLOCK_EBUSY);
+  wait_queue_len(&k, 3);
+  CHECK_EQ(zscore(&k, JAVA ":4"), sd - 5000);
+  CHECK_EQ(zscore(&k, JAVA ":5"), se - 5000);
+  /* B, D, E already queued: the lock's PTTL */
+  CHECK(java_acquire(&k, 2, 30000, 5000) > 25000);
+  CHECK_EQ(java_unlock(&k, 1), 1);
+  CHECK_EQ(java_acquire(&k, 2, 30000, 5000), -1000); /* B at once */
+  long long d2 = java_acquire(&k, 4, 30000, 5000), e2 = java_acquire(&k, 5, 30000, 5000);
+  CHECK_MSG(d2 > 29700 && d2 <= 30000 && e2 > 29700 && e2 <= 30000, "D %lld E %lld", d2, e2);
+  /* and Redisson's own acquireFailed of D moves E down by D's wait */
+  long long se2 = zscore(&k, JAVA ":5");
+  java_acquire_failed(&k, 4, 5000);
+  CHECK_EQ(zscore(&k, JAVA ":5"), se2 - 5000);
+  CHECK_EQ(java_unlock(&k, 2), 1);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, NULL));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* rlock's own unlock publishes "0" only on the head's channel, never on
+ * redisson_lock__channel:{NAME}; force unlock wakes the head too. */
+TEST(unlock_wakes_head_only) {
+  keys_t k = keys_of("fair:headonly");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  char j3[64], jchan[400];
+  snprintf(j3, sizeof j3, JAVA ":3");
+  snprintf(jchan, sizeof jchan, "%s:%s", k.chan, j3);
+  redisContext *base = subscribe(k.chan);
+  redisContext *sub = subscribe(jchan);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK(java_acquire(&k, 3, 30000, 300000) > 0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  expect_message(sub, jchan);
+  CHECK_EQ(java_acquire(&k, 3, 30000, 300000), -1000);
+  /* rlock queues behind Java 3 (trylock with a wait), then force unlock wakes it */
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  atomic_store(&acquired_n, 0);
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(l, &was));
+  CHECK_EQ(was, 1);
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  rlock_client_stats(c, &st1);
+  CHECK_MSG(st1.messages > st0.messages, "the head was not woken by the force unlock's message");
+  /* nothing ever reached the shared channel */
+  redisReply *r = redisCommand(base, "PING");
+  CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && !strcmp(r->element[0]->str, "pong"));
+  th_reply_free(r);
+  redisFree(sub);
+  redisFree(base);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testExpire and testTryLockWait: a waiter gets a lock whose
+ * holder never unlocks once its lease runs out (its try's wait bound is the
+ * holder's TTL: no message comes); a timed try gives up after its wait. */
+TEST(expire_and_timed_wait) {
+  keys_t k = keys_of("fair:expire");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 800, NULL)); /* never unlocked */
+  int64_t t0 = th_now_ms();
+  CHECK_RC(rlock_lock_acquire(l, 2, 300, 30000, NULL), RLOCK_EBUSY);
+  int64_t took = th_now_ms() - t0;
+  CHECK_MSG(took >= 300 && took < 1300, "a 300 ms try gave up after %lld ms", (long long)took);
+  wait_queue_len(&k, 0);
+  CHECK_OK(rlock_lock_acquire(l, 3, 10000, 2000, NULL));
+  took = th_now_ms() - t0;
+  CHECK_MSG(took < 3000, "got the expired lock after %lld ms", (long long)took);
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(l, &locked));
+  CHECK_EQ(locked, 1);
+  CHECK_OK(rlock_lock_release(l, 3));
+  CHECK_RC(rlock_lock_release(l, 1), RLOCK_ENOTHELD);
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* Redisson's testMultipleLocks / testConcurrency_MultiInstance, scaled down:
+ * 40 waiters on 4 clients, each holds briefly; never two inside at once,
+ * every one acquires, nothing left queued. */
+static _Atomic int inside, overlaps;
+static void *cs_run(void *p) {
+  waiter_t *w = p;
+  w->rc = rlock_lock_acquire(w->lock, w->owner, w->wait_ms, w->lease_ms, NULL);
+  if (w->rc) return NULL;
+  if (atomic_fetch_add(&inside, 1) != 0) atomic_fetch_add(&overlaps, 1);
+  th_sleep_ms(2);
+  atomic_fetch_sub(&inside, 1);
+  w->rc = rlock_lock_release(w->lock, w->owner);
+  return NULL;
+}
+TEST(many_waiters_exclusive) {
+  keys_t k = keys_of("fair:many");
+  enum { NC = 4, NW = 40 };
+  rlock_client_t *c[NC];
+  rlock_lock_t *l[NC];
+  for (int i = 0; i < NC; i++) c[i] = fair_client(0), l[i] = fair(c[i], k.name);
+  waiter_t w[NW];
+  for (int i = 0; i < NW; i++) {
+    w[i] = (waiter_t){.lock = l[i % NC], .owner = RLOCK_OWNER_SELF, .wait_ms = 60000, .lease_ms = 5000};
+    CHECK_EQ(pthread_create(&w[i].t, NULL, cs_run, &w[i]), 0);
+  }
+  for (int i = 0; i < NW; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < NW; i++) CHECK_OK(w[i].rc);
+  CHECK_EQ(atomic_load(&overlaps), 0);
+  nothing_queued(&k);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  for (int i = 0; i < NC; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+}
+
+/* Redisson 4.7.0's testAcquireFailedNotCalledOnRedisTimeout: a timed try
+ * whose request times out (the server paused) leaves no queue entry once
+ * the server is back: the undo's tombstone stops the try's late copies. */
+TEST(paused_try_leaves_no_entry) {
+  keys_t k = keys_of("fair:paused");
+  rlock_client_t *h = fair_client(0);
+  rlock_lock_t *lh = fair(h, k.name);
+  CHECK_OK(rlock_lock_acquire(lh, 1, 0, 30000, NULL));
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = fair(c, k.name);
+  th_reply_free(th_cmd(srv, "CLIENT", "PAUSE", "1000", "WRITE", NULL));
+  int rc = rlock_lock_acquire(l, 2, 300, 1000, NULL);
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_EBUSY, "acquire: %s", rlock_err_name(rc));
+  th_sleep_ms(1200); /* the scenario: the pause ends, held copies run */
+  wait_queue_len(&k, 0);
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(lh, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  rlock_lock_free(lh);
+  rlock_client_free(h);
+}
+
+/* Redis Cluster with sharded pub/sub: the hash, queue, deadlines and every
+ * waiter's channel in NAME's slot; rlock and Redisson (SPUBLISH) waiters in
+ * one queue on the slot's master, each woken on its own sharded channel. */
+TEST(cluster_sharded) {
+  th_cluster_t *cl = th_cluster_start(3, 0, 2000);
+  CHECK(th_cluster_wait_ok(cl, 30000));
+  keys_t k = keys_of("fair:cl");
+  th_server_t *single = srv;
+  srv = th_cluster_owner(cl, th_cluster_keyslot(cl, k.name)); /* the java_* scripts go there */
+  java_pub = "spublish";
+  rlock_client_t *c[2] = {fair_client_on(cl->url, 0), fair_client_on(cl->url, 0)};
+  rlock_lock_t *l[2] = {fair(c[0], k.name), fair(c[1], k.name)};
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l[0], 100, 0, 30000, NULL));
+  waiter_t w1 = {.lock = l[0], .owner = 1, .wait_ms = 30000, .lease_ms = 30000};
+  waiter_start(&w1);
+  wait_queue_len(&k, 1);
+  CHECK(java_acquire(&k, 2, 30000, 5000) > 0); /* Java 2 behind w1 */
+  waiter_t w3 = {.lock = l[1], .owner = 3, .wait_ms = 30000, .lease_ms = 30000};
+  waiter_start(&w3);
+  wait_queue_len(&k, 3);
+  char o1[128], chan[400];
+  th_owner_id(c[0], 1, o1, sizeof o1);
+  snprintf(chan, sizeof chan, "%s:%s", k.chan, o1);
+  redisReply *r = th_cmd(srv, "PUBSUB", "SHARDNUMSUB", chan, NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 1);
+  th_reply_free(r);
+  char jchan[400];
+  snprintf(jchan, sizeof jchan, "%s:" JAVA ":2", k.chan);
+  redisContext *sub = th_raw_connect(srv);
+  r = redisCommand(sub, "SSUBSCRIBE %s", jchan);
+  CHECK(r && r->type == REDIS_REPLY_ARRAY);
+  th_reply_free(r);
+  CHECK_OK(rlock_lock_release(l[0], 100)); /* SPUBLISH to w1; w1 takes and releases: SPUBLISH to Java 2 */
+  pthread_join(w1.t, NULL);
+  CHECK_OK(w1.rc);
+  void *m = NULL;
+  CHECK(redisGetReply(sub, &m) == REDIS_OK);
+  r = m;
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[0]->str, "smessage");
+  CHECK_STREQ(r->element[1]->str, jchan);
+  th_reply_free(r);
+  CHECK_EQ(java_acquire(&k, 2, 30000, 5000), -1000);
+  CHECK_EQ(java_unlock(&k, 2), 1); /* Redisson's SPUBLISH wakes w3 (another client) */
+  pthread_join(w3.t, NULL);
+  CHECK_OK(w3.rc);
+  CHECK_EQ(w3.order, 1);
+  nothing_queued(&k);
+  redisFree(sub);
+  for (int i = 0; i < 2; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+  srv = single;
+  java_pub = "publish";
+  th_cluster_stop(cl);
+}
+
+/* The scripts themselves (lua/fair_*.lua as embedded): a late copy of a
+ * try that lands after its undo never queues (the undo's tombstone), and an
+ * undo that kept the entry (the owner waits on) is followed by one that
+ * takes it out. */
+static char *lua_file(const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/lua/%s", RLOCK_SOURCE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  static char buf[65536];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strdup(buf);
+}
+static long long eval_int(int argc, const char **argv, int *is_nil) {
+  redisReply *r = th_cmdv(srv, argc, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "type %d %s", r->type, r->str ? r->str : "");
+  *is_nil = r->type == REDIS_REPLY_NIL;
+  long long v = r->integer;
+  th_reply_free(r);
+  return v;
+}
+TEST(late_copy_after_undo_never_queues) {
+  keys_t k = keys_of("fair:late");
+  char *acq = lua_file("fair_acquire.lua"), *undo = lua_file("fair_acquire_undo.lua");
+  const char *owner = "0b0b0b0b-0000-4000-8000-000000000001:owner-1";
+  const char *latch = "rlock_acquire_latch:{fair:late}:aaaa";
+  th_reply_free(th_cmd(srv, "HSET", k.name, JAVA ":1", "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));
+  char now[24];
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  const char *try_argv[] = {"EVAL", acq, "5", k.name, k.queue, k.zset, k.chan, latch,
+                            "30000", owner, "5000", now, "15000", "q", "0", "publish"};
+  int nil = 0;
+  CHECK(eval_int(16, try_argv, &nil) > 0 && !nil); /* queued */
+  CHECK_EQ(llen(&k), 1);
+  /* the owner waits on: the tombstone only */
+  const char *stay_argv[] = {"EVAL", undo, "5", k.name, k.queue, k.zset, k.chan, latch,
+                             "0", owner, "publish", "15000", "0", "5000", "1"};
+  CHECK_EQ(eval_int(15, stay_argv, &nil), 0);
+  CHECK_EQ(llen(&k), 1);
+  CHECK_EQ(eval_int(16, try_argv, &nil), -3); /* a late copy: nothing */
+  /* then it gives up: out of the queue, the tombstone now says so */
+  const char *leave_argv[] = {"EVAL", undo, "5", k.name, k.queue, k.zset, k.chan, latch,
+                              "0", owner, "publish", "15000", "0", "5000", "0"};
+  CHECK_EQ(eval_int(15, leave_argv, &nil), 0);
+  nothing_queued(&k);
+  char *v = th_cmd_str(srv, "GET", latch, NULL);
+  CHECK_STREQ(v, "xd");
+  free(v);
+  CHECK_EQ(eval_int(16, try_argv, &nil), -3); /* a late copy of the try never queues again */
+  CHECK_EQ(eval_int(15, leave_argv, &nil), 2); /* a late copy of the undo changes nothing */
+  nothing_queued(&k);
+  th_reply_free(th_cmd(srv, "DEL", k.name, latch, NULL));
+  free(acq);
+  free(undo);
+}
+
+/* A master with a replica, replica sync ONE: the fair scripts carry WAIT;
+ * with the replica stopped a waiting acquire ends RLOCK_ENOSYNC with
+ * nothing held and nothing queued (each grant undone and awaited, the last
+ * try's entry taken out); after it resumes, a waiter queues and is woken. */
+TEST(replica_sync_fair) {
+  keys_t k = keys_of("fair:rs");
+  th_server_t *r = th_replica_start(srv);
+  th_replicas_wait(srv, 1, 20000);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o.replica_sync_timeout_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = fair(c, k.name);
+  long long w0 = th_cmdstat(srv, "wait");
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK(th_cmdstat(srv, "wait") > w0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  th_server_pause(r);
+  CHECK_RC(rlock_lock_acquire(l, 2, 3000, 30000, NULL), RLOCK_ENOSYNC);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  wait_queue_len(&k, 0);
+  nothing_queued(&k);
+  th_server_resume(r);
+  th_replicas_caught_up(srv, 1, 20000);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  CHECK_OK(rlock_lock_release(l, 1));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(r);
+  th_replicas_wait(srv, 0, 20000);
+}
+
+/* Sentinel (a master, a replica, 3 sentinels): waiters of two clients on
+ * the redis+sentinel:// URL and a Redisson waiter on the master, one queue,
+ * in order. */
+TEST(sentinel_fifo) {
+  th_sentinels_t *t = th_sentinels_start("fairmaster", 1, 3);
+  keys_t k = keys_of("fair:sent");
+  th_server_t *single = srv;
+  srv = t->nodes[0];
+  rlock_client_t *c[2] = {fair_client_on(t->url, 0), fair_client_on(t->url, 0)};
+  rlock_lock_t *l[2] = {fair(c[0], k.name), fair(c[1], k.name)};
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l[0], 100, 0, 30000, NULL));
+  waiter_t w[3];
+  for (int i = 0; i < 3; i++) {
+    w[i] = (waiter_t){.lock = l[i % 2], .owner = (rlock_owner_t)(i + 1), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 1);
+  }
+  CHECK(java_acquire(&k, 9, 30000, 5000) > 0); /* Redisson queues last */
+  CHECK_OK(rlock_lock_release(l[0], 100));
+  for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  CHECK_EQ(java_acquire(&k, 9, 30000, 5000), -1000); /* its turn: the head, the lock free */
+  CHECK_EQ(java_unlock(&k, 9), 1);
+  nothing_queued(&k);
+  for (int i = 0; i < 2; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+  srv = single;
+  th_sentinels_stop(t);
+}
+
+/* Redisson's testLockAcquiredBooleanTimeoutDrift_Descrete with rlock in it:
+ * Redisson's tryLock() (script A) and rlock's trylock(0) exclude each other
+ * and neither ever queues; a Java waiter that queued (script B) is the head,
+ * so a free lock is refused to both until it takes its turn. */
+TEST(redisson_trylock_no_wait) {
+  keys_t k = keys_of("fair:tryA");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK_EQ(java_try(&k, 2, 30000, 300000), 1);
+  nothing_queued(&k);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK_EQ(java_try(&k, 2, 30000, 300000), -1000);
+  CHECK_RC(rlock_lock_acquire(l, 1, 0, 30000, NULL), RLOCK_EBUSY);
+  nothing_queued(&k);
+  CHECK(java_acquire(&k, 3, 30000, 300000) > 0); /* Java 3 queues */
+  CHECK_EQ(java_unlock(&k, 2), 1);
+  CHECK_RC(rlock_lock_acquire(l, 1, 0, 30000, NULL), RLOCK_EBUSY); /* free, but Java 3's turn */
+  CHECK_EQ(java_try(&k, 4, 30000, 300000), 1);
+  CHECK_EQ(llen(&k), 1);
+  CHECK_EQ(java_acquire(&k, 3, 30000, 300000), -1000);
+  CHECK_EQ(java_unlock(&k, 3), 1);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(l, 1));
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* An owner that gave up waits again at once: its new entry is not taken
+ * out by the earlier give-up's undo (the order gate: the new try is written
+ * after the undo's answer); and the async call waits the same way. */
+static void on_async(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  atomic_store((_Atomic int *)arg, status == 0 ? 1 : 2);
+}
+static int async_done(void *arg) { return atomic_load((_Atomic int *)arg) != 0; }
+TEST(give_up_then_wait_again) {
+  keys_t k = keys_of("fair:again");
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  for (int round = 0; round < 5; round++)
+    CHECK_RC(rlock_lock_acquire(l, 2, 50, 30000, NULL), RLOCK_EBUSY);
+  _Atomic int done = 0;
+  CHECK_OK(rlock_lock_acquire_async(l, 2, 20000, 30000, NULL, on_async, &done));
+  wait_queue_len(&k, 1);
+  char o2[128];
+  th_owner_id(c, 2, o2, sizeof o2);
+  char *head = qat(&k, 0);
+  CHECK(head && !strcmp(head, o2));
+  free(head);
+  CHECK_OK(rlock_lock_release(l, 1));
+  CHECK(th_wait_until(async_done, &done, 20000));
+  CHECK_EQ(atomic_load(&done), 1);
+  CHECK_OK(rlock_lock_release(l, 2));
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A client freed while its waiter is in the queue takes the entry out (the
+ * undo, sent at close and awaited briefly), whether the waiter's try is in
+ * flight or it is parked: the next waiter is not blocked by it for a slot. */
+static void close_case(bool parked) {
+  keys_t k = keys_of("fair:close");
+  rlock_client_t *h = fair_client(0), *c = fair_client(0);
+  rlock_lock_t *lh = fair(h, k.name), *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(lh, 1, 0, 30000, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = 30000};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  if (parked) { /* its second try (after the subscription) answered: it sleeps */
+    char o2[128], chan[400];
+    th_owner_id(c, 2, o2, sizeof o2);
+    snprintf(chan, sizeof chan, "%s:%s", k.chan, o2);
+    CHECK(TH_STAT_REACHES(c, acquire_attempts, 2, 10000));
+    CHECK_EQ(th_numsub(srv, chan), 1);
+    th_sleep_ms(200); /* the scenario: the answer reaches the client, which parks */
+  }
+  rlock_client_free(c);
+  pthread_join(w.t, NULL);
+  CHECK_RC(w.rc, RLOCK_ECLOSED);
+  CHECK_EQ(llen(&k), 0); /* gone when rlock_client_free returned */
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  CHECK_OK(rlock_lock_release(lh, 1));
+  rlock_lock_free(lh);
+  rlock_client_free(h);
+}
+TEST(close_leaves_queue) {
+  close_case(false);
+  close_case(true);
+}
+
+/* A name with an unbalanced brace: every key and the waiters' channels in
+ * the slot-safe form ({T}NAME, wire-format.md "Names"); the lock works the
+ * same (queue, wake-up on the waiter's own channel, the queue read back). */
+static int one_waiter(void *arg) {
+  rlock_fair_waiter_t *q = NULL;
+  size_t n = 0;
+  if (rlock_lock_fair_waiters(arg, &q, &n)) return 0;
+  rlock_fair_waiters_free(q, n);
+  return n == 1;
+}
+TEST(odd_name) {
+  const char *name = "fair{odd";
+  rlock_client_t *c = fair_client(0);
+  rlock_lock_t *l = fair(c, name);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  waiter_start(&w);
+  CHECK(th_wait_until(one_waiter, l, 10000));
+  rlock_fair_waiter_t *q = NULL;
+  size_t n = 0;
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  CHECK_OK(rlock_lock_release(l, 1));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  rlock_client_stats(c, &st1);
+  CHECK(st1.messages > st0.messages);
+  CHECK_OK(rlock_lock_fair_waiters(l, &q, &n));
+  CHECK_EQ(n, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* argv[1]: run only the test of that name. */
+static const char *only;
+#define RUN_ONE(n) \
+  if (!only || !strcmp(only, #n)) RUN(n)
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 170);
+  only = argc > 1 ? argv[1] : NULL;
+  srv = th_server_start(NULL);
+  RUN_ONE(basic_trylock0_never_queues);
+  RUN_ONE(timed_try_leaves_no_entry);
+  RUN_ONE(cancel_leaves_queue);
+  RUN_ONE(fifo_across_clients);
+  RUN_ONE(live_waiter_keeps_place);
+  RUN_ONE(dead_waiter_stops_blocking);
+  RUN_ONE(nonreentrant_fair);
+  RUN_ONE(watchdog_renews_fair);
+  RUN_ONE(redisson_mixed_queue);
+  RUN_ONE(redisson_acquire_failed_drift);
+  RUN_ONE(unlock_wakes_head_only);
+  RUN_ONE(expire_and_timed_wait);
+  RUN_ONE(redisson_trylock_no_wait);
+  RUN_ONE(give_up_then_wait_again);
+  RUN_ONE(close_leaves_queue);
+  RUN_ONE(odd_name);
+  RUN_ONE(many_waiters_exclusive);
+  RUN_ONE(paused_try_leaves_no_entry);
+  RUN_ONE(late_copy_after_undo_never_queues);
+  RUN_ONE(replica_sync_fair);
+  RUN_ONE(cluster_sharded);
+  RUN_ONE(sentinel_fifo);
+  th_server_stop(srv);
+  return th_done();
+}
