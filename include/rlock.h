@@ -39,27 +39,35 @@ const char *rlock_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
-#define RLOCK_OK 0
-#define RLOCK_EINVAL (-1)      /* invalid argument (empty name, bad duration, NULL...) */
-#define RLOCK_ENOMEM (-2)      /* out of memory */
-#define RLOCK_EURL (-3)        /* the Redis URL could not be parsed */
-#define RLOCK_ECONNECT (-4)    /* could not connect to Redis (refused, unreachable, DNS) */
-#define RLOCK_EAUTH (-5)       /* AUTH / SELECT / handshake rejected by the server */
-#define RLOCK_ETLS (-6)        /* TLS setup or handshake failed (certificate, key, verify) */
-#define RLOCK_ETIMEDOUT (-7)   /* the server did not answer within the command timeout */
-#define RLOCK_ECONNLOST (-8)   /* the connection dropped while the request was in flight */
-#define RLOCK_EBUSY (-9)       /* the lock was not acquired within the wait time */
-#define RLOCK_ENOTHELD (-10)   /* unlock by an owner that does not hold the lock */
-#define RLOCK_ECANCELED (-11)  /* the wait was cancelled through an rlock_cancel_t */
-#define RLOCK_ESERVER (-12)    /* the server answered with an error reply */
-#define RLOCK_EPROTO (-13)     /* the server's reply was malformed or unexpected */
-#define RLOCK_ECLOSED (-14)    /* the client is closing or closed */
-#define RLOCK_EDEADLK (-15)    /* a sync call made from the client's own I/O thread */
-#define RLOCK_ESYS (-16)       /* a system call failed (thread, pipe, socket setup), or a
-                                  client used in a forked child (see rlock_client_new) */
-#define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
-#define RLOCK_ENOSYNC (-18)    /* the replica-sync check failed: too few replicas acknowledged
-                                  the acquire (WAIT); nothing is left held (replica_sync) */
+/* Every error code, once: X(NAME, value, message). The enum below and
+ * rlock_strerror / rlock_err_name are made from this list (libuv's
+ * UV_ERRNO_MAP). New codes go at the end with the next free value; values
+ * never change (they are ABI). docs/api/errors.md says when each occurs. */
+#define RLOCK_ERRNO_MAP(X)                                                                     \
+  X(OK, 0, "success")                                                                          \
+  X(EINVAL, -1, "invalid argument")                                                            \
+  X(ENOMEM, -2, "out of memory")                                                               \
+  X(EURL, -3, "invalid Redis URL")                                                             \
+  X(ECONNECT, -4, "cannot connect to Redis")                                                   \
+  X(EAUTH, -5, "authentication or handshake rejected by Redis")                                \
+  X(ETLS, -6, "TLS setup or handshake failed")                                                 \
+  X(ETIMEDOUT, -7, "Redis did not answer in time")                                             \
+  X(ECONNLOST, -8, "connection to Redis lost while the request was in flight")                 \
+  X(EBUSY, -9, "timed out waiting for the lock")                                               \
+  X(ENOTHELD, -10, "lock not held by this owner")                                              \
+  X(ECANCELED, -11, "wait cancelled")                                                          \
+  X(ESERVER, -12, "Redis replied with an error")                                               \
+  X(EPROTO, -13, "malformed or unexpected reply from Redis")                                   \
+  X(ECLOSED, -14, "client closed")                                                             \
+  X(EDEADLK, -15, "blocking call made from the client's I/O thread")                           \
+  X(ESYS, -16, "system call failed")                                                           \
+  X(ENOTLOCK, -17, "the key is not a lock")                                                    \
+  X(ENOSYNC, -18, "too few replicas acknowledged the lock (replica sync)")
+
+#define RLOCK__ERRNO_ENUM(name, value, text) RLOCK_##name = (value),
+/* RLOCK_OK, RLOCK_EINVAL, ... RLOCK_ENOSYNC. */
+enum rlock_errno { RLOCK_ERRNO_MAP(RLOCK__ERRNO_ENUM) };
+#undef RLOCK__ERRNO_ENUM
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -338,36 +346,36 @@ typedef void (*rlock_lost_cb)(const char *name, size_t name_len, uint64_t owner,
                               rlock_lost_reason_t reason, void *arg);
 void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 
-/* Counters of what the client sent, for tests and monitoring. */
+/* Counters of what the client sent, for tests and monitoring. Every counter
+ * once: X(NAME, field), in the struct's order. New counters go at the end.
+ * docs/api/client.md says what each counts. */
+#define RLOCK_STATS_MAP(X)                                                                       \
+  X(COMMANDS, commands_sent) /* commands written on the lock connections */                    \
+  X(WRITES, writes) /* passes of the I/O loop that wrote (one socket write each) */            \
+  X(SCRIPTS, scripts_sent) /* EVAL/EVALSHA commands */                                         \
+  X(NOSCRIPT, noscript_fallbacks) /* EVALSHA answered NOSCRIPT, re-sent as EVAL */             \
+  X(SUBSCRIBES, subscribes) /* SUBSCRIBE commands */                                           \
+  X(UNSUBSCRIBES, unsubscribes) /* UNSUBSCRIBE commands */                                     \
+  X(MESSAGES, messages) /* pub/sub messages received */                                        \
+  X(ATTEMPTS, acquire_attempts) /* acquire scripts sent (first tries and retries) */           \
+  X(RENEWALS, renewals) /* watchdog renewal script calls */                                    \
+  X(RENEWED, renewed_locks) /* holds renewed by those calls */                                 \
+  X(RECONNECTS, reconnects) /* connections re-established after a drop */                      \
+  X(TIMEOUTS, timeouts) /* requests that hit their timeout */                                  \
+  X(LOST, locks_lost) /* lock-lost notifications */                                            \
+  X(HELD, held) /* holds tracked right now (name, owner) */                                    \
+  X(USER_COMMANDS, user_commands) /* commands written on the user connection */                \
+  X(ACQUIRE_SYNC_MISSES, acquire_sync_misses) /* acquires undone: too few replicas acked */  \
+  X(UNLOCK_SYNC_MISSES, unlock_sync_misses) /* unlocks too few replicas acknowledged */        \
+  X(RENEWAL_SYNC_MISSES, renewal_sync_misses) /* renewals too few replicas acknowledged */     \
+  X(FAST, fast_calls) /* blocking calls completed on the calling thread */
+
+/* A client's counters (rlock_client_stats): one uint64_t per RLOCK_STATS_MAP row. */
+#define RLOCK__STATS_FIELD(name, field) uint64_t field;
 typedef struct rlock_stats {
-  uint64_t commands_sent;     /* every command written on the lock connections (command and
-                                 subscriber); user commands and liveness PINGs are not counted */
-  uint64_t writes;            /* passes of the I/O loop that wrote commands: each leaves in
-                                 one socket write (pipelining: commands_sent / writes) */
-  uint64_t scripts_sent;      /* EVAL/EVALSHA commands */
-  uint64_t noscript_fallbacks;/* EVALSHA answered NOSCRIPT and re-sent as EVAL */
-  uint64_t subscribes;        /* SUBSCRIBE commands */
-  uint64_t unsubscribes;      /* UNSUBSCRIBE commands */
-  uint64_t messages;          /* pub/sub messages received */
-  uint64_t acquire_attempts;  /* acquire scripts sent (first tries and retries after a wake) */
-  uint64_t renewals;          /* watchdog renewal script calls */
-  uint64_t renewed_locks;     /* holds renewed by those calls */
-  uint64_t reconnects;        /* connections re-established after a drop (any of the three;
-                                 not the connections to sentinels) */
-  uint64_t timeouts;          /* requests that hit their timeout (user commands included,
-                                 liveness PINGs not) */
-  uint64_t locks_lost;        /* lock-lost notifications */
-  uint64_t held;              /* holds tracked right now (name, owner) */
-  uint64_t user_commands;     /* commands written on the user connection (rlock_client_command;
-                                 a transaction of n commands counts n + 2: MULTI, EXEC) */
-  uint64_t acquire_sync_misses; /* acquires granted but undone: too few replicas acknowledged */
-  uint64_t unlock_sync_misses;  /* unlocks applied on the master that too few replicas
-                                   acknowledged (the unlock stands) */
-  uint64_t renewal_sync_misses; /* renewal calls applied on the master that too few replicas
-                                   acknowledged (the renewal stands) */
-  uint64_t fast_calls;          /* blocking locks and unlocks completed on the calling thread
-                                   (the fast path: rlock_options_t.fast_path) */
+  RLOCK_STATS_MAP(RLOCK__STATS_FIELD)
 } rlock_stats_t;
+#undef RLOCK__STATS_FIELD
 /* Called while rlock_client_free runs on another thread, or in a forked
  * child: every field 0 (the client may be gone the moment the call is
  * refused; a child takes none of the parent's mutexes). */

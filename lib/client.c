@@ -846,25 +846,9 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
     pthread_mutex_unlock(&cl->fast.statmu);
     rlock__client_leave(cl);
   }
-  o->commands_sent = v[ST_COMMANDS];
-  o->writes = v[ST_WRITES];
-  o->scripts_sent = v[ST_SCRIPTS];
-  o->noscript_fallbacks = v[ST_NOSCRIPT];
-  o->subscribes = v[ST_SUBSCRIBES];
-  o->unsubscribes = v[ST_UNSUBSCRIBES];
-  o->messages = v[ST_MESSAGES];
-  o->acquire_attempts = v[ST_ATTEMPTS];
-  o->renewals = v[ST_RENEWALS];
-  o->renewed_locks = v[ST_RENEWED];
-  o->reconnects = v[ST_RECONNECTS];
-  o->timeouts = v[ST_TIMEOUTS];
-  o->locks_lost = v[ST_LOST];
-  o->held = v[ST_HELD];
-  o->user_commands = v[ST_USER_COMMANDS];
-  o->acquire_sync_misses = v[ST_ACQUIRE_SYNC_MISSES];
-  o->unlock_sync_misses = v[ST_UNLOCK_SYNC_MISSES];
-  o->renewal_sync_misses = v[ST_RENEWAL_SYNC_MISSES];
-  o->fast_calls = v[ST_FAST];
+#define ST_COPY(name, field) o->field = v[ST_##name];
+  RLOCK_STATS_MAP(ST_COPY)
+#undef ST_COPY
 }
 
 /* ------------------------------------------------------------ submitting */

@@ -448,26 +448,16 @@ void rlock__req_set_cmd(req_t *r, char *cmd, size_t len);
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
 void rlock__req_free(req_t *r);
 
+#include "scripts.h"
 #include "topology/topology.h"
 
 /* ------------------------------------------------------------ script.c */
 /* The embedded scripts (lua/<name>.lua): the reentrant lock's
  * (kinds/reentrant.c) and the simple lock's (kinds/simple.c); the watchdog
  * renews each hold with its kind's renew script (SCRIPT_RENEW by default). */
-enum {
-  SCRIPT_ACQUIRE = 1,
-  SCRIPT_ACQUIRE_UNDO,
-  SCRIPT_UNLOCK,
-  SCRIPT_RENEW,
-  SCRIPT_FORCE_UNLOCK,
-  SCRIPT_SIMPLE_ACQUIRE,
-  SCRIPT_SIMPLE_ACQUIRE_UNDO,
-  SCRIPT_SIMPLE_UNLOCK,
-  SCRIPT_SIMPLE_RENEW,
-  SCRIPT_SIMPLE_FORCE_UNLOCK,
-  SCRIPT_SIMPLE_QUERY,
-  SCRIPT_N = SCRIPT_SIMPLE_QUERY
-};
+#define SCRIPT_ENUM_ROW(e, file) SCRIPT_##e,
+enum { SCRIPT__NONE, RLOCK__SCRIPT_MAP(SCRIPT_ENUM_ROW) SCRIPT__END, SCRIPT_N = SCRIPT__END - 1 };
+#undef SCRIPT_ENUM_ROW
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
 /* A request running `script` with keys and args (EVALSHA form). */
@@ -716,11 +706,9 @@ void rlock__fast_busy(client_t *cl, int slot, int delta);
 #define RLOCK__CLOSE_LINGER_MS 500
 
 /* Counters behind rlock_client_stats (index into client->st). */
-enum {
-  ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
-  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD,
-  ST_USER_COMMANDS, ST_ACQUIRE_SYNC_MISSES, ST_UNLOCK_SYNC_MISSES, ST_RENEWAL_SYNC_MISSES, ST_FAST, ST_COUNT
-};
+#define ST_ROW(name, field) ST_##name,
+enum { RLOCK_STATS_MAP(ST_ROW) ST_COUNT };
+#undef ST_ROW
 
 struct rlock_client {
   rlock_options_t opt;
