@@ -622,7 +622,7 @@ int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvle
 void rlock__usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
 
 /* ------------------------------------------------------------ fast.c */
-/* The fast path (fast.c, docs/architecture.md "The fast path"): a blocking
+/* The fast path (fast.c, docs/internals/fast-path.md): a blocking
  * lock or unlock done on the calling thread over the client's one fast
  * connection, when nothing else of the client is busy with that lock name.
  * What the I/O thread must know (a hold to renew, a latch key to delete, a
