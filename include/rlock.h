@@ -22,13 +22,21 @@
 extern "C" {
 #endif
 
+/* Marks every call of this header: exported from the shared library (which
+ * hides everything else). */
+#if defined(__GNUC__) || defined(__clang__)
+#define RLOCK_EXPORT __attribute__((visibility("default")))
+#else
+#define RLOCK_EXPORT
+#endif
+
 #define RLOCK_VERSION_MAJOR 0
 #define RLOCK_VERSION_MINOR 1
 #define RLOCK_VERSION_PATCH 0
 #define RLOCK_VERSION_STRING "0.1.0"
 
 /* Version of the library actually linked, "MAJOR.MINOR.PATCH". */
-const char *rlock_version(void);
+RLOCK_EXPORT const char *rlock_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -63,10 +71,10 @@ enum rlock_errno { RLOCK_ERRNO_MAP(RLOCK__ERRNO_ENUM) };
 #undef RLOCK__ERRNO_ENUM
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
-const char *rlock_strerror(int err);
+RLOCK_EXPORT const char *rlock_strerror(int err);
 
 /* Name of the error code ("RLOCK_EBUSY"...). */
-const char *rlock_err_name(int err);
+RLOCK_EXPORT const char *rlock_err_name(int err);
 
 /* ---------------------------------------------------------------- options */
 
@@ -108,10 +116,13 @@ typedef struct rlock_options {
                                    command timeout if that is shorter */
   int fast_path;                /* 1 (default): blocking calls may run on the calling
                                    thread (docs/internals/fast-path.md); 0: never */
+  /* Room for new options without a change of size (ABI): left 0 by
+   * rlock_options_init. A new field takes slots from here. */
+  int64_t reserved_[16];
 } rlock_options_t;
 
 /* Fills opts with the defaults. */
-void rlock_options_init(rlock_options_t *opts);
+RLOCK_EXPORT void rlock_options_init(rlock_options_t *opts);
 
 /* ---------------------------------------------------------------- client */
 
@@ -121,21 +132,21 @@ typedef struct rlock_client rlock_client_t;
  * connect_timeout_ms for the first connection. 0, or RLOCK_EURL, RLOCK_ECONNECT,
  * RLOCK_EAUTH, RLOCK_ETLS, RLOCK_EPROTO, RLOCK_EINVAL. It reconnects by itself
  * afterwards. Not usable in a forked child (RLOCK_ESYS). */
-int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
+RLOCK_EXPORT int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts);
 
 /* Stops the I/O thread and frees the client. Held locks are not released
  * (their leases run out); pending async calls complete with RLOCK_ECLOSED.
  * Not from a callback (it then does nothing). */
-void rlock_client_free(rlock_client_t *client);
+RLOCK_EXPORT void rlock_client_free(rlock_client_t *client);
 
 /* The client's random RFC 4122 id (36 characters), the first part of its
  * owner ids. Valid until the client is freed. */
-const char *rlock_client_id(const rlock_client_t *client);
+RLOCK_EXPORT const char *rlock_client_id(const rlock_client_t *client);
 
 /* Detailed message of the last failure reported to the calling thread by any
  * rlock call (e.g. "connect 127.0.0.1:1: Connection refused"). Never NULL.
  * Passwords never appear in it. */
-const char *rlock_last_error(void);
+RLOCK_EXPORT const char *rlock_last_error(void);
 
 /* Why a hold was lost (the lock-lost callback's reason). */
 typedef enum rlock_lost_reason {
@@ -148,14 +159,14 @@ typedef enum rlock_lost_reason {
 
 /* Short, static text of a reason ("fixed lease ran out"...); "unknown" for
  * other values. */
-const char *rlock_lost_reason_str(rlock_lost_reason_t reason);
+RLOCK_EXPORT const char *rlock_lost_reason_str(rlock_lost_reason_t reason);
 
 /* The lock-lost notification, on the I/O thread: a hold of this client ended
  * without an unlock by its owner. name is not NUL-terminated. Replaces any
  * earlier callback; NULL removes it. */
 typedef void (*rlock_lost_cb)(const char *name, size_t name_len, uint64_t owner,
                               rlock_lost_reason_t reason, void *arg);
-void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
+RLOCK_EXPORT void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 
 /* Counters of what the client sent, for tests and monitoring. Every counter
  * once: X(NAME, field), in the struct's order. New counters go at the end.
@@ -181,15 +192,20 @@ void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
   X(RENEWAL_SYNC_MISSES, renewal_sync_misses) /* renewals too few replicas acknowledged */     \
   X(FAST, fast_calls) /* blocking calls completed on the calling thread */
 
-/* A client's counters (rlock_client_stats): one uint64_t per RLOCK_STATS_MAP row. */
+/* A client's counters (rlock_client_stats): one uint64_t per RLOCK_STATS_MAP row,
+ * then room for new ones (ABI: the size stays 32 counters; a new row at the end
+ * of the map takes one reserved slot). */
 #define RLOCK__STATS_FIELD(name, field) uint64_t field;
+#define RLOCK__STATS_ONE(name, field) +1
 typedef struct rlock_stats {
   RLOCK_STATS_MAP(RLOCK__STATS_FIELD)
+  uint64_t reserved_[32 - (0 RLOCK_STATS_MAP(RLOCK__STATS_ONE))];
 } rlock_stats_t;
+#undef RLOCK__STATS_ONE
 #undef RLOCK__STATS_FIELD
 /* Copies the client's counters into *out. Any thread; every field 0 while
  * rlock_client_free runs or in a forked child. */
-void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
+RLOCK_EXPORT void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
 
 /* ---------------------------------------------------------------- cancellation */
 
@@ -197,10 +213,10 @@ void rlock_client_stats(rlock_client_t *client, rlock_stats_t *out);
  * makes every wait using the token end with RLOCK_ECANCELED, now or when it
  * starts. Thread-safe; trigger is also safe from a signal handler. */
 typedef struct rlock_cancel rlock_cancel_t;
-int rlock_cancel_new(rlock_cancel_t **out);
-void rlock_cancel_trigger(rlock_cancel_t *c);
-int rlock_cancel_is_triggered(const rlock_cancel_t *c);
-void rlock_cancel_free(rlock_cancel_t *c);
+RLOCK_EXPORT int rlock_cancel_new(rlock_cancel_t **out);
+RLOCK_EXPORT void rlock_cancel_trigger(rlock_cancel_t *c);
+RLOCK_EXPORT int rlock_cancel_is_triggered(const rlock_cancel_t *c);
+RLOCK_EXPORT void rlock_cancel_free(rlock_cancel_t *c);
 
 /* ---------------------------------------------------------------- lock */
 
@@ -226,55 +242,55 @@ typedef uint64_t rlock_owner_t;
 #define RLOCK_LEASE_WATCHDOG ((int64_t)-1) /* lease_ms: watchdog-renewed lease */
 
 /* Makes and frees a lock handle (freeing releases nothing). */
-int rlock_lock_new(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
-void rlock_lock_free(rlock_lock_t *lock);
+RLOCK_EXPORT int rlock_lock_new(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+RLOCK_EXPORT void rlock_lock_free(rlock_lock_t *lock);
 /* The name as given (not NUL-terminated; see len). */
-const char *rlock_lock_name(const rlock_lock_t *lock, size_t *len);
+RLOCK_EXPORT const char *rlock_lock_name(const rlock_lock_t *lock, size_t *len);
 
 /* Waits until the calling thread holds the lock. lease_ms > 0: a fixed lease;
  * RLOCK_LEASE_WATCHDOG: renewed while the client lives. Reentrant. */
-int rlock_lock_lock(rlock_lock_t *lock, int64_t lease_ms);
+RLOCK_EXPORT int rlock_lock_lock(rlock_lock_t *lock, int64_t lease_ms);
 
 /* Waits at most wait_ms (0: one try) for the lock. 0 = acquired; RLOCK_EBUSY =
  * not acquired within wait_ms. */
-int rlock_lock_trylock(rlock_lock_t *lock, int64_t wait_ms, int64_t lease_ms);
+RLOCK_EXPORT int rlock_lock_trylock(rlock_lock_t *lock, int64_t wait_ms, int64_t lease_ms);
 
 /* The general form: an explicit owner, a wait bound or RLOCK_WAIT_FOREVER, and
  * an optional cancel token. Wakes on the unlock message, never polls; a lost
  * answer is re-sent and counts once. */
-int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
-                       rlock_cancel_t *cancel);
+RLOCK_EXPORT int rlock_lock_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                    rlock_cancel_t *cancel);
 
 /* Releases one hold of the calling thread (unlock) or of owner (release).
  * RLOCK_ENOTHELD if not held. Safe under re-sends; a failed unlock still
  * counts as done here: do not retry it. */
-int rlock_lock_unlock(rlock_lock_t *lock);
-int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
+RLOCK_EXPORT int rlock_lock_unlock(rlock_lock_t *lock);
+RLOCK_EXPORT int rlock_lock_release(rlock_lock_t *lock, rlock_owner_t owner);
 
 /* Deletes the lock whoever holds it and wakes waiters. *was_locked (may be
  * NULL): 1 if it was locked, 0 if no such key. A key that is not a lock is
  * left alone: RLOCK_ENOTLOCK. */
-int rlock_lock_force_unlock(rlock_lock_t *lock, int *was_locked);
+RLOCK_EXPORT int rlock_lock_force_unlock(rlock_lock_t *lock, int *was_locked);
 
 /* The same with flags. RLOCK_FORCE_ANY_TYPE: delete the key whatever it holds
  * (*was_locked = 2 when it was not a lock). Unknown flags: RLOCK_EINVAL. */
 #define RLOCK_FORCE_ANY_TYPE 1u
-int rlock_lock_force_unlock_flags(rlock_lock_t *lock, unsigned flags, int *was_locked);
+RLOCK_EXPORT int rlock_lock_force_unlock_flags(rlock_lock_t *lock, unsigned flags, int *was_locked);
 
 /* Queries (one round trip each). */
-int rlock_lock_is_locked(rlock_lock_t *lock, int *out);
-int rlock_lock_is_held(rlock_lock_t *lock, rlock_owner_t owner, int *out);
-int rlock_lock_hold_count(rlock_lock_t *lock, rlock_owner_t owner, int64_t *out);
+RLOCK_EXPORT int rlock_lock_is_locked(rlock_lock_t *lock, int *out);
+RLOCK_EXPORT int rlock_lock_is_held(rlock_lock_t *lock, rlock_owner_t owner, int *out);
+RLOCK_EXPORT int rlock_lock_hold_count(rlock_lock_t *lock, rlock_owner_t owner, int64_t *out);
 /* Remaining time to live in ms: -2 if not locked, -1 if locked without TTL. */
-int rlock_lock_ttl(rlock_lock_t *lock, int64_t *out);
+RLOCK_EXPORT int rlock_lock_ttl(rlock_lock_t *lock, int64_t *out);
 
 /* Local: the rlock_now_ms() time until which this client knows owner's hold
  * is valid. RLOCK_ENOTHELD if it tracks no such hold. */
-int rlock_lock_valid_until(rlock_lock_t *lock, rlock_owner_t owner, int64_t *out);
+RLOCK_EXPORT int rlock_lock_valid_until(rlock_lock_t *lock, rlock_owner_t owner, int64_t *out);
 
 /* Local: the node this lock's commands go to now ("host:port" or a socket
  * path) into buf. RLOCK_EINVAL if buf is NULL or too small. */
-int rlock_lock_node(rlock_lock_t *lock, char *buf, size_t buflen);
+RLOCK_EXPORT int rlock_lock_node(rlock_lock_t *lock, char *buf, size_t buflen);
 
 /* Every holder of the lock, as stored in Redis. owner strings are
  * NUL-terminated copies ("<client id>:<thread>"). Free with rlock_holders_free. */
@@ -282,18 +298,18 @@ typedef struct rlock_holder {
   char *owner;
   int64_t count;
 } rlock_holder_t;
-int rlock_lock_holders(rlock_lock_t *lock, rlock_holder_t **out, size_t *n);
-void rlock_holders_free(rlock_holder_t *holders, size_t n);
+RLOCK_EXPORT int rlock_lock_holders(rlock_lock_t *lock, rlock_holder_t **out, size_t *n);
+RLOCK_EXPORT void rlock_holders_free(rlock_holder_t *holders, size_t n);
 
 /* CLOCK_MONOTONIC in milliseconds. */
-int64_t rlock_now_ms(void);
+RLOCK_EXPORT int64_t rlock_now_ms(void);
 
 /* ---------------------------------------------------------------- simple lock */
 
 /* A handle on one named simple lock (SET NAME <token> NX PX <lease>: redis-py,
  * node-redlock, redsync). Every rlock_lock_* call works on it; it is not
  * reentrant. docs/api/simple-lock.md. */
-int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+RLOCK_EXPORT int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 
 /* ---------------------------------------------------------------- MultiLock */
 
@@ -301,18 +317,18 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * handles and their clients must outlive the MultiLock. Acquire returns 0 or
  * the first member's error, with every member released. docs/api/multilock.md. */
 typedef struct rlock_multilock rlock_multilock_t;
-int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
-void rlock_multilock_free(rlock_multilock_t *multilock);
-int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
-                            rlock_cancel_t *cancel);
+RLOCK_EXPORT int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
+RLOCK_EXPORT void rlock_multilock_free(rlock_multilock_t *multilock);
+RLOCK_EXPORT int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                         rlock_cancel_t *cancel);
 /* Releases every member in parallel and waits for their answers. The first
  * error (RLOCK_ENOTHELD: a member was not held) after all were tried. */
-int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
+RLOCK_EXPORT int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
 /* The earliest valid-until of the members (rlock_lock_valid_until). */
-int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t *out);
+RLOCK_EXPORT int rlock_multilock_valid_until(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t *out);
 /* A second lost listener, on the member's I/O thread: once per acquire, when
  * a member is lost. Replaces any earlier one; NULL removes it. */
-void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, void *arg);
+RLOCK_EXPORT void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- RedLock */
 
@@ -321,22 +337,22 @@ void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lost_cb cb, voi
  * Not from a callback: free joins the nodes' threads. docs/api/redlock.md. */
 typedef struct rlock_redlock rlock_redlock_t;
 #define RLOCK_REDLOCK_SIMPLE 1u /* the simple format (SET NX PX) on each node */
-int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
-                      const void *name, size_t name_len, unsigned flags);
-void rlock_redlock_free(rlock_redlock_t *redlock);
-int rlock_redlock_acquire(rlock_redlock_t *redlock, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
-                          int64_t *valid_until);
+RLOCK_EXPORT int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
+                                   const void *name, size_t name_len, unsigned flags);
+RLOCK_EXPORT void rlock_redlock_free(rlock_redlock_t *redlock);
+RLOCK_EXPORT int rlock_redlock_acquire(rlock_redlock_t *redlock, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                                       int64_t *valid_until);
 /* Releases every node in parallel, waiting at most command_timeout_ms.
  * RLOCK_ENOTHELD if not held or lost. */
-int rlock_redlock_release(rlock_redlock_t *redlock);
-int rlock_redlock_valid_until(rlock_redlock_t *redlock, int64_t *out);
-void rlock_redlock_on_lost(rlock_redlock_t *redlock, rlock_lost_cb cb, void *arg);
+RLOCK_EXPORT int rlock_redlock_release(rlock_redlock_t *redlock);
+RLOCK_EXPORT int rlock_redlock_valid_until(rlock_redlock_t *redlock, int64_t *out);
+RLOCK_EXPORT void rlock_redlock_on_lost(rlock_redlock_t *redlock, rlock_lost_cb cb, void *arg);
 /* The per-node timeout of an acquire round; 0: lease/100 clamped to 5..50 ms. */
-int rlock_redlock_set_node_timeout(rlock_redlock_t *redlock, int64_t ms);
-size_t rlock_redlock_nodes(const rlock_redlock_t *redlock);
+RLOCK_EXPORT int rlock_redlock_set_node_timeout(rlock_redlock_t *redlock, int64_t ms);
+RLOCK_EXPORT size_t rlock_redlock_nodes(const rlock_redlock_t *redlock);
 /* Node i's view: *held 1 if this RedLock's hold counts on it; *ttl_ms the
  * lock's PTTL there (-2: no key). RLOCK_ECONNECT for a node not reached yet. */
-int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int64_t *ttl_ms);
+RLOCK_EXPORT int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int64_t *ttl_ms);
 
 /* ---------------------------------------------------------------- async */
 
@@ -347,15 +363,15 @@ typedef void (*rlock_cb)(rlock_lock_t *lock, int status, int64_t value, void *ar
 
 /* Each returns 0 if queued (cb then runs exactly once) or an error (cb does
  * not run). The lock handle must stay alive until cb has run. */
-int rlock_lock_acquire_async(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
-                             int64_t lease_ms, rlock_cancel_t *cancel, rlock_cb cb, void *arg);
-int rlock_lock_release_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
-int rlock_lock_force_unlock_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
-int rlock_lock_force_unlock_flags_async(rlock_lock_t *lock, unsigned flags, rlock_cb cb, void *arg);
-int rlock_lock_is_locked_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
-int rlock_lock_is_held_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
-int rlock_lock_hold_count_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
-int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_acquire_async(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
+                                          int64_t lease_ms, rlock_cancel_t *cancel, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_release_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_force_unlock_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_force_unlock_flags_async(rlock_lock_t *lock, unsigned flags, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_is_locked_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_is_held_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_hold_count_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_ttl_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
 
 /* ---------------------------------------------------------------- plain commands */
 
@@ -381,13 +397,13 @@ typedef struct rlock_reply {
 /* Sends one Redis command on the client's user connection (not the locks')
  * and waits for its reply (an error reply is a reply: 0). Commands that would
  * change that connection's state are RLOCK_EINVAL. docs/api/commands.md. */
-int rlock_client_command(rlock_client_t *client, int argc, const char *const *argv,
-                         const size_t *argvlen, rlock_reply_t **reply);
+RLOCK_EXPORT int rlock_client_command(rlock_client_t *client, int argc, const char *const *argv,
+                                      const size_t *argvlen, rlock_reply_t **reply);
 
 /* The same with a timeout of its own: timeout_ms > 0, or RLOCK_WAIT_FOREVER. */
-int rlock_client_command_timeout(rlock_client_t *client, int64_t timeout_ms, int argc,
-                                 const char *const *argv, const size_t *argvlen,
-                                 rlock_reply_t **reply);
+RLOCK_EXPORT int rlock_client_command_timeout(rlock_client_t *client, int64_t timeout_ms, int argc,
+                                              const char *const *argv, const size_t *argvlen,
+                                              rlock_reply_t **reply);
 
 /* One command of a transaction (argvlen may be NULL). */
 typedef struct rlock_command {
@@ -397,21 +413,21 @@ typedef struct rlock_command {
 } rlock_command_t;
 
 /* Runs cmds as one MULTI/EXEC transaction in one write; *reply is EXEC's reply. */
-int rlock_client_transaction(rlock_client_t *client, size_t ncmds, const rlock_command_t *cmds,
-                             rlock_reply_t **reply);
+RLOCK_EXPORT int rlock_client_transaction(rlock_client_t *client, size_t ncmds, const rlock_command_t *cmds,
+                                          rlock_reply_t **reply);
 
 /* Frees a reply (NULL is fine). */
-void rlock_reply_free(rlock_reply_t *reply);
+RLOCK_EXPORT void rlock_reply_free(rlock_reply_t *reply);
 
 /* ---------------------------------------------------------------- helpers */
 
 /* Parses a duration "250", "250ms", "3s", "2m" into ms (no suffix = ms).
  * RLOCK_EINVAL for anything else, negative values or overflow. */
-int rlock_duration_parse(const char *s, int64_t *out_ms);
+RLOCK_EXPORT int rlock_duration_parse(const char *s, int64_t *out_ms);
 
 /* Copies url into buf (cut to buflen, always NUL-terminated) with anything
  * that may be a password replaced by "***", well-formed or not. */
-void rlock_url_redact(const char *url, char *buf, size_t buflen);
+RLOCK_EXPORT void rlock_url_redact(const char *url, char *buf, size_t buflen);
 
 #ifdef __cplusplus
 }

@@ -846,6 +846,7 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
     pthread_mutex_unlock(&cl->fast.statmu);
     rlock__client_leave(cl);
   }
+  memset(o, 0, sizeof *o); /* the reserved room too */
 #define ST_COPY(name, field) o->field = v[ST_##name];
   RLOCK_STATS_MAP(ST_COPY)
 #undef ST_COPY

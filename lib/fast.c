@@ -113,7 +113,7 @@ typedef struct fent {
 typedef struct ftab {
   fent_t e[FTAB];
   uint64_t tick;
-  rlock_prng_t prng; /* request ids of this thread's fast calls */
+  rlock__prng_t prng; /* request ids of this thread's fast calls */
   unsigned fork_gen; /* seeded in this process (a forked child seeds again: two
                         children of one thread must never draw the same ids) */
   bool seeded;

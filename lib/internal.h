@@ -79,12 +79,12 @@ static inline const char *rlock__dec(const dec_cache_t *c, int64_t v, char *buf,
   *n = rlock__i64toa(v, buf);
   return buf;
 }
-typedef struct rlock_prng {
+typedef struct rlock__prng {
   uint64_t s[4];
-} rlock_prng_t;
-void rlock__prng_seed(rlock_prng_t *p);
-uint64_t rlock__prng_next(rlock_prng_t *p);
-void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
+} rlock__prng_t;
+void rlock__prng_seed(rlock__prng_t *p);
+uint64_t rlock__prng_next(rlock__prng_t *p);
+void rlock__prng_hex(rlock__prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
 uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
 size_t rlock__tid_dec(uint64_t tid, char *out); /* rlock__u64toa, the calling thread's last one kept */
 unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
@@ -771,7 +771,7 @@ struct rlock_client {
    * thread's lock+unlock) is found by scanning active, without a lookup. */
   bool by_name_on;
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
-  rlock_prng_t prng; /* request ids (I/O thread) */
+  rlock__prng_t prng; /* request ids (I/O thread) */
   /* The latch TTL and the watchdog lease in decimal, set at creation (kinds/) */
   dec_cache_t dec_latch_ttl, dec_lease;
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */

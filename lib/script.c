@@ -10,7 +10,7 @@
 #include <openssl/evp.h>
 
 /* The embedded texts (lua_<file>.c, made by cmake/embed.cmake). */
-#define SCRIPT_EXTERN(e, file) extern const char rlock_lua_##file[];
+#define SCRIPT_EXTERN(e, file) extern const char rlock__lua_##file[];
 RLOCK__SCRIPT_MAP(SCRIPT_EXTERN)
 #undef SCRIPT_EXTERN
 
@@ -22,7 +22,7 @@ static char prefixes[SCRIPT_N + 1][PREFIX_LEN];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void) {
-#define SCRIPT_BODY(e, file) bodies[SCRIPT_##e] = rlock_lua_##file;
+#define SCRIPT_BODY(e, file) bodies[SCRIPT_##e] = rlock__lua_##file;
   RLOCK__SCRIPT_MAP(SCRIPT_BODY)
 #undef SCRIPT_BODY
   for (int i = 1; i <= SCRIPT_N; i++) {

@@ -68,9 +68,20 @@ TEST(stats_layout) {
   for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
     CHECK_MSG(pinned[i].off == i * sizeof(uint64_t), "rlock_stats_t.%s at %zu, want %zu",
               pinned[i].field, pinned[i].off, i * sizeof(uint64_t));
+  CHECK_EQ((int)sizeof(rlock_stats_t), 32 * 8); /* counters plus reserved room: fixed */
 #define COUNT_ROW(name, field) +1
   CHECK_EQ(0 RLOCK_STATS_MAP(COUNT_ROW), (int)(sizeof pinned / sizeof pinned[0]));
 #undef COUNT_ROW
+}
+
+/* rlock_options_t keeps its size when options are added (its reserved room),
+ * and rlock_options_init leaves that room zero. */
+TEST(options_layout) {
+  if (sizeof(void *) == 8) CHECK_EQ((int)sizeof(rlock_options_t), 280);
+  rlock_options_t o;
+  memset(&o, 0xab, sizeof o);
+  rlock_options_init(&o);
+  for (size_t i = 0; i < sizeof o.reserved_ / sizeof o.reserved_[0]; i++) CHECK(o.reserved_[i] == 0);
 }
 
 TEST(err_names) {
@@ -277,6 +288,7 @@ int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   RUN(err_map_matches_abi);
   RUN(stats_layout);
+  RUN(options_layout);
   RUN(err_names);
   RUN(err_unknown_codes);
   RUN(last_error_never_null);
