@@ -17,10 +17,12 @@
 #include <event2/dns.h>
 
 /* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+#ifdef RLOCK_TEST_HOOKS
 const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
 void (*rlock__test_call_hook)(client_t *cl, int where);
+#endif
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -457,7 +459,7 @@ void rlock__client_pass_begin(client_t *cl) {
 void rlock__client_pass_end(client_t *cl) {
   for (int takes = 1;; takes++) {
     run_submitted(cl);
-    if (rlock__test_pass_hook) rlock__test_pass_hook(cl); /* tests: a push right after the take */
+    RLOCK__TEST_HOOK(rlock__test_pass_hook, cl); /* tests: a push right after the take */
     atomic_store(&cl->awake, false);
     if (!atomic_load(&cl->submitted)) break;
     if (takes == PASS_TAKES) {
@@ -536,7 +538,10 @@ static void cmd_error(conn_t *c, int err, const char *msg) {
 
 struct evdns_base *rlock__client_dns(client_t *cl) {
   if (cl->dns) return cl->dns;
-  const char *conf = rlock__test_resolv_conf ? rlock__test_resolv_conf : "/etc/resolv.conf";
+  const char *conf = "/etc/resolv.conf";
+#ifdef RLOCK_TEST_HOOKS
+  if (rlock__test_resolv_conf) conf = rlock__test_resolv_conf;
+#endif
   cl->dns = evdns_base_new(cl->base, 0);
   /* /etc/hosts and resolv.conf's nameservers, search list and options; a
    * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
@@ -867,7 +872,7 @@ bool rlock__client_enter(client_t *cl) {
   atomic_fetch_add(&cl->inside, 1); /* seq_cst both sides: free sees us, or we see closing */
   if (!atomic_load(&cl->closing)) return true;
   atomic_fetch_sub(&cl->inside, 1);
-  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_REFUSED); /* tests: free may end now */
+  RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_REFUSED); /* tests: free may end now */
   return false;
 }
 
@@ -893,7 +898,7 @@ int rlock__client_submit(client_t *cl, op_t *op) {
     op->next = head;
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
-  if (rlock__test_submit_hook) rlock__test_submit_hook(cl); /* tests: a free between the push and the wake */
+  RLOCK__TEST_HOOK(rlock__test_submit_hook, cl); /* tests: a free between the push and the wake */
   if (was_empty && !atomic_load(&cl->awake)) rlock__client_wake(cl); /* the I/O thread may sleep */
   return 0; /* op may be done and freed by now */
 }

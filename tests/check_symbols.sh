@@ -6,7 +6,8 @@
 # linked statically with librlock can then define map_get or conn_send itself.
 # The public prefix is only for what include/rlock.h declares: a global symbol
 # rlock_x, or a name rlock_x in lib/'s code, that rlock.h does not declare is an
-# internal name missing its rlock__ prefix.
+# internal name missing its rlock__ prefix. The shipped libraries hold no test
+# hooks (rlock__test_*: only the tests' build has them, RLOCK_TEST_HOOKS).
 # usage: check_symbols.sh BUILD_DIR [SOURCE_DIR]
 set -u
 dir=${1:?usage: check_symbols.sh BUILD_DIR [SOURCE_DIR]}
@@ -35,7 +36,12 @@ if [ -n "$names" ]; then
   echo "FAIL: lib/ uses rlock_ names that rlock.h does not declare (internal: use rlock__):"
   echo "$names" | sed 's/^/  /'; fail=1
 fi
+hooks=$(nm --defined-only "$dir/librlock.a" "$dir/librlock.so" 2>/dev/null | awk 'NF == 3 {print $3}' | grep '^rlock__test_' | sort -u)
+if [ -n "$hooks" ]; then
+  echo "FAIL: the shipped libraries hold test hooks (build them only with RLOCK_TEST_HOOKS):"
+  echo "$hooks" | sed 's/^/  /'; fail=1
+fi
 n=$(nm -g --defined-only "$dir/librlock.a" | awk 'NF == 3 && $2 ~ /[TDBRVW]/' | wc -l)
 [ "$n" -gt 0 ] || { echo "FAIL: no symbols read from $dir/librlock.a"; fail=1; }
-((fail)) || echo "ok: $n global symbols in librlock.a, all prefixed rlock_ (public ones declared in rlock.h)"
+((fail)) || echo "ok: $n global symbols in librlock.a, all prefixed rlock_ (public ones declared in rlock.h), no test hooks"
 exit $fail
