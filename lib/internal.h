@@ -827,8 +827,9 @@ int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread *
  * nothing); _leave when done. rlock_client_free waits for every _leave. */
 bool rlock__client_enter(client_t *cl);
 void rlock__client_leave(client_t *cl);
+/* RLOCK_ESYS in a forked child, before anything is taken. */
 int rlock__client_check_fork(const client_t *cl);
-void rlock__client_wake(client_t *cl); /* writes the eventfd: the I/O thread takes a turn */ /* RLOCK_ESYS in a forked child, before anything is taken */
+void rlock__client_wake(client_t *cl); /* writes the eventfd: the I/O thread takes a turn */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
