@@ -143,7 +143,7 @@ static int run_sync_fast(op_t *op, int64_t *value, void **ptr, size_t *n, bool f
     op_discard(op);
   } else {
     rlock__sync_wait(&s.done);
-    if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_ANSWERED); /* tests */
+    RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_ANSWERED); /* tests */
     rc = s.status;
     if (value) *value = s.value;
     if (ptr) *ptr = s.ptr;
@@ -189,13 +189,13 @@ RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t w
   op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
   if (!op) return rc;
   client_t *cl = l->cl;
-  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_FAST_BEGIN); /* tests */
+  RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_FAST_BEGIN); /* tests */
   bool fast = rlock__fast_begin(cl);
   if (fast && rlock__fast_acquire(op, &rc)) { /* done on this thread (fast.c) */
     rlock__fast_end(cl);
     return leave_rc(cl, rc);
   }
-  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_FAST_FELL_BACK); /* tests */
+  RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_FAST_FELL_BACK); /* tests */
   return leave_rc(cl, run_sync_fast(op, NULL, NULL, NULL, fast));
 }
 

@@ -17,10 +17,12 @@
 #include <event2/dns.h>
 
 /* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+#ifdef RLOCK_TEST_HOOKS
 const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
 void (*rlock__test_call_hook)(client_t *cl, int where);
+#endif
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;
@@ -458,7 +460,7 @@ void rlock__client_pass_begin(client_t *cl) {
 void rlock__client_pass_end(client_t *cl) {
   for (int takes = 1;; takes++) {
     run_submitted(cl);
-    if (rlock__test_pass_hook) rlock__test_pass_hook(cl); /* tests: a push right after the take */
+    RLOCK__TEST_HOOK(rlock__test_pass_hook, cl); /* tests: a push right after the take */
     atomic_store(&cl->awake, false);
     if (!atomic_load(&cl->submitted)) break;
     if (takes == PASS_TAKES) {
@@ -558,7 +560,10 @@ static void cmd_error(conn_t *c, int err, const char *msg) {
 
 struct evdns_base *rlock__client_dns(client_t *cl) {
   if (cl->dns) return cl->dns;
-  const char *conf = rlock__test_resolv_conf ? rlock__test_resolv_conf : "/etc/resolv.conf";
+  const char *conf = "/etc/resolv.conf";
+#ifdef RLOCK_TEST_HOOKS
+  if (rlock__test_resolv_conf) conf = rlock__test_resolv_conf;
+#endif
   cl->dns = evdns_base_new(cl->base, 0);
   /* /etc/hosts and resolv.conf's nameservers, search list and options; a
    * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
@@ -879,25 +884,10 @@ RLOCK_API void rlock_client_stats(rlock_client_t *cl, rlock_stats_t *o) {
     pthread_mutex_unlock(&cl->fast.statmu);
     rlock__client_leave(cl);
   }
-  o->commands_sent = v[ST_COMMANDS];
-  o->writes = v[ST_WRITES];
-  o->scripts_sent = v[ST_SCRIPTS];
-  o->noscript_fallbacks = v[ST_NOSCRIPT];
-  o->subscribes = v[ST_SUBSCRIBES];
-  o->unsubscribes = v[ST_UNSUBSCRIBES];
-  o->messages = v[ST_MESSAGES];
-  o->acquire_attempts = v[ST_ATTEMPTS];
-  o->renewals = v[ST_RENEWALS];
-  o->renewed_locks = v[ST_RENEWED];
-  o->reconnects = v[ST_RECONNECTS];
-  o->timeouts = v[ST_TIMEOUTS];
-  o->locks_lost = v[ST_LOST];
-  o->held = v[ST_HELD];
-  o->user_commands = v[ST_USER_COMMANDS];
-  o->acquire_sync_misses = v[ST_ACQUIRE_SYNC_MISSES];
-  o->unlock_sync_misses = v[ST_UNLOCK_SYNC_MISSES];
-  o->renewal_sync_misses = v[ST_RENEWAL_SYNC_MISSES];
-  o->fast_calls = v[ST_FAST];
+  memset(o, 0, sizeof *o); /* the reserved room too */
+#define ST_COPY(name, field) o->field = v[ST_##name];
+  RLOCK_STATS_MAP(ST_COPY)
+#undef ST_COPY
 }
 
 /* ------------------------------------------------------------ submitting */
@@ -915,7 +905,7 @@ bool rlock__client_enter(client_t *cl) {
   atomic_fetch_add(&cl->inside, 1); /* seq_cst both sides: free sees us, or we see closing */
   if (!atomic_load(&cl->closing)) return true;
   atomic_fetch_sub(&cl->inside, 1);
-  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_REFUSED); /* tests: free may end now */
+  RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_REFUSED); /* tests: free may end now */
   return false;
 }
 
@@ -941,7 +931,7 @@ int rlock__client_submit(client_t *cl, op_t *op) {
     op->next = head;
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
-  if (rlock__test_submit_hook) rlock__test_submit_hook(cl); /* tests: a free between the push and the wake */
+  RLOCK__TEST_HOOK(rlock__test_submit_hook, cl); /* tests: a free between the push and the wake */
   if (was_empty && !atomic_load(&cl->awake)) rlock__client_wake(cl); /* the I/O thread may sleep */
   return 0; /* op may be done and freed by now */
 }

@@ -113,7 +113,7 @@ typedef struct fent {
 typedef struct ftab {
   fent_t e[FTAB];
   uint64_t tick;
-  rlock_prng_t prng; /* request ids of this thread's fast calls */
+  rlock__prng_t prng; /* request ids of this thread's fast calls */
   unsigned fork_gen; /* seeded in this process (a forked child seeds again: two
                         children of one thread must never draw the same ids) */
   bool seeded;
@@ -986,7 +986,7 @@ bool rlock__fast_begin(client_t *cl) {
   if (!f->on) return false;
   RLOCK__ASSERT(atomic_load(&cl->inside) > 0);
   atomic_fetch_add(&f->calls, 1); /* seq_cst both sides: free sees it, or it sees closing */
-  if (rlock__test_call_hook) rlock__test_call_hook(cl, RLOCK__AT_FAST_COUNTED); /* tests */
+  RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_FAST_COUNTED); /* tests */
   if (!atomic_load(&cl->closing)) return true;
   atomic_fetch_sub(&f->calls, 1);
   return false;

@@ -79,12 +79,12 @@ static inline const char *rlock__dec(const dec_cache_t *c, int64_t v, char *buf,
   *n = rlock__i64toa(v, buf);
   return buf;
 }
-typedef struct rlock_prng {
+typedef struct rlock__prng {
   uint64_t s[4];
-} rlock_prng_t;
-void rlock__prng_seed(rlock_prng_t *p);
-uint64_t rlock__prng_next(rlock_prng_t *p);
-void rlock__prng_hex(rlock_prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
+} rlock__prng_t;
+void rlock__prng_seed(rlock__prng_t *p);
+uint64_t rlock__prng_next(rlock__prng_t *p);
+void rlock__prng_hex(rlock__prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
 uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
 size_t rlock__tid_dec(uint64_t tid, char *out); /* rlock__u64toa, the calling thread's last one kept */
 unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
@@ -450,30 +450,16 @@ void rlock__req_set_cmd(req_t *r, char *cmd, size_t len);
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
 void rlock__req_free(req_t *r);
 
+#include "scripts.h"
 #include "topology/topology.h"
 
 /* ------------------------------------------------------------ script.c */
 /* The embedded scripts (lua/<name>.lua): the reentrant lock's
  * (kinds/reentrant.c) and the simple lock's (kinds/simple.c); the watchdog
  * renews each hold with its kind's renew script (SCRIPT_RENEW by default). */
-enum {
-  SCRIPT_ACQUIRE = 1,
-  SCRIPT_ACQUIRE_UNDO,
-  SCRIPT_UNLOCK,
-  SCRIPT_RENEW,
-  SCRIPT_FORCE_UNLOCK,
-  SCRIPT_SIMPLE_ACQUIRE,
-  SCRIPT_SIMPLE_ACQUIRE_UNDO,
-  SCRIPT_SIMPLE_UNLOCK,
-  SCRIPT_SIMPLE_RENEW,
-  SCRIPT_SIMPLE_FORCE_UNLOCK,
-  SCRIPT_SIMPLE_QUERY,
-  SCRIPT_FAIR_ACQUIRE,
-  SCRIPT_FAIR_ACQUIRE_UNDO,
-  SCRIPT_FAIR_UNLOCK,
-  SCRIPT_FAIR_FORCE_UNLOCK,
-  SCRIPT_N = SCRIPT_FAIR_FORCE_UNLOCK
-};
+#define SCRIPT_ENUM_ROW(e, file) SCRIPT_##e,
+enum { SCRIPT__NONE, RLOCK__SCRIPT_MAP(SCRIPT_ENUM_ROW) SCRIPT__END, SCRIPT_N = SCRIPT__END - 1 };
+#undef SCRIPT_ENUM_ROW
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
 /* A request running `script` with keys and args (EVALSHA form). */
@@ -644,7 +630,7 @@ int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvle
 void rlock__usercmd_start(op_t *op); /* I/O thread: send an OP_COMMAND */
 
 /* ------------------------------------------------------------ fast.c */
-/* The fast path (fast.c, docs/architecture.md "The fast path"): a blocking
+/* The fast path (fast.c, docs/internals/fast-path.md): a blocking
  * lock or unlock done on the calling thread over the client's one fast
  * connection, when nothing else of the client is busy with that lock name.
  * What the I/O thread must know (a hold to renew, a latch key to delete, a
@@ -728,11 +714,9 @@ void rlock__fast_busy(client_t *cl, int slot, int delta);
 #define RLOCK__CLOSE_LINGER_MS 500
 
 /* Counters behind rlock_client_stats (index into client->st). */
-enum {
-  ST_COMMANDS, ST_WRITES, ST_SCRIPTS, ST_NOSCRIPT, ST_SUBSCRIBES, ST_UNSUBSCRIBES, ST_MESSAGES,
-  ST_ATTEMPTS, ST_RENEWALS, ST_RENEWED, ST_RECONNECTS, ST_TIMEOUTS, ST_LOST, ST_HELD,
-  ST_USER_COMMANDS, ST_ACQUIRE_SYNC_MISSES, ST_UNLOCK_SYNC_MISSES, ST_RENEWAL_SYNC_MISSES, ST_FAST, ST_COUNT
-};
+#define ST_ROW(name, field) ST_##name,
+enum { RLOCK_STATS_MAP(ST_ROW) ST_COUNT };
+#undef ST_ROW
 
 struct rlock_client {
   rlock_options_t opt;
@@ -797,7 +781,7 @@ struct rlock_client {
    * thread's lock+unlock) is found by scanning active, without a lookup. */
   bool by_name_on;
   map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
-  rlock_prng_t prng; /* request ids (I/O thread) */
+  rlock__prng_t prng; /* request ids (I/O thread) */
   /* The latch TTL and the watchdog lease in decimal, set at creation (kinds/) */
   dec_cache_t dec_latch_ttl, dec_lease;
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
@@ -853,8 +837,9 @@ int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread *
  * nothing); _leave when done. rlock_client_free waits for every _leave. */
 bool rlock__client_enter(client_t *cl);
 void rlock__client_leave(client_t *cl);
+/* RLOCK_ESYS in a forked child, before anything is taken. */
 int rlock__client_check_fork(const client_t *cl);
-void rlock__client_wake(client_t *cl); /* writes the eventfd: the I/O thread takes a turn */ /* RLOCK_ESYS in a forked child, before anything is taken */
+void rlock__client_wake(client_t *cl); /* writes the eventfd: the I/O thread takes a turn */
 /* The one routing point: every request (scripts, queries, DELs, renewals,
  * SUBSCRIBE/UNSUBSCRIBE, user commands) goes through it. Records the slot
  * of key (NULL: any node) in r, asks the topology for the connection. */
@@ -865,20 +850,31 @@ static inline size_t rlock__publish_len(const client_t *cl) { return cl->sharded
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
 struct evdns_base *rlock__client_dns(client_t *cl);
-/* TEST ONLY (tests/test_dns.c): the resolv.conf a client's evdns base reads
- * when it is made (NULL, the default: /etc/resolv.conf). Set before
- * rlock_client_new; nothing but the tests sets it. */
-extern const char *rlock__test_resolv_conf;
-/* Test seam (tests/test_handoff.c): called by every pass of the I/O thread
- * right after it took the submit stack, before it clears cl->awake. */
-extern void (*rlock__test_pass_hook)(client_t *cl);
-/* Test seam (tests/test_handoff.c): called by a submit between its push and
- * its eventfd write. */
-extern void (*rlock__test_submit_hook)(client_t *cl);
-/* Test seam (tests/test_free_races.c): called on a calling thread of a sync
- * call at `where` (RLOCK__AT_...), to widen a race with rlock_client_free. */
+/* Test hooks: compiled only with RLOCK_TEST_HOOKS, which the tests' archive
+ * (rlock_static_test) sets for the files of RLOCK_HOOKED_SOURCES
+ * (lib/CMakeLists.txt); the shipped libraries have none (check_symbols.sh).
+ * RLOCK__TEST_HOOK(h, args...) calls hook h if a test set it. */
 enum { RLOCK__AT_ANSWERED = 1, RLOCK__AT_FAST_FELL_BACK, RLOCK__AT_REFUSED, RLOCK__AT_FAST_BEGIN, RLOCK__AT_FAST_COUNTED };
+#ifdef RLOCK_TEST_HOOKS
+/* tests/test_dns.c: the resolv.conf a client's evdns base reads when it is
+ * made (NULL, the default: /etc/resolv.conf). Set before rlock_client_new. */
+extern const char *rlock__test_resolv_conf;
+/* tests/test_handoff.c: called by every pass of the I/O thread right after it
+ * took the submit stack, before it clears cl->awake. */
+extern void (*rlock__test_pass_hook)(client_t *cl);
+/* tests/test_handoff.c: called by a submit between its push and its eventfd
+ * write. */
+extern void (*rlock__test_submit_hook)(client_t *cl);
+/* tests/test_free_races.c: called on a calling thread of a sync call at
+ * `where` (RLOCK__AT_...), to widen a race with rlock_client_free. */
 extern void (*rlock__test_call_hook)(client_t *cl, int where);
+#define RLOCK__TEST_HOOK(hook, ...) \
+  do {                              \
+    if (hook) hook(__VA_ARGS__);    \
+  } while (0)
+#else
+#define RLOCK__TEST_HOOK(hook, ...) ((void)0)
+#endif
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {

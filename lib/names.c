@@ -13,7 +13,7 @@
  *   prefix form  "P:{T}NAME" (then ":S")      suffix form  "{T}NAME:S"
  * T is the first string over [0-9a-z], shortest first and then in that
  * alphabet's order, whose slot is NAME's slot (1 to 4 characters; the table
- * of all 16384 is built once, on first use). docs/architecture.md states the
+ * of all 16384 is built once, on first use). docs/internals/key-names.md states the
  * rule for other implementations. */
 #include "internal.h"
 

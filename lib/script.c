@@ -9,11 +9,10 @@
 #include <string.h>
 #include <openssl/evp.h>
 
-extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_undo[],
-    rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[],
-    rlock_lua_simple_acquire[], rlock_lua_simple_acquire_undo[], rlock_lua_simple_unlock[],
-    rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[],
-    rlock_lua_fair_acquire[], rlock_lua_fair_acquire_undo[], rlock_lua_fair_unlock[], rlock_lua_fair_force_unlock[];
+/* The embedded texts (lua_<file>.c, made by cmake/embed.cmake). */
+#define SCRIPT_EXTERN(e, file) extern const char rlock__lua_##file[];
+RLOCK__SCRIPT_MAP(SCRIPT_EXTERN)
+#undef SCRIPT_EXTERN
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
@@ -23,21 +22,9 @@ static char prefixes[SCRIPT_N + 1][PREFIX_LEN];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void) {
-  bodies[SCRIPT_ACQUIRE] = rlock_lua_reentrant_acquire;
-  bodies[SCRIPT_ACQUIRE_UNDO] = rlock_lua_reentrant_acquire_undo;
-  bodies[SCRIPT_UNLOCK] = rlock_lua_reentrant_unlock;
-  bodies[SCRIPT_RENEW] = rlock_lua_reentrant_renew;
-  bodies[SCRIPT_FORCE_UNLOCK] = rlock_lua_reentrant_force_unlock;
-  bodies[SCRIPT_SIMPLE_ACQUIRE] = rlock_lua_simple_acquire;
-  bodies[SCRIPT_SIMPLE_ACQUIRE_UNDO] = rlock_lua_simple_acquire_undo;
-  bodies[SCRIPT_SIMPLE_UNLOCK] = rlock_lua_simple_unlock;
-  bodies[SCRIPT_SIMPLE_RENEW] = rlock_lua_simple_renew;
-  bodies[SCRIPT_SIMPLE_FORCE_UNLOCK] = rlock_lua_simple_force_unlock;
-  bodies[SCRIPT_SIMPLE_QUERY] = rlock_lua_simple_query;
-  bodies[SCRIPT_FAIR_ACQUIRE] = rlock_lua_fair_acquire;
-  bodies[SCRIPT_FAIR_ACQUIRE_UNDO] = rlock_lua_fair_acquire_undo;
-  bodies[SCRIPT_FAIR_UNLOCK] = rlock_lua_fair_unlock;
-  bodies[SCRIPT_FAIR_FORCE_UNLOCK] = rlock_lua_fair_force_unlock;
+#define SCRIPT_BODY(e, file) bodies[SCRIPT_##e] = rlock__lua_##file;
+  RLOCK__SCRIPT_MAP(SCRIPT_BODY)
+#undef SCRIPT_BODY
   for (int i = 1; i <= SCRIPT_N; i++) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

@@ -98,12 +98,12 @@ size_t rlock__i64toa(int64_t v, char *out) {
  * be unique, not secret, and RAND_bytes costs thousands of instructions. */
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-void rlock__prng_seed(rlock_prng_t *p) {
+void rlock__prng_seed(rlock__prng_t *p) {
   rlock__random_bytes(p->s, sizeof p->s);
   if (!(p->s[0] | p->s[1] | p->s[2] | p->s[3])) p->s[0] = 0x9e3779b97f4a7c15ULL;
 }
 
-uint64_t rlock__prng_next(rlock_prng_t *p) {
+uint64_t rlock__prng_next(rlock__prng_t *p) {
   uint64_t *s = p->s;
   uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];
@@ -128,7 +128,7 @@ static void hex8(char *out, uint64_t x) {
   memcpy(out, &x, 8); /* byte i (little- or big-endian alike: any order of a random id is one) */
 }
 
-void rlock__prng_hex(rlock_prng_t *p, char out[33]) {
+void rlock__prng_hex(rlock__prng_t *p, char out[33]) {
   uint64_t a = rlock__prng_next(p), b = rlock__prng_next(p);
   hex8(out, a);
   hex8(out + 8, a >> 32);

@@ -3,27 +3,86 @@
  * the messages of malformed URLs: no password in either), and the version
  * string. No server needed (the few well-formed URLs point at port 1 or a
  * socket path that does not exist). */
+#include <stddef.h>
 #include <string.h>
 
 #include "harness.h"
 #include "rlock.h"
 
+/* The ABI: each code's value and name, written out by hand (not from
+ * RLOCK_ERRNO_MAP) so a change to the list's values fails here. */
 static const struct {
   int code;
   const char *name;
 } codes[] = {
-    {RLOCK_OK, "RLOCK_OK"},           {RLOCK_EINVAL, "RLOCK_EINVAL"},
-    {RLOCK_ENOMEM, "RLOCK_ENOMEM"},   {RLOCK_EURL, "RLOCK_EURL"},
-    {RLOCK_ECONNECT, "RLOCK_ECONNECT"}, {RLOCK_EAUTH, "RLOCK_EAUTH"},
-    {RLOCK_ETLS, "RLOCK_ETLS"},       {RLOCK_ETIMEDOUT, "RLOCK_ETIMEDOUT"},
-    {RLOCK_ECONNLOST, "RLOCK_ECONNLOST"}, {RLOCK_EBUSY, "RLOCK_EBUSY"},
-    {RLOCK_ENOTHELD, "RLOCK_ENOTHELD"}, {RLOCK_ECANCELED, "RLOCK_ECANCELED"},
-    {RLOCK_ESERVER, "RLOCK_ESERVER"}, {RLOCK_EPROTO, "RLOCK_EPROTO"},
-    {RLOCK_ECLOSED, "RLOCK_ECLOSED"}, {RLOCK_EDEADLK, "RLOCK_EDEADLK"},
-    {RLOCK_ESYS, "RLOCK_ESYS"},       {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK"},
-    {RLOCK_ENOSYNC, "RLOCK_ENOSYNC"}, {RLOCK_ENOTREENTRANT, "RLOCK_ENOTREENTRANT"},
+    {0, "RLOCK_OK"},          {-1, "RLOCK_EINVAL"},    {-2, "RLOCK_ENOMEM"},
+    {-3, "RLOCK_EURL"},       {-4, "RLOCK_ECONNECT"},  {-5, "RLOCK_EAUTH"},
+    {-6, "RLOCK_ETLS"},       {-7, "RLOCK_ETIMEDOUT"}, {-8, "RLOCK_ECONNLOST"},
+    {-9, "RLOCK_EBUSY"},      {-10, "RLOCK_ENOTHELD"}, {-11, "RLOCK_ECANCELED"},
+    {-12, "RLOCK_ESERVER"},   {-13, "RLOCK_EPROTO"},   {-14, "RLOCK_ECLOSED"},
+    {-15, "RLOCK_EDEADLK"},   {-16, "RLOCK_ESYS"},     {-17, "RLOCK_ENOTLOCK"},
+    {-18, "RLOCK_ENOSYNC"},   {-19, "RLOCK_ENOTREENTRANT"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
+
+/* The list in rlock.h: values 0, -1, -2... with no gap, each enum constant
+ * equal to its row, and every code pinned above (a new code gets its row
+ * there too). */
+#define MAP_ROW(name, value, text) {RLOCK_##name, value, "RLOCK_" #name, text},
+static const struct {
+  int constant, value;
+  const char *name, *text;
+} map[] = {RLOCK_ERRNO_MAP(MAP_ROW)};
+#undef MAP_ROW
+
+TEST(err_map_matches_abi) {
+  size_t n = sizeof map / sizeof map[0];
+  CHECK_MSG(n == NCODES, "RLOCK_ERRNO_MAP has %zu codes, the pinned list %zu", n, NCODES);
+  for (size_t i = 0; i < n; i++) {
+    CHECK_MSG(map[i].value == -(int)i, "%s has value %d, want %d", map[i].name, map[i].value, -(int)i);
+    CHECK(map[i].constant == map[i].value);
+    CHECK_STREQ(rlock_strerror(map[i].value), map[i].text);
+    if (i < NCODES) {
+      CHECK(codes[i].code == map[i].value);
+      CHECK_STREQ(codes[i].name, map[i].name);
+    }
+  }
+}
+
+/* The ABI of rlock_stats_t: each counter's place, written out by hand. */
+TEST(stats_layout) {
+  static const struct {
+    const char *field;
+    size_t off;
+  } pinned[] = {
+#define PIN(f) {#f, offsetof(rlock_stats_t, f)}
+      PIN(commands_sent),       PIN(writes),           PIN(scripts_sent),
+      PIN(noscript_fallbacks),  PIN(subscribes),       PIN(unsubscribes),
+      PIN(messages),            PIN(acquire_attempts), PIN(renewals),
+      PIN(renewed_locks),       PIN(reconnects),       PIN(timeouts),
+      PIN(locks_lost),          PIN(held),             PIN(user_commands),
+      PIN(acquire_sync_misses), PIN(unlock_sync_misses), PIN(renewal_sync_misses),
+      PIN(fast_calls),
+#undef PIN
+  };
+  for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
+    CHECK_MSG(pinned[i].off == i * sizeof(uint64_t), "rlock_stats_t.%s at %zu, want %zu",
+              pinned[i].field, pinned[i].off, i * sizeof(uint64_t));
+  CHECK_EQ((int)sizeof(rlock_stats_t), 32 * 8); /* counters plus reserved room: fixed */
+#define COUNT_ROW(name, field) +1
+  CHECK_EQ(0 RLOCK_STATS_MAP(COUNT_ROW), (int)(sizeof pinned / sizeof pinned[0]));
+#undef COUNT_ROW
+}
+
+/* rlock_options_t keeps its size when options are added (its reserved room),
+ * and rlock_options_init leaves that room zero. */
+TEST(options_layout) {
+  if (sizeof(void *) == 8) CHECK_EQ((int)sizeof(rlock_options_t), 280);
+  rlock_options_t o;
+  memset(&o, 0xab, sizeof o);
+  rlock_options_init(&o);
+  for (size_t i = 0; i < sizeof o.reserved_ / sizeof o.reserved_[0]; i++) CHECK(o.reserved_[i] == 0);
+}
 
 TEST(err_names) {
   for (size_t i = 0; i < NCODES; i++) {
@@ -227,6 +286,9 @@ TEST(url_message_points_at_escape) {
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
+  RUN(err_map_matches_abi);
+  RUN(stats_layout);
+  RUN(options_layout);
   RUN(err_names);
   RUN(err_unknown_codes);
   RUN(last_error_never_null);

@@ -1,5 +1,5 @@
 /* test_handoff.c -- the hand-off between user threads and the I/O thread
- * (docs/architecture.md, "The hand-off"): many threads x many sync calls on
+ * (docs/internals/hand-off.md): many threads x many sync calls on
  * one client, so that submissions land both while the loop is awake (no
  * eventfd write) and while it goes to sleep, and results come both before
  * and after their waiter sleeps (FUTEX_WAKE skipped or not). A lost wake-up

@@ -65,7 +65,7 @@ static char *redisson_prefixed(const char *p, const char *name, size_t len, cons
 
 TEST(crc16_and_slot) {
   CHECK_EQ(rlock__names_crc16("123456789", 9), 0x31c3); /* the CRC16/XMODEM check value */
-  rlock_prng_t prng;
+  rlock__prng_t prng;
   rlock__prng_seed(&prng);
   char buf[300];
   for (int i = 0; i < 20000; i++) {
@@ -167,7 +167,7 @@ TEST(awkward_names) {
 }
 
 TEST(random_names) {
-  rlock_prng_t prng;
+  rlock__prng_t prng;
   rlock__prng_seed(&prng);
   char buf[64];
   for (int i = 0; i < 5000; i++) {
@@ -218,7 +218,7 @@ static bool spells(const char *a, size_t al, const char *b, size_t bl) {
 /* Derived keys of distinct names are distinct, except where one name spells
  * the other's key body (Redisson's own "x" / "{x}", ours "a{b" / "{T}a{b"). */
 TEST(distinct_keys) {
-  rlock_prng_t prng;
+  rlock__prng_t prng;
   rlock__prng_seed(&prng);
   enum { N = 3000 };
   static char names[N][12];
@@ -271,7 +271,7 @@ static void check_keyslot(th_server_t *s, const char *k, size_t n) {
 
 TEST(cluster_keyslot) {
   th_server_t *s = cluster_node();
-  rlock_prng_t prng;
+  rlock__prng_t prng;
   rlock__prng_seed(&prng);
   int checked = 0;
   for (size_t i = 0; i < NAWKWARD; i++) {

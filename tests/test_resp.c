@@ -305,7 +305,7 @@ TEST(integer_and_hex_formatting) {
   CHECK_EQ(rlock__u64toa(UINT64_MAX, got), 20u);
   snprintf(want, sizeof want, "%llu", (unsigned long long)UINT64_MAX);
   CHECK(!strcmp(got, want));
-  rlock_prng_t g;
+  rlock__prng_t g;
   rlock__prng_seed(&g);
   for (int i = 0; i < 100000; i++) {
     uint64_t r = rlock__prng_next(&g);
@@ -313,7 +313,7 @@ TEST(integer_and_hex_formatting) {
     check_int((int64_t)(r >> (r & 63)));
   }
   /* request ids: 32 lowercase hex digits, the two words' nibbles, NUL */
-  rlock_prng_t a, b;
+  rlock__prng_t a, b;
   rlock__prng_seed(&a);
   b = a;
   for (int i = 0; i < 10000; i++) {

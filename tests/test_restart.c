@@ -129,7 +129,7 @@ TEST(restart_without_persistence) {
 }
 
 /* After a reconnect of the command connection the watchdog renews at once
- * (docs/architecture.md), so a hold that a restart erased is reported at the
+ * (docs/internals/failures.md), so a hold that a restart erased is reported at the
  * reconnect, not at the next renewal round: with a 30 s watchdog the rounds
  * come every 10 s from the client's start, so a report within 9 s of the
  * start can only come from the renewal at the reconnect. */
@@ -339,7 +339,7 @@ TEST(calls_during_outage) {
 
 /* A re-entry queued while the server restarts without persistence: once
  * the client is back, the renewal round the reconnect starts must land before
- * it (docs/architecture.md). Before, the queued re-entry was written first:
+ * it (docs/internals/failures.md). Before, the queued re-entry was written first:
  * it took the lock afresh (count 1 on the server, 2 in the client) and
  * returned OK, the renewal then found the hold, and the loss showed only as
  * a count mismatch at the next unlock. Now the loss is reported before the

@@ -2,8 +2,7 @@
  *
  * One file per kind in lib/kinds/, beside its scripts lua/<kind>_*.lua, as
  * curl's lib/vtls/ has one file per TLS backend: reentrant.c (Redisson's
- * RLock) today; the fair lock, read-write lock, semaphores, fenced lock and
- * RedLock's per-node lock are additions that fill in the same table.
+ * RLock) and simple.c (SET NX PX); further kinds fill in the same table.
  *
  * lock.c owns everything every kind needs the same way: the op's lifecycle,
  * the request ids and their latch keys (a re-sent try or release counts

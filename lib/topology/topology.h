@@ -1,15 +1,16 @@
 /* topology/topology.h -- the seam between the engine and the deployment.
  *
  * One file per deployment in lib/topology/, as curl's lib/vtls/ has one per
- * TLS backend: single.c today; sentinel.c and cluster.c are additions that
- * fill in the same table. The engine asks the table, never a branch:
+ * TLS backend: single.c, sentinel.c and cluster.c fill in the same table.
+ * The engine asks the table for these (it still tests for Sentinel itself in
+ * a few places: conn.c's handshake and ROLE check, fast.c, api.c):
  *   route           which connection a request goes to (by r->slot, r->conn)
  *   on_error_reply  a redirect hook every error reply passes before the
  *                   request completes (MOVED, ASK, TRYAGAIN re-route it)
  *   slots_matter    whether multi-key batches (renewals, latch DELs) must be
  *                   cut per slot: Cluster refuses cross-slot scripts and DELs,
  *                   one server (single, Sentinel) keeps them as large as they go
- *   init, close, before_connect (optional, NULL in single.c)
+ *   init, flush, close, before_connect (optional, NULL in single.c)
  *                   the deployment's own state and connections, and a hook
  *                   before every connection attempt (Sentinel: ask for the
  *                   master first)

@@ -805,7 +805,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_unlock_not_held_answer_lost", only)) RUN(late_fast_unlock_not_held_answer_lost);
   if (!only || strstr("late_fast_unlock_mismatch_answer_lost", only)) RUN(late_fast_unlock_mismatch_answer_lost);
   if (!only || strstr("late_fast_unlock_handoff_answer_lost", only)) RUN(late_fast_unlock_handoff_answer_lost);
-  /* a known limitation (docs/architecture.md "The fast path"): by name only */
+  /* a known limitation (docs/internals/fast-path.md): by name only */
   if (only && strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
   if (!only || strstr("late_fast_unlock_handoff_latch_dropped", only)) RUN(late_fast_unlock_handoff_latch_dropped);
   if (!only || strstr("late_fast_unlock_not_held_latch_dropped", only)) RUN(late_fast_unlock_not_held_latch_dropped);

@@ -1,0 +1,27 @@
+/* scripts.h -- the one list of embedded Lua scripts: X(<ENUM>, <file>), one row per
+ * lua/<file>.lua. It makes the SCRIPT_* enum (internal.h) and the bodies table
+ * (script.c); lib/CMakeLists.txt reads the same rows to embed each file, and
+ * fails the configure step when a .lua file in lua/ has no row or a row no file.
+ * Each row is written exactly "X(<ENUM>, <file>)" (one space). New rows go at the
+ * end (after a lock kind's last row). */
+#ifndef RLOCK_SCRIPTS_H
+#define RLOCK_SCRIPTS_H
+
+#define RLOCK__SCRIPT_MAP(X)                     \
+  X(ACQUIRE, reentrant_acquire)                  \
+  X(ACQUIRE_UNDO, reentrant_acquire_undo)        \
+  X(UNLOCK, reentrant_unlock)                    \
+  X(RENEW, reentrant_renew)                      \
+  X(FORCE_UNLOCK, reentrant_force_unlock)        \
+  X(SIMPLE_ACQUIRE, simple_acquire)              \
+  X(SIMPLE_ACQUIRE_UNDO, simple_acquire_undo)    \
+  X(SIMPLE_UNLOCK, simple_unlock)                \
+  X(SIMPLE_RENEW, simple_renew)                  \
+  X(SIMPLE_FORCE_UNLOCK, simple_force_unlock)    \
+  X(SIMPLE_QUERY, simple_query)                  \
+  X(FAIR_ACQUIRE, fair_acquire)                  \
+  X(FAIR_ACQUIRE_UNDO, fair_acquire_undo)        \
+  X(FAIR_UNLOCK, fair_unlock)                    \
+  X(FAIR_FORCE_UNLOCK, fair_force_unlock)
+
+#endif
