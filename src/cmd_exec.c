@@ -157,8 +157,42 @@ typedef struct guard {
   rlock_redlock_t *redlock;
 } guard_t;
 
+static int64_t g_connect_timeout_ms = 3000; /* the clients' connect timeout */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A RedLock's wait, in slices of the connect timeout: a busy lock is waited
+ * for as long as --wait says (forever without it), but when no majority of
+ * the masters can be reached, rlock says so at once and gives up
+ * (RLOCK_ECONNECT: exit 69) once that has lasted the connect timeout. */
+static int redlock_acquire(rlock_redlock_t *rl, int64_t wait_ms, int64_t lease_ms) {
+  int64_t deadline = wait_ms < 0 ? -1 : mono_ms() + wait_ms, down_since = -1;
+  for (;;) {
+    int64_t start = mono_ms(), slice = g_connect_timeout_ms;
+    if (deadline >= 0 && deadline - start < slice) slice = deadline > start ? deadline - start : 0;
+    int rc = rlock_redlock_acquire(rl, slice, lease_ms, g_cancel, NULL);
+    if (rc != RLOCK_EBUSY && rc != RLOCK_ECONNECT) return rc;
+    int64_t now = mono_ms();
+    if (rc == RLOCK_ECONNECT) {
+      if (down_since < 0) {
+        down_since = start;
+        cli_err("no majority of the RedLock's masters can be reached (%s); trying for %lld ms", rlock_last_error(),
+                (long long)g_connect_timeout_ms);
+      }
+      if (now - down_since >= g_connect_timeout_ms) return rc;
+    } else {
+      down_since = -1; /* a majority answered: the lock is busy */
+    }
+    if (deadline >= 0 && now >= deadline) return rc;
+  }
+}
+
 static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
-  if (gd->redlock) return rlock_redlock_acquire(gd->redlock, wait_ms, lease_ms, g_cancel, NULL);
+  if (gd->redlock) return redlock_acquire(gd->redlock, wait_ms, lease_ms);
   if (gd->multi) return rlock_multilock_acquire(gd->multi, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
   return rlock_lock_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
 }
@@ -244,6 +278,7 @@ static int open_redlock(const cli_global_t *g, rlock_options_t *opts, const char
   const char *one[1] = {g->url};
   const char *const *urls = g->nurls ? g->urls : one;
   size_t n = g->nurls ? (size_t)g->nurls : 1;
+  if (opts->connect_timeout_ms > 0) g_connect_timeout_ms = opts->connect_timeout_ms;
   int rc = rlock_redlock_new(&gd->redlock, opts, urls, n, name, strlen(name), simple ? RLOCK_REDLOCK_SIMPLE : 0);
   if (rc) return cli_fail(rc, "cannot make the RedLock");
   rlock_redlock_on_lost(gd->redlock, on_lost, NULL);
