@@ -60,6 +60,9 @@ const char *rlock_version(void);
 #define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
 #define RLOCK_ENOSYNC (-18)    /* the replica-sync check failed: too few replicas acknowledged
                                   the acquire (WAIT); nothing is left held (replica_sync) */
+#define RLOCK_ENOPERM (-19)   /* the server's ACL refused a command, key or channel rlock
+                                  needs (Redis 6/7 NOPERM); refused before anything was
+                                  written (the message names what is missing) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);

@@ -952,7 +952,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   int64_t ttl = -1;
   int acked;
   bool synced = rlock__client_sync_split(&op->sync_need, &reply, &acked);
-  int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str)
+  int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(rlock__reply_error_code(reply), "acquire: %.200s", reply->str)
                                             : op->lock->kind->try_reply(reply, &ttl);
   rlock_reply_free(reply);
   /* Refused (busy, an error reply, the simple lock's holder acquiring again)
@@ -1095,7 +1095,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status != 0) {
     rc = rlock__fail_keep(status);
   } else if (reply->type == RLOCK_REPLY_ERROR) {
-    rc = rlock__fail(RLOCK_ESERVER, "unlock: %.200s", reply->str);
+    rc = rlock__fail(rlock__reply_error_code(reply), "unlock: %.200s", reply->str);
     /* refused, nothing ran: an earlier copy whose answer was lost may still land */
     if (op->id_written && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
   } else if ((rc = l->kind->release_reply(reply, &how, &notified))) {
@@ -1160,7 +1160,7 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
     rc = rlock__fail(RLOCK_ENOTLOCK, "it holds a %.20s%s: left as it is", kind,
                      strcmp(kind, "hash") ? "" : " that is not owner -> hold count");
   } else if (reply->type == RLOCK_REPLY_ERROR) {
-    rc = rlock__fail(RLOCK_ESERVER, "%.200s", reply->str);
+    rc = rlock__fail(rlock__reply_error_code(reply), "%.200s", reply->str);
   } else if (op->kind == OP_COUNT) {
     if (reply->type == RLOCK_REPLY_NIL) v = 0;
     else if (reply->type == RLOCK_REPLY_STRING) v = parse_i64(reply, &ok);
@@ -1232,7 +1232,7 @@ static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
   int rc = 0, acked;
   bool synced = status != 0 || rlock__client_sync_split(&op->sync_need, &reply, &acked);
   if (status) rc = rlock__fail_keep(status);
-  else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(RLOCK_ESERVER, "relet: %.200s", reply->str);
+  else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(rlock__reply_error_code(reply), "relet: %.200s", reply->str);
   else if (reply->type != RLOCK_REPLY_STRING || reply->len != 1 || (reply->str[0] != '0' && reply->str[0] != '1'))
     rc = rlock__fail(RLOCK_EPROTO, "relet: unexpected reply");
   else if (reply->str[0] != '1')

@@ -155,6 +155,8 @@ int cli_exit_for(int err) {
       return EX_TEMPFAIL;
     case RLOCK_ENOTLOCK:
       return EX_DATAERR;
+    case RLOCK_ENOPERM:
+      return EX_NOPERM;
     default:
       return EX_SOFTWARE;
   }

@@ -236,6 +236,82 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
   return ex;
 }
 
+/* What rlock needs of the server's ACL for a lock, checked with Redis 7's
+ * redis.acl_check_cmd (a server without it, or without ACL users, passes).
+ * KEYS[1] NAME; ARGV[1] the lock's channel, ARGV[2] '1' for sharded pub/sub
+ * (Cluster), ARGV[3] '1' for the simple lock, ARGV[4] and ARGV[5] a key of
+ * the acquire and the unlock latch. Reply: the missing permissions. */
+static const char acl_script[] =
+    "if not redis.acl_check_cmd then return {} end\n"
+    "local name, ch, miss = KEYS[1], ARGV[1], {}\n"
+    "local function need(what, ...)\n"
+    "  if not redis.acl_check_cmd(...) then miss[#miss + 1] = what end\n"
+    "end\n"
+    "local pub, sub = 'publish', 'subscribe'\n"
+    "if ARGV[2] == '1' then pub, sub = 'spublish', 'ssubscribe' end\n"
+    "need(pub .. ' on channel ' .. ch, pub, ch, '0')\n"
+    "need(sub .. ' on channel ' .. ch, sub, ch)\n"
+    "need('key ' .. ch .. ' (the scripts get the channel as a key)', 'exists', ch)\n"
+    "need('evalsha', 'evalsha', '0000000000000000000000000000000000000000', '0')\n"
+    "need('script load', 'script', 'load', 'return 1')\n"
+    "local cmds = {'exists', 'pttl', 'pexpire', 'del', 'type', 'hget', 'hset', 'hdel', 'hincrby', 'hexists', 'hlen',\n"
+    "  'hgetall', 'get', 'set'}\n"
+    "for _, c in ipairs(cmds) do\n"
+    "  local args = {c, name}\n"
+    "  if c == 'pexpire' then args[3] = '1' end\n"
+    "  if c == 'hget' or c == 'hexists' or c == 'hdel' then args[3] = 'f' end\n"
+    "  if c == 'hset' or c == 'hincrby' then args[3], args[4] = 'f', '1' end\n"
+    "  if c == 'set' then args[3] = '1' end\n"
+    "  need(c .. ' on key ' .. name, unpack(args))\n"
+    "end\n"
+    "for i = 4, 5 do\n"
+    "  for _, c in ipairs({'get', 'set', 'del', 'exists'}) do\n"
+    "    local args = {c, ARGV[i]}\n"
+    "    if c == 'set' then args[3] = '1' end\n"
+    "    need(c .. ' on key ' .. ARGV[i], unpack(args))\n"
+    "  end\n"
+    "end\n"
+    "return miss\n";
+
+/* Checks, before anything is written, that the server's ACL lets this user
+ * do what the lock NAME needs (issue 23: a user without channel permission
+ * ran CMD, then the unlock failed half-way). 0, or EX_NOPERM with a message
+ * naming what is missing; a failed check for another reason is left to the
+ * lock's own calls. */
+static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *name, int simple) {
+  const char *url = g->url ? g->url : "";
+  int sharded = strstr(url, "+cluster://") != NULL;
+  char ch[600], l1[600], l2[600];
+  snprintf(ch, sizeof ch, "%s:{%s}", simple ? "rlock_simple__channel" : "redisson_lock__channel", name);
+  snprintf(l1, sizeof l1, "rlock_acquire_latch:{%s}:0", name);
+  snprintf(l2, sizeof l2, "redisson_unlock_latch:{%s}:0", name);
+  const char *argv[] = {"EVAL", acl_script, "1", name, ch, sharded ? "1" : "0", simple ? "1" : "0", l1, l2};
+  rlock_reply_t *reply = NULL;
+  int rc = rlock_client_command(client, 9, argv, NULL, &reply);
+  if (rc || !reply) return 0;
+  int ex = 0;
+  if (reply->type == RLOCK_REPLY_ERROR && strncmp(reply->str, "NOPERM", 6) == 0) {
+    cli_err("the Redis user may not run what rlock needs for %s: %s (see 'ACL' in rlock's docs/cli.md)", name,
+            reply->str);
+    ex = EX_NOPERM;
+  } else if (reply->type == RLOCK_REPLY_ARRAY && reply->elements > 0) {
+    char list[2048];
+    size_t o = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < reply->elements && o + 1 < sizeof list; i++) {
+      const rlock_reply_t *e = reply->element[i];
+      int w = snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", e->str ? e->str : "?");
+      if (w < 0) break;
+      o += (size_t)w;
+    }
+    cli_err("the Redis user lacks permissions rlock needs for %s: %s (see 'ACL' in rlock's docs/cli.md)", name,
+            list);
+    ex = EX_NOPERM;
+  }
+  rlock_reply_free(reply);
+  return ex;
+}
+
 #define CLI_NAMES_MAX 64
 
 /* How many NAMEs start at argv[first]: all words up to a "--" (a MultiLock
@@ -339,6 +415,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (!ex) ex = open_locks(client, argv + first, nnames, simple, locks, &gd);
+    for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], simple);
   }
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
   if (!ex) ex = hold_and_run(&gd, shown, wait_ms, lease_ms, cmd, &orig_mask);

@@ -22,6 +22,7 @@ static const struct {
     {RLOCK_ECLOSED, "RLOCK_ECLOSED"}, {RLOCK_EDEADLK, "RLOCK_EDEADLK"},
     {RLOCK_ESYS, "RLOCK_ESYS"},       {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK"},
     {RLOCK_ENOSYNC, "RLOCK_ENOSYNC"},
+    {RLOCK_ENOPERM, "RLOCK_ENOPERM"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
