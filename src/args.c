@@ -213,6 +213,21 @@ int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out) {
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 
+int cli_check_type(rlock_client_t *client, const char *name, int simple) {
+  const char *const argv[] = {"TYPE", name};
+  rlock_reply_t *r = NULL;
+  if (rlock_client_command(client, 2, argv, NULL, &r) || !r) return 0; /* the lock's own calls say why */
+  int ex = 0;
+  const char *t = r->type == RLOCK_REPLY_STATUS || r->type == RLOCK_REPLY_STRING ? r->str : NULL;
+  if (t && strcmp(t, "none") && strcmp(t, simple ? "string" : "hash")) {
+    const char *hint = !simple && !strcmp(t, "string") ? "; try --simple" : simple && !strcmp(t, "hash") ? "; try without --simple" : "";
+    cli_err("%s is not a lock (holds a %.20s%s)", name, t, hint);
+    ex = EX_DATAERR;
+  }
+  rlock_reply_free(r);
+  return ex;
+}
+
 int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out) {
   int rc = rlock_lock_new_simple(client, name, strlen(name), out);
   return rc ? cli_fail(rc, "cannot open the lock") : 0;

@@ -416,6 +416,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (!ex) ex = open_locks(client, argv + first, nnames, simple, locks, &gd);
     for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], simple);
+    for (int i = 0; !ex && i < nnames; i++) ex = cli_check_type(client, argv[first + i], simple);
   }
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
   if (!ex) ex = hold_and_run(&gd, shown, wait_ms, lease_ms, cmd, &orig_mask);

@@ -131,4 +131,5 @@ contains "$T/err" "no majority of the RedLock's masters can be reached" "the unr
 expect 0 "status --redlock with two masters dead" RL status --redlock rl
 contains "$T/out" "node 1 redis://127.0.0.1:$P1: cannot read it" "a dead master is shown as such"
 contains "$T/out" "locked on 0 of 3 masters" "status --redlock summary"
+grep -q "ttl -2" "$T/out" && fail "status --redlock shows 'ttl -2 ms' for a free node" || pass "no 'ttl -2' for a free node"
 finish
