@@ -70,7 +70,9 @@ static int take_url(cli_global_t *g, char *arg) {
     return EX_OSERR;
   }
   rlock_url_redact(arg, shown, cap);
-  if (strcmp(shown, arg) != 0) { /* a password: never longer than the original once cut */
+  if (!strstr(arg, "://")) { /* no scheme: maybe a password in the wrong place */
+    memset(arg, 0, n);
+  } else if (strcmp(shown, arg) != 0) { /* a password: never longer than the original once cut */
     memset(arg, 0, n);
     memcpy(arg, shown, strlen(shown) < n ? strlen(shown) : n);
   }
@@ -203,7 +205,9 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
   int rc = rlock_client_new(out, opts);
   if (rc == 0) return 0;
   char shown[512];
-  rlock_url_redact(g->url, shown, sizeof shown);
+  if (strstr(g->url, "://")) rlock_url_redact(g->url, shown, sizeof shown);
+  else /* no scheme: maybe a password put in the wrong place, never echoed */
+    snprintf(shown, sizeof shown, "the URL given (not shown: it has no scheme such as redis://)");
   ex = cli_fail(rc, shown);
   return rc == RLOCK_EPROTO ? EX_UNAVAILABLE : ex; /* not a Redis server */
 }

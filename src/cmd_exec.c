@@ -40,8 +40,10 @@ static const char usage_text[] =
     "the whole group, and the lock is released once every process of it has ended.\n"
     "On a terminal the group has the terminal while it runs.\n";
 
-/* The shortest watchdog lease the library takes (renewed every third of it). */
-#define WATCHDOG_MIN_MS 3
+/* The shortest watchdog lease exec takes (renewed every third of it): a
+ * renewal's round trip and a busy machine's scheduling delay must fit in a
+ * third (the library takes 3 ms, which loses the lock at once). */
+#define WATCHDOG_MIN_MS 500
 
 static rlock_cancel_t *g_cancel;
 static volatile sig_atomic_t g_signal; /* the last handled signal received */
