@@ -50,6 +50,7 @@ static volatile sig_atomic_t g_signal; /* the last handled signal received */
 static atomic_int g_running;           /* CMD's group exists: signals go to it */
 static atomic_int g_lost;              /* the lock-lost callback fired */
 static atomic_int g_lost_reason;       /* its reason (rlock_lost_reason_t) */
+static char g_lost_name[256];          /* the lock it named (a MultiLock's member), set before g_lost */
 
 /* Signals reach only the main thread (blocked in the library's thread).
  * While CMD runs they go to its whole group: a terminal's signals too, since
@@ -86,10 +87,16 @@ static void *escalate(void *arg) {
  * on a thread of its own, which inherits the I/O thread's blocked signals). */
 static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
-  (void)name, (void)name_len, (void)owner, (void)arg;
+  (void)owner, (void)arg;
   group_lock();
-  bool first = !atomic_exchange(&g_lost, 1);
-  if (first) atomic_store(&g_lost_reason, (int)reason);
+  bool first = !atomic_load(&g_lost);
+  if (first) {
+    size_t n = name_len < sizeof g_lost_name - 1 ? name_len : sizeof g_lost_name - 1;
+    memcpy(g_lost_name, name, n);
+    g_lost_name[n] = 0;
+    atomic_store(&g_lost_reason, (int)reason);
+    atomic_store(&g_lost, 1);
+  }
   group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
   group_unlock();
   pthread_t t;
@@ -210,7 +217,11 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
                         char **cmd, const sigset_t *orig_mask) {
   int rc = guard_acquire(gd, wait_ms, lease_ms);
   if (rc == RLOCK_EBUSY) {
-    cli_err("timed out waiting for %s (%s)", name, rlock_last_error());
+    const char *why = rlock_last_error();
+    if (!why || !*why || strstr(why, rlock_strerror(RLOCK_EBUSY))) /* said once */
+      cli_err("timed out waiting for %s", name);
+    else
+      cli_err("timed out waiting for %s (%s)", name, why);
     return EX_TEMPFAIL;
   }
   if (rc == RLOCK_ECANCELED) {
@@ -224,8 +235,11 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
   else if (!atomic_load(&g_lost))
     ex = group_run(cmd, orig_mask, restore_handlers, started);
   if (atomic_load(&g_lost)) {
-    cli_err("lock %s lost while the command ran: %s", name,
-            rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason)));
+    const char *why = rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason));
+    if (gd->multi) /* which member, of which MultiLock */
+      cli_err("lock %s (of the MultiLock %s) lost while the command ran: %s", g_lost_name, name, why);
+    else
+      cli_err("lock %s lost while the command ran: %s", name, why);
     if (gd->multi) guard_release(gd); /* the members still held: free them now, not at their lease's end */
     return EX_PROTOCOL;
   }

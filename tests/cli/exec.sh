@@ -33,6 +33,8 @@ holder=$BG
 ready "$T/held"
 expect 75 "wait times out while held" R exec --wait 300ms job -- true
 contains "$T/err" "timed out waiting for job" "timeout message"
+[ "$(grep -o "timed out waiting" "$T/err" | wc -l)" = 1 ] && pass "the timeout is said once" ||
+  fail "repeated words: $(cat "$T/err")"
 expect 75 "single attempt (--wait 0) fails while held" R exec --wait 0 job -- true
 
 # A waiter (waits forever) is interrupted by SIGTERM once it waits.

@@ -79,6 +79,7 @@ rc DEL mb >/dev/null
 await "$mlost" 30
 [ "$RC" = 76 ] && pass "a lost member: exit 76" || fail "lost member: exit $RC, $(cat "$T/mlost.err")"
 contains "$T/mlost.err" "lost while the command ran" "the loss is reported"
+contains "$T/mlost.err" "lock mb (of the MultiLock ma mb) lost while the command ran: " "the lost member and the reason are named"
 [ "$(rc EXISTS ma)" = 0 ] && pass "the other member released" || fail "ma left held: $(rc PTTL ma) ms"
 
 # --redlock over three masters.
