@@ -172,6 +172,11 @@ int cli_fail(int err, const char *what) {
     cli_err("%s: %s", what, detail);
   else
     cli_err("%s: %s (%s)", what, brief, detail);
+  /* a Cluster node reached with a plain URL redirects every key */
+  if (err == RLOCK_ESERVER && detail && (strstr(detail, "MOVED ") || strstr(detail, "ASK "))) {
+    cli_err("the server is a Redis Cluster node: use a redis+cluster:// (or rediss+cluster://) URL");
+    return EX_USAGE;
+  }
   return cli_exit_for(err);
 }
 
