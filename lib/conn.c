@@ -954,8 +954,11 @@ static void expire_pending(conn_t *c, int64_t now) {
     if (c->pending.tail == r) c->pending.tail = prev;
     c->pending.n--;
     r->next = NULL;
-    rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)",
-                rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
+    if (c->last_msg[0]) /* where, and why: the last attempt's own message */
+      rlock__fail(RLOCK_ECONNECT, "not connected: %s", c->last_msg);
+    else
+      rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)",
+                  rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
     finish_err(r, RLOCK_ECONNECT);
     r = prev ? prev->next : c->pending.head;
   }
@@ -1436,6 +1439,7 @@ static void drop(conn_t *c, int err, const char *msg) {
     c->reader = NULL;
   }
   rlock__set_msg(msg);
+  if (msg && *msg) snprintf(c->last_msg, sizeof c->last_msg, "%s", msg);
   if (c->on_error && !was_ready) c->on_error(c, c->last_err ? c->last_err : err, msg);
   req_t *r;
   while ((r = q_pop(&c->inflight))) {

@@ -383,6 +383,7 @@ struct conn {
   bool ever_ready;
   bool role_refused; /* the last attempt ended on a ROLE that was not master */
   int last_err; /* why the last connection attempt failed */
+  char last_msg[240]; /* its message ("connect 127.0.0.1:6379: Connection refused"), "" before any */
   int replicas; /* command connections: the replicas the node reported connected
                    (INFO replication) at the last handshake, after a WAIT that
                    came short, or at the last ping interval; 0 unknown or none */
