@@ -1103,6 +1103,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   } else if (how == REL_NOTHELD) {
     rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                      l->name, op->owner_id);
+    drop_latch(op, UNLOCK_LATCH); /* its 'n' latch: dead weight once answered (sent once), as the fast path does */
   } else { /* it applied: one hold released, the last one, or another count found */
     if (how == REL_ONE && op->unchecked) how = REL_ONE_UNCHECKED; /* the count was not compared */
     value = how != REL_ONE && how != REL_ONE_UNCHECKED; /* REL_MISMATCH: the owner's field is gone too */
