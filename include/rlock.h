@@ -64,10 +64,11 @@ RLOCK_EXPORT const char *rlock_version(void);
   X(ESYS, -16, "system call failed")                                                           \
   X(ENOTLOCK, -17, "the key is not a lock")                                                    \
   X(ENOSYNC, -18, "too few replicas acknowledged the lock (replica sync)")                    \
-  X(ENOTREENTRANT, -19, "the owner holds this non-reentrant lock already")
+  X(ENOTREENTRANT, -19, "the owner holds this non-reentrant lock already")                   \
+  X(ENOPERM, -20, "permission denied by the server's ACL")
 
 #define RLOCK__ERRNO_ENUM(name, value, text) RLOCK_##name = (value),
-/* RLOCK_OK, RLOCK_EINVAL, ... RLOCK_ENOTREENTRANT. */
+/* RLOCK_OK, RLOCK_EINVAL, ... RLOCK_ENOPERM. */
 enum rlock_errno { RLOCK_ERRNO_MAP(RLOCK__ERRNO_ENUM) };
 #undef RLOCK__ERRNO_ENUM
 

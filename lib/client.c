@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <openssl/err.h>
+#include <openssl/x509.h>
 #include <event2/dns.h>
 
 /* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
@@ -623,8 +624,14 @@ static int setup_tls(client_t *cl) {
   }
   if (cl->s_cert && SSL_CTX_use_certificate_chain_file(cl->ssl_ctx, cl->s_cert) != 1)
     return rlock__fail(RLOCK_ETLS, "cannot load client certificate %s", cl->s_cert);
-  if (cl->s_key && SSL_CTX_use_PrivateKey_file(cl->ssl_ctx, cl->s_key, SSL_FILETYPE_PEM) != 1)
-    return rlock__fail(RLOCK_ETLS, "cannot load client key %s", cl->s_key);
+  if (cl->s_key && SSL_CTX_use_PrivateKey_file(cl->ssl_ctx, cl->s_key, SSL_FILETYPE_PEM) != 1) {
+    unsigned long e = ERR_peek_last_error();
+    ERR_clear_error();
+    if (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH)
+      return rlock__fail(RLOCK_ETLS, "client key %s does not match the certificate %s", cl->s_key,
+                         cl->s_cert ? cl->s_cert : "");
+    return rlock__fail(RLOCK_ETLS, "cannot load client key %s (not a readable PEM private key)", cl->s_key);
+  }
   return 0;
 }
 

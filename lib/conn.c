@@ -957,8 +957,11 @@ static void expire_pending(conn_t *c, int64_t now) {
     if (c->pending.tail == r) c->pending.tail = prev;
     c->pending.n--;
     r->next = NULL;
-    rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)",
-                rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
+    if (c->last_msg[0]) /* where, and why: the last attempt's own message */
+      rlock__fail(RLOCK_ECONNECT, "not connected: %s", c->last_msg);
+    else
+      rlock__fail(RLOCK_ECONNECT, "not connected to Redis (%s)",
+                  rlock_strerror(c->last_err ? c->last_err : RLOCK_ECONNECT));
     finish_err(r, RLOCK_ECONNECT);
     r = prev ? prev->next : c->pending.head;
   }
@@ -1303,6 +1306,49 @@ static void describe_peer(conn_t *c, char *buf, size_t n) {
   else snprintf(buf, n, "%.200s:%d", node_host(c), node_port(c));
 }
 
+/* The cause of a failed TLS connection in words (not OpenSSL's codes): the
+ * certificate check's verdict, a server that closed the connection (it wants
+ * a client certificate), a port that does not speak TLS. */
+static void tls_error_text(conn_t *c, struct bufferevent *bev, unsigned long ssl_err, char *e, size_t n) {
+  const char *name = c->cl->s_sni ? c->cl->s_sni : node_host(c);
+  SSL *ssl = bufferevent_openssl_get_ssl(bev);
+  long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+  if (ERR_GET_REASON(ssl_err) == SSL_R_CERTIFICATE_VERIFY_FAILED && v != X509_V_OK) {
+    switch (v) {
+      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+      case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+      case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+        snprintf(e, n, "the server's certificate is signed by an unknown CA (%s; give its CA: tls_ca_file, --tls-ca)",
+                 X509_verify_cert_error_string(v));
+        return;
+      case X509_V_ERR_HOSTNAME_MISMATCH:
+      case X509_V_ERR_IP_ADDRESS_MISMATCH:
+        snprintf(e, n, "the server's certificate does not name %.100s (the name verified: tls_server_name, "
+                       "--tls-server-name)", name);
+        return;
+      default:
+        snprintf(e, n, "the server's certificate was refused: %s", X509_verify_cert_error_string(v));
+        return;
+    }
+  }
+  if (ERR_GET_LIB(ssl_err) == 0) { /* no OpenSSL error: the server closed the connection in the handshake */
+    snprintf(e, n, "the server closed the connection during the TLS handshake%s",
+             c->cl->s_cert ? "" : " (does it require a client certificate? tls_cert_file and tls_key_file, "
+                                  "--tls-cert and --tls-key)");
+    return;
+  }
+  const char *reason = ERR_reason_error_string(ssl_err);
+  if (ERR_GET_REASON(ssl_err) == SSL_R_WRONG_VERSION_NUMBER)
+    snprintf(e, n, "%s (is this a TLS port?)", reason ? reason : "wrong version number");
+  else if (ERR_GET_REASON(ssl_err) == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED)
+    snprintf(e, n, "the server requires a client certificate (tls_cert_file and tls_key_file, --tls-cert and --tls-key)");
+  else if (reason)
+    snprintf(e, n, "%s", reason);
+  else
+    ERR_error_string_n(ssl_err, e, n);
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *arg) {
   conn_t *c = arg;
   if (what & BEV_EVENT_CONNECTED) {
@@ -1317,10 +1363,9 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
   if (ssl_err && ERR_GET_LIB(ssl_err) == 0 && c->state == CS_CONNECTING && !tcp_connected(c))
     ssl_err = 0; /* only libevent's SSL_ERROR_SYSCALL: the TCP connect itself failed */
   if (ssl_err) {
-    char e[256];
-    ERR_error_string_n(ssl_err, e, sizeof e);
-    snprintf(msg, sizeof msg, "TLS with %s failed: %s%s", peer, e,
-             ERR_GET_REASON(ssl_err) == SSL_R_WRONG_VERSION_NUMBER ? " (is this a TLS port?)" : "");
+    char e[300];
+    tls_error_text(c, bev, ssl_err, e, sizeof e);
+    snprintf(msg, sizeof msg, "TLS with %s failed: %s", peer, e);
     /* TLS 1.3: the server checks our certificate after the client considers
      * the handshake done, so its alert arrives during the Redis handshake. */
     bool setup = c->state != CS_READY;
@@ -1397,6 +1442,7 @@ static void drop(conn_t *c, int err, const char *msg) {
     c->reader = NULL;
   }
   rlock__set_msg(msg);
+  if (msg && *msg) snprintf(c->last_msg, sizeof c->last_msg, "%s", msg);
   if (c->on_error && !was_ready) c->on_error(c, c->last_err ? c->last_err : err, msg);
   req_t *r;
   while ((r = q_pop(&c->inflight))) {

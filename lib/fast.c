@@ -913,7 +913,7 @@ static bool fast_release(op_t *op, int *rc) {
   bool notified = false, done = false;
   int k = 0;
   if (rt == RT_REPLY && reply->type == RLOCK_REPLY_ERROR) {
-    k = rlock__fail(RLOCK_ESERVER, "unlock: %.200s", reply->str); /* nothing applied */
+    k = rlock__fail(rlock__reply_error_code(reply), "unlock: %.200s", reply->str); /* nothing applied */
     how = REL_UNKNOWN;
   } else if (rt == RT_REPLY && (k = l->kind->release_reply(reply, &how, &notified))) {
     how = REL_UNKNOWN;

@@ -249,6 +249,8 @@ rlock_reply_t *rlock__reply_fast(const char *p, size_t n, size_t *used);
 bool rlock__reply_reader_idle(const redisReader *r);
 /* A reply is an error whose text starts with prefix. */
 bool rlock__reply_is_error(const rlock_reply_t *r, const char *prefix);
+/* The code of an error reply: RLOCK_ENOPERM for an ACL refusal (NOPERM), else RLOCK_ESERVER. */
+int rlock__reply_error_code(const rlock_reply_t *r);
 /* A refusal before the command ran (LOADING, MASTERDOWN, BUSY): nothing of
  * it applied; it may be sent again (conn.c's later queue). */
 bool rlock__reply_not_run(const rlock_reply_t *r);
@@ -383,6 +385,7 @@ struct conn {
   bool ever_ready;
   bool role_refused; /* the last attempt ended on a ROLE that was not master */
   int last_err; /* why the last connection attempt failed */
+  char last_msg[240]; /* its message ("connect 127.0.0.1:6379: Connection refused"), "" before any */
   int replicas; /* command connections: the replicas the node reported connected
                    (INFO replication) at the last handshake, after a WAIT that
                    came short, or at the last ping interval; 0 unknown or none */

@@ -982,7 +982,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   int64_t ttl = -1;
   int acked;
   bool synced = rlock__client_sync_split(&op->sync_need, &reply, &acked);
-  int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str)
+  int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(rlock__reply_error_code(reply), "acquire: %.200s", reply->str)
                                             : op->lock->kind->try_reply(reply, &ttl);
   rlock_reply_free(reply);
   /* Refused (busy, an error reply, the simple lock's holder acquiring again)
@@ -1125,7 +1125,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status != 0) {
     rc = rlock__fail_keep(status);
   } else if (reply->type == RLOCK_REPLY_ERROR) {
-    rc = rlock__fail(RLOCK_ESERVER, "unlock: %.200s", reply->str);
+    rc = rlock__fail(rlock__reply_error_code(reply), "unlock: %.200s", reply->str);
     /* refused, nothing ran: an earlier copy whose answer was lost may still land */
     if (op->id_written && cl->opt.retry_attempts > 0) unlock_go_on(op, r);
   } else if ((rc = l->kind->release_reply(reply, &how, &notified))) {
@@ -1133,6 +1133,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   } else if (how == REL_NOTHELD) {
     rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                      l->name, op->owner_id);
+    drop_latch(op, UNLOCK_LATCH); /* its 'n' latch: dead weight once answered (sent once), as the fast path does */
   } else { /* it applied: one hold released, the last one, or another count found */
     if (how == REL_ONE && op->unchecked) how = REL_ONE_UNCHECKED; /* the count was not compared */
     value = how != REL_ONE && how != REL_ONE_UNCHECKED; /* REL_MISMATCH: the owner's field is gone too */
@@ -1193,7 +1194,7 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
     rc = rlock__fail(RLOCK_ENOTLOCK, "it holds a %.20s%s: left as it is", kind,
                      strcmp(kind, "hash") ? "" : " that is not owner -> hold count");
   } else if (reply->type == RLOCK_REPLY_ERROR) {
-    rc = rlock__fail(RLOCK_ESERVER, "%.200s", reply->str);
+    rc = rlock__fail(rlock__reply_error_code(reply), "%.200s", reply->str);
   } else if (op->kind == OP_COUNT) {
     if (reply->type == RLOCK_REPLY_NIL) v = 0;
     else if (reply->type == RLOCK_REPLY_STRING) v = parse_i64(reply, &ok);
@@ -1265,7 +1266,7 @@ static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
   int rc = 0, acked;
   bool synced = status != 0 || rlock__client_sync_split(&op->sync_need, &reply, &acked);
   if (status) rc = rlock__fail_keep(status);
-  else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(RLOCK_ESERVER, "relet: %.200s", reply->str);
+  else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(rlock__reply_error_code(reply), "relet: %.200s", reply->str);
   else if (reply->type != RLOCK_REPLY_STRING || reply->len != 1 || (reply->str[0] != '0' && reply->str[0] != '1'))
     rc = rlock__fail(RLOCK_EPROTO, "relet: unexpected reply");
   else if (reply->str[0] != '1')

@@ -165,3 +165,7 @@ bool rlock__reply_not_run(const rlock_reply_t *r) {
   return rlock__reply_is_error(r, "LOADING") || rlock__reply_is_error(r, "MASTERDOWN") ||
          rlock__reply_is_error(r, "BUSY ") || (rlock__reply_is_error(r, "BUSY") && !strcmp(r->str, "BUSY"));
 }
+
+int rlock__reply_error_code(const rlock_reply_t *r) {
+  return rlock__reply_is_error(r, "NOPERM") ? RLOCK_ENOPERM : RLOCK_ESERVER;
+}

@@ -11,6 +11,12 @@ local pubcmd = string.lower(ARGV[2] or '')
 if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[2])
 end
+-- a user that may not publish on the channel (a Redis 7 ACL without it) is
+-- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
+if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[2], KEYS[2], ARGV[1]) then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[2] .. ' to the channel ' .. KEYS[2] ..
+    ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
+end
 local any_type = ARGV[3] or '0'
 if any_type ~= '0' and any_type ~= '1' then
   return redis.error_reply('ERR rlock: invalid any-type flag: ' .. any_type)

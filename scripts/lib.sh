@@ -17,6 +17,9 @@ ensure_packages() {
 }
 
 BUILD_PACKAGES=(cmake gcc make pkg-config libc6-dev libhiredis-dev libevent-dev libssl-dev redis-server)
+# What scripts/demo builds: the CLI and the libraries, everything
+# `cmake --install` installs (the tests are not needed).
+DEMO_TARGETS="rlock_cli rlock_shared rlock_static"
 
 # build DIR [CMAKE ARGS...]: configures and builds the project into DIR
 # (only the targets named in $BUILD_TARGETS, if set).

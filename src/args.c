@@ -70,7 +70,9 @@ static int take_url(cli_global_t *g, char *arg) {
     return EX_OSERR;
   }
   rlock_url_redact(arg, shown, cap);
-  if (strcmp(shown, arg) != 0) { /* a password: never longer than the original once cut */
+  if (!strstr(arg, "://")) { /* no scheme: maybe a password in the wrong place */
+    memset(arg, 0, n);
+  } else if (strcmp(shown, arg) != 0) { /* a password: never longer than the original once cut */
     memset(arg, 0, n);
     memcpy(arg, shown, strlen(shown) < n ? strlen(shown) : n);
   }
@@ -155,6 +157,8 @@ int cli_exit_for(int err) {
       return EX_TEMPFAIL;
     case RLOCK_ENOTLOCK:
       return EX_DATAERR;
+    case RLOCK_ENOPERM:
+      return EX_NOPERM;
     default:
       return EX_SOFTWARE;
   }
@@ -168,6 +172,11 @@ int cli_fail(int err, const char *what) {
     cli_err("%s: %s", what, detail);
   else
     cli_err("%s: %s (%s)", what, brief, detail);
+  /* a Cluster node reached with a plain URL redirects every key */
+  if (err == RLOCK_ESERVER && detail && (strstr(detail, "MOVED ") || strstr(detail, "ASK "))) {
+    cli_err("the server is a Redis Cluster node: use a redis+cluster:// (or rediss+cluster://) URL");
+    return EX_USAGE;
+  }
   return cli_exit_for(err);
 }
 
@@ -201,7 +210,9 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
   int rc = rlock_client_new(out, opts);
   if (rc == 0) return 0;
   char shown[512];
-  rlock_url_redact(g->url, shown, sizeof shown);
+  if (strstr(g->url, "://")) rlock_url_redact(g->url, shown, sizeof shown);
+  else /* no scheme: maybe a password put in the wrong place, never echoed */
+    snprintf(shown, sizeof shown, "the URL given (not shown: it has no scheme such as redis://)");
   ex = cli_fail(rc, shown);
   return rc == RLOCK_EPROTO ? EX_UNAVAILABLE : ex; /* not a Redis server */
 }
@@ -209,6 +220,21 @@ int cli_connect(const cli_global_t *g, rlock_options_t *opts, rlock_client_t **o
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out) {
   int rc = rlock_lock_new(client, name, strlen(name), out);
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
+}
+
+int cli_check_type(rlock_client_t *client, const char *name, int simple) {
+  const char *const argv[] = {"TYPE", name};
+  rlock_reply_t *r = NULL;
+  if (rlock_client_command(client, 2, argv, NULL, &r) || !r) return 0; /* the lock's own calls say why */
+  int ex = 0;
+  const char *t = r->type == RLOCK_REPLY_STATUS || r->type == RLOCK_REPLY_STRING ? r->str : NULL;
+  if (t && strcmp(t, "none") && strcmp(t, simple ? "string" : "hash")) {
+    const char *hint = !simple && !strcmp(t, "string") ? "; try --simple" : simple && !strcmp(t, "hash") ? "; try without --simple" : "";
+    cli_err("%s is not a lock (holds a %.20s%s)", name, t, hint);
+    ex = EX_DATAERR;
+  }
+  rlock_reply_free(r);
+  return ex;
 }
 
 int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out) {

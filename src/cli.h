@@ -112,6 +112,10 @@ int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out
 /* The same for a fair lock (Redisson's RFairLock: rlock_lock_new_fair). */
 int cli_lock_fair(rlock_client_t *client, const char *name, rlock_lock_t **out);
 
+/* Checks that the key NAME is free or holds the kind's type (a hash; simple:
+ * a string): 0, or EX_DATAERR with "NAME is not a lock (holds a list)". */
+int cli_check_type(rlock_client_t *client, const char *name, int simple);
+
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
  * empty or too long. */
 int cli_name(const char *cmd, const char *name);

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,12 +60,16 @@ static int prepare(cli_global_t *g, long stock) {
 /* Forks the workers; they wait for go_fd to close. 0 or exit code. */
 static int spawn(cli_global_t *g, worker_t *w, int n, int go[2]) {
   fflush(stdout), fflush(stderr);
+  pid_t parent = getpid();
   for (int i = 0; i < n; i++) {
     int p[2];
     if (pipe(p) < 0) return cli_err("pipe: %s", strerror(errno)), EX_OSERR;
     w[i].pid = fork();
     if (w[i].pid < 0) return cli_err("fork: %s", strerror(errno)), close(p[0]), close(p[1]), EX_OSERR;
     if (w[i].pid == 0) {
+      /* the worker dies with the parent (SIGKILL of it, a crash): never sells on alone */
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(EX_SOFTWARE); /* the parent died before the line above */
       close(go[1]);
       for (int j = 0; j < i; j++) close(w[j].fd);
       close(p[0]);
@@ -110,7 +115,12 @@ static void collect(rlock_client_t *c, worker_t *w, int n, long stock, int64_t t
   int open_fds = n, tty = isatty(2);
   for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = w[i].fd, .events = POLLIN};
   int64_t next = t0;
+  int told = 0;
   while (open_fds) {
+    if (demo_stop && !told) { /* Ctrl-C reached the workers too; a signal to the parent alone is passed on */
+      for (int i = 0; i < n; i++) kill(w[i].pid, SIGINT);
+      told = 1;
+    }
     if (tty && demo_now_us() >= next) progress(c, stock, t0), next += 200000;
     if (poll(pfd, (nfds_t)n, 200) <= 0) continue;
     for (int i = 0; i < n; i++) {
@@ -142,6 +152,14 @@ int cmd_demo(cli_global_t *g, int argc, char **argv) {
   }
   if (optind != argc) return cli_usage("demo", "unexpected argument '%s'", argv[optind]);
   if ((ex = prepare(g, stock))) return ex;
+  /* SIGINT, SIGTERM: the workers stop after their current sale, and the
+   * summary so far is printed (the workers inherit the handler) */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = demo_on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
   int n = (int)workers, go[2];
   worker_t *w = calloc((size_t)n, sizeof *w);
   if (!w || pipe(go) < 0) return free(w), cli_err("out of resources"), EX_OSERR;
@@ -160,7 +178,13 @@ int cmd_demo(cli_global_t *g, int argc, char **argv) {
     while (w[i].pid > 0 && waitpid(w[i].pid, &w[i].status, 0) < 0 && errno == EINTR) {
     }
   }
-  if (!ex) ex = demo_report(g->url, w, n, stock, get_stock(client), secs);
+  if (!ex && demo_stop) {
+    int sig = (int)demo_stop;
+    demo_report_interrupted(g->url, w, n, stock, get_stock(client), secs, sig);
+    ex = 128 + sig;
+  } else if (!ex) {
+    ex = demo_report(g->url, w, n, stock, get_stock(client), secs);
+  }
   for (int i = 0; i < n; i++) free(w[i].buf);
   if (client) rlock_client_free(client);
   free(w);

@@ -42,14 +42,17 @@ static const char usage_text[] =
     "the whole group, and the lock is released once every process of it has ended.\n"
     "On a terminal the group has the terminal while it runs.\n";
 
-/* The shortest watchdog lease the library takes (renewed every third of it). */
-#define WATCHDOG_MIN_MS 3
+/* The shortest watchdog lease exec takes (renewed every third of it): a
+ * renewal's round trip and a busy machine's scheduling delay must fit in a
+ * third (the library takes 3 ms, which loses the lock at once). */
+#define WATCHDOG_MIN_MS 500
 
 static rlock_cancel_t *g_cancel;
 static volatile sig_atomic_t g_signal; /* the last handled signal received */
 static atomic_int g_running;           /* CMD's group exists: signals go to it */
 static atomic_int g_lost;              /* the lock-lost callback fired */
 static atomic_int g_lost_reason;       /* its reason (rlock_lost_reason_t) */
+static char g_lost_name[256];          /* the lock it named (a MultiLock's member), set before g_lost */
 
 /* Signals reach only the main thread (blocked in the library's thread).
  * While CMD runs they go to its whole group: a terminal's signals too, since
@@ -86,10 +89,16 @@ static void *escalate(void *arg) {
  * on a thread of its own, which inherits the I/O thread's blocked signals). */
 static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
                     void *arg) {
-  (void)name, (void)name_len, (void)owner, (void)arg;
+  (void)owner, (void)arg;
   group_lock();
-  bool first = !atomic_exchange(&g_lost, 1);
-  if (first) atomic_store(&g_lost_reason, (int)reason);
+  bool first = !atomic_load(&g_lost);
+  if (first) {
+    size_t n = name_len < sizeof g_lost_name - 1 ? name_len : sizeof g_lost_name - 1;
+    memcpy(g_lost_name, name, n);
+    g_lost_name[n] = 0;
+    atomic_store(&g_lost_reason, (int)reason);
+    atomic_store(&g_lost, 1);
+  }
   group_kill(g_kill_after_ms == 0 ? SIGKILL : SIGTERM);
   group_unlock();
   pthread_t t;
@@ -159,8 +168,42 @@ typedef struct guard {
   rlock_redlock_t *redlock;
 } guard_t;
 
+static int64_t g_connect_timeout_ms = 3000; /* the clients' connect timeout */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A RedLock's wait, in slices of the connect timeout: a busy lock is waited
+ * for as long as --wait says (forever without it), but when no majority of
+ * the masters can be reached, rlock says so at once and gives up
+ * (RLOCK_ECONNECT: exit 69) once that has lasted the connect timeout. */
+static int redlock_acquire(rlock_redlock_t *rl, int64_t wait_ms, int64_t lease_ms) {
+  int64_t deadline = wait_ms < 0 ? -1 : mono_ms() + wait_ms, down_since = -1;
+  for (;;) {
+    int64_t start = mono_ms(), slice = g_connect_timeout_ms;
+    if (deadline >= 0 && deadline - start < slice) slice = deadline > start ? deadline - start : 0;
+    int rc = rlock_redlock_acquire(rl, slice, lease_ms, g_cancel, NULL);
+    if (rc != RLOCK_EBUSY && rc != RLOCK_ECONNECT) return rc;
+    int64_t now = mono_ms();
+    if (rc == RLOCK_ECONNECT) {
+      if (down_since < 0) {
+        down_since = start;
+        cli_err("no majority of the RedLock's masters can be reached (%s); trying for %lld ms", rlock_last_error(),
+                (long long)g_connect_timeout_ms);
+      }
+      if (now - down_since >= g_connect_timeout_ms) return rc;
+    } else {
+      down_since = -1; /* a majority answered: the lock is busy */
+    }
+    if (deadline >= 0 && now >= deadline) return rc;
+  }
+}
+
 static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
-  if (gd->redlock) return rlock_redlock_acquire(gd->redlock, wait_ms, lease_ms, g_cancel, NULL);
+  if (gd->redlock) return redlock_acquire(gd->redlock, wait_ms, lease_ms);
   if (gd->multi) return rlock_multilock_acquire(gd->multi, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
   return rlock_lock_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
 }
@@ -176,7 +219,11 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
                         char **cmd, const sigset_t *orig_mask) {
   int rc = guard_acquire(gd, wait_ms, lease_ms);
   if (rc == RLOCK_EBUSY) {
-    cli_err("timed out waiting for %s (%s)", name, rlock_last_error());
+    const char *why = rlock_last_error();
+    if (!why || !*why || strstr(why, rlock_strerror(RLOCK_EBUSY))) /* said once */
+      cli_err("timed out waiting for %s", name);
+    else
+      cli_err("timed out waiting for %s (%s)", name, why);
     return EX_TEMPFAIL;
   }
   if (rc == RLOCK_ECANCELED) {
@@ -190,8 +237,11 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
   else if (!atomic_load(&g_lost))
     ex = group_run(cmd, orig_mask, restore_handlers, started);
   if (atomic_load(&g_lost)) {
-    cli_err("lock %s lost while the command ran: %s", name,
-            rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason)));
+    const char *why = rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason));
+    if (gd->multi) /* which member, of which MultiLock */
+      cli_err("lock %s (of the MultiLock %s) lost while the command ran: %s", g_lost_name, name, why);
+    else
+      cli_err("lock %s lost while the command ran: %s", name, why);
     if (gd->multi) guard_release(gd); /* the members still held: free them now, not at their lease's end */
     return EX_PROTOCOL;
   }
@@ -201,6 +251,82 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
     return EX_PROTOCOL;
   }
   if (rc) return cli_fail(rc, "cannot release the lock (its lease will run out)");
+  return ex;
+}
+
+/* What rlock needs of the server's ACL for a lock, checked with Redis 7's
+ * redis.acl_check_cmd (a server without it, or without ACL users, passes).
+ * KEYS[1] NAME; ARGV[1] the lock's channel, ARGV[2] '1' for sharded pub/sub
+ * (Cluster), ARGV[3] '1' for the simple lock, ARGV[4] and ARGV[5] a key of
+ * the acquire and the unlock latch. Reply: the missing permissions. */
+static const char acl_script[] =
+    "if not redis.acl_check_cmd then return {} end\n"
+    "local name, ch, miss = KEYS[1], ARGV[1], {}\n"
+    "local function need(what, ...)\n"
+    "  if not redis.acl_check_cmd(...) then miss[#miss + 1] = what end\n"
+    "end\n"
+    "local pub, sub = 'publish', 'subscribe'\n"
+    "if ARGV[2] == '1' then pub, sub = 'spublish', 'ssubscribe' end\n"
+    "need(pub .. ' on channel ' .. ch, pub, ch, '0')\n"
+    "need(sub .. ' on channel ' .. ch, sub, ch)\n"
+    "need('key ' .. ch .. ' (the scripts get the channel as a key)', 'exists', ch)\n"
+    "need('evalsha', 'evalsha', '0000000000000000000000000000000000000000', '0')\n"
+    "need('script load', 'script', 'load', 'return 1')\n"
+    "local cmds = {'exists', 'pttl', 'pexpire', 'del', 'type', 'hget', 'hset', 'hdel', 'hincrby', 'hexists', 'hlen',\n"
+    "  'hgetall', 'get', 'set'}\n"
+    "for _, c in ipairs(cmds) do\n"
+    "  local args = {c, name}\n"
+    "  if c == 'pexpire' then args[3] = '1' end\n"
+    "  if c == 'hget' or c == 'hexists' or c == 'hdel' then args[3] = 'f' end\n"
+    "  if c == 'hset' or c == 'hincrby' then args[3], args[4] = 'f', '1' end\n"
+    "  if c == 'set' then args[3] = '1' end\n"
+    "  need(c .. ' on key ' .. name, unpack(args))\n"
+    "end\n"
+    "for i = 4, 5 do\n"
+    "  for _, c in ipairs({'get', 'set', 'del', 'exists'}) do\n"
+    "    local args = {c, ARGV[i]}\n"
+    "    if c == 'set' then args[3] = '1' end\n"
+    "    need(c .. ' on key ' .. ARGV[i], unpack(args))\n"
+    "  end\n"
+    "end\n"
+    "return miss\n";
+
+/* Checks, before anything is written, that the server's ACL lets this user
+ * do what the lock NAME needs (issue 23: a user without channel permission
+ * ran CMD, then the unlock failed half-way). 0, or EX_NOPERM with a message
+ * naming what is missing; a failed check for another reason is left to the
+ * lock's own calls. */
+static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *name, int simple) {
+  const char *url = g->url ? g->url : "";
+  int sharded = strstr(url, "+cluster://") != NULL;
+  char ch[600], l1[600], l2[600];
+  snprintf(ch, sizeof ch, "%s:{%s}", simple ? "rlock_simple__channel" : "redisson_lock__channel", name);
+  snprintf(l1, sizeof l1, "rlock_acquire_latch:{%s}:0", name);
+  snprintf(l2, sizeof l2, "redisson_unlock_latch:{%s}:0", name);
+  const char *argv[] = {"EVAL", acl_script, "1", name, ch, sharded ? "1" : "0", simple ? "1" : "0", l1, l2};
+  rlock_reply_t *reply = NULL;
+  int rc = rlock_client_command(client, 9, argv, NULL, &reply);
+  if (rc || !reply) return 0;
+  int ex = 0;
+  if (reply->type == RLOCK_REPLY_ERROR && strncmp(reply->str, "NOPERM", 6) == 0) {
+    cli_err("the Redis user may not run what rlock needs for %s: %s (see 'ACL' in rlock's docs/cli.md)", name,
+            reply->str);
+    ex = EX_NOPERM;
+  } else if (reply->type == RLOCK_REPLY_ARRAY && reply->elements > 0) {
+    char list[2048];
+    size_t o = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < reply->elements && o + 1 < sizeof list; i++) {
+      const rlock_reply_t *e = reply->element[i];
+      int w = snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", e->str ? e->str : "?");
+      if (w < 0) break;
+      o += (size_t)w;
+    }
+    cli_err("the Redis user lacks permissions rlock needs for %s: %s (see 'ACL' in rlock's docs/cli.md)", name,
+            list);
+    ex = EX_NOPERM;
+  }
+  rlock_reply_free(reply);
   return ex;
 }
 
@@ -248,6 +374,7 @@ static int open_redlock(const cli_global_t *g, rlock_options_t *opts, const char
   const char *one[1] = {g->url};
   const char *const *urls = g->nurls ? g->urls : one;
   size_t n = g->nurls ? (size_t)g->nurls : 1;
+  if (opts->connect_timeout_ms > 0) g_connect_timeout_ms = opts->connect_timeout_ms;
   int rc = rlock_redlock_new(&gd->redlock, opts, urls, n, name, strlen(name), simple ? RLOCK_REDLOCK_SIMPLE : 0);
   if (rc) return cli_fail(rc, "cannot make the RedLock");
   rlock_redlock_on_lost(gd->redlock, on_lost, NULL);
@@ -311,6 +438,8 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (!ex) ex = open_locks(client, argv + first, nnames, simple, fair, locks, &gd);
+    for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], simple);
+    for (int i = 0; !ex && i < nnames; i++) ex = cli_check_type(client, argv[first + i], simple);
   }
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
   if (!ex) ex = hold_and_run(&gd, shown, wait_ms, lease_ms, cmd, &orig_mask);

@@ -156,9 +156,10 @@ static int show_node(const cli_global_t *g, int i, const char *name, int simple,
     fputc('}', stdout);
   } else if (rc) {
     printf("  node %d %s: cannot read it (%s)\n", i + 1, shown, rlock_last_error());
+  } else if (!n) {
+    printf("  node %d %s: not locked\n", i + 1, shown);
   } else {
-    printf("  node %d %s: %s, ttl %lld ms%s%s\n", i + 1, shown, n ? "locked" : "not locked", (long long)ttl,
-           n ? ", holder " : "", n ? h[0].owner : "");
+    printf("  node %d %s: locked, ttl %lld ms, holder %s\n", i + 1, shown, (long long)ttl, h[0].owner);
   }
   rlock_holders_free(h, n);
   rlock_lock_free(lock);
@@ -218,7 +219,8 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   if (!(ex = simple ? cli_lock_simple(client, name, &lock)
              : fair  ? cli_lock_fair(client, name, &lock)
                      : cli_lock(client, name, &lock))) {
-    ex = show(lock, name, json, fair);
+    ex = cli_check_type(client, name, simple);
+    if (!ex) ex = show(lock, name, json, fair);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

@@ -32,6 +32,16 @@ typedef struct worker {
 /* Checks and prints the outcome (final: stock left, -1 unknown); returns 0
  * for PASS, 1 for FAIL. */
 int demo_report(const char *url, const worker_t *w, int n, long stock, long long final, double secs);
+/* After an interruption by signal sig: the summary so far; 0 if what was
+ * sold matches the stock left (no oversell, no lost sale), else 1. */
+int demo_report_interrupted(const char *url, const worker_t *w, int n, long stock, long long final, double secs,
+                            int sig);
+
+/* SIGINT / SIGTERM: set to the signal; the workers stop after their current
+ * sale and send their report, the parent prints the summary so far. */
+#include <signal.h>
+extern volatile sig_atomic_t demo_stop;
+void demo_on_stop(int sig);
 
 /* A worker process: connects as g says, writes one byte to out_fd when ready,
  * starts when go_fd reaches end of file, sells until the stock is gone, then

@@ -29,7 +29,18 @@ static const demo_report_t *report_of(const worker_t *w) {
   return r;
 }
 
+static int report(const char *url, const worker_t *w, int n, long stock, long long final, double secs, int sig);
+
 int demo_report(const char *url, const worker_t *w, int n, long stock, long long final, double secs) {
+  return report(url, w, n, stock, final, secs, 0);
+}
+
+int demo_report_interrupted(const char *url, const worker_t *w, int n, long stock, long long final, double secs,
+                            int sig) {
+  return report(url, w, n, stock, final, secs, sig);
+}
+
+static int report(const char *url, const worker_t *w, int n, long stock, long long final, double secs, int sig) {
   char shown[512];
   rlock_url_redact(url, shown, sizeof shown);
   printf("rlock demo: %d workers, stock %ld, lock %s on %s\n", n, stock, DEMO_LOCK, shown);
@@ -54,11 +65,17 @@ int demo_report(const char *url, const worker_t *w, int n, long stock, long long
     if (r) memcpy(waits + k, r + 1, (size_t)r->acquisitions * sizeof *waits), k += (size_t)r->acquisitions;
   }
   int pass = !broken && waits && sales == stock && final == 0;
-  printf("sold %lld of %ld, final stock %lld: %s", (long long)sales, stock, final, pass ? "PASS" : "FAIL");
+  if (sig) { /* the sales so far must match the stock left */
+    pass = !broken && waits && final >= 0 && sales == stock - final;
+    printf("interrupted by signal %d: sold %lld of %ld so far, stock left %lld: %s", sig, (long long)sales, stock,
+           final, pass ? "consistent" : "FAIL");
+  } else {
+    printf("sold %lld of %ld, final stock %lld: %s", (long long)sales, stock, final, pass ? "PASS" : "FAIL");
+  }
   if (pass) fputs(" (no oversell, no lost sale)\n", stdout);
   else
-    printf(" (%s)\n", broken ? "a worker failed" : sales > stock ? "oversold"
-                     : sales < stock ? "sales lost" : "final stock is not 0");
+    printf(" (%s)\n", broken ? "a worker failed" : sales > stock - (sig ? final : 0) ? "oversold"
+                     : sales < stock - (sig ? final : 0) ? "sales lost" : "final stock is not 0");
   if (secs <= 0) secs = 1e-6;
   printf("%.2f s: %lld lock acquisitions (%.0f/s), %lld handoffs to another worker (%.0f/s)\n", secs,
          (long long)acq, (double)acq / secs, (long long)handoffs, (double)handoffs / secs);

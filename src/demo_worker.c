@@ -10,6 +10,10 @@
 #include "cli.h"
 #include "demo.h"
 
+volatile sig_atomic_t demo_stop;
+
+void demo_on_stop(int sig) { demo_stop = sig; }
+
 int64_t demo_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -68,7 +72,7 @@ static int sell_one(rlock_client_t *c, const char *me, demo_report_t *r, long lo
 
 static int work(rlock_client_t *c, rlock_lock_t *lock, const char *me, demo_report_t *r,
                 int64_t **waits, size_t *cap) {
-  for (long long stock = 1; stock > 0;) {
+  for (long long stock = 1; stock > 0 && !demo_stop;) {
     int64_t t0 = demo_now_us();
     int rc = rlock_lock_lock(lock, RLOCK_LEASE_WATCHDOG);
     int64_t t1 = demo_now_us();

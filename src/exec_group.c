@@ -143,48 +143,71 @@ static void suspend(pid_t pgid, int tty, pid_t who, int stopsig) {
   kill(-pgid, SIGCONT);
 }
 
-/* No child of rlock is left in the group, yet the group has members: their
- * parents left the group (a process that forked, then moved to a group of
- * its own). They become rlock's children (it is a subreaper) only when those
- * parents end, and no event announces their own end: reap any child that
- * ended, else look again in 50 ms. false when the group is empty. */
-static bool strays_left(pid_t pgid) {
-  if (kill(-pgid, 0) < 0 && errno == ESRCH) return false;
-  siginfo_t si;
-  memset(&si, 0, sizeof si);
-  if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid > 0) {
-    int st;
-    reap(pgid, si.si_pid, &st);
-  } else {
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+/* Waits (at most 100 ms) for a SIGCHLD, blocked in this thread: a child
+ * ended or stopped. The timeout covers what no event announces: a member
+ * that left the group (setsid, setpgid) and a member that is not rlock's
+ * child (its parent left the group) ending. */
+static void await_child_event(void) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  sigtimedwait(&chld, NULL, &pause);
+}
+
+/* Handles a child's report si (from waitid with WNOWAIT): a stopped member
+ * of the group suspends rlock (see suspend), another stopped child's report
+ * is consumed, an ended child is reaped. true if it was the leader's end
+ * (its wait status in *leader). */
+static bool handle_child(pid_t pgid, int tty, siginfo_t *si, int *leader) {
+  if (si->si_code == CLD_STOPPED || si->si_code == CLD_TRAPPED) {
+    if (getpgid(si->si_pid) == pgid) suspend(pgid, tty, si->si_pid, si->si_status);
+    else while (waitid(P_PID, (id_t)si->si_pid, si, WSTOPPED) < 0 && errno == EINTR) {}
+    return false;
   }
+  pid_t who = si->si_pid;
+  int st = 0;
+  reap(pgid, who, &st);
+  if (who != pgid) return false;
+  *leader = st;
   return true;
 }
 
 /* Waits for the leader (CMD), then until no member of its group is left;
  * returns the leader's wait status. Until the leader ends, any child is
- * reaped (the leader may have left its group). */
+ * reaped (the leader may have left its group). After that the group is
+ * checked for members after each child event and every 100 ms: a blocking
+ * waitid(P_PGID) would never return when the last member leaves the group
+ * (setsid) instead of ending, as leaving wakes no waiter. Any child that
+ * ends is reaped meanwhile (rlock is a subreaper: a member that left the
+ * group may come back as its child). */
 static int wait_group(pid_t pgid, int tty) {
   int leader = 0;
-  bool leader_done = false;
-  for (;;) {
+  int flags = WEXITED | WNOWAIT | (tty >= 0 ? WSTOPPED : 0);
+  for (;;) { /* until the leader's end */
     siginfo_t si;
     memset(&si, 0, sizeof si);
-    int flags = WEXITED | WNOWAIT | (tty >= 0 ? WSTOPPED : 0);
-    if (waitid(leader_done ? P_PGID : P_ALL, (id_t)pgid, &si, flags) < 0) {
-      if (errno == EINTR || (leader_done && strays_left(pgid))) continue;
-      break; /* ECHILD: the whole group is gone */
+    if (waitid(P_ALL, 0, &si, flags) < 0) {
+      if (errno == EINTR) continue;
+      break; /* ECHILD: no child at all (cannot happen while the leader is unreaped) */
     }
-    if (si.si_code == CLD_STOPPED || si.si_code == CLD_TRAPPED) {
-      if (getpgid(si.si_pid) == pgid) suspend(pgid, tty, si.si_pid, si.si_status);
-      else while (waitid(P_PID, (id_t)si.si_pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
+    if (handle_child(pgid, tty, &si, &leader)) break;
+  }
+  sigset_t chld, before;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, &before); /* a SIGCHLD after the check below is kept for the wait */
+  while (!(kill(-pgid, 0) < 0 && errno == ESRCH)) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, flags | WNOHANG) == 0 && si.si_pid > 0) {
+      int ignored;
+      handle_child(pgid, tty, &si, &ignored);
       continue;
     }
-    int st = 0;
-    reap(pgid, si.si_pid, &st);
-    if (si.si_pid == pgid) leader = st, leader_done = true;
+    await_child_event();
   }
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
   group_lock();
   atomic_store(&g_pgid, 0);
   group_unlock();

@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
         help(stdout);
         return 0;
       case 'V':
+        if (optind < argc) return cli_usage(NULL, "--version takes no argument");
         printf("rlock %s (librlock %s)\n", RLOCK_VERSION_STRING, rlock_version());
         return 0;
       default:

@@ -328,6 +328,32 @@ TEST(latches_deleted_on_free) {
   }
 }
 
+/* Issue 23: an unlock by an owner that does not hold the lock (never took
+ * it, or its hold was force-unlocked) answers RLOCK_ENOTHELD and writes its
+ * latch ('n'); rlock_client_free deletes it like any other (rlock.h), on the
+ * fast path and off it. */
+TEST(notheld_latch_deleted_on_free) {
+  for (int fast = 0; fast < 2; fast++) {
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = srv->url;
+    o.fast_path = fast;
+    rlock_client_t *c = NULL;
+    CHECK_OK(rlock_client_new(&c, &o));
+    rlock_lock_t *a = th_lock(c, "life:notheld");
+    CHECK_RC(rlock_lock_unlock(a), RLOCK_ENOTHELD); /* never taken */
+    CHECK_OK(rlock_lock_lock(a, 30000));
+    int was = 0;
+    CHECK_OK(rlock_lock_force_unlock(a, &was));
+    CHECK_RC(rlock_lock_unlock(a), RLOCK_ENOTHELD); /* taken, then force-unlocked */
+    rlock_lock_free(a);
+    rlock_client_free(c);
+    CHECK_MSG(count_keys("redisson_unlock_latch:*") == 0, "fast_path %d: %lld unlock latch(es) left", fast,
+              count_keys("redisson_unlock_latch:*"));
+    CHECK_EQ(count_keys("rlock_acquire_latch:*"), 0);
+  }
+}
+
 /* ONLY=name[,name...] runs only those tests (to watch one fail on old code). */
 static int selected(const char *name) {
   const char *only = getenv("ONLY");
@@ -342,6 +368,7 @@ int main(int argc, char **argv) {
   th_init(argc, argv, 100);
   srv = th_server_start(NULL);
   RUN_SELECTED(latches_deleted_on_free);
+  RUN_SELECTED(notheld_latch_deleted_on_free);
   RUN_SELECTED(forked_child_fails_fast);
   RUN_SELECTED(forked_while_busy_fails_fast);
   RUN_SELECTED(exec_child_inherits_no_fds);

@@ -168,6 +168,30 @@ TEST(unknown_master) {
   CHECK_MSG(strstr(rlock_last_error(), "does not know master 'no-such-master'"), "message: %s", rlock_last_error());
 }
 
+/* Issue 23: a sentinel's refusal was cut mid-word (at 60 bytes): an ACL
+ * that denies the query gives a long NOPERM reply, said whole. */
+TEST(sentinel_refusal_said_whole) {
+  for (int i = 0; i < dep->nsent; i++) {
+    redisReply *x = th_sentinel_cmd(dep, i, "ACL SETUSER default -sentinel|get-master-addr-by-name");
+    CHECK(x && x->type == REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+  }
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = dep->url;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", rlock_last_error());
+  for (int i = 0; i < dep->nsent; i++) {
+    redisReply *x = th_sentinel_cmd(dep, i, "ACL SETUSER default +@all");
+    if (x) freeReplyObject(x);
+  }
+  if (!rc) rlock_client_free(c);
+  CHECK_RC(rc, RLOCK_ECONNECT);
+  CHECK_MSG(strstr(msg, "get-master-addr-by-name' command"), "cut: %s", msg);
+}
+
 TEST(no_sentinel_reachable) {
   char url[200];
   snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/%s", th_dead_port(), th_dead_port(),
@@ -785,6 +809,7 @@ int main(int argc, char **argv) {
   RUN_WANTED(connect_first_sentinel_silent);
   RUN_WANTED(connect_with_db_and_user_command);
   RUN_WANTED(unknown_master);
+  RUN_WANTED(sentinel_refusal_said_whole);
   RUN_WANTED(no_sentinel_reachable);
   RUN_WANTED(cli_exec_and_status);
   RUN_WANTED(sentinel_password);

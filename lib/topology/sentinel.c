@@ -252,8 +252,8 @@ static void sentinel_failed(sentinel_t *s, int err, const char *msg) {
   client_t *cl = s->cl;
   rlock__client_start_note(cl, msg);
   if (++s->failed < cl->url.nsentinels || cl->cmd.ever_ready || !cl->cmd.on_error) return;
-  char m[400];
-  snprintf(m, sizeof m, "no Sentinel answered for master '%.100s' (%d tried; last: %.200s)", cl->url.master,
+  char m[640];
+  snprintf(m, sizeof m, "no Sentinel answered for master '%.100s' (%d tried; last: %.480s)", cl->url.master,
            cl->url.nsentinels, msg);
   cl->cmd.on_error(&cl->cmd, err, m);
 }
@@ -387,11 +387,17 @@ static void answered(req_t *r, int status, rlock_reply_t *reply) {
     decide(s, s->order[s->qi], host, port, epoch, listed);
     start_sub(s);
   } else {
-    char msg[300];
+    char msg[480];
     const rlock_reply_t *why = reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == 2 ? reply->element[1]
                                                                                                  : reply;
-    if (status == 0)
-      snprintf(msg, sizeof msg, "Sentinel %.100s:%d does not know master '%.100s'%s%.60s", node_at(s, s->qi)->host,
+    /* an error reply of either question is the reason (an ACL refusal of the first) */
+    for (size_t i = 0; reply && reply->type == RLOCK_REPLY_ARRAY && i < reply->elements; i++)
+      if (reply->element[i] && reply->element[i]->type == RLOCK_REPLY_ERROR) {
+        why = reply->element[i];
+        break;
+      }
+    if (status == 0) /* the reason whole: a cut one loses the part that says what is missing */
+      snprintf(msg, sizeof msg, "Sentinel %.100s:%d does not know master '%.100s'%s%.200s", node_at(s, s->qi)->host,
                node_at(s, s->qi)->port, s->cl->url.master, why && why->str ? ": " : "",
                why && why->str ? why->str : "");
     else

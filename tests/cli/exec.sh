@@ -33,6 +33,8 @@ holder=$BG
 ready "$T/held"
 expect 75 "wait times out while held" R exec --wait 300ms job -- true
 contains "$T/err" "timed out waiting for job" "timeout message"
+[ "$(grep -o "timed out waiting" "$T/err" | wc -l)" = 1 ] && pass "the timeout is said once" ||
+  fail "repeated words: $(cat "$T/err")"
 expect 75 "single attempt (--wait 0) fails while held" R exec --wait 0 job -- true
 
 # A waiter (waits forever) is interrupted by SIGTERM once it waits.
@@ -51,4 +53,19 @@ await "$holder"
 [ "$RC" = 143 ] && pass "SIGTERM forwarded: exit 143 (the command's status)" || \
   fail "holder after SIGTERM: exit $RC, stderr $(cat "$T/holder.err")"
 unlocked job && pass "lock released after the forwarded signal" || fail "lock still held"
+# Redis dies while exec waits for a held lock (issue 23: "cannot connect to
+# Redis (not connected to Redis (cannot connect to Redis))"): the message
+# names the address and the cause.
+start_redis
+redis-cli -p "$PORT" HSET wdown other:1 1 >/dev/null
+redis-cli -p "$PORT" PEXPIRE wdown 60000 >/dev/null
+bg "$T/wdown" "$RLOCK" -u "$URL" exec --wait 1s wdown -- true
+wdown=$BG
+waiting() { [ "$(redis-cli -p "$PORT" PUBSUB NUMSUB "redisson_lock__channel:{wdown}" | tail -1)" = 1 ]; }
+until_true 30 waiting || fail "the waiter never subscribed"
+kill -KILL "${REDIS_PIDS[-1]}"
+await "$wdown" 30
+[ "$RC" = 69 ] && pass "Redis gone while waiting: exit 69" || fail "Redis gone while waiting: exit $RC"
+contains "$T/wdown.err" "127.0.0.1:$PORT" "the message names the address"
+contains "$T/wdown.err" "Connection refused" "the message names the cause"
 finish

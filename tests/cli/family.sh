@@ -79,6 +79,7 @@ rc DEL mb >/dev/null
 await "$mlost" 30
 [ "$RC" = 76 ] && pass "a lost member: exit 76" || fail "lost member: exit $RC, $(cat "$T/mlost.err")"
 contains "$T/mlost.err" "lost while the command ran" "the loss is reported"
+contains "$T/mlost.err" "lock mb (of the MultiLock ma mb) lost while the command ran: " "the lost member and the reason are named"
 [ "$(rc EXISTS ma)" = 0 ] && pass "the other member released" || fail "ma left held: $(rc PTTL ma) ms"
 
 # --redlock over three masters.
@@ -111,14 +112,27 @@ redis-cli -p "$P1" DEL rl >/dev/null
 redis-cli -p "$P2" DEL rl >/dev/null
 await "$rlost" 30
 [ "$RC" = 76 ] && pass "--redlock: majority lost, exit 76" || fail "redlock lost: exit $RC, $(cat "$T/rlost.err")"
+# Busy on a majority beyond the connect timeout (3 s): without --wait the
+# waiter waits (issue 23: only unreachable masters end the wait).
+redis-cli -p "$P1" SET rl their-token PX 4500 >/dev/null
+redis-cli -p "$P2" SET rl their-token PX 4500 >/dev/null
+expect 0 "--redlock without --wait: a busy majority is waited for" timeout 60 "$RLOCK" -u "$U1" -u "$U2" -u "$U3" \
+  exec --redlock --simple rl -- true
 kill -KILL "$PID1"
 expect 0 "--redlock with one of three masters dead" RL exec --redlock --wait 2s rl -- true
 kill -KILL "$PID2"
 expect 69 "--redlock with two of three masters dead" RL exec --redlock --wait 500ms rl -- true
 contains "$T/err" "unreachable" "the unreachable nodes are reported"
+# Without --wait: said at once, then exit 69 after the connect timeout (issue
+# 23: waited forever, silently).
+expect 69 "--redlock without --wait, two of three masters dead" timeout 30 "$RLOCK" -u "$U1" -u "$U2" -u "$U3" \
+  exec --redlock rl -- true
+contains "$T/err" "no majority of the RedLock's masters can be reached" "the unreachable majority is reported"
+[ "$(wc -l <"$T/err")" = 2 ] && pass "reported when the wait began, and at the end" || fail "stderr: $(cat "$T/err")"
 expect 0 "status --redlock with two masters dead" RL status --redlock rl
 contains "$T/out" "node 1 redis://127.0.0.1:$P1: cannot read it" "a dead master is shown as such"
 contains "$T/out" "locked on 0 of 3 masters" "status --redlock summary"
+grep -q "ttl -2" "$T/out" && fail "status --redlock shows 'ttl -2 ms' for a free node" || pass "no 'ttl -2' for a free node"
 # --fair: Redisson's RFairLock. Waiters queue in redisson_lock_queue:{NAME} and
 # run in the order they queued; a waiter that gives up leaves the queue.
 expect 0 "exec --fair runs the command" R exec --fair fjob -- sh -c "redis-cli -p $PORT TYPE fjob > $T/ftype"

@@ -91,6 +91,39 @@ await "$x4" 30
 [ -s "$T/done4" ] && pass "the member finished before rlock exited" || fail "rlock exited before the member finished"
 locked stray-job && fail "stray-job still locked" || pass "stray-job released after the member ended"
 
+# A member leaves the group (setsid) after CMD ended, while rlock waits for
+# the group: its leaving ends the group, and rlock returns although that
+# process runs on (issue 23: rlock waited in waitid(P_PGID) forever, renewing
+# the lock). rlock is waiting (asleep, CMD reaped) before the member leaves.
+mkfifo "$T/go5" "$T/run5"
+printf '%s\n' "sh -c 'echo \$\$ > $T/c5; read x < $T/go5; exec setsid sleep 300' &" \
+  "echo \$\$ > $T/run5" "exit 0" >"$T/leave5.sh"
+bg "$T/x5" "$RLOCK" -u "$URL" exec setsid-job -- sh "$T/leave5.sh"
+x5=$BG
+leader5=$(timeout 30 cat "$T/run5")
+until_true 30 gone "$leader5" || fail "CMD $leader5 did not end"
+until_true 30 test -s "$T/c5" || fail "no pid in $T/c5"
+c5=$(cat "$T/c5")
+BG_PIDS+=("$c5")
+asleep() { grep -q '^State:.*S' "/proc/$1/status"; }
+until_true 30 asleep "$x5" || fail "rlock $x5 never waited"
+locked setsid-job && pass "the lock is held while a member of CMD's group runs" ||
+  fail "setsid-job was released while $c5 was still in CMD's group"
+echo >"$T/go5"
+await "$x5" 10
+[ "$RC" = 0 ] && pass "a member that left the group (setsid) does not keep exec waiting" ||
+  fail "exec with a member that left the group: exit $RC, $(cat "$T/x5.err")"
+kill -0 "$c5" 2>/dev/null && pass "the member that left the group runs on" || fail "the setsid process $c5 was killed"
+locked setsid-job && fail "setsid-job still locked" || pass "setsid-job released"
+kill -KILL "$c5" 2>/dev/null
+# The command of the issue, a few times (it hung in 2 of 5 runs).
+for i in 1 2 3 4 5; do
+  bg "$T/x6" "$RLOCK" -u "$URL" exec bgs1 -- sh -c 'setsid sleep 1 & exit 0'
+  await "$BG" 20
+  [ "$RC" = 0 ] || fail "exec bgs1 -- sh -c 'setsid sleep 1 & exit 0' (run $i): exit $RC"
+done
+pass "exec bgs1 -- sh -c 'setsid sleep 1 & exit 0' returned 5 times"
+
 # On a terminal.
 if python3 "$(dirname "$0")/pty_exec.py" "$RLOCK" "$URL" "$T" >"$T/pty.out" 2>&1; then
   pass "terminal: $(tr '\n' ' ' <"$T/pty.out")"

@@ -18,6 +18,17 @@ cflags=()
 
 cmake --install "$build" --prefix "$T/prefix" >"$T/install.log" 2>&1 || { cat "$T/install.log"; exit 1; }
 pass "cmake --install"
+# What scripts/demo builds can be installed (issue 23: it built only the CLI,
+# and a later `cmake --install` failed half-way; without DEMO_TARGETS: the
+# CLI alone, as it was).
+src=$(cd "$(dirname "$0")/../.." && pwd)
+( cd "$src" && . scripts/lib.sh && BUILD_TARGETS=${DEMO_TARGETS:-rlock_cli} build "$T/demo-build" -DRLOCK_BUILD_TESTS=OFF ) \
+  >"$T/demo-build.log" 2>&1 || fail "the demo's build failed: $(tail -5 "$T/demo-build.log")"
+if cmake --install "$T/demo-build" --prefix "$T/demo-prefix" >"$T/demo-install.log" 2>&1; then
+  pass "cmake --install after the demo's build"
+else
+  fail "cmake --install after the demo's build: $(tail -3 "$T/demo-install.log")"
+fi
 [ -x "$T/prefix/bin/rlock" ] && pass "rlock installed" || fail "no bin/rlock"
 if out=$(env -u LD_LIBRARY_PATH "$T/prefix/bin/rlock" --version 2>&1); then
   pass "the installed rlock starts without LD_LIBRARY_PATH: $out"

@@ -65,6 +65,18 @@ for k in str-key user:1 counters list-key; do
   [ "$(redis-cli -p "$PORT" EXISTS "$k")" = 1 ] && pass "$k is still there" || fail "$k was deleted"
 done
 contains "$T/err" "list" "the refusal names the key's type"
+# exec and status on keys that are not locks (issue 23: raw WRONGTYPE, exit
+# 70; exec --simple on a list waited forever): "not a lock", exit 65.
+expect 65 "exec on a list" timeout 20 "$RLOCK" -u "$URL" exec list-key -- touch "$T/ran-list"
+contains "$T/err" "list-key is not a lock (holds a list)" "exec on a list: explained"
+expect 65 "exec --simple on a list" timeout 20 "$RLOCK" -u "$URL" exec --simple list-key -- touch "$T/ran-list"
+contains "$T/err" "not a lock (holds a list)" "exec --simple on a list: explained"
+[ -e "$T/ran-list" ] && fail "CMD ran on a list" || pass "CMD did not run on a list"
+expect 65 "status of a list" R status list-key
+contains "$T/err" "list-key is not a lock (holds a list)" "status of a list: explained"
+expect 65 "exec on a string (a simple lock's type)" timeout 20 "$RLOCK" -u "$URL" exec str-key -- true
+contains "$T/err" "holds a string; try --simple" "exec on a string suggests --simple"
+[ "$(redis-cli -p "$PORT" TYPE list-key)" = list ] && pass "the list is left as it is" || fail "list-key changed"
 expect 0 "unlock --force --any-type deletes a string" R unlock --force --any-type str-key
 contains "$T/out" "not a lock" "--any-type says it deleted something that was not a lock"
 [ "$(redis-cli -p "$PORT" EXISTS str-key)" = 0 ] && pass "str-key deleted with --any-type" || fail "str-key still there"

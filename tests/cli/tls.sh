@@ -22,6 +22,13 @@ contains "$T/err" "certificate" "the refusal is about the certificate"
 expect 0 "--insecure skips verification" "$RLOCK" -u "$S" --insecure status t
 expect 69 "--tls-server-name that the certificate does not name" \
   "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" --tls-server-name wrong.example.org status t
+contains "$T/err" "certificate does not name wrong.example.org" "a name mismatch is said in words (issue 23)"
+expect 69 "a server certificate of an unknown CA" "$RLOCK" -u "$S" status t
+contains "$T/err" "signed by an unknown CA" "an unknown CA is said in words (issue 23)"
+openssl ecparam -name prime256v1 -genkey -noout -out "$C/other.key" 2>/dev/null
+expect 69 "a client key that does not match the certificate" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" \
+  --tls-cert "$C/client.crt" --tls-key "$C/other.key" status t
+contains "$T/err" "does not match the certificate" "a key mismatch is said in words (issue 23)"
 expect 0 "--tls-server-name localhost" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" --tls-server-name localhost status t
 expect 0 "exec over TLS" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" exec tls-job -- sh -c \
   "redis-cli -p $plain EXISTS tls-job > $T/held"
@@ -35,6 +42,8 @@ contains "$T/out" "PASS" "demo over TLS passes"
 start_redis "${tls_args[@]}" --tls-auth-clients yes
 S="rediss://127.0.0.1:$TLS_PORT"
 expect 69 "no client certificate: refused" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" status t
+contains "$T/err" "client certificate" "a missing client certificate is named (issue 23)"
+grep -q "lib(0)" "$T/err" && fail "OpenSSL codes instead of the cause: $(cat "$T/err")" || pass "no OpenSSL codes"
 expect 0 "--tls-cert/--tls-key authenticate" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" \
   --tls-cert "$C/client.crt" --tls-key "$C/client.key" status t
 expect 64 "--tls-key without --tls-cert" "$RLOCK" -u "$S" --tls-ca "$C/ca.crt" --tls-key "$C/client.key" status t

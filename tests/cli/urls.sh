@@ -67,4 +67,17 @@ grep -q port "$T/err" && fail "the message blames the port: $(cat "$T/err")" || 
 contains "$T/err" "%26" "a '&' in a unix password: the message points at %26"
 "$RLOCK" -u "redis:/127.0.0.1:1" status a 2>"$T/err"
 contains "$T/err" "//" "a scheme typo: the message asks for '//'"
+# A plain redis:// URL to a Cluster node (issue 23: exit 70 with "MOVED
+# ..."): the error suggests redis+cluster://. Two nodes; every slot on A, so
+# B answers MOVED for any key.
+start_redis --cluster-enabled yes --cluster-config-file nodes-a.conf
+PA=$PORT
+start_redis --cluster-enabled yes --cluster-config-file nodes-b.conf
+PB=$PORT
+redis-cli -p "$PA" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+redis-cli -p "$PB" CLUSTER MEET 127.0.0.1 "$PA" >/dev/null
+b_knows() { redis-cli -p "$PB" CLUSTER SLOTS | grep -q "$PA" && redis-cli -p "$PB" CLUSTER INFO | grep -q "cluster_state:ok"; }
+until_true 30 b_knows || fail "node B never learnt A's slots"
+expect 64 "exec with redis:// on a Cluster node" "$RLOCK" -u "redis://127.0.0.1:$PB" exec --wait 0 job -- true
+contains "$T/err" "redis+cluster://" "the error suggests redis+cluster://"
 finish

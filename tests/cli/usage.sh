@@ -14,6 +14,13 @@ for form in redis:// rediss:// unix:// redis+sentinel:// rediss+sentinel:// redi
 done
 expect 0 "--version" "$RLOCK" --version
 contains "$T/out" "rlock 0." "--version prints the version"
+expect 64 "--version with an argument (issue 23: exit 0)" "$RLOCK" --version bogus
+# A -u value without a scheme may be a password put in the wrong place: never
+# echoed (issue 23: 'rlock: S3cretPW: invalid Redis URL').
+expect 64 "-u without a scheme" "$RLOCK" -u S3cretPW status x
+grep -q S3cretPW "$T/err" && fail "the -u value without a scheme was echoed: $(cat "$T/err")" ||
+  pass "the -u value without a scheme is not echoed"
+contains "$T/err" "invalid Redis URL" "-u without a scheme: the error is still explained"
 for c in exec status unlock demo; do
   expect 0 "$c --help" "$RLOCK" "$c" --help
   cp "$T/out" "$T/own-help"
@@ -36,7 +43,7 @@ expect 64 "exec: zero lease" "$RLOCK" exec --lease 0 NAME -- true
 expect 64 "exec: --lease with --watchdog" "$RLOCK" exec --lease 1s --watchdog 2s NAME -- true
 # Every duration is checked before connecting (nothing listens on port 1: a
 # connection attempt would be exit 69).
-for bad in "--watchdog 1" "--watchdog 2ms" "--watchdog 0" "--lease 9223372036854775807" \
+for bad in "--watchdog 1" "--watchdog 2ms" "--watchdog 3ms" "--watchdog 499ms" "--watchdog 0" "--lease 9223372036854775807" \
     "--watchdog 9223372036854775807" "--wait 9223372036854775807" "--lease 366000000s"; do
   # shellcheck disable=SC2086
   expect 64 "exec $bad: usage error" "$RLOCK" -u redis://127.0.0.1:1 exec $bad NAME -- true
