@@ -60,6 +60,8 @@ const char *rlock_version(void);
 #define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
 #define RLOCK_ENOSYNC (-18)    /* the replica-sync check failed: too few replicas acknowledged
                                   the acquire (WAIT); nothing is left held (replica_sync) */
+#define RLOCK_EHELD (-19)      /* the owner holds this non-reentrant lock already: its second
+                                  acquire is refused at once (nothing changed) */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -566,6 +568,13 @@ int64_t rlock_now_ms(void);
  *     RLOCK_FORCE_ANY_TYPE).
  * Free with rlock_lock_free. */
 int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+
+/* ---------------------------------------------------------------- lock family */
+
+/* A non-reentrant lock (Redisson's getNonReentrantLock): RLock's layout, every
+ * rlock_lock_* call works on it; the holder's second acquire fails at once
+ * with RLOCK_EHELD, whatever the wait. Contract: docs/api/kinds.md. */
+int rlock_lock_new_nonreentrant(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 
 /* ---------------------------------------------------------------- MultiLock */
 

@@ -54,6 +54,10 @@ RLOCK_API int rlock_lock_new_simple(rlock_client_t *cl, const void *name, size_t
   return rlock__lock_new_kind(cl, &rlock__kind_simple, name, len, out);
 }
 
+RLOCK_API int rlock_lock_new_nonreentrant(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return rlock__lock_new_kind(cl, &rlock__kind_nonreentrant, name, len, out);
+}
+
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
   free(l); /* name and channel inside */
 }

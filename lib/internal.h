@@ -466,7 +466,8 @@ enum {
   SCRIPT_SIMPLE_RENEW,
   SCRIPT_SIMPLE_FORCE_UNLOCK,
   SCRIPT_SIMPLE_QUERY,
-  SCRIPT_N = SCRIPT_SIMPLE_QUERY
+  SCRIPT_NONREENTRANT_ACQUIRE,
+  SCRIPT_N = SCRIPT_NONREENTRANT_ACQUIRE
 };
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);

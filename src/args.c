@@ -216,6 +216,14 @@ int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 
+int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out) {
+  size_t n = strlen(name);
+  int rc = kind == CLI_KIND_SIMPLE         ? rlock_lock_new_simple(client, name, n, out)
+           : kind == CLI_KIND_NONREENTRANT ? rlock_lock_new_nonreentrant(client, name, n, out)
+                                           : rlock_lock_new(client, name, n, out);
+  return rc ? cli_fail(rc, "cannot open the lock") : 0;
+}
+
 int cli_name(const char *cmd, const char *name) {
   size_t len = strlen(name);
   if (len == 0) return cli_usage(cmd, "the lock name must not be empty");

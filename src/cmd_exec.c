@@ -18,7 +18,7 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  [--simple] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
+    "                  [--simple | --nonreentrant] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
     "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
@@ -29,6 +29,8 @@ static const char usage_text[] =
     "                  after DUR if still running (default 10s; 0: SIGKILL at once)\n"
     "  --simple        the simple lock (SET NAME token NX PX lease), shared with\n"
     "                  redis-py's Lock, node-redlock and redsync; default: Redisson's\n"
+    "  --nonreentrant  Redisson's non-reentrant lock (getNonReentrantLock: RLock's\n"
+    "                  layout; a second acquire by the holder fails at once)\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
@@ -224,11 +226,11 @@ static void show_names(char **names, int n, char *out, size_t len) {
 }
 
 /* The locks NAMEs on client; a MultiLock over them when there are several. */
-static int open_locks(rlock_client_t *client, char **names, int n, int simple, rlock_lock_t **locks,
+static int open_locks(rlock_client_t *client, char **names, int n, int kind, rlock_lock_t **locks,
                       guard_t *gd) {
   if (n > CLI_NAMES_MAX) return cli_usage("exec", "at most %d NAMEs", CLI_NAMES_MAX);
   for (int i = 0; i < n; i++) {
-    int ex = simple ? cli_lock_simple(client, names[i], &locks[i]) : cli_lock(client, names[i], &locks[i]);
+    int ex = cli_lock_kind(client, names[i], kind, &locks[i]);
     if (ex) return ex;
   }
   gd->lock = locks[0];
@@ -255,17 +257,19 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
       {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
+      {"nonreentrant", no_argument, NULL, 'N'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
-  int c, ex = 0, simple = 0, redlock = 0;
+  int c, ex = 0, kind = CLI_KIND_REENTRANT, kinds = 0, redlock = 0;
   while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
-      case 's': simple = 1; break;
+      case 's': kind = CLI_KIND_SIMPLE, kinds++; break;
+      case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
       case 'r': redlock = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
@@ -283,6 +287,10 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
+  if (kinds > 1) return cli_usage("exec", "--simple, --nonreentrant and the other lock kinds exclude each other");
+  if (redlock && kind != CLI_KIND_REENTRANT && kind != CLI_KIND_SIMPLE)
+    return cli_usage("exec", "--redlock takes the reentrant or the simple lock");
+  int simple = kind == CLI_KIND_SIMPLE;
   char **cmd = argv + optind, shown[256];
   show_names(argv + first, nnames, shown, sizeof shown);
 
@@ -303,7 +311,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   } else {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
-    if (!ex) ex = open_locks(client, argv + first, nnames, simple, locks, &gd);
+    if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);
   }
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
   if (!ex) ex = hold_and_run(&gd, shown, wait_ms, lease_ms, cmd, &orig_mask);

@@ -119,6 +119,7 @@ struct lock_kind {
 
 extern const lock_kind_t rlock__kind_reentrant;
 extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
+extern const lock_kind_t rlock__kind_nonreentrant; /* RLock's layout, no re-entry (kinds/nonreentrant.c) */
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)

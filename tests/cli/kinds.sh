@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# tests/cli/kinds.sh -- Redisson's lock kinds through `rlock exec`:
+# --nonreentrant (RLock's hash, count 1; busy while a Redisson-style holder
+# has it).
+. "$(dirname "$0")/common.sh"
+start_redis
+R() { "$RLOCK" -u "$URL" "$@"; }
+rc() { redis-cli -p "$PORT" "$@"; }
+
+# --nonreentrant: RLock's hash, the holder's count 1, while CMD runs.
+expect 0 "exec --nonreentrant runs the command" R exec --nonreentrant njob -- sh -c \
+  "redis-cli -p $PORT TYPE njob > $T/type; redis-cli -p $PORT HVALS njob > $T/vals"
+contains "$T/type" "hash" "the non-reentrant lock is RLock's hash"
+[ "$(cat "$T/vals")" = 1 ] && pass "count 1" || fail "HVALS $(cat "$T/vals")"
+[ "$(rc EXISTS njob)" = 0 ] && pass "released after the command" || fail "njob still exists"
+# Held by a Redisson client (its owner id "<uuid>:<thread>"): busy, left as it is.
+rc HSET njob 5d9f6a2c-0b1e-4c3d-8e7f-9a0b1c2d3e4f:1 1 >/dev/null
+rc PEXPIRE njob 60000 >/dev/null
+expect 75 "--nonreentrant --wait times out while Redisson holds it" R exec --nonreentrant --wait 300ms njob -- true
+[ "$(rc HLEN njob)" = 1 ] && pass "Redisson's hold is left as it is" || fail "HLEN njob: $(rc HLEN njob)"
+rc DEL njob >/dev/null
+expect 64 "--simple and --nonreentrant exclude each other" R exec --simple --nonreentrant njob -- true
+finish
