@@ -576,6 +576,17 @@ int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_
  * with RLOCK_EHELD, whatever the wait. Contract: docs/api/kinds.md. */
 int rlock_lock_new_nonreentrant(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 
+/* A fenced lock (Redisson's RFencedLock): RLock's hash plus the counter
+ * "redisson_lock_token:{NAME}", bumped by every acquire (re-entries too).
+ * rlock_lock_* calls work on it; an async acquire's value is its token. */
+int rlock_lock_new_fenced(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+/* rlock_lock_acquire on a fenced lock that also returns the acquire's token
+ * (> 0, issued in the acquire script; the lease is honoured). Calling thread. */
+int rlock_fenced_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                         rlock_cancel_t *cancel, int64_t *token);
+/* The last token issued (GET of the counter; 0: never taken). Calling thread. */
+int rlock_fenced_token(rlock_lock_t *lock, int64_t *token);
+
 /* ---------------------------------------------------------------- MultiLock */
 
 /* Several locks taken as one, all or nothing: rlock_lock_t handles of any
@@ -750,7 +761,7 @@ int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, int *held, int
 /* ---------------------------------------------------------------- async */
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;
- * value carries the result: acquire -> 0; release -> 1 if the lock was freed,
+ * value carries the result: acquire -> 0 (a fenced lock: its token); release -> 1 if the lock was freed,
  * 0 if still held (count > 0); force unlock -> was locked (0/1, 2: not a
  * lock, deleted with RLOCK_FORCE_ANY_TYPE); is locked /
  * is held -> 0/1; hold count -> count; ttl -> ms. */

@@ -467,7 +467,8 @@ enum {
   SCRIPT_SIMPLE_FORCE_UNLOCK,
   SCRIPT_SIMPLE_QUERY,
   SCRIPT_NONREENTRANT_ACQUIRE,
-  SCRIPT_N = SCRIPT_NONREENTRANT_ACQUIRE
+  SCRIPT_FENCED_ACQUIRE,
+  SCRIPT_N = SCRIPT_FENCED_ACQUIRE
 };
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
@@ -985,6 +986,7 @@ struct op {
   bool unlatched;
   int64_t fast_count;
   int fslot; /* the lock name's fast slot counted busy at submit (-1: none) */
+  int64_t token; /* acquire: what a granted try returns besides the hold (the fenced lock's token; 0: none) */
   /* The latch key of the current request id (lock.c latch_key), built once
    * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
    * a longer key than the room is built for each use). Last: rlock__op_alloc

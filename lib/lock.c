@@ -889,7 +889,7 @@ static void acquired(op_t *op) {
   if (l->kind->renew_script) rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
   rlock__fast_bump(op->cl, l->name, l->len); /* a hold the calling thread's fast table does not know */
   drop_latch(op, ACQUIRE_LATCH);
-  rlock__op_finish(op, 0, 0, NULL, 0);
+  rlock__op_finish(op, 0, op->token, NULL, 0); /* the fenced lock's token, else 0 */
 }
 
 /* Granted, but fewer replicas acknowledged than the policy needs: the hold
@@ -954,6 +954,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   bool synced = rlock__client_sync_split(&op->sync_need, &reply, &acked);
   int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(RLOCK_ESERVER, "acquire: %.200s", reply->str)
                                             : op->lock->kind->try_reply(reply, &ttl);
+  if (rc == KIND_GRANTED && op->lock->kind->granted) op->lock->kind->granted(op, reply); /* the token */
   rlock_reply_free(reply);
   /* Refused (busy, an error reply, the simple lock's holder acquiring again)
    * after this id went out more than once: an earlier copy may still be on its

@@ -13,7 +13,7 @@ extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_und
     rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[],
     rlock_lua_simple_acquire[], rlock_lua_simple_acquire_undo[], rlock_lua_simple_unlock[],
     rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[],
-    rlock_lua_nonreentrant_acquire[];
+    rlock_lua_nonreentrant_acquire[], rlock_lua_fenced_acquire[];
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
@@ -35,6 +35,7 @@ static void compute(void) {
   bodies[SCRIPT_SIMPLE_FORCE_UNLOCK] = rlock_lua_simple_force_unlock;
   bodies[SCRIPT_SIMPLE_QUERY] = rlock_lua_simple_query;
   bodies[SCRIPT_NONREENTRANT_ACQUIRE] = rlock_lua_nonreentrant_acquire;
+  bodies[SCRIPT_FENCED_ACQUIRE] = rlock_lua_fenced_acquire;
   for (int i = 1; i <= SCRIPT_N; i++) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

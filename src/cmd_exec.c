@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,7 +20,7 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  [--simple | --nonreentrant] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
+    "                  [--simple | --nonreentrant | --fenced] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
     "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
@@ -31,6 +33,9 @@ static const char usage_text[] =
     "                  redis-py's Lock, node-redlock and redsync; default: Redisson's\n"
     "  --nonreentrant  Redisson's non-reentrant lock (getNonReentrantLock: RLock's\n"
     "                  layout; a second acquire by the holder fails at once)\n"
+    "  --fenced        Redisson's fenced lock (RFencedLock; one NAME): CMD gets the\n"
+    "                  acquire's token in RLOCK_TOKEN (a number that grows with every\n"
+    "                  acquire: the storage refuses writes with a token below the last)\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
@@ -157,11 +162,21 @@ typedef struct guard {
   rlock_lock_t *lock;
   rlock_multilock_t *multi;
   rlock_redlock_t *redlock;
+  int fenced; /* a fenced lock: its token goes to CMD's environment */
 } guard_t;
 
 static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
   if (gd->redlock) return rlock_redlock_acquire(gd->redlock, wait_ms, lease_ms, g_cancel, NULL);
   if (gd->multi) return rlock_multilock_acquire(gd->multi, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
+  if (gd->fenced) {
+    int64_t token = 0;
+    int rc = rlock_fenced_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel, &token);
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)token);
+    /* set before CMD is forked (the library reads no environment variable) */
+    if (!rc && setenv("RLOCK_TOKEN", buf, 1)) rc = RLOCK_ENOMEM;
+    return rc;
+  }
   return rlock_lock_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
 }
 
@@ -257,7 +272,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
       {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
-      {"nonreentrant", no_argument, NULL, 'N'},
+      {"nonreentrant", no_argument, NULL, 'N'},  {"fenced", no_argument, NULL, 'F'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
@@ -270,6 +285,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
       case 's': kind = CLI_KIND_SIMPLE, kinds++; break;
       case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
+      case 'F': kind = CLI_KIND_FENCED, kinds++; break;
       case 'r': redlock = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
@@ -288,6 +304,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
   if (kinds > 1) return cli_usage("exec", "--simple, --nonreentrant and the other lock kinds exclude each other");
+  if (kind == CLI_KIND_FENCED && nnames > 1) return cli_usage("exec", "--fenced takes one NAME (one token)");
   if (redlock && kind != CLI_KIND_REENTRANT && kind != CLI_KIND_SIMPLE)
     return cli_usage("exec", "--redlock takes the reentrant or the simple lock");
   int simple = kind == CLI_KIND_SIMPLE;
@@ -303,7 +320,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   list_handled(&sigs);
   pthread_sigmask(SIG_BLOCK, &sigs, &orig_mask);
   install_handlers();
-  guard_t gd = {0};
+  guard_t gd = {.fenced = kind == CLI_KIND_FENCED};
   rlock_client_t *client = NULL;
   rlock_lock_t *locks[CLI_NAMES_MAX] = {0};
   if (redlock) {

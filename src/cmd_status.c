@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock status [--json] [--simple] [--redlock] NAME\n"
+    "Usage: rlock status [--json] [--simple | --fenced] [--redlock] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
@@ -17,6 +17,8 @@ static const char usage_text[] =
     "                  \"node\":\"HOST:PORT\"}\n"
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
     "                 the holder is its token, count 1\n"
+    "  --fenced       NAME is a fenced lock (exec --fenced, Redisson's RFencedLock): also\n"
+    "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N)\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
     "                 many of them NAME is locked\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
@@ -32,17 +34,21 @@ static void print_state_json(const rlock_holder_t *h, size_t n, int64_t ttl) {
   printf("],\"ttl_ms\":%lld", (long long)ttl);
 }
 
-static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node) {
+/* token: the fenced lock's last token (-1: not a fenced lock). */
+static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
+                       int64_t token) {
   fputs("{\"name\":", stdout);
   json_string(stdout, name, strlen(name));
   fputc(',', stdout);
   print_state_json(h, n, ttl);
   fputs(",\"node\":", stdout);
   json_string(stdout, node, strlen(node));
+  if (token >= 0) printf(",\"kind\":\"fenced\",\"token\":%lld", (long long)token);
   fputs("}\n", stdout);
 }
 
-static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node) {
+static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
+                       int64_t token) {
   if (!n)
     printf("%s: not locked\n", name);
   else if (ttl >= 0)
@@ -52,10 +58,11 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
   for (size_t i = 0; i < n; i++)
     printf("  holder %s count %lld\n", h[i].owner, (long long)h[i].count);
   printf("  node %s\n", node);
+  if (token >= 0) printf("  fenced token %lld (the last issued; 0: never taken)\n", (long long)token);
 }
 
 /* Reads and prints the state of the lock; returns the exit code. */
-static int show(rlock_lock_t *lock, const char *name, int json) {
+static int show(rlock_lock_t *lock, const char *name, int json, int fenced) {
   rlock_holder_t *holders = NULL;
   size_t n = 0;
   int64_t ttl = -2;
@@ -70,10 +77,15 @@ static int show(rlock_lock_t *lock, const char *name, int json) {
     rlock_holders_free(holders, n);
     return cli_fail(rc, "cannot tell the node");
   }
+  int64_t token = -1;
+  if (fenced && (rc = rlock_fenced_token(lock, &token)) != 0) {
+    rlock_holders_free(holders, n);
+    return cli_fail(rc, "cannot read the fenced token");
+  }
   if (json)
-    print_json(name, holders, n, ttl, node);
+    print_json(name, holders, n, ttl, node, token);
   else
-    print_text(name, holders, n, ttl, node);
+    print_text(name, holders, n, ttl, node, token);
   rlock_holders_free(holders, n);
   return 0;
 }
@@ -150,15 +162,17 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
                                            {"simple", no_argument, NULL, 's'},
                                            {"redlock", no_argument, NULL, 'r'},
+                                           {"fenced", no_argument, NULL, 'F'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, json = 0, simple = 0, redlock = 0, ex = 0;
+  int c, json = 0, simple = 0, redlock = 0, fenced = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
       case 's': simple = 1; break;
       case 'r': redlock = 1; break;
+      case 'F': fenced = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("status", g, c, optarg, argv);
     }
@@ -167,12 +181,14 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   if (optind != argc - 1) return cli_usage("status", "expected exactly one lock NAME");
   const char *name = argv[optind];
   if ((ex = cli_name("status", name))) return ex;
+  if (fenced && (simple || redlock)) return cli_usage("status", "--fenced excludes --simple and --redlock");
   if (redlock) return show_redlock(g, name, simple, json);
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = simple ? cli_lock_simple(client, name, &lock) : cli_lock(client, name, &lock))) {
-    ex = show(lock, name, json);
+  if (!(ex = cli_lock_kind(client, name, simple ? CLI_KIND_SIMPLE : fenced ? CLI_KIND_FENCED : CLI_KIND_REENTRANT,
+                           &lock))) {
+    ex = show(lock, name, json, fenced);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

@@ -115,11 +115,18 @@ struct lock_kind {
   /* Optional (NULL: the hash layout's HEXISTS, HGET, HGETALL). is held,
    * hold count, holders of op as one request, answered in those shapes. */
   req_t *(*query_req)(op_t *op, req_done_fn done);
+  /* Optional: a granted try's reply (try_reply said KIND_GRANTED) also
+   * carries what the acquire returns as its value (op->token: the fenced
+   * lock's token). */
+  void (*granted)(op_t *op, const rlock_reply_t *reply);
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
 extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
 extern const lock_kind_t rlock__kind_nonreentrant; /* RLock's layout, no re-entry (kinds/nonreentrant.c) */
+extern const lock_kind_t rlock__kind_fenced;       /* RLock's layout and a token (kinds/fenced.c) */
+/* The fenced lock's token key redisson_lock_token:{NAME} (malloc'd): 0 or RLOCK_ENOMEM. */
+int rlock__fenced_token_key(const rlock_lock_t *l, bytes_t *out);
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)

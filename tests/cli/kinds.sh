@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/kinds.sh -- Redisson's lock kinds through `rlock exec`:
 # --nonreentrant (RLock's hash, count 1; busy while a Redisson-style holder
-# has it).
+# has it); --fenced (CMD gets the token in RLOCK_TOKEN, one more each time;
+# status --fenced shows the last one).
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -20,4 +21,17 @@ expect 75 "--nonreentrant --wait times out while Redisson holds it" R exec --non
 [ "$(rc HLEN njob)" = 1 ] && pass "Redisson's hold is left as it is" || fail "HLEN njob: $(rc HLEN njob)"
 rc DEL njob >/dev/null
 expect 64 "--simple and --nonreentrant exclude each other" R exec --simple --nonreentrant njob -- true
+
+# --fenced: the token in CMD's environment, 1 then 2; the counter key stays.
+expect 0 "exec --fenced exports RLOCK_TOKEN" R exec --fenced fjob -- sh -c "echo \$RLOCK_TOKEN > $T/tok1"
+[ "$(cat "$T/tok1")" = 1 ] && pass "first token 1" || fail "RLOCK_TOKEN '$(cat "$T/tok1")'"
+expect 0 "exec --fenced again" R exec --fenced fjob -- sh -c "echo \$RLOCK_TOKEN > $T/tok2"
+[ "$(cat "$T/tok2")" = 2 ] && pass "second token 2" || fail "RLOCK_TOKEN '$(cat "$T/tok2")'"
+[ "$(rc GET 'redisson_lock_token:{fjob}')" = 2 ] && pass "Redisson's counter key" || fail "GET token: $(rc GET 'redisson_lock_token:{fjob}')"
+[ "$(rc EXISTS fjob)" = 0 ] && pass "released after the command" || fail "fjob still exists"
+expect 0 "status --fenced" R status --fenced fjob
+contains "$T/out" "fenced token 2" "status shows the last token"
+expect 0 "status --fenced --json" R status --fenced --json fjob
+contains "$T/out" '"kind":"fenced","token":2' "JSON token"
+expect 64 "--fenced takes one NAME" R exec --fenced fa fb -- true
 finish
