@@ -587,6 +587,17 @@ int rlock_fenced_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_m
 /* The last token issued (GET of the counter; 0: never taken). Calling thread. */
 int rlock_fenced_token(rlock_lock_t *lock, int64_t *token);
 
+/* A spin lock (Redisson's getSpinLock): RLock's hash, no pub/sub; a busy
+ * acquire retries after a backoff: the n-th wait is min(initial x multiplier^n,
+ * max) + a draw from [0, min(n, max)] ms (multiplier 1: constant, no jitter). NULL:
+ * Redisson's defaults {1, 128, 2}. rlock_lock_* calls work on it. */
+typedef struct rlock_backoff {
+  int64_t initial_ms, max_ms;
+  int multiplier;
+} rlock_backoff_t;
+int rlock_lock_new_spin(rlock_client_t *client, const void *name, size_t name_len, const rlock_backoff_t *backoff,
+                        rlock_lock_t **out);
+
 /* ---------------------------------------------------------------- MultiLock */
 
 /* Several locks taken as one, all or nothing: rlock_lock_t handles of any

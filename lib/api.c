@@ -62,6 +62,25 @@ RLOCK_API int rlock_lock_new_fenced(rlock_client_t *cl, const void *name, size_t
   return rlock__lock_new_kind(cl, &rlock__kind_fenced, name, len, out);
 }
 
+RLOCK_API int rlock_lock_new_spin(rlock_client_t *cl, const void *name, size_t len, const rlock_backoff_t *backoff,
+                                  rlock_lock_t **out) {
+  rlock_backoff_t b = {1, 128, 2}; /* Redisson's LockOptions.defaults() */
+  if (out) *out = NULL;
+  if (backoff) b = *backoff;
+  if (b.initial_ms < 1 || b.initial_ms > RLOCK_DURATION_MAX || b.max_ms < b.initial_ms ||
+      b.max_ms > RLOCK_DURATION_MAX || b.multiplier < 1 || b.multiplier > 1000)
+    return rlock__fail(RLOCK_EINVAL,
+                       "spin backoff: initial %lld ms, max %lld ms, multiplier %d (want 1 <= initial <= max <= %lld, "
+                       "multiplier 1 to 1000)",
+                       (long long)b.initial_ms, (long long)b.max_ms, b.multiplier, (long long)RLOCK_DURATION_MAX);
+  int rc = rlock__lock_new_kind(cl, &rlock__kind_spin, name, len, out);
+  if (rc) return rc;
+  (*out)->backoff_initial_ms = b.initial_ms;
+  (*out)->backoff_max_ms = b.max_ms;
+  (*out)->backoff_multiplier = b.multiplier;
+  return 0;
+}
+
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
   free(l); /* name and channel inside */
 }

@@ -932,6 +932,10 @@ struct rlock_lock {
    * if NAME holds no brace (-1 if it does). */
   int slot1;
   int plain;
+  /* The spin lock's backoff (kinds/spin.c; rlock_lock_new_spin): the first
+   * wait, the cap, the multiplier. */
+  int64_t backoff_initial_ms, backoff_max_ms;
+  int backoff_multiplier;
 };
 
 #define OP_LATCH_ROOM 224

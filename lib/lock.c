@@ -916,7 +916,7 @@ static void busy(op_t *op, int64_t ttl) {
     acquire_fail(op, rlock__fail(RLOCK_EBUSY, "timed out waiting for the lock"));
     return;
   }
-  if (!op->subscribed) {
+  if (!op->subscribed && !op->lock->kind->no_pubsub) {
     int rc = join_channel(op);
     if (rc == 1) attempt(op, true); /* already subscribed: try again now */
     else if (rc == 0 && op->deadline >= 0) arm_wait(op, op->deadline - now);
@@ -993,7 +993,7 @@ static void start_acquire(op_t *op) {
   /* any acquire uses up the mark (a trylock without wait just does not
    * yield): a mark left standing would keep the name off the fast path */
   int64_t yield = handoff_take(cl, op->lock);
-  if (op->wait_ms == 0) yield = 0;
+  if (op->wait_ms == 0 || op->lock->kind->no_pubsub) yield = 0; /* (a spin lock has no channel to wait on) */
   if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
     int rc = join_channel(op);
     if (rc == 1) park(op, yield, rlock_now_ms());

@@ -3,6 +3,7 @@
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- KEYS[3]  the acquire latch of that request
 -- ARGV[1]  unlock message ('0')   ARGV[2] owner id   ARGV[3] publish command
+--          (publish / spublish; none: the spin lock's, no message)
 -- ARGV[4]  latch TTL (ms)
 -- ARGV[5]  (optional) the hold count the client knows the owner has (without
 --          this request); -1: trust the latch only
@@ -23,7 +24,7 @@ if not (keep == '-1' or (string.match(keep, '^%d+$') and #keep <= 15)) then
 end
 keep = tonumber(keep)
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
-if ARGV[3] ~= 'publish' and ARGV[3] ~= 'spublish' then
+if ARGV[3] ~= 'publish' and ARGV[3] ~= 'spublish' and ARGV[3] ~= 'none' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[3])
 end
 
@@ -34,7 +35,7 @@ local function keep_only(n)
     return
   end
   redis.call('hdel', KEYS[1], ARGV[2])
-  if redis.call('exists', KEYS[1]) == 0 then
+  if redis.call('exists', KEYS[1]) == 0 and ARGV[3] ~= 'none' then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
   end
 end

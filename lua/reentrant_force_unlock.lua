@@ -1,6 +1,7 @@
 -- reentrant_force_unlock.lua -- delete a lock whoever holds it, and wake a waiter.
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
--- ARGV[1]  message ('0')   ARGV[2] publish command
+-- ARGV[1]  message ('0')   ARGV[2] publish command (publish / spublish; none:
+--          the spin lock's, no message)
 -- ARGV[3]  '1': delete NAME whatever it holds; '0' (or absent): only if it is a lock
 -- Reply: 1 it was a lock: deleted, a waiter woken;  0 no such key;
 --        2 (ARGV[3] '1') it was not a lock: deleted anyway;
@@ -26,7 +27,7 @@ local function is_lock(key, kind)
   return true
 end
 
-if ARGV[2] ~= 'publish' and ARGV[2] ~= 'spublish' then
+if ARGV[2] ~= 'publish' and ARGV[2] ~= 'spublish' and ARGV[2] ~= 'none' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[2])
 end
 local any_type = ARGV[3] or '0'
@@ -43,7 +44,9 @@ if not lock and any_type ~= '1' then
   return redis.error_reply('NOTLOCK ' .. kind)
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+if ARGV[2] ~= 'none' then
+  redis.call(ARGV[2], KEYS[2], ARGV[1])
+end
 if lock then
   return 1
 end

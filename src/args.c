@@ -221,6 +221,7 @@ int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock
   int rc = kind == CLI_KIND_SIMPLE         ? rlock_lock_new_simple(client, name, n, out)
            : kind == CLI_KIND_NONREENTRANT ? rlock_lock_new_nonreentrant(client, name, n, out)
            : kind == CLI_KIND_FENCED       ? rlock_lock_new_fenced(client, name, n, out)
+           : kind == CLI_KIND_SPIN         ? rlock_lock_new_spin(client, name, n, NULL, out)
                                            : rlock_lock_new(client, name, n, out);
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }

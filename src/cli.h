@@ -110,7 +110,7 @@ int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
 /* The same for a simple lock (SET NX PX: rlock_lock_new_simple). */
 int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out);
 /* The lock kinds exec opens (--simple, --nonreentrant...), and the same for one of them. */
-enum { CLI_KIND_REENTRANT, CLI_KIND_SIMPLE, CLI_KIND_NONREENTRANT, CLI_KIND_FENCED };
+enum { CLI_KIND_REENTRANT, CLI_KIND_SIMPLE, CLI_KIND_NONREENTRANT, CLI_KIND_FENCED, CLI_KIND_SPIN };
 int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out);
 
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is

@@ -20,7 +20,8 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  [--simple | --nonreentrant | --fenced] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
+    "                  [--simple | --nonreentrant | --fenced | --spin]\n"
+    "                  [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
     "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
@@ -36,6 +37,8 @@ static const char usage_text[] =
     "  --fenced        Redisson's fenced lock (RFencedLock; one NAME): CMD gets the\n"
     "                  acquire's token in RLOCK_TOKEN (a number that grows with every\n"
     "                  acquire: the storage refuses writes with a token below the last)\n"
+    "  --spin          Redisson's spin lock (getSpinLock): RLock's hash, no pub/sub;\n"
+    "                  a waiter retries after a backoff (1 ms doubling to 128 ms)\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
@@ -273,6 +276,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
       {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
       {"nonreentrant", no_argument, NULL, 'N'},  {"fenced", no_argument, NULL, 'F'},
+      {"spin", no_argument, NULL, 'S'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
@@ -286,6 +290,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 's': kind = CLI_KIND_SIMPLE, kinds++; break;
       case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
       case 'F': kind = CLI_KIND_FENCED, kinds++; break;
+      case 'S': kind = CLI_KIND_SPIN, kinds++; break;
       case 'r': redlock = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);

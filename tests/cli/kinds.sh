@@ -2,7 +2,8 @@
 # tests/cli/kinds.sh -- Redisson's lock kinds through `rlock exec`:
 # --nonreentrant (RLock's hash, count 1; busy while a Redisson-style holder
 # has it); --fenced (CMD gets the token in RLOCK_TOKEN, one more each time;
-# status --fenced shows the last one).
+# status --fenced shows the last one); --spin (RLock's hash, no pub/sub: a
+# waiter polls, and gets the lock after a release that publishes nothing).
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -34,4 +35,25 @@ contains "$T/out" "fenced token 2" "status shows the last token"
 expect 0 "status --fenced --json" R status --fenced --json fjob
 contains "$T/out" '"kind":"fenced","token":2' "JSON token"
 expect 64 "--fenced takes one NAME" R exec --fenced fa fb -- true
+
+# --spin: RLock's hash while CMD runs; nothing published.
+pubs() { rc INFO commandstats | awk -F'[=,]' '/^cmdstat_s?publish:/ {n += $2} END {print n + 0}'; }
+p0=$(pubs)
+expect 0 "exec --spin runs the command" R exec --spin spjob -- sh -c "redis-cli -p $PORT TYPE spjob > $T/stype"
+contains "$T/stype" "hash" "the spin lock is RLock's hash"
+[ "$(rc EXISTS spjob)" = 0 ] && pass "released after the command" || fail "spjob still exists"
+[ "$(pubs)" = "$p0" ] && pass "nothing published" || fail "publishes: $p0 -> $(pubs)"
+# A waiter polls: a Redisson-style holder's silent release (DEL) lets it in.
+rc HSET spjob 5d9f6a2c-0b1e-4c3d-8e7f-9a0b1c2d3e4f:1 1 >/dev/null
+rc PEXPIRE spjob 60000 >/dev/null
+bg "$T/spw" "$RLOCK" -u "$URL" exec --spin --wait 30s spjob -- true
+spw=$BG
+evals() { rc INFO commandstats | awk -F'[=,]' '/^cmdstat_eval(sha)?:/ {n += $2} END {print n + 0}'; }
+e0=$(evals)
+tried_twice() { [ "$(evals)" -ge $((e0 + 2)) ]; }
+until_true 20 tried_twice || fail "the spin waiter never tried twice"
+[ "$(rc PUBSUB NUMSUB 'redisson_lock__channel:{spjob}' | tail -1)" = 0 ] && pass "the waiter did not subscribe" || fail "a subscriber"
+rc DEL spjob >/dev/null
+await "$spw" 25
+[ "$RC" = 0 ] && pass "the spin waiter got the lock after a silent release" || fail "waiter: exit $RC, $(cat "$T/spw.err")"
 finish
