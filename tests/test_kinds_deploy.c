@@ -113,6 +113,11 @@ TEST(cluster) {
   char *v = th_cmd_str(owner, "GET", "redisson_lock_token:{kd:fenced}", NULL);
   CHECK_STREQ(v, "2");
   free(v);
+  rlock_lock_t *f = NULL;
+  CHECK_OK(rlock_lock_new_fenced(c, "kd:fenced", 9, &f));
+  CHECK_OK(rlock_fenced_token(f, &t)); /* read on the slot's master */
+  CHECK_EQ(t, 2);
+  rlock_lock_free(f);
   hold_and_hand_over(c, rlock_lock_new_fenced, "{kd}:fenced", "redisson_lock__channel:{kd}:fenced", true, &t);
   CHECK_EQ(t, 2);
   owner = th_cluster_owner(cl, th_cluster_keyslot(cl, "{kd}:fenced"));
