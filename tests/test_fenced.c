@@ -21,7 +21,10 @@
  *                      counter and exclude each other
  *   storage_check      the token check of docs/api/kinds.md (a Redis-side
  *                      script) refuses the writes of a holder whose lease ran
- *                      out once the next holder wrote */
+ *                      out once the next holder wrote
+ *   restart_resets     the documented hazard: a server restarted without
+ *                      persistence forgets the counter, and tokens start again
+ *                      at 1 (below the ones issued before) */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +303,23 @@ TEST(storage_check) {
   rlock_client_free(c);
 }
 
+TEST(restart_resets) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = fenced(c, "fenced:restart");
+  int64_t t = 0;
+  for (int i = 1; i <= 3; i++) {
+    CHECK_OK(rlock_fenced_acquire(l, RLOCK_OWNER_SELF, 0, 30000, NULL, &t));
+    CHECK_EQ(t, i);
+    CHECK_OK(rlock_lock_unlock(l));
+  }
+  th_server_restart(srv); /* no persistence: the counter is gone */
+  CHECK_OK(rlock_fenced_acquire(l, RLOCK_OWNER_SELF, 10000, 30000, NULL, &t));
+  CHECK_EQ(t, 1);
+  CHECK_OK(rlock_lock_unlock(l));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -312,6 +332,7 @@ int main(int argc, char **argv) {
   RUN(bad_handle);
   RUN(redisson_steps);
   RUN(storage_check);
+  RUN(restart_resets); /* last: restarts the server */
   th_server_stop(srv);
   return th_done();
 }
