@@ -18,7 +18,8 @@ static const char usage_text[] =
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
     "                 the holder is its token, count 1\n"
     "  --fenced       NAME is a fenced lock (exec --fenced, Redisson's RFencedLock): also\n"
-    "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N)\n"
+    "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N); without it the\n"
+    "                 token is shown when NAME's counter exists\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
     "                 many of them NAME is locked\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
@@ -62,7 +63,9 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
 }
 
 /* Reads and prints the state of the lock; returns the exit code. */
-static int show(rlock_lock_t *lock, const char *name, int json, int fenced) {
+/* fenced: 1 NAME is a fenced lock (its token shown), 2 it may be one (the
+ * token shown when the counter exists), 0 not. */
+static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, int json, int fenced) {
   rlock_holder_t *holders = NULL;
   size_t n = 0;
   int64_t ttl = -2;
@@ -78,9 +81,16 @@ static int show(rlock_lock_t *lock, const char *name, int json, int fenced) {
     return cli_fail(rc, "cannot tell the node");
   }
   int64_t token = -1;
-  if (fenced && (rc = rlock_fenced_token(lock, &token)) != 0) {
+  if (fenced == 1 && (rc = rlock_fenced_token(lock, &token)) != 0) {
     rlock_holders_free(holders, n);
     return cli_fail(rc, "cannot read the fenced token");
+  }
+  if (fenced == 2) { /* a hash lock with a token counter is a fenced lock: show it */
+    rlock_lock_t *f = NULL;
+    if (rlock_lock_new_fenced(client, name, strlen(name), &f) == 0 && rlock_fenced_token(f, &token) == 0 &&
+        token == 0)
+      token = -1; /* never taken as a fenced lock (a read that failed leaves -1 too) */
+    rlock_lock_free(f);
   }
   if (json)
     print_json(name, holders, n, ttl, node, token);
@@ -188,7 +198,7 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   if ((ex = cli_connect(g, NULL, &client))) return ex;
   if (!(ex = cli_lock_kind(client, name, simple ? CLI_KIND_SIMPLE : fenced ? CLI_KIND_FENCED : CLI_KIND_REENTRANT,
                            &lock))) {
-    ex = show(lock, name, json, fenced);
+    ex = show(client, lock, name, json, fenced ? 1 : simple ? 0 : 2);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

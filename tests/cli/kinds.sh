@@ -35,6 +35,10 @@ contains "$T/out" "fenced token 2" "status shows the last token"
 expect 0 "status --fenced --json" R status --fenced --json fjob
 contains "$T/out" '"kind":"fenced","token":2' "JSON token"
 expect 64 "--fenced takes one NAME" R exec --fenced fa fb -- true
+expect 0 "status without --fenced" R status --json fjob
+contains "$T/out" '"kind":"fenced","token":2' "the counter found: shown as a fenced lock"
+expect 0 "status of a plain lock" R status --json njob
+grep -q fenced "$T/out" && fail "a plain lock shown as fenced: $(cat "$T/out")" || pass "no token for a plain lock"
 
 # --spin: RLock's hash while CMD runs; nothing published.
 pubs() { rc INFO commandstats | awk -F'[=,]' '/^cmdstat_s?publish:/ {n += $2} END {print n + 0}'; }
