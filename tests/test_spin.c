@@ -17,7 +17,11 @@
  *                      lock after Redisson's unlock of its own hold; RLock's
  *                      acquire is busy on a spin hold
  *   watchdog_renews    a watchdog hold outlives several leases
- *   bad_backoff        invalid backoffs: RLOCK_EINVAL, nothing made */
+ *   bad_backoff        invalid backoffs: RLOCK_EINVAL, nothing made
+ *   async_wait_time    Redisson's testTryLockAsyncWaitTime (#5002): an async
+ *                      try with a 1 s wait ends RLOCK_EBUSY no sooner than 1 s
+ *   redis_failed       Redisson's testRedisFailed: with the server gone a
+ *                      bounded try fails with a connection error, not a hang */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -276,6 +280,48 @@ TEST(bad_backoff) {
   rlock_client_free(c);
 }
 
+typedef struct res {
+  atomic_int done;
+  int status;
+  int64_t at;
+} res_t;
+static void on_done(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  res_t *r = arg;
+  r->status = status;
+  r->at = th_now_ms();
+  atomic_store(&r->done, 1);
+}
+static int is_done(void *arg) { return atomic_load(&((res_t *)arg)->done); }
+
+TEST(async_wait_time) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = spin(c, "spin:async", NULL);
+  CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
+  res_t r = {0};
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_acquire_async(l, 2, 1000, 30000, NULL, on_done, &r));
+  CHECK(th_wait_until(is_done, &r, 10000));
+  CHECK_RC(r.status, RLOCK_EBUSY);
+  CHECK_MSG(r.at - t0 >= 1000, "gave up after %lld ms", (long long)(r.at - t0));
+  CHECK_OK(rlock_lock_release(l, 1));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(redis_failed) {
+  th_server_t *s = th_server_start(NULL);
+  rlock_client_t *c = th_client(s->url, 0);
+  rlock_lock_t *l = spin(c, "spin:failed", NULL);
+  th_server_kill(s);
+  int rc = rlock_lock_trylock(l, 500, 30000);
+  CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ECONNLOST || rc == RLOCK_ETIMEDOUT, "rc %s",
+            rlock_err_name(rc));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+  th_server_stop(s);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -287,6 +333,8 @@ int main(int argc, char **argv) {
   RUN(redisson_steps);
   RUN(watchdog_renews);
   RUN(bad_backoff);
+  RUN(async_wait_time);
+  RUN(redis_failed);
   th_server_stop(srv);
   return th_done();
 }
