@@ -314,7 +314,9 @@ TEST(redis_failed) {
   rlock_client_t *c = th_client(s->url, 0);
   rlock_lock_t *l = spin(c, "spin:failed", NULL);
   th_server_kill(s);
+  int64_t t0 = th_now_ms();
   int rc = rlock_lock_trylock(l, 500, 30000);
+  printf("# %s after %lld ms: %s\n", rlock_err_name(rc), (long long)(th_now_ms() - t0), rlock_last_error());
   CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ECONNLOST || rc == RLOCK_ETIMEDOUT, "rc %s",
             rlock_err_name(rc));
   rlock_lock_free(l);
