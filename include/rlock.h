@@ -315,6 +315,35 @@ RLOCK_EXPORT int64_t rlock_now_ms(void);
  * reentrant. docs/api/simple-lock.md. */
 RLOCK_EXPORT int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 
+/* ---------------------------------------------------------------- lock family */
+
+/* A non-reentrant lock (Redisson's getNonReentrantLock): RLock's layout, every
+ * rlock_lock_* call works on it; the holder's second acquire fails at once
+ * with RLOCK_ENOTREENTRANT, whatever the wait. Contract: docs/api/kinds.md. */
+RLOCK_EXPORT int rlock_lock_new_nonreentrant(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+
+/* A fenced lock (Redisson's RFencedLock): RLock's hash plus the counter
+ * "redisson_lock_token:{NAME}", bumped by every acquire (re-entries too).
+ * rlock_lock_* calls work on it; an async acquire's value is its token. */
+RLOCK_EXPORT int rlock_lock_new_fenced(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+/* rlock_lock_acquire on a fenced lock that also returns the acquire's token
+ * (> 0, issued in the acquire script; the lease is honoured). Calling thread. */
+RLOCK_EXPORT int rlock_fenced_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                         rlock_cancel_t *cancel, int64_t *token);
+/* The last token issued (GET of the counter; 0: never taken). Calling thread. */
+RLOCK_EXPORT int rlock_fenced_token(rlock_lock_t *lock, int64_t *token);
+
+/* A spin lock (Redisson's getSpinLock): RLock's hash, no pub/sub; a busy
+ * acquire retries after a backoff: the n-th wait is min(initial x multiplier^n,
+ * max) + a draw from [0, min(n, max)] ms (multiplier 1: constant, no jitter). NULL:
+ * Redisson's defaults {1, 128, 2}. rlock_lock_* calls work on it. */
+typedef struct rlock_backoff {
+  int64_t initial_ms, max_ms;
+  int multiplier;
+} rlock_backoff_t;
+RLOCK_EXPORT int rlock_lock_new_spin(rlock_client_t *client, const void *name, size_t name_len, const rlock_backoff_t *backoff,
+                        rlock_lock_t **out);
+
 /* ---------------------------------------------------------------- MultiLock */
 
 /* Several locks taken as one, all or nothing, on one client or several. The
@@ -361,8 +390,9 @@ RLOCK_EXPORT int rlock_redlock_node_status(rlock_redlock_t *redlock, size_t i, i
 /* ---------------------------------------------------------------- async */
 
 /* Completion of an async call, on the I/O thread. status is 0 or RLOCK_E*;
- * value is the result (release: 1 if freed; force unlock: was locked; queries:
- * 0/1, the count, the ttl). docs/api/lock.md. */
+ * value is the result (acquire: 0, a fenced lock: its token; release: 1 if
+ * freed; force unlock: was locked; queries: 0/1, the count, the ttl).
+ * docs/api/lock.md. */
 typedef void (*rlock_cb)(rlock_lock_t *lock, int status, int64_t value, void *arg);
 
 /* Each returns 0 if queued (cb then runs exactly once) or an error (cb does

@@ -62,6 +62,33 @@ RLOCK_API int rlock_lock_new_fair_nonreentrant(rlock_client_t *cl, const void *n
   return rlock__lock_new_kind(cl, &rlock__kind_fair_nonreentrant, name, len, out);
 }
 
+RLOCK_API int rlock_lock_new_nonreentrant(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return rlock__lock_new_kind(cl, &rlock__kind_nonreentrant, name, len, out);
+}
+
+RLOCK_API int rlock_lock_new_fenced(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **out) {
+  return rlock__lock_new_kind(cl, &rlock__kind_fenced, name, len, out);
+}
+
+RLOCK_API int rlock_lock_new_spin(rlock_client_t *cl, const void *name, size_t len, const rlock_backoff_t *backoff,
+                                  rlock_lock_t **out) {
+  rlock_backoff_t b = {1, 128, 2}; /* Redisson's LockOptions.defaults() */
+  if (out) *out = NULL;
+  if (backoff) b = *backoff;
+  if (b.initial_ms < 1 || b.initial_ms > RLOCK_DURATION_MAX || b.max_ms < b.initial_ms ||
+      b.max_ms > RLOCK_DURATION_MAX || b.multiplier < 1 || b.multiplier > 1000)
+    return rlock__fail(RLOCK_EINVAL,
+                       "spin backoff: initial %lld ms, max %lld ms, multiplier %d (want 1 <= initial <= max <= %lld, "
+                       "multiplier 1 to 1000)",
+                       (long long)b.initial_ms, (long long)b.max_ms, b.multiplier, (long long)RLOCK_DURATION_MAX);
+  int rc = rlock__lock_new_kind(cl, &rlock__kind_spin, name, len, out);
+  if (rc) return rc;
+  (*out)->backoff_initial_ms = b.initial_ms;
+  (*out)->backoff_max_ms = b.max_ms;
+  (*out)->backoff_multiplier = b.multiplier;
+  return 0;
+}
+
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
   free(l); /* name and channel inside */
 }
@@ -197,6 +224,48 @@ RLOCK_API int rlock_lock_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t w
   }
   RLOCK__TEST_HOOK(rlock__test_call_hook, cl, RLOCK__AT_FAST_FELL_BACK); /* tests */
   return leave_rc(cl, run_sync_fast(op, NULL, NULL, NULL, fast));
+}
+
+static int check_fenced(rlock_lock_t *l, const void *out) {
+  if (check_lock(l)) return RLOCK_EINVAL;
+  if (l->kind != &rlock__kind_fenced) return rlock__fail(RLOCK_EINVAL, "not a fenced lock (rlock_lock_new_fenced)");
+  return out ? 0 : rlock__fail(RLOCK_EINVAL, "token is NULL");
+}
+
+RLOCK_API int rlock_fenced_acquire(rlock_lock_t *l, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                   rlock_cancel_t *cancel, int64_t *token) {
+  int rc;
+  if ((rc = check_fenced(l, token))) return rc;
+  op_t *op = acquire_op(l, owner, wait_ms, lease_ms, cancel, &rc);
+  if (!op) return rc;
+  int64_t v = 0;
+  rc = leave_rc(l->cl, run_sync(op, &v, NULL, NULL));
+  if (!rc) *token = v;
+  return rc;
+}
+
+RLOCK_API int rlock_fenced_token(rlock_lock_t *l, int64_t *token) {
+  int rc;
+  if ((rc = check_fenced(l, token))) return rc;
+  bytes_t tk;
+  if (rlock__fenced_token_key(l, &tk)) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  const char *argv[2] = {"GET", tk.p};
+  size_t lens[2] = {3, tk.n};
+  rlock_reply_t *r = NULL;
+  rc = rlock_client_command(l->cl, 2, argv, lens, &r);
+  free(tk.p);
+  if (rc) return rc;
+  char *end = NULL;
+  if (r->type == RLOCK_REPLY_NIL) {
+    *token = 0; /* never taken */
+  } else if (r->type == RLOCK_REPLY_STRING && r->len > 0 && r->len < 20 && (*token = strtoll(r->str, &end, 10)) > 0 &&
+             end == r->str + r->len) {
+    /* the counter */
+  } else {
+    rc = rlock__fail(RLOCK_EPROTO, "the token key holds no counter");
+  }
+  rlock_reply_free(r);
+  return rc;
 }
 
 RLOCK_API int rlock_lock_lock(rlock_lock_t *l, int64_t lease_ms) {

@@ -943,6 +943,10 @@ struct rlock_lock {
    * if NAME holds no brace (-1 if it does). */
   int slot1;
   int plain;
+  /* The spin lock's backoff (kinds/spin.c; rlock_lock_new_spin): the first
+   * wait, the cap, the multiplier. */
+  int64_t backoff_initial_ms, backoff_max_ms;
+  int backoff_multiplier;
 };
 
 #define OP_LATCH_ROOM 224
@@ -1000,6 +1004,7 @@ struct op {
   /* acquire of a queueing kind (kind->queues): a try that may have queued
    * the owner was written and no undo has taken the entry out since */
   bool queued;
+  int64_t token; /* acquire: what a granted try returns besides the hold (the fenced lock's token; 0: none) */
   /* The latch key of the current request id (lock.c latch_key), built once
    * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
    * a longer key than the room is built for each use). Last: rlock__op_alloc

@@ -918,7 +918,7 @@ static void acquired(op_t *op) {
   if (l->kind->renew_script) rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
   rlock__fast_bump(op->cl, l->name, l->len); /* a hold the calling thread's fast table does not know */
   drop_latch(op, ACQUIRE_LATCH);
-  rlock__op_finish(op, 0, 0, NULL, 0);
+  rlock__op_finish(op, 0, op->token, NULL, 0); /* the fenced lock's token, else 0 */
 }
 
 /* Granted, but fewer replicas acknowledged than the policy needs: the hold
@@ -945,7 +945,7 @@ static void busy(op_t *op, int64_t ttl) {
     acquire_fail(op, rlock__fail(RLOCK_EBUSY, "timed out waiting for the lock"));
     return;
   }
-  if (!op->subscribed) {
+  if (!op->subscribed && !op->lock->kind->no_pubsub) {
     int rc = join_channel(op);
     if (rc == 1) attempt(op, true); /* already subscribed: try again now */
     else if (rc == 0 && op->deadline >= 0) arm_wait(op, op->deadline - now);
@@ -984,6 +984,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   bool synced = rlock__client_sync_split(&op->sync_need, &reply, &acked);
   int rc = reply->type == RLOCK_REPLY_ERROR ? rlock__fail(rlock__reply_error_code(reply), "acquire: %.200s", reply->str)
                                             : op->lock->kind->try_reply(reply, &ttl);
+  if (rc == KIND_GRANTED && op->lock->kind->granted) op->lock->kind->granted(op, reply); /* the token */
   rlock_reply_free(reply);
   /* Refused (busy, an error reply, the simple lock's holder acquiring again)
    * after this id went out more than once: an earlier copy may still be on its
@@ -1022,7 +1023,7 @@ static void start_acquire(op_t *op) {
   /* any acquire uses up the mark (a trylock without wait just does not
    * yield): a mark left standing would keep the name off the fast path */
   int64_t yield = handoff_take(cl, op->lock);
-  if (op->wait_ms == 0) yield = 0;
+  if (op->wait_ms == 0 || op->lock->kind->no_pubsub) yield = 0; /* (a spin lock has no channel to wait on) */
   if (yield > 0) { /* waiters were notified by our last unlock: let them go first */
     int rc = join_channel(op);
     if (rc == 1) park(op, yield, rlock_now_ms());

@@ -22,6 +22,8 @@
   X(FAIR_ACQUIRE, fair_acquire)                  \
   X(FAIR_ACQUIRE_UNDO, fair_acquire_undo)        \
   X(FAIR_UNLOCK, fair_unlock)                    \
-  X(FAIR_FORCE_UNLOCK, fair_force_unlock)
+  X(FAIR_FORCE_UNLOCK, fair_force_unlock)        \
+  X(NONREENTRANT_ACQUIRE, nonreentrant_acquire)  \
+  X(FENCED_ACQUIRE, fenced_acquire)
 
 #endif

@@ -3,6 +3,7 @@
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- KEYS[3]  the acquire latch of that request
 -- ARGV[1]  unlock message ('0')   ARGV[2] owner id   ARGV[3] publish command
+--          (publish / spublish; none: the spin lock's, no message)
 -- ARGV[4]  latch TTL (ms)
 -- ARGV[5]  (optional) the hold count the client knows the owner has (without
 --          this request); -1: trust the latch only
@@ -23,14 +24,15 @@ if not (keep == '-1' or (string.match(keep, '^%d+$') and #keep <= 15)) then
 end
 keep = tonumber(keep)
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
--- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH; the spin lock
+-- none: nothing is published)
 local pubcmd = string.lower(ARGV[3] or '')
-if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' and pubcmd ~= 'none' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[3])
 end
 -- a user that may not publish on the channel (a Redis 7 ACL without it) is
 -- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
-if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[3], KEYS[2], ARGV[1]) then
+if pubcmd ~= 'none' and redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[3], KEYS[2], ARGV[1]) then
   return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[3] .. ' to the channel ' .. KEYS[2] ..
     ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
 end
@@ -42,7 +44,7 @@ local function keep_only(n)
     return
   end
   redis.call('hdel', KEYS[1], ARGV[2])
-  if redis.call('exists', KEYS[1]) == 0 then
+  if redis.call('exists', KEYS[1]) == 0 and ARGV[3] ~= 'none' then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
   end
 end

@@ -1,6 +1,7 @@
 -- reentrant_force_unlock.lua -- delete a lock whoever holds it, and wake a waiter.
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
--- ARGV[1]  message ('0')   ARGV[2] publish command
+-- ARGV[1]  message ('0')   ARGV[2] publish command (publish / spublish; none:
+--          the spin lock's, no message)
 -- ARGV[3]  '1': delete NAME whatever it holds; '0' (or absent): only if it is a lock
 -- Reply: 1 it was a lock: deleted, a waiter woken;  0 no such key;
 --        2 (ARGV[3] '1') it was not a lock: deleted anyway;
@@ -26,14 +27,15 @@ local function is_lock(key, kind)
   return true
 end
 
--- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH; the spin lock
+-- none: nothing is published)
 local pubcmd = string.lower(ARGV[2] or '')
-if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' and pubcmd ~= 'none' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[2])
 end
 -- a user that may not publish on the channel (a Redis 7 ACL without it) is
 -- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
-if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[2], KEYS[2], ARGV[1]) then
+if pubcmd ~= 'none' and redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[2], KEYS[2], ARGV[1]) then
   return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[2] .. ' to the channel ' .. KEYS[2] ..
     ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
 end
@@ -51,7 +53,9 @@ if not lock and any_type ~= '1' then
   return redis.error_reply('NOTLOCK ' .. kind)
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+if ARGV[2] ~= 'none' then
+  redis.call(ARGV[2], KEYS[2], ARGV[1])
+end
 if lock then
   return 1
 end

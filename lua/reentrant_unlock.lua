@@ -2,7 +2,8 @@
 -- KEYS[1]  NAME   KEYS[2] channel "redisson_lock__channel:{NAME}"
 -- KEYS[3]  unlock latch "redisson_unlock_latch:{NAME}:<request id>"
 -- ARGV[1]  message ('0')   ARGV[2] TTL (ms) to keep while still held
--- ARGV[3]  owner id   ARGV[4] publish command (publish / spublish)
+-- ARGV[3]  owner id   ARGV[4] publish command (publish / spublish; none: the
+--          spin lock's, which publishes nothing)
 -- ARGV[5]  latch TTL (ms)
 -- ARGV[6]  (optional) the hold count the client expects to be left; -1: no check
 -- ARGV[7]  (optional) how many more holds the server may count (releases whose
@@ -43,14 +44,15 @@ local unlatched, first_copy = mark == '1', mark == '0' -- (any other value: an e
 -- (the lease is checked where it is used, the latch TTL by the latch's SET:
 -- both before the first write)
 if ARGV[3] == '' then return redis.error_reply('ERR rlock: empty owner id') end
--- the publish command in any case (Redisson sends PUBLISH or SPUBLISH)
+-- the publish command in any case (Redisson sends PUBLISH or SPUBLISH; the spin lock
+-- none: nothing is published)
 local pubcmd = string.lower(ARGV[4] or '')
-if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
+if pubcmd ~= 'publish' and pubcmd ~= 'spublish' and pubcmd ~= 'none' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
 end
 -- a user that may not publish on the channel (a Redis 7 ACL without it) is
 -- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
-if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[4], KEYS[2], ARGV[1]) then
+if pubcmd ~= 'none' and redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[4], KEYS[2], ARGV[1]) then
   return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[4] .. ' to the channel ' .. KEYS[2] ..
     ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
 end
@@ -122,13 +124,19 @@ else
   end
 end
 
+-- the unlock message; how many subscribers heard it (none: not sent)
+local function notify()
+  if ARGV[4] == 'none' then return 0 end
+  return redis.call(ARGV[4], KEYS[2], ARGV[1])
+end
+
 if done then return out end
 if out == 'n' then return nil end
 if out == -1 then
   -- drop all of the owner's holds; free the lock if nobody else holds it
   redis.call('hdel', KEYS[1], ARGV[3])
   if redis.call('exists', KEYS[1]) == 0 then
-    redis.call(ARGV[4], KEYS[2], ARGV[1])
+    notify()
   end
   return -1
 end
@@ -138,7 +146,7 @@ if out == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-if redis.call(ARGV[4], KEYS[2], ARGV[1]) > 0 then
+if notify() > 0 then
   redis.call('set', KEYS[3], '2', 'px', ttl)
   return 2
 end

@@ -247,6 +247,17 @@ int cli_lock_fair(rlock_client_t *client, const char *name, rlock_lock_t **out) 
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 
+int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out) {
+  size_t n = strlen(name);
+  int rc = kind == CLI_KIND_SIMPLE         ? rlock_lock_new_simple(client, name, n, out)
+           : kind == CLI_KIND_NONREENTRANT ? rlock_lock_new_nonreentrant(client, name, n, out)
+           : kind == CLI_KIND_FENCED       ? rlock_lock_new_fenced(client, name, n, out)
+           : kind == CLI_KIND_SPIN         ? rlock_lock_new_spin(client, name, n, NULL, out)
+           : kind == CLI_KIND_FAIR         ? rlock_lock_new_fair(client, name, n, out)
+                                           : rlock_lock_new(client, name, n, out);
+  return rc ? cli_fail(rc, "cannot open the lock") : 0;
+}
+
 int cli_name(const char *cmd, const char *name) {
   size_t len = strlen(name);
   if (len == 0) return cli_usage(cmd, "the lock name must not be empty");

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,7 +20,8 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  [--simple | --fair] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
+    "                  [--simple | --fair | --nonreentrant | --fenced | --spin]\n"
+    "                  [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
     "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
@@ -31,6 +34,13 @@ static const char usage_text[] =
     "                  redis-py's Lock, node-redlock and redsync; default: Redisson's\n"
     "  --fair          the fair lock (Redisson's RFairLock): waiters, Java's too, get\n"
     "                  it in the order they queued\n"
+    "  --nonreentrant  Redisson's non-reentrant lock (getNonReentrantLock: RLock's\n"
+    "                  layout; a second acquire by the holder fails at once)\n"
+    "  --fenced        Redisson's fenced lock (RFencedLock; one NAME): CMD gets the\n"
+    "                  acquire's token in RLOCK_TOKEN (a number that grows with every\n"
+    "                  acquire: the storage refuses writes with a token below the last)\n"
+    "  --spin          Redisson's spin lock (getSpinLock): RLock's hash, no pub/sub;\n"
+    "                  a waiter retries after a backoff (1 ms doubling to 128 ms)\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
@@ -166,6 +176,7 @@ typedef struct guard {
   rlock_lock_t *lock;
   rlock_multilock_t *multi;
   rlock_redlock_t *redlock;
+  int fenced; /* a fenced lock: its token goes to CMD's environment */
 } guard_t;
 
 static int64_t g_connect_timeout_ms = 3000; /* the clients' connect timeout */
@@ -205,6 +216,15 @@ static int redlock_acquire(rlock_redlock_t *rl, int64_t wait_ms, int64_t lease_m
 static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
   if (gd->redlock) return redlock_acquire(gd->redlock, wait_ms, lease_ms);
   if (gd->multi) return rlock_multilock_acquire(gd->multi, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
+  if (gd->fenced) {
+    int64_t token = 0;
+    int rc = rlock_fenced_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel, &token);
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)token);
+    /* set before CMD is forked (the library reads no environment variable) */
+    if (!rc && setenv("RLOCK_TOKEN", buf, 1)) rc = RLOCK_ENOMEM;
+    return rc;
+  }
   return rlock_lock_acquire(gd->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
 }
 
@@ -352,13 +372,11 @@ static void show_names(char **names, int n, char *out, size_t len) {
 }
 
 /* The locks NAMEs on client; a MultiLock over them when there are several. */
-static int open_locks(rlock_client_t *client, char **names, int n, int simple, int fair, rlock_lock_t **locks,
+static int open_locks(rlock_client_t *client, char **names, int n, int kind, rlock_lock_t **locks,
                       guard_t *gd) {
   if (n > CLI_NAMES_MAX) return cli_usage("exec", "at most %d NAMEs", CLI_NAMES_MAX);
   for (int i = 0; i < n; i++) {
-    int ex = simple ? cli_lock_simple(client, names[i], &locks[i])
-             : fair ? cli_lock_fair(client, names[i], &locks[i])
-                    : cli_lock(client, names[i], &locks[i]);
+    int ex = cli_lock_kind(client, names[i], kind, &locks[i]);
     if (ex) return ex;
   }
   gd->lock = locks[0];
@@ -387,19 +405,24 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
       {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
       {"fair", no_argument, NULL, 'f'},
+      {"nonreentrant", no_argument, NULL, 'N'},  {"fenced", no_argument, NULL, 'F'},
+      {"spin", no_argument, NULL, 'S'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
-  int c, ex = 0, simple = 0, redlock = 0, fair = 0;
+  int c, ex = 0, kind = CLI_KIND_REENTRANT, kinds = 0, redlock = 0;
   while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
-      case 's': simple = 1; break;
+      case 's': kind = CLI_KIND_SIMPLE, kinds++; break;
+      case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
+      case 'F': kind = CLI_KIND_FENCED, kinds++; break;
+      case 'S': kind = CLI_KIND_SPIN, kinds++; break;
       case 'r': redlock = 1; break;
-      case 'f': fair = 1; break;
+      case 'f': kind = CLI_KIND_FAIR, kinds++; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
@@ -416,7 +439,11 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
-  if (fair && (simple || redlock)) return cli_usage("exec", "--fair goes with neither --simple nor --redlock");
+  if (kinds > 1) return cli_usage("exec", "--simple, --fair, --nonreentrant and the other lock kinds exclude each other");
+  if (kind == CLI_KIND_FENCED && nnames > 1) return cli_usage("exec", "--fenced takes one NAME (one token)");
+  if (redlock && kind != CLI_KIND_REENTRANT && kind != CLI_KIND_SIMPLE)
+    return cli_usage("exec", "--redlock takes the reentrant or the simple lock");
+  int simple = kind == CLI_KIND_SIMPLE;
   char **cmd = argv + optind, shown[256];
   show_names(argv + first, nnames, shown, sizeof shown);
 
@@ -429,7 +456,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   list_handled(&sigs);
   pthread_sigmask(SIG_BLOCK, &sigs, &orig_mask);
   install_handlers();
-  guard_t gd = {0};
+  guard_t gd = {.fenced = kind == CLI_KIND_FENCED};
   rlock_client_t *client = NULL;
   rlock_lock_t *locks[CLI_NAMES_MAX] = {0};
   if (redlock) {
@@ -437,7 +464,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   } else {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
-    if (!ex) ex = open_locks(client, argv + first, nnames, simple, fair, locks, &gd);
+    if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);
     for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], simple);
     for (int i = 0; !ex && i < nnames; i++) ex = cli_check_type(client, argv[first + i], simple);
   }

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock status [--json] [--simple | --fair] [--redlock] NAME\n"
+    "Usage: rlock status [--json] [--simple | --fair | --fenced] [--redlock] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
@@ -17,7 +17,13 @@ static const char usage_text[] =
     "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N,\n"
     "                  \"node\":\"HOST:PORT\"}\n"
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
+    "  --fenced       NAME is a fenced lock (exec --fenced, Redisson's RFencedLock): also\n"
+    "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N); without it the\n"
+    "                 token is shown when NAME's counter exists\n"
     "                 the holder is its token, count 1\n"
+    "  --fenced       NAME is a fenced lock (exec --fenced, Redisson's RFencedLock): also\n"
+    "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N); without it the\n"
+    "                 token is shown when NAME's counter exists\n"
     "  --fair         NAME is a fair lock (exec --fair, Redisson's RFairLock): also\n"
     "                 its queue, head first, with each waiter's deadline in ms from\n"
     "                 now (JSON: \"queue\":[{\"owner\":...,\"deadline_in_ms\":N}])\n"
@@ -47,12 +53,14 @@ static int64_t in_ms(const queue_view_t *q, size_t i) {
   return q->w[i].deadline_ms < 0 ? -1 : q->w[i].deadline_ms - q->now;
 }
 
+/* token: the fenced lock's last token (-1: not a fenced lock). */
 static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
-                       const queue_view_t *q) {
+                       const queue_view_t *q, int64_t token) {
   fputs("{\"name\":", stdout);
   json_string(stdout, name, strlen(name));
   fputc(',', stdout);
   print_state_json(h, n, ttl);
+  if (token >= 0) printf(",\"kind\":\"fenced\",\"token\":%lld", (long long)token);
   if (q) {
     fputs(",\"queue\":[", stdout);
     for (size_t i = 0; i < q->n; i++) {
@@ -68,7 +76,7 @@ static void print_json(const char *name, const rlock_holder_t *h, size_t n, int6
 }
 
 static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
-                       const queue_view_t *q) {
+                       const queue_view_t *q, int64_t token) {
   if (!n)
     printf("%s: not locked\n", name);
   else if (ttl >= 0)
@@ -77,13 +85,16 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
     printf("%s: locked, no expiry\n", name);
   for (size_t i = 0; i < n; i++)
     printf("  holder %s count %lld\n", h[i].owner, (long long)h[i].count);
+  if (token >= 0) printf("  fenced token %lld (the last issued; 0: never taken)\n", (long long)token);
   for (size_t i = 0; q && i < q->n; i++)
     printf("  waiter %zu %s deadline in %lld ms\n", i + 1, q->w[i].owner, (long long)in_ms(q, i));
   printf("  node %s\n", node);
 }
 
 /* Reads and prints the state of the lock; returns the exit code. */
-static int show(rlock_lock_t *lock, const char *name, int json, int fair) {
+/* fenced: 1 NAME is a fenced lock (its token shown), 2 it may be one (the
+ * token shown when the counter exists), 0 not. */
+static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, int json, int fair, int fenced) {
   rlock_holder_t *holders = NULL;
   size_t n = 0;
   int64_t ttl = -2;
@@ -110,10 +121,23 @@ static int show(rlock_lock_t *lock, const char *name, int json, int fair) {
     qv.w = w;
     qv.now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
   }
+  int64_t token = -1;
+  if (fenced == 1 && (rc = rlock_fenced_token(lock, &token)) != 0) {
+    rlock_holders_free(holders, n);
+    rlock_fair_waiters_free(w, qv.n);
+    return cli_fail(rc, "cannot read the fenced token");
+  }
+  if (fenced == 2) { /* a hash lock with a token counter is a fenced lock: show it */
+    rlock_lock_t *f = NULL;
+    if (rlock_lock_new_fenced(client, name, strlen(name), &f) == 0 && rlock_fenced_token(f, &token) == 0 &&
+        token == 0)
+      token = -1; /* never taken as a fenced lock (a read that failed leaves -1 too) */
+    rlock_lock_free(f);
+  }
   if (json)
-    print_json(name, holders, n, ttl, node, fair ? &qv : NULL);
+    print_json(name, holders, n, ttl, node, fair ? &qv : NULL, token);
   else
-    print_text(name, holders, n, ttl, node, fair ? &qv : NULL);
+    print_text(name, holders, n, ttl, node, fair ? &qv : NULL, token);
   rlock_fair_waiters_free(w, qv.n);
   rlock_holders_free(holders, n);
   return 0;
@@ -193,16 +217,18 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
                                            {"simple", no_argument, NULL, 's'},
                                            {"redlock", no_argument, NULL, 'r'},
                                            {"fair", no_argument, NULL, 'f'},
+                                           {"fenced", no_argument, NULL, 'F'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, json = 0, simple = 0, redlock = 0, fair = 0, ex = 0;
+  int c, json = 0, simple = 0, redlock = 0, fair = 0, fenced = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
       case 's': simple = 1; break;
       case 'r': redlock = 1; break;
       case 'f': fair = 1; break;
+      case 'F': fenced = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("status", g, c, optarg, argv);
     }
@@ -212,15 +238,15 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   const char *name = argv[optind];
   if ((ex = cli_name("status", name))) return ex;
   if (fair && (simple || redlock)) return cli_usage("status", "--fair goes with neither --simple nor --redlock");
+  if (fenced && (simple || redlock || fair)) return cli_usage("status", "--fenced excludes --simple, --fair and --redlock");
   if (redlock) return show_redlock(g, name, simple, json);
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = simple ? cli_lock_simple(client, name, &lock)
-             : fair  ? cli_lock_fair(client, name, &lock)
-                     : cli_lock(client, name, &lock))) {
+  int kind = simple ? CLI_KIND_SIMPLE : fair ? CLI_KIND_FAIR : fenced ? CLI_KIND_FENCED : CLI_KIND_REENTRANT;
+  if (!(ex = cli_lock_kind(client, name, kind, &lock))) {
     ex = cli_check_type(client, name, simple);
-    if (!ex) ex = show(lock, name, json, fair);
+    if (!ex) ex = show(client, lock, name, json, fair, fenced ? 1 : simple ? 0 : 2);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

@@ -2,7 +2,9 @@
  *
  * One file per kind in lib/kinds/, beside its scripts lua/<kind>_*.lua, as
  * curl's lib/vtls/ has one file per TLS backend: reentrant.c (Redisson's
- * RLock) and simple.c (SET NX PX); further kinds fill in the same table.
+ * RLock), simple.c, nonreentrant.c, fenced.c (its token: granted) and spin.c
+ * (no pub/sub: no_pubsub, poll_ms), fair.c (waiter_channel, queues) today; the read-write lock
+ * and semaphores are additions that fill in the same table.
  *
  * lock.c owns everything every kind needs the same way: the op's lifecycle,
  * the request ids and their latch keys (a re-sent try or release counts
@@ -29,7 +31,6 @@
  * functions see only the others.
  *
  * How the next kinds fit (their Redisson formats):
- *   fenced lock   = reentrant with a token counter: try_reply gets the token
  *   fair lock     = a queue and a channel per waiter ("...:{NAME}:<owner>"):
  *                   the unlock message wakes the named waiter
  *                   (waiter_channel; NULL = l->channel, shared), and a
@@ -126,12 +127,24 @@ struct lock_kind {
    * an acquire that ends without the lock after a try that may have queued
    * sends the undo (stay false), in the order gate like any undo. */
   bool queues;
+  /* Optional: a granted try's reply (try_reply said KIND_GRANTED) also
+   * carries what the acquire returns as its value (op->token: the fenced
+   * lock's token). */
+  void (*granted)(op_t *op, const rlock_reply_t *reply);
+  /* No pub/sub (the spin lock): a busy try never subscribes, it waits
+   * poll_ms and tries again; its releases publish nothing. */
+  bool no_pubsub;
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
 extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
 extern const lock_kind_t rlock__kind_fair;   /* Redisson's RFairLock (kinds/fair.c) */
 extern const lock_kind_t rlock__kind_fair_nonreentrant; /* RNonReentrantFairLock (kinds/fair.c) */
+extern const lock_kind_t rlock__kind_nonreentrant; /* RLock's layout, no re-entry (kinds/nonreentrant.c) */
+extern const lock_kind_t rlock__kind_fenced;       /* RLock's layout and a token (kinds/fenced.c) */
+extern const lock_kind_t rlock__kind_spin;         /* RLock's layout, no pub/sub, backoff (kinds/spin.c) */
+/* The fenced lock's token key redisson_lock_token:{NAME} (malloc'd): 0 or RLOCK_ENOMEM. */
+int rlock__fenced_token_key(const rlock_lock_t *l, bytes_t *out);
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)

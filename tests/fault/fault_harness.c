@@ -72,7 +72,28 @@ static int fair_open(fh_worker_ctx_t *w) {
 }
 const fh_kind_t fh_kind_fair = {"fair", HIST_MUTEX_LEASE, fair_open, re_acquire,
                                 re_valid_until, re_release, re_close, "redisson_lock__channel"};
-const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_fair, NULL};
+/* Redisson's non-reentrant lock (RLock's hash): the same calls. */
+static int nonreentrant_open(fh_worker_ctx_t *w) {
+  return rlock_lock_new_nonreentrant(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
+}
+const fh_kind_t fh_kind_nonreentrant = {"nonreentrant", HIST_MUTEX_LEASE, nonreentrant_open, re_acquire,
+                                        re_valid_until, re_release, re_close, "redisson_lock__channel"};
+/* Redisson's fenced lock: the acquire's token goes into the history. */
+static int fenced_open(fh_worker_ctx_t *w) {
+  return rlock_lock_new_fenced(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
+}
+static int fenced_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
+  int64_t t = 0;
+  int rc = rlock_fenced_acquire(w->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, NULL, &t);
+  *token = rc == 0 ? (uint64_t)t : 0;
+  *vu = 0;
+  if (rc == 0 && re_valid_until(w, vu) != 0) *vu = 0;
+  return rc;
+}
+const fh_kind_t fh_kind_fenced = {"fenced", HIST_MUTEX_LEASE, fenced_open, fenced_acquire,
+                                  re_valid_until, re_release, re_close, "redisson_lock__channel"};
+const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_fair, &fh_kind_nonreentrant,
+                                     &fh_kind_fenced, NULL};
 
 /* ------------------------------------------------------------ workers */
 

@@ -63,6 +63,8 @@ typedef struct fh_kind {
 extern const fh_kind_t fh_kind_reentrant;
 extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
 extern const fh_kind_t fh_kind_fair;   /* rlock_lock_new_fair (its waiters: "<channel>:{NAME}:<owner>") */
+extern const fh_kind_t fh_kind_nonreentrant; /* rlock_lock_new_nonreentrant */
+extern const fh_kind_t fh_kind_fenced;       /* rlock_lock_new_fenced (the token in the history) */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */
