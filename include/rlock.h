@@ -354,7 +354,7 @@ typedef struct rlock_stats {
   uint64_t messages;          /* pub/sub messages received */
   uint64_t acquire_attempts;  /* acquire scripts sent (first tries and retries after a wake) */
   uint64_t renewals;          /* watchdog renewal script calls (and the reconnect's checks of
-                                 fixed-lease holds, which use that script without extending) */
+                                 fixed-lease holds, which use that script only to ask: no TTL touched) */
   uint64_t renewed_locks;     /* holds renewed by those calls */
   uint64_t reconnects;        /* connections re-established after a drop (any of the three;
                                  not the connections to sentinels) */
