@@ -403,6 +403,10 @@ void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const
   releasing_add(cl, name, len, owner_id, olen, -1);
 }
 
+void rlock__fast_release_began(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
+  releasing_add(cl, name, len, owner_id, olen, 1);
+}
+
 void rlock__fast_drain(client_t *cl) {
   fast_t *f = &cl->fast;
   RLOCK__ASSERT(rlock__client_on_io_thread(cl)); /* the engine's state is the I/O thread's */

@@ -707,6 +707,9 @@ void rlock__fast_cmd_down(client_t *cl);
 bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
 /* I/O thread: an op that carried a fast unlock's re-send ended (op->fast_releasing). */
 void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
+/* I/O thread: an unlock of (name, owner) whose answer was lost may have freed
+ * the hold already (the mark lasts until its op ends: rlock__fast_release_ended). */
+void rlock__fast_release_began(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
 void rlock__fast_bump(client_t *cl, const char *name, size_t len); /* epoch of name's slot + 1 */
 void rlock__fast_busy(client_t *cl, int slot, int delta);
 

@@ -1108,6 +1108,14 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
    * LOADING, BUSY... until it): re-sent with the same request id, whose
    * latch answers a copy that was applied. */
   if (answer_lost(status)) op->id_written = true; /* this copy may still land */
+  /* It may have freed the hold already: a renewal or the reconnect's check
+   * that finds the hold gone before its re-send is answered saw this
+   * unlock, not a loss (the releasing mark, as for a fast unlock; the
+   * unlock's own answer decides). */
+  if (answer_lost(status) && !op->fast_releasing) {
+    op->fast_releasing = true;
+    rlock__fast_release_began(cl, l->name, l->len, op->owner_id, op->owner_len);
+  }
   if (status != 0 && (answer_lost(status) || status == RLOCK_ECONNECT) && op->retries < cl->opt.retry_attempts) {
     op->retries++;
     send_release(op);

@@ -748,12 +748,11 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
   const char *keys[RENEW_BATCH], *args[RENEW_BATCH + 1];
   size_t kl[RENEW_BATCH], al[RENEW_BATCH + 1], n = 0;
   char lease[32];
-  int64_t now = rlock_now_ms(), least = INT64_MAX;
+  int64_t now = rlock_now_ms();
   for (size_t i = 0; i < b->n; i++) { /* forgotten while the call was filled */
     hold_t *h = b->holds[i];
     if (!h->dead && (!b->fixed || fixed_due(h, now))) {
       b->holds[n++] = h;
-      if (b->fixed && valid_lo(h) - now < least) least = valid_lo(h) - now;
     } else if (!--h->pins && h->dead) {
       hold_mem_free(h);
     }
@@ -762,10 +761,12 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
     free(b);
     return;
   }
-  /* A check of fixed-lease holds asks with the least time any of them
-   * surely has left: the script keeps a longer TTL, so a hold still there
-   * keeps its own lease (what its acquire set, never less than that). */
-  rlock__i64toa(b->fixed ? least : cl->opt.watchdog_timeout_ms, lease);
+  /* A check of fixed-lease holds only asks ('?': no TTL touched). Any lease
+   * would extend a hold the server reaches late (writes paused, a slow
+   * script ahead): past the end its acquire set, which its owner's expire
+   * timer reports as the loss; so each hold keeps exactly its own TTL. */
+  if (b->fixed) snprintf(lease, sizeof lease, "?");
+  else rlock__i64toa(cl->opt.watchdog_timeout_ms, lease);
   args[0] = lease, al[0] = strlen(lease);
   for (size_t i = 0; i < n; i++) {
     const hold_t *h = b->holds[i];

@@ -3,23 +3,29 @@
 -- token), many holds per call.
 -- KEYS[i]    the lock names
 -- ARGV[1]    lease (ms), or '=' and the lease: the TTL becomes exactly that
---            (the MultiLock's one lease, set once every member is held)
+--            (the MultiLock's one lease, set once every member is held),
+--            or '?': only ask, no TTL is touched (the reconnect's check of
+--            fixed-lease holds: a check the server runs late must not extend a
+--            lease that is nearly over)
 -- ARGV[i + 1] the token (owner id) holding KEYS[i]
 -- Reply: a string, one character per name (one reply object for the whole
 --        batch, not one per name): '1' where the token still holds KEYS[i] (its TTL is now at
 --        least the lease; a longer TTL is kept), '0' where it does not (the
 --        client stops renewing it: lock lost); an error reply (nothing
 --        written) for a bad lease.
+local ask = ARGV[1] == '?'
 local exact = string.sub(ARGV[1], 1, 1) == '='
 local lease = exact and string.sub(ARGV[1], 2) or ARGV[1]
-if not (string.match(lease, '^[1-9]%d*$') and #lease <= 15) then
+if not ask and not (string.match(lease, '^[1-9]%d*$') and #lease <= 15) then
   return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
 end
 local lease_ms = tonumber(lease)
 local out = {}
 for i = 1, #KEYS do
   if redis.call('type', KEYS[i]).ok == 'string' and redis.call('get', KEYS[i]) == ARGV[i + 1] then
-    if exact or redis.call('pttl', KEYS[i]) < lease_ms then
+    if ask then
+      -- only asked: the TTL stays as it is
+    elseif exact or redis.call('pttl', KEYS[i]) < lease_ms then
       redis.call('pexpire', KEYS[i], lease)
     end
     out[i] = '1'

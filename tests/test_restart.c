@@ -241,6 +241,44 @@ TEST(fixed_lease_kept_at_reconnect) {
   th_server_stop(srv);
 }
 
+/* The reconnect's check of a fixed-lease hold runs late on the server (its
+ * writes paused by CLIENT PAUSE WRITE, as a DEBUG SLEEP or a slow script
+ * would delay it): the check extends nothing even then. The server's lease
+ * still ends when the acquire set it to (6 s after it), never later: the
+ * holder's expire timer reports the loss by then and nobody else may wait
+ * on a hold its owner was told is gone. */
+TEST(fixed_lease_check_run_late_extends_nothing) {
+  srv = th_server_start(NULL);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.watchdog_timeout_ms = 30000;
+  o.command_timeout_ms = 10000;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  o.fast_path = 0;
+  rlock_client_t *h = NULL;
+  CHECK_OK(rlock_client_new(&h, &o));
+  rlock_lock_t *hl = th_lock(h, "restart:lock");
+  int64_t lease = 6000, t_after;
+  CHECK_OK(rlock_lock_lock(hl, lease));
+  t_after = th_now_ms(); /* the server applied the acquire before this: its lease ends by t_after + lease */
+  th_reply_free(th_cmd(srv, "CLIENT", "PAUSE", "2500", "WRITE", NULL));
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL));
+  CHECK_MSG(th_wait_until(renewed_once, h, 5000), "no check of the fixed-lease hold after the reconnect");
+  CHECK_OK(rlock_lock_is_locked(hl, &(int){0})); /* a round trip behind the check: it ran */
+  int64_t pttl = th_cmd_int(srv, "PTTL", "restart:lock", NULL), now = th_now_ms();
+  printf("PTTL %lld at %lld ms after the acquire: the lease ends %lld ms after it (set to %lld)\n", (long long)pttl,
+         (long long)(now - t_after), (long long)(now - t_after + pttl), (long long)lease);
+  CHECK_MSG(pttl > 0 && now + pttl <= t_after + lease + 1,
+            "the check run late extended the fixed lease: it ends %lld ms after the acquire, not %lld",
+            (long long)(now - t_after + pttl), (long long)lease);
+  CHECK_OK(rlock_lock_unlock(hl));
+  rlock_lock_free(hl);
+  rlock_client_free(h);
+  th_server_stop(srv);
+}
+
 /* Redisson-style unlock by a foreign holder: delete, publish "0". */
 static void foreign_unlock(const char *name) {
   char chan[128];
@@ -412,6 +450,7 @@ int main(int argc, char **argv) {
   RUN(lost_reported_at_reconnect);
   RUN(fixed_lease_lost_reported_at_reconnect);
   RUN(fixed_lease_kept_at_reconnect);
+  RUN(fixed_lease_check_run_late_extends_nothing);
   RUN(restart_resubscribe);
   RUN(calls_during_outage);
   RUN(reentry_queued_during_restart);

@@ -575,6 +575,18 @@ TEST(renew) {
   CHECK(th_cmd_int(srv, "PTTL", "k3", NULL) <= 1000);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "k4", NULL), 0);
   CHECK_EQ(get_num("HGET", "k2", OWNER_B), 3); /* counts untouched */
+  /* '?': only asks (the reconnect's check of fixed-lease holds): the answer
+   * as above, no TTL touched, however short */
+  th_reply_free(th_cmd(srv, "PEXPIRE", "k1", "1000", NULL));
+  r = eval("reentrant_renew", 3, "k1", "k3", "k4", "?", OWNER_A, OWNER_A, OWNER_A, NULL);
+  CHECK(r->type == REDIS_REPLY_STRING && r->len == 3 && !memcmp(r->str, "100", 3));
+  th_reply_free(r);
+  CHECK(th_cmd_int(srv, "PTTL", "k1", NULL) <= 1000);
+  th_reply_free(th_cmd(srv, "SET", "s1", OWNER_A, "PX", "1000", NULL));
+  r = eval("simple_renew", 2, "s1", "k4", "?", OWNER_A, OWNER_A, NULL);
+  CHECK(r->type == REDIS_REPLY_STRING && r->len == 2 && !memcmp(r->str, "10", 2));
+  th_reply_free(r);
+  CHECK(th_cmd_int(srv, "PTTL", "s1", NULL) <= 1000);
 }
 
 TEST(force_unlock) {

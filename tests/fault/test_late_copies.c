@@ -147,6 +147,39 @@ TEST(late_unlock_copy) {
   rlock_client_free(other);
 }
 
+/* An unlock applied by the server whose answer is lost (the reply path of
+ * the command connection drops its bytes; the timeout replaces the
+ * connection): the reconnect's check asks about the hold, finds it gone (the
+ * unlock's own doing) and must not report it lost; the unlock's re-send is
+ * answered by its latch: released. lease: a fixed lease (checked at the
+ * reconnect since issue 20's soak fixes) or the watchdog. */
+static void unlock_answer_lost_not_reported(int64_t lease) {
+  rlock_client_t *c = client();
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_lock_t *l = th_lock(c, "late:unlock");
+  CHECK_OK(rlock_lock_lock(l, lease));
+  int port = cmd_port();
+  uint64_t reconnects = stats(c).reconnects;
+  fp_drop_conn(px, port, FP_DOWN); /* the unlock runs, its answer never comes */
+  CHECK_OK(rlock_lock_unlock(l));
+  fp_drop_conn(px, port, 0);
+  CHECK_MSG(stats(c).reconnects > reconnects, "the answer did not come on a new connection");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:unlock", NULL), 0);
+  CHECK_OK(rlock_lock_is_locked(l, &(int){0})); /* a round trip behind the check and the re-send */
+  pthread_mutex_lock(&lost.mu);
+  int calls = lost.calls;
+  rlock_lost_reason_t why = lost.reason;
+  pthread_mutex_unlock(&lost.mu);
+  CHECK_MSG(calls == 0, "the lost callback reported the hold its owner released (%d call(s), %s)", calls,
+            rlock_lost_reason_str(why));
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(unlock_answer_lost_fixed_lease_not_reported) { unlock_answer_lost_not_reported(60000); }
+TEST(unlock_answer_lost_watchdog_not_reported) { unlock_answer_lost_not_reported(RLOCK_LEASE_WATCHDOG); }
+
 /* ------------------------------------------------------------ acquire */
 
 static void lock_once(void *l) { CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); }
@@ -808,6 +841,8 @@ int main(int argc, char **argv) {
   /* a known limitation (docs/internals/fast-path.md): by name only */
   if (only && strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
   if (!only || strstr("late_fast_unlock_handoff_latch_dropped", only)) RUN(late_fast_unlock_handoff_latch_dropped);
+  if (!only || strstr("unlock_answer_lost_fixed_lease_not_reported", only)) RUN(unlock_answer_lost_fixed_lease_not_reported);
+  if (!only || strstr("unlock_answer_lost_watchdog_not_reported", only)) RUN(unlock_answer_lost_watchdog_not_reported);
   if (!only || strstr("late_fast_unlock_not_held_latch_dropped", only)) RUN(late_fast_unlock_not_held_latch_dropped);
   if (!only || strstr("late_fast_reentry_after_loss_ref", only)) RUN(late_fast_reentry_after_loss_ref);
   if (!only || strstr("late_fast_reentry_after_loss_answer_lost", only)) RUN(late_fast_reentry_after_loss_answer_lost);
