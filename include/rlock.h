@@ -60,6 +60,8 @@ const char *rlock_version(void);
 #define RLOCK_ENOTLOCK (-17)   /* the key exists but is not a lock (force unlock refused) */
 #define RLOCK_ENOSYNC (-18)    /* the replica-sync check failed: too few replicas acknowledged
                                   the acquire (WAIT); nothing is left held (replica_sync) */
+#define RLOCK_EUPGRADE (-19)   /* a read-write lock's reader asked for the write lock (an
+                                  upgrade): refused at once, nothing taken */
 
 /* Short, static description of an error code ("timed out waiting for the lock"...). */
 const char *rlock_strerror(int err);
@@ -566,6 +568,13 @@ int64_t rlock_now_ms(void);
  *     RLOCK_FORCE_ANY_TYPE).
  * Free with rlock_lock_free. */
 int rlock_lock_new_simple(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+
+/* A read-write lock (Redisson's RReadWriteLock, same keys and channel): *read
+ * and *write are lock handles for the rlock_lock_* calls; many readers or one
+ * writer; a reader's write acquire fails at once (RLOCK_EUPGRADE); the writer
+ * may take reads. Contract: docs/api/rwlock.md. Free both with rlock_lock_free. */
+int rlock_rwlock_new(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **read,
+                     rlock_lock_t **write);
 
 /* ---------------------------------------------------------------- MultiLock */
 

@@ -24,6 +24,7 @@ static const struct {
     {RLOCK_ESYS, "RLOCK_ESYS", "system call failed"},
     {RLOCK_ENOTLOCK, "RLOCK_ENOTLOCK", "the key is not a lock"},
     {RLOCK_ENOSYNC, "RLOCK_ENOSYNC", "too few replicas acknowledged the lock (replica sync)"},
+    {RLOCK_EUPGRADE, "RLOCK_EUPGRADE", "a read lock cannot be upgraded to the write lock"},
 };
 
 RLOCK_API const char *rlock_strerror(int err) {

@@ -466,7 +466,15 @@ enum {
   SCRIPT_SIMPLE_RENEW,
   SCRIPT_SIMPLE_FORCE_UNLOCK,
   SCRIPT_SIMPLE_QUERY,
-  SCRIPT_N = SCRIPT_SIMPLE_QUERY
+  SCRIPT_RW_READ_ACQUIRE, /* the read-write lock's (kinds/rwlock.c) */
+  SCRIPT_RW_WRITE_ACQUIRE,
+  SCRIPT_RW_READ_UNLOCK,
+  SCRIPT_RW_WRITE_UNLOCK,
+  SCRIPT_RW_ACQUIRE_UNDO,
+  SCRIPT_RW_READ_RENEW,
+  SCRIPT_RW_FORCE_UNLOCK,
+  SCRIPT_RW_QUERY,
+  SCRIPT_N = SCRIPT_RW_QUERY
 };
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
@@ -895,6 +903,9 @@ void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen);
 /* RLOCK_ENOSYNC with the message "replica sync: <acked> of <of> replicas ...". */
 int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked);
 
+/* Room for an owner id and its NUL: "<uuid>:owner-<20 digits>" (63) plus a
+ * kind's suffix (the write lock's ":write"). */
+#define RLOCK__OWNER_ID_ROOM 72
 /* Owner id into buf (>= 64 bytes): "<client id>:<tid>" for RLOCK_OWNER_THREAD | tid,
  * "<client id>:owner-<n>" for explicit owners; returns the length. */
 size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
@@ -942,7 +953,7 @@ struct op {
   client_t *cl;
   rlock_lock_t *lock;
   uint64_t owner;
-  char owner_id[64];
+  char owner_id[RLOCK__OWNER_ID_ROOM];
   size_t owner_len;
   int64_t wait_ms, lease_ms, deadline; /* deadline -1: forever (user commands: INT64_MAX) */
   rlock_cancel_t *cancel;

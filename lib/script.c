@@ -12,7 +12,9 @@
 extern const char rlock_lua_reentrant_acquire[], rlock_lua_reentrant_acquire_undo[],
     rlock_lua_reentrant_unlock[], rlock_lua_reentrant_renew[], rlock_lua_reentrant_force_unlock[],
     rlock_lua_simple_acquire[], rlock_lua_simple_acquire_undo[], rlock_lua_simple_unlock[],
-    rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[];
+    rlock_lua_simple_renew[], rlock_lua_simple_force_unlock[], rlock_lua_simple_query[],
+    rlock_lua_rw_read_acquire[], rlock_lua_rw_write_acquire[], rlock_lua_rw_read_unlock[], rlock_lua_rw_write_unlock[],
+    rlock_lua_rw_acquire_undo[], rlock_lua_rw_read_renew[], rlock_lua_rw_force_unlock[], rlock_lua_rw_query[];
 
 static const char *bodies[SCRIPT_N + 1];
 static char shas[SCRIPT_N + 1][41];
@@ -33,6 +35,14 @@ static void compute(void) {
   bodies[SCRIPT_SIMPLE_RENEW] = rlock_lua_simple_renew;
   bodies[SCRIPT_SIMPLE_FORCE_UNLOCK] = rlock_lua_simple_force_unlock;
   bodies[SCRIPT_SIMPLE_QUERY] = rlock_lua_simple_query;
+  bodies[SCRIPT_RW_READ_ACQUIRE] = rlock_lua_rw_read_acquire;
+  bodies[SCRIPT_RW_WRITE_ACQUIRE] = rlock_lua_rw_write_acquire;
+  bodies[SCRIPT_RW_READ_UNLOCK] = rlock_lua_rw_read_unlock;
+  bodies[SCRIPT_RW_WRITE_UNLOCK] = rlock_lua_rw_write_unlock;
+  bodies[SCRIPT_RW_ACQUIRE_UNDO] = rlock_lua_rw_acquire_undo;
+  bodies[SCRIPT_RW_READ_RENEW] = rlock_lua_rw_read_renew;
+  bodies[SCRIPT_RW_FORCE_UNLOCK] = rlock_lua_rw_force_unlock;
+  bodies[SCRIPT_RW_QUERY] = rlock_lua_rw_query;
   for (int i = 1; i <= SCRIPT_N; i++) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

@@ -115,10 +115,17 @@ struct lock_kind {
   /* Optional (NULL: the hash layout's HEXISTS, HGET, HGETALL). is held,
    * hold count, holders of op as one request, answered in those shapes. */
   req_t *(*query_req)(op_t *op, req_done_fn done);
+  /* Optional: appended to every owner id of the kind's handles (the write
+   * lock's ":write", Redisson's "<uuid>:<tid>:write"). */
+  const char *owner_suffix;
+  /* query_req answers "is locked" too (an integer 1/0), in place of EXISTS. */
+  bool query_locked;
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
 extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
+extern const lock_kind_t rlock__kind_read;   /* RReadWriteLock's two (kinds/rwlock.c) */
+extern const lock_kind_t rlock__kind_write;
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)
