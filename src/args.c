@@ -216,6 +216,23 @@ int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 
+int cli_set_kind(const char *cmd, int *kind, int k) {
+  if (*kind && *kind != k) return cli_usage(cmd, "--simple, --read and --write exclude each other");
+  *kind = k;
+  return 0;
+}
+
+int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out) {
+  if (kind == CLI_KIND_SIMPLE) return cli_lock_simple(client, name, out);
+  if (kind != CLI_KIND_READ && kind != CLI_KIND_WRITE) return cli_lock(client, name, out);
+  rlock_lock_t *r = NULL, *w = NULL;
+  int rc = rlock_rwlock_new(client, name, strlen(name), &r, &w);
+  if (rc) return cli_fail(rc, "cannot open the read-write lock");
+  *out = kind == CLI_KIND_READ ? r : w;
+  rlock_lock_free(kind == CLI_KIND_READ ? w : r);
+  return 0;
+}
+
 int cli_name(const char *cmd, const char *name) {
   size_t len = strlen(name);
   if (len == 0) return cli_usage(cmd, "the lock name must not be empty");

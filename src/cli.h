@@ -109,6 +109,12 @@ int cli_options(const cli_global_t *g, rlock_options_t *opts);
 int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
 /* The same for a simple lock (SET NX PX: rlock_lock_new_simple). */
 int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out);
+/* The lock kinds of --simple, --read, --write (0: Redisson's RLock). */
+enum { CLI_KIND_REENTRANT, CLI_KIND_SIMPLE, CLI_KIND_READ, CLI_KIND_WRITE };
+/* --simple, --read, --write given: *kind = k, or EX_USAGE if another one was. */
+int cli_set_kind(const char *cmd, int *kind, int k);
+/* The same for a kind: the read or write lock of a read-write lock (rlock_rwlock_new). */
+int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out);
 
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
  * empty or too long. */

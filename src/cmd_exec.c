@@ -18,7 +18,7 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  [--simple] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
+    "                  [--simple | --read | --write] [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
     "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
@@ -29,6 +29,8 @@ static const char usage_text[] =
     "                  after DUR if still running (default 10s; 0: SIGKILL at once)\n"
     "  --simple        the simple lock (SET NAME token NX PX lease), shared with\n"
     "                  redis-py's Lock, node-redlock and redsync; default: Redisson's\n"
+    "  --read, --write the read or the write lock of Redisson's RReadWriteLock NAME:\n"
+    "                  many readers or one writer\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
@@ -228,7 +230,7 @@ static int open_locks(rlock_client_t *client, char **names, int n, int simple, r
                       guard_t *gd) {
   if (n > CLI_NAMES_MAX) return cli_usage("exec", "at most %d NAMEs", CLI_NAMES_MAX);
   for (int i = 0; i < n; i++) {
-    int ex = simple ? cli_lock_simple(client, names[i], &locks[i]) : cli_lock(client, names[i], &locks[i]);
+    int ex = cli_lock_kind(client, names[i], simple, &locks[i]);
     if (ex) return ex;
   }
   gd->lock = locks[0];
@@ -255,6 +257,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
       {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
       {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
+      {"read", no_argument, NULL, 'R'},           {"write", no_argument, NULL, 'W'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
@@ -265,7 +268,9 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
-      case 's': simple = 1; break;
+      case 's': ex = cli_set_kind("exec", &simple, CLI_KIND_SIMPLE); break;
+      case 'R': ex = cli_set_kind("exec", &simple, CLI_KIND_READ); break;
+      case 'W': ex = cli_set_kind("exec", &simple, CLI_KIND_WRITE); break;
       case 'r': redlock = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
@@ -283,6 +288,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
+  if (redlock && simple > CLI_KIND_SIMPLE) return cli_usage("exec", "--redlock takes no --read or --write");
   char **cmd = argv + optind, shown[256];
   show_names(argv + first, nnames, shown, sizeof shown);
 

@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock status [--json] [--simple] [--redlock] NAME\n"
+    "Usage: rlock status [--json] [--simple | --read | --write] [--redlock] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
@@ -17,6 +17,9 @@ static const char usage_text[] =
     "                  \"node\":\"HOST:PORT\"}\n"
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
     "                 the holder is its token, count 1\n"
+    "  --read, --write  NAME is a read-write lock (exec --read/--write, Redisson's\n"
+    "                 RReadWriteLock): every holder, readers \"<client id>:<thread>\" with\n"
+    "                 their read holds, the writer \"...:write\"\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
     "                 many of them NAME is locked\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
@@ -149,6 +152,8 @@ static int show_redlock(const cli_global_t *g, const char *name, int simple, int
 int cmd_status(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
                                            {"simple", no_argument, NULL, 's'},
+                                           {"read", no_argument, NULL, 'R'},
+                                           {"write", no_argument, NULL, 'W'},
                                            {"redlock", no_argument, NULL, 'r'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
@@ -157,7 +162,9 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
-      case 's': simple = 1; break;
+      case 's': ex = cli_set_kind("status", &simple, CLI_KIND_SIMPLE); break;
+      case 'R': ex = cli_set_kind("status", &simple, CLI_KIND_READ); break;
+      case 'W': ex = cli_set_kind("status", &simple, CLI_KIND_WRITE); break;
       case 'r': redlock = 1; break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("status", g, c, optarg, argv);
@@ -167,11 +174,12 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   if (optind != argc - 1) return cli_usage("status", "expected exactly one lock NAME");
   const char *name = argv[optind];
   if ((ex = cli_name("status", name))) return ex;
+  if (redlock && simple > CLI_KIND_SIMPLE) return cli_usage("status", "--redlock takes no --read or --write");
   if (redlock) return show_redlock(g, name, simple, json);
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = simple ? cli_lock_simple(client, name, &lock) : cli_lock(client, name, &lock))) {
+  if (!(ex = cli_lock_kind(client, name, simple, &lock))) {
     ex = show(lock, name, json);
     rlock_lock_free(lock);
   }

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock unlock --force [--any-type] [--simple] NAME\n"
+    "Usage: rlock unlock --force [--any-type] [--simple | --read | --write] NAME\n"
     "Deletes the lock NAME whoever holds it (Redisson forceUnlock) and wakes its\n"
     "waiters. A holder using a watchdog learns that it lost the lock at its next\n"
     "renewal (an `rlock exec` holder then stops its command and exits 76).\n"
@@ -17,12 +17,16 @@ static const char usage_text[] =
     "  --force        required: a CLI process never owns a hold to release\n"
     "  --any-type     delete NAME even if it is not a lock\n"
     "  --simple       NAME is a simple lock (a string: exec --simple, redis-py...)\n"
+    "  --read, --write  NAME is a read-write lock: break it only while it is in\n"
+    "                 that mode (Redisson's readLock()/writeLock().forceUnlock())\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 int cmd_unlock(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"force", no_argument, NULL, 'f'},
                                            {"any-type", no_argument, NULL, 'a'},
                                            {"simple", no_argument, NULL, 's'},
+                                           {"read", no_argument, NULL, 'R'},
+                                           {"write", no_argument, NULL, 'W'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
@@ -31,7 +35,9 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
     switch (c) {
       case 'f': force = 1; break;
       case 'a': any_type = 1; break;
-      case 's': simple = 1; break;
+      case 's': ex = cli_set_kind("unlock", &simple, CLI_KIND_SIMPLE); break;
+      case 'R': ex = cli_set_kind("unlock", &simple, CLI_KIND_READ); break;
+      case 'W': ex = cli_set_kind("unlock", &simple, CLI_KIND_WRITE); break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("unlock", g, c, optarg, argv);
     }
@@ -46,7 +52,7 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = simple ? cli_lock_simple(client, name, &lock) : cli_lock(client, name, &lock))) {
+  if (!(ex = cli_lock_kind(client, name, simple, &lock))) {
     int was_locked = 0;
     int rc = rlock_lock_force_unlock_flags(lock, any_type ? RLOCK_FORCE_ANY_TYPE : 0, &was_locked);
     if (rc == RLOCK_ENOTLOCK)
