@@ -493,6 +493,8 @@ struct waiter {
   waiter_t *prev, *next;
   channel_t *ch;
   bool parked; /* waiting for a message (vs. an attempt in flight) */
+  bool token;  /* a message that wakes all came while its attempt was in flight:
+                  it tries again instead of parking (pubsub.c) */
   void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
   /* How many parked waiters a message (its payload) wakes: the lock kind's
    * policy, taken by the channel from its first waiter. NULL: one. */
