@@ -23,6 +23,8 @@
  *   expire_then_unlock       testExpireRead/testExpireWrite
  *   write_reentry_adds_lease testWriteLockExpiration: PTTL + lease (Redisson's)
  *   braces_name              testName ({tag} names), refused brace forms
+ *   mixed_threads            8 threads of 2 clients, reads and writes in turn
+ *                            on "{test}:abc:key": no writer beside anyone
  *   cross_java_reader        Redisson's read scripts and rlock readers share
  *                            read mode; a Java read unlock keeps rlock's hold
  *                            (it reads rlock's timeout keys) and the hash TTL
@@ -32,6 +34,7 @@
  *                            write acquire sees rlock's read mode */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -595,6 +598,55 @@ TEST(braces_name) {
   rlock_client_free(c);
 }
 
+/* testName + the concurrency tests: threads of two clients take the read or
+ * the write lock of a {tag} name in turn; inside, a writer is alone and a
+ * reader sees no writer. */
+static atomic_int readers_in, writers_in, overlaps;
+struct mixer {
+  rlock_lock_t *r, *w;
+  int id, rounds, rc;
+};
+static void *mixer_main(void *p) {
+  struct mixer *m = p;
+  for (int i = 0; i < m->rounds && !m->rc; i++) {
+    bool write = (i + m->id) % 3 == 0;
+    rlock_lock_t *l = write ? m->w : m->r;
+    if ((m->rc = rlock_lock_acquire(l, RLOCK_OWNER_SELF, 30000, RLOCK_LEASE_WATCHDOG, NULL))) break;
+    if (write) {
+      if (atomic_fetch_add(&writers_in, 1) != 0 || atomic_load(&readers_in) != 0) atomic_fetch_add(&overlaps, 1);
+      th_sleep_ms(1);
+      atomic_fetch_sub(&writers_in, 1);
+    } else {
+      atomic_fetch_add(&readers_in, 1);
+      if (atomic_load(&writers_in) != 0) atomic_fetch_add(&overlaps, 1);
+      th_sleep_ms(1);
+      atomic_fetch_sub(&readers_in, 1);
+    }
+    m->rc = rlock_lock_release(l, RLOCK_OWNER_SELF);
+  }
+  return NULL;
+}
+
+TEST(mixed_threads) {
+  rlock_client_t *c[2] = {th_client(srv->url, 0), th_client(srv->url, 0)};
+  rlock_lock_t *r[2], *w[2];
+  for (int i = 0; i < 2; i++) rw(c[i], "{test}:abc:key", &r[i], &w[i]);
+  enum { T = 8 };
+  struct mixer ms[T];
+  pthread_t t[T];
+  for (int i = 0; i < T; i++) {
+    ms[i] = (struct mixer){.r = r[i % 2], .w = w[i % 2], .id = i, .rounds = 15};
+    pthread_create(&t[i], NULL, mixer_main, &ms[i]);
+  }
+  for (int i = 0; i < T; i++) {
+    pthread_join(t[i], NULL);
+    CHECK_OK(ms[i].rc);
+  }
+  CHECK_EQ(atomic_load(&overlaps), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "{test}:abc:key", NULL), 0);
+  for (int i = 0; i < 2; i++) rlock_lock_free(r[i]), rlock_lock_free(w[i]), rlock_client_free(c[i]);
+}
+
 TEST(cross_java_reader) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *r, *w;
@@ -706,6 +758,7 @@ int main(int argc, char **argv) {
   RUN(expire_then_unlock);
   RUN(write_reentry_adds_lease);
   RUN(braces_name);
+  RUN(mixed_threads);
   RUN(cross_java_reader);
   RUN(cross_java_writer_wakes);
   RUN(cross_java_upgrade_guard);
