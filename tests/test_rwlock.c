@@ -23,6 +23,8 @@
  *   expire_then_unlock       testExpireRead/testExpireWrite
  *   write_reentry_adds_lease testWriteLockExpiration: PTTL + lease (Redisson's)
  *   braces_name              testName ({tag} names), refused brace forms
+ *   resend_counts_once       a server slower than the command timeout: re-sent
+ *                            read/write tries and unlocks count once (latches)
  *   mixed_threads            8 threads of 2 clients, reads and writes in turn
  *                            on "{test}:abc:key": no writer beside anyone
  *   cross_java_reader        Redisson's read scripts and rlock readers share
@@ -647,6 +649,79 @@ TEST(mixed_threads) {
   for (int i = 0; i < 2; i++) rlock_lock_free(r[i]), rlock_lock_free(w[i]), rlock_client_free(c[i]);
 }
 
+/* A server slower than the command timeout (DEBUG SLEEP 0.6 s > 250 ms):
+ * every try and unlock is re-sent with the same request id; once the server
+ * runs them all, the latches make each count once (Redisson's unlock latch
+ * and rlock's acquire latch on the read-write scripts). */
+static redisContext *send_nowait(const char *cmd) {
+  redisContext *rc = th_raw_connect(srv);
+  CHECK(redisAppendCommand(rc, cmd) == REDIS_OK);
+  int done = 0;
+  while (!done) CHECK(redisBufferWrite(rc, &done) == REDIS_OK);
+  return rc;
+}
+static int server_took(void *arg) {
+  redisContext *rc = arg;
+  int me = th_local_port(rc->fd);
+  long tx = -1, rx = -1;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
+         rx == 0;
+}
+static void slow_server(void) {
+  redisContext *rc = send_nowait("DEBUG SLEEP 0.6");
+  CHECK(th_wait_until(server_took, rc, 5000));
+  static redisContext *last;
+  if (last) {
+    void *r = NULL;
+    redisGetReply(last, &r);
+    freeReplyObject(r);
+    redisFree(last);
+  }
+  last = rc;
+}
+
+TEST(resend_counts_once) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 250;
+  o.retry_attempts = 3;
+  o.replica_sync_timeout_ms = 100;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *r, *w;
+  rw(c, "rw:resend", &r, &w);
+  char id[128], key[512];
+  th_owner_id(c, 1, id, sizeof id);
+  slow_server();
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 30000, NULL));
+  CHECK_EQ(th_hget_num(srv, "rw:resend", id), 1);
+  timeout_key(c, "rw:resend", 1, 2, key, sizeof key);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", key, NULL), 0); /* one hold, one timeout key */
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 30000, NULL));
+  slow_server();
+  CHECK_OK(rlock_lock_release(r, 1));
+  CHECK_EQ(th_hget_num(srv, "rw:resend", id), 1); /* 2 -> 1, once */
+  CHECK_OK(rlock_lock_release(r, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:resend", NULL), 0);
+  strcat(id, ":write");
+  slow_server();
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  CHECK_EQ(th_hget_num(srv, "rw:resend", id), 1);
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  slow_server();
+  CHECK_OK(rlock_lock_release(w, 1));
+  CHECK_EQ(th_hget_num(srv, "rw:resend", id), 1);
+  CHECK_OK(rlock_lock_release(w, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:resend", NULL), 0);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  printf("# %llu timeouts (each one re-sent)\n", (unsigned long long)st.timeouts);
+  CHECK(st.timeouts >= 4); /* every one of the four slow calls was re-sent */
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
 TEST(cross_java_reader) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *r, *w;
@@ -745,7 +820,9 @@ TEST(cross_java_upgrade_guard) {
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
-  srv = th_server_start(NULL);
+  const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP (resend_counts_once) */
+  th_server_opts_t o = {.extra_args = extra};
+  srv = th_server_start(&o);
   RUN(many_readers);
   RUN(writer_excludes_readers);
   RUN(write_unlock_wakes_all);
@@ -759,6 +836,7 @@ int main(int argc, char **argv) {
   RUN(write_reentry_adds_lease);
   RUN(braces_name);
   RUN(mixed_threads);
+  RUN(resend_counts_once);
   RUN(cross_java_reader);
   RUN(cross_java_writer_wakes);
   RUN(cross_java_upgrade_guard);
