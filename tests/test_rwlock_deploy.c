@@ -12,7 +12,11 @@
  *                       a writer waiting on another client's reader is
  *                       woken by the read unlock's SPUBLISH "0"; the write
  *                       unlock SPUBLISHes "1" (a raw SSUBSCRIBE hears it);
- *                       the watchdog renews read holds there (per-slot batch) */
+ *                       the watchdog renews read holds there (per-slot batch)
+ *   sentinel_master     redis+sentinel:// (a master, a replica, 3 sentinels):
+ *                       readers of two clients, a writer woken by the last
+ *                       read unlock, the keys on the master, the replica
+ *                       acknowledging (WAIT) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -21,6 +25,7 @@
 #include "harness.h"
 #include "harness_cluster.h"
 #include "harness_replica.h"
+#include "harness_sentinel.h"
 
 static th_server_t *master;
 
@@ -126,6 +131,7 @@ static void *waiter_main(void *arg) {
   return NULL;
 }
 static int waiter_done(void *arg) { return atomic_load(&((waiter_t *)arg)->done); }
+static int numsub_one(void *s) { return th_numsub(s, "redisson_rwlock:{rws:lock}") >= 1; }
 
 TEST(cluster_shards) {
   rlock_client_t *a = client_of(cl->url, RLOCK_REPLICA_SYNC_ONE, 1500, 0);
@@ -181,8 +187,45 @@ TEST(cluster_shards) {
   rlock_client_free(b);
 }
 
+/* ------------------------------------------------------------ Sentinel */
+
+static th_sentinels_t *dep;
+
+TEST(sentinel_master) {
+  rlock_client_t *a = client_of(dep->url, RLOCK_REPLICA_SYNC_ONE, 0, 0);
+  rlock_client_t *b = client_of(dep->url, RLOCK_REPLICA_SYNC_ONE, 0, 0);
+  th_server_t *m = dep->nodes[0];
+  rlock_lock_t *ra, *wa, *rb, *wb;
+  CHECK_OK(rlock_rwlock_new(a, "rws:lock", 8, &ra, &wa));
+  CHECK_OK(rlock_rwlock_new(b, "rws:lock", 8, &rb, &wb));
+  long long w0 = th_cmdstat(m, "wait");
+  CHECK_OK(rlock_lock_acquire(ra, 1, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(rb, 1, 0, 60000, NULL));
+  CHECK(th_cmdstat(m, "wait") - w0 >= 2); /* the replica acknowledged each */
+  char key[512];
+  timeout_key(b, "rws:lock", 1, 1, key, sizeof key);
+  CHECK_EQ(th_cmd_int(m, "EXISTS", key, NULL), 1);
+  CHECK_RC(rlock_lock_acquire(wa, 2, 0, 60000, NULL), RLOCK_EBUSY);
+  CHECK_OK(rlock_lock_release(rb, 1));
+  waiter_t wt = {.lock = wb};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter_main, &wt) == 0);
+  CHECK(th_wait_until(numsub_one, m, 20000));
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_release(ra, 1)); /* the last reader: "0" */
+  CHECK_MSG(th_wait_until(waiter_done, &wt, 30000), "the writer never got in");
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_OK(wt.rc);
+  CHECK(wt.at - t0 < 20000); /* the message, not the 60 s lease */
+  CHECK_OK(rlock_lock_release(wb, 7));
+  CHECK_EQ(th_cmd_int(m, "EXISTS", "rws:lock", NULL), 0);
+  rlock_lock_free(ra), rlock_lock_free(wa), rlock_lock_free(rb), rlock_lock_free(wb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 int main(int argc, char **argv) {
-  th_init(argc, argv, 280);
+  th_init(argc, argv, 400);
   master = th_server_start(NULL);
   RUN(replicas_wait);
   RUN(replica_paused_undo);
@@ -190,5 +233,8 @@ int main(int argc, char **argv) {
   cl = th_cluster_start(3, 0, 5000);
   RUN(cluster_shards);
   th_cluster_stop(cl);
+  dep = th_sentinels_start("rwmaster", 1, 3);
+  RUN(sentinel_master);
+  th_sentinels_stop(dep);
   return th_done();
 }
