@@ -65,7 +65,16 @@ static int simple_open(fh_worker_ctx_t *w) {
 }
 const fh_kind_t fh_kind_simple = {"simple", HIST_MUTEX_LEASE, simple_open, re_acquire,
                                   re_valid_until, re_release, re_close, "rlock_simple__channel"};
-const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, NULL};
+/* The write lock of a read-write lock (rlock_rwlock_new): a mutex among writers. */
+static int write_open(fh_worker_ctx_t *w) {
+  rlock_lock_t *r = NULL;
+  int rc = rlock_rwlock_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &r, &w->lock);
+  rlock_lock_free(r);
+  return rc;
+}
+const fh_kind_t fh_kind_write = {"write", HIST_MUTEX_LEASE, write_open, re_acquire,
+                                 re_valid_until, re_release, re_close, "redisson_rwlock"};
+const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_write, NULL};
 
 /* ------------------------------------------------------------ workers */
 

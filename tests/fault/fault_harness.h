@@ -62,6 +62,7 @@ typedef struct fh_kind {
 
 extern const fh_kind_t fh_kind_reentrant;
 extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
+extern const fh_kind_t fh_kind_write;  /* rlock_rwlock_new's write lock */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */
