@@ -58,13 +58,13 @@ static void re_close(fh_worker_ctx_t *w) {
 }
 
 const fh_kind_t fh_kind_reentrant = {"reentrant", HIST_MUTEX_LEASE, re_open, re_acquire,
-                                     re_valid_until, re_release, re_close, "redisson_lock__channel"};
+                                     re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
 /* The simple lock (SET NX PX): the same calls on another handle. */
 static int simple_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_simple(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
 const fh_kind_t fh_kind_simple = {"simple", HIST_MUTEX_LEASE, simple_open, re_acquire,
-                                  re_valid_until, re_release, re_close, "rlock_simple__channel"};
+                                  re_valid_until, re_release, re_close, "rlock_simple__channel", 0};
 /* The write lock of a read-write lock (rlock_rwlock_new): a mutex among writers. */
 static int write_open(fh_worker_ctx_t *w) {
   rlock_lock_t *r = NULL;
@@ -73,7 +73,16 @@ static int write_open(fh_worker_ctx_t *w) {
   return rc;
 }
 const fh_kind_t fh_kind_write = {"write", HIST_MUTEX_LEASE, write_open, re_acquire,
-                                 re_valid_until, re_release, re_close, "redisson_rwlock"};
+                                 re_valid_until, re_release, re_close, "redisson_rwlock", 0};
+/* Its read lock: shared (HIST_RW), so not a row of the mutex scenarios. */
+static int read_open(fh_worker_ctx_t *w) {
+  rlock_lock_t *wr = NULL;
+  int rc = rlock_rwlock_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock, &wr);
+  rlock_lock_free(wr);
+  return rc;
+}
+const fh_kind_t fh_kind_read = {"read", HIST_RW, read_open, re_acquire, re_valid_until,
+                                re_release, re_close, "redisson_rwlock", 1};
 const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_write, NULL};
 
 /* ------------------------------------------------------------ workers */
@@ -152,7 +161,7 @@ static void worker_main(fh_worker_ctx_t *w) {
       continue;
     }
     wlog(w, HK_GRANT, 0, vu, token);
-    wlog(w, HK_ENTER, 0, 0, 0);
+    wlog(w, HK_ENTER, s->kind->shared, 0, 0);
     emit(w, HK_ENTER, 0, vu);
     /* inside the critical section */
     int64_t until = s->hold_ms >= 0 ? rlock_now_ms() + s->hold_ms : -1;
@@ -580,7 +589,7 @@ static int nolock_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms,
 static int nolock_release(fh_worker_ctx_t *w) { return 0; }
 static void nolock_close(fh_worker_ctx_t *w) {}
 const fh_kind_t fh_kind_nolock = {"broken-nolock", HIST_MUTEX_LEASE, nolock_open, nolock_acquire,
-                                  nolock_valid, nolock_release, nolock_close, NULL};
+                                  nolock_valid, nolock_release, nolock_close, NULL, 0};
 
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
   const char *m = getenv("FH_MUTATE");

@@ -58,11 +58,13 @@ typedef struct fh_kind {
   int (*release)(fh_worker_ctx_t *w);
   void (*close)(fh_worker_ctx_t *w);
   const char *channel; /* where its waiters listen: "<channel>:{NAME}" */
+  int shared;          /* 1: its holders share the lock (readers): HK_ENTER status 1 */
 } fh_kind_t;
 
 extern const fh_kind_t fh_kind_reentrant;
 extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
 extern const fh_kind_t fh_kind_write;  /* rlock_rwlock_new's write lock */
+extern const fh_kind_t fh_kind_read;   /* its read lock (shared: not in fh_kinds[]) */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */
