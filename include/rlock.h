@@ -65,10 +65,11 @@ RLOCK_EXPORT const char *rlock_version(void);
   X(ENOTLOCK, -17, "the key is not a lock")                                                    \
   X(ENOSYNC, -18, "too few replicas acknowledged the lock (replica sync)")                    \
   X(ENOTREENTRANT, -19, "the owner holds this non-reentrant lock already")                   \
-  X(ENOPERM, -20, "permission denied by the server's ACL")
+  X(ENOPERM, -20, "permission denied by the server's ACL")                                   \
+  X(EUPGRADE, -21, "a read lock cannot be upgraded to the write lock")
 
 #define RLOCK__ERRNO_ENUM(name, value, text) RLOCK_##name = (value),
-/* RLOCK_OK, RLOCK_EINVAL, ... RLOCK_ENOPERM. */
+/* RLOCK_OK, RLOCK_EINVAL, ... RLOCK_EUPGRADE. */
 enum rlock_errno { RLOCK_ERRNO_MAP(RLOCK__ERRNO_ENUM) };
 #undef RLOCK__ERRNO_ENUM
 
@@ -343,6 +344,13 @@ typedef struct rlock_backoff {
 } rlock_backoff_t;
 RLOCK_EXPORT int rlock_lock_new_spin(rlock_client_t *client, const void *name, size_t name_len, const rlock_backoff_t *backoff,
                         rlock_lock_t **out);
+
+/* A read-write lock (Redisson's RReadWriteLock, same keys and channel): *read
+ * and *write are lock handles for the rlock_lock_* calls; many readers or one
+ * writer; a reader's write acquire fails at once (RLOCK_EUPGRADE); the writer
+ * may take reads. Contract: docs/api/rwlock.md. Free both with rlock_lock_free. */
+RLOCK_EXPORT int rlock_rwlock_new(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **read,
+                     rlock_lock_t **write);
 
 /* ---------------------------------------------------------------- MultiLock */
 

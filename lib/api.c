@@ -26,7 +26,9 @@ int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name
    * The kind names the channel in a scratch copy. */
   rlock_lock_t tmp = {.name = (char *)name, .len = len};
   rlock_lock_t *l = NULL;
-  if (!kind->init(&tmp)) {
+  int irc = kind->init(&tmp);
+  if (irc == RLOCK_EINVAL) return irc; /* a name the kind refuses (its message set) */
+  if (!irc) {
     size_t n = tmp.channel.n, at = SIZE_MAX;
     if (n >= len + 1 && !memcmp(tmp.channel.p + n - len - 1, name, len)) at = n - len - 1;
     else if (n >= len && !memcmp(tmp.channel.p + n - len, name, len)) at = n - len;
@@ -89,6 +91,18 @@ RLOCK_API int rlock_lock_new_spin(rlock_client_t *cl, const void *name, size_t l
   return 0;
 }
 
+RLOCK_API int rlock_rwlock_new(rlock_client_t *cl, const void *name, size_t len, rlock_lock_t **read,
+                               rlock_lock_t **write) {
+  if (!read || !write) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  *read = *write = NULL;
+  int rc = rlock__lock_new_kind(cl, &rlock__kind_read, name, len, read);
+  if (!rc && (rc = rlock__lock_new_kind(cl, &rlock__kind_write, name, len, write))) {
+    free(*read);
+    *read = NULL;
+  }
+  return rc;
+}
+
 RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
   free(l); /* name and channel inside */
 }
@@ -131,6 +145,12 @@ static op_t *op_new(rlock_lock_t *l, op_kind_t kind, rlock_owner_t owner, int *r
   op->cl = l->cl;
   op->owner = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   op->owner_len = rlock__client_owner_id(l->cl, op->owner, op->owner_id);
+  if (l->kind->owner_suffix) { /* the write lock's ":write" (fits: RLOCK__OWNER_ID_ROOM) */
+    size_t n = strlen(l->kind->owner_suffix);
+    RLOCK__ASSERT(op->owner_len + n < sizeof op->owner_id);
+    memcpy(op->owner_id + op->owner_len, l->kind->owner_suffix, n + 1);
+    op->owner_len += n;
+  }
   return op;
 }
 

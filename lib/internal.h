@@ -480,6 +480,8 @@ struct waiter {
   waiter_t *prev, *next;
   channel_t *ch;
   bool parked; /* waiting for a message (vs. an attempt in flight) */
+  bool token;  /* a message that wakes all came while its attempt was in flight:
+                  it tries again instead of parking (pubsub.c) */
   void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
   /* How many parked waiters a message (its payload) wakes: the lock kind's
    * policy, taken by the channel from its first waiter. NULL: one. */
@@ -911,6 +913,9 @@ void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen);
 /* RLOCK_ENOSYNC with the message "replica sync: <acked> of <of> replicas ...". */
 int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked);
 
+/* Room for an owner id and its NUL: "<uuid>:owner-<20 digits>" (63) plus a
+ * kind's suffix (the write lock's ":write"). */
+#define RLOCK__OWNER_ID_ROOM 72
 /* Owner id into buf (>= 64 bytes): "<client id>:<tid>" for RLOCK_OWNER_THREAD | tid,
  * "<client id>:owner-<n>" for explicit owners; returns the length. */
 size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
@@ -962,7 +967,7 @@ struct op {
   client_t *cl;
   rlock_lock_t *lock;
   uint64_t owner;
-  char owner_id[64];
+  char owner_id[RLOCK__OWNER_ID_ROOM];
   size_t owner_len;
   int64_t wait_ms, lease_ms, deadline; /* deadline -1: forever (user commands: INT64_MAX) */
   rlock_cancel_t *cancel;

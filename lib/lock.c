@@ -338,7 +338,7 @@ typedef struct undo {
   const lock_kind_t *kind;
   op_t *op; /* the op waiting for this undo, or NULL */
   bytes_t name, channel, latch;
-  char owner_id[64];
+  char owner_id[RLOCK__OWNER_ID_ROOM];
   int64_t keep; /* the count the owner keeps: an unlatched try's (the fast path's count), or -2: undo_keep's */
   bool stay;    /* a queueing kind's owner goes on waiting: its queue entry stays (kind_undo_t) */
   /* A copy of the undone request (or of this undo) whose answer was lost may
@@ -1241,7 +1241,8 @@ static void start_simple(op_t *op) {
   if (op->kind == OP_FORCE) {
     r = l->kind->force_req(op, simple_done); /* reentrant_force_unlock.lua (kinds/reentrant.c) */
     stat_add(cl, ST_SCRIPTS, 1);
-  } else if (l->kind->query_req && (op->kind == OP_IS_HELD || op->kind == OP_COUNT || op->kind == OP_HOLDERS)) {
+  } else if (l->kind->query_req && (op->kind == OP_IS_HELD || op->kind == OP_COUNT || op->kind == OP_HOLDERS ||
+                                     (op->kind == OP_IS_LOCKED && l->kind->query_locked))) {
     r = l->kind->query_req(op, simple_done); /* the kind's layout is not a hash */
     stat_add(cl, ST_SCRIPTS, 1);
   } else {

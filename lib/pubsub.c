@@ -38,8 +38,13 @@ typedef struct sub_ctx {
 
 /* Wakes up to n parked waiters (in the order they joined); when fewer are
  * parked, a wake token is left first for one whose try is in flight
- * (nothing touches ch once a waiter ran). INT_MAX wakes them all. */
+ * (nothing touches ch once a waiter ran). INT_MAX wakes them all: every
+ * waiter whose try is in flight gets a token of its own (its try may have
+ * run before the release: it must try again, as the parked ones do). */
 static void wake_some(channel_t *ch, int n) {
+  if (n == INT_MAX)
+    for (waiter_t *w = ch->head; w; w = w->next)
+      if (!w->parked) w->token = true;
   int parked = 0;
   for (waiter_t *w = ch->head; w && parked < n; w = w->next) parked += w->parked;
   if (parked < n) ch->wakes = 1;
@@ -266,6 +271,7 @@ int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) 
     send_sub(ps, ch, true);
   }
   w->ch = ch;
+  w->token = false;
   w->parked = ch->state == CH_SUBSCRIBING; /* woken when the subscription is confirmed */
   w->next = NULL;
   w->prev = ch->tail;
@@ -285,6 +291,7 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
   w->ch = NULL;
   w->prev = w->next = NULL;
   w->parked = false;
+  w->token = false;
   if (ch->head) return;
   rlock__map_del(&ps->channels, ch->name, ch->len);
   if (ch->state != CH_UNSUBSCRIBED && ps->conn.state != CS_CLOSED) send_sub(ps, ch, false);
@@ -293,6 +300,11 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
 }
 
 bool rlock__pubsub_park(waiter_t *w) {
+  if (w->token) { /* a wake-all came while its try was in flight */
+    w->token = false;
+    if (w->ch) w->ch->wakes = 0;
+    return true;
+  }
   if (w->ch && w->ch->wakes) {
     w->ch->wakes = 0;
     return true; /* a message came while we were busy: try again now */

@@ -24,6 +24,14 @@
   X(FAIR_UNLOCK, fair_unlock)                    \
   X(FAIR_FORCE_UNLOCK, fair_force_unlock)        \
   X(NONREENTRANT_ACQUIRE, nonreentrant_acquire)  \
-  X(FENCED_ACQUIRE, fenced_acquire)
+  X(FENCED_ACQUIRE, fenced_acquire)           \
+  X(RW_READ_ACQUIRE, rw_read_acquire)         \
+  X(RW_WRITE_ACQUIRE, rw_write_acquire)       \
+  X(RW_READ_UNLOCK, rw_read_unlock)           \
+  X(RW_WRITE_UNLOCK, rw_write_unlock)         \
+  X(RW_ACQUIRE_UNDO, rw_acquire_undo)         \
+  X(RW_READ_RENEW, rw_read_renew)             \
+  X(RW_FORCE_UNLOCK, rw_force_unlock)         \
+  X(RW_QUERY, rw_query)
 
 #endif

@@ -242,6 +242,12 @@ int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
 }
 
+int cli_set_kind(const char *cmd, int *kind, int k) {
+  if (*kind && *kind != k) return cli_usage(cmd, "the lock kind options (--simple, --fair, --read...) exclude each other");
+  *kind = k;
+  return 0;
+}
+
 int cli_lock_fair(rlock_client_t *client, const char *name, rlock_lock_t **out) {
   int rc = rlock_lock_new_fair(client, name, strlen(name), out);
   return rc ? cli_fail(rc, "cannot open the lock") : 0;
@@ -249,6 +255,14 @@ int cli_lock_fair(rlock_client_t *client, const char *name, rlock_lock_t **out) 
 
 int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out) {
   size_t n = strlen(name);
+  if (kind == CLI_KIND_READ || kind == CLI_KIND_WRITE) {
+    rlock_lock_t *r = NULL, *w = NULL;
+    int rc = rlock_rwlock_new(client, name, n, &r, &w);
+    if (rc) return cli_fail(rc, "cannot open the read-write lock");
+    *out = kind == CLI_KIND_READ ? r : w;
+    rlock_lock_free(kind == CLI_KIND_READ ? w : r);
+    return 0;
+  }
   int rc = kind == CLI_KIND_SIMPLE         ? rlock_lock_new_simple(client, name, n, out)
            : kind == CLI_KIND_NONREENTRANT ? rlock_lock_new_nonreentrant(client, name, n, out)
            : kind == CLI_KIND_FENCED       ? rlock_lock_new_fenced(client, name, n, out)

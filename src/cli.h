@@ -111,9 +111,21 @@ int cli_lock(rlock_client_t *client, const char *name, rlock_lock_t **out);
 int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out);
 /* The same for a fair lock (Redisson's RFairLock: rlock_lock_new_fair). */
 int cli_lock_fair(rlock_client_t *client, const char *name, rlock_lock_t **out);
-/* The lock kinds exec opens (--simple, --nonreentrant...), and the same for one of them. */
-enum { CLI_KIND_REENTRANT, CLI_KIND_SIMPLE, CLI_KIND_NONREENTRANT, CLI_KIND_FENCED, CLI_KIND_SPIN, CLI_KIND_FAIR };
+/* The lock kinds exec opens (--simple, --nonreentrant, --read...), and the same for one of them
+ * (--read, --write: that lock of a read-write lock, rlock_rwlock_new). */
+enum {
+  CLI_KIND_REENTRANT,
+  CLI_KIND_SIMPLE,
+  CLI_KIND_NONREENTRANT,
+  CLI_KIND_FENCED,
+  CLI_KIND_SPIN,
+  CLI_KIND_FAIR,
+  CLI_KIND_READ,
+  CLI_KIND_WRITE
+};
 int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock_t **out);
+/* A kind option given: *kind = k, or EX_USAGE if another kind was given. */
+int cli_set_kind(const char *cmd, int *kind, int k);
 
 /* Checks that the key NAME is free or holds the kind's type (a hash; simple:
  * a string): 0, or EX_DATAERR with "NAME is not a lock (holds a list)". */

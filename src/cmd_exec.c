@@ -20,7 +20,7 @@
 
 static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
-    "                  [--simple | --fair | --nonreentrant | --fenced | --spin]\n"
+    "                  [--simple | --fair | --nonreentrant | --fenced | --spin | --read | --write]\n"
     "                  [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
@@ -41,6 +41,8 @@ static const char usage_text[] =
     "                  acquire: the storage refuses writes with a token below the last)\n"
     "  --spin          Redisson's spin lock (getSpinLock): RLock's hash, no pub/sub;\n"
     "                  a waiter retries after a backoff (1 ms doubling to 128 ms)\n"
+    "  --read, --write the read or the write lock of Redisson's RReadWriteLock NAME:\n"
+    "                  many readers or one writer\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
@@ -407,6 +409,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"fair", no_argument, NULL, 'f'},
       {"nonreentrant", no_argument, NULL, 'N'},  {"fenced", no_argument, NULL, 'F'},
       {"spin", no_argument, NULL, 'S'},
+      {"read", no_argument, NULL, 'R'},           {"write", no_argument, NULL, 'W'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
@@ -421,6 +424,8 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
       case 'F': kind = CLI_KIND_FENCED, kinds++; break;
       case 'S': kind = CLI_KIND_SPIN, kinds++; break;
+      case 'R': kind = CLI_KIND_READ, kinds++; break;
+      case 'W': kind = CLI_KIND_WRITE, kinds++; break;
       case 'r': redlock = 1; break;
       case 'f': kind = CLI_KIND_FAIR, kinds++; break;
       case 'h': fputs(usage_text, stdout); return 0;

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock status [--json] [--simple | --fair | --fenced] [--redlock] NAME\n"
+    "Usage: rlock status [--json] [--simple | --fair | --fenced | --read | --write] [--redlock] NAME\n"
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
@@ -27,6 +27,9 @@ static const char usage_text[] =
     "  --fair         NAME is a fair lock (exec --fair, Redisson's RFairLock): also\n"
     "                 its queue, head first, with each waiter's deadline in ms from\n"
     "                 now (JSON: \"queue\":[{\"owner\":...,\"deadline_in_ms\":N}])\n"
+    "  --read, --write  NAME is a read-write lock (exec --read/--write, Redisson's\n"
+    "                 RReadWriteLock): every holder, readers \"<client id>:<thread>\" with\n"
+    "                 their read holds, the writer \"...:write\"\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
     "                 many of them NAME is locked\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
@@ -215,17 +218,21 @@ static int show_redlock(const cli_global_t *g, const char *name, int simple, int
 int cmd_status(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
                                            {"simple", no_argument, NULL, 's'},
+                                           {"read", no_argument, NULL, 'R'},
+                                           {"write", no_argument, NULL, 'W'},
                                            {"redlock", no_argument, NULL, 'r'},
                                            {"fair", no_argument, NULL, 'f'},
                                            {"fenced", no_argument, NULL, 'F'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, json = 0, simple = 0, redlock = 0, fair = 0, fenced = 0, ex = 0;
+  int c, json = 0, simple = 0, redlock = 0, fair = 0, fenced = 0, rw = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'j': json = 1; break;
       case 's': simple = 1; break;
+      case 'R': ex = rw && rw != CLI_KIND_READ ? cli_usage("status", "--read and --write exclude each other") : 0, rw = CLI_KIND_READ; break;
+      case 'W': ex = rw && rw != CLI_KIND_WRITE ? cli_usage("status", "--read and --write exclude each other") : 0, rw = CLI_KIND_WRITE; break;
       case 'r': redlock = 1; break;
       case 'f': fair = 1; break;
       case 'F': fenced = 1; break;
@@ -239,14 +246,16 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   if ((ex = cli_name("status", name))) return ex;
   if (fair && (simple || redlock)) return cli_usage("status", "--fair goes with neither --simple nor --redlock");
   if (fenced && (simple || redlock || fair)) return cli_usage("status", "--fenced excludes --simple, --fair and --redlock");
+  if (rw && (simple || redlock || fair || fenced))
+    return cli_usage("status", "--read and --write exclude --simple, --fair, --fenced and --redlock");
   if (redlock) return show_redlock(g, name, simple, json);
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  int kind = simple ? CLI_KIND_SIMPLE : fair ? CLI_KIND_FAIR : fenced ? CLI_KIND_FENCED : CLI_KIND_REENTRANT;
+  int kind = simple ? CLI_KIND_SIMPLE : fair ? CLI_KIND_FAIR : fenced ? CLI_KIND_FENCED : rw ? rw : CLI_KIND_REENTRANT;
   if (!(ex = cli_lock_kind(client, name, kind, &lock))) {
     ex = cli_check_type(client, name, simple);
-    if (!ex) ex = show(client, lock, name, json, fair, fenced ? 1 : simple ? 0 : 2);
+    if (!ex) ex = show(client, lock, name, json, fair, fenced ? 1 : simple || rw ? 0 : 2);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "Usage: rlock unlock --force [--any-type] [--simple | --fair] NAME\n"
+    "Usage: rlock unlock --force [--any-type] [--simple | --fair | --read | --write] NAME\n"
     "Deletes the lock NAME whoever holds it (Redisson forceUnlock) and wakes its\n"
     "waiters. A holder using a watchdog learns that it lost the lock at its next\n"
     "renewal (an `rlock exec` holder then stops its command and exits 76).\n"
@@ -18,6 +18,8 @@ static const char usage_text[] =
     "  --any-type     delete NAME even if it is not a lock\n"
     "  --simple       NAME is a simple lock (a string: exec --simple, redis-py...)\n"
     "  --fair         NAME is a fair lock (exec --fair, RFairLock): wakes the queue's head\n"
+    "  --read, --write  NAME is a read-write lock: break it only while it is in\n"
+    "                 that mode (Redisson's readLock()/writeLock().forceUnlock())\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 int cmd_unlock(cli_global_t *g, int argc, char **argv) {
@@ -25,16 +27,20 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
                                            {"any-type", no_argument, NULL, 'a'},
                                            {"simple", no_argument, NULL, 's'},
                                            {"fair", no_argument, NULL, 'F'},
+                                           {"read", no_argument, NULL, 'R'},
+                                           {"write", no_argument, NULL, 'W'},
                                            CLI_CONNECT_LONGOPTS,
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  int c, force = 0, any_type = 0, simple = 0, fair = 0, ex = 0;
+  int c, force = 0, any_type = 0, kind = CLI_KIND_REENTRANT, ex = 0;
   while ((c = getopt_long(argc, argv, ":fu:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'f': force = 1; break;
       case 'a': any_type = 1; break;
-      case 's': simple = 1; break;
-      case 'F': fair = 1; break;
+      case 's': ex = cli_set_kind("unlock", &kind, CLI_KIND_SIMPLE); break;
+      case 'F': ex = cli_set_kind("unlock", &kind, CLI_KIND_FAIR); break;
+      case 'R': ex = cli_set_kind("unlock", &kind, CLI_KIND_READ); break;
+      case 'W': ex = cli_set_kind("unlock", &kind, CLI_KIND_WRITE); break;
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("unlock", g, c, optarg, argv);
     }
@@ -44,15 +50,12 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
     return cli_usage("unlock", "only 'unlock --force NAME' is supported: a CLI process cannot own a "
                                "hold (holds end with 'rlock exec')");
   if (optind != argc - 1) return cli_usage("unlock", "expected exactly one lock NAME");
-  if (simple && fair) return cli_usage("unlock", "--simple and --fair exclude each other");
   const char *name = argv[optind];
   if ((ex = cli_name("unlock", name))) return ex;
   rlock_client_t *client;
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
-  if (!(ex = simple ? cli_lock_simple(client, name, &lock)
-             : fair  ? cli_lock_fair(client, name, &lock)
-                     : cli_lock(client, name, &lock))) {
+  if (!(ex = cli_lock_kind(client, name, kind, &lock))) {
     int was_locked = 0;
     int rc = rlock_lock_force_unlock_flags(lock, any_type ? RLOCK_FORCE_ANY_TYPE : 0, &was_locked);
     if (rc == RLOCK_ENOTLOCK)

@@ -22,6 +22,7 @@ static const struct {
     {-12, "RLOCK_ESERVER"},   {-13, "RLOCK_EPROTO"},   {-14, "RLOCK_ECLOSED"},
     {-15, "RLOCK_EDEADLK"},   {-16, "RLOCK_ESYS"},     {-17, "RLOCK_ENOTLOCK"},
     {-18, "RLOCK_ENOSYNC"},   {-19, "RLOCK_ENOTREENTRANT"}, {-20, "RLOCK_ENOPERM"},
+    {-21, "RLOCK_EUPGRADE"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 

@@ -134,6 +134,11 @@ struct lock_kind {
   /* No pub/sub (the spin lock): a busy try never subscribes, it waits
    * poll_ms and tries again; its releases publish nothing. */
   bool no_pubsub;
+  /* Optional: appended to every owner id of the kind's handles (the write
+   * lock's ":write", Redisson's "<uuid>:<tid>:write"). */
+  const char *owner_suffix;
+  /* query_req answers "is locked" too (an integer 1/0), in place of EXISTS. */
+  bool query_locked;
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
@@ -145,6 +150,8 @@ extern const lock_kind_t rlock__kind_fenced;       /* RLock's layout and a token
 extern const lock_kind_t rlock__kind_spin;         /* RLock's layout, no pub/sub, backoff (kinds/spin.c) */
 /* The fenced lock's token key redisson_lock_token:{NAME} (malloc'd): 0 or RLOCK_ENOMEM. */
 int rlock__fenced_token_key(const rlock_lock_t *l, bytes_t *out);
+extern const lock_kind_t rlock__kind_read;   /* RReadWriteLock's two (kinds/rwlock.c) */
+extern const lock_kind_t rlock__kind_write;
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)

@@ -58,26 +58,26 @@ static void re_close(fh_worker_ctx_t *w) {
 }
 
 const fh_kind_t fh_kind_reentrant = {"reentrant", HIST_MUTEX_LEASE, re_open, re_acquire,
-                                     re_valid_until, re_release, re_close, "redisson_lock__channel"};
+                                     re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
 /* The simple lock (SET NX PX): the same calls on another handle. */
 static int simple_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_simple(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
 const fh_kind_t fh_kind_simple = {"simple", HIST_MUTEX_LEASE, simple_open, re_acquire,
-                                  re_valid_until, re_release, re_close, "rlock_simple__channel"};
+                                  re_valid_until, re_release, re_close, "rlock_simple__channel", 0};
 /* The fair lock (Redisson's RFairLock): the same calls; each waiter listens
  * on "<channel>:{NAME}:<owner id>". */
 static int fair_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_fair(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
 const fh_kind_t fh_kind_fair = {"fair", HIST_MUTEX_LEASE, fair_open, re_acquire,
-                                re_valid_until, re_release, re_close, "redisson_lock__channel"};
+                                re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
 /* Redisson's non-reentrant lock (RLock's hash): the same calls. */
 static int nonreentrant_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_nonreentrant(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
 const fh_kind_t fh_kind_nonreentrant = {"nonreentrant", HIST_MUTEX_LEASE, nonreentrant_open, re_acquire,
-                                        re_valid_until, re_release, re_close, "redisson_lock__channel"};
+                                        re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
 /* Redisson's fenced lock: the acquire's token goes into the history. */
 static int fenced_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_fenced(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
@@ -91,9 +91,27 @@ static int fenced_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms,
   return rc;
 }
 const fh_kind_t fh_kind_fenced = {"fenced", HIST_MUTEX_LEASE, fenced_open, fenced_acquire,
-                                  re_valid_until, re_release, re_close, "redisson_lock__channel"};
+                                  re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
+/* The write lock of a read-write lock (rlock_rwlock_new): a mutex among writers. */
+static int write_open(fh_worker_ctx_t *w) {
+  rlock_lock_t *r = NULL;
+  int rc = rlock_rwlock_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &r, &w->lock);
+  rlock_lock_free(r);
+  return rc;
+}
+const fh_kind_t fh_kind_write = {"write", HIST_MUTEX_LEASE, write_open, re_acquire,
+                                 re_valid_until, re_release, re_close, "redisson_rwlock", 0};
+/* Its read lock: shared (HIST_RW), so not a row of the mutex scenarios. */
+static int read_open(fh_worker_ctx_t *w) {
+  rlock_lock_t *wr = NULL;
+  int rc = rlock_rwlock_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock, &wr);
+  rlock_lock_free(wr);
+  return rc;
+}
+const fh_kind_t fh_kind_read = {"read", HIST_RW, read_open, re_acquire, re_valid_until,
+                                re_release, re_close, "redisson_rwlock", 1};
 const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_fair, &fh_kind_nonreentrant,
-                                     &fh_kind_fenced, NULL};
+                                     &fh_kind_fenced, &fh_kind_write, NULL};
 
 /* ------------------------------------------------------------ workers */
 
@@ -171,7 +189,7 @@ static void worker_main(fh_worker_ctx_t *w) {
       continue;
     }
     wlog(w, HK_GRANT, 0, vu, token);
-    wlog(w, HK_ENTER, 0, 0, 0);
+    wlog(w, HK_ENTER, s->kind->shared, 0, 0);
     emit(w, HK_ENTER, 0, vu);
     /* inside the critical section */
     int64_t until = s->hold_ms >= 0 ? rlock_now_ms() + s->hold_ms : -1;
@@ -599,7 +617,7 @@ static int nolock_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms,
 static int nolock_release(fh_worker_ctx_t *w) { return 0; }
 static void nolock_close(fh_worker_ctx_t *w) {}
 const fh_kind_t fh_kind_nolock = {"broken-nolock", HIST_MUTEX_LEASE, nolock_open, nolock_acquire,
-                                  nolock_valid, nolock_release, nolock_close, NULL};
+                                  nolock_valid, nolock_release, nolock_close, NULL, 0};
 
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
   const char *kind = getenv("FH_KIND"); /* another kind of fh_kinds[] by name (FH_KIND=fair) */

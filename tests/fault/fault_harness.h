@@ -58,6 +58,7 @@ typedef struct fh_kind {
   int (*release)(fh_worker_ctx_t *w);
   void (*close)(fh_worker_ctx_t *w);
   const char *channel; /* where its waiters listen: "<channel>:{NAME}" (fair: and ":<owner>") */
+  int shared;          /* 1: its holders share the lock (readers): HK_ENTER status 1 */
 } fh_kind_t;
 
 extern const fh_kind_t fh_kind_reentrant;
@@ -65,6 +66,8 @@ extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
 extern const fh_kind_t fh_kind_fair;   /* rlock_lock_new_fair (its waiters: "<channel>:{NAME}:<owner>") */
 extern const fh_kind_t fh_kind_nonreentrant; /* rlock_lock_new_nonreentrant */
 extern const fh_kind_t fh_kind_fenced;       /* rlock_lock_new_fenced (the token in the history) */
+extern const fh_kind_t fh_kind_write;  /* rlock_rwlock_new's write lock */
+extern const fh_kind_t fh_kind_read;   /* its read lock (shared: not in fh_kinds[]) */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */

@@ -208,7 +208,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   memset(rep, 0, sizeof *rep);
   rep->records = n;
   if (!opts) return bad(rep, "no options");
-  if (opts->mode == HIST_FIFO || opts->mode == HIST_RW || opts->mode == HIST_PERMITS) {
+  if (opts->mode == HIST_FIFO || opts->mode == HIST_PERMITS) {
     snprintf(rep->msg, sizeof rep->msg,
              "checker mode %d (%s) is not implemented yet: nothing was checked", (int)opts->mode,
              opts->mode == HIST_FIFO ? "FIFO / fair lock"
@@ -217,7 +217,8 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
     rep->verdict = HIST_NOTYET;
     return rep->verdict;
   }
-  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE) return bad(rep, "unknown mode");
+  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW)
+    return bad(rep, "unknown mode");
 
   hist_rec_t *r = malloc((n ? n : 1) * sizeof *r);
   hist_section_t *secs = NULL;
@@ -299,6 +300,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         s->exit_ns = INT64_MAX;
         s->valid_until_ns = c->valid_until_ns;
         s->token = c->token;
+        s->shared = e->status == 1;
         c->open = c->last = (long)nsecs++;
       }
       break;
@@ -336,12 +338,13 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         if (b->name_len != a->name_len || memcmp(b->name, a->name, a->name_len)) break;
         if (b->enter_ns >= a->exit_ns) continue; /* sorted by enter: later ones may still overlap a */
         if (b->worker == a->worker) continue;    /* impossible (one open section per worker) */
+        if (opts->mode == HIST_RW && a->shared && b->shared) continue; /* readers together */
         hist_overlap_t o;
         memset(&o, 0, sizeof o);
         o.a = *a, o.b = *b;
         o.from_ns = b->enter_ns;
         o.to_ns = a->exit_ns < b->exit_ns ? a->exit_ns : b->exit_ns;
-        if (opts->mode == HIST_MUTEX_LEASE && a->valid_until_ns > 0 &&
+        if ((opts->mode == HIST_MUTEX_LEASE || opts->mode == HIST_RW) && a->valid_until_ns > 0 &&
             b->grant_ns >= a->valid_until_ns && a->lost_ns > 0) {
           o.permitted = 1;
           snprintf(o.why, sizeof o.why,
@@ -356,7 +359,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         } else {
           snprintf(o.why, sizeof o.why, "VIOLATION: overlap%s%s",
                    opts->mode == HIST_MUTEX ? " (strict mutual exclusion)" : "",
-                   opts->mode == HIST_MUTEX_LEASE && !a->lost_ns ? ": A was never told its lock was lost" : "");
+                   opts->mode != HIST_MUTEX && !a->lost_ns ? ": A was never told its lock was lost" : "");
         }
         if (rep->nlist == capo) {
           size_t nc = capo ? capo * 2 : 8;

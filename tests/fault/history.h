@@ -14,8 +14,11 @@
  *                     pause) AND A was told (a HK_LOST record of A for that
  *                     lock). Such overlaps are reported as "permitted";
  *                     every other overlap is a violation;
- *   HIST_FIFO, HIST_RW, HIST_PERMITS
- *                     fair-lock order, read/write rules, semaphore bound:
+ *   HIST_RW           read/write rules: as HIST_MUTEX_LEASE, except that two
+ *                     shared sections (readers: HK_ENTER status 1) may
+ *                     overlap; a writer's section overlaps nothing;
+ *   HIST_FIFO, HIST_PERMITS
+ *                     fair-lock order, semaphore bound:
  *                     NOT IMPLEMENTED YET (those lock types do not exist
  *                     yet); the checker answers HIST_NOTYET for them and
  *                     never pretends to have checked anything.
@@ -30,7 +33,7 @@
 typedef enum hist_kind {
   HK_ATTEMPT = 1, /* about to call acquire */
   HK_GRANT,       /* acquire returned 0: valid_until_ns, token */
-  HK_ENTER,       /* critical section entered */
+  HK_ENTER,       /* critical section entered (status 1: a shared one, a reader's) */
   HK_EXIT,        /* critical section left (status 1: the holder knew its hold was stale) */
   HK_RELEASE,     /* release returned (status = its rc) */
   HK_LOST,        /* the lock-lost callback ran for this lock (status = its rlock_lost_reason_t) */
@@ -78,7 +81,7 @@ typedef enum hist_mode {
   HIST_MUTEX = 1,
   HIST_MUTEX_LEASE,
   HIST_FIFO,    /* not yet: fair lock */
-  HIST_RW,      /* not yet: read-write lock */
+  HIST_RW,      /* read-write lock: shared sections may overlap each other */
   HIST_PERMITS  /* not yet: semaphores (permit bound) */
 } hist_mode_t;
 
@@ -117,6 +120,7 @@ typedef struct hist_section {
   int64_t lost_ns;        /* first HK_LOST of this worker+lock after the grant; 0 none */
   uint64_t token;
   int died, stale_exit;
+  int shared; /* a reader's section (HK_ENTER status 1) */
 } hist_section_t;
 
 typedef struct hist_overlap {

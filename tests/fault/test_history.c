@@ -150,6 +150,32 @@ TEST(synthetic_killed_holder) {
   hist_report_free(&rep);
 }
 
+/* A reader's section: HK_ENTER with status 1. */
+static void shared_section(hb_t *h, int w, int64_t t_grant, int64_t exit, int64_t vu) {
+  section(h, w, t_grant, exit, vu);
+  CHECK_EQ(h->r[h->n - 3].kind, HK_ENTER);
+  h->r[h->n - 3].status = 1;
+}
+
+/* HIST_RW: readers overlap each other freely; a writer overlaps nobody. */
+TEST(synthetic_rw) {
+  hb_t h = {.n = 0};
+  shared_section(&h, 0, 100, 300, 5000);
+  shared_section(&h, 1, 150, 350, 5000);
+  section(&h, 2, 400, 500, 5000); /* the writer after both */
+  hist_report_t rep;
+  CHECK_EQ(check(&h, HIST_RW, &rep), HIST_OK);
+  CHECK_EQ(rep.overlaps, 0);
+  hist_report_free(&rep);
+  CHECK_EQ(check(&h, HIST_MUTEX, &rep), HIST_VIOLATION); /* as a mutex: the readers overlap */
+  CHECK_EQ(rep.overlaps, 1);
+  hist_report_free(&rep);
+  section(&h, 3, 200, 250, 5000); /* a writer among the readers */
+  CHECK_EQ(check(&h, HIST_RW, &rep), HIST_VIOLATION);
+  CHECK_EQ(rep.violations, 2);
+  hist_report_free(&rep);
+}
+
 TEST(synthetic_malformed_and_notyet) {
   hb_t h = {.n = 0};
   add(&h, 100, HK_ENTER, 0, 0); /* no grant */
@@ -164,7 +190,6 @@ TEST(synthetic_malformed_and_notyet) {
   h.r[1].magic = HIST_MAGIC;
   CHECK_EQ(check(&h, HIST_FIFO, &rep), HIST_NOTYET);
   CHECK(strstr(rep.msg, "not implemented yet") != NULL);
-  CHECK_EQ(check(&h, HIST_RW, &rep), HIST_NOTYET);
   CHECK_EQ(check(&h, HIST_PERMITS, &rep), HIST_NOTYET);
 }
 
@@ -263,7 +288,7 @@ static int skip_valid(fh_worker_ctx_t *w, int64_t *out) {
 static int skip_release(fh_worker_ctx_t *w) { return 0; }
 static void skip_close(fh_worker_ctx_t *w) {}
 static const fh_kind_t kind_skip = {"broken-skip", HIST_MUTEX_LEASE, skip_open, skip_acquire,
-                                    skip_valid, skip_release, skip_close, NULL};
+                                    skip_valid, skip_release, skip_close, NULL, 0};
 
 /* "getset": GET the key; if empty, (think 1 ms, then) SET it. Not atomic. */
 static int gs_cmd(fh_worker_ctx_t *w, const char *verb, rlock_reply_type_t *type) {
@@ -292,7 +317,7 @@ static int gs_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int
 }
 static int gs_release(fh_worker_ctx_t *w) { return gs_cmd(w, "DEL", NULL); }
 static const fh_kind_t kind_getset = {"broken-getset", HIST_MUTEX_LEASE, skip_open, gs_acquire,
-                                      skip_valid, gs_release, skip_close, NULL};
+                                      skip_valid, gs_release, skip_close, NULL, 0};
 
 TEST(broken_skip_lock_is_caught) {
   fh_pool_t p;
@@ -376,6 +401,7 @@ int main(int argc, char **argv) {
   RUN(synthetic_stale_holder);
   RUN(synthetic_renewed_lease);
   RUN(synthetic_killed_holder);
+  RUN(synthetic_rw);
   RUN(synthetic_malformed_and_notyet);
   RUN(synthetic_malformed_sequences);
   RUN(synthetic_failover_window_split);

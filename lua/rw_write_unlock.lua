@@ -1,0 +1,58 @@
+-- rw_write_unlock.lua -- release one write hold (RedissonWriteLock.unlockInnerAsync).
+-- KEYS[1]  NAME   KEYS[2] channel "redisson_rwlock:{NAME}"
+-- KEYS[3]  unlock latch "redisson_unlock_latch:{NAME}:<request id>"
+-- ARGV[1]  message ('1': wakes every waiter)   ARGV[2] TTL (ms) to keep while
+--          write holds remain   ARGV[3] owner's write field '<uuid>:<tid>:write'
+-- ARGV[4]  publish command   ARGV[5] latch TTL (ms)
+-- Reply: 0 write holds remain; 1 the last write hold released; 2 the same and
+-- the message reached a subscriber; nil this owner holds no write lock. A
+-- re-send gets the first answer from the latch ('n': nil).
+-- Redisson's steps: latch; no mode -> publish 1, nil; mode write: no field ->
+-- nil; HINCRBY -1; > 0 -> PEXPIRE ARGV[2]; else HDEL, and DEL NAME + publish 1
+-- when only 'mode' is left, else mode=read (a downgrade: the owner's read
+-- holds remain). rlock also publishes 1 on the downgrade, so waiting readers
+-- enter at once (Redisson's wait for their TTL timer); mode read -> nil.
+
+local lease, ttl = ARGV[2], ARGV[5]
+if not (#ttl <= 15 and string.find(ttl, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+end
+if not (#lease <= 15 and string.find(lease, '^[1-9]%d*$')) then
+  return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
+end
+if ARGV[3] == '' then return redis.error_reply('ERR rlock: empty owner id') end
+if ARGV[4] ~= 'publish' and ARGV[4] ~= 'spublish' then
+  return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
+end
+
+local seen = redis.call('get', KEYS[3])
+if seen then
+  if seen == 'n' then return nil end
+  return tonumber(seen)
+end
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call(ARGV[4], KEYS[2], ARGV[1])
+  redis.call('set', KEYS[3], 'n', 'px', ttl)
+  return nil
+end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+  redis.call('set', KEYS[3], 'n', 'px', ttl)
+  return nil
+end
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if counter > 0 then
+  redis.call('pexpire', KEYS[1], lease)
+  redis.call('set', KEYS[3], '0', 'px', ttl)
+  return 0
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+  redis.call('del', KEYS[1])
+else
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+local out = redis.call(ARGV[4], KEYS[2], ARGV[1]) > 0 and 2 or 1
+redis.call('set', KEYS[3], out, 'px', ttl)
+return out
