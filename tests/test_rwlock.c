@@ -476,6 +476,67 @@ TEST(read_renewal) {
   rlock_client_free(c);
 }
 
+/* A fixed-lease read hold across a reconnect: the reconnect's check asks
+ * about it with the renew script's '?' (only ask). The hold stays, keeps its
+ * own TTL, no loss is reported, and its unlock releases it. */
+static atomic_int rw_lost;
+static void rw_on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
+  (void)name, (void)len, (void)owner, (void)reason, (void)arg;
+  rw_lost++;
+}
+static int checked(void *c) {
+  rlock_stats_t st;
+  rlock_client_stats((rlock_client_t *)c, &st);
+  return st.renewals >= 1 && st.reconnects >= 1;
+}
+TEST(fixed_lease_read_kept_at_reconnect) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.reconnect_min_ms = 50;
+  o.reconnect_max_ms = 500;
+  o.fast_path = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_on_lost(c, rw_on_lost, NULL);
+  rw_lost = 0;
+  rlock_lock_t *r, *w;
+  rw(c, "rw:check", &r, &w);
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 20000, NULL));
+  char tk[512];
+  timeout_key(c, "rw:check", 1, 1, tk, sizeof tk);
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL));
+  CHECK_MSG(th_wait_until(checked, c, 5000), "no check of the fixed-lease read hold after the reconnect");
+  int v = 0;
+  CHECK_OK(rlock_lock_is_locked(r, &v)); /* a round trip behind the check */
+  CHECK_EQ(v, 1);
+  long long pttl = th_cmd_int(srv, "PTTL", tk, NULL);
+  CHECK_MSG(pttl > 0 && pttl <= 20000, "timeout key PTTL %lld after the check (lease 20000 ms)", pttl);
+  CHECK_MSG(rw_lost == 0, "the check reported the live read hold lost (%d)", (int)rw_lost);
+  CHECK_OK(rlock_lock_release(r, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:check", NULL), 0);
+  CHECK_EQ(rw_lost, 0);
+  /* A read hold the server lost while the client was away is reported at
+   * the reconnect's check, not only at its unlock. */
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 20000, NULL));
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  uint64_t renewals0 = st.renewals;
+  th_reply_free(th_cmd(srv, "DEL", "rw:check", tk, NULL));
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL));
+  int64_t t0 = th_now_ms();
+  while (rw_lost == 0 && th_now_ms() - t0 < 5000) {
+    rlock_client_stats(c, &st);
+    if (st.renewals > renewals0) CHECK_OK(rlock_lock_is_locked(r, &v)); /* behind the check's answer */
+    if (rw_lost) break;
+    usleep(10000);
+  }
+  CHECK_MSG(rw_lost == 1, "the read hold the server lost was not reported at the reconnect (%d)", (int)rw_lost);
+  CHECK_RC(rlock_lock_release(r, 1), RLOCK_ENOTHELD);
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
 TEST(upgrade_refused) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *r, *w;
@@ -829,6 +890,7 @@ int main(int argc, char **argv) {
   RUN(read_lease_per_hold);
   RUN(dead_reader_zombie);
   RUN(read_renewal);
+  RUN(fixed_lease_read_kept_at_reconnect);
   RUN(upgrade_refused);
   RUN(downgrade_wakes_readers);
   RUN(force_unlock_modes);
