@@ -116,6 +116,9 @@ if evicted and held_for == -2 and head then tell(head) end -- the lock is the ne
 if mode == 't' then return held_for > 0 and held_for or 1 end
 local seen = redis.call('get', KEYS[5])
 if seen and seen ~= '1' then return -3 end -- undone: a late copy never queues
+-- a copy of a request that was granted: it was applied once, it writes no
+-- more (queuing it would leave an entry nobody waits behind)
+if seen == '1' then return held_for > 0 and held_for or 1 end
 
 local mys = redis.call('zscore', KEYS[3], owner)
 if not mys then
