@@ -110,7 +110,9 @@ if mine then
   return nil
 end
 
-if evicted and held_for == -2 and head then tell(head) end -- the lock is the new head's to take
+-- the new head: the lock is its to take, or (held) its deadline must be kept
+-- alive by its own tries from now on
+if evicted and head then tell(head) end
 
 -- 4. busy
 if mode == 't' then return held_for > 0 and held_for or 1 end

@@ -19,7 +19,8 @@
 -- owner moves down by its slot, then ZREM and LREM. rlock's additions: the
 -- latch (a tombstone, so a late copy of the try never applies or queues: 'x'
 -- while the owner stays queued, 'xd' once it left, 'undone' for a hold given
--- back), and the next head is told on its channel when the lock is free.
+-- back); the next head is told on its channel when the lock is free, and
+-- when the owner leaving was the head (its deadline moved down).
 
 local ttl, keep_s, slot_s = ARGV[4], ARGV[5] or '-1', ARGV[6]
 if not (string.match(ttl, '^[1-9]%d*$') and #ttl <= 15) then
@@ -66,7 +67,10 @@ local function leave()
   end
   redis.call('zrem', KEYS[3], owner)
   redis.call('lrem', KEYS[2], 0, owner)
-  if was_head then tell_head() end
+  -- the new head is told even while the lock is held: its deadline is now
+  -- what mine was (a slot lower), possibly before its next try
+  local head = was_head and redis.call('lindex', KEYS[2], 0)
+  if head then redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1]) end
 end
 
 local latch = redis.call('get', KEYS[5])

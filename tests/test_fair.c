@@ -1101,6 +1101,58 @@ TEST(odd_name) {
   rlock_client_free(c);
 }
 
+/* The head gives up (a timed try) while the lock is held: Redisson's
+ * acquireFailed moves every deadline behind it down by its slot, so the new
+ * head's deadline is what the old head's was, up to half a slot before the
+ * new head would try (and refresh) again. A live rlock waiter must never be
+ * stale: the new head is told, and it keeps its place. */
+typedef struct stale_arg {
+  const keys_t *k;
+  const char *who;
+} stale_arg_t;
+static int stale_or_gone(void *arg) {
+  stale_arg_t *a = arg;
+  long long d = zscore(a->k, a->who);
+  return d < 0 || d <= epoch_ms();
+}
+
+TEST(head_gives_up_next_keeps_place) {
+  keys_t k = keys_of("fair:headleaves");
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 60000, NULL)); /* held for long: the holder's PTTL bounds no wait */
+  waiter_t first = {.lock = l, .owner = 1, .wait_ms = 300, .lease_ms = 30000};
+  waiter_start(&first);
+  wait_queue_len(&k, 1);
+  waiter_t w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = (waiter_t){.lock = l, .owner = (rlock_owner_t)(i + 2), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 2);
+  }
+  pthread_join(first.t, NULL);
+  CHECK_RC(first.rc, RLOCK_EBUSY);
+  wait_queue_len(&k, 2);
+  char second[128];
+  th_owner_id(c, 2, second, sizeof second);
+  /* the scenario: the holder keeps the lock 2 slots more; a script that ran
+   * while the new head's deadline lay in the past would evict it */
+  stale_arg_t a = {&k, second};
+  int stale = th_wait_until(stale_or_gone, &a, 2000);
+  CHECK_OK(rlock_lock_release(l, 100));
+  for (int i = 0; i < 2; i++) pthread_join(w[i].t, NULL);
+  CHECK_MSG(!stale, "the live new head's deadline passed while it waited (it was not told its deadline moved); "
+            "rc %d %d, order %d %d", w[0].rc, w[1].rc, w[0].order, w[1].order);
+  for (int i = 0; i < 2; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1126,6 +1178,7 @@ int main(int argc, char **argv) {
   RUN_ONE(give_up_then_wait_again);
   RUN_ONE(close_leaves_queue);
   RUN_ONE(odd_name);
+  RUN_ONE(head_gives_up_next_keeps_place);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
