@@ -20,7 +20,7 @@
 -- latch (a tombstone, so a late copy of the try never applies or queues: 'x'
 -- while the owner stays queued, 'xd' once it left, 'undone' for a hold given
 -- back); the next head is told on its channel when the lock is free, and
--- when the owner leaving was the head (its deadline moved down).
+-- every waiter behind the owner when it leaves (their deadlines moved down).
 
 local ttl, keep_s, slot_s = ARGV[4], ARGV[5] or '-1', ARGV[6]
 if not (string.match(ttl, '^[1-9]%d*$') and #ttl <= 15) then
@@ -61,16 +61,17 @@ local function leave()
   local q = redis.call('lrange', KEYS[2], 0, -1)
   local i = 1
   while i <= #q and q[i] ~= owner do i = i + 1 end
-  local was_head = i == 1 and #q > 0
   for j = i + 1, #q do
     redis.call('zincrby', KEYS[3], -slot, q[j])
   end
   redis.call('zrem', KEYS[3], owner)
   redis.call('lrem', KEYS[2], 0, owner)
-  -- the new head is told even while the lock is held: its deadline is now
-  -- what mine was (a slot lower), possibly before its next try
-  local head = was_head and redis.call('lindex', KEYS[2], 0)
-  if head then redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1]) end
+  -- every waiter behind me is told, the lock held or not: its deadline just
+  -- moved down a slot, possibly to before its next try (a live rlock waiter
+  -- then tries at once and keeps it alive)
+  for j = i + 1, #q do
+    if q[j] ~= owner then redis.call(ARGV[3], KEYS[4] .. ':' .. q[j], ARGV[1]) end
+  end
 end
 
 local latch = redis.call('get', KEYS[5])

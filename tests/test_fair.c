@@ -1153,6 +1153,51 @@ TEST(head_gives_up_next_keeps_place) {
   rlock_client_free(c);
 }
 
+/* A waiter in the middle of the queue gives up, behind a dead head (an
+ * entry nothing refreshes, as a killed waiter's), while the lock is held:
+ * the leave moves the deadline of every waiter behind it down by its slot,
+ * before their next tries. The live waiter right behind the dead head must
+ * not become stale: when the dead head is evicted it is the next head. */
+TEST(mid_queue_leave_behind_dead_head) {
+  keys_t k = keys_of("fair:midleave");
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 60000, NULL));
+  char dead[128], deadline[32];
+  th_owner_id(c, 99, dead, sizeof dead); /* queued, then never tries again */
+  snprintf(deadline, sizeof deadline, "%lld", (long long)epoch_ms() + 1000);
+  freeReplyObject(th_cmd(srv, "ZADD", k.zset, deadline, dead, NULL));
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, dead, NULL));
+  waiter_t quitter = {.lock = l, .owner = 2, .wait_ms = 300, .lease_ms = 30000};
+  waiter_start(&quitter);
+  wait_queue_len(&k, 2);
+  waiter_t w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = (waiter_t){.lock = l, .owner = (rlock_owner_t)(i + 3), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 3);
+  }
+  pthread_join(quitter.t, NULL);
+  CHECK_RC(quitter.rc, RLOCK_EBUSY);
+  wait_queue_len(&k, 3);
+  char next[128];
+  th_owner_id(c, 3, next, sizeof next);
+  stale_arg_t a = {&k, next};
+  int stale = th_wait_until(stale_or_gone, &a, 2500); /* the scenario: held 2.5 s more */
+  CHECK_OK(rlock_lock_release(l, 100)); /* evicts the dead head */
+  for (int i = 0; i < 2; i++) pthread_join(w[i].t, NULL);
+  CHECK_MSG(!stale, "a live waiter's deadline passed while it waited (moved down by a leave ahead of it); "
+            "rc %d %d, order %d %d", w[0].rc, w[1].rc, w[0].order, w[1].order);
+  for (int i = 0; i < 2; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1179,6 +1224,7 @@ int main(int argc, char **argv) {
   RUN_ONE(close_leaves_queue);
   RUN_ONE(odd_name);
   RUN_ONE(head_gives_up_next_keeps_place);
+  RUN_ONE(mid_queue_leave_behind_dead_head);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
