@@ -157,10 +157,11 @@ end
 
 -- how long to wait at most: until my next refresh is due, the holder's TTL
 -- (a lost message costs no more), or the head's deadline when the lock is
--- free but not mine (a dead head is evicted then: no polling behind it)
+-- free but not mine or I am next (a dead head is evicted then: no polling
+-- behind it, and no waiting past its deadline)
 local bound = mys - now - slot / 2
 if held_for >= 0 and held_for < bound then bound = held_for end
-if held_for == -2 and head and head ~= owner then
+if head and head ~= owner and (held_for == -2 or redis.call('lindex', KEYS[2], 1) == owner) then
   local hs = redis.call('zscore', KEYS[3], head)
   if hs and tonumber(hs) - now < bound then bound = tonumber(hs) - now end
 end

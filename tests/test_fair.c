@@ -1198,6 +1198,38 @@ TEST(mid_queue_leave_behind_dead_head) {
   rlock_client_free(c);
 }
 
+/* A dead head (an entry nothing refreshes, as a killed waiter's, deadline
+ * one slot ahead) with a live waiter behind it, queued while the lock was
+ * held; the holder unlocks (the message goes to the dead head). The dead
+ * head stops blocking at its deadline: the waiter behind it, which queued
+ * while the lock was held, tries again by then (not half a slot later, when
+ * its own refresh is due). Slot 2000 ms; the margin is a quarter slot. */
+TEST(dead_head_blocks_until_its_deadline) {
+  keys_t k = keys_of("fair:deadhead");
+  rlock_client_t *c = fair_client(2000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 60000, NULL));
+  char dead[128], deadline[32];
+  th_owner_id(c, 99, dead, sizeof dead);
+  long long dd = (long long)epoch_ms() + 2000;
+  snprintf(deadline, sizeof deadline, "%lld", dd);
+  freeReplyObject(th_cmd(srv, "ZADD", k.zset, deadline, dead, NULL));
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, dead, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  atomic_store(&acquired_n, 0);
+  waiter_start(&w);
+  wait_queue_len(&k, 2);
+  CHECK_OK(rlock_lock_release(l, 100)); /* tells the dead head only */
+  pthread_join(w.t, NULL);
+  long long late = (long long)epoch_ms() - dd;
+  printf("# granted and released %lld ms after the dead head's deadline\n", late);
+  CHECK_OK(w.rc);
+  CHECK_MSG(late < 500, "the dead head blocked %lld ms past its deadline", late);
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1225,6 +1257,7 @@ int main(int argc, char **argv) {
   RUN_ONE(odd_name);
   RUN_ONE(head_gives_up_next_keeps_place);
   RUN_ONE(mid_queue_leave_behind_dead_head);
+  RUN_ONE(dead_head_blocks_until_its_deadline);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
