@@ -110,12 +110,17 @@ if mine then
   return nil
 end
 
-if evicted and held_for == -2 and head then tell(head) end -- the lock is the new head's to take
+-- the new head: the lock is its to take, or (held) its deadline must be kept
+-- alive by its own tries from now on
+if evicted and head then tell(head) end
 
 -- 4. busy
 if mode == 't' then return held_for > 0 and held_for or 1 end
 local seen = redis.call('get', KEYS[5])
 if seen and seen ~= '1' then return -3 end -- undone: a late copy never queues
+-- a copy of a request that was granted: it was applied once, it writes no
+-- more (queuing it would leave an entry nobody waits behind)
+if seen == '1' then return held_for > 0 and held_for or 1 end
 
 local mys = redis.call('zscore', KEYS[3], owner)
 if not mys then
@@ -152,10 +157,11 @@ end
 
 -- how long to wait at most: until my next refresh is due, the holder's TTL
 -- (a lost message costs no more), or the head's deadline when the lock is
--- free but not mine (a dead head is evicted then: no polling behind it)
+-- free but not mine or I am next (a dead head is evicted then: no polling
+-- behind it, and no waiting past its deadline)
 local bound = mys - now - slot / 2
 if held_for >= 0 and held_for < bound then bound = held_for end
-if held_for == -2 and head and head ~= owner then
+if head and head ~= owner and (held_for == -2 or redis.call('lindex', KEYS[2], 1) == owner) then
   local hs = redis.call('zscore', KEYS[3], head)
   if hs and tonumber(hs) - now < bound then bound = tonumber(hs) - now end
 end

@@ -19,7 +19,8 @@
 -- owner moves down by its slot, then ZREM and LREM. rlock's additions: the
 -- latch (a tombstone, so a late copy of the try never applies or queues: 'x'
 -- while the owner stays queued, 'xd' once it left, 'undone' for a hold given
--- back), and the next head is told on its channel when the lock is free.
+-- back); the next head is told on its channel when the lock is free, and
+-- every waiter behind the owner when it leaves (their deadlines moved down).
 
 local ttl, keep_s, slot_s = ARGV[4], ARGV[5] or '-1', ARGV[6]
 if not (string.match(ttl, '^[1-9]%d*$') and #ttl <= 15) then
@@ -60,13 +61,17 @@ local function leave()
   local q = redis.call('lrange', KEYS[2], 0, -1)
   local i = 1
   while i <= #q and q[i] ~= owner do i = i + 1 end
-  local was_head = i == 1 and #q > 0
   for j = i + 1, #q do
     redis.call('zincrby', KEYS[3], -slot, q[j])
   end
   redis.call('zrem', KEYS[3], owner)
   redis.call('lrem', KEYS[2], 0, owner)
-  if was_head then tell_head() end
+  -- every waiter behind me is told, the lock held or not: its deadline just
+  -- moved down a slot, possibly to before its next try (a live rlock waiter
+  -- then tries at once and keeps it alive)
+  for j = i + 1, #q do
+    if q[j] ~= owner then redis.call(ARGV[3], KEYS[4] .. ':' .. q[j], ARGV[1]) end
+  end
 end
 
 local latch = redis.call('get', KEYS[5])

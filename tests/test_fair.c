@@ -1101,6 +1101,135 @@ TEST(odd_name) {
   rlock_client_free(c);
 }
 
+/* The head gives up (a timed try) while the lock is held: Redisson's
+ * acquireFailed moves every deadline behind it down by its slot, so the new
+ * head's deadline is what the old head's was, up to half a slot before the
+ * new head would try (and refresh) again. A live rlock waiter must never be
+ * stale: the new head is told, and it keeps its place. */
+typedef struct stale_arg {
+  const keys_t *k;
+  const char *who;
+} stale_arg_t;
+static int stale_or_gone(void *arg) {
+  stale_arg_t *a = arg;
+  long long d = zscore(a->k, a->who);
+  return d < 0 || d <= epoch_ms();
+}
+
+TEST(head_gives_up_next_keeps_place) {
+  keys_t k = keys_of("fair:headleaves");
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 60000, NULL)); /* held for long: the holder's PTTL bounds no wait */
+  waiter_t first = {.lock = l, .owner = 1, .wait_ms = 300, .lease_ms = 30000};
+  waiter_start(&first);
+  wait_queue_len(&k, 1);
+  waiter_t w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = (waiter_t){.lock = l, .owner = (rlock_owner_t)(i + 2), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 2);
+  }
+  pthread_join(first.t, NULL);
+  CHECK_RC(first.rc, RLOCK_EBUSY);
+  wait_queue_len(&k, 2);
+  char second[128];
+  th_owner_id(c, 2, second, sizeof second);
+  /* the scenario: the holder keeps the lock 2 slots more; a script that ran
+   * while the new head's deadline lay in the past would evict it */
+  stale_arg_t a = {&k, second};
+  int stale = th_wait_until(stale_or_gone, &a, 2000);
+  CHECK_OK(rlock_lock_release(l, 100));
+  for (int i = 0; i < 2; i++) pthread_join(w[i].t, NULL);
+  CHECK_MSG(!stale, "the live new head's deadline passed while it waited (it was not told its deadline moved); "
+            "rc %d %d, order %d %d", w[0].rc, w[1].rc, w[0].order, w[1].order);
+  for (int i = 0; i < 2; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A waiter in the middle of the queue gives up, behind a dead head (an
+ * entry nothing refreshes, as a killed waiter's), while the lock is held:
+ * the leave moves the deadline of every waiter behind it down by its slot,
+ * before their next tries. The live waiter right behind the dead head must
+ * not become stale: when the dead head is evicted it is the next head. */
+TEST(mid_queue_leave_behind_dead_head) {
+  keys_t k = keys_of("fair:midleave");
+  rlock_client_t *c = fair_client(1000);
+  rlock_lock_t *l = fair(c, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 60000, NULL));
+  char dead[128], deadline[32];
+  th_owner_id(c, 99, dead, sizeof dead); /* queued, then never tries again */
+  snprintf(deadline, sizeof deadline, "%lld", (long long)epoch_ms() + 1000);
+  freeReplyObject(th_cmd(srv, "ZADD", k.zset, deadline, dead, NULL));
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, dead, NULL));
+  waiter_t quitter = {.lock = l, .owner = 2, .wait_ms = 300, .lease_ms = 30000};
+  waiter_start(&quitter);
+  wait_queue_len(&k, 2);
+  waiter_t w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = (waiter_t){.lock = l, .owner = (rlock_owner_t)(i + 3), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 3);
+  }
+  pthread_join(quitter.t, NULL);
+  CHECK_RC(quitter.rc, RLOCK_EBUSY);
+  wait_queue_len(&k, 3);
+  char next[128];
+  th_owner_id(c, 3, next, sizeof next);
+  stale_arg_t a = {&k, next};
+  int stale = th_wait_until(stale_or_gone, &a, 2500); /* the scenario: held 2.5 s more */
+  CHECK_OK(rlock_lock_release(l, 100)); /* evicts the dead head */
+  for (int i = 0; i < 2; i++) pthread_join(w[i].t, NULL);
+  CHECK_MSG(!stale, "a live waiter's deadline passed while it waited (moved down by a leave ahead of it); "
+            "rc %d %d, order %d %d", w[0].rc, w[1].rc, w[0].order, w[1].order);
+  for (int i = 0; i < 2; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A dead head (an entry nothing refreshes, as a killed waiter's, deadline
+ * one slot ahead) with a live waiter behind it, queued while the lock was
+ * held; the holder unlocks (the message goes to the dead head). The dead
+ * head stops blocking at its deadline: the waiter behind it, which queued
+ * while the lock was held, tries again by then (not half a slot later, when
+ * its own refresh is due). Slot 2000 ms; the margin is a quarter slot. */
+TEST(dead_head_blocks_until_its_deadline) {
+  keys_t k = keys_of("fair:deadhead");
+  rlock_client_t *c = fair_client(2000);
+  rlock_lock_t *l = fair(c, k.name);
+  CHECK_OK(rlock_lock_acquire(l, 100, 0, 60000, NULL));
+  char dead[128], deadline[32];
+  th_owner_id(c, 99, dead, sizeof dead);
+  long long dd = (long long)epoch_ms() + 2000;
+  snprintf(deadline, sizeof deadline, "%lld", dd);
+  freeReplyObject(th_cmd(srv, "ZADD", k.zset, deadline, dead, NULL));
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, dead, NULL));
+  waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
+  atomic_store(&acquired_n, 0);
+  waiter_start(&w);
+  wait_queue_len(&k, 2);
+  CHECK_OK(rlock_lock_release(l, 100)); /* tells the dead head only */
+  pthread_join(w.t, NULL);
+  long long late = (long long)epoch_ms() - dd;
+  printf("# granted and released %lld ms after the dead head's deadline\n", late);
+  CHECK_OK(w.rc);
+  CHECK_MSG(late < 500, "the dead head blocked %lld ms past its deadline", late);
+  nothing_queued(&k);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1126,6 +1255,9 @@ int main(int argc, char **argv) {
   RUN_ONE(give_up_then_wait_again);
   RUN_ONE(close_leaves_queue);
   RUN_ONE(odd_name);
+  RUN_ONE(head_gives_up_next_keeps_place);
+  RUN_ONE(mid_queue_leave_behind_dead_head);
+  RUN_ONE(dead_head_blocks_until_its_deadline);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);

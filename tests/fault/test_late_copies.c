@@ -267,6 +267,52 @@ TEST(late_acquire_copy_after_busy_close) {
   rlock_client_free(other);
 }
 
+/* ------------------------------------------------------------ the fair lock
+ * A late copy of a fair acquire that was granted (its latch says '1') finds
+ * the lock held by another owner. It must not queue the owner: nobody waits
+ * behind that entry, and once it is the head it keeps a free lock from
+ * everybody until its deadline. */
+
+typedef struct fair_job {
+  rlock_lock_t *l, *lo;
+} fair_job_t;
+
+static void fair_lock_unlock_other_takes(void *arg) {
+  fair_job_t *j = arg;
+  CHECK_OK(rlock_lock_lock(j->l, RLOCK_LEASE_WATCHDOG));
+  CHECK_OK(rlock_lock_unlock(j->l));
+  CHECK_OK(rlock_lock_trylock(j->lo, 0, RLOCK_LEASE_WATCHDOG)); /* another owner holds it when the copies land */
+}
+
+static rlock_lock_t *fair_lock(rlock_client_t *c, const char *name) {
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(c, name, strlen(name), &l));
+  return l;
+}
+
+TEST(late_acquire_copy_fair) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  fair_job_t j = {fair_lock(c, "late:fair"), fair_lock(other, "late:fair")};
+  CHECK_OK(rlock_lock_lock(j.l, RLOCK_LEASE_WATCHDOG)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_lock_unlock(j.l));
+  long long late = with_late_copies(c, fair_lock_unlock_other_takes, &j);
+  CHECK_MSG(late >= 1, "no copy was delivered late");
+  long long queued = th_cmd_int(srv, "LLEN", "redisson_lock_queue:{late:fair}", NULL);
+  CHECK_OK(rlock_lock_unlock(j.lo));
+  /* free, and nobody waits: anybody's trylock(0) takes it */
+  int rc = rlock_lock_trylock(j.lo, 0, 10000);
+  if (rc == 0) CHECK_OK(rlock_lock_unlock(j.lo));
+  CHECK_MSG(queued == 0, "a late copy of a granted fair acquire queued its owner (%lld entries; nobody waits; "
+            "trylock(0) of the free lock: %s)", queued, rlock_err_name(rc));
+  CHECK_MSG(rc == 0, "a free fair lock nobody waits for refused a trylock(0): %s", rlock_err_name(rc));
+  fh_result("fair acquire copy delivered after its grant, the lock held by another", "single", "fair",
+            "answered busy by its latch: no queue entry, the free lock stays takeable", 0);
+  rlock_lock_free(j.l);
+  rlock_lock_free(j.lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 /* ------------------------------------------------------------ the simple lock
  * Its token is the owner id, the same for every hold of that owner: only the
  * latch tells a late copy from a new request. */
@@ -826,6 +872,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_acquire_copy_after_busy", only)) RUN(late_acquire_copy_after_busy);
   if (!only || strstr("late_acquire_copy_after_busy_close", only)) RUN(late_acquire_copy_after_busy_close);
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
+  if (!only || strstr("late_acquire_copy_fair", only)) RUN(late_acquire_copy_fair);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
   if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
