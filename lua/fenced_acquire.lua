@@ -16,8 +16,9 @@
 -- my field exists: INCR tokenKey, HINCRBY field 1, PEXPIRE lease, {-1, token};
 -- else {PTTL, -1}. rlock's reply for busy is the bare PTTL, so a hash without
 -- TTL (PTTL -1) can never read as a grant. The latch (rlock's) makes a
--- re-sent request count once: a re-send of an applied try answers {-1, the
--- counter now} without a second INCR. As for the reentrant lock, a re-entry
+-- re-sent request count once: the latch holds '1:<token>', and a re-send of
+-- an applied try answers {-1, that token} without a second INCR (never the
+-- counter now: another owner's grant may have moved it since). As for the reentrant lock, a re-entry
 -- never shortens the TTL.
 
 local function ms(s)
@@ -30,8 +31,8 @@ end
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 
 local seen = redis.call('get', KEYS[3])
-if seen == '1' then
-  return {-1, tonumber(redis.call('get', KEYS[2]) or '0')} -- a re-send of an applied try
+if seen and string.sub(seen, 1, 2) == '1:' then
+  return {-1, tonumber(string.sub(seen, 3))} -- a re-send of an applied try: its own token
 elseif seen then
   return -3 -- undone by the client: never apply it
 end
@@ -42,7 +43,7 @@ if held_for ~= -2 and not (redis.call('type', KEYS[1]).ok == 'hash'
   return held_for -- another owner's
 end
 local token = redis.call('incr', KEYS[2]) -- first: its error (not a counter) writes nothing
-redis.call('set', KEYS[3], '1', 'px', ARGV[3])
+redis.call('set', KEYS[3], '1:' .. token, 'px', ARGV[3]) -- '1:' the undo's 'applied'
 redis.call('hincrby', KEYS[1], ARGV[2], '1')
 if held_for == -2 or held_for < tonumber(ARGV[1]) then
   redis.call('pexpire', KEYS[1], ARGV[1])

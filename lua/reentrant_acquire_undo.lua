@@ -53,7 +53,7 @@ local latch = redis.call('get', KEYS[3])
 if latch == 'undone' or latch == 'x' then
   return 2
 end
-if latch == '1' then
+if latch == '1' or (latch and string.sub(latch, 1, 2) == '1:') then -- '1:<token>': the fenced lock's
   redis.call('set', KEYS[3], 'undone', 'px', ttl)
   local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
   if held > 0 then

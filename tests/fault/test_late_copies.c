@@ -180,6 +180,57 @@ static void unlock_answer_lost_not_reported(int64_t lease) {
 TEST(unlock_answer_lost_fixed_lease_not_reported) { unlock_answer_lost_not_reported(60000); }
 TEST(unlock_answer_lost_watchdog_not_reported) { unlock_answer_lost_not_reported(RLOCK_LEASE_WATCHDOG); }
 
+/* ------------------------------------------------------------ fenced token */
+
+/* A fenced try runs, its answer is lost; before its re-send, the lock is
+ * force-unlocked and another owner takes it (token T+1). The re-send is
+ * answered by its latch: it must report the token its own grant got (T),
+ * never the counter now (T+1, the other grant's). Before, both grants read
+ * T+1: a storage layer could not tell them apart. */
+typedef struct steal_job {
+  rlock_lock_t *lo;
+  int64_t token;
+  int rc;
+} steal_job_t;
+static void *steal(void *arg) {
+  steal_job_t *j = arg;
+  for (int i = 0; i < 5000 && th_cmd_int(srv, "EXISTS", "late:fenced", NULL) == 0; i++) th_sleep_ms(1);
+  int was;
+  j->rc = rlock_lock_force_unlock(j->lo, &was);
+  if (!j->rc) j->rc = rlock_fenced_acquire(j->lo, RLOCK_OWNER_SELF, 0, 60000, NULL, &j->token);
+  return NULL;
+}
+
+TEST(late_fenced_resend_token) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = NULL, *lo = NULL;
+  CHECK_OK(rlock_lock_new_fenced(c, "late:fenced", strlen("late:fenced"), &l));
+  CHECK_OK(rlock_lock_new_fenced(other, "late:fenced", strlen("late:fenced"), &lo));
+  int64_t t0 = 0, t1 = 0;
+  CHECK_OK(rlock_fenced_acquire(l, RLOCK_OWNER_SELF, 0, 60000, NULL, &t0)); /* cmd_port finds it */
+  CHECK_OK(rlock_lock_unlock(l));
+  int port = cmd_port();
+  steal_job_t j = {lo, 0, -1};
+  pthread_t th;
+  fp_drop_conn(px, port, FP_DOWN); /* the try runs, its answer never comes */
+  CHECK(pthread_create(&th, NULL, steal, &j) == 0);
+  int rc = rlock_fenced_acquire(l, RLOCK_OWNER_SELF, 0, 60000, NULL, &t1);
+  pthread_join(th, NULL);
+  fp_drop_conn(px, port, 0);
+  CHECK_OK(j.rc);
+  printf("  first token %lld, the other owner's %lld, the re-sent try's rc %d token %lld\n", (long long)t0,
+         (long long)j.token, rc, (long long)t1);
+  CHECK_EQ(j.token, t0 + 2);
+  CHECK_MSG(rc != 0 || t1 == t0 + 1, "the re-sent try reported token %lld, not its own %lld", (long long)t1,
+            (long long)(t0 + 1));
+  fh_result("fenced try's answer lost; lock taken by another owner before the re-send", "single", "fenced",
+            "the re-send reports its own grant's token", 0);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 /* ------------------------------------------------------------ acquire */
 
 static void lock_once(void *l) { CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); }
@@ -894,6 +945,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_reentry_after_loss_ref", only)) RUN(late_fast_reentry_after_loss_ref);
   if (!only || strstr("late_fast_reentry_after_loss_answer_lost", only)) RUN(late_fast_reentry_after_loss_answer_lost);
   if (!only || strstr("late_fast_reentry_copy", only)) RUN(late_fast_reentry_copy);
+  if (!only || strstr("late_fenced_resend_token", only)) RUN(late_fenced_resend_token);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
