@@ -93,4 +93,24 @@ N EVAL "$(cat "$LUA/fair_acquire.lua")" 5 jh 'redisson_lock_queue:{jh}' 'redisso
 contains "$T/out" "NOPERM" "fair try evicting a stale head: refused (NOPERM)"
 [ "$(rc LRANGE 'redisson_lock_queue:{jh}' 0 -1 | tr '\n' ' ')" = "stale w2 " ] && pass "try: the queue was left as it was" ||
   fail "try: queue now: $(rc LRANGE 'redisson_lock_queue:{jh}' 0 -1 | tr '\n' ' ')"
+# The pre-check of exec per kind: the fair lock's waiter channels and its
+# queue keys, the read-write lock's channel and timeout keys; the spin lock
+# publishes nothing (no channel needed).
+expect 77 "exec --fair as a user without channel permission" U nochan exec --fair jp -- touch "$T/ran4"
+[ -e "$T/ran4" ] && fail "CMD ran (fair)" || pass "CMD did not run (fair)"
+contains "$T/err" "publish on channel redisson_lock__channel:{jp}:<owner id>" "the fair lock's waiter channels are named"
+for m in read write; do
+  expect 77 "exec --$m as a user without channel permission" U nochan exec --$m jp -- true
+  contains "$T/err" "publish on channel redisson_rwlock:{jp}" "the $m lock's channel is named"
+done
+expect 0 "exec --spin as a user without channel permission" U nochan exec --spin jp -- true
+expect 77 "exec --fair as a user without key permission on the queue" U appkeys exec --fair app:jq -- true
+contains "$T/err" "key redisson_lock_queue:{app:jq}" "the queue key is named"
+contains "$T/err" "key redisson_lock_timeout:{app:jq}" "the deadlines key is named"
+expect 77 "exec --read as a user without key permission on the timeout keys" U appkeys exec --read app:jq -- true
+contains "$T/err" "{app:jq}:00000000-0000-0000-0000-000000000000:1:rwlock_timeout:1" "the timeout key is named"
+rc ACL SETUSER appkeys '~redisson_lock_queue:{app:*' '~redisson_lock_timeout:{app:*' '~{app:*' '~redisson_rwlock:{app:*' >/dev/null
+expect 0 "exec --fair with the queue keys allowed" U appkeys exec --fair app:jq -- true
+expect 0 "exec --read with the timeout keys allowed" U appkeys exec --read app:jq -- true
+expect 0 "exec --write with the timeout keys allowed" U appkeys exec --write app:jq -- true
 finish
