@@ -93,6 +93,30 @@ N EVAL "$(cat "$LUA/fair_acquire.lua")" 5 jh 'redisson_lock_queue:{jh}' 'redisso
 contains "$T/out" "NOPERM" "fair try evicting a stale head: refused (NOPERM)"
 [ "$(rc LRANGE 'redisson_lock_queue:{jh}' 0 -1 | tr '\n' ' ')" = "stale w2 " ] && pass "try: the queue was left as it was" ||
   fail "try: queue now: $(rc LRANGE 'redisson_lock_queue:{jh}' 0 -1 | tr '\n' ' ')"
+# A channel pattern that allows one waiter's channel and not another's: the
+# script checks the channel of the head the eviction of stale heads leaves
+# (w2), not one standing for all (w1 is allowed, and evicted).
+rc ACL SETUSER onewaiter on '>pw' '~*' resetchannels '&redisson_lock__channel:{jk}:w1' '+@all' >/dev/null
+O() { redis-cli -p "$PORT" --user onewaiter --pass pw --no-auth-warning "$@"; }
+force() {
+  O EVAL "$(cat "$LUA/fair_force_unlock.lua")" 4 jk 'redisson_lock_queue:{jk}' 'redisson_lock_timeout:{jk}' \
+    'redisson_lock__channel:{jk}' 0 publish 1 $((far - 600000)) >"$T/out" 2>&1
+}
+rc HSET jk x 1 >/dev/null
+rc RPUSH 'redisson_lock_queue:{jk}' w1 w2 >/dev/null
+rc ZADD 'redisson_lock_timeout:{jk}' 1 w1 $far w2 >/dev/null
+force
+contains "$T/out" "NOPERM rlock: this user may not publish to the channel redisson_lock__channel:{jk}:w2" \
+  "fair force-unlock: the live head's channel is checked (w2), not the stale one's"
+[ "$(rc EXISTS jk) $(rc LRANGE 'redisson_lock_queue:{jk}' 0 -1 | tr '\n' ' ')" = "1 w1 w2 " ] &&
+  pass "force-unlock: nothing written (key, queue)" || fail "force-unlock wrote: $(rc EXISTS jk) $(rc LRANGE 'redisson_lock_queue:{jk}' 0 -1 | tr '\n' ' ')"
+rc DEL 'redisson_lock_queue:{jk}' >/dev/null
+rc RPUSH 'redisson_lock_queue:{jk}' w1 >/dev/null
+rc ZADD 'redisson_lock_timeout:{jk}' $far w1 >/dev/null
+force
+[ "$(cat "$T/out")" = 2 ] && [ "$(rc EXISTS jk)" = 0 ] && pass "force-unlock allowed for the permitted head w1" ||
+  fail "force-unlock with head w1: $(cat "$T/out"), jk exists: $(rc EXISTS jk)"
+
 # The pre-check of exec per kind: the fair lock's waiter channels and its
 # queue keys, the read-write lock's channel and timeout keys; the spin lock
 # publishes nothing (no channel needed).
