@@ -46,6 +46,49 @@ if ARGV[8] ~= 'publish' and ARGV[8] ~= 'spublish' then
 end
 local slot, now = tonumber(slot_s), tonumber(now_s)
 
+-- ACL (Redis 7): the waiter channels this script may publish to are checked
+-- before its first write; a user that may not publish to one of them gets
+-- NOPERM and nothing is written (redis.acl_check_cmd: Redis 7.0 on; without
+-- it nothing is checked). Each channel is checked as it is: an ACL channel
+-- pattern may allow one waiter's channel and not another's.
+local function refused(cmd, waiters, msg)
+  if not redis.acl_check_cmd then return nil end
+  for _, w in ipairs(waiters) do
+    local ch = KEYS[4] .. ':' .. w
+    if not redis.acl_check_cmd(cmd, ch, msg) then
+      return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
+        ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
+    end
+  end
+end
+-- the queue as the stale-head eviction below will leave it, found by reads
+-- only: the list and the index of its head then (skip: never evicted)
+local function live_queue(now, skip)
+  local q, i, gone = redis.call('lrange', KEYS[2], 0, -1), 1, {}
+  while q[i] and q[i] ~= skip do
+    local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
+    if not (t and tonumber(t) <= now) then break end
+    gone[q[i]] = true
+    i = i + 1
+  end
+  return q, i
+end
+
+-- the waiters this try may tell, as the steps below will find them: the next
+-- head when it takes the lock (step 2), else the new head after an eviction
+-- (a re-entry tells nobody)
+do
+  local q, i = live_queue(now, owner)
+  local head, free, tellw = q[i], redis.call('pttl', KEYS[1]) == -2, {}
+  if free and (not head or head == owner) then
+    if head and q[i + 1] then tellw[1] = q[i + 1] end
+  elseif i > 1 and head and not (not free and redis.call('hget', KEYS[1], owner)) then
+    tellw[1] = head
+  end
+  local e = refused(ARGV[8], tellw, '0')
+  if e then return e end
+end
+
 -- the first write: the latch, the check that this request is new. true, or
 -- a reply (nil: a re-send of a request that was applied; -3: undone)
 local function latch_new()

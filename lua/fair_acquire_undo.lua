@@ -39,6 +39,50 @@ if ARGV[3] ~= 'publish' and ARGV[3] ~= 'spublish' then
 end
 local keep, slot, stay = tonumber(keep_s), tonumber(slot_s), ARGV[7] == '1'
 
+-- ACL (Redis 7): the waiter channels this script may publish to are checked
+-- before its first write; a user that may not publish to one of them gets
+-- NOPERM and nothing is written (redis.acl_check_cmd: Redis 7.0 on; without
+-- it nothing is checked). Each channel is checked as it is: an ACL channel
+-- pattern may allow one waiter's channel and not another's.
+local function refused(cmd, waiters, msg)
+  if not redis.acl_check_cmd then return nil end
+  for _, w in ipairs(waiters) do
+    local ch = KEYS[4] .. ':' .. w
+    if not redis.acl_check_cmd(cmd, ch, msg) then
+      return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
+        ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
+    end
+  end
+end
+
+-- the waiters this undo may tell, as the steps below will find them: every
+-- waiter behind the owner when it leaves the queue, and the head (after the
+-- owner left) when its last hold is given back
+do
+  local latch = redis.call('get', KEYS[5])
+  if latch ~= 'undone' and latch ~= 'xd' and not (latch == 'x' and stay) then
+    local q, tellw, i = redis.call('lrange', KEYS[2], 0, -1), {}, 1
+    local leaving = latch == 'x' or (latch == false and not stay)
+    if leaving then
+      while q[i] and q[i] ~= owner do i = i + 1 end
+      for j = i + 1, #q do
+        if q[j] ~= owner then tellw[#tellw + 1] = q[j] end
+      end
+    end
+    local held = tonumber(redis.call('hget', KEYS[1], owner) or '0') or 0
+    if (latch == '1' and held == 1) or (latch == false and keep == 0 and held > 0) then
+      for k = 1, #q do
+        if not (leaving and q[k] == owner) then
+          tellw[#tellw + 1] = q[k]
+          break
+        end
+      end
+    end
+    local e = refused(ARGV[3], tellw, ARGV[1])
+    if e then return e end
+  end
+end
+
 local function tell_head()
   local head = redis.call('lindex', KEYS[2], 0)
   if head and redis.call('exists', KEYS[1]) == 0 then

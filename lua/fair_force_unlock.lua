@@ -36,10 +36,44 @@ if not (#now_s <= 15 and string.find(now_s, '^[1-9]%d*$')) then
 end
 local now = tonumber(now_s)
 
+-- ACL (Redis 7): the waiter channels this script may publish to are checked
+-- before its first write; a user that may not publish to one of them gets
+-- NOPERM and nothing is written (redis.acl_check_cmd: Redis 7.0 on; without
+-- it nothing is checked). Each channel is checked as it is: an ACL channel
+-- pattern may allow one waiter's channel and not another's.
+local function refused(cmd, waiters, msg)
+  if not redis.acl_check_cmd then return nil end
+  for _, w in ipairs(waiters) do
+    local ch = KEYS[4] .. ':' .. w
+    if not redis.acl_check_cmd(cmd, ch, msg) then
+      return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
+        ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
+    end
+  end
+end
+-- the queue as the stale-head eviction below will leave it, found by reads
+-- only: the list and the index of its head then (skip: never evicted)
+local function live_queue(now, skip)
+  local q, i, gone = redis.call('lrange', KEYS[2], 0, -1), 1, {}
+  while q[i] and q[i] ~= skip do
+    local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
+    if not (t and tonumber(t) <= now) then break end
+    gone[q[i]] = true
+    i = i + 1
+  end
+  return q, i
+end
+
 local kind = redis.call('type', KEYS[1]).ok
 local lock = kind ~= 'none' and is_lock(KEYS[1], kind)
 if kind ~= 'none' and not lock and any_type ~= '1' then
   return redis.error_reply('NOTLOCK ' .. kind)
+end
+-- a lock deleted tells the head after the eviction: the only channel
+if kind ~= 'none' then
+  local q, i = live_queue(now)
+  local e = q[i] and refused(ARGV[2], {q[i]}, ARGV[1])
+  if e then return e end
 end
 while true do
   local head = redis.call('lindex', KEYS[2], 0)

@@ -34,6 +34,12 @@ local read = ARGV[6] == 'read'
 if not read and ARGV[6] ~= 'write' then
   return redis.error_reply('ERR rlock: invalid read-write mode: ' .. tostring(ARGV[6]))
 end
+-- a user that may not publish on the channel (a Redis 7 ACL without it) is
+-- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
+if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[3], KEYS[2], '1') then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[3] .. ' to the channel ' .. KEYS[2] ..
+    ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
+end
 -- Redisson's suffixName: "{NAME}", or NAME when it holds '{'
 local prefix = string.find(KEYS[1], '{', 1, true) and KEYS[1] or ('{' .. KEYS[1] .. '}')
 

@@ -14,6 +14,12 @@ end
 if ARGV[3] ~= 'read' and ARGV[3] ~= 'write' then
   return redis.error_reply('ERR rlock: invalid read-write mode: ' .. tostring(ARGV[3]))
 end
+-- a user that may not publish on the channel (a Redis 7 ACL without it) is
+-- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
+if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[2], KEYS[2], ARGV[1]) then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[2] .. ' to the channel ' .. KEYS[2] ..
+    ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
+end
 local any_type = ARGV[4] or '0'
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then return 0 end

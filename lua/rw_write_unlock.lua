@@ -24,6 +24,12 @@ if ARGV[3] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 if ARGV[4] ~= 'publish' and ARGV[4] ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. ARGV[4])
 end
+-- a user that may not publish on the channel (a Redis 7 ACL without it) is
+-- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
+if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[4], KEYS[2], ARGV[1]) then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[4] .. ' to the channel ' .. KEYS[2] ..
+    ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
+end
 
 local seen = redis.call('get', KEYS[3])
 if seen then

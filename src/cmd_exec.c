@@ -278,24 +278,33 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
 
 /* What rlock needs of the server's ACL for a lock, checked with Redis 7's
  * redis.acl_check_cmd (a server without it, or without ACL users, passes).
- * KEYS[1] NAME; ARGV[1] the lock's channel, ARGV[2] '1' for sharded pub/sub
- * (Cluster), ARGV[3] '1' for the simple lock, ARGV[4] and ARGV[5] a key of
- * the acquire and the unlock latch. Reply: the missing permissions. */
+ * KEYS[1] NAME; ARGV[1] the channel published and subscribed to (the fair
+ * lock: one waiter's channel, standing for all of them), ARGV[2] '1' for
+ * sharded pub/sub (Cluster), ARGV[3] the kind: 'r' reentrant (and the
+ * non-reentrant, fenced), 's' simple, 'p' spin (no pub/sub), 'f' fair, 'w'
+ * read-write; ARGV[4] and ARGV[5] a key of the acquire and the unlock latch;
+ * ARGV[6] the channel's name as the scripts get it as a key; ARGV[7..] the
+ * kind's other keys (fair: queue, deadlines; read-write: a timeout key and
+ * the key prefix). Reply: the missing permissions. */
 static const char acl_script[] =
     "if not redis.acl_check_cmd then return {} end\n"
-    "local name, ch, miss = KEYS[1], ARGV[1], {}\n"
+    "local name, ch, kind, miss = KEYS[1], ARGV[1], ARGV[3], {}\n"
     "local function need(what, ...)\n"
     "  if not redis.acl_check_cmd(...) then miss[#miss + 1] = what end\n"
     "end\n"
     "local pub, sub = 'publish', 'subscribe'\n"
     "if ARGV[2] == '1' then pub, sub = 'spublish', 'ssubscribe' end\n"
-    "need(pub .. ' on channel ' .. ch, pub, ch, '0')\n"
-    "need(sub .. ' on channel ' .. ch, sub, ch)\n"
-    "need('key ' .. ch .. ' (the scripts get the channel as a key)', 'exists', ch)\n"
+    "if kind ~= 'p' then\n"
+    "  local shown = kind == 'f' and ARGV[6] .. ':<owner id>' or ch\n"
+    "  need(pub .. ' on channel ' .. shown, pub, ch, '0')\n"
+    "  need(sub .. ' on channel ' .. shown, sub, ch)\n"
+    "end\n"
+    "need('key ' .. ARGV[6] .. ' (the scripts get the channel as a key)', 'exists', ARGV[6])\n"
     "need('evalsha', 'evalsha', '0000000000000000000000000000000000000000', '0')\n"
     "need('script load', 'script', 'load', 'return 1')\n"
     "local cmds = {'exists', 'pttl', 'pexpire', 'del', 'type', 'hget', 'hset', 'hdel', 'hincrby', 'hexists', 'hlen',\n"
     "  'hgetall', 'get', 'set'}\n"
+    "if kind == 'w' then cmds[#cmds + 1] = 'hkeys' end\n"
     "for _, c in ipairs(cmds) do\n"
     "  local args = {c, name}\n"
     "  if c == 'pexpire' then args[3] = '1' end\n"
@@ -304,30 +313,63 @@ static const char acl_script[] =
     "  if c == 'set' then args[3] = '1' end\n"
     "  need(c .. ' on key ' .. name, unpack(args))\n"
     "end\n"
-    "for i = 4, 5 do\n"
-    "  for _, c in ipairs({'get', 'set', 'del', 'exists'}) do\n"
-    "    local args = {c, ARGV[i]}\n"
-    "    if c == 'set' then args[3] = '1' end\n"
-    "    need(c .. ' on key ' .. ARGV[i], unpack(args))\n"
+    "local function all(key, list)\n"
+    "  for _, c in ipairs(list) do\n"
+    "    local args = {c[1], key}\n"
+    "    for i = 2, #c do args[#args + 1] = c[i] end\n"
+    "    need(c[1] .. ' on key ' .. key, unpack(args))\n"
     "  end\n"
+    "end\n"
+    "local str = {{'get'}, {'set', '1'}, {'del'}, {'exists'}}\n"
+    "all(ARGV[4], str)\n"
+    "all(ARGV[5], str)\n"
+    "if kind == 'f' then\n"
+    "  all(ARGV[7], {{'lindex', '0'}, {'lpop'}, {'rpush', 'w'}, {'lrange', '0', '-1'}, {'lrem', '0', 'w'}})\n"
+    "  all(ARGV[8], {{'zscore', 'w'}, {'zadd', '1', 'w'}, {'zrem', 'w'}, {'zincrby', '1', 'w'},\n"
+    "    {'zrange', '0', '-1'}})\n"
+    "elseif kind == 'w' then\n"
+    "  all(ARGV[7], {{'set', '1'}, {'pexpire', '1'}, {'pttl'}, {'del'}})\n"
+    "  need('key ' .. ARGV[8] .. ' (the scripts get the key prefix as a key)', 'exists', ARGV[8])\n"
     "end\n"
     "return miss\n";
 
 /* Checks, before anything is written, that the server's ACL lets this user
- * do what the lock NAME needs (issue 23: a user without channel permission
- * ran CMD, then the unlock failed half-way). 0, or EX_NOPERM with a message
- * naming what is missing; a failed check for another reason is left to the
- * lock's own calls. */
-static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *name, int simple) {
+ * do what the lock NAME of this kind needs (issue 23: a user without channel
+ * permission ran CMD, then the unlock failed half-way). 0, or EX_NOPERM with
+ * a message naming what is missing; a failed check for another reason is
+ * left to the lock's own calls. The fair lock's scripts publish to other
+ * waiters' channels, known only then: one made-up waiter's channel stands
+ * for them here, and the scripts check each one before they write. */
+static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *name, int kind) {
   const char *url = g->url ? g->url : "";
   int sharded = strstr(url, "+cluster://") != NULL;
-  char ch[600], l1[600], l2[600];
-  snprintf(ch, sizeof ch, "%s:{%s}", simple ? "rlock_simple__channel" : "redisson_lock__channel", name);
+  char ch[700], chkey[600], l1[600], l2[600], k7[700] = "", k8[600] = "";
+  const char *letter = "r";
+  if (kind == CLI_KIND_SIMPLE) {
+    letter = "s";
+    snprintf(chkey, sizeof chkey, "rlock_simple__channel:{%s}", name);
+  } else if (kind == CLI_KIND_READ || kind == CLI_KIND_WRITE) {
+    letter = "w";
+    snprintf(chkey, sizeof chkey, "redisson_rwlock:{%s}", name);
+    /* Redisson's key prefix: "{NAME}", or NAME when it holds '{' */
+    snprintf(k8, sizeof k8, strchr(name, '{') ? "%s" : "{%s}", name);
+    snprintf(k7, sizeof k7, "%s:00000000-0000-0000-0000-000000000000:1:rwlock_timeout:1", k8);
+  } else {
+    snprintf(chkey, sizeof chkey, "redisson_lock__channel:{%s}", name);
+    if (kind == CLI_KIND_SPIN) letter = "p";
+    if (kind == CLI_KIND_FAIR) {
+      letter = "f";
+      snprintf(k7, sizeof k7, "redisson_lock_queue:{%s}", name);
+      snprintf(k8, sizeof k8, "redisson_lock_timeout:{%s}", name);
+    }
+  }
+  snprintf(ch, sizeof ch, "%s%s", chkey, kind == CLI_KIND_FAIR ? ":00000000-0000-0000-0000-000000000000:1" : "");
   snprintf(l1, sizeof l1, "rlock_acquire_latch:{%s}:0", name);
   snprintf(l2, sizeof l2, "redisson_unlock_latch:{%s}:0", name);
-  const char *argv[] = {"EVAL", acl_script, "1", name, ch, sharded ? "1" : "0", simple ? "1" : "0", l1, l2};
+  const char *argv[] = {"EVAL", acl_script, "1", name, ch, sharded ? "1" : "0", letter, l1, l2, chkey, k7, k8};
+  int argc = *k7 ? 12 : 10;
   rlock_reply_t *reply = NULL;
-  int rc = rlock_client_command(client, 9, argv, NULL, &reply);
+  int rc = rlock_client_command(client, argc, argv, NULL, &reply);
   if (rc || !reply) return 0;
   int ex = 0;
   if (reply->type == RLOCK_REPLY_ERROR && strncmp(reply->str, "NOPERM", 6) == 0) {
@@ -470,7 +512,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);
-    for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], simple);
+    for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], kind);
     for (int i = 0; !ex && i < nnames; i++) ex = cli_check_type(client, argv[first + i], simple);
   }
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
