@@ -70,11 +70,15 @@ TEST(requests_past_the_socket_buffers) {
   rlock_client_stats(c, &st);
   uint64_t sent0 = st.commands_sent;
   fp_blackhole(px, FP_UP);
+  for (int i = 0; i < NOPS; i++) status[i] = 1; /* 1: not answered */
   atomic_store(&done, 0);
   for (int i = 0; i < NOPS / 2; i++)
     CHECK_OK(rlock_lock_acquire_async(l[i], (rlock_owner_t)5, 0, 600000, NULL, cb, (void *)(intptr_t)i));
   /* every request written by the client (most of them refused by the socket) */
   CHECK_MSG(TH_STAT_REACHES(c, commands_sent, sent0 + NOPS / 2, 60000), "the tries were not all written");
+  if (atomic_load(&done) != 0)
+    for (int i = 0; i < NOPS / 2; i++)
+      if (status[i] != 1) printf("# answered: name %d status %s\n", i, status[i] <= 0 ? rlock_err_name(status[i]) : "?");
   CHECK_MSG(atomic_load(&done) == 0, "%d answered while the proxy read nothing", atomic_load(&done));
   CHECK_MSG(fp_bytes(px, FP_UP) - up0 < (uint64_t)NOPS / 2 * NAME_LEN, "the proxy forwarded them all: no backlog");
   fp_blackhole(px, 0);
