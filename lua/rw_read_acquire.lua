@@ -7,8 +7,8 @@
 -- KEYS[3]  acquire latch "rlock_acquire_latch:{NAME}:<request id>" (rlock only)
 -- ARGV[1]  lease (ms)   ARGV[2] owner id '<uuid>:<tid>'
 -- ARGV[3]  the same owner's write field '<uuid>:<tid>:write'   ARGV[4] latch TTL (ms)
--- Reply: nil acquired (or a re-send of an applied try while the owner still
--- holds a read hold); an integer: the PTTL of NAME (a writer holds it: wait at
+-- Reply: nil acquired (or a copy of an applied try: it takes nothing, see
+-- below); an integer: the PTTL of NAME (a writer holds it: wait at
 -- most that long); -3 this try was undone (never expected); an error reply
 -- (nothing written) for a bad argument.
 -- Redisson's steps: no mode -> mode=read, field=1, timeout key 1, PEXPIRE NAME
@@ -22,10 +22,18 @@ if not ms(ttl) then return redis.error_reply('ERR rlock: invalid latch TTL (ms):
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 
 local seen = redis.call('get', KEYS[3])
-if seen == '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return nil end
 if seen and seen ~= '1' then return -3 end
-
 local mode = redis.call('hget', KEYS[1], 'mode')
+-- applied once already: never a second hold. A late copy (the owner went on
+-- and released) takes nothing; a re-send waits only if a writer holds NAME.
+if seen == '1' then
+  if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0
+     and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return redis.call('pttl', KEYS[1])
+  end
+  return nil
+end
+
 if mode == false then
   redis.call('set', KEYS[3], '1', 'px', ttl)
   redis.call('hset', KEYS[1], 'mode', 'read')

@@ -5,7 +5,8 @@
 -- ARGV[1]  lease (ms)   ARGV[2] owner's write field '<uuid>:<tid>:write'
 -- ARGV[3]  latch TTL (ms)
 -- ARGV[4]  (rlock only) the same owner's read field '<uuid>:<tid>'
--- Reply: nil acquired; an integer: the PTTL of NAME (held by others: wait at
+-- Reply: nil acquired (or a copy of an applied try: it takes nothing); an
+-- integer: the PTTL of NAME (held by others: wait at
 -- most that long); -3 this try was undone (never expected); -4 this owner
 -- holds a read lock while the lock is in read mode: an upgrade, refused at
 -- once (Redisson waits until the read lease runs out, #4796); an error reply
@@ -20,10 +21,15 @@ if not ms(ttl) then return redis.error_reply('ERR rlock: invalid latch TTL (ms):
 if ARGV[2] == '' then return redis.error_reply('ERR rlock: empty owner id') end
 
 local seen = redis.call('get', KEYS[2])
-if seen == '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return nil end
 if seen and seen ~= '1' then return -3 end
-
 local mode = redis.call('hget', KEYS[1], 'mode')
+-- applied once already: never a second hold. A late copy (the owner went on
+-- and released) takes nothing; a re-send waits only if others hold NAME.
+if seen == '1' then
+  if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return nil end
+  return redis.call('pttl', KEYS[1])
+end
+
 if mode == false then
   redis.call('set', KEYS[2], '1', 'px', ttl)
   redis.call('hset', KEYS[1], 'mode', 'write')

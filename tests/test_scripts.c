@@ -829,6 +829,46 @@ TEST(counts_are_strict) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", alatch, NULL), 1);
 }
 
+/* A late copy of a granted read or write try (its re-send was answered, the
+ * owner went on and released the hold) must take nothing: the latch says the
+ * try was applied once. rw_read_acquire.lua / rw_write_acquire.lua took the
+ * lock again when the owner's field was gone, a hold nobody counts that kept
+ * writers out for a lease. */
+#define RW_TP "{R}:" OWNER_A ":rwlock_timeout"
+#define RW_CHAN "redisson_rwlock:{R}"
+TEST(rw_late_copy_after_release) {
+  flush();
+  const char *latch = "rlock_acquire_latch:{R}:w1", *ul = "redisson_unlock_latch:{R}:u1";
+  want_nil(eval("rw_read_acquire", 3, "R", RW_TP, latch, "30000", OWNER_A, OWNER_A ":write", "60000", NULL));
+  CHECK_EQ(want_int(eval("rw_read_unlock", 5, "R", RW_CHAN, RW_TP, "{R}", ul, "0", OWNER_A, "publish", "60000",
+                         NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "R", NULL), 0);
+  want_nil(eval("rw_read_acquire", 3, "R", RW_TP, latch, "30000", OWNER_A, OWNER_A ":write", "60000", NULL));
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "R", NULL) == 0, "a late read copy took the lock again");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", RW_TP ":1", NULL), 0);
+  /* the same beside another reader: no second hold of A */
+  want_nil(eval("rw_read_acquire", 3, "R", "{R}:" OWNER_B ":rwlock_timeout", "rlock_acquire_latch:{R}:w2",
+                "30000", OWNER_B, OWNER_B ":write", "60000", NULL));
+  want_nil(eval("rw_read_acquire", 3, "R", RW_TP, latch, "30000", OWNER_A, OWNER_A ":write", "60000", NULL));
+  CHECK_MSG(th_cmd_int(srv, "HEXISTS", "R", OWNER_A, NULL) == 0, "a late read copy took a hold beside B");
+  flush();
+  latch = "rlock_acquire_latch:{R}:w3";
+  want_nil(eval("rw_write_acquire", 2, "R", latch, "30000", OWNER_A ":write", "60000", OWNER_A, NULL));
+  ul = "redisson_unlock_latch:{R}:u2";
+  CHECK_EQ(want_int(eval("rw_write_unlock", 3, "R", RW_CHAN, ul, "1", "30000", OWNER_A ":write", "publish",
+                         "60000", NULL)),
+           1);
+  want_nil(eval("rw_write_acquire", 2, "R", latch, "30000", OWNER_A ":write", "60000", OWNER_A, NULL));
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "R", NULL) == 0, "a late write copy took the lock again");
+  /* held by another owner: the copy gets the wait, as a re-send would */
+  want_nil(eval("rw_write_acquire", 2, "R", "rlock_acquire_latch:{R}:w4", "20000", OWNER_B ":write", "60000",
+                OWNER_B, NULL));
+  long long ttl = want_int(eval("rw_write_acquire", 2, "R", latch, "30000", OWNER_A ":write", "60000", OWNER_A, NULL));
+  CHECK(ttl > 0 && ttl <= 20000);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "R", NULL), 2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -850,6 +890,7 @@ int main(int argc, char **argv) {
   RUN(publish_command_any_case);
   RUN(force_unlock_checks_arguments_first);
   RUN(counts_are_strict);
+  RUN(rw_late_copy_after_release);
   th_server_stop(srv);
   return th_done();
 }
