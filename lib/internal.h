@@ -482,6 +482,8 @@ struct waiter {
   bool parked; /* waiting for a message (vs. an attempt in flight) */
   bool token;  /* a message that wakes all came while its attempt was in flight:
                   it tries again instead of parking (pubsub.c) */
+  int refused; /* RLOCK_ENOPERM: its channel's SUBSCRIBE was refused (an ACL):
+                  the wait ends (rlock__pubsub_refused says why) */
   void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
   /* How many parked waiters a message (its payload) wakes: the lock kind's
    * policy, taken by the channel from its first waiter. NULL: one. */
@@ -507,6 +509,8 @@ void rlock__pubsub_close(pubsub_t *ps);
  * TTL-bounded retries). */
 int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len);
 void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w);
+/* Why w->refused: the channel and the server's refusal. */
+const char *rlock__pubsub_refused(const waiter_t *w);
 bool rlock__pubsub_park(waiter_t *w); /* true: a wake token was waiting: retry now */
 /* w got a wake-up it did not use (ends without the lock): wake the next
  * parked waiter of its channel, or leave a wake token. */

@@ -825,7 +825,16 @@ static void arm_wait(op_t *op, int64_t ms) {
 /* Wait for a wake-up, at most min(ttl, time left before the deadline);
  * ttl < 0: no TTL bound. now is the caller's clock reading: the deadline is
  * judged once, and a deadline that passed is a bound of 0, never "none". */
+/* The subscription was refused (an ACL without the channel): a message
+ * would never come, so the wait ends now (with a fair lock's give-up). */
+static bool wait_refused(op_t *op) {
+  if (!op->w.refused) return false;
+  acquire_fail(op, rlock__fail(op->w.refused, "cannot wait for the lock: %s", rlock__pubsub_refused(&op->w)));
+  return true;
+}
+
 static void park(op_t *op, int64_t ttl, int64_t now) {
+  if (wait_refused(op)) return;
   if (rlock__pubsub_park(&op->w)) {
     op->woken = true; /* a message came while our try was in flight */
     attempt(op, true);
@@ -843,8 +852,9 @@ static void park(op_t *op, int64_t ttl, int64_t now) {
 static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
-  op->woken = true;
   if (op->timer) evtimer_del(op->timer);
+  if (wait_refused(op)) return;
+  op->woken = true;
   attempt(op, true);
 }
 

@@ -26,6 +26,9 @@ struct channel {
   conn_t *on; /* the connection it was (is being) subscribed on */
   waiter_t *head, *tail;
   int wakes; /* a message came while no waiter was parked */
+  int refused; /* RLOCK_ENOPERM: the server refused the subscription (an ACL
+                  without the channel); its waiters end, why says so */
+  char *why;
   int (*wake)(const rlock_reply_t *msg); /* how many a message wakes (the kind's policy) */
 };
 
@@ -60,14 +63,31 @@ static void wake_some(channel_t *ch, int n) {
 
 static void resub_later(pubsub_t *ps);
 
+/* The server refused ch's subscription for want of permission: it will refuse
+ * it again, so its waiters end with RLOCK_ENOPERM (rlock__pubsub_refused)
+ * instead of waiting on the TTL and re-sends. A waiter that joins later, once
+ * they have all left, subscribes again (the ACL may have changed). */
+static void refuse(channel_t *ch, const rlock_reply_t *reply) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "this user may not subscribe to the channel %.*s (its ACL needs a & pattern matching it): %.120s",
+           (int)(ch->len > 200 ? 200 : ch->len), ch->name, reply->str ? reply->str : "NOPERM");
+  char *why = rlock__strndup(buf, strlen(buf));
+  if (why) free(ch->why), ch->why = why;
+  ch->refused = RLOCK_ENOPERM;
+  for (waiter_t *w = ch->head; w; w = w->next) w->refused = ch->refused;
+}
+
 static void sub_done(req_t *r, int status, rlock_reply_t *reply) {
   sub_ctx_t *x = r->ctx;
   pubsub_t *ps = x->ps;
   channel_t *ch = rlock__map_get(&ps->channels, x->name, x->len);
   if (ch && ch->gen == x->gen && ch->state == CH_SUBSCRIBING) {
     bool ok = status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY;
+    bool noperm = !ok && status == 0 && reply && reply->type == RLOCK_REPLY_ERROR &&
+                  rlock__reply_error_code(reply) == RLOCK_ENOPERM;
     ch->state = ok ? CH_SUBSCRIBED : CH_UNSUBSCRIBED;
     if (ok) ps->resub_ms = ps->cl->opt.reconnect_min_ms;
+    else if (noperm) refuse(ch, reply); /* no re-send: the waiters end (RLOCK_ENOPERM) */
     /* failed: the waiters try now and then sleep on the TTL, until a re-send
      * (or the reconnect, if the connection dropped) subscribes it */
     else if (status != RLOCK_ECLOSED) resub_later(ps);
@@ -248,6 +268,7 @@ void rlock__pubsub_close(pubsub_t *ps) {
   rlock__map_iter_init(&it, &ps->channels);
   for (map_entry_t *e; (e = rlock__map_iter_next(&it));) {
     channel_t *ch = e->value;
+    free(ch->why);
     free(ch->name);
     free(ch);
   }
@@ -272,6 +293,7 @@ int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) 
   }
   w->ch = ch;
   w->token = false;
+  w->refused = ch->refused;
   w->parked = ch->state == CH_SUBSCRIBING; /* woken when the subscription is confirmed */
   w->next = NULL;
   w->prev = ch->tail;
@@ -292,9 +314,11 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
   w->prev = w->next = NULL;
   w->parked = false;
   w->token = false;
+  w->refused = 0;
   if (ch->head) return;
   rlock__map_del(&ps->channels, ch->name, ch->len);
   if (ch->state != CH_UNSUBSCRIBED && ps->conn.state != CS_CLOSED) send_sub(ps, ch, false);
+  free(ch->why);
   free(ch->name);
   free(ch);
 }
@@ -323,4 +347,8 @@ void rlock__pubsub_pass_wake(waiter_t *w) {
       return;
     }
   ch->wakes = 1; /* for a waiter whose try is in flight */
+}
+
+const char *rlock__pubsub_refused(const waiter_t *w) {
+  return w->refused && w->ch && w->ch->why ? w->ch->why : "the server refused the subscription";
 }

@@ -1,0 +1,109 @@
+/* test_acl.c -- the library with a Redis 7 ACL user that may use every key
+ * and command but no channel (`resetchannels`: Redis 7's default for a new
+ * user). Such a user can take a free lock, but cannot wait for a held one:
+ * the waiter's SUBSCRIBE is refused NOPERM.
+ *   waiter_refused_*  a waiter of each publishing kind (reentrant, fair,
+ *                     read-write) ends at once with RLOCK_ENOPERM naming the
+ *                     channel (before: it tried again on every SUBSCRIBE
+ *                     re-send, then timed out with RLOCK_EBUSY; waiting
+ *                     forever it polled forever); the holder's state is as
+ *                     it was (no fair queue entry left behind).
+ *   waiter_forever_refused  the same for a wait without bound. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+static char app_url[200], admin_url[200];
+
+static void check_refused(rlock_client_t *c, rlock_lock_t *l, const char *chan) {
+  rlock_stats_t st0, st1;
+  rlock_client_stats(c, &st0);
+  int rc = rlock_lock_acquire(l, RLOCK_OWNER_SELF, 30000, 10000, NULL);
+  CHECK_MSG(rc == RLOCK_ENOPERM, "acquire: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), chan), "the message does not name %s: %s", chan, rlock_last_error());
+  printf("# %s\n", rlock_last_error());
+  rlock_client_stats(c, &st1);
+  printf("# %llu commands sent\n", (unsigned long long)(st1.commands_sent - st0.commands_sent));
+  /* one try, one SUBSCRIBE, the fair lock's give-up: no polling */
+  CHECK_MSG(st1.commands_sent - st0.commands_sent <= 6, "%llu commands sent",
+            (unsigned long long)(st1.commands_sent - st0.commands_sent));
+}
+
+TEST(waiter_refused_reentrant) {
+  rlock_client_t *admin = th_client(admin_url, 0), *app = th_client(app_url, 0);
+  rlock_lock_t *h = th_lock(admin, "acl:re"), *w = th_lock(app, "acl:re");
+  CHECK_OK(rlock_lock_lock(h, 60000));
+  check_refused(app, w, "redisson_lock__channel:{acl:re}");
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "acl:re", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(h));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "acl:re", NULL), 0);
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(app), rlock_client_free(admin);
+}
+
+TEST(waiter_refused_fair) {
+  rlock_client_t *admin = th_client(admin_url, 0), *app = th_client(app_url, 0);
+  rlock_lock_t *h, *w;
+  CHECK_OK(rlock_lock_new_fair(admin, "acl:fair", 8, &h));
+  CHECK_OK(rlock_lock_new_fair(app, "acl:fair", 8, &w));
+  CHECK_OK(rlock_lock_lock(h, 60000));
+  check_refused(app, w, "redisson_lock__channel:{acl:fair}:");
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "acl:fair", NULL), 1);
+  CHECK_EQ(th_cmd_int(srv, "LLEN", "redisson_lock_queue:{acl:fair}", NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "redisson_lock_timeout:{acl:fair}", NULL), 0);
+  CHECK_OK(rlock_lock_unlock(h));
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(app), rlock_client_free(admin);
+}
+
+TEST(waiter_refused_rw) {
+  rlock_client_t *admin = th_client(admin_url, 0), *app = th_client(app_url, 0);
+  rlock_lock_t *hr, *hw, *wr, *ww;
+  CHECK_OK(rlock_rwlock_new(admin, "acl:rw", 6, &hr, &hw));
+  CHECK_OK(rlock_rwlock_new(app, "acl:rw", 6, &wr, &ww));
+  CHECK_OK(rlock_lock_lock(hw, 60000));
+  check_refused(app, wr, "redisson_rwlock:{acl:rw}");
+  CHECK_OK(rlock_lock_unlock(hw));
+  rlock_lock_free(hr), rlock_lock_free(hw), rlock_lock_free(wr), rlock_lock_free(ww);
+  rlock_client_free(app), rlock_client_free(admin);
+}
+
+static atomic_int forever_rc = 1;
+static void forever_cb(rlock_lock_t *l, int st, int64_t value, void *arg) {
+  (void)l, (void)value, (void)arg;
+  atomic_store(&forever_rc, st);
+}
+static int forever_done(void *arg) { return (void)arg, atomic_load(&forever_rc) != 1; }
+
+TEST(waiter_forever_refused) {
+  rlock_client_t *admin = th_client(admin_url, 0), *app = th_client(app_url, 0);
+  rlock_lock_t *h = th_lock(admin, "acl:forever"), *w = th_lock(app, "acl:forever");
+  CHECK_OK(rlock_lock_lock(h, 120000));
+  CHECK_OK(rlock_lock_acquire_async(w, (rlock_owner_t)7, RLOCK_WAIT_FOREVER, 10000, NULL, forever_cb, NULL));
+  /* the holder's lease is 120 s: only the refusal ends the wait */
+  CHECK_MSG(th_wait_until(forever_done, NULL, 30000), "a wait without bound went on with SUBSCRIBE refused");
+  CHECK_RC(atomic_load(&forever_rc), RLOCK_ENOPERM);
+  CHECK_OK(rlock_lock_unlock(h));
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(app), rlock_client_free(admin);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 120);
+  const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all",
+                         "--user", "admin", "on", ">pw", "~*", "&*", "+@all", NULL};
+  th_server_opts_t so = {.extra_args = extra};
+  srv = th_server_start(&so);
+  snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);
+  snprintf(admin_url, sizeof admin_url, "redis://admin:pw@127.0.0.1:%d", srv->port);
+  RUN(waiter_refused_reentrant);
+  RUN(waiter_refused_fair);
+  RUN(waiter_refused_rw);
+  RUN(waiter_forever_refused);
+  th_server_stop(srv);
+  return th_done();
+}
