@@ -66,6 +66,7 @@ struct fp_proxy {
   /* stats (mu) */
   int nconn;
   uint64_t accepted, bytes[2];
+  uint64_t loops; /* passes of the thread's loop done (fp_sync) */
   /* thread only */
   pair_t pairs[MAX_PAIRS];
   int npairs;
@@ -270,8 +271,13 @@ static void *run(void *arg) {
       while (read(p->wake[0], b, sizeof b) > 0) {
       }
     }
-    /* a hold set while we polled applies to what is read and written now */
+    /* a setting changed while we polled applies to what is read and written
+     * now: the caller may have written right after its call returned (a
+     * blackhole set as poll woke with a request readable forwarded it) */
     pthread_mutex_lock(&p->mu);
+    delay = p->delay_ms;
+    trickle[0] = p->trickle[0], trickle[1] = p->trickle[1];
+    bh = p->blackhole, refuse = p->refuse;
     for (int i = 0; i < p->npairs; i++)
       if ((held[i] = holds_of(p, i))) p->pairs[i].late = 1;
     pthread_mutex_unlock(&p->mu);
@@ -295,6 +301,8 @@ static void *run(void *arg) {
     if (pfd[1].revents & POLLIN) do_accept(p, refuse);
     pthread_mutex_lock(&p->mu);
     p->nconn = p->npairs;
+    p->loops++;
+    pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
   }
 }
@@ -402,6 +410,16 @@ uint64_t fp_accepted(fp_proxy_t *p) {
   uint64_t n = p->accepted;
   pthread_mutex_unlock(&p->mu);
   return n;
+}
+
+void fp_sync(fp_proxy_t *p) {
+  pthread_mutex_lock(&p->mu);
+  for (int i = 0; i < 2; i++) {
+    uint64_t start = p->loops;
+    wake(p);
+    while (p->loops == start && !p->quit) pthread_cond_wait(&p->cond, &p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
 }
 
 uint64_t fp_bytes(fp_proxy_t *p, int dir) {

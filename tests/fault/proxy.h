@@ -57,6 +57,10 @@ void fp_drop_conn(fp_proxy_t *p, int server_port, int dirs);
 void fp_hold_conn(fp_proxy_t *p, int server_port, int dirs);
 int fp_connections(fp_proxy_t *p);
 uint64_t fp_accepted(fp_proxy_t *p);
+/* Returns once the proxy's thread has done two whole passes of its loop
+ * since the call: what was readable at the call has been read (and
+ * forwarded, unless held back) by then. */
+void fp_sync(fp_proxy_t *p);
 /* Bytes forwarded so far in a direction. */
 uint64_t fp_bytes(fp_proxy_t *p, int dir);
 void fp_stop(fp_proxy_t *p);
