@@ -10,6 +10,7 @@
  *                     it was (no fair queue entry left behind).
  *   waiter_forever_refused  the same for a wait without bound. */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,31 @@ TEST(waiter_forever_refused) {
   rlock_client_free(app), rlock_client_free(admin);
 }
 
+/* Several waiters of one client on one channel, refused together (the
+ * refusal wakes them all; each one's end may hand a wake-up on). */
+static atomic_int many_rc[4], many_n;
+static void many_cb(rlock_lock_t *l, int st, int64_t value, void *arg) {
+  (void)l, (void)value;
+  atomic_store(&many_rc[(intptr_t)arg], st);
+  atomic_fetch_add(&many_n, 1);
+}
+static int many_done(void *arg) { return (void)arg, atomic_load(&many_n) == 4; }
+
+TEST(waiters_refused_together) {
+  rlock_client_t *admin = th_client(admin_url, 0), *app = th_client(app_url, 0);
+  rlock_lock_t *h = th_lock(admin, "acl:many"), *w = th_lock(app, "acl:many");
+  CHECK_OK(rlock_lock_lock(h, 120000));
+  for (intptr_t i = 0; i < 4; i++)
+    CHECK_OK(rlock_lock_acquire_async(w, (rlock_owner_t)(100 + i), i % 2 ? 60000 : RLOCK_WAIT_FOREVER, 10000,
+                                      NULL, many_cb, (void *)i));
+  CHECK_MSG(th_wait_until(many_done, NULL, 30000), "%d of 4 waiters ended", atomic_load(&many_n));
+  for (int i = 0; i < 4; i++) CHECK_RC(atomic_load(&many_rc[i]), RLOCK_ENOPERM);
+  CHECK_EQ(th_cmd_int(srv, "HLEN", "acl:many", NULL), 1);
+  CHECK_OK(rlock_lock_unlock(h));
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(app), rlock_client_free(admin);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all",
@@ -104,6 +130,7 @@ int main(int argc, char **argv) {
   RUN(waiter_refused_fair);
   RUN(waiter_refused_rw);
   RUN(waiter_forever_refused);
+  RUN(waiters_refused_together);
   th_server_stop(srv);
   return th_done();
 }
