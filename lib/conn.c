@@ -909,7 +909,7 @@ static void conn_send_now(conn_t *c, req_t *r) {
     write_req(c, r);
   } else {
     q_push(&c->pending, r);
-    arm_at(c, r->deadline);
+    arm_at(c, rlock__req_unsent_by(r));
   }
 }
 
@@ -934,7 +934,7 @@ static int64_t next_deadline(const conn_t *c) {
   int64_t next = INT64_MAX;
   if (c->state == CS_CONNECTING || c->state == CS_HANDSHAKE) next = c->connect_deadline;
   for (const req_t *r = c->pending.head; r; r = r->next)
-    if (r->deadline < next) next = r->deadline;
+    if (rlock__req_unsent_by(r) < next) next = rlock__req_unsent_by(r);
   for (const req_t *r = c->inflight.head; r; r = r->next)
     if (!r->completed && r->deadline < next) next = r->deadline;
   for (const req_t *r = c->later.head; r; r = r->next)
@@ -947,7 +947,7 @@ static int64_t next_deadline(const conn_t *c) {
 static void expire_pending(conn_t *c, int64_t now) {
   req_t *prev = NULL, *r = c->pending.head;
   while (r) {
-    if (r->deadline > now) {
+    if (rlock__req_unsent_by(r) > now) {
       prev = r;
       r = r->next;
       continue;

@@ -286,6 +286,8 @@ struct req {
   int64_t deadline; /* monotonic ms */
   int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
   int64_t waits_ms; /* of deadline, the allowance for the WAITs ahead (conn.c behind_waits) */
+  int64_t wait_end; /* an acquire's wait bound (monotonic ms; 0: none): not written by
+                       then (not connected, held), it ends RLOCK_ECONNECT (rlock__req_unsent_by) */
   req_done_fn done;
   void *ctx;
   int script; /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */
@@ -442,6 +444,12 @@ int rlock__conn_waits_written(const conn_t *c); /* the same, written ones only *
 /* Drop the connection and reconnect: written requests end with RLOCK_ECONNLOST
  * (msg), queued ones wait. Not from inside a request's done callback. */
 void rlock__conn_reset(conn_t *c, const char *msg);
+/* When r ends if it is still not written: its deadline, or sooner its
+ * acquire's wait bound (a bounded wait does not outlast its bound by a
+ * command timeout while the server is unreachable). */
+static inline int64_t rlock__req_unsent_by(const req_t *r) {
+  return r->wait_end > 0 && r->wait_end < r->deadline ? r->wait_end : r->deadline;
+}
 req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
                req_done_fn done, void *ctx);
 /* A request with room for len bytes of command in the same allocation

@@ -457,7 +457,7 @@ static void held_expire(undo_t *u) {
   for (req_t *r = u->held, *next; r; r = next) {
     next = r->next;
     r->next = NULL;
-    if (r->deadline <= now) *dt = r, dt = &r->next;
+    if (rlock__req_unsent_by(r) <= now) *dt = r, dt = &r->next;
     else *kt = r, kt = &r->next, tail = r;
   }
   u->held = keep;
@@ -758,6 +758,9 @@ static void send_attempt(op_t *op) {
     r = op->lock->kind->try_req(op, &latch, acquire_done);
     latch_done(op, &latch);
   }
+  /* a bounded wait (not a bare try: it may wait for a reconnect) ends at its
+   * bound if the try cannot be written by then */
+  if (r && op->wait_ms > 0) r->wait_end = op->deadline;
   send_op_req(op, r);
 }
 
