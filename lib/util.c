@@ -243,23 +243,57 @@ void rlock__tv_from_ms(struct timeval *tv, int64_t ms) {
   tv->tv_usec = (ms % 1000) * 1000;
 }
 
+/* ms per unit: "ms", "s", "m", "h", "d"; 0: not a unit. *p moves past it. */
+static int64_t duration_unit(const char **p) {
+  static const struct {
+    const char *name;
+    int64_t ms;
+  } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    size_t n = strlen(units[i].name);
+    if (!strncmp(*p, units[i].name, n)) { /* "ms" is tried before "m" */
+      *p += n;
+      return units[i].ms;
+    }
+  }
+  return 0;
+}
+
+/* Durations: "250" (ms), "250ms", "3s", "1.5s", "2m", "1h", "1d", or a sum
+ * such as "1h30m" or "2m30.5s"; every part whole ms, the total within int64. */
 RLOCK_API int rlock_duration_parse(const char *s, int64_t *out_ms) {
   if (!s || !out_ms) return rlock__fail(RLOCK_EINVAL, "duration: NULL argument");
   const char *p = s;
-  if (*p < '0' || *p > '9') return rlock__fail(RLOCK_EINVAL, "invalid duration '%s' (expected e.g. 500ms, 3s, 2m)", s);
-  int64_t v = 0;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    if (v > (INT64_MAX - (*p - '0')) / 10)
+  int64_t total = 0;
+  int parts = 0;
+  if (!*p) return rlock__fail(RLOCK_EINVAL, "invalid duration '' (expected e.g. 500ms, 1.5s, 2m, 1h, 1d)");
+  while (*p) {
+    if (*p < '0' || *p > '9')
+      return rlock__fail(RLOCK_EINVAL, "invalid duration '%s' (expected e.g. 500ms, 1.5s, 2m, 1h, 1d)", s);
+    int64_t v = 0, frac = 0, scale = 1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+      if (v > (INT64_MAX - (*p - '0')) / 10) return rlock__fail(RLOCK_EINVAL, "duration '%s' is too large", s);
+      v = v * 10 + (*p - '0');
+    }
+    if (*p == '.') {
+      p++;
+      if (*p < '0' || *p > '9') return rlock__fail(RLOCK_EINVAL, "invalid duration '%s' (a digit must follow '.')", s);
+      for (; *p >= '0' && *p <= '9'; p++) {
+        if (scale >= 1000000000) return rlock__fail(RLOCK_EINVAL, "duration '%s': too many decimals", s);
+        frac = frac * 10 + (*p - '0'), scale *= 10;
+      }
+    }
+    int64_t mul = *p ? duration_unit(&p) : (parts == 0 ? 1 : 0); /* a bare number alone: ms */
+    if (!mul) return rlock__fail(RLOCK_EINVAL, "invalid duration '%s' (units: ms, s, m, h, d)", s);
+    if (frac * mul % scale) return rlock__fail(RLOCK_EINVAL, "duration '%s' is not a whole number of ms", s);
+    if (v > INT64_MAX / mul) return rlock__fail(RLOCK_EINVAL, "duration '%s' is too large", s);
+    int64_t part = v * mul, fpart = frac * mul / scale;
+    if (part > INT64_MAX - fpart || total > INT64_MAX - part - fpart)
       return rlock__fail(RLOCK_EINVAL, "duration '%s' is too large", s);
-    v = v * 10 + (*p - '0');
+    total += part + fpart;
+    parts++;
   }
-  int64_t mul;
-  if (!*p || !strcmp(p, "ms")) mul = 1;
-  else if (!strcmp(p, "s")) mul = 1000;
-  else if (!strcmp(p, "m")) mul = 60000;
-  else return rlock__fail(RLOCK_EINVAL, "invalid duration '%s' (units: ms, s, m)", s);
-  if (v > INT64_MAX / mul) return rlock__fail(RLOCK_EINVAL, "duration '%s' is too large", s);
-  *out_ms = v * mul;
+  *out_ms = total;
   return 0;
 }
 

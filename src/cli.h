@@ -83,6 +83,8 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 int cli_bad_option(const char *cmd, int c, char **argv);
 
 /* The longest duration an option takes: 365 days. */
+/* `status`: the lock is free (0: held; errors are sysexits codes, 64 up). */
+#define CLI_EXIT_FREE 1
 #define CLI_DURATION_MAX ((int64_t)365 * 24 * 3600 * 1000)
 /* Parses the duration s given to option opt: 0, or a usage error (EX_USAGE)
  * unless min_ms <= value <= CLI_DURATION_MAX. */

@@ -45,6 +45,8 @@ static const char usage_text[] =
     "                  many readers or one writer\n"
     "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
+    "  -E, --conflict-exit-code N  exit N (0-255) in place of 75 when the lock stays\n"
+    "                  busy until --wait runs out (as flock -E)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable\n"
     "(--redlock: too many nodes unreachable for a majority);\n"
@@ -52,7 +54,10 @@ static const char usage_text[] =
     "128+N interrupted by signal N while waiting.\n\n"
     "CMD runs in its own process group; signals and the SIGTERM of a lost lock go to\n"
     "the whole group, and the lock is released once every process of it has ended.\n"
-    "On a terminal the group has the terminal while it runs.\n";
+    "On a terminal the group has the terminal while it runs.\n\n"
+    "CMD's environment: RLOCK_NAME (the NAMEs, space-separated), RLOCK_NODE (the\n"
+    "node that granted the lock, host:port; one NAME, not with --redlock),\n"
+    "RLOCK_TOKEN (--fenced: the acquire's token).\n";
 
 /* The shortest watchdog lease exec takes (renewed every third of it): a
  * renewal's round trip and a busy machine's scheduling delay must fit in a
@@ -182,6 +187,7 @@ typedef struct guard {
 } guard_t;
 
 static int64_t g_connect_timeout_ms = 3000; /* the clients' connect timeout */
+static int g_busy_exit = EX_TEMPFAIL;       /* -E: the exit code of a wait that ran out */
 
 static int64_t mono_ms(void) {
   struct timespec ts;
@@ -236,6 +242,37 @@ static int guard_release(guard_t *gd) {
   return rlock_lock_unlock(gd->lock);
 }
 
+/* RLOCK_NODE for CMD (RLOCK_NAME is set before the wait, RLOCK_TOKEN by the
+ * fenced acquire): the node that granted a single lock ("host:port", never a
+ * URL: no password in it). */
+static int set_env(const guard_t *gd) {
+  if (!gd->fenced && unsetenv("RLOCK_TOKEN")) return RLOCK_ESYS; /* not one of this lock's */
+  if (!gd->lock || gd->multi || gd->redlock) return unsetenv("RLOCK_NODE") ? RLOCK_ESYS : 0;
+  char node[512];
+  int rc = rlock_lock_node(gd->lock, node, sizeof node);
+  if (rc) return rc;
+  return setenv("RLOCK_NODE", node, 1) ? RLOCK_ENOMEM : 0;
+}
+
+/* RLOCK_NAME for CMD: names, space-separated. */
+static int set_name_env(char **names, int n) {
+  size_t len = 1;
+  for (int i = 0; i < n; i++) len += strlen(names[i]) + 1;
+  char *v = malloc(len);
+  if (!v) return RLOCK_ENOMEM;
+  size_t o = 0;
+  for (int i = 0; i < n; i++) {
+    size_t l = strlen(names[i]);
+    if (i) v[o++] = ' ';
+    memcpy(v + o, names[i], l);
+    o += l;
+  }
+  v[o] = 0;
+  int rc = setenv("RLOCK_NAME", v, 1) ? RLOCK_ENOMEM : 0;
+  free(v);
+  return rc;
+}
+
 /* Holds the lock around the command; returns the exit code. */
 static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t lease_ms,
                         char **cmd, const sigset_t *orig_mask) {
@@ -246,13 +283,17 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
       cli_err("timed out waiting for %s", name);
     else
       cli_err("timed out waiting for %s (%s)", name, why);
-    return EX_TEMPFAIL;
+    return g_busy_exit;
   }
   if (rc == RLOCK_ECANCELED) {
     cli_err("interrupted by signal %d while waiting for %s", (int)g_signal, name);
     return 128 + g_signal;
   }
   if (rc) return cli_fail(rc, "cannot acquire the lock");
+  if ((rc = set_env(gd)) != 0) {
+    guard_release(gd);
+    return cli_fail(rc, "cannot set CMD's environment");
+  }
   int ex = 128 + g_signal;
   if (g_signal)
     cli_err("interrupted by signal %d before the command started", (int)g_signal);
@@ -452,13 +493,16 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"nonreentrant", no_argument, NULL, 'N'},  {"fenced", no_argument, NULL, 'F'},
       {"spin", no_argument, NULL, 'S'},
       {"read", no_argument, NULL, 'R'},           {"write", no_argument, NULL, 'W'},
+      {"conflict-exit-code", required_argument, NULL, 'E'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
   int c, ex = 0, kind = CLI_KIND_REENTRANT, kinds = 0, redlock = 0;
-  while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
+  long busy_exit = EX_TEMPFAIL;
+  while ((c = getopt_long(argc, argv, "+:u:hE:", longopts, NULL)) != -1) {
     switch (c) {
       case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
+      case 'E': ex = cli_count("exec", "--conflict-exit-code", optarg, 0, 255, &busy_exit); break;
       case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
       case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
       case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
@@ -491,6 +535,8 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (redlock && kind != CLI_KIND_REENTRANT && kind != CLI_KIND_SIMPLE)
     return cli_usage("exec", "--redlock takes the reentrant or the simple lock");
   int simple = kind == CLI_KIND_SIMPLE;
+  g_busy_exit = (int)busy_exit;
+  if (set_name_env(argv + first, nnames)) return cli_fail(RLOCK_ENOMEM, "cannot set CMD's environment");
   char **cmd = argv + optind, shown[256];
   show_names(argv + first, nnames, shown, sizeof shown);
 

@@ -17,9 +17,6 @@ static const char usage_text[] =
     "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N,\n"
     "                  \"node\":\"HOST:PORT\"}\n"
     "  --simple       NAME is a simple lock (SET NX PX: exec --simple, redis-py...);\n"
-    "  --fenced       NAME is a fenced lock (exec --fenced, Redisson's RFencedLock): also\n"
-    "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N); without it the\n"
-    "                 token is shown when NAME's counter exists\n"
     "                 the holder is its token, count 1\n"
     "  --fenced       NAME is a fenced lock (exec --fenced, Redisson's RFencedLock): also\n"
     "                 its last token (JSON: \"kind\":\"fenced\",\"token\":N); without it the\n"
@@ -32,7 +29,9 @@ static const char usage_text[] =
     "                 their read holds, the writer \"...:write\"\n"
     "  --redlock      every -u URL is a RedLock master: each one's view, and on how\n"
     "                 many of them NAME is locked\n"
-    "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
+    "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n\n"
+    "Exit codes: 0 held; 1 free (--redlock: not held on a majority); 64 usage;\n"
+    "65 NAME is not a lock; 69 Redis unavailable; 70 other errors.\n";
 
 /* "locked":...,"holders":[...],"ttl_ms":N (the members of a lock's object) */
 static void print_state_json(const rlock_holder_t *h, size_t n, int64_t ttl) {
@@ -94,7 +93,8 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
   printf("  node %s\n", node);
 }
 
-/* Reads and prints the state of the lock; returns the exit code. */
+/* Reads and prints the state of the lock; returns the exit code: 0 held,
+ * CLI_EXIT_FREE free, or an error's. */
 /* fenced: 1 NAME is a fenced lock (its token shown), 2 it may be one (the
  * token shown when the counter exists), 0 not. */
 static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, int json, int fair, int fenced) {
@@ -143,7 +143,7 @@ static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, in
     print_text(name, holders, n, ttl, node, fair ? &qv : NULL, token);
   rlock_fair_waiters_free(w, qv.n);
   rlock_holders_free(holders, n);
-  return 0;
+  return n ? 0 : CLI_EXIT_FREE;
 }
 
 /* Reads the holders and TTL of lock: 0, or the failed call's error. */
@@ -194,7 +194,8 @@ static int show_node(const cli_global_t *g, int i, const char *name, int simple,
   return rc ? -1 : n > 0;
 }
 
-/* status --redlock: every -u URL's view and the count; exit 69 if no node could be read. */
+/* status --redlock: every -u URL's view and the count; exit 0 if held on a
+ * majority, CLI_EXIT_FREE if not, 69 if no node could be read. */
 static int show_redlock(const cli_global_t *g, const char *name, int simple, int json) {
   int locked = 0, read = 0, n = g->nurls;
   if (n == 0) return cli_usage("status", "--redlock needs the masters' URLs (-u URL, once per master)");
@@ -212,7 +213,7 @@ static int show_redlock(const cli_global_t *g, const char *name, int simple, int
   }
   if (json) printf("],\"locked_on\":%d,\"majority\":%d}\n", locked, n / 2 + 1);
   else printf("%s: locked on %d of %d masters (a majority is %d)\n", name, locked, n, n / 2 + 1);
-  return read ? 0 : EX_UNAVAILABLE;
+  return !read ? EX_UNAVAILABLE : locked >= n / 2 + 1 ? 0 : CLI_EXIT_FREE;
 }
 
 int cmd_status(cli_global_t *g, int argc, char **argv) {

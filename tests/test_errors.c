@@ -136,13 +136,23 @@ TEST(duration_good) {
   parse_ok("1", 1);
   parse_ok("30000", 30000);
   parse_ok("9223372036854775807", INT64_MAX);
+  parse_ok("1.5s", 1500);
+  parse_ok("0.001s", 1);
+  parse_ok("1.25m", 75000);
+  parse_ok("1h", 3600000);
+  parse_ok("1d", 86400000);
+  parse_ok("1h30m", 5400000);
+  parse_ok("2m30.5s", 150500);
+  parse_ok("1.0", 1);
+  parse_ok("106751991167d", 106751991167LL * 86400000);
 }
 
 TEST(duration_bad) {
-  const char *bad[] = {"",     "-1",  "-1s", "abc", "5h",  "ms",  "s",    "3x",  "1.5s",
+  const char *bad[] = {"",     "-1",  "-1s", "abc", "5x",  "ms",  "s",    "3x",  "1.5",
                        "3ss",  "3 m", "s3",  "--1", "3sm", "9223372036854775808",
                        "99999999999999999999999", "9223372036854775807s",
-                       "153722867280913m", "9223372036854776s"};
+                       "153722867280913m", "9223372036854776s", "1.", ".5s", "1.s", "0.0005s", "1.5ms",
+                       "1h30", "106751991168d", "9223372036854775807ms1ms", "1.0000000001s", "1h 30m", "1d-1h"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) parse_bad(bad[i]);
   int64_t v;
   CHECK_RC(rlock_duration_parse(NULL, &v), RLOCK_EINVAL);

@@ -68,4 +68,38 @@ await "$wdown" 30
 [ "$RC" = 69 ] && pass "Redis gone while waiting: exit 69" || fail "Redis gone while waiting: exit $RC"
 contains "$T/wdown.err" "127.0.0.1:$PORT" "the message names the address"
 contains "$T/wdown.err" "Connection refused" "the message names the cause"
+
+# What people reach for (issue 23): durations with fractions and long units,
+# flock's -E for a busy lock, and the lock in CMD's environment (no password).
+start_redis --requirepass envpw
+PR() { "$RLOCK" -u "redis://:envpw@127.0.0.1:$PORT" "$@"; }
+rc_() { redis-cli -a envpw --no-auth-warning -p "$PORT" "$@"; }
+expect 0 "--wait 1.5s --lease 1h" PR exec --wait 1.5s --lease 1h dur -- sh -c "redis-cli -a envpw --no-auth-warning -p $PORT PTTL dur > $T/pttl"
+pttl=$(cat "$T/pttl")
+[ "$pttl" -gt 3500000 ] && [ "$pttl" -le 3600000 ] && pass "--lease 1h is 3600000 ms (PTTL $pttl)" || fail "--lease 1h: PTTL $pttl"
+expect 0 "--lease 1d" PR exec --lease 1d dur -- sh -c "redis-cli -a envpw --no-auth-warning -p $PORT PTTL dur > $T/pttl"
+pttl=$(cat "$T/pttl")
+[ "$pttl" -gt 86300000 ] && [ "$pttl" -le 86400000 ] && pass "--lease 1d (PTTL $pttl)" || fail "--lease 1d: PTTL $pttl"
+RLOCK_TOKEN=from-outside PR exec envj -- sh -c 'printf "%s|%s|%s" "$RLOCK_NAME" "$RLOCK_NODE" "${RLOCK_TOKEN-unset}"' >"$T/env"
+[ "$(cat "$T/env")" = "envj|127.0.0.1:$PORT|unset" ] && pass "RLOCK_NAME, RLOCK_NODE set; a stale RLOCK_TOKEN removed" ||
+  fail "environment: $(cat "$T/env")"
+PR exec enva envb -- sh -c 'printf "%s|%s" "$RLOCK_NAME" "${RLOCK_NODE-unset}"' >"$T/env"
+[ "$(cat "$T/env")" = "enva envb|unset" ] && pass "several NAMEs: RLOCK_NAME lists them, no RLOCK_NODE" ||
+  fail "MultiLock environment: $(cat "$T/env")"
+PR exec --fenced envf -- sh -c 'printf "%s" "$RLOCK_TOKEN"' >"$T/env"
+[ "$(cat "$T/env")" = 1 ] && pass "--fenced: RLOCK_TOKEN" || fail "--fenced token: $(cat "$T/env")"
+PR exec envp -- env >"$T/env"
+grep -q envpw "$T/env" && fail "the password reached CMD's environment" || pass "no password in CMD's environment"
+mkfifo "$T/eheld"
+bg "$T/eholder" "$RLOCK" -u "redis://:envpw@127.0.0.1:$PORT" exec busyj -- sh -c "echo > $T/eheld; exec sleep 30"
+eholder=$BG
+ready "$T/eheld"
+expect 75 "busy, --wait ran out: 75" PR exec --wait 100ms busyj -- true
+expect 9 "-E 9: busy exits 9" PR exec -E 9 --wait 100ms busyj -- true
+expect 0 "-E 0" PR exec --conflict-exit-code 0 --wait 0 busyj -- true
+expect 0 "status of a held lock: 0" PR status busyj
+expect 1 "status of a free lock: 1" PR status nobody
+kill -TERM "$eholder"
+await "$eholder"
+expect 1 "status once released: 1" PR status busyj
 finish

@@ -30,14 +30,14 @@ expect 0 "exec --fenced again" R exec --fenced fjob -- sh -c "echo \$RLOCK_TOKEN
 [ "$(cat "$T/tok2")" = 2 ] && pass "second token 2" || fail "RLOCK_TOKEN '$(cat "$T/tok2")'"
 [ "$(rc GET 'redisson_lock_token:{fjob}')" = 2 ] && pass "Redisson's counter key" || fail "GET token: $(rc GET 'redisson_lock_token:{fjob}')"
 [ "$(rc EXISTS fjob)" = 0 ] && pass "released after the command" || fail "fjob still exists"
-expect 0 "status --fenced" R status --fenced fjob
+expect 1 "status --fenced (free: 1)" R status --fenced fjob
 contains "$T/out" "fenced token 2" "status shows the last token"
-expect 0 "status --fenced --json" R status --fenced --json fjob
+expect 1 "status --fenced --json (free: 1)" R status --fenced --json fjob
 contains "$T/out" '"kind":"fenced","token":2' "JSON token"
 expect 64 "--fenced takes one NAME" R exec --fenced fa fb -- true
-expect 0 "status without --fenced" R status --json fjob
+expect 1 "status without --fenced (free: 1)" R status --json fjob
 contains "$T/out" '"kind":"fenced","token":2' "the counter found: shown as a fenced lock"
-expect 0 "status of a plain lock" R status --json njob
+expect 1 "status of a plain lock (free: 1)" R status --json njob
 grep -q fenced "$T/out" && fail "a plain lock shown as fenced: $(cat "$T/out")" || pass "no token for a plain lock"
 
 # --spin: RLock's hash while CMD runs; nothing published.

@@ -2,7 +2,8 @@
 # tests/cli/status.sh -- `rlock status` (text and --json, valid JSON with any
 # bytes in the name) and `rlock unlock --force` on free and held locks, and on
 # keys that are not locks (refused, exit 65, unless --any-type); the node that
-# answered (host:port, a unix socket's path) in both forms.
+# answered (host:port, a unix socket's path) in both forms. Exit codes a script
+# can test: 0 held, 1 free, 64 up errors.
 . "$(dirname "$0")/common.sh"
 start_redis
 R() { "$RLOCK" -u "$URL" "$@"; }
@@ -10,10 +11,10 @@ json_check() { # json_check FILE PYTHON-EXPR (on the parsed object o)
   python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2"
 }
 
-expect 0 "status of a free lock" R status free
+expect 1 "status of a free lock: exit 1" R status free
 contains "$T/out" "free: not locked" "text status of a free lock"
 contains "$T/out" "node 127.0.0.1:$PORT" "text status names the node that answered"
-expect 0 "status --json of a free lock" R status --json free
+expect 1 "status --json of a free lock: exit 1" R status --json free
 python3 -m json.tool "$T/out" >/dev/null && pass "valid JSON" || fail "invalid JSON: $(cat "$T/out")"
 json_check "$T/out" 'o == {"name": "free", "locked": False, "holders": [], "ttl_ms": -2, "node": "127.0.0.1:'"$PORT"'"}' &&
   pass "free lock JSON" || fail "free lock JSON: $(cat "$T/out")"
@@ -94,7 +95,7 @@ await "$holder"
 await "$holder2"
 # unix:// URL: the node is the socket's path.
 start_redis --unixsocket "$T/redis.sock"
-expect 0 "status --json over a unix socket" "$RLOCK" -u "unix://$T/redis.sock" status --json free
+expect 1 "status --json over a unix socket (free)" "$RLOCK" -u "unix://$T/redis.sock" status --json free
 json_check "$T/out" 'o["node"] == "'"$T/redis.sock"'"' && pass "node is the socket path" ||
   fail "unix node: $(cat "$T/out")"
 finish

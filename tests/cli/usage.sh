@@ -39,6 +39,14 @@ expect 64 "-u without a value" "$RLOCK" -u
 expect 64 "exec: bad duration" "$RLOCK" exec --wait 5x NAME -- true
 contains "$T/err" "bad duration" "bad duration is explained"
 expect 64 "exec: negative duration" "$RLOCK" exec --wait -1s NAME -- true
+for bad in "--wait 1.5ms" "--wait 1." "--wait .5s" "--wait 1h30" "--lease 366d" "-E 256" "-E -1" "-E x"; do
+  # shellcheck disable=SC2086
+  expect 64 "exec $bad: usage error" "$RLOCK" -u redis://127.0.0.1:1 exec $bad NAME -- true
+done
+for good in "--wait 1.5s" "--lease 1h30m" "--lease 1d" "--watchdog 0.5s" "-E 3"; do
+  # shellcheck disable=SC2086
+  expect 69 "exec $good is accepted (then nothing listens: 69)" "$RLOCK" -u redis://127.0.0.1:1 exec $good NAME -- true
+done
 expect 64 "exec: zero lease" "$RLOCK" exec --lease 0 NAME -- true
 expect 64 "exec: --lease with --watchdog" "$RLOCK" exec --lease 1s --watchdog 2s NAME -- true
 # Every duration is checked before connecting (nothing listens on port 1: a
@@ -123,7 +131,7 @@ expect 69 "an echo server" "$RLOCK" -u "redis://127.0.0.1:$(cat "$T/echo.port")"
 contains "$T/err" "is this a Redis server?" "an echo server is explained"
 
 start_redis --requirepass s3cret-pw
-expect 0 "right password" "$RLOCK" -u "redis://:s3cret-pw@127.0.0.1:$PORT" status NAME
+expect 1 "right password (a free lock: 1)" "$RLOCK" -u "redis://:s3cret-pw@127.0.0.1:$PORT" status NAME
 expect 69 "wrong password" "$RLOCK" -u "redis://:wr0ng-pw@127.0.0.1:$PORT" status NAME
 if grep -q "wr0ng-pw" "$T/err" "$T/out"; then fail "the password was printed: $(cat "$T/err")"; else
   pass "the password is not printed"; fi
