@@ -28,9 +28,10 @@ static void help(FILE *f) {
   fputs("\nGlobal options (also accepted after COMMAND):\n" CLI_CONNECT_HELP
         "  -h, --help               show this help ('rlock help COMMAND' for a command)\n"
         "      --version            show the version\n\n"
-        "Durations take ms, s or m suffixes (no suffix: ms).\n"
+        "Durations: 250ms (or 250), 1.5s, 2m, 1h, 1d, or a sum such as 1h30m.\n"
         "Exit codes: 64 usage, 65 not a lock (unlock), 69 Redis unavailable,\n"
-        "70 internal error, 75 timed out waiting, 76 lock lost; exec: the command's status.\n", f);
+        "70 internal error, 75 timed out waiting, 76 lock lost, 77 ACL refuses; exec: the\n"
+        "command's status; status: 0 held, 1 free.\n", f);
 }
 
 int main(int argc, char **argv) {

@@ -30,6 +30,13 @@ else
   fail "cmake --install after the demo's build: $(tail -3 "$T/demo-install.log")"
 fi
 [ -x "$T/prefix/bin/rlock" ] && pass "rlock installed" || fail "no bin/rlock"
+for f in share/man/man1/rlock.1 share/man/man3/librlock.3 share/bash-completion/completions/rlock; do
+  [ -f "$T/prefix/$f" ] && pass "$f installed" || fail "no $f"
+done
+if command -v man >/dev/null && [ -f "$T/prefix/share/man/man1/rlock.1" ]; then
+  MANPATH="$T/prefix/share/man" man rlock 2>/dev/null | grep -q "conflict-exit-code" && pass "man rlock reads the page" ||
+    fail "man rlock did not show the installed page"
+fi
 if out=$(env -u LD_LIBRARY_PATH "$T/prefix/bin/rlock" --version 2>&1); then
   pass "the installed rlock starts without LD_LIBRARY_PATH: $out"
 else
