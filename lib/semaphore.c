@@ -346,7 +346,9 @@ static void failed(op_t *op, int status) {
     again = false;
   }
   if (again) {
-    op->retries++; /* same request id: counts once even if both arrive */
+    /* same request id: counts once even if both arrive (a request never
+     * written is no copy: a wait's does not use up the re-sends) */
+    if (status != RLOCK_ECONNECT || !waits) op->retries++;
     send_req(op);
     return;
   }
