@@ -4,10 +4,42 @@
  * --json. A semaphore has no owners: permits taken by `acquire` stay taken
  * after rlock exits, until some process releases them. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+
+/* SIGINT, SIGTERM, SIGHUP while acquire or await waits: the wait is
+ * cancelled (a try in flight gives its permits back), rlock exits 128+N. */
+static rlock_cancel_t *g_cancel;
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) {
+  g_signal = sig;
+  if (g_cancel) rlock_cancel_trigger(g_cancel);
+}
+static const int handled[] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction g_orig[3];
+static void catch_signals(void) {
+  if (rlock_cancel_new(&g_cancel)) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; i++) {
+    sigaction(handled[i], NULL, &g_orig[i]);
+    if (g_orig[i].sa_handler != SIG_IGN) sigaction(handled[i], &sa, NULL);
+  }
+}
+/* The exit code of a wait that ended with rc (cancelled: 128+N). */
+static int wait_exit(int rc, const char *what) {
+  for (int i = 0; g_cancel && i < 3; i++) sigaction(handled[i], &g_orig[i], NULL);
+  if (rc == RLOCK_ECANCELED && g_signal) {
+    cli_err("interrupted by signal %d while waiting", (int)g_signal);
+    return 128 + g_signal;
+  }
+  return cli_fail(rc, what);
+}
 
 static const char sem_usage[] =
     "Usage: rlock semaphore [--json] NAME set N | acquire [N] [--wait T] | release [N] | status\n"
@@ -106,12 +138,11 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     else
       printf("%s: not set, it exists already (%lld available)\n", name, (long long)avail);
   } else if (!strcmp(action, "acquire")) {
-    rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, NULL);
+    catch_signals();
+    rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
     if (!rc) rc = rlock_semaphore_available(s, &avail);
-    if (rc == RLOCK_EBUSY)
-      ex = cli_fail(rc, "not enough permits");
-    else if (rc)
-      ex = cli_fail(rc, "cannot acquire");
+    if (rc)
+      ex = wait_exit(rc, rc == RLOCK_EBUSY ? "not enough permits" : "cannot acquire");
     else if (json)
       json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
     else
@@ -133,6 +164,7 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
   }
   rlock_semaphore_free(s);
   rlock_client_free(client);
+  if (g_cancel) rlock_cancel_free(g_cancel), g_cancel = NULL;
   return ex;
 }
 
@@ -177,11 +209,10 @@ int cmd_latch(cli_global_t *g, int argc, char **argv) {
     else
       printf("%s: count %lld%s\n", name, (long long)count, count ? "" : " (open)");
   } else if (!strcmp(action, "await")) {
-    rc = rlock_latch_await(l, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, NULL);
-    if (rc == RLOCK_EBUSY)
-      ex = cli_fail(rc, "the latch did not open");
-    else if (rc)
-      ex = cli_fail(rc, "cannot await");
+    catch_signals();
+    rc = rlock_latch_await(l, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
+    if (rc)
+      ex = wait_exit(rc, rc == RLOCK_EBUSY ? "the latch did not open" : "cannot await");
     else if (json)
       json_head("latch", name), fputs(",\"count\":0,\"open\":true}\n", stdout);
     else
@@ -196,5 +227,6 @@ int cmd_latch(cli_global_t *g, int argc, char **argv) {
   }
   rlock_latch_free(l);
   rlock_client_free(client);
+  if (g_cancel) rlock_cancel_free(g_cancel), g_cancel = NULL;
   return ex;
 }

@@ -34,6 +34,16 @@ await "$w"
 contains "$T/w.out" '"acquired":2,"available":0' "waiter JSON"
 expect 0 "semaphore status --json" R semaphore --json jobs status
 contains "$T/out" '{"name":"jobs","kind":"semaphore","available":0}' "status JSON"
+# SIGTERM while waiting (a background job ignores SIGINT): the wait is
+# cancelled, exit 143, nothing taken
+bg "$T/i" "$RLOCK" -u "$URL" semaphore jobs acquire
+i=$BG
+until_true 20 subscribed || fail "the waiter did not subscribe"
+kill -TERM "$i"
+await "$i"
+[ "$RC" = 143 ] && pass "SIGTERM: exit 143" || fail "SIGTERM: exit $RC: $(cat "$T/i.err")"
+contains "$T/i.err" "interrupted by signal 15" "SIGTERM message"
+[ "$(rc GET jobs)" = 0 ] && pass "nothing taken" || fail "GET jobs: $(rc GET jobs)"
 # bad input
 expect 64 "acquire 0" R semaphore jobs acquire 0
 expect 64 "release -1" R semaphore jobs release -1
