@@ -489,6 +489,66 @@ typedef struct rlock_fair_waiter {
 RLOCK_EXPORT int rlock_lock_fair_waiters(rlock_lock_t *lock, rlock_fair_waiter_t **out, size_t *n);
 RLOCK_EXPORT void rlock_fair_waiters_free(rlock_fair_waiter_t *waiters, size_t n);
 
+/* ---------------------------------------------------------------- semaphore */
+
+/* A handle on one named semaphore (Redisson's RSemaphore): the key NAME holds
+ * the available permits (may be negative), the channel redisson_sc:{NAME}
+ * carries the new count after each release. No owners: any process may
+ * release. docs/api/semaphore.md. */
+typedef struct rlock_semaphore rlock_semaphore_t;
+RLOCK_EXPORT int rlock_semaphore_new(rlock_client_t *client, const void *name, size_t name_len,
+                                     rlock_semaphore_t **out);
+RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore_t *sem);
+/* Takes permits (1 to RLOCK_PERMITS_MAX), waiting at most wait_ms (0: one
+ * try; RLOCK_WAIT_FOREVER) for a release's message, never polling. 0 taken;
+ * RLOCK_EBUSY not within wait_ms; RLOCK_ECANCELED. A lost answer is re-sent
+ * and takes the permits once. */
+#define RLOCK_PERMITS_MAX ((int64_t)999999999999999)
+RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore_t *sem, int64_t permits, int64_t wait_ms,
+                                         rlock_cancel_t *cancel);
+RLOCK_EXPORT int rlock_semaphore_try_acquire(rlock_semaphore_t *sem, int64_t permits);
+/* Gives permits back (1 to RLOCK_PERMITS_MAX); *available (may be NULL): the
+ * count after it. A re-sent release counts once. */
+RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore_t *sem, int64_t permits, int64_t *available);
+/* Sets the permits if the semaphore has none yet: *set (may be NULL) 1, else 0. */
+RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore_t *sem, int64_t permits, int *set);
+/* Adds delta permits (negative: takes them away); *available: the new count. */
+RLOCK_EXPORT int rlock_semaphore_add_permits(rlock_semaphore_t *sem, int64_t delta, int64_t *available);
+/* Takes every available permit; *drained: how many (0 if none). */
+RLOCK_EXPORT int rlock_semaphore_drain(rlock_semaphore_t *sem, int64_t *drained);
+/* The available permits (0 if the semaphore does not exist). */
+RLOCK_EXPORT int rlock_semaphore_available(rlock_semaphore_t *sem, int64_t *out);
+/* Async forms: cb on the I/O thread with the status and the value the sync
+ * form returns through its pointer (acquire: 0). */
+typedef void (*rlock_semaphore_cb)(rlock_semaphore_t *sem, int status, int64_t value, void *arg);
+RLOCK_EXPORT int rlock_semaphore_acquire_async(rlock_semaphore_t *sem, int64_t permits, int64_t wait_ms,
+                                               rlock_cancel_t *cancel, rlock_semaphore_cb cb, void *arg);
+RLOCK_EXPORT int rlock_semaphore_release_async(rlock_semaphore_t *sem, int64_t permits, rlock_semaphore_cb cb,
+                                               void *arg);
+
+/* ---------------------------------------------------------------- count-down latch */
+
+/* A handle on one named count-down latch (Redisson's RCountDownLatch): the key
+ * NAME holds the count; the channel redisson_countdownlatch__channel__{NAME}
+ * (braces always) carries 0 when it reaches zero. docs/api/latch.md. */
+typedef struct rlock_latch rlock_latch_t;
+RLOCK_EXPORT int rlock_latch_new(rlock_client_t *client, const void *name, size_t name_len, rlock_latch_t **out);
+RLOCK_EXPORT void rlock_latch_free(rlock_latch_t *latch);
+/* Sets the count (1 to RLOCK_PERMITS_MAX) if the latch has none: *set 1, else 0. */
+RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch_t *latch, int64_t count, int *set);
+/* Counts down by one; *left (may be NULL): the count after it (0: open). A
+ * re-sent count-down counts once. */
+RLOCK_EXPORT int rlock_latch_count_down(rlock_latch_t *latch, int64_t *left);
+/* The count (0 if the latch does not exist: open). */
+RLOCK_EXPORT int rlock_latch_get_count(rlock_latch_t *latch, int64_t *out);
+/* Waits at most wait_ms (RLOCK_WAIT_FOREVER) until the count is 0, woken by
+ * the message at zero. 0 open; RLOCK_EBUSY not within wait_ms; RLOCK_ECANCELED. */
+RLOCK_EXPORT int rlock_latch_await(rlock_latch_t *latch, int64_t wait_ms, rlock_cancel_t *cancel);
+typedef void (*rlock_latch_cb)(rlock_latch_t *latch, int status, int64_t value, void *arg);
+RLOCK_EXPORT int rlock_latch_await_async(rlock_latch_t *latch, int64_t wait_ms, rlock_cancel_t *cancel,
+                                         rlock_latch_cb cb, void *arg);
+RLOCK_EXPORT int rlock_latch_count_down_async(rlock_latch_t *latch, rlock_latch_cb cb, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -693,3 +693,188 @@ RLOCK_API void rlock_fair_waiters_free(rlock_fair_waiter_t *w, size_t n) {
   for (size_t i = 0; i < n; i++) free(w[i].owner);
   free(w);
 }
+
+/* ------------------------------------------------------------ semaphore and latch
+ * (semaphore.c). A handle is an rlock_lock_t of the semaphore or latch kind,
+ * cast: the calls check the kind. */
+
+RLOCK_API int rlock_semaphore_new(rlock_client_t *cl, const void *name, size_t len, rlock_semaphore_t **out) {
+  rlock_lock_t *l = NULL;
+  int rc = rlock__lock_new_kind(cl, &rlock__kind_semaphore, name, len, &l);
+  if (out) *out = (rlock_semaphore_t *)l;
+  return rc;
+}
+
+RLOCK_API void rlock_semaphore_free(rlock_semaphore_t *s) { rlock_lock_free((rlock_lock_t *)s); }
+
+RLOCK_API int rlock_latch_new(rlock_client_t *cl, const void *name, size_t len, rlock_latch_t **out) {
+  rlock_lock_t *l = NULL;
+  int rc = rlock__lock_new_kind(cl, &rlock__kind_latch, name, len, &l);
+  if (out) *out = (rlock_latch_t *)l;
+  return rc;
+}
+
+RLOCK_API void rlock_latch_free(rlock_latch_t *c) { rlock_lock_free((rlock_lock_t *)c); }
+
+static int check_kind(const rlock_lock_t *l, const lock_kind_t *kind) {
+  if (!l) return rlock__fail(RLOCK_EINVAL, "%s is NULL", kind->name);
+  return l->kind == kind ? 0 : rlock__fail(RLOCK_EINVAL, "not a %s handle", kind->name);
+}
+
+static int check_count(int64_t n, int64_t min, const char *what) {
+  if (n < min || n > RLOCK_PERMITS_MAX)
+    return rlock__fail(RLOCK_EINVAL, "%s %lld is out of range (%lld to %lld)", what, (long long)n, (long long)min,
+                       (long long)RLOCK_PERMITS_MAX);
+  return 0;
+}
+
+static int check_wait(int64_t wait_ms) {
+  if ((wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER) || wait_ms > RLOCK_DURATION_MAX)
+    return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range (0 to %lld, or RLOCK_WAIT_FOREVER)",
+                       (long long)wait_ms, (long long)RLOCK_DURATION_MAX);
+  return 0;
+}
+
+/* An op of a semaphore or latch call (kind checked by the caller). */
+static op_t *obj_op(rlock_lock_t *l, op_kind_t kind, int script, int64_t permits, int64_t wait_ms,
+                    rlock_cancel_t *cancel, int *rc) {
+  op_t *op = op_new(l, kind, RLOCK_OWNER_SELF, rc);
+  if (!op) return NULL;
+  op->script = script;
+  op->permits = permits;
+  op->wait_ms = wait_ms;
+  op->cancel = cancel;
+  return op;
+}
+
+static int obj_sync(rlock_lock_t *l, op_kind_t kind, int script, int64_t permits, int64_t wait_ms,
+                    rlock_cancel_t *cancel, int64_t *value) {
+  int rc;
+  op_t *op = obj_op(l, kind, script, permits, wait_ms, cancel, &rc);
+  if (!op) return rc;
+  int64_t v = 0;
+  rc = leave_rc(l->cl, run_sync(op, &v, NULL, NULL));
+  if (!rc && value) *value = v;
+  return rc;
+}
+
+#define SEM(s) ((rlock_lock_t *)(s))
+
+RLOCK_API int rlock_semaphore_acquire(rlock_semaphore_t *s, int64_t permits, int64_t wait_ms, rlock_cancel_t *cancel) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore)) || (rc = check_count(permits, 1, "permits")) ||
+      (rc = check_wait(wait_ms)))
+    return rc;
+  return obj_sync(SEM(s), OP_SEM_ACQUIRE, 0, permits, wait_ms, cancel, NULL);
+}
+
+RLOCK_API int rlock_semaphore_try_acquire(rlock_semaphore_t *s, int64_t permits) {
+  return rlock_semaphore_acquire(s, permits, 0, NULL);
+}
+
+RLOCK_API int rlock_semaphore_acquire_async(rlock_semaphore_t *s, int64_t permits, int64_t wait_ms,
+                                            rlock_cancel_t *cancel, rlock_semaphore_cb cb, void *arg) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore)) || (rc = check_count(permits, 1, "permits")) ||
+      (rc = check_wait(wait_ms)))
+    return rc;
+  op_t *op = obj_op(SEM(s), OP_SEM_ACQUIRE, 0, permits, wait_ms, cancel, &rc);
+  if (!op) return rc;
+  op->sem_cb = cb;
+  return submit_async(op, NULL, arg);
+}
+
+RLOCK_API int rlock_semaphore_release(rlock_semaphore_t *s, int64_t permits, int64_t *available) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore)) || (rc = check_count(permits, 1, "permits"))) return rc;
+  return obj_sync(SEM(s), OP_SEM_CALL, SCRIPT_SEMAPHORE_RELEASE, permits, 0, NULL, available);
+}
+
+RLOCK_API int rlock_semaphore_release_async(rlock_semaphore_t *s, int64_t permits, rlock_semaphore_cb cb, void *arg) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore)) || (rc = check_count(permits, 1, "permits"))) return rc;
+  op_t *op = obj_op(SEM(s), OP_SEM_CALL, SCRIPT_SEMAPHORE_RELEASE, permits, 0, NULL, &rc);
+  if (!op) return rc;
+  op->sem_cb = cb;
+  return submit_async(op, NULL, arg);
+}
+
+RLOCK_API int rlock_semaphore_try_set_permits(rlock_semaphore_t *s, int64_t permits, int *set) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore)) || (rc = check_count(permits, 0, "permits"))) return rc;
+  int64_t v = 0;
+  rc = obj_sync(SEM(s), OP_SEM_CALL, SCRIPT_SEMAPHORE_SET, permits, 0, NULL, &v);
+  if (!rc && set) *set = v == 1;
+  return rc;
+}
+
+RLOCK_API int rlock_semaphore_add_permits(rlock_semaphore_t *s, int64_t delta, int64_t *available) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore))) return rc;
+  if (delta < -RLOCK_PERMITS_MAX || delta > RLOCK_PERMITS_MAX)
+    return rlock__fail(RLOCK_EINVAL, "delta %lld is out of range (-%lld to %lld)", (long long)delta,
+                       (long long)RLOCK_PERMITS_MAX, (long long)RLOCK_PERMITS_MAX);
+  return obj_sync(SEM(s), OP_SEM_CALL, SCRIPT_SEMAPHORE_ADD, delta, 0, NULL, available);
+}
+
+RLOCK_API int rlock_semaphore_drain(rlock_semaphore_t *s, int64_t *drained) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore))) return rc;
+  return obj_sync(SEM(s), OP_SEM_CALL, SCRIPT_SEMAPHORE_DRAIN, 0, 0, NULL, drained);
+}
+
+RLOCK_API int rlock_semaphore_available(rlock_semaphore_t *s, int64_t *out) {
+  int rc;
+  if ((rc = check_kind(SEM(s), &rlock__kind_semaphore))) return rc;
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  return obj_sync(SEM(s), OP_SEM_CALL, 0, 0, 0, NULL, out);
+}
+
+#define LAT(c) ((rlock_lock_t *)(c))
+
+RLOCK_API int rlock_latch_try_set_count(rlock_latch_t *c, int64_t count, int *set) {
+  int rc;
+  if ((rc = check_kind(LAT(c), &rlock__kind_latch)) || (rc = check_count(count, 1, "count"))) return rc;
+  int64_t v = 0;
+  rc = obj_sync(LAT(c), OP_SEM_CALL, SCRIPT_LATCH_SET, count, 0, NULL, &v);
+  if (!rc && set) *set = v == 1;
+  return rc;
+}
+
+RLOCK_API int rlock_latch_count_down(rlock_latch_t *c, int64_t *left) {
+  int rc;
+  if ((rc = check_kind(LAT(c), &rlock__kind_latch))) return rc;
+  return obj_sync(LAT(c), OP_SEM_CALL, SCRIPT_LATCH_COUNT_DOWN, 0, 0, NULL, left);
+}
+
+RLOCK_API int rlock_latch_count_down_async(rlock_latch_t *c, rlock_latch_cb cb, void *arg) {
+  int rc;
+  if ((rc = check_kind(LAT(c), &rlock__kind_latch))) return rc;
+  op_t *op = obj_op(LAT(c), OP_SEM_CALL, SCRIPT_LATCH_COUNT_DOWN, 0, 0, NULL, &rc);
+  if (!op) return rc;
+  op->latch_cb = cb;
+  return submit_async(op, NULL, arg);
+}
+
+RLOCK_API int rlock_latch_get_count(rlock_latch_t *c, int64_t *out) {
+  int rc;
+  if ((rc = check_kind(LAT(c), &rlock__kind_latch))) return rc;
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  return obj_sync(LAT(c), OP_SEM_CALL, 0, 0, 0, NULL, out);
+}
+
+RLOCK_API int rlock_latch_await(rlock_latch_t *c, int64_t wait_ms, rlock_cancel_t *cancel) {
+  int rc;
+  if ((rc = check_kind(LAT(c), &rlock__kind_latch)) || (rc = check_wait(wait_ms))) return rc;
+  return obj_sync(LAT(c), OP_LATCH_AWAIT, 0, 0, wait_ms, cancel, NULL);
+}
+
+RLOCK_API int rlock_latch_await_async(rlock_latch_t *c, int64_t wait_ms, rlock_cancel_t *cancel, rlock_latch_cb cb,
+                                      void *arg) {
+  int rc;
+  if ((rc = check_kind(LAT(c), &rlock__kind_latch)) || (rc = check_wait(wait_ms))) return rc;
+  op_t *op = obj_op(LAT(c), OP_LATCH_AWAIT, 0, 0, wait_ms, cancel, &rc);
+  if (!op) return rc;
+  op->latch_cb = cb;
+  return submit_async(op, NULL, arg);
+}

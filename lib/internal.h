@@ -935,7 +935,8 @@ size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 /* ------------------------------------------------------------ lock.c */
 typedef enum {
   OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
-  OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE
+  OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE,
+  OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT /* semaphore.c */
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word (SYNC_*),
@@ -1025,6 +1026,13 @@ struct op {
    * the owner was written and no undo has taken the entry out since */
   bool queued;
   int64_t token; /* acquire: what a granted try returns besides the hold (the fenced lock's token; 0: none) */
+  /* semaphore.c: the permits (or delta, or count) of a semaphore or latch
+   * call, its script (OP_SEM_CALL; 0: a GET), and the caller's callback
+   * (one of them; they get op->lock as their handle) */
+  int64_t permits;
+  int script;
+  rlock_semaphore_cb sem_cb;
+  rlock_latch_cb latch_cb;
   /* The latch key of the current request id (lock.c latch_key), built once
    * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
    * a longer key than the room is built for each use). Last: rlock__op_alloc
@@ -1053,6 +1061,15 @@ void rlock__op_index_free(client_t *cl);               /* closing, after rlock__
 void rlock__op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
 void rlock__op_end_unstarted(op_t *op); /* closing: a submitted op ends (RLOCK_ECLOSED), undone if it must be */
 void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
+/* A request's answer came for op: false, go on; true, op had finished
+ * (closing) and is freed now. */
+bool rlock__op_orphan(op_t *op);
+
+/* ------------------------------------------------------------ semaphore.c */
+extern const lock_kind_t rlock__kind_semaphore; /* Redisson's RSemaphore: its channel only */
+extern const lock_kind_t rlock__kind_latch;     /* Redisson's RCountDownLatch: its channel only */
+void rlock__sem_start(op_t *op);         /* I/O thread: OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT */
+void rlock__sem_undo_on_close(op_t *op); /* closing: a semaphore try in flight is given back */
 
 struct rlock_cancel {
   _Atomic int triggered;

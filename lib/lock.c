@@ -275,6 +275,10 @@ void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n) 
     s->n = n;
     if (status < 0) snprintf(s->msg, sizeof s->msg, "%s", rlock__msg());
     rlock__sync_signal(&s->done); /* s may be gone after this */
+  } else if (op->sem_cb) {
+    op->sem_cb((rlock_semaphore_t *)op->lock, status, value, op->arg);
+  } else if (op->latch_cb) {
+    op->latch_cb((rlock_latch_t *)op->lock, status, value, op->arg);
   } else if (op->cb) {
     op->cb(op->lock, status, value, op->arg);
     if (ptr && op->kind == OP_HOLDERS) rlock_holders_free(ptr, n);
@@ -294,6 +298,8 @@ void rlock__op_undo_on_close(client_t *cl) {
     if (op->kind == OP_ACQUIRE && !op->finished &&
         ((op->in_flight && (!op->held || op->id_written)) || (op->queued && !op->in_flight)))
       undo_attempt(op, false); /* (a parked waiter of a queueing kind: out of the queue) */
+    else if (op->kind == OP_SEM_ACQUIRE && !op->finished && op->in_flight)
+      rlock__sem_undo_on_close(op); /* its permits back (semaphore.c) */
 }
 
 /* Closing: an op submitted and never started ends (RLOCK_ECLOSED). An
@@ -321,6 +327,8 @@ static bool orphan(op_t *op) {
   op_free(op);
   return true;
 }
+
+bool rlock__op_orphan(op_t *op) { return orphan(op); }
 
 /* ------------------------------------------------------------ undo
  * The kind's undo (reentrant_acquire_undo.lua) gives back the hold a try may have taken: exactly,
@@ -1361,6 +1369,11 @@ void rlock__op_start(op_t *op) {
   }
   case OP_NODE:
     rlock__op_node(op); /* api.c */
+    break;
+  case OP_SEM_ACQUIRE:
+  case OP_SEM_CALL:
+  case OP_LATCH_AWAIT:
+    rlock__sem_start(op); /* semaphore.c */
     break;
   default:
     start_simple(op);

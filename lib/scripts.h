@@ -32,6 +32,14 @@
   X(RW_ACQUIRE_UNDO, rw_acquire_undo)         \
   X(RW_READ_RENEW, rw_read_renew)             \
   X(RW_FORCE_UNLOCK, rw_force_unlock)         \
-  X(RW_QUERY, rw_query)
+  X(RW_QUERY, rw_query)                       \
+  X(SEMAPHORE_ACQUIRE, semaphore_acquire)     \
+  X(SEMAPHORE_ACQUIRE_UNDO, semaphore_acquire_undo) \
+  X(SEMAPHORE_RELEASE, semaphore_release)     \
+  X(SEMAPHORE_SET, semaphore_set)             \
+  X(SEMAPHORE_ADD, semaphore_add)             \
+  X(SEMAPHORE_DRAIN, semaphore_drain)         \
+  X(LATCH_SET, latch_set)                     \
+  X(LATCH_COUNT_DOWN, latch_count_down)
 
 #endif

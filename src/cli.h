@@ -73,6 +73,8 @@ int cmd_exec(cli_global_t *g, int argc, char **argv);
 int cmd_status(cli_global_t *g, int argc, char **argv);
 int cmd_unlock(cli_global_t *g, int argc, char **argv);
 int cmd_demo(cli_global_t *g, int argc, char **argv);
+int cmd_semaphore(cli_global_t *g, int argc, char **argv); /* cmd_semaphore.c */
+int cmd_latch(cli_global_t *g, int argc, char **argv);
 
 /* "rlock: <message>\n" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,7 +1,7 @@
 /* rlock.c -- entry point of the rlock command-line tool: global options
  * (-u/--url and the TLS options, -h/--help, --version), top-level help,
  * `rlock help [COMMAND]` and dispatch to the sub-commands (exec, status,
- * unlock, demo). */
+ * unlock, demo, semaphore, latch). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,8 @@ static const struct {
     {"status", cmd_status, "show whether a lock is held, by whom, and its TTL"},
     {"unlock", cmd_unlock, "force-unlock a lock (--force)"},
     {"demo", cmd_demo, "stock-deduction demo: worker processes share one lock"},
+    {"semaphore", cmd_semaphore, "set, acquire, release or show a semaphore's permits"},
+    {"latch", cmd_latch, "set, count down, await or show a count-down latch"},
 };
 
 static void help(FILE *f) {
@@ -24,7 +26,7 @@ static void help(FILE *f) {
         "Redisson-compatible distributed locks on Redis.\n\n"
         "Commands:\n", f);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
   fputs("\nGlobal options (also accepted after COMMAND):\n" CLI_CONNECT_HELP
         "  -h, --help               show this help ('rlock help COMMAND' for a command)\n"
         "      --version            show the version\n\n"

@@ -869,6 +869,108 @@ TEST(rw_late_copy_after_release) {
   CHECK_EQ(th_cmd_int(srv, "HLEN", "R", NULL), 2);
 }
 
+/* An error reply whose text contains want; nothing else checked. */
+static void want_err(redisReply *r, const char *want) {
+  CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, want), "want an error with '%s', got type %d %s", want,
+            r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+  th_reply_free(r);
+}
+
+#define SEM_CHAN "redisson_sc:{S}"
+
+/* The semaphore's scripts: Redisson's steps, the request latches (a re-send
+ * answers the first answer and changes nothing), the undo, bad arguments. */
+TEST(semaphore_scripts) {
+  flush();
+  const char *l1 = "rlock_semaphore_latch:{S}:a1", *l2 = "rlock_semaphore_latch:{S}:a2";
+  /* try-set: missing -> SET, 1; again (another id) 0; a re-send of the first id: its answer */
+  CHECK_EQ(want_int(eval("semaphore_set", 3, "S", SEM_CHAN, l1, "3", "publish", "60000", NULL)), 1);
+  CHECK_EQ(want_int(eval("semaphore_set", 3, "S", SEM_CHAN, l2, "9", "publish", "60000", NULL)), 0);
+  CHECK_EQ(want_int(eval("semaphore_set", 3, "S", SEM_CHAN, l1, "9", "publish", "60000", NULL)), 1);
+  CHECK_EQ(get_num("GET", "S", NULL), 3);
+  /* acquire: 2 of 3, then a re-send of that id takes nothing more */
+  const char *a = "rlock_semaphore_latch:{S}:b1";
+  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", a, "2", "60000", NULL)), 1);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", a, "2", "60000", NULL)), 1);
+  CHECK_EQ(get_num("GET", "S", NULL), 1);
+  /* too few: 0, nothing written, no latch */
+  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:b2", "2", "60000", NULL)), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_latch:{S}:b2", NULL), 0);
+  /* the undo of the applied try gives its 2 back once */
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 3, "S", SEM_CHAN, a, "2", "publish", "60000", NULL)), 1);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 3, "S", SEM_CHAN, a, "2", "publish", "60000", NULL)), 2);
+  CHECK_EQ(get_num("GET", "S", NULL), 3);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", a, "2", "60000", NULL)), -3); /* a late copy */
+  CHECK_EQ(get_num("GET", "S", NULL), 3);
+  /* the undo of a try that never applied: a tombstone, then the copy never applies */
+  const char *t = "rlock_semaphore_latch:{S}:b3";
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 3, "S", SEM_CHAN, t, "1", "publish", "60000", NULL)), 0);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", t, "1", "60000", NULL)), -3);
+  CHECK_EQ(get_num("GET", "S", NULL), 3);
+  /* release: INCRBY and the new count; a re-send counts once */
+  const char *r = "rlock_semaphore_latch:{S}:c1";
+  CHECK_EQ(want_int(eval("semaphore_release", 3, "S", SEM_CHAN, r, "4", "publish", "60000", NULL)), 7);
+  CHECK_EQ(want_int(eval("semaphore_release", 3, "S", SEM_CHAN, r, "4", "publish", "60000", NULL)), 7);
+  CHECK_EQ(get_num("GET", "S", NULL), 7);
+  /* add: negative too; drops the TTL; a re-send counts once */
+  th_reply_free(th_cmd(srv, "PEXPIRE", "S", "100000", NULL));
+  const char *d = "rlock_semaphore_latch:{S}:d1";
+  CHECK_EQ(want_int(eval("semaphore_add", 3, "S", SEM_CHAN, d, "-10", "publish", "60000", NULL)), -3);
+  CHECK_EQ(want_int(eval("semaphore_add", 3, "S", SEM_CHAN, d, "-10", "publish", "60000", NULL)), -3);
+  CHECK_EQ(th_cmd_int(srv, "PTTL", "S", NULL), -1);
+  /* drain: the old value (negative here), SET 0; a re-send answers it again */
+  const char *e = "rlock_semaphore_latch:{S}:e1";
+  CHECK_EQ(want_int(eval("semaphore_drain", 2, "S", e, "60000", NULL)), -3);
+  CHECK_EQ(want_int(eval("semaphore_drain", 2, "S", e, "60000", NULL)), -3);
+  CHECK_EQ(get_num("GET", "S", NULL), 0);
+  CHECK_EQ(want_int(eval("semaphore_drain", 2, "M", "rlock_semaphore_latch:{M}:e2", "60000", NULL)), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "M", NULL), 0);
+  /* bad arguments: an error, nothing written */
+  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "0", "60000", NULL), "invalid permits");
+  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "-1", "60000", NULL), "invalid permits");
+  want_err(eval_on(srv, "semaphore_release", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1", "post", "60000",
+                   NULL),
+           "invalid publish command");
+  want_err(eval_on(srv, "semaphore_add", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1.5", "publish", "60000",
+                   NULL),
+           "invalid permits");
+  th_reply_free(th_cmd(srv, "SET", "S", "abc", NULL));
+  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "1", "60000", NULL),
+           "does not hold an integer");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_latch:{S}:x", NULL), 0);
+}
+
+#define LATCH_CHAN "redisson_countdownlatch__channel__{C}"
+
+/* The latch's scripts: Redisson's trySetCount and countDown, the request latch. */
+TEST(latch_scripts) {
+  flush();
+  const char *s1 = "rlock_countdown_latch:{C}:s1";
+  CHECK_EQ(want_int(eval("latch_set", 3, "C", LATCH_CHAN, s1, "1", "2", "publish", "60000", NULL)), 1);
+  CHECK_EQ(want_int(eval("latch_set", 3, "C", LATCH_CHAN, "rlock_countdown_latch:{C}:s2", "1", "5", "publish", "60000",
+                         NULL)),
+           0);
+  CHECK_EQ(get_num("GET", "C", NULL), 2);
+  CHECK_EQ(th_cmd_int(srv, "PTTL", "C", NULL), -1);
+  const char *d1 = "rlock_countdown_latch:{C}:d1";
+  CHECK_EQ(want_int(eval("latch_count_down", 3, "C", LATCH_CHAN, d1, "0", "publish", "60000", NULL)), 1);
+  CHECK_EQ(want_int(eval("latch_count_down", 3, "C", LATCH_CHAN, d1, "0", "publish", "60000", NULL)), 1); /* re-send */
+  CHECK_EQ(get_num("GET", "C", NULL), 1);
+  CHECK_EQ(want_int(eval("latch_count_down", 3, "C", LATCH_CHAN, "rlock_countdown_latch:{C}:d2", "0", "publish",
+                         "60000", NULL)),
+           0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "C", NULL), 0);
+  /* a missing latch: DECR to -1, deleted, 0 */
+  CHECK_EQ(want_int(eval("latch_count_down", 3, "C", LATCH_CHAN, "rlock_countdown_latch:{C}:d3", "0", "publish",
+                         "60000", NULL)),
+           0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "C", NULL), 0);
+  want_err(eval_on(srv, "latch_set", 3, "C", LATCH_CHAN, "rlock_countdown_latch:{C}:x", "1", "0", "publish", "60000",
+                   NULL),
+           "invalid count");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "C", NULL), 0);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -891,6 +993,8 @@ int main(int argc, char **argv) {
   RUN(force_unlock_checks_arguments_first);
   RUN(counts_are_strict);
   RUN(rw_late_copy_after_release);
+  RUN(semaphore_scripts);
+  RUN(latch_scripts);
   th_server_stop(srv);
   return th_done();
 }

@@ -3,8 +3,8 @@
  * One file per kind in lib/kinds/, beside its scripts lua/<kind>_*.lua, as
  * curl's lib/vtls/ has one file per TLS backend: reentrant.c (Redisson's
  * RLock), simple.c, nonreentrant.c, fenced.c (its token: granted) and spin.c
- * (no pub/sub: no_pubsub, poll_ms), fair.c (waiter_channel, queues) today; the read-write lock
- * and semaphores are additions that fill in the same table.
+ * (no pub/sub: no_pubsub, poll_ms), fair.c (waiter_channel, queues), rwlock.c
+ * today; semaphore.c's semaphore and latch use the table's init and wake only.
  *
  * lock.c owns everything every kind needs the same way: the op's lifecycle,
  * the request ids and their latch keys (a re-sent try or release counts
@@ -38,8 +38,11 @@
  *                   takes it out when the acquire gives up): kinds/fair.c
  *   read-write    = one hash, mode field; a write unlock publishes 1: wake
  *                   returns WAKE_ALL for it (many readers enter at once)
- *   semaphore     = a counter: try_req sends n permits (add the count to the
- *                   op), release publishes the new count (wake n waiters)
+ *   semaphore,    = no holds and no owners: their handles use a kind that
+ *   latch           fills in only init (the channel) and wake (a semaphore's
+ *                   message N wakes up to N waiters, a latch's 0 all); their
+ *                   ops are semaphore.c's, on the same requests, replica sync
+ *                   and pub/sub waiting
  * The watchdog renews every hold with reentrant_renew.lua (the owner's hash
  * field gets the lease), which fits the fair and write locks too; a kind
  * whose holds renew otherwise (read holds) adds a renew entry here. Queries

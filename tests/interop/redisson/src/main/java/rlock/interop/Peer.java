@@ -30,6 +30,19 @@
  *   remainTimeToLive         a number (ms; -2 no key, -1 no TTL)
  *   owner                    the hash field of this worker's holds
  *   ping                     pong (the worker is idle: its earlier commands are done)
+ *
+ * Semaphore and count-down latch (issue 25), on the worker's current one:
+ *   getSemaphore NAME        ok (RSemaphore)
+ *   semTrySetPermits N       true | false
+ *   semAcquire N             ok (blocks until taken)
+ *   semTryAcquire N WAIT_MS  true | false
+ *   semRelease N             ok
+ *   semAvailable             a number
+ *   getLatch NAME            ok (RCountDownLatch)
+ *   latchTrySetCount N       true | false
+ *   latchCountDown           ok
+ *   latchAwait WAIT_MS       true | false
+ *   latchCount               a number
  */
 package rlock.interop;
 
@@ -43,7 +56,9 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RLock;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -61,6 +76,8 @@ public final class Peer {
     private final String name;
     private final LinkedBlockingQueue<String[]> queue = new LinkedBlockingQueue<>();
     private RLock lock;
+    private RSemaphore sem;
+    private RCountDownLatch latch;
 
     Worker(String name) {
       this.name = name;
@@ -128,6 +145,33 @@ public final class Peer {
           return redisson.getId() + ":" + Thread.currentThread().getId();
         case "ping":
           return "pong";
+        case "getSemaphore":
+          sem = redisson.getSemaphore(c[1]);
+          return "ok";
+        case "semTrySetPermits":
+          return String.valueOf(sem.trySetPermits(Integer.parseInt(c[1])));
+        case "semAcquire":
+          sem.acquire(Integer.parseInt(c[1]));
+          return "ok";
+        case "semTryAcquire":
+          return String.valueOf(sem.tryAcquire(Integer.parseInt(c[1]), Long.parseLong(c[2]), TimeUnit.MILLISECONDS));
+        case "semRelease":
+          sem.release(Integer.parseInt(c[1]));
+          return "ok";
+        case "semAvailable":
+          return String.valueOf(sem.availablePermits());
+        case "getLatch":
+          latch = redisson.getCountDownLatch(c[1]);
+          return "ok";
+        case "latchTrySetCount":
+          return String.valueOf(latch.trySetCount(Long.parseLong(c[1])));
+        case "latchCountDown":
+          latch.countDown();
+          return "ok";
+        case "latchAwait":
+          return String.valueOf(latch.await(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
+        case "latchCount":
+          return String.valueOf(latch.getCount());
         default:
           throw new IllegalArgumentException("unknown command " + c[0]);
       }

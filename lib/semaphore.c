@@ -1,0 +1,449 @@
+/* semaphore.c -- Redisson's RSemaphore and RCountDownLatch on the engine: their
+ * handles (an rlock_lock_t of a kind that names only the channel), and the
+ * three ops the public calls make (api.c):
+ *   OP_SEM_ACQUIRE  try semaphore_acquire.lua; too few permits: join
+ *                   redisson_sc:{NAME}, park until a release's message (the
+ *                   new count N wakes up to N parked waiters) or the wait
+ *                   bound, try again; never polls
+ *   OP_SEM_CALL     one script (release, try-set, add, drain, the latch's
+ *                   try-set and count-down) or a GET (available, count)
+ *   OP_LATCH_AWAIT  GET the count; above 0: join the latch's channel, park
+ *                   until the message 0 (wakes all) or the wait bound, GET again
+ * Every script that writes carries a request id whose latch key
+ * (rlock_semaphore_latch:{NAME}:<id>, rlock_countdown_latch:{NAME}:<id>)
+ * stores its first answer: a request re-sent after a lost answer (up to
+ * retry_attempts, while its latch surely lives) counts once. An acquire
+ * whose answer stays lost, or that was cancelled or refused by the replica
+ * sync once granted, is undone (semaphore_acquire_undo.lua: its permits
+ * back, a tombstone against a late copy). */
+#include "kinds/kind.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEM_CHANNEL "redisson_sc"
+#define LATCH_CHANNEL "redisson_countdownlatch__channel__{"
+#define SEM_LATCH "rlock_semaphore_latch"
+#define LATCH_LATCH "rlock_countdown_latch"
+#define LATCH_MARGIN_MS 1000 /* an id is re-sent only if it lands this long before its latch expires */
+
+/* ------------------------------------------------------------ kinds */
+
+static int sem_init(rlock_lock_t *l) { return rlock__kind_init_channel(l, SEM_CHANNEL); }
+
+/* redisson_countdownlatch__channel__{NAME}: braces always (Redisson's; not
+ * prefixName). */
+static int latch_init(rlock_lock_t *l) {
+  l->plain = memchr(l->name, '{', l->len) || memchr(l->name, '}', l->len) ? -1 : 1;
+  l->slot1 = rlock__names_slot(l->name, l->len) + 1;
+  size_t pl = strlen(LATCH_CHANNEL), n = pl + l->len + 1;
+  char *p = malloc(n + 1);
+  if (!p) return RLOCK_ENOMEM;
+  memcpy(p, LATCH_CHANNEL, pl);
+  memcpy(p + pl, l->name, l->len);
+  p[n - 1] = '}';
+  p[n] = 0;
+  l->channel.p = p;
+  l->channel.n = n;
+  return 0;
+}
+
+/* A semaphore's message is its new count N: up to N parked waiters try. */
+static int sem_wake(const rlock_reply_t *msg) {
+  if (!msg || msg->type != RLOCK_REPLY_STRING || !msg->str) return 0;
+  char *end = NULL;
+  long long n = strtoll(msg->str, &end, 10);
+  if (end == msg->str || n <= 0) return 0;
+  return n >= WAKE_ALL ? WAKE_ALL - 1 : (int)n;
+}
+
+/* The latch's 0 opens it: every waiter; 1 (a new count) wakes nobody. */
+static int latch_wake(const rlock_reply_t *msg) {
+  return msg && msg->type == RLOCK_REPLY_STRING && msg->len == 1 && msg->str[0] == '0' ? WAKE_ALL : 0;
+}
+
+const lock_kind_t rlock__kind_semaphore = {.name = "semaphore", .init = sem_init, .wake = sem_wake};
+const lock_kind_t rlock__kind_latch = {.name = "latch", .init = latch_init, .wake = latch_wake};
+
+/* ------------------------------------------------------------ requests */
+
+static bool is_latch(const op_t *op) { return op->lock->kind == &rlock__kind_latch; }
+
+static int op_slot(const op_t *op) { return op->lock->slot1 - 1; }
+
+/* The current request id's latch key (malloc'd into out): 0 or RLOCK_ENOMEM. */
+static int latch_key(const op_t *op, const char *reqid, bytes_t *out) {
+  const rlock_lock_t *l = op->lock;
+  return rlock__names_prefixed_suffix(out, is_latch(op) ? LATCH_LATCH : SEM_LATCH, l->name, l->len, reqid)
+             ? RLOCK_ENOMEM
+             : 0;
+}
+
+static void done_cb(req_t *r, int status, rlock_reply_t *reply);
+
+/* The request of op's current id: its script with keys and arguments. */
+static req_t *build(op_t *op) {
+  client_t *cl = op->cl;
+  rlock_lock_t *l = op->lock;
+  int64_t t = cl->opt.command_timeout_ms;
+  if (op->kind == OP_LATCH_AWAIT || (op->kind == OP_SEM_CALL && !op->script)) {
+    const char *argv[2] = {"GET", l->name};
+    size_t lens[2] = {3, l->len};
+    return rlock__req_new(2, argv, lens, t, done_cb, op);
+  }
+  bytes_t latch;
+  if (latch_key(op, op->reqid, &latch)) return NULL;
+  char pbuf[24], tbuf[24];
+  size_t pn = rlock__i64toa(op->permits, pbuf), tn = rlock__i64toa(rlock__client_latch_ttl(cl), tbuf);
+  const char *pub = rlock__publish_cmd(cl);
+  size_t pubn = rlock__publish_len(cl);
+  int script = op->kind == OP_SEM_ACQUIRE ? SCRIPT_SEMAPHORE_ACQUIRE : op->script;
+  req_t *r = NULL;
+  if (script == SCRIPT_SEMAPHORE_ACQUIRE) {
+    const char *keys[2] = {l->name, latch.p};
+    size_t kl[2] = {l->len, latch.n};
+    const char *args[2] = {pbuf, tbuf};
+    size_t al[2] = {pn, tn};
+    r = rlock__script_req(script, 2, keys, kl, 2, args, al, t, done_cb, op);
+  } else if (script == SCRIPT_SEMAPHORE_DRAIN) {
+    const char *keys[2] = {l->name, latch.p};
+    size_t kl[2] = {l->len, latch.n};
+    const char *args[1] = {tbuf};
+    size_t al[1] = {tn};
+    r = rlock__script_req(script, 2, keys, kl, 1, args, al, t, done_cb, op);
+  } else {
+    const char *keys[3] = {l->name, l->channel.p, latch.p};
+    size_t kl[3] = {l->len, l->channel.n, latch.n};
+    if (script == SCRIPT_LATCH_SET) { /* message 1, count, publish, TTL */
+      const char *args[4] = {"1", pbuf, pub, tbuf};
+      size_t al[4] = {1, pn, pubn, tn};
+      r = rlock__script_req(script, 3, keys, kl, 4, args, al, t, done_cb, op);
+    } else if (script == SCRIPT_LATCH_COUNT_DOWN) { /* message 0, publish, TTL */
+      const char *args[3] = {"0", pub, tbuf};
+      size_t al[3] = {1, pubn, tn};
+      r = rlock__script_req(script, 3, keys, kl, 3, args, al, t, done_cb, op);
+    } else { /* release, set, add: permits, publish, TTL */
+      const char *args[3] = {pbuf, pub, tbuf};
+      size_t al[3] = {pn, pubn, tn};
+      r = rlock__script_req(script, 3, keys, kl, 3, args, al, t, done_cb, op);
+    }
+  }
+  free(latch.p);
+  return r;
+}
+
+static void send_req(op_t *op) {
+  req_t *r = build(op);
+  if (!r) {
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  op->in_flight = true;
+  if (op->kind == OP_SEM_ACQUIRE) stat_add(op->cl, ST_ATTEMPTS, 1);
+  if (op->kind == OP_LATCH_AWAIT || (op->kind == OP_SEM_CALL && !op->script)) {
+    rlock__client_send(op->cl, op->lock->name, op->lock->len, r); /* a read: no WAIT */
+    return;
+  }
+  stat_add(op->cl, ST_SCRIPTS, 1);
+  rlock__client_send_synced_at(op->cl, op_slot(op), r, &op->sync_need);
+}
+
+/* A fresh request id (the latch of the old one stays: it may be re-sent no more). */
+static void attempt(op_t *op, bool fresh) {
+  if (fresh) {
+    rlock__prng_hex(&op->cl->prng, op->reqid);
+    op->retries = 0;
+    op->sent_at = rlock_now_ms();
+    op->id_written = false;
+  }
+  send_req(op);
+}
+
+/* The current id may have reached the server, and a copy sent now might land
+ * after its latch expired there: it must not be sent again. */
+static bool id_stale(const op_t *op) {
+  if (!op->id_written) return false;
+  int64_t ends = op->sent_at + rlock__client_latch_ttl(op->cl);
+  return rlock_now_ms() + op->cl->opt.command_timeout_ms + LATCH_MARGIN_MS >= ends;
+}
+
+/* The latch of an answered id: deleted (batched), unless a copy of it was
+ * re-sent (an earlier copy may still arrive: the latch stops it). */
+static void drop_latch(op_t *op) {
+  bytes_t latch;
+  if (op->retries > 0 || (op->kind != OP_SEM_ACQUIRE && !op->script)) return;
+  if (latch_key(op, op->reqid, &latch)) return;
+  rlock__client_queue_del(op->cl, latch.p, latch.n);
+  free(latch.p);
+}
+
+/* ------------------------------------------------------------ undo */
+
+typedef struct sem_undo {
+  client_t *cl;
+  bytes_t name, channel, latch;
+  int64_t permits;
+  int tries;
+} sem_undo_t;
+
+static void undo_send(sem_undo_t *u);
+
+static void undo_free(sem_undo_t *u) {
+  free(u->name.p);
+  free(u->channel.p);
+  free(u->latch.p);
+  free(u);
+}
+
+static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
+  sem_undo_t *u = r->ctx;
+  bool lost = status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST || status == RLOCK_ECONNECT;
+  rlock_reply_free(reply);
+  if (lost && u->tries++ < u->cl->opt.retry_attempts) {
+    undo_send(u); /* safe to send again */
+    return;
+  }
+  undo_free(u);
+}
+
+static void undo_send(sem_undo_t *u) {
+  client_t *cl = u->cl;
+  char pbuf[24], tbuf[24];
+  size_t pn = rlock__i64toa(u->permits, pbuf), tn = rlock__i64toa(rlock__client_latch_ttl(cl), tbuf);
+  const char *keys[3] = {u->name.p, u->channel.p, u->latch.p};
+  size_t kl[3] = {u->name.n, u->channel.n, u->latch.n};
+  const char *args[3] = {pbuf, rlock__publish_cmd(cl), tbuf};
+  size_t al[3] = {pn, rlock__publish_len(cl), tn};
+  req_t *r = rlock__script_req(SCRIPT_SEMAPHORE_ACQUIRE_UNDO, 3, keys, kl, 3, args, al, cl->opt.command_timeout_ms,
+                               undo_done, u);
+  if (!r) {
+    undo_free(u);
+    return;
+  }
+  stat_add(cl, ST_SCRIPTS, 1);
+  rlock__client_send(cl, u->name.p, u->name.n, r);
+}
+
+static bytes_t dup_bytes(const char *p, size_t n) {
+  bytes_t b = {malloc(n + 1), n};
+  if (b.p) memcpy(b.p, p, n), b.p[n] = 0;
+  return b;
+}
+
+/* Give back what op's current try may have taken, and stop its copies. */
+static void undo(op_t *op) {
+  sem_undo_t *u = calloc(1, sizeof *u);
+  if (!u) return;
+  u->cl = op->cl;
+  u->permits = op->permits;
+  u->name = dup_bytes(op->lock->name, op->lock->len);
+  u->channel = dup_bytes(op->lock->channel.p, op->lock->channel.n);
+  if (!u->name.p || !u->channel.p || latch_key(op, op->reqid, &u->latch)) {
+    undo_free(u);
+    return;
+  }
+  undo_send(u);
+}
+
+void rlock__sem_undo_on_close(op_t *op) { undo(op); }
+
+/* ------------------------------------------------------------ waiting */
+
+static int cancelled_rc(void) { return rlock__fail(RLOCK_ECANCELED, "wait cancelled"); }
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  op_t *op = arg;
+  if (op->in_flight || op->finished) return;
+  op->w.parked = false;
+  attempt(op, true); /* one more try; its reply checks the deadline */
+}
+
+/* Wake op at its deadline (none: RLOCK_WAIT_FOREVER). */
+static void arm_deadline(op_t *op, int64_t now) {
+  if (op->deadline < 0) return;
+  if (!op->timer && !(op->timer = evtimer_new(op->cl->base, timer_cb, op))) {
+    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    return;
+  }
+  struct timeval tv;
+  rlock__tv_from_ms(&tv, (op->deadline > now ? op->deadline - now : 0) + 1);
+  evtimer_add(op->timer, &tv);
+}
+
+static void on_wake(waiter_t *w) {
+  op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
+  if (op->in_flight || op->finished) return;
+  op->woken = true;
+  if (op->timer) evtimer_del(op->timer);
+  attempt(op, true);
+}
+
+static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  op_t *op = arg;
+  op->cancelled = true;
+  event_del(op->cancel_ev);
+  if (!op->in_flight) rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
+  /* else: the reply of the try in flight decides (and gives permits back) */
+}
+
+/* Not yet (too few permits, the count above 0): wait, or end. */
+static void not_yet(op_t *op) {
+  int64_t now = rlock_now_ms();
+  if (op->cancelled) {
+    rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
+    return;
+  }
+  if (op->wait_ms == 0 || (op->deadline >= 0 && now >= op->deadline)) {
+    rlock__op_finish(op,
+                     rlock__fail(RLOCK_EBUSY, is_latch(op) ? "timed out waiting for the latch to open"
+                                                           : "timed out waiting for permits"),
+                     0, NULL, 0);
+    return;
+  }
+  if (!op->subscribed) {
+    op->subscribed = true;
+    op->w.on_wake = on_wake;
+    op->w.wake = op->lock->kind->wake;
+    int rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
+    if (rc < 0) rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
+    else if (rc == 1) attempt(op, true); /* subscribed already: a release may have come before it */
+    else arm_deadline(op, now);         /* on_wake once the subscription is confirmed */
+    return;
+  }
+  if (rlock__pubsub_park(&op->w)) { /* a message came while the try was in flight */
+    op->woken = true;
+    attempt(op, true);
+    return;
+  }
+  op->woken = false;
+  arm_deadline(op, now);
+}
+
+/* ------------------------------------------------------------ answers */
+
+static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
+
+/* No answer (status < 0): re-send (same id), or end. */
+static void failed(op_t *op, int status) {
+  client_t *cl = op->cl;
+  bool waits = op->kind != OP_SEM_CALL;
+  bool again;
+  if (status == RLOCK_ECONNECT) /* not written: re-queued until the wait bound (calls: a retry each) */
+    again = !op->cancelled && (waits ? op->deadline < 0 || rlock_now_ms() < op->deadline
+                                     : op->retries < cl->opt.retry_attempts);
+  else again = answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts;
+  if (again && status != RLOCK_ECONNECT && id_stale(op)) {
+    /* its latch may be gone when a copy lands: an acquire gives back and
+     * tries with a fresh id; a call's outcome stays unknown */
+    if (op->kind == OP_SEM_ACQUIRE) {
+      undo(op);
+      attempt(op, true);
+      return;
+    }
+    again = false;
+  }
+  if (again) {
+    /* same request id: counts once even if both arrive (a request never
+     * written is no copy: a wait's does not use up the re-sends) */
+    if (status != RLOCK_ECONNECT || !waits) op->retries++;
+    send_req(op);
+    return;
+  }
+  if (op->kind == OP_SEM_ACQUIRE && op->id_written) undo(op);
+  rlock__op_finish(op, op->cancelled ? cancelled_rc() : rlock__fail_keep(status), 0, NULL, 0);
+}
+
+static bool parse_int(const rlock_reply_t *r, int64_t *v) {
+  if (r->type == RLOCK_REPLY_INTEGER) {
+    *v = r->integer;
+    return true;
+  }
+  if (r->type == RLOCK_REPLY_NIL) {
+    *v = 0; /* missing: 0 (Redisson's) */
+    return true;
+  }
+  if (r->type != RLOCK_REPLY_STRING || !r->len || r->len > 20) return false;
+  char *end = NULL;
+  *v = strtoll(r->str, &end, 10);
+  return end == r->str + r->len;
+}
+
+static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
+  op_t *op = r->ctx;
+  if (rlock__op_orphan(op)) { /* closing: op finished (an acquire in flight was undone) */
+    rlock_reply_free(reply);
+    return;
+  }
+  if (status != RLOCK_ECONNECT) op->id_written = true;
+  if (op->cancel && atomic_load(&op->cancel->triggered)) op->cancelled = true;
+  if (status == RLOCK_ECLOSED) {
+    rlock__op_finish(op, status, 0, NULL, 0);
+    return;
+  }
+  if (status != 0) {
+    failed(op, status);
+    return;
+  }
+  bool read = op->kind == OP_LATCH_AWAIT || (op->kind == OP_SEM_CALL && !op->script);
+  int acked = 0;
+  bool synced = read ? true : rlock__client_sync_split(&op->sync_need, &reply, &acked);
+  int64_t v = 0;
+  int rc = 0;
+  if (reply->type == RLOCK_REPLY_ERROR)
+    rc = rlock__fail(rlock__reply_error_code(reply), "%s: %.200s", op->lock->kind->name, reply->str);
+  else if (!parse_int(reply, &v))
+    rc = rlock__fail(RLOCK_EPROTO, "%s: unexpected reply (not an integer)", op->lock->kind->name);
+  rlock_reply_free(reply);
+  if (rc) {
+    if (op->kind == OP_SEM_ACQUIRE && op->retries > 0) undo(op); /* a copy may still land */
+    rlock__op_finish(op, rc, 0, NULL, 0);
+    return;
+  }
+  switch (op->kind) {
+  case OP_SEM_ACQUIRE:
+    if (v == 1 && (op->cancelled || !synced)) { /* taken, but not wanted any more: given back */
+      undo(op);
+      if (!synced) stat_add(op->cl, ST_ACQUIRE_SYNC_MISSES, 1);
+      rlock__op_finish(op, op->cancelled ? cancelled_rc() : rlock__client_sync_fail(op->cl, &op->sync_need, acked), 0,
+                       NULL, 0);
+    } else if (v == 1) {
+      drop_latch(op);
+      rlock__op_finish(op, 0, 0, NULL, 0);
+    } else if (v == -3) {
+      attempt(op, true); /* that id was undone (id_stale): a fresh one */
+    } else if (v == 0) {
+      if (op->retries > 0) undo(op); /* refused: plant the tombstone against an earlier copy */
+      not_yet(op);
+    } else {
+      rlock__op_finish(op, rlock__fail(RLOCK_EPROTO, "semaphore: unexpected reply %lld", (long long)v), 0, NULL, 0);
+    }
+    return;
+  case OP_LATCH_AWAIT:
+    if (v <= 0) rlock__op_finish(op, 0, 0, NULL, 0);
+    else not_yet(op);
+    return;
+  default:
+    if (!synced) stat_add(op->cl, ST_UNLOCK_SYNC_MISSES, 1); /* a write stands; counted */
+    drop_latch(op);
+    rlock__op_finish(op, 0, v, NULL, 0);
+  }
+}
+
+void rlock__sem_start(op_t *op) {
+  client_t *cl = op->cl;
+  if (op->kind != OP_SEM_CALL) {
+    if (op->cancel) {
+      if (atomic_load(&op->cancel->triggered)) {
+        rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
+        return;
+      }
+      op->cancel_ev = event_new(cl->base, op->cancel->fd, EV_READ | EV_PERSIST, cancel_cb, op);
+      if (op->cancel_ev) event_add(op->cancel_ev, NULL);
+    }
+    op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
+  }
+  attempt(op, true);
+}

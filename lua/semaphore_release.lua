@@ -1,0 +1,28 @@
+-- semaphore_release.lua -- give permits to a semaphore (Redisson's RSemaphore
+-- release(p): INCRBY p, then publish the new count on its channel; the key is
+-- made if missing).
+-- KEYS[1]  NAME   KEYS[2] channel "redisson_sc:{NAME}"
+-- KEYS[3]  request latch "rlock_semaphore_latch:{NAME}:<request id>"
+-- ARGV[1]  permits (1 to 10^15)   ARGV[2] publish command (publish /
+--          spublish)   ARGV[3] latch TTL (ms)
+-- Reply: the new available count; a re-send of an applied request gets the
+-- first answer (the latch) and changes nothing: a release counts once however
+-- often it is sent within the latch TTL (Redisson's release counts each copy).
+-- An error reply (nothing written) for a bad argument.
+
+local function num(s)
+  return #s <= 15 and string.find(s, '^[1-9]%d*$') and tonumber(s)
+end
+if not num(ARGV[1] or '') then return redis.error_reply('ERR rlock: invalid permits: ' .. tostring(ARGV[1])) end
+if not num(ARGV[3] or '') then return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. tostring(ARGV[3])) end
+local pub = string.lower(ARGV[2] or '')
+if pub ~= 'publish' and pub ~= 'spublish' then
+  return redis.error_reply('ERR rlock: invalid publish command: ' .. tostring(ARGV[2]))
+end
+
+local first = redis.call('get', KEYS[3])
+if first then return tonumber(first) end
+local v = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], v)
+redis.call('set', KEYS[3], v, 'px', ARGV[3])
+return v
