@@ -22,12 +22,19 @@ _rlock() {
   esac
   local opts
   case $cmd in
-    "") COMPREPLY=($(compgen -W "exec status unlock demo help $global" -- "$cur")); return ;;
+    "") COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch help $global" -- "$cur")); return ;;
     exec) opts="--wait --lease --watchdog --kill-after -E --conflict-exit-code --simple --fair --nonreentrant --fenced --spin --read --write --redlock" ;;
     status) opts="--json --simple --fair --fenced --read --write --redlock" ;;
     unlock) opts="--force --any-type --simple --fair --read --write" ;;
     demo) opts="--workers --stock" ;;
-    help) COMPREPLY=($(compgen -W "exec status unlock demo" -- "$cur")); return ;;
+    semaphore | latch)
+      opts="--json --wait"
+      if [[ $cur != -* ]]; then
+        [[ $cmd == semaphore ]] && COMPREPLY=($(compgen -W "set acquire release status" -- "$cur"))
+        [[ $cmd == latch ]] && COMPREPLY=($(compgen -W "set down await status" -- "$cur"))
+        return
+      fi ;;
+    help) COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$opts $global" -- "$cur"))

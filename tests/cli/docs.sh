@@ -18,7 +18,7 @@ cmds=$("$RLOCK" --help | awk '/^Commands:/ {on=1; next} on && /^  [a-z]/ {print 
 [ -n "$cmds" ] || fail "no commands in rlock --help"
 for c in $cmds; do
   in_man ".B $c" && pass "rlock.1 has the command $c" || fail "rlock.1 lacks the command $c"
-  grep -q "$c)" "$comp" && pass "completion knows $c" || fail "completions/rlock.bash lacks the command $c"
+  grep -qE "^ *([a-z]+ \| )*$c( \| [a-z]+)*\)" "$comp" && pass "completion knows $c" || fail "completions/rlock.bash lacks the command $c"
   for o in $("$RLOCK" "$c" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
     in_man "$o" || fail "rlock.1 lacks $c's option $o"
     grep -qF -- "$o" "$comp" || fail "completions/rlock.bash lacks $c's option $o"
