@@ -322,6 +322,25 @@ static void not_yet(op_t *op) {
   arm_deadline(op, now);
 }
 
+/* A waiter woken by a message found too few permits: the wake-up it used
+ * goes on to the first parked waiter of the channel that asks fewer (it may
+ * fit). Each pass goes to a smaller count, so a chain of passes ends. The
+ * channel redisson_sc:{NAME} has semaphore waiters only. */
+static void pass_to_smaller(op_t *op) {
+  waiter_t *o = &op->w;
+  while (o->prev) o = o->prev;
+  for (; o; o = o->next) {
+    if (o == &op->w || !o->parked) continue;
+    op_t *x = (op_t *)((char *)o - offsetof(op_t, w));
+    RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE);
+    if (x->permits < op->permits) {
+      o->parked = false;
+      o->on_wake(o);
+      return;
+    }
+  }
+}
+
 /* ------------------------------------------------------------ answers */
 
 static bool answer_lost(int status) { return status == RLOCK_ETIMEDOUT || status == RLOCK_ECONNLOST; }
@@ -416,6 +435,7 @@ static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
       attempt(op, true); /* that id was undone (id_stale): a fresh one */
     } else if (v == 0) {
       if (op->retries > 0) undo(op); /* refused: plant the tombstone against an earlier copy */
+      if (op->woken && op->w.ch) pass_to_smaller(op);
       not_yet(op);
     } else {
       rlock__op_finish(op, rlock__fail(RLOCK_EPROTO, "semaphore: unexpected reply %lld", (long long)v), 0, NULL, 0);

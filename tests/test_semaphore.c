@@ -25,7 +25,12 @@
  *                    client re-sends with the same request id; when the
  *                    server runs every copy, a release adds its permits once,
  *                    an acquire takes them once, and an acquire that gave up
- *                    takes none (undone) */
+ *                    takes none (undone)
+ *   wake_passes_to_smaller  a waiter for 3 woken by a release of 1 passes the
+ *                    wake-up to a waiter for 1 parked behind it
+ *   cancel_in_flight_gives_back  a cancel while the try is held back on the
+ *                    server: RLOCK_ECANCELED, and the permit the try took is
+ *                    given back */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -272,6 +277,48 @@ TEST(release_n_wakes_n) {
   rlock_client_free(b);
 }
 
+typedef struct stat_want {
+  rlock_client_t *c;
+  uint64_t n;
+} stat_want_t;
+static int attempts_reach(void *arg) {
+  stat_want_t *w = arg;
+  rlock_stats_t st;
+  rlock_client_stats(w->c, &st);
+  return st.acquire_attempts >= w->n;
+}
+
+/* A waiter for 3 parked first, one for 1 behind it; a release of 1 (the
+ * message 1 wakes one waiter, the first): the waiter for 3 finds too few
+ * and passes the wake-up on to the one asking fewer, which takes the permit. */
+TEST(wake_passes_to_smaller) {
+  rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
+  rlock_semaphore_t *sa = sem(a, "sem:pass"), *sb = sem(b, "sem:pass");
+  done_t big = {0}, small = {0};
+  rlock_stats_t st;
+  rlock_client_stats(a, &st);
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 3, 30000, NULL, on_done, &big));
+  numsub_want_t w = {"redisson_sc:{sem:pass}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the first waiter did not subscribe");
+  stat_want_t parked = {a, st.acquire_attempts + 2}; /* its first try, its try once subscribed */
+  CHECK_MSG(th_wait_until(attempts_reach, &parked, 5000), "the first waiter did not try twice");
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &small));
+  parked.n += 2; /* the second: on the channel already, it tries twice too, then parks */
+  CHECK_MSG(th_wait_until(attempts_reach, &parked, 5000), "the second waiter did not try twice");
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
+  CHECK_MSG(th_wait_until(done_reaches_1, &small, 5000), "the waiter for 1 permit was not woken (1 available)");
+  CHECK_OK(atomic_load(&small.status[0]));
+  CHECK_EQ(atomic_load(&big.n), 0);
+  CHECK_OK(rlock_semaphore_release(sb, 3, NULL));
+  CHECK_MSG(th_wait_until(done_reaches_1, &big, 5000), "the waiter for 3 was not woken");
+  CHECK_OK(atomic_load(&big.status[0]));
+  CHECK_EQ(get_num("sem:pass"), 0);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 TEST(multi_permits) {
   rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
   rlock_semaphore_t *sa = sem(a, "sem:multi"), *sb = sem(b, "sem:multi");
@@ -461,6 +508,41 @@ TEST(acquire_gives_up_and_undoes) {
   rlock_client_free(c);
 }
 
+static int available_is_2(void *arg) { return get_num((const char *)arg) == 2; }
+static int blocked(void *name) { return th_client_blocked(srv, (const char *)name); }
+
+/* A cancel that comes while the try is held back on the server (CLIENT PAUSE
+ * WRITE): the try then takes its permit, its answer finds the op cancelled,
+ * and the permit is given back (the undo). */
+TEST(cancel_in_flight_gives_back) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.client_name = "sem-cancel";
+  o.fast_path = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_semaphore_t *s = sem(c, "sem:cancelfl");
+  CHECK_OK(rlock_semaphore_try_set_permits(s, 2, NULL));
+  CHECK_OK(rlock_semaphore_try_acquire(s, 1)); /* cached */
+  CHECK_OK(rlock_semaphore_release(s, 1, NULL));
+  rlock_cancel_t *cn = NULL;
+  CHECK_OK(rlock_cancel_new(&cn));
+  done_t d = {0};
+  pause_scripts("1000");
+  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, cn, on_done, &d));
+  CHECK_MSG(th_wait_until(blocked, "sem-cancel", 5000), "the try was not held back by the pause");
+  rlock_cancel_trigger(cn);
+  CHECK_MSG(th_wait_until(done_reaches_1, &d, 5000), "the cancelled acquire did not end");
+  CHECK_EQ(atomic_load(&d.status[0]), RLOCK_ECANCELED);
+  wait_pause_over();
+  CHECK_MSG(th_wait_until(available_is_2, "sem:cancelfl", 5000), "the permit was not given back: %lld available",
+            get_num("sem:cancelfl"));
+  rlock_cancel_free(cn);
+  rlock_semaphore_free(s);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
   srv = th_server_start(NULL);
@@ -471,11 +553,13 @@ int main(int argc, char **argv) {
   RUN(wake_on_release);
   RUN(release_n_wakes_n);
   RUN(multi_permits);
+  RUN(wake_passes_to_smaller);
   RUN(cancel);
   RUN(contention);
   RUN(release_resent_counts_once);
   RUN(acquire_resent_counts_once);
   RUN(acquire_gives_up_and_undoes);
+  RUN(cancel_in_flight_gives_back);
   th_server_stop(srv);
   return th_done();
 }
