@@ -57,6 +57,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
@@ -172,6 +173,35 @@ public final class Peer {
           return String.valueOf(latch.await(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
         case "latchCount":
           return String.valueOf(latch.getCount());
+        // the lock family (issue 24): each sets the worker's lock, so lock,
+        // tryLock, unlock... above work on it
+        case "getFairLock":
+          lock = redisson.getFairLock(c[1]);
+          return "ok";
+        case "getNonReentrantLock":
+          lock = redisson.getNonReentrantLock(c[1]);
+          return "ok";
+        case "getNonReentrantFairLock":
+          lock = redisson.getNonReentrantFairLock(c[1]);
+          return "ok";
+        case "getSpinLock":
+          lock = redisson.getSpinLock(c[1]);
+          return "ok";
+        case "getReadLock":
+          lock = redisson.getReadWriteLock(c[1]).readLock();
+          return "ok";
+        case "getWriteLock":
+          lock = redisson.getReadWriteLock(c[1]).writeLock();
+          return "ok";
+        case "getFencedLock":
+          lock = redisson.getFencedLock(c[1]);
+          return "ok";
+        case "fencedLockAndGetToken":
+          return String.valueOf(((RFencedLock) lock()).lockAndGetToken());
+        case "fencedTryLockAndGetToken":
+          return String.valueOf(((RFencedLock) lock()).tryLockAndGetToken(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
+        case "fencedToken":
+          return String.valueOf(((RFencedLock) lock()).getToken());
         default:
           throw new IllegalArgumentException("unknown command " + c[0]);
       }
