@@ -32,6 +32,11 @@
   X(RW_ACQUIRE_UNDO, rw_acquire_undo)         \
   X(RW_READ_RENEW, rw_read_renew)             \
   X(RW_FORCE_UNLOCK, rw_force_unlock)         \
-  X(RW_QUERY, rw_query)
+  X(RW_QUERY, rw_query)                       \
+  X(PES_ACQUIRE, pes_acquire)                 \
+  X(PES_ACQUIRE_UNDO, pes_acquire_undo)       \
+  X(PES_RELEASE, pes_release)                 \
+  X(PES_RENEW, pes_renew)                     \
+  X(PES_CALL, pes_call)
 
 #endif
