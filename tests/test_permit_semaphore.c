@@ -14,6 +14,8 @@
  *                   it at the expiry, the old holder's release is ENOTHELD
  *   watchdog_renews a permit taken with the watchdog stays held past its
  *                   lease (its score moves on), and another client is refused
+ *   lost_reported   a watchdog permit deleted behind its holder's back is
+ *                   reported lost (the semaphore's name), its release ENOTHELD
  *   killed_holder   a holder process killed with SIGKILL: its watchdog permit
  *                   returns about one watchdog timeout later
  *   lost_reply_undone  an acquire whose answers never came (DEBUG SLEEP past
@@ -365,6 +367,34 @@ TEST(watchdog_renews) {
   rlock_client_free(d);
 }
 
+/* A watchdog permit taken away behind its holder's back (another client
+ * deleted the semaphore) is reported lost by the renewal, named by the
+ * semaphore's name; its release is then RLOCK_ENOTHELD. */
+TEST(lost_reported) {
+  rlock_client_t *c = th_client(srv->url, 600), *d = th_client(srv->url, 0);
+  th_lost_t lost = TH_LOST_INIT;
+  rlock_client_on_lost(c, th_lost_record, &lost);
+  rlock_permits_t *s = sem(c, "pes:lost"), *t = sem(d, "pes:lost");
+  CHECK_OK(rlock_permits_set(s, 1));
+  char id[RLOCK_PERMIT_ID_LEN + 1];
+  CHECK_OK(rlock_permits_acquire(s, 0, RLOCK_LEASE_WATCHDOG, NULL, id));
+  int deleted = 0;
+  CHECK_OK(rlock_permits_delete(t, &deleted));
+  CHECK_EQ(deleted, 1);
+  CHECK(th_wait_until(th_lost_once, &lost, 10000));
+  pthread_mutex_lock(&lost.mu);
+  CHECK_STREQ(lost.name, "pes:lost");
+  pthread_mutex_unlock(&lost.mu);
+  CHECK_RC(rlock_permits_release(s, id), RLOCK_ENOTHELD);
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.held, 0);
+  rlock_permits_free(s);
+  rlock_permits_free(t);
+  rlock_client_free(c);
+  rlock_client_free(d);
+}
+
 /* Runs before any client of this process exists (forked child). */
 TEST(killed_holder) {
   int up[2], down[2];
@@ -634,6 +664,7 @@ int main(int argc, char **argv) {
   RUN(wake_on_release);
   RUN(expiry_reclaim);
   RUN(watchdog_renews);
+  RUN(lost_reported);
   RUN(lost_reply_undone);
   RUN(async);
   RUN(bad_input);
