@@ -24,6 +24,9 @@
  *   async           the async twins
  *   bad_input       clear error codes for NULLs, bad ids, leases, counts, and a
  *                   name of the wrong type
+ *   redisson_steps  Redisson 4.7.0's own tryAcquire/tryRelease steps beside
+ *                   rlock's on one semaphore: each sees, refuses and releases
+ *                   the other's permits; a Java release wakes an rlock waiter
  *   cluster         3 masters, sharded pub/sub: a waiter woken by SPUBLISH on
  *                   the slot's master; replicas (WAIT); Sentinel */
 #include <pthread.h>
@@ -587,6 +590,109 @@ TEST(bad_input) {
   rlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ Redisson's steps */
+
+/* Redisson 4.7.0's tryAcquire(n, timeoutDate) and tryRelease(id) script
+ * steps (RedissonPermitExpirableSemaphore), as its Java client runs them. */
+static const char redisson_acquire[] =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]);\n"
+    "if #expiredIds > 0 then\n"
+    "  redis.call('zrem', KEYS[2], unpack(expiredIds));\n"
+    "  local value = redis.call('incrby', KEYS[1], #expiredIds);\n"
+    "  if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); end;\n"
+    "end;\n"
+    "local value = redis.call('get', KEYS[1]);\n"
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then\n"
+    "  redis.call('decrby', KEYS[1], ARGV[1]);\n"
+    "  for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); end;\n"
+    "  local ttl = redis.call('pttl', KEYS[1]);\n"
+    "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end;\n"
+    "  return 'OK';\n"
+    "end;\n"
+    "local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES');\n"
+    "if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); end;\n"
+    "return nil;";
+static const char redisson_release[] =
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);\n"
+    "local removed = redis.call('zrem', KEYS[3], ARGV[1]);\n"
+    "if tonumber(removed) ~= 1 then return 0; end;\n"
+    "local value = redis.call('incrby', KEYS[1], ARGV[2]);\n"
+    "redis.call(ARGV[4], KEYS[2], value);\n"
+    "if tonumber(expire) <= tonumber(ARGV[3]) then return 0; end;\n"
+    "return 1;";
+
+/* Java's tryAcquire of the permit hex (raw bytes sent) with a lease. */
+static redisReply *java_acquire(const char *name, const char *hex, long long lease_ms) {
+  char zset[128], chan[128], until[32], now[32], raw[16];
+  snprintf(zset, sizeof zset, "{%s}:timeout", name);
+  snprintf(chan, sizeof chan, "redisson_sc:{%s}", name);
+  long long t = server_ms(srv);
+  snprintf(until, sizeof until, "%lld", t + lease_ms);
+  snprintf(now, sizeof now, "%lld", t);
+  raw_id(hex, raw);
+  const char *argv[] = {"EVAL", redisson_acquire, "3", name, zset, chan, "1", until, now, "922337203685477",
+                        "publish", raw};
+  size_t lens[12];
+  for (int i = 0; i < 11; i++) lens[i] = strlen(argv[i]);
+  lens[11] = 16;
+  return th_cmdv(srv, 12, argv, lens);
+}
+
+static long long java_release(const char *name, const char *hex) {
+  char zset[128], chan[128], now[32], raw[16];
+  snprintf(zset, sizeof zset, "{%s}:timeout", name);
+  snprintf(chan, sizeof chan, "redisson_sc:{%s}", name);
+  snprintf(now, sizeof now, "%lld", server_ms(srv));
+  raw_id(hex, raw);
+  const char *argv[] = {"EVAL", redisson_release, "3", name, chan, zset, raw, "1", now, "publish"};
+  size_t lens[10];
+  for (int i = 0; i < 10; i++) lens[i] = i == 6 ? 16 : strlen(argv[i]); /* raw: 16 bytes, no NUL */
+  redisReply *r = th_cmdv(srv, 10, argv, lens);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER, "tryRelease: type %d %s", r->type, r->str ? r->str : "");
+  long long v = r->integer;
+  th_reply_free(r);
+  return v;
+}
+
+/* rlock and Redisson's own steps on one semaphore: each sees the other's
+ * permits, releases them, and a Java release wakes an rlock waiter. */
+TEST(redisson_steps) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_permits_t *s = sem(c, "pes:java");
+  CHECK_OK(rlock_permits_set(s, 2));
+  const char *jid = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+  redisReply *r = java_acquire("pes:java", jid, 60000);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING, "type %d", r->type);
+  CHECK_STREQ(r->str, "OK");
+  th_reply_free(r);
+  int64_t v = 0;
+  CHECK_OK(rlock_permits_available(s, &v));
+  CHECK_EQ(v, 1);
+  char id[RLOCK_PERMIT_ID_LEN + 1], id2[RLOCK_PERMIT_ID_LEN + 1];
+  CHECK_OK(rlock_permits_try_acquire(s, 60000, id));
+  CHECK_RC(rlock_permits_try_acquire(s, 60000, id2), RLOCK_EBUSY);
+  r = java_acquire("pes:java", "00000000000000000000000000000001", 60000); /* Java is refused too */
+  CHECK(r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING);
+  CHECK_MSG(r->str[0] == ':', "Java's busy reply '%s'", r->str);
+  th_reply_free(r);
+  /* an rlock waiter, woken by Java's release of rlock's permit */
+  res_t w = {0};
+  CHECK_OK(rlock_permits_acquire_async(s, 20000, 60000, NULL, id2, on_done, &w));
+  numsub_arg_t a = {srv, "redisson_sc:{pes:java}", false};
+  CHECK(th_wait_until(subscribed, &a, 20000));
+  CHECK_EQ(java_release("pes:java", id), 1);
+  CHECK(th_wait_until(is_done, &w, 20000));
+  CHECK_OK(w.status);
+  CHECK_RC(rlock_permits_release(s, id), RLOCK_ENOTHELD); /* Java gave it back */
+  CHECK_OK(rlock_permits_release(s, jid));                /* rlock gives back Java's */
+  CHECK_EQ(java_release("pes:java", id2), 1);
+  CHECK_OK(rlock_permits_available(s, &v));
+  CHECK_EQ(v, 2);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{pes:java}:timeout", NULL), 0);
+  rlock_permits_free(s);
+  rlock_client_free(c);
+}
+
 /* ------------------------------------------------------------ deployments */
 
 TEST(cluster) {
@@ -668,6 +774,7 @@ int main(int argc, char **argv) {
   RUN(lost_reply_undone);
   RUN(async);
   RUN(bad_input);
+  RUN(redisson_steps);
   th_server_stop(srv);
   RUN(cluster);
   RUN(replicas);
