@@ -460,8 +460,7 @@ static int server_took(void *arg) {
   redisContext *rc = arg;
   int me = th_local_port(rc->fd);
   long tx = -1, rx = -1;
-  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
-         rx == 0;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
 }
 
 static long long scripts_want;
@@ -565,8 +564,8 @@ TEST(bad_input) {
   CHECK_RC(rlock_permits_release(s, NULL), RLOCK_EINVAL);
   CHECK_RC(rlock_permits_release(s, "xyz"), RLOCK_EINVAL);
   CHECK(strstr(rlock_last_error(), "hex") != NULL);
-  CHECK_RC(rlock_permits_release(s, "0123456789ABCDEF0123456789abcdef"), RLOCK_EINVAL); /* upper case */
-  CHECK_RC(rlock_permits_release(s, "0123456789abcdef0123456789abcde"), RLOCK_EINVAL);  /* 31 */
+  CHECK_RC(rlock_permits_release(s, "0123456789ABCDEF0123456789abcdef"), RLOCK_EINVAL);  /* upper case */
+  CHECK_RC(rlock_permits_release(s, "0123456789abcdef0123456789abcde"), RLOCK_EINVAL);   /* 31 */
   CHECK_RC(rlock_permits_release(s, "0123456789abcdef0123456789abcdef0"), RLOCK_EINVAL); /* 33 */
   CHECK_RC(rlock_permits_release(s, "0123456789abcdef0123456789abcdef"), RLOCK_ENOTHELD);
   CHECK_RC(rlock_permits_set(s, -1), RLOCK_EINVAL);
@@ -630,8 +629,8 @@ static redisReply *java_acquire(const char *name, const char *hex, long long lea
   snprintf(until, sizeof until, "%lld", t + lease_ms);
   snprintf(now, sizeof now, "%lld", t);
   raw_id(hex, raw);
-  const char *argv[] = {"EVAL", redisson_acquire, "3", name, zset, chan, "1", until, now, "922337203685477",
-                        "publish", raw};
+  const char *argv[] = {"EVAL", redisson_acquire,  "3",       name, zset, chan, "1", until,
+                        now,    "922337203685477", "publish", raw};
   size_t lens[12];
   for (int i = 0; i < 11; i++) lens[i] = strlen(argv[i]);
   lens[11] = 16;

@@ -46,8 +46,7 @@ static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   size_t kl[4] = {l->len, z.n, l->channel.n, latch->n};
   const char *args[5] = {lease, op->owner_id, ttl, now, rlock__publish_cmd(op->cl)};
   size_t al[5] = {leasen, op->owner_len, ttln, nown, rlock__publish_len(op->cl)};
-  req_t *r = rlock__script_req(SCRIPT_PES_ACQUIRE, 4, keys, kl, 5, args, al, op->cl->opt.command_timeout_ms, done,
-                               op);
+  req_t *r = rlock__script_req(SCRIPT_PES_ACQUIRE, 4, keys, kl, 5, args, al, op->cl->opt.command_timeout_ms, done, op);
   free(z.p);
   return r;
 }
@@ -84,8 +83,8 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   size_t kl[4] = {u->len, z.n, u->channel->n, u->latch->n};
   const char *args[4] = {u->owner_id, pub, ttl, keep};
   size_t al[4] = {strlen(u->owner_id), strlen(pub), ttln, keepn};
-  req_t *r = rlock__script_req(SCRIPT_PES_ACQUIRE_UNDO, 4, keys, kl, 4, args, al, u->cl->opt.command_timeout_ms,
-                               done, ctx);
+  req_t *r = rlock__script_req(SCRIPT_PES_ACQUIRE_UNDO, 4, keys, kl, 4, args, al, u->cl->opt.command_timeout_ms, done,
+                               ctx);
   free(z.p);
   return r;
 }
@@ -105,8 +104,7 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   size_t kl[4] = {l->len, l->channel.n, z.n, latch->n};
   const char *args[4] = {op->owner_id, now, rlock__publish_cmd(op->cl), ttl};
   size_t al[4] = {op->owner_len, nown, rlock__publish_len(op->cl), ttln};
-  req_t *r = rlock__script_req(SCRIPT_PES_RELEASE, 4, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
-                               op);
+  req_t *r = rlock__script_req(SCRIPT_PES_RELEASE, 4, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done, op);
   free(z.p);
   return r;
 }
@@ -138,7 +136,8 @@ static int wake(const rlock_reply_t *msg) {
   return n <= 0 ? 0 : n >= WAKE_ALL ? WAKE_ALL - 1 : (int)n;
 }
 
-/* Deletes NAME and its zset (every permit gone): pes_call.lua 'delete'. */
+/* pes_call.lua: KEYS name, zset, channel; ARGV what, now, publish command,
+ * op->call_arg. */
 static req_t *call_req(op_t *op, const char *what, req_done_fn done) {
   rlock_lock_t *l = op->lock;
   bytes_t z;
@@ -154,6 +153,7 @@ static req_t *call_req(op_t *op, const char *what, req_done_fn done) {
   return r;
 }
 
+/* Deletes NAME and its zset, every permit with them (Redisson's delete). */
 static req_t *force_req(op_t *op, req_done_fn done) { return call_req(op, "delete", done); }
 
 /* OP_KIND_CALL: op->call is an RLOCK__PES_* (internal.h). */
