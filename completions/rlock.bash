@@ -18,12 +18,12 @@ _rlock() {
     --tls-ca | --tls-cert | --tls-key) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --replica-sync) COMPREPLY=($(compgen -W "off one majority all" -- "$cur")); return ;;
     -u | --url) COMPREPLY=($(compgen -W "redis:// rediss:// unix:// redis+sentinel:// redis+cluster://" -- "$cur")); return ;;
-    --wait | --lease | --watchdog | --kill-after | --replica-sync-timeout | --workers | --stock | -E | --conflict-exit-code | --tls-server-name) return ;;
+    --wait | --lease | --watchdog | --kill-after | --replica-sync-timeout | --workers | --stock | --permits | -E | --conflict-exit-code | --tls-server-name) return ;;
   esac
   local opts
   case $cmd in
     "") COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch help $global" -- "$cur")); return ;;
-    exec) opts="--wait --lease --watchdog --kill-after -E --conflict-exit-code --simple --fair --nonreentrant --fenced --spin --read --write --redlock" ;;
+    exec) opts="--wait --lease --watchdog --kill-after -E --conflict-exit-code --permit --permits --simple --fair --nonreentrant --fenced --spin --read --write --redlock" ;;
     status) opts="--json --simple --fair --fenced --read --write --redlock" ;;
     unlock) opts="--force --any-type --simple --fair --read --write" ;;
     demo) opts="--workers --stock" ;;

@@ -548,6 +548,58 @@ typedef void (*rlock_latch_cb)(rlock_latch_t *latch, int status, int64_t value, 
 RLOCK_EXPORT int rlock_latch_await_async(rlock_latch_t *latch, int64_t wait_ms, rlock_cancel_t *cancel,
                                          rlock_latch_cb cb, void *arg);
 RLOCK_EXPORT int rlock_latch_count_down_async(rlock_latch_t *latch, rlock_latch_cb cb, void *arg);
+/* ---------------------------------------------------------------- permit-expirable semaphore */
+
+/* Redisson's RPermitExpirableSemaphore: N permits shared cluster-wide; each
+ * acquire takes one permit with an id of its own and a lease, after which
+ * the permit returns to the pool. A permit taken with RLOCK_LEASE_WATCHDOG
+ * is renewed while this client lives and returns about one watchdog
+ * timeout after it dies. docs/api/permit-semaphore.md. */
+typedef struct rlock_permits rlock_permits_t;
+#define RLOCK_PERMIT_ID_LEN 32 /* a permit id: 32 lowercase hex characters */
+/* Completion of an async call: value as the sync call's result (acquire: 0,
+ * release: 1, available: the count, add: the new available count, try set:
+ * 1 if set). */
+typedef void (*rlock_permits_cb)(rlock_permits_t *sem, int status, int64_t value, void *arg);
+RLOCK_EXPORT int rlock_permits_new(rlock_client_t *client, const void *name, size_t name_len, rlock_permits_t **out);
+RLOCK_EXPORT void rlock_permits_free(rlock_permits_t *sem);
+/* Takes one permit, waiting at most wait_ms (0: one try; RLOCK_WAIT_FOREVER)
+ * for a release or an expiry; lease_ms or RLOCK_LEASE_WATCHDOG. id gets the
+ * permit's id (NUL-terminated). 0, RLOCK_EBUSY (none in time),
+ * RLOCK_ECANCELED, or an error. */
+RLOCK_EXPORT int rlock_permits_acquire(rlock_permits_t *sem, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                                       char id[RLOCK_PERMIT_ID_LEN + 1]);
+/* One try: 0 or RLOCK_EBUSY. */
+RLOCK_EXPORT int rlock_permits_try_acquire(rlock_permits_t *sem, int64_t lease_ms, char id[RLOCK_PERMIT_ID_LEN + 1]);
+/* Gives the permit back. RLOCK_ENOTHELD if no permit has that id (never
+ * taken, released, or expired). Any client may release any id. */
+RLOCK_EXPORT int rlock_permits_release(rlock_permits_t *sem, const char *id);
+/* The same, *released 1 or 0 in place of RLOCK_ENOTHELD. */
+RLOCK_EXPORT int rlock_permits_try_release(rlock_permits_t *sem, const char *id, int *released);
+/* Permits free now (expired ones reclaimed first); the total (free +
+ * taken); the taken ones. A missing semaphore has 0. */
+RLOCK_EXPORT int rlock_permits_available(rlock_permits_t *sem, int64_t *out);
+RLOCK_EXPORT int rlock_permits_total(rlock_permits_t *sem, int64_t *out);
+RLOCK_EXPORT int rlock_permits_acquired(rlock_permits_t *sem, int64_t *out);
+/* The total becomes permits (Redisson's setPermits: the free count moves by
+ * the difference and may go below 0 while more are taken). */
+RLOCK_EXPORT int rlock_permits_set(rlock_permits_t *sem, int64_t permits);
+/* Sets permits free only if the semaphore does not exist: *set 1, else 0. */
+RLOCK_EXPORT int rlock_permits_try_set(rlock_permits_t *sem, int64_t permits, int *set);
+/* Adds delta (may be negative) to the free count; *available (may be NULL) the new one. */
+RLOCK_EXPORT int rlock_permits_add(rlock_permits_t *sem, int64_t delta, int64_t *available);
+/* Deletes the semaphore and every permit; *deleted (may be NULL) 1 if it existed. */
+RLOCK_EXPORT int rlock_permits_delete(rlock_permits_t *sem, int *deleted);
+/* Async twins: 0 if queued (cb runs once) or an error (cb does not run).
+ * acquire writes id before it returns; the permit is held once cb says 0. */
+RLOCK_EXPORT int rlock_permits_acquire_async(rlock_permits_t *sem, int64_t wait_ms, int64_t lease_ms,
+                                             rlock_cancel_t *cancel, char id[RLOCK_PERMIT_ID_LEN + 1],
+                                             rlock_permits_cb cb, void *arg);
+RLOCK_EXPORT int rlock_permits_release_async(rlock_permits_t *sem, const char *id, rlock_permits_cb cb, void *arg);
+RLOCK_EXPORT int rlock_permits_available_async(rlock_permits_t *sem, rlock_permits_cb cb, void *arg);
+RLOCK_EXPORT int rlock_permits_set_async(rlock_permits_t *sem, int64_t permits, rlock_permits_cb cb, void *arg);
+RLOCK_EXPORT int rlock_permits_try_set_async(rlock_permits_t *sem, int64_t permits, rlock_permits_cb cb, void *arg);
+RLOCK_EXPORT int rlock_permits_add_async(rlock_permits_t *sem, int64_t delta, rlock_permits_cb cb, void *arg);
 
 #ifdef __cplusplus
 }

@@ -878,3 +878,205 @@ RLOCK_API int rlock_latch_await_async(rlock_latch_t *c, int64_t wait_ms, rlock_c
   op->latch_cb = cb;
   return submit_async(op, NULL, arg);
 }
+
+/* ------------------------------------------------------------ permit-expirable semaphore
+ * An rlock_permits_t is a lock handle of kind rlock__kind_pes (kinds/pes.c):
+ * the same struct, cast. An acquire's owner id is a fresh permit id (32
+ * lowercase hex of 16 random bytes), so lock.c's latches, undo, waiting and
+ * watchdog treat each permit as one hold of its own. */
+
+static rlock_lock_t *pes_lock(rlock_permits_t *s) { return (rlock_lock_t *)(void *)s; }
+
+static int check_pes(rlock_permits_t *s) {
+  if (!s) return rlock__fail(RLOCK_EINVAL, "semaphore is NULL");
+  if (pes_lock(s)->kind != &rlock__kind_pes)
+    return rlock__fail(RLOCK_EINVAL, "not a permit-expirable semaphore (rlock_permits_new)");
+  return 0;
+}
+
+static bool permit_id_ok(const char *id) {
+  if (!id) return false;
+  for (int i = 0; i < RLOCK_PERMIT_ID_LEN; i++)
+    if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'))) return false;
+  return id[RLOCK_PERMIT_ID_LEN] == 0;
+}
+
+/* The op's owner becomes the permit id (and a number made from it, never a
+ * thread's: the lost callback's owner). */
+static void pes_owner(op_t *op, const char *id) {
+  memcpy(op->owner_id, id, RLOCK_PERMIT_ID_LEN + 1);
+  op->owner_len = RLOCK_PERMIT_ID_LEN;
+  uint64_t o = 0;
+  for (int i = 0; i < 15; i++) o = o << 4 | (uint64_t)(id[i] <= '9' ? id[i] - '0' : id[i] - 'a' + 10);
+  op->owner = o + 1; /* 60 bits: the thread bit is never set */
+  RLOCK__ASSERT(!(op->owner & RLOCK_OWNER_THREAD));
+}
+
+RLOCK_API int rlock_permits_new(rlock_client_t *cl, const void *name, size_t len, rlock_permits_t **out) {
+  rlock_lock_t *l = NULL;
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  int rc = rlock__lock_new_kind(cl, &rlock__kind_pes, name, len, &l);
+  *out = (rlock_permits_t *)(void *)l;
+  return rc;
+}
+
+RLOCK_API void rlock_permits_free(rlock_permits_t *s) { free(s); }
+
+typedef struct pes_async {
+  rlock_permits_cb cb;
+  void *arg;
+} pes_async_t;
+
+static void pes_async_done(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  pes_async_t a = *(pes_async_t *)arg;
+  free(arg);
+  a.cb((rlock_permits_t *)(void *)l, status, value, a.arg);
+}
+
+/* Runs op: sync (cb NULL: *value gets the result) or async. */
+static int pes_run(op_t *op, rlock_permits_cb cb, void *arg, int64_t *value) {
+  client_t *cl = op->cl;
+  if (!cb) return leave_rc(cl, run_sync(op, value, NULL, NULL));
+  pes_async_t *a = malloc(sizeof *a);
+  if (!a) {
+    op_discard(op);
+    return leave_rc(cl, rlock__fail(RLOCK_ENOMEM, "out of memory"));
+  }
+  a->cb = cb, a->arg = arg;
+  int rc = submit_async(op, pes_async_done, a);
+  if (rc) free(a); /* cb does not run */
+  return rc;
+}
+
+static int pes_acquire(rlock_permits_t *s, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                       char id[RLOCK_PERMIT_ID_LEN + 1], rlock_permits_cb cb, void *arg) {
+  int rc;
+  if ((rc = check_pes(s))) return rc;
+  if (!id) return rlock__fail(RLOCK_EINVAL, "id is NULL");
+  id[0] = 0;
+  rlock_lock_t *l = pes_lock(s);
+  op_t *op = acquire_op(l, RLOCK_OWNER_SELF, wait_ms, lease_ms, cancel, &rc);
+  if (!op) return rc;
+  char fresh[RLOCK_PERMIT_ID_LEN + 1];
+  rlock__random_hex(fresh, RLOCK_PERMIT_ID_LEN / 2);
+  pes_owner(op, fresh);
+  memcpy(id, fresh, sizeof fresh); /* the caller's before the op may end (async) */
+  rc = pes_run(op, cb, arg, NULL);
+  if (rc && !cb) id[0] = 0;
+  return rc;
+}
+
+RLOCK_API int rlock_permits_acquire(rlock_permits_t *s, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                                    char id[RLOCK_PERMIT_ID_LEN + 1]) {
+  return pes_acquire(s, wait_ms, lease_ms, cancel, id, NULL, NULL);
+}
+
+RLOCK_API int rlock_permits_try_acquire(rlock_permits_t *s, int64_t lease_ms, char id[RLOCK_PERMIT_ID_LEN + 1]) {
+  return pes_acquire(s, 0, lease_ms, NULL, id, NULL, NULL);
+}
+
+RLOCK_API int rlock_permits_acquire_async(rlock_permits_t *s, int64_t wait_ms, int64_t lease_ms,
+                                          rlock_cancel_t *cancel, char id[RLOCK_PERMIT_ID_LEN + 1],
+                                          rlock_permits_cb cb, void *arg) {
+  if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
+  return pes_acquire(s, wait_ms, lease_ms, cancel, id, cb, arg);
+}
+
+static int pes_release(rlock_permits_t *s, const char *id, rlock_permits_cb cb, void *arg) {
+  int rc;
+  if ((rc = check_pes(s))) return rc;
+  if (!permit_id_ok(id))
+    return rlock__fail(RLOCK_EINVAL, "permit id is not %d lowercase hex characters", RLOCK_PERMIT_ID_LEN);
+  op_t *op = op_new(pes_lock(s), OP_RELEASE, RLOCK_OWNER_SELF, &rc);
+  if (!op) return rc;
+  pes_owner(op, id);
+  return pes_run(op, cb, arg, NULL);
+}
+
+RLOCK_API int rlock_permits_release(rlock_permits_t *s, const char *id) { return pes_release(s, id, NULL, NULL); }
+
+RLOCK_API int rlock_permits_try_release(rlock_permits_t *s, const char *id, int *released) {
+  if (!released) return rlock__fail(RLOCK_EINVAL, "released is NULL");
+  *released = 0;
+  int rc = pes_release(s, id, NULL, NULL);
+  if (rc == RLOCK_ENOTHELD) return 0;
+  if (!rc) *released = 1;
+  return rc;
+}
+
+RLOCK_API int rlock_permits_release_async(rlock_permits_t *s, const char *id, rlock_permits_cb cb, void *arg) {
+  if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
+  return pes_release(s, id, cb, arg);
+}
+
+static int pes_call(rlock_permits_t *s, int call, int64_t p, rlock_permits_cb cb, void *arg, int64_t *out) {
+  int rc;
+  if ((rc = check_pes(s))) return rc;
+  if (p < -RLOCK_PERMITS_MAX || p > RLOCK_PERMITS_MAX)
+    return rlock__fail(RLOCK_EINVAL, "permit count %lld is out of range (-%lld to %lld)", (long long)p,
+                       (long long)RLOCK_PERMITS_MAX, (long long)RLOCK_PERMITS_MAX);
+  if ((call == RLOCK__PES_SET || call == RLOCK__PES_TRY_SET) && p < 0)
+    return rlock__fail(RLOCK_EINVAL, "permit count %lld is negative", (long long)p);
+  op_t *op = op_new(pes_lock(s), OP_KIND_CALL, RLOCK_OWNER_SELF, &rc);
+  if (!op) return rc;
+  op->call = call;
+  op->call_arg = p;
+  op->call_once = call == RLOCK__PES_ADD; /* not idempotent: a lost answer is not re-sent */
+  int64_t v = 0;
+  rc = pes_run(op, cb, arg, &v);
+  if (!rc && out) *out = v;
+  return rc;
+}
+
+RLOCK_API int rlock_permits_available(rlock_permits_t *s, int64_t *out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  return pes_call(s, RLOCK__PES_AVAILABLE, 0, NULL, NULL, out);
+}
+RLOCK_API int rlock_permits_total(rlock_permits_t *s, int64_t *out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  return pes_call(s, RLOCK__PES_PERMITS, 0, NULL, NULL, out);
+}
+RLOCK_API int rlock_permits_acquired(rlock_permits_t *s, int64_t *out) {
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  return pes_call(s, RLOCK__PES_ACQUIRED, 0, NULL, NULL, out);
+}
+RLOCK_API int rlock_permits_set(rlock_permits_t *s, int64_t permits) {
+  return pes_call(s, RLOCK__PES_SET, permits, NULL, NULL, NULL);
+}
+RLOCK_API int rlock_permits_try_set(rlock_permits_t *s, int64_t permits, int *set) {
+  if (!set) return rlock__fail(RLOCK_EINVAL, "set is NULL");
+  int64_t v = 0;
+  int rc = pes_call(s, RLOCK__PES_TRY_SET, permits, NULL, NULL, &v);
+  *set = !rc && v == 1;
+  return rc;
+}
+RLOCK_API int rlock_permits_add(rlock_permits_t *s, int64_t delta, int64_t *available) {
+  return pes_call(s, RLOCK__PES_ADD, delta, NULL, NULL, available);
+}
+RLOCK_API int rlock_permits_available_async(rlock_permits_t *s, rlock_permits_cb cb, void *arg) {
+  if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
+  return pes_call(s, RLOCK__PES_AVAILABLE, 0, cb, arg, NULL);
+}
+RLOCK_API int rlock_permits_set_async(rlock_permits_t *s, int64_t permits, rlock_permits_cb cb, void *arg) {
+  if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
+  return pes_call(s, RLOCK__PES_SET, permits, cb, arg, NULL);
+}
+RLOCK_API int rlock_permits_try_set_async(rlock_permits_t *s, int64_t permits, rlock_permits_cb cb, void *arg) {
+  if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
+  return pes_call(s, RLOCK__PES_TRY_SET, permits, cb, arg, NULL);
+}
+RLOCK_API int rlock_permits_add_async(rlock_permits_t *s, int64_t delta, rlock_permits_cb cb, void *arg) {
+  if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
+  return pes_call(s, RLOCK__PES_ADD, delta, cb, arg, NULL);
+}
+RLOCK_API int rlock_permits_delete(rlock_permits_t *s, int *deleted) {
+  int rc;
+  if ((rc = check_pes(s))) return rc;
+  op_t *op = force_op(pes_lock(s), 0, &rc);
+  if (!op) return rc;
+  int64_t v = 0;
+  client_t *cl = op->cl;
+  rc = leave_rc(cl, run_sync(op, &v, NULL, NULL));
+  if (deleted) *deleted = !rc && v == 1;
+  return rc;
+}

@@ -936,7 +936,8 @@ size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf);
 typedef enum {
   OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
   OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE,
-  OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT /* semaphore.c */
+  OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT, /* semaphore.c */
+  OP_KIND_CALL /* a kind's own query or setting (kind->query_req), answered by an integer */
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word (SYNC_*),
@@ -1033,6 +1034,11 @@ struct op {
   int script;
   rlock_semaphore_cb sem_cb;
   rlock_latch_cb latch_cb;
+  /* OP_KIND_CALL: which of the kind's calls, its argument, and whether a
+   * lost answer may be re-sent (a call that is not idempotent: no) */
+  int call;
+  int64_t call_arg;
+  bool call_once;
   /* The latch key of the current request id (lock.c latch_key), built once
    * for the request, its re-sends and its DEL: latch_n bytes (0: not built;
    * a longer key than the room is built for each use). Last: rlock__op_alloc

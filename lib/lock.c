@@ -1203,7 +1203,7 @@ static void simple_done(req_t *r, int status, rlock_reply_t *reply) {
   }
   if (status != 0) {
     /* queries are read-only, so re-sending is safe; force unlock is not */
-    if (op->kind != OP_FORCE && answer_lost(status) &&
+    if (op->kind != OP_FORCE && !(op->kind == OP_KIND_CALL && op->call_once) && answer_lost(status) &&
         op->retries < cl->opt.retry_attempts) {
       op->retries++;
       rlock__op_start(op);
@@ -1263,6 +1263,7 @@ static void start_simple(op_t *op) {
     r = l->kind->force_req(op, simple_done); /* reentrant_force_unlock.lua (kinds/reentrant.c) */
     stat_add(cl, ST_SCRIPTS, 1);
   } else if (l->kind->query_req && (op->kind == OP_IS_HELD || op->kind == OP_COUNT || op->kind == OP_HOLDERS ||
+                                     op->kind == OP_KIND_CALL ||
                                      (op->kind == OP_IS_LOCKED && l->kind->query_locked))) {
     r = l->kind->query_req(op, simple_done); /* the kind's layout is not a hash */
     stat_add(cl, ST_SCRIPTS, 1);

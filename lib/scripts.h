@@ -40,6 +40,11 @@
   X(SEMAPHORE_ADD, semaphore_add)             \
   X(SEMAPHORE_DRAIN, semaphore_drain)         \
   X(LATCH_SET, latch_set)                     \
-  X(LATCH_COUNT_DOWN, latch_count_down)
+  X(LATCH_COUNT_DOWN, latch_count_down)     \
+  X(PES_ACQUIRE, pes_acquire)                 \
+  X(PES_ACQUIRE_UNDO, pes_acquire_undo)       \
+  X(PES_RELEASE, pes_release)                 \
+  X(PES_RENEW, pes_renew)                     \
+  X(PES_CALL, pes_call)
 
 #endif

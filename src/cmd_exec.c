@@ -22,6 +22,8 @@ static const char usage_text[] =
     "Usage: rlock exec [--wait DUR] [--lease DUR | --watchdog DUR] [--kill-after DUR]\n"
     "                  [--simple | --fair | --nonreentrant | --fenced | --spin | --read | --write]\n"
     "                  [--redlock] NAME [NAME...] -- CMD [ARG...]\n"
+    "       rlock exec --permit [--permits N] [--wait DUR] [--lease DUR | --watchdog DUR]\n"
+    "                  NAME -- CMD [ARG...]\n"
     "Acquires the lock NAME, runs CMD, releases the lock, and exits with CMD's status\n"
     "(128+N if CMD was killed by signal N). Several NAMEs (then '--' is required):\n"
     "a MultiLock, all of them or none, taken in one canonical order (no deadlock).\n\n"
@@ -47,6 +49,13 @@ static const char usage_text[] =
     "                  held with a majority of them (one NAME)\n"
     "  -E, --conflict-exit-code N  exit N (0-255) in place of 75 when the lock stays\n"
     "                  busy until --wait runs out (as flock -E)\n"
+    "  --permit        hold one permit of the permit-expirable semaphore NAME\n"
+    "                  (Redisson's RPermitExpirableSemaphore) while CMD runs: at most\n"
+    "                  N such commands at once, cluster-wide; the permit is renewed\n"
+    "                  (the watchdog) and returns about one lease after rlock dies.\n"
+    "                  CMD gets the permit's id in RLOCK_PERMIT_ID\n"
+    "  --permits N     with --permit: create the semaphore with N permits if it\n"
+    "                  does not exist (an existing one keeps its count)\n"
     "  -u, --url URL ...  Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: CMD's status; 127 CMD could not be run; 64 usage; 69 Redis unavailable\n"
     "(--redlock: too many nodes unreachable for a majority);\n"
@@ -184,6 +193,8 @@ typedef struct guard {
   rlock_multilock_t *multi;
   rlock_redlock_t *redlock;
   int fenced; /* a fenced lock: its token goes to CMD's environment */
+  rlock_permits_t *permits; /* --permit: one permit of this semaphore */
+  char permit_id[RLOCK_PERMIT_ID_LEN + 1];
 } guard_t;
 
 static int64_t g_connect_timeout_ms = 3000; /* the clients' connect timeout */
@@ -222,6 +233,12 @@ static int redlock_acquire(rlock_redlock_t *rl, int64_t wait_ms, int64_t lease_m
 }
 
 static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
+  if (gd->permits) {
+    int rc = rlock_permits_acquire(gd->permits, wait_ms, lease_ms, g_cancel, gd->permit_id);
+    /* set before CMD is forked */
+    if (!rc && setenv("RLOCK_PERMIT_ID", gd->permit_id, 1)) rc = RLOCK_ENOMEM;
+    return rc;
+  }
   if (gd->redlock) return redlock_acquire(gd->redlock, wait_ms, lease_ms);
   if (gd->multi) return rlock_multilock_acquire(gd->multi, RLOCK_OWNER_SELF, wait_ms, lease_ms, g_cancel);
   if (gd->fenced) {
@@ -237,6 +254,7 @@ static int guard_acquire(guard_t *gd, int64_t wait_ms, int64_t lease_ms) {
 }
 
 static int guard_release(guard_t *gd) {
+  if (gd->permits) return rlock_permits_release(gd->permits, gd->permit_id);
   if (gd->redlock) return rlock_redlock_release(gd->redlock);
   if (gd->multi) return rlock_multilock_release(gd->multi, RLOCK_OWNER_SELF);
   return rlock_lock_unlock(gd->lock);
@@ -247,6 +265,7 @@ static int guard_release(guard_t *gd) {
  * URL: no password in it). */
 static int set_env(const guard_t *gd) {
   if (!gd->fenced && unsetenv("RLOCK_TOKEN")) return RLOCK_ESYS; /* not one of this lock's */
+  if (!gd->permits && unsetenv("RLOCK_PERMIT_ID")) return RLOCK_ESYS;
   if (!gd->lock || gd->multi || gd->redlock) return unsetenv("RLOCK_NODE") ? RLOCK_ESYS : 0;
   char node[512];
   int rc = rlock_lock_node(gd->lock, node, sizeof node);
@@ -470,6 +489,23 @@ static int open_locks(rlock_client_t *client, char **names, int n, int kind, rlo
   return rc ? cli_fail(rc, "cannot make the MultiLock") : 0;
 }
 
+/* The semaphore NAME for --permit; created with permits permits if it does
+ * not exist (permits >= 0). A semaphore without any permit would make CMD
+ * wait for ever: refused (exit 64) with a hint. */
+static int open_permits(rlock_client_t *client, const char *name, int64_t permits, guard_t *gd) {
+  int rc = rlock_permits_new(client, name, strlen(name), &gd->permits);
+  if (rc) return cli_fail(rc, "cannot open the semaphore");
+  int set = 0;
+  if (permits >= 0 && (rc = rlock_permits_try_set(gd->permits, permits, &set)))
+    return cli_fail(rc, "cannot set the permits");
+  int64_t total = 0;
+  if ((rc = rlock_permits_total(gd->permits, &total))) return cli_fail(rc, "cannot read the permits");
+  if (total <= 0)
+    return cli_usage("exec", "the semaphore %s has no permits (give --permits N, or set them with 'rlock semaphore %s set N')",
+                     name, name);
+  return 0;
+}
+
 /* A RedLock over every -u URL (one master each). */
 static int open_redlock(const cli_global_t *g, rlock_options_t *opts, const char *name, int simple, guard_t *gd) {
   int ex = cli_options(g, opts);
@@ -494,10 +530,12 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       {"spin", no_argument, NULL, 'S'},
       {"read", no_argument, NULL, 'R'},           {"write", no_argument, NULL, 'W'},
       {"conflict-exit-code", required_argument, NULL, 'E'},
+      {"permit", no_argument, NULL, 'P'},         {"permits", required_argument, NULL, 'n'},
       CLI_CONNECT_LONGOPTS,
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
-  int c, ex = 0, kind = CLI_KIND_REENTRANT, kinds = 0, redlock = 0;
+  int c, ex = 0, kind = CLI_KIND_REENTRANT, kinds = 0, redlock = 0, permit = 0;
+  int64_t permits = -1;
   long busy_exit = EX_TEMPFAIL;
   while ((c = getopt_long(argc, argv, "+:u:hE:", longopts, NULL)) != -1) {
     switch (c) {
@@ -514,6 +552,16 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
       case 'W': kind = CLI_KIND_WRITE, kinds++; break;
       case 'r': redlock = 1; break;
       case 'f': kind = CLI_KIND_FAIR, kinds++; break;
+      case 'P': permit = 1, kinds++; break;
+      case 'n': {
+        char *end;
+        errno = 0;
+        long long v = strtoll(optarg, &end, 10);
+        if (!*optarg || *end || errno || v < 1 || v > RLOCK_PERMITS_MAX)
+          return cli_usage("exec", "--permits wants a count of 1 or more, not '%s'", optarg);
+        permits = v;
+        break;
+      }
       case 'h': fputs(usage_text, stdout); return 0;
       default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
@@ -530,7 +578,9 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
-  if (kinds > 1) return cli_usage("exec", "--simple, --fair, --nonreentrant and the other lock kinds exclude each other");
+  if (kinds > 1) return cli_usage("exec", "--simple, --fair, --nonreentrant, --permit and the other lock kinds exclude each other");
+  if (permits >= 0 && !permit) return cli_usage("exec", "--permits goes with --permit");
+  if (permit && (nnames > 1 || redlock)) return cli_usage("exec", "--permit takes one NAME (and no --redlock)");
   if (kind == CLI_KIND_FENCED && nnames > 1) return cli_usage("exec", "--fenced takes one NAME (one token)");
   if (redlock && kind != CLI_KIND_REENTRANT && kind != CLI_KIND_SIMPLE)
     return cli_usage("exec", "--redlock takes the reentrant or the simple lock");
@@ -557,15 +607,21 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   } else {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
-    if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);
-    for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], kind);
-    for (int i = 0; !ex && i < nnames; i++) ex = cli_check_type(client, argv[first + i], simple);
+    if (permit) { /* the count is a string, as the simple lock's key */
+      if (!ex) ex = cli_check_type(client, argv[first], 1);
+      if (!ex) ex = open_permits(client, argv[first], permits, &gd);
+    } else {
+      if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);
+      for (int i = 0; !ex && i < nnames; i++) ex = check_acl(g, client, argv[first + i], kind);
+      for (int i = 0; !ex && i < nnames; i++) ex = cli_check_type(client, argv[first + i], simple);
+    }
   }
   pthread_sigmask(SIG_SETMASK, &orig_mask, NULL);
   if (!ex) ex = hold_and_run(&gd, shown, wait_ms, lease_ms, cmd, &orig_mask);
   rlock_redlock_free(gd.redlock);
   rlock_multilock_free(gd.multi);
   for (int i = 0; i < nnames && i < CLI_NAMES_MAX; i++) rlock_lock_free(locks[i]);
+  rlock_permits_free(gd.permits);
   if (client) rlock_client_free(client);
   restore_handlers();
   rlock_cancel_free(g_cancel);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -971,6 +972,100 @@ TEST(latch_scripts) {
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "C", NULL), 0);
 }
 
+/* ------------------------------------------------------------ permit-expirable semaphore */
+
+#define PES_ID "00112233445566778899aabbccddeeff"
+static char pes_now[24];
+static const char *pes_time(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(pes_now, sizeof pes_now, "%lld", (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+  return pes_now;
+}
+
+/* One acquire of PES_ID with its own latch. */
+static redisReply *pes_try(const char *latch) {
+  return eval("pes_acquire", 4, "sem", "{sem}:timeout", "redisson_sc:{sem}", latch, "30000", PES_ID, "10000",
+              pes_time(), "publish", NULL);
+}
+
+/* A permit id is counted once: a second request of the same id (another
+ * latch: a re-try after its answer was lost and its latch expired) finds it
+ * in the zset and takes nothing more. */
+TEST(pes_same_id_once) {
+  flush();
+  th_reply_free(th_cmd(srv, "SET", "sem", "2", NULL));
+  want_nil(pes_try("l1"));
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+  want_nil(pes_try("l1")); /* the same request re-sent: its latch */
+  want_nil(pes_try("l2")); /* another request of the same id */
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{sem}:timeout", NULL), 1);
+  redisReply *r = th_cmd(srv, "ZRANGE", "{sem}:timeout", "0", "-1", NULL);
+  CHECK(r->elements == 1 && r->element[0]->len == 16); /* 16 raw bytes */
+  CHECK(memcmp(r->element[0]->str, "\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff", 16) == 0);
+  th_reply_free(r);
+}
+
+/* The undo gives back an applied acquire once; a tombstone stops a late copy. */
+TEST(pes_undo) {
+  flush();
+  th_reply_free(th_cmd(srv, "SET", "sem", "1", NULL));
+  want_nil(pes_try("l1"));
+  CHECK_EQ(get_num("GET", "sem", NULL), 0);
+  CHECK_EQ(want_int(eval("pes_acquire_undo", 4, "sem", "{sem}:timeout", "redisson_sc:{sem}", "l1", PES_ID, "publish",
+                         "10000", "-1", NULL)),
+           1);
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{sem}:timeout", NULL), 0);
+  CHECK_EQ(want_int(eval("pes_acquire_undo", 4, "sem", "{sem}:timeout", "redisson_sc:{sem}", "l1", PES_ID, "publish",
+                         "10000", "-1", NULL)),
+           2); /* re-sent: nothing more */
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+  /* a request undone before it ran never applies */
+  CHECK_EQ(want_int(eval("pes_acquire_undo", 4, "sem", "{sem}:timeout", "redisson_sc:{sem}", "l2", PES_ID, "publish",
+                         "10000", "0", NULL)),
+           0);
+  CHECK_EQ(want_int(pes_try("l2")), -3);
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+}
+
+/* A release re-sent after its answer was lost answers as the first did and
+ * counts the permit back once. */
+TEST(pes_release_once) {
+  flush();
+  th_reply_free(th_cmd(srv, "SET", "sem", "1", NULL));
+  want_nil(pes_try("l1"));
+  for (int i = 0; i < 2; i++)
+    CHECK_EQ(want_int(eval("pes_release", 4, "sem", "redisson_sc:{sem}", "{sem}:timeout", "u1", PES_ID, pes_time(),
+                           "publish", "10000", NULL)),
+             1);
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+  CHECK_EQ(want_int(eval("pes_release", 4, "sem", "redisson_sc:{sem}", "{sem}:timeout", "u2", PES_ID, pes_time(),
+                         "publish", "10000", NULL)),
+           0); /* another release of it: not held */
+  CHECK_EQ(get_num("GET", "sem", NULL), 1);
+}
+
+/* Renewal moves a live permit's score on, never a dead one's. */
+TEST(pes_renew) {
+  flush();
+  th_reply_free(th_cmd(srv, "SET", "sem", "1", NULL));
+  want_nil(pes_try("l1"));
+  redisReply *r = eval("pes_renew", 1, "sem", "600000", PES_ID, NULL);
+  CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
+  th_reply_free(r);
+  r = th_cmd(srv, "ZRANGE", "{sem}:timeout", "0", "0", "WITHSCORES", NULL);
+  CHECK(r->elements == 2 && atoll(r->element[1]->str) > atoll(pes_time()) + 500000);
+  th_reply_free(r);
+  r = eval("pes_renew", 1, "sem", "600000", "ffeeddccbbaa99887766554433221100", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") == 0);
+  th_reply_free(r);
+  r = eval_on(srv, "pes_renew", 1, "sem", "0", PES_ID, NULL);
+  CHECK(r->type == REDIS_REPLY_ERROR);
+  th_reply_free(r);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -995,6 +1090,10 @@ int main(int argc, char **argv) {
   RUN(rw_late_copy_after_release);
   RUN(semaphore_scripts);
   RUN(latch_scripts);
+  RUN(pes_same_id_once);
+  RUN(pes_undo);
+  RUN(pes_release_once);
+  RUN(pes_renew);
   th_server_stop(srv);
   return th_done();
 }

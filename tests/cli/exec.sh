@@ -80,8 +80,8 @@ pttl=$(cat "$T/pttl")
 expect 0 "--lease 1d" PR exec --lease 1d dur -- sh -c "redis-cli -a envpw --no-auth-warning -p $PORT PTTL dur > $T/pttl"
 pttl=$(cat "$T/pttl")
 [ "$pttl" -gt 86300000 ] && [ "$pttl" -le 86400000 ] && pass "--lease 1d (PTTL $pttl)" || fail "--lease 1d: PTTL $pttl"
-RLOCK_TOKEN=from-outside PR exec envj -- sh -c 'printf "%s|%s|%s" "$RLOCK_NAME" "$RLOCK_NODE" "${RLOCK_TOKEN-unset}"' >"$T/env"
-[ "$(cat "$T/env")" = "envj|127.0.0.1:$PORT|unset" ] && pass "RLOCK_NAME, RLOCK_NODE set; a stale RLOCK_TOKEN removed" ||
+RLOCK_TOKEN=from-outside RLOCK_PERMIT_ID=from-outside PR exec envj -- sh -c 'printf "%s|%s|%s|%s" "$RLOCK_NAME" "$RLOCK_NODE" "${RLOCK_TOKEN-unset}" "${RLOCK_PERMIT_ID-unset}"' >"$T/env"
+[ "$(cat "$T/env")" = "envj|127.0.0.1:$PORT|unset|unset" ] && pass "RLOCK_NAME, RLOCK_NODE set; a stale RLOCK_TOKEN, RLOCK_PERMIT_ID removed" ||
   fail "environment: $(cat "$T/env")"
 PR exec enva envb -- sh -c 'printf "%s|%s" "$RLOCK_NAME" "${RLOCK_NODE-unset}"' >"$T/env"
 [ "$(cat "$T/env")" = "enva envb|unset" ] && pass "several NAMEs: RLOCK_NAME lists them, no RLOCK_NODE" ||

@@ -912,6 +912,102 @@ TEST(late_fast_reentry_copy) {
   rlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ permit-expirable semaphore */
+
+static rlock_permits_t *permits(rlock_client_t *c, const char *name) {
+  rlock_permits_t *s = NULL;
+  CHECK_OK(rlock_permits_new(c, name, strlen(name), &s));
+  return s;
+}
+
+static long long get_count(const char *key) {
+  char *v = th_cmd_str(srv, "GET", key, NULL);
+  long long n = v ? atoll(v) : -1000;
+  free(v);
+  return n;
+}
+
+typedef struct permit_job {
+  rlock_permits_t *s, *so;
+  char id[RLOCK_PERMIT_ID_LEN + 1], ido[RLOCK_PERMIT_ID_LEN + 1];
+} permit_job_t;
+
+static void permit_acquire_once(void *arg) {
+  permit_job_t *j = arg;
+  CHECK_OK(rlock_permits_acquire(j->s, 0, RLOCK_LEASE_WATCHDOG, NULL, j->id));
+}
+
+/* One permit acquire whose first copies arrive after its answer: one permit
+ * taken, not two (its latch answers them). */
+TEST(late_acquire_copy_permit) {
+  rlock_client_t *c = client();
+  permit_job_t j = {permits(c, "late:pes"), NULL, "", ""};
+  CHECK_OK(rlock_permits_set(j.s, 3));
+  CHECK_OK(rlock_permits_acquire(j.s, 0, 30000, NULL, j.id)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_permits_release(j.s, j.id));
+  long long late = with_late_copies(c, permit_acquire_once, &j);
+  CHECK_MSG(late >= 1, "no copy was delivered late");
+  CHECK_EQ(get_count("late:pes"), 2);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{late:pes}:timeout", NULL), 1);
+  CHECK_OK(rlock_permits_release(j.s, j.id));
+  CHECK_EQ(get_count("late:pes"), 3);
+  fh_result("permit acquire copy delivered after its answer (stuck path, connection replaced)", "single",
+            "permit-expirable semaphore", "answered by its latch: one permit taken", 0);
+  rlock_permits_free(j.s);
+  rlock_client_free(c);
+}
+
+static void permit_release_once(void *arg) {
+  permit_job_t *j = arg;
+  CHECK_OK(rlock_permits_release(j->s, j->id));
+}
+
+/* One release whose first copies arrive after its answer: the permit is
+ * counted back once (the free count never exceeds the total). */
+TEST(late_release_copy_permit) {
+  rlock_client_t *c = client();
+  permit_job_t j = {permits(c, "late:pesrel"), NULL, "", ""};
+  CHECK_OK(rlock_permits_set(j.s, 2));
+  CHECK_OK(rlock_permits_acquire(j.s, 0, RLOCK_LEASE_WATCHDOG, NULL, j.id));
+  long long late = with_late_copies(c, permit_release_once, &j);
+  CHECK_MSG(late >= 1, "no copy was delivered late");
+  CHECK_EQ(get_count("late:pesrel"), 2);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{late:pesrel}:timeout", NULL), 0);
+  fh_result("permit release copy delivered after its answer", "single", "permit-expirable semaphore",
+            "answered by its latch: counted back once", 0);
+  rlock_permits_free(j.s);
+  rlock_client_free(c);
+}
+
+static void permit_busy_then_free(void *arg) {
+  permit_job_t *j = arg;
+  CHECK_RC(rlock_permits_try_acquire(j->s, RLOCK_LEASE_WATCHDOG, j->id), RLOCK_EBUSY);
+  CHECK_OK(rlock_permits_release(j->so, j->ido)); /* the other holder lets go: a permit is free */
+}
+
+/* A try whose re-send was refused (no permit free), its first copies
+ * arriving after a permit was freed: they must not take a permit nobody
+ * knows of (lost for the watchdog's lease). */
+TEST(late_acquire_copy_permit_after_busy) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  permit_job_t j = {permits(c, "late:pesbusy"), permits(other, "late:pesbusy"), "", ""};
+  CHECK_OK(rlock_permits_set(j.s, 1));
+  CHECK_OK(rlock_permits_acquire(j.s, 0, 30000, NULL, j.id)); /* a script on the connection: cmd_port finds it */
+  CHECK_OK(rlock_permits_release(j.s, j.id));
+  CHECK_OK(rlock_permits_acquire(j.so, 0, RLOCK_LEASE_WATCHDOG, NULL, j.ido));
+  long long late = with_late_copies(c, permit_busy_then_free, &j);
+  CHECK_MSG(late >= 1, "no copy was delivered late");
+  CHECK_MSG(get_count("late:pesbusy") == 1, "a late copy of a refused try took the freed permit (count %lld)",
+            get_count("late:pesbusy"));
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{late:pesbusy}:timeout", NULL), 0);
+  fh_result("permit acquire copy delivered after its re-send was refused and a permit was freed", "single",
+            "permit-expirable semaphore", "stopped by the tombstone: the permit stays free", 0);
+  rlock_permits_free(j.s);
+  rlock_permits_free(j.so);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 150);
   srv = th_server_start(NULL);
@@ -946,6 +1042,9 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_fast_reentry_after_loss_answer_lost", only)) RUN(late_fast_reentry_after_loss_answer_lost);
   if (!only || strstr("late_fast_reentry_copy", only)) RUN(late_fast_reentry_copy);
   if (!only || strstr("late_fenced_resend_token", only)) RUN(late_fenced_resend_token);
+  if (!only || strstr("late_acquire_copy_permit", only)) RUN(late_acquire_copy_permit);
+  if (!only || strstr("late_release_copy_permit", only)) RUN(late_release_copy_permit);
+  if (!only || strstr("late_acquire_copy_permit_after_busy", only)) RUN(late_acquire_copy_permit_after_busy);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
