@@ -287,7 +287,8 @@ struct req {
   int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
   int64_t waits_ms; /* of deadline, the allowance for the WAITs ahead (conn.c behind_waits) */
   int64_t wait_end; /* an acquire's wait bound (monotonic ms; 0: none): not written by
-                       then (not connected, held), it ends RLOCK_ECONNECT (rlock__req_unsent_by) */
+                       then (not connected, held), it ends RLOCK_ECONNECT (rlock__req_unsent_by);
+                       only on a copy of an id never written (lock.c send_attempt) */
   req_done_fn done;
   void *ctx;
   int script; /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */

@@ -767,8 +767,10 @@ static void send_attempt(op_t *op) {
     latch_done(op, &latch);
   }
   /* a bounded wait (not a bare try: it may wait for a reconnect) ends at its
-   * bound if the try cannot be written by then */
-  if (r && op->wait_ms > 0) r->wait_end = op->deadline;
+   * bound if the try cannot be written by then; not a re-send of an id that
+   * may have been written: its answer is what the caller waits for (the
+   * bound is about the lock, not the transport: acquire_failed) */
+  if (r && op->wait_ms > 0 && !op->id_written) r->wait_end = op->deadline;
   send_op_req(op, r);
 }
 
@@ -986,6 +988,8 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
     return;
   }
   op->in_flight = false;
+  /* only a copy of an id never written is ended by the wait bound (send_attempt) */
+  RLOCK__ASSERT(!r->wait_end || !op->id_written);
   if (status == 0) order_check(op);
   if (status != RLOCK_ECONNECT) op->id_written = true;
   if (status != RLOCK_ECONNECT && op->lock->kind->queues && op->wait_ms != 0) op->queued = true; /* it may have queued */

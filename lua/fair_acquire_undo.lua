@@ -20,7 +20,11 @@
 -- latch (a tombstone, so a late copy of the try never applies or queues: 'x'
 -- while the owner stays queued, 'xd' once it left, 'undone' for a hold given
 -- back); the next head is told on its channel when the lock is free, and
--- every waiter behind the owner when it leaves (their deadlines moved down).
+-- every waiter behind the owner when it leaves (their deadlines moved down):
+-- those this user may publish to. A waiter behind whose channel the ACL
+-- refuses keeps its deadline, untold (a later deadline only keeps a dead
+-- waiter queued longer): the owner still leaves, so a waiter refused its
+-- own channel (lock.c) never stays queued, blocking the queue for a slot.
 
 local ttl, keep_s, slot_s = ARGV[4], ARGV[5] or '-1', ARGV[6]
 if not (string.match(ttl, '^[1-9]%d*$') and #ttl <= 15) then
@@ -55,20 +59,19 @@ local function refused(cmd, waiters, msg)
   end
 end
 
--- the waiters this undo may tell, as the steps below will find them: every
--- waiter behind the owner when it leaves the queue, and the head (after the
--- owner left) when its last hold is given back
+-- A waiter behind the owner that this user may tell (ACL): its deadline
+-- moves down a slot and it is told; else neither (see above).
+local function may_tell(w)
+  return not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[3], KEYS[4] .. ':' .. w, ARGV[1])
+end
+
+-- the waiter this undo must tell, as the steps below will find it: the head
+-- (after the owner left) when its last hold is given back
 do
   local latch = redis.call('get', KEYS[5])
   if latch ~= 'undone' and latch ~= 'xd' and not (latch == 'x' and stay) then
-    local q, tellw, i = redis.call('lrange', KEYS[2], 0, -1), {}, 1
+    local q, tellw = redis.call('lrange', KEYS[2], 0, -1), {}
     local leaving = latch == 'x' or (latch == false and not stay)
-    if leaving then
-      while q[i] and q[i] ~= owner do i = i + 1 end
-      for j = i + 1, #q do
-        if q[j] ~= owner then tellw[#tellw + 1] = q[j] end
-      end
-    end
     local held = tonumber(redis.call('hget', KEYS[1], owner) or '0') or 0
     if (latch == '1' and held == 1) or (latch == false and keep == 0 and held > 0) then
       for k = 1, #q do
@@ -106,15 +109,16 @@ local function leave()
   local i = 1
   while i <= #q and q[i] ~= owner do i = i + 1 end
   for j = i + 1, #q do
-    redis.call('zincrby', KEYS[3], -slot, q[j])
+    if may_tell(q[j]) then redis.call('zincrby', KEYS[3], -slot, q[j]) end
   end
   redis.call('zrem', KEYS[3], owner)
   redis.call('lrem', KEYS[2], 0, owner)
   -- every waiter behind me is told, the lock held or not: its deadline just
   -- moved down a slot, possibly to before its next try (a live rlock waiter
-  -- then tries at once and keeps it alive)
+  -- then tries at once and keeps it alive); one this user may not tell kept
+  -- its deadline
   for j = i + 1, #q do
-    if q[j] ~= owner then redis.call(ARGV[3], KEYS[4] .. ':' .. q[j], ARGV[1]) end
+    if q[j] ~= owner and may_tell(q[j]) then redis.call(ARGV[3], KEYS[4] .. ':' .. q[j], ARGV[1]) end
   end
 end
 

@@ -8,7 +8,12 @@
  *                     re-send, then timed out with RLOCK_EBUSY; waiting
  *                     forever it polled forever); the holder's state is as
  *                     it was (no fair queue entry left behind).
- *   waiter_forever_refused  the same for a wait without bound. */
+ *   waiter_forever_refused  the same for a wait without bound.
+ *   waiters_refused_together  four waiters of one channel, refused at once.
+ *   fair_waiters_refused_together  two fair waiters of the user: both leave
+ *                     the queue (before: the first one's give-up, which
+ *                     would tell the second one, was refused NOPERM: its
+ *                     entry kept the free lock from a try for its slot). */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,6 +123,52 @@ TEST(waiters_refused_together) {
   rlock_client_free(app), rlock_client_free(admin);
 }
 
+/* Two fair waiters of the user, refused together: each one's give-up must
+ * take it out of the queue, the first one's too, although the waiter behind
+ * it (whose channel this user may not publish to) would be told its deadline
+ * moved. Before: the first one's undo was refused NOPERM as a whole (nothing
+ * written), its queue entry stayed until its slot ran out (10 s), and the
+ * other user's next fair waiter had to wait for that after the unlock. */
+static atomic_int fair_rc[2], fair_n;
+static void fair_cb(rlock_lock_t *l, int st, int64_t value, void *arg) {
+  (void)l, (void)value;
+  atomic_store(&fair_rc[(intptr_t)arg], st);
+  atomic_fetch_add(&fair_n, 1);
+}
+static int fair_done(void *arg) { return (void)arg, atomic_load(&fair_n) == 2; }
+static int queue_empty(void *arg) {
+  (void)arg;
+  return th_cmd_int(srv, "LLEN", "redisson_lock_queue:{acl:fair2}", NULL) == 0 &&
+         th_cmd_int(srv, "ZCARD", "redisson_lock_timeout:{acl:fair2}", NULL) == 0;
+}
+
+TEST(fair_waiters_refused_together) {
+  rlock_client_t *admin = th_client(admin_url, 0), *app = th_client(app_url, 0);
+  rlock_lock_t *h, *w;
+  CHECK_OK(rlock_lock_new_fair(admin, "acl:fair2", 9, &h));
+  CHECK_OK(rlock_lock_new_fair(app, "acl:fair2", 9, &w));
+  CHECK_OK(rlock_lock_lock(h, 60000));
+  for (intptr_t i = 0; i < 2; i++)
+    CHECK_OK(rlock_lock_acquire_async(w, (rlock_owner_t)(200 + i), 30000, 10000, NULL, fair_cb, (void *)i));
+  CHECK_MSG(th_wait_until(fair_done, NULL, 30000), "%d of 2 fair waiters ended", atomic_load(&fair_n));
+  for (int i = 0; i < 2; i++) CHECK_RC(atomic_load(&fair_rc[i]), RLOCK_ENOPERM);
+  /* the give-ups are sent as the waiters end: wait for their answers (not
+   * for the 10 s slot of an entry left behind) */
+  int empty = th_wait_until(queue_empty, NULL, 2000);
+  printf("# queue %lld, deadlines %lld\n", th_cmd_int(srv, "LLEN", "redisson_lock_queue:{acl:fair2}", NULL),
+         th_cmd_int(srv, "ZCARD", "redisson_lock_timeout:{acl:fair2}", NULL));
+  CHECK_OK(rlock_lock_unlock(h));
+  /* the lock is free: another owner's try (no wait, it does not queue) gets
+   * it (before: the entry left at the head had the lock kept for it) */
+  int rc = rlock_lock_acquire(h, (rlock_owner_t)300, 0, 10000, NULL);
+  CHECK_MSG(empty, "a refused fair waiter's queue entry was left behind (then a try of the free lock: %s)",
+            rlock_err_name(rc));
+  CHECK_OK(rc);
+  CHECK_OK(rlock_lock_release(h, (rlock_owner_t)300));
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(app), rlock_client_free(admin);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all",
@@ -131,6 +182,7 @@ int main(int argc, char **argv) {
   RUN(waiter_refused_rw);
   RUN(waiter_forever_refused);
   RUN(waiters_refused_together);
+  RUN(fair_waiters_refused_together);
   th_server_stop(srv);
   return th_done();
 }

@@ -7,7 +7,9 @@
  * than the lease (the holder is told), added latency, and outages (the
  * proxy refuses): a wait-forever waiter waits through them and gets the
  * lock after, a bounded wait ends with RLOCK_ECONNECT near its bound, a
- * cancel ends the wait with RLOCK_ECANCELED and leaves no hold. */
+ * cancel ends the wait with RLOCK_ECANCELED and leaves no hold; a try
+ * applied whose answer is lost after the wait bound is re-sent after the
+ * reconnect and granted (not given up at the bound). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -465,6 +467,41 @@ TEST(delay) {
   rlock_client_free(c);
 }
 
+/* A bounded acquire whose try was applied but whose answer is lost after
+ * the wait bound passed (replies blackholed, then the connection cut): the
+ * try is re-sent with the same id once the client has reconnected and the
+ * latch answers "granted" (lock.c acquire_failed: the wait bound is about
+ * waiting for the lock, not about the transport). Before: the re-send got
+ * the bound as its wait_end (803f0d9), was given up before the reconnect,
+ * the hold was undone and the call ended RLOCK_ECONNECT with the lock free. */
+static int applied(void *a) { return th_cmd_int(srv, "EXISTS", (const char *)a, NULL) == 1; }
+
+TEST(answer_lost_after_bound_resent) {
+  rlock_client_t *c = fh_client(purl, 30000, 5000, 2);
+  rlock_lock_t *l = th_lock(c, "net:lostbound");
+  ping(c); /* connected */
+  fh_latch_t done;
+  fh_latch_init(&done);
+  fp_blackhole(px, FP_DOWN);
+  int64_t t0 = rlock_now_ms();
+  CHECK_OK(rlock_lock_acquire_async(l, (rlock_owner_t)42, 300, 30000, NULL, fh_latch_cb, &done));
+  CHECK_MSG(th_wait_until(applied, "net:lostbound", 5000), "the try never reached the server");
+  int64_t left = t0 + 400 - rlock_now_ms();
+  if (left > 0) th_sleep_ms(left); /* the fault: the answer is lost after the 300 ms bound */
+  fp_cut(px);
+  fp_blackhole(px, 0);
+  CHECK_MSG(fh_latch_wait(&done, 20000), "the acquire never ended");
+  printf("# acquire ended %s after %lld ms\n", rlock_err_name(done.status), (long long)(rlock_now_ms() - t0));
+  CHECK_RC(done.status, RLOCK_OK);
+  char o[128];
+  CHECK_EQ(th_hget_num(srv, "net:lostbound", th_owner_id(c, 42, o, sizeof o)), 1);
+  CHECK_OK(rlock_lock_release(l, (rlock_owner_t)42));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "net:lostbound", NULL), 0);
+  fh_latch_destroy(&done);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
   srv = th_server_start(NULL);
@@ -484,6 +521,7 @@ int main(int argc, char **argv) {
   RUN(refused_bounded_wait_busy);
   RUN(refused_cancel_parked);
   RUN(refused_cancel_try_queued);
+  RUN(answer_lost_after_bound_resent);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
