@@ -463,8 +463,9 @@ RLOCK_EXPORT void rlock_reply_free(rlock_reply_t *reply);
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Parses a duration "250" (ms), "250ms", "1.5s", "2m", "1h", "1d", "1h30m"
- * into ms. RLOCK_EINVAL for anything else, a part of a ms, or overflow. */
+/* Parses a duration "250" (ms), "250ms", "1.5s", "2m", "1h", "1d", or a sum
+ * of such parts ("1h30m") into ms. RLOCK_EINVAL for anything else, a part of
+ * a ms, or overflow. */
 RLOCK_EXPORT int rlock_duration_parse(const char *s, int64_t *out_ms);
 
 /* Copies url into buf (cut to buflen, always NUL-terminated) with anything
