@@ -19,6 +19,9 @@ static const struct {
     {"demo", cmd_demo, "stock-deduction demo: worker processes share one lock"},
     {"semaphore", cmd_semaphore, "set, acquire, release or show a semaphore's permits"},
     {"latch", cmd_latch, "set, count down, await or show a count-down latch"},
+    {"acquire", cmd_acquire, "take a lock with a fixed lease; print its owner token"},
+    {"extend", cmd_extend, "set the lease of a hold given its owner token"},
+    {"release", cmd_release, "release a hold given its owner token"},
 };
 
 static void help(FILE *f) {
