@@ -78,6 +78,7 @@ int cmd_latch(cli_global_t *g, int argc, char **argv);
 int cmd_acquire(cli_global_t *g, int argc, char **argv); /* cmd_hold.c */
 int cmd_extend(cli_global_t *g, int argc, char **argv);
 int cmd_release(cli_global_t *g, int argc, char **argv);
+int cmd_ls(cli_global_t *g, int argc, char **argv); /* cmd_ls.c */
 
 /* "rlock: <message>\n" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -22,6 +22,7 @@ static const struct {
     {"acquire", cmd_acquire, "take a lock with a fixed lease; print its owner token"},
     {"extend", cmd_extend, "set the lease of a hold given its owner token"},
     {"release", cmd_release, "release a hold given its owner token"},
+    {"ls", cmd_ls, "list the locks: kind, holders, TTL, waiters"},
 };
 
 static void help(FILE *f) {
