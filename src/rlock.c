@@ -37,7 +37,7 @@ static void help(FILE *f) {
         "Durations: 250ms (or 250), 1.5s, 2m, 1h, 1d, or a sum such as 1h30m.\n"
         "Exit codes: 64 usage, 65 not a lock (unlock), 69 Redis unavailable,\n"
         "70 internal error, 75 timed out waiting, 76 lock lost, 77 ACL refuses; exec: the\n"
-        "command's status; status: 0 held, 1 free.\n", f);
+        "command's status; status: 0 held, 1 free; extend, release: 1 not held by TOKEN.\n", f);
 }
 
 int main(int argc, char **argv) {
