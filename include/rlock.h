@@ -123,7 +123,16 @@ typedef struct rlock_options {
    * rlock_options_init. A new field takes slots from here. */
   int64_t fair_waiter_timeout_ms; /* fair locks: a dead waiter's slot; default 10000
                                    (docs/api/fair.md) */
-  int64_t reserved_[15];
+  /* Act as an earlier client: its id (rlock_client_id, 36 characters of an
+   * RFC 4122 UUID) instead of a random one, so that this client's owner n is
+   * that client's owner n (e.g. `rlock release NAME TOKEN`). NULL: random.
+   * Holds are checked on the server: a wrong id holds nothing. Malformed:
+   * RLOCK_EINVAL. In a union with a reserved slot (same size everywhere). */
+  union {
+    const char *client_id;
+    int64_t reserved_client_id_;
+  };
+  int64_t reserved_[14];
 } rlock_options_t;
 
 /* Fills opts with the defaults. */

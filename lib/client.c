@@ -5,6 +5,7 @@
  * use from a forked child refused, and the lock-lost callback. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <inttypes.h>
@@ -757,6 +758,15 @@ static void stop_thread(client_t *cl) {
   }
 }
 
+/* 8-4-4-4-12 hex digits (either case), as rlock__uuid writes. */
+static bool client_id_valid(const char *id) {
+  for (int i = 0; i < 36; i++) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? id[i] != '-' : !isxdigit((unsigned char)id[i])) return false;
+  }
+  return id[36] == '\0';
+}
+
 RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
@@ -765,6 +775,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   rlock_options_init(&defaults);
   int rc = validate(opts);
   if (rc) return rc;
+  if (opts->client_id && !client_id_valid(opts->client_id))
+    return rlock__fail(RLOCK_EINVAL, "client_id is not a 36-character UUID such as rlock_client_id gives");
   rlock__script_init();
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
@@ -793,7 +805,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     return rc;
   }
   cl->topo = rlock__topology_for(&cl->url);
-  rlock__uuid(cl->id);
+  if (opts->client_id) memcpy(cl->id, opts->client_id, 36), cl->id[36] = '\0';
+  else rlock__uuid(cl->id);
   rlock__prng_seed(&cl->prng);
   cl->fork_gen = rlock__fork_generation();
   cl->base = event_base_new();

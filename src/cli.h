@@ -75,6 +75,10 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv);
 int cmd_demo(cli_global_t *g, int argc, char **argv);
 int cmd_semaphore(cli_global_t *g, int argc, char **argv); /* cmd_semaphore.c */
 int cmd_latch(cli_global_t *g, int argc, char **argv);
+int cmd_acquire(cli_global_t *g, int argc, char **argv); /* cmd_hold.c */
+int cmd_extend(cli_global_t *g, int argc, char **argv);
+int cmd_release(cli_global_t *g, int argc, char **argv);
+int cmd_ls(cli_global_t *g, int argc, char **argv); /* cmd_ls.c */
 
 /* "rlock: <message>\n" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,8 +1,7 @@
 /* cmd_unlock.c -- `rlock unlock --force [--any-type] NAME`: deletes a lock
  * whoever holds it and wakes its waiters; a key of that name that is not a
- * lock is left alone (exit 65) unless --any-type. Only --force exists: a CLI
- * process ends when the command does, so it can never own a hold to release
- * normally. */
+ * lock is left alone (exit 65) unless --any-type. Only --force exists: a hold
+ * taken by `rlock acquire` ends with `rlock release NAME TOKEN` (cmd_hold.c). */
 #include <getopt.h>
 
 #include "cli.h"
@@ -14,7 +13,7 @@ static const char usage_text[] =
     "renewal (an `rlock exec` holder then stops its command and exits 76).\n"
     "A key NAME that is not a lock (not a hash of owner -> count) is left as it\n"
     "is (exit 65).\n\n"
-    "  --force        required: a CLI process never owns a hold to release\n"
+    "  --force        required (a hold of 'rlock acquire': 'rlock release NAME TOKEN')\n"
     "  --any-type     delete NAME even if it is not a lock\n"
     "  --simple       NAME is a simple lock (a string: exec --simple, redis-py...)\n"
     "  --fair         NAME is a fair lock (exec --fair, RFairLock): wakes the queue's head\n"
@@ -47,8 +46,8 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
     if (ex) return ex;
   }
   if (!force)
-    return cli_usage("unlock", "only 'unlock --force NAME' is supported: a CLI process cannot own a "
-                               "hold (holds end with 'rlock exec')");
+    return cli_usage("unlock", "only 'unlock --force NAME' is supported (holds end with 'rlock exec', "
+                               "or 'rlock release NAME TOKEN' after 'rlock acquire')");
   if (optind != argc - 1) return cli_usage("unlock", "expected exactly one lock NAME");
   const char *name = argv[optind];
   if ((ex = cli_name("unlock", name))) return ex;

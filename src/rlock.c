@@ -19,6 +19,10 @@ static const struct {
     {"demo", cmd_demo, "stock-deduction demo: worker processes share one lock"},
     {"semaphore", cmd_semaphore, "set, acquire, release or show a semaphore's permits"},
     {"latch", cmd_latch, "set, count down, await or show a count-down latch"},
+    {"acquire", cmd_acquire, "take a lock with a fixed lease; print its owner token"},
+    {"extend", cmd_extend, "set the lease of a hold given its owner token"},
+    {"release", cmd_release, "release a hold given its owner token"},
+    {"ls", cmd_ls, "list the locks: kind, holders, TTL, waiters"},
 };
 
 static void help(FILE *f) {
@@ -33,7 +37,7 @@ static void help(FILE *f) {
         "Durations: 250ms (or 250), 1.5s, 2m, 1h, 1d, or a sum such as 1h30m.\n"
         "Exit codes: 64 usage, 65 not a lock (unlock), 69 Redis unavailable,\n"
         "70 internal error, 75 timed out waiting, 76 lock lost, 77 ACL refuses; exec: the\n"
-        "command's status; status: 0 held, 1 free.\n", f);
+        "command's status; status: 0 held, 1 free; extend, release: 1 not held by TOKEN.\n", f);
 }
 
 int main(int argc, char **argv) {

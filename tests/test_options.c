@@ -361,6 +361,59 @@ TEST(retry_zero_connection_lost) {
   rlock_client_free(c);
 }
 
+/* client_id: a client made with an earlier client's id acts as its owners
+ * (the lock's field names that id); a wrong id holds nothing, and releases
+ * nothing of the real owner; malformed ids are RLOCK_EINVAL. */
+TEST(client_id_acts_as_owner) {
+  static const char *const bad[] = {"", "not-a-uuid", "0123456789abcdef0123456789abcdef0123",
+                                    "01234567-89ab-cdef-0123-456789abcdef0", "01234567-89ab-cdef-0123-456789abcdeg",
+                                    "01234567_89ab-cdef-0123-456789abcdef"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rlock_options_t o;
+    rlock_options_init(&o);
+    o.url = srv->url;
+    o.client_id = bad[i];
+    expect_einval(&o, "client_id", bad[i]);
+  }
+  rlock_client_t *a = th_client(srv->url, 0);
+  rlock_lock_t *la;
+  CHECK_OK(rlock_lock_new(a, "options:cid", 11, &la));
+  CHECK_OK(rlock_lock_acquire(la, 7, 0, 60000, NULL));
+  char id[37];
+  memcpy(id, rlock_client_id(a), 37);
+  rlock_lock_free(la);
+  rlock_client_free(a); /* the hold stays: its lease runs */
+
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.client_id = "00000000-0000-4000-8000-000000000000"; /* not the holder */
+  rlock_client_t *w;
+  CHECK_OK(rlock_client_new(&w, &o));
+  CHECK(strcmp(rlock_client_id(w), o.client_id) == 0);
+  rlock_lock_t *lw;
+  CHECK_OK(rlock_lock_new(w, "options:cid", 11, &lw));
+  CHECK_RC(rlock_lock_release(lw, 7), RLOCK_ENOTHELD);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "options:cid", NULL), 1);
+  rlock_lock_free(lw);
+  rlock_client_free(w);
+
+  o.client_id = id; /* the holder's id: owner 7 is the holder */
+  rlock_client_t *b;
+  CHECK_OK(rlock_client_new(&b, &o));
+  CHECK(strcmp(rlock_client_id(b), id) == 0);
+  rlock_lock_t *lb;
+  CHECK_OK(rlock_lock_new(b, "options:cid", 11, &lb));
+  int held = 0;
+  CHECK_OK(rlock_lock_is_held(lb, 7, &held));
+  CHECK_EQ(held, 1);
+  CHECK_RC(rlock_lock_release(lb, 8), RLOCK_ENOTHELD); /* another owner of that id */
+  CHECK_OK(rlock_lock_release(lb, 7));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "options:cid", NULL), 0);
+  rlock_lock_free(lb);
+  rlock_client_free(b);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 110);
   srv = th_server_start(NULL);
@@ -370,6 +423,7 @@ int main(int argc, char **argv) {
   RUN(retry_zero_unlock_timeout);
   RUN(retry_zero_acquire_timeout);
   RUN(retry_zero_connection_lost);
+  RUN(client_id_acts_as_owner);
   RUN(huge_durations_refused); /* last: fails until the library bounds durations */
   th_server_stop(srv);
   return th_done();
