@@ -25,7 +25,7 @@ struct channel {
   ch_state_t state;
   conn_t *on; /* the connection it was (is being) subscribed on */
   waiter_t *head, *tail;
-  int wakes; /* a message came while no waiter was parked */
+  int wakes; /* wake tokens: a message came while fewer waiters were parked */
   int refused; /* RLOCK_ENOPERM: the server refused the subscription (an ACL
                   without the channel); its waiters end, why says so */
   char *why;
@@ -40,7 +40,8 @@ typedef struct sub_ctx {
 } sub_ctx_t;
 
 /* Wakes up to n parked waiters (in the order they joined); when fewer are
- * parked, a wake token is left first for one whose try is in flight
+ * parked, wake tokens are left first for up to the rest of n waiters whose
+ * try is in flight (each takes one as it parks and tries again)
  * (nothing touches ch once a waiter ran). INT_MAX wakes them all: every
  * waiter whose try is in flight gets a token of its own (its try may have
  * run before the release: it must try again, as the parked ones do). */
@@ -48,9 +49,20 @@ static void wake_some(channel_t *ch, int n) {
   if (n == INT_MAX)
     for (waiter_t *w = ch->head; w; w = w->next)
       if (!w->parked) w->token = true;
-  int parked = 0;
-  for (waiter_t *w = ch->head; w && parked < n; w = w->next) parked += w->parked;
-  if (parked < n) ch->wakes = 1;
+  int parked = 0, busy = 0;
+  for (waiter_t *w = ch->head; w; w = w->next)
+    if (w->parked) parked++;
+    else busy++;
+  if (parked > n) parked = n;
+  if (parked < n) {
+    /* the rest are wake tokens, one each for up to that many waiters whose
+     * try is in flight (it may have run before the release): one token only
+     * would leave a second such waiter asleep beside a permit it fits */
+    int left = n == INT_MAX ? 1 : n - parked;
+    if (left > busy) left = busy;
+    if (left < 1) left = 1;
+    if (ch->wakes < left) ch->wakes = left;
+  }
   for (waiter_t *w = ch->head, *next; w && parked > 0; w = next) {
     next = w->next;
     if (w->parked) {
@@ -330,7 +342,8 @@ bool rlock__pubsub_park(waiter_t *w) {
     return true;
   }
   if (w->ch && w->ch->wakes) {
-    w->ch->wakes = 0;
+    RLOCK__ASSERT(w->ch->wakes > 0);
+    w->ch->wakes--;
     return true; /* a message came while we were busy: try again now */
   }
   w->parked = true;
