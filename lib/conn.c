@@ -370,6 +370,33 @@ static void replicas_done(req_t *r, int status, rlock_reply_t *reply) {
   handshake_done(r, status, reply);
 }
 
+static req_t *handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth);
+
+/* SCRIPT EXISTS of every embedded script answered: SCRIPT LOAD only the ones
+ * the server lacks, before the connection is ready (their requests count in
+ * handshake_left before this one is done). A reconnect to a server that kept
+ * them loads none: one command, not one compile per script (40 of them, which
+ * delayed the first renewals after a reconnect). An answer that is not one
+ * integer per script (a proxy, a refusal): every script is loaded, as
+ * before; an error is judged as any handshake refusal. */
+static void scripts_exist_done(req_t *r, int status, rlock_reply_t *reply) {
+  conn_t *c = r->ctx;
+  if (status == 0 && c->state == CS_HANDSHAKE) {
+    bool known = reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements == (size_t)SCRIPT_N;
+    for (int s = 1; s <= SCRIPT_N; s++) {
+      const rlock_reply_t *e = known ? reply->element[s - 1] : NULL;
+      if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) continue;
+      const char *a[3] = {"SCRIPT", "LOAD", rlock__script_body(s)};
+      if (!handshake_cmd(c, 3, a, false)) break; /* dropped (out of memory) */
+    }
+  }
+  if (reply && reply->type != RLOCK_REPLY_ERROR) { /* an array: not an answer handshake_done knows */
+    rlock_reply_free(reply);
+    reply = NULL;
+  }
+  handshake_done(r, status, reply);
+}
+
 static req_t *handshake_req(conn_t *c, int argc, const char **argv, bool is_auth, req_done_fn done) {
   req_t *r = rlock__req_new(argc, argv, NULL, connect_timeout(c), done, c);
   if (!r) {
@@ -429,11 +456,11 @@ static void start_handshake(conn_t *c) {
     const char *a[2] = {"INFO", "replication"};
     handshake_req(c, 2, a, false, replicas_done);
   }
-  if (c->kind == CONN_CMD)
-    for (int s = 1; s <= SCRIPT_N; s++) {
-      const char *a[3] = {"SCRIPT", "LOAD", rlock__script_body(s)};
-      handshake_cmd(c, 3, a, false);
-    }
+  if (c->kind == CONN_CMD) {
+    const char *a[SCRIPT_N + 2] = {"SCRIPT", "EXISTS"};
+    for (int s = 1; s <= SCRIPT_N; s++) a[s + 1] = rlock__script_sha(s);
+    handshake_req(c, SCRIPT_N + 2, a, false, scripts_exist_done);
+  }
   if (c->state != CS_HANDSHAKE) return;
   c->handshake_left--;
 }

@@ -474,6 +474,7 @@ enum { SCRIPT__NONE, RLOCK__SCRIPT_MAP(SCRIPT_ENUM_ROW) SCRIPT__END, SCRIPT_N = 
 #undef SCRIPT_ENUM_ROW
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
+const char *rlock__script_sha(int script); /* 40 hex digits */
 /* A request running `script` with keys and args (EVALSHA form). */
 req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
                   const char **args, const size_t *arglens, int64_t timeout_ms,

@@ -36,6 +36,7 @@ static void compute(void) {
 
 void rlock__script_init(void) { pthread_once(&once, compute); }
 const char *rlock__script_body(int s) { return bodies[s]; }
+const char *rlock__script_sha(int s) { return shas[s]; }
 
 /* The n strings (lens NULL: strlen) as bulk strings at p; returns the end. */
 static char *bulks(char *p, int n, const char **s, const size_t *lens) {

@@ -362,6 +362,7 @@ static const char acl_script[] =
     "need('key ' .. ARGV[6] .. ' (the scripts get the channel as a key)', 'exists', ARGV[6])\n"
     "need('evalsha', 'evalsha', '0000000000000000000000000000000000000000', '0')\n"
     "need('script load', 'script', 'load', 'return 1')\n"
+    "need('script exists', 'script', 'exists', '0000000000000000000000000000000000000000')\n"
     "local cmds = {'exists', 'pttl', 'pexpire', 'del', 'type', 'hget', 'hset', 'hdel', 'hincrby', 'hexists', 'hlen',\n"
     "  'hgetall', 'get', 'set'}\n"
     "if kind == 'w' then cmds[#cmds + 1] = 'hkeys' end\n"

@@ -24,9 +24,9 @@
 
 /* ------------------------------------------------------------ the fake server */
 
-/* SCRIPT LOADs in a command connection's handshake: every embedded script,
- * one per row of lib/scripts.h (counted from that list, so a new kind's
- * scripts cannot put the unsolicited reply inside the handshake). */
+/* A command connection's handshake ends with SCRIPT EXISTS of every embedded
+ * script (one per row of lib/scripts.h), answered "all loaded" here, so no
+ * SCRIPT LOAD follows: the unsolicited reply comes right after it. */
 #define ONE_SCRIPT(e, file) +1
 #define HANDSHAKE_SCRIPTS (0 RLOCK__SCRIPT_MAP(ONE_SCRIPT))
 
@@ -84,9 +84,16 @@ static int answer(fake_t *f, fconn_t *c, redisReply *req) {
   }
   if (!strcasecmp(v, "SCRIPT")) {
     c->is_cmd = 1;
+    if (req->elements >= 2 && !strcasecmp(req->element[1]->str, "EXISTS")) {
+      if (req->elements - 2 != HANDSHAKE_SCRIPTS) return -1; /* not every script asked about */
+      int n = snprintf(buf, sizeof buf, "*%zu\r\n", req->elements - 2);
+      send_all(c->fd, buf, (size_t)n);
+      for (size_t i = 2; i < req->elements; i++) send_all(c->fd, ":1\r\n", 4);
+      c->handshake_left = 0;
+      if (f->cfg.unsolicited) send_all(c->fd, f->cfg.unsolicited, strlen(f->cfg.unsolicited));
+      return 0;
+    }
     send_all(c->fd, "$40\r\n0123456789012345678901234567890123456789\r\n", 47);
-    if (--c->handshake_left == 0 && f->cfg.unsolicited)
-      send_all(c->fd, f->cfg.unsolicited, strlen(f->cfg.unsolicited));
     return 0;
   }
   if (!strcasecmp(v, "SUBSCRIBE") || !strcasecmp(v, "UNSUBSCRIBE")) {
