@@ -1102,27 +1102,10 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port) {
 
 /* ------------------------------------------------------------ resolving */
 
-/* A name resolution in flight (conn.c). evdns calls dns_done exactly once,
- * even after evdns_getaddrinfo_cancel (with EVUTIL_EAI_CANCEL, on a later
- * pass of the loop): a cancelled job has c == NULL and only frees itself. */
-typedef struct dns_job {
-  client_t *cl;
-  conn_t *c; /* NULL: cancelled */
-  struct evdns_getaddrinfo_request *req;
-} dns_job_t;
-
 static void try_connect(conn_t *c);
 
-/* Stops c's resolution, if any: its callback will not touch c. */
-static void dns_cancel(conn_t *c) {
-  dns_job_t *job = c->dns;
-  if (!job) return;
-  c->dns = NULL;
-  job->c = NULL;
-  evdns_getaddrinfo_cancel(job->req);
-}
-
-/* The addresses of c's node are known (or not): connect to the first. */
+/* The addresses of c's node are known (or not): connect to the first.
+ * Called by resolve.c, on this pass or a later one. */
 static void resolved(conn_t *c, int err, struct addrinfo *res) {
   if (err) {
     char msg[300];
@@ -1135,23 +1118,7 @@ static void resolved(conn_t *c, int err, struct addrinfo *res) {
   try_connect(c);
 }
 
-static void dns_done(int err, struct evutil_addrinfo *res, void *arg) {
-  dns_job_t *job = arg;
-  conn_t *c = job->c;
-  job->cl->dns_jobs--;
-  free(job);
-  if (!c) { /* cancelled: c may be gone */
-    if (res) evutil_freeaddrinfo(res);
-    return;
-  }
-  c->dns = NULL;
-  resolved(c, err, res);
-}
-
-/* Resolves c's node, then connects. A numeric address is parsed here (no
- * DNS at all); a name goes to the client's evdns (/etc/hosts answers at
- * once, a nameserver on a later pass): the I/O thread never blocks on it.
- * The connect deadline (armed already) cancels a resolution still running. */
+/* Resolves c's node (resolve.c), then connects. */
 static void resolve(conn_t *c) {
   if (c->addrs) evutil_freeaddrinfo(c->addrs);
   c->addrs = c->addr_next = NULL;
@@ -1159,33 +1126,7 @@ static void resolve(conn_t *c) {
     try_connect(c);
     return;
   }
-  struct evutil_addrinfo hints = {0}, *res = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  char port[16];
-  snprintf(port, sizeof port, "%d", node_port(c));
-  int rc = getaddrinfo(node_host(c), port, &hints, &res); /* numeric only: never asks DNS */
-  if (rc != EAI_NONAME) {
-    resolved(c, rc, res);
-    return;
-  }
-  hints.ai_flags = 0;
-  client_t *cl = c->cl;
-  struct evdns_base *dns = rlock__client_dns(cl);
-  dns_job_t *job = dns ? calloc(1, sizeof *job) : NULL;
-  if (!job) {
-    drop(c, RLOCK_ENOMEM, "out of memory (resolver)");
-    return;
-  }
-  job->cl = cl;
-  job->c = c;
-  c->dns = job;
-  cl->dns_jobs++;
-  atomic_fetch_add(&cl->dns_lookups, 1);
-  /* NULL: answered already (dns_done ran, job is gone) */
-  struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(dns, node_host(c), port, &hints, dns_done, job);
-  if (req) job->req = req;
+  if (rlock__resolve_start(c, node_host(c), node_port(c), resolved)) drop(c, RLOCK_ENOMEM, "out of memory (resolver)");
 }
 
 static SSL *new_ssl(conn_t *c) {
@@ -1428,7 +1369,7 @@ static void drop(conn_t *c, int err, const char *msg) {
   if (c->state == CS_IDLE || c->state == CS_CLOSED) return;
   bool was_ready = c->state == CS_READY;
   c->state = CS_IDLE;
-  dns_cancel(c);
+  rlock__resolve_cancel(c);
   if (c->ping) evtimer_del(c->ping);
   c->ping_missed = false;
   c->timeouts_in_row = 0;
@@ -1479,7 +1420,7 @@ int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
 void rlock__conn_close(conn_t *c) {
   if (c->state == CS_CLOSED) return;
   c->state = CS_CLOSED;
-  dns_cancel(c);
+  rlock__resolve_cancel(c);
   leave_direct(c);
   if (c->bev) bufferevent_free(c->bev);
   c->bev = NULL;

@@ -842,6 +842,10 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 }
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up (copied) */
+/* latch_batch.c: the queued DELs leave now (the pass, shutdown); the delay timer's callback. */
+#define RLOCK__DEL_BATCH 128
+void rlock__latch_send_dels(client_t *cl);
+void rlock__latch_timer_cb(evutil_socket_t fd, short what, void *arg);
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 void rlock__client_write_batch(client_t *cl); /* the command connection's counted writes, now */
 /* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
@@ -870,6 +874,11 @@ static inline size_t rlock__publish_len(const client_t *cl) { return cl->sharded
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
 struct evdns_base *rlock__client_dns(client_t *cl);
+/* resolve.c: the addresses of c's node, then done(c, err, res) (at once for
+ * a numeric address, else on a later pass). RLOCK_ENOMEM: nothing started. */
+typedef void (*rlock__resolved_fn)(conn_t *c, int err, struct addrinfo *res);
+int rlock__resolve_start(conn_t *c, const char *host, int port, rlock__resolved_fn done);
+void rlock__resolve_cancel(conn_t *c); /* its callback will not run for c */
 /* Test hooks: compiled only with RLOCK_TEST_HOOKS, which the tests' archive
  * (rlock_static_test) sets for the files of RLOCK_HOOKED_SOURCES
  * (lib/CMakeLists.txt); the shipped libraries have none (check_symbols.sh).
