@@ -17,9 +17,8 @@
 #include <openssl/x509.h>
 #include <event2/dns.h>
 
-/* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+/* TEST ONLY (internal.h). */
 #ifdef RLOCK_TEST_HOOKS
-const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
 void (*rlock__test_call_hook)(client_t *cl, int where);
@@ -78,6 +77,19 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
   pthread_mutex_unlock(&cl->cbmu);
   rlock__client_leave(cl);
 }
+
+/* What the client's connections call back (conn_up_t): conn.c knows the
+ * client only through this table. */
+const conn_up_t rlock__client_conn_up = {
+    .pass_begin = rlock__client_pass_begin,
+    .pass_end = rlock__client_pass_end,
+    .flush = rlock__client_flush,
+    .write_batch = rlock__client_write_batch,
+    .cmd_ready = rlock__fast_cmd_ready,
+    .sync_decide = rlock__client_sync_decide,
+    .script_body = rlock__script_body,
+    .script_to_eval = rlock__script_to_eval,
+};
 
 /* ------------------------------------------------------------ routing */
 
@@ -345,54 +357,12 @@ static void cmd_error(conn_t *c, int err, const char *msg) {
   if (!c->ever_ready) start_result(c->cl, err, msg);
 }
 
-struct evdns_base *rlock__client_dns(client_t *cl) {
-  if (cl->dns) return cl->dns;
-  const char *conf = "/etc/resolv.conf";
-#ifdef RLOCK_TEST_HOOKS
-  if (rlock__test_resolv_conf) conf = rlock__test_resolv_conf;
-#endif
-  cl->dns = evdns_base_new(cl->base, 0);
-  /* /etc/hosts and resolv.conf's nameservers, search list and options; a
-   * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
-  if (!cl->dns) return NULL;
-  evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
-  /* Once one family (A or AAAA) answered, evdns waits this long for the
-   * other before it answers with what it has: 3 s by default, longer than
-   * the connect timeout, so a nameserver that never answers AAAA (or answers
-   * it slowly) failed every attempt although the address was known.
-   * min(500 ms, connect_timeout_ms / 4); in seconds, written in the locale
-   * evdns reads it in (strtod, same thread). */
-  int64_t ms = cl->opt.connect_timeout_ms / 4;
-  if (ms > 500) ms = 500;
-  if (ms < 1) ms = 1;
-  char skew[32];
-  snprintf(skew, sizeof skew, "%.3f", (double)ms / 1000.0);
-  evdns_base_set_option(cl->dns, "getaddrinfo-allow-skew:", skew);
-  return cl->dns;
-}
-
-/* After the engine shut down: the resolutions the closed connections
- * cancelled call back on a later pass of the loop (freeing their jobs), and
- * only then may the resolver go (their callbacks read it). */
-static void close_dns(client_t *cl) {
-  while (cl->dns_jobs > 0) event_base_loop(cl->base, EVLOOP_ONCE);
-  if (!cl->dns) return;
-  /* evdns may still have a cancel of its own in the loop: the other address
-   * family's query, given up getaddrinfo-allow-skew after the first answered,
-   * whose reply callback (and its memory) is deferred to the next pass. Run
-   * that pass, or the memory goes with the base (valgrind in CI: 912 bytes
-   * from evdns_cancel_request, test_dns). */
-  event_base_loop(cl->base, EVLOOP_NONBLOCK);
-  evdns_base_free(cl->dns, 0);
-  cl->dns = NULL;
-}
-
 static void *io_main(void *arg) {
   client_t *cl = arg;
   rlock__conn_start(&cl->cmd);
   rlock__conn_start(&cl->ps.conn);
   event_base_dispatch(cl->base);
-  close_dns(cl);
+  rlock__resolve_close(cl);
   return NULL;
 }
 
@@ -554,6 +524,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   rlock__script_init();
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  cl->conn_up = &rlock__client_conn_up;
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);

@@ -38,9 +38,13 @@
 #include <event2/dns.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
+
+/* The layer above, through the table the client set (conn_up_t). */
+#define UP(cl) ((cl)->conn_up)
 
 #define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
 
@@ -312,7 +316,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (c->before_pending) c->before_pending(c);
   write_pending(c);
   if (c->on_ready) c->on_ready(c);
-  rlock__client_flush(c->cl);
+  UP(c->cl)->flush(c->cl);
 }
 
 /* The requests queued while c was not ready, in order; while c holds them
@@ -354,7 +358,7 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   }
   c->replicas = online;
   if (online) c->had_replicas = true; /* WAITs may be queued on c from now on */
-  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending) rlock__fast_cmd_ready(c->cl); /* WAIT needed or not */
+  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending) UP(c->cl)->cmd_ready(c->cl); /* WAIT needed or not */
 }
 
 /* INFO replication: the replicas the node reports online (the replica-sync
@@ -431,7 +435,7 @@ static void start_handshake(conn_t *c) {
   }
   if (c->kind == CONN_CMD)
     for (int s = 1; s <= SCRIPT_N; s++) {
-      const char *a[3] = {"SCRIPT", "LOAD", rlock__script_body(s)};
+      const char *a[3] = {"SCRIPT", "LOAD", UP(cl)->script_body(s)};
       handshake_cmd(c, 3, a, false);
     }
   if (c->state != CS_HANDSHAKE) return;
@@ -542,7 +546,7 @@ static void later_cb(evutil_socket_t fd, short what, void *arg) {
   expire_later(c, now);
   while (c->later.head && c->later.head->resend_at <= now) conn_send_now(c, q_pop(&c->later));
   later_arm(c);
-  rlock__client_flush(c->cl);
+  UP(c->cl)->flush(c->cl);
 }
 
 /* r (answered, not completed) was refused before it ran: true if it is sent
@@ -579,7 +583,7 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
   if (r->script && err == head && rlock__reply_is_error(head, "NOSCRIPT")) {
     rlock_reply_free(reply);
     stat_add(c->cl, ST_NOSCRIPT, 1);
-    if (rlock__script_to_eval(r) == 0) {
+    if (UP(c->cl)->script_to_eval(r) == 0) {
       write_req(c, r);
       return;
     }
@@ -688,9 +692,9 @@ static void read_pass(struct bufferevent *bev, conn_t *c) {
 static void read_cb(struct bufferevent *bev, void *arg) {
   conn_t *c = arg;
   client_t *cl = c->cl;
-  rlock__client_pass_begin(cl);
+  UP(cl)->pass_begin(cl);
   read_pass(bev, c);
-  rlock__client_pass_end(cl);
+  UP(cl)->pass_end(cl);
 }
 
 #define READ_CHUNK 65536
@@ -717,9 +721,9 @@ static void direct_read_pass(evutil_socket_t fd, conn_t *c) {
 static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
   client_t *cl = c->cl;
-  rlock__client_pass_begin(cl);
+  UP(cl)->pass_begin(cl);
   direct_read_pass(fd, c);
-  rlock__client_pass_end(cl);
+  UP(cl)->pass_end(cl);
 }
 
 /* Connected on a plain socket: the connection reads and writes it itself
@@ -790,7 +794,7 @@ static void wbuf_add(conn_t *c, const char *p, size_t n) {
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
-  if (r->sync_defer && rlock__client_sync_decide(c->cl, c, r)) {
+  if (r->sync_defer && UP(c->cl)->sync_decide(c->cl, c, r)) {
     rlock__fail(RLOCK_ENOMEM, "out of memory");
     finish_err(r, RLOCK_ENOMEM);
     return;
@@ -815,7 +819,7 @@ static void write_req(conn_t *c, req_t *r) {
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
   if (c->direct && c == &c->cl->cmd && c->cl->in_pass && c->wbuf_n >= EARLY_FLUSH)
-    rlock__client_write_batch(c->cl); /* (EARLY_FLUSH) */
+    UP(c->cl)->write_batch(c->cl); /* (EARLY_FLUSH) */
 }
 
 /* End of a pass (and write_req, each EARLY_FLUSH bytes the pass gathered
@@ -1082,7 +1086,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
   if (c->state == CS_READY) check_alive(c);
   arm_at(c, next_deadline(c));
-  rlock__client_flush(c->cl);
+  UP(c->cl)->flush(c->cl);
 }
 
 /* ------------------------------------------------------------ connecting */

@@ -738,15 +738,31 @@ void rlock__fast_busy(client_t *cl, int slot, int delta);
 enum { RLOCK_STATS_MAP(ST_ROW) ST_COUNT };
 #undef ST_ROW
 
+/* What a connection needs of the layer above: conn.c calls nothing of the
+ * client, the fast path or the scripts directly, only this table, which the
+ * client sets at creation (cl->conn_up, client.c). */
+typedef struct conn_up {
+  void (*pass_begin)(client_t *cl); /* a pass of the loop starts (a read, a timer) */
+  void (*pass_end)(client_t *cl);
+  void (*flush)(client_t *cl);       /* end of an I/O batch */
+  void (*write_batch)(client_t *cl); /* the command connection's counted writes, now */
+  void (*cmd_ready)(client_t *cl);   /* the command connection is ready (or its replicas changed) */
+  int (*sync_decide)(client_t *cl, const conn_t *c, req_t *r); /* a deferred WAIT, decided when written */
+  const char *(*script_body)(int script);                      /* for SCRIPT LOAD in the handshake */
+  int (*script_to_eval)(req_t *r);                             /* NOSCRIPT: the request again as EVAL */
+} conn_up_t;
+extern const conn_up_t rlock__client_conn_up; /* the client's (client.c); tests' bare clients set it too */
+
 struct rlock_client {
   rlock_options_t opt;
+  const conn_up_t *conn_up; /* what its connections call back (above) */
   char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
   url_t url;
   char id[37];
   struct event_base *base;
   /* The resolver of host names (libevent's evdns on base: /etc/hosts and
    * /etc/resolv.conf, never blocking the loop), made on the first name that
-   * is not a numeric address (rlock__client_dns), freed by the I/O thread
+   * is not a numeric address (resolve.c), freed by the I/O thread
    * once the resolutions it cancelled have called back. */
   struct evdns_base *dns;
   int dns_jobs;                   /* resolutions whose callback is still to come */
@@ -873,12 +889,12 @@ static inline const char *rlock__publish_cmd(const client_t *cl) { return cl->sh
 static inline size_t rlock__publish_len(const client_t *cl) { return cl->sharded_pubsub ? 8 : 7; }
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
-struct evdns_base *rlock__client_dns(client_t *cl);
 /* resolve.c: the addresses of c's node, then done(c, err, res) (at once for
  * a numeric address, else on a later pass). RLOCK_ENOMEM: nothing started. */
 typedef void (*rlock__resolved_fn)(conn_t *c, int err, struct addrinfo *res);
 int rlock__resolve_start(conn_t *c, const char *host, int port, rlock__resolved_fn done);
 void rlock__resolve_cancel(conn_t *c); /* its callback will not run for c */
+void rlock__resolve_close(client_t *cl); /* after the engine shut down: the resolver goes */
 /* Test hooks: compiled only with RLOCK_TEST_HOOKS, which the tests' archive
  * (rlock_static_test) sets for the files of RLOCK_HOOKED_SOURCES
  * (lib/CMakeLists.txt); the shipped libraries have none (check_symbols.sh).
