@@ -142,11 +142,11 @@ static void shutdown_engine(client_t *cl) {
   rlock__conn_close(&cl->cmd);
   if (cl->topo->close) cl->topo->close(cl); /* the deployment's own connections (shards, sentinels) */
   rlock__usercmd_close(&cl->uc);
-  rlock__op_fail_all(cl, RLOCK_ECLOSED);
-  rlock__op_index_free(cl);
+  cl->lock_up->op_fail_all(cl, RLOCK_ECLOSED);
+  cl->lock_up->op_index_free(cl);
   rlock__pubsub_close(&cl->ps);
   rlock__watchdog_close(&cl->wd);
-  rlock__handoff_clear(cl);
+  cl->lock_up->handoff_clear(cl);
   rlock__latch_send_dels(cl); /* the command connection is closed: just frees them */
   if (cl->del_timer) event_free(cl->del_timer);
   if (cl->linger) event_free(cl->linger);
@@ -191,8 +191,8 @@ static void begin_close(client_t *cl) {
   rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
   rlock__set_msg("client closed");
   rlock__usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
-  rlock__op_undo_on_close(cl);
-  rlock__op_fail_all(cl, RLOCK_ECLOSED);
+  cl->lock_up->op_undo_on_close(cl);
+  cl->lock_up->op_fail_all(cl, RLOCK_ECLOSED);
   if (cl->cmd.state == CS_READY) rlock__latch_send_dels(cl);
   int64_t ms = close_linger_ms(cl);
   if ((cl->dels_inflight == 0 && cl->undos_inflight == 0) || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
@@ -228,9 +228,9 @@ static void run_submitted(client_t *cl) {
     op_t *next = op->next;
     op->next = NULL;
     if (stopping) {
-      rlock__op_end_unstarted(op);
+      cl->lock_up->op_end_unstarted(op);
     } else {
-      rlock__op_start(op);
+      cl->lock_up->op_start(op);
     }
     op = next;
   }
@@ -472,7 +472,7 @@ static void client_destroy(client_t *cl) {
   pthread_mutex_destroy(&cl->smu);
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
-  rlock__op_spares_free(cl);
+  cl->lock_up->op_spares_free(cl);
   if (cl->fast.serial) rlock__fast_destroy(cl);
   free(cl);
 }
@@ -505,7 +505,7 @@ static void stop_thread(client_t *cl) {
     for (op_t *op = take_submitted(cl), *next; op; op = next) {
       next = op->next;
       RLOCK__ASSERT(!op->fast_lost); /* pushed inside a fast call: taken by the I/O thread */
-      rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+      cl->lock_up->op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
     }
     if (last) break;
     struct timespec ts = {0, 50000};
@@ -513,7 +513,8 @@ static void stop_thread(client_t *cl) {
   }
 }
 
-RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
+/* rlock_client_new (lock.c) with the lock layer's table. */
+int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
   if (!opts) return rlock__fail(RLOCK_EINVAL, "options are NULL (start from rlock_options_init)");
@@ -525,6 +526,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
   cl->conn_up = &rlock__client_conn_up;
+  cl->lock_up = up;
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);

@@ -753,9 +753,29 @@ typedef struct conn_up {
 } conn_up_t;
 extern const conn_up_t rlock__client_conn_up; /* the client's (client.c); tests' bare clients set it too */
 
+/* What the client needs of the lock layer above (op completions, clean-up,
+ * the handoff marks): client.c, fast.c and usercmd.c call nothing of lock.c
+ * directly, only this table, which lock.c gives the client at creation
+ * (rlock_client_new -> rlock__client_create). */
+typedef struct lock_up {
+  void (*op_start)(op_t *op);
+  void (*op_finish)(op_t *op, int status, int64_t value, void *ptr, size_t n);
+  void (*op_end_unstarted)(op_t *op);
+  void (*op_fail_all)(client_t *cl, int status);
+  void (*op_undo_on_close)(client_t *cl);
+  void (*op_index_free)(client_t *cl);
+  void (*op_spares_free)(client_t *cl);
+  void (*op_recycle)(client_t *cl, op_t *op);
+  void (*handoff_mark)(client_t *cl, const char *name, size_t len);
+  void (*handoff_clear)(client_t *cl);
+} lock_up_t;
+extern const lock_up_t rlock__lock_up; /* lock.c's */
+int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up);
+
 struct rlock_client {
   rlock_options_t opt;
   const conn_up_t *conn_up; /* what its connections call back (above) */
+  const lock_up_t *lock_up; /* what it calls back in the lock layer (above) */
   char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
   url_t url;
   char id[37];
