@@ -18,9 +18,8 @@
 #include <openssl/x509.h>
 #include <event2/dns.h>
 
-/* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+/* TEST ONLY (internal.h). */
 #ifdef RLOCK_TEST_HOOKS
-const char *rlock__test_resolv_conf;
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
 void (*rlock__test_call_hook)(client_t *cl, int where);
@@ -80,6 +79,20 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
   rlock__client_leave(cl);
 }
 
+/* What the client's connections call back (conn_up_t): conn.c knows the
+ * client only through this table. */
+const conn_up_t rlock__client_conn_up = {
+    .pass_begin = rlock__client_pass_begin,
+    .pass_end = rlock__client_pass_end,
+    .flush = rlock__client_flush,
+    .write_batch = rlock__client_write_batch,
+    .cmd_ready = rlock__fast_cmd_ready,
+    .sync_decide = rlock__client_sync_decide,
+    .script_body = rlock__script_body,
+    .script_sha = rlock__script_sha,
+    .script_to_eval = rlock__script_to_eval,
+};
+
 /* ------------------------------------------------------------ routing */
 
 /* The one place that picks the connection for a request about `key`: the
@@ -94,224 +107,10 @@ conn_t *rlock__client_send(client_t *cl, const char *key, size_t klen, req_t *r)
   return c;
 }
 
-/* ------------------------------------------------------------ replica sync
- * After an acquire, unlock or renewal script: WAIT in the same compound
- * request, asking what the policy needs of the replicas the node reported
- * online at its last count (conn.c), and of at least one once the connection
- * had replicas (rlock__sync_replicas: a master cut off from its replicas
- * reports none, and a lock taken there without WAIT is the split brain the
- * check is for). WAIT returns as soon as that many have acknowledged, or
- * after the timeout with how many did. */
-
-static const char *policy_name(int policy) {
-  static const char *names[] = {"off", "one", "majority", "all"};
-  return policy >= 0 && policy <= RLOCK_REPLICA_SYNC_ALL ? names[policy] : "?";
-}
-
-/* Acknowledgements the policy needs of n connected replicas (0: no WAIT). */
-static int sync_needed(int policy, int n) {
-  if (n <= 0) return 0;
-  switch (policy) {
-  case RLOCK_REPLICA_SYNC_ONE: return 1;
-  case RLOCK_REPLICA_SYNC_MAJORITY: return n / 2 + 1;
-  case RLOCK_REPLICA_SYNC_ALL: return n;
-  default: return 0;
-  }
-}
-
-/* WAIT <needed> <timeout> appended to r for the node c (0: none needed). */
-static int add_wait(client_t *cl, const conn_t *c, req_t *r, sync_need_t *need) {
-  need->need = need->of = 0;
-  if (cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return 0;
-  int n = sync_needed(cl->opt.replica_sync, rlock__sync_replicas(c));
-  RLOCK__ASSERT(n > 0 || !c->had_replicas); /* never "no WAIT needed" once replicas were seen */
-  if (!n) return 0;
-  char count[16], ms[32];
-  snprintf(count, sizeof count, "%d", n);
-  rlock__i64toa(cl->opt.replica_sync_timeout_ms, ms);
-  const char *argv[3] = {"WAIT", count, ms};
-  if (rlock__req_append(r, 3, argv, NULL)) return RLOCK_ENOMEM;
-  r->deadline += cl->opt.replica_sync_timeout_ms; /* its own WAIT; those ahead: rlock__conn_send */
-  r->waits = true;
-  need->need = n;
-  need->of = c->replicas;
-  return 0;
-}
-
-void rlock__client_send_synced(client_t *cl, const char *key, size_t klen, req_t *r, sync_need_t *need) {
-  rlock__client_send_synced_at(cl, key ? rlock__names_slot(key, klen) : -1, r, need);
-}
-
-void rlock__client_send_synced_at(client_t *cl, int slot, req_t *r, sync_need_t *need) {
-  r->slot = slot;
-  r->sync_of = need;
-  conn_t *c = cl->topo->route(cl, r);
-  if (c->state != CS_READY && c->state != CS_CLOSED && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
-    /* not connected yet (a Cluster node opened a moment ago): its replicas
-     * are known once its handshake read them; decided when r is written */
-    need->need = need->of = 0;
-    r->sync_defer = need;
-    r->deadline += cl->opt.replica_sync_timeout_ms;
-    rlock__conn_send(c, r);
-    return;
-  }
-  if (add_wait(cl, c, r, need)) { /* out of memory: the request fails as a whole */
-    rlock__fail(RLOCK_ENOMEM, "out of memory");
-    r->done(r, RLOCK_ENOMEM, NULL);
-    rlock__req_free(r);
-    return;
-  }
-  rlock__conn_send(c, r);
-}
-
-int rlock__client_sync_decide(client_t *cl, const conn_t *c, req_t *r) {
-  sync_need_t *need = r->sync_defer;
-  r->sync_defer = NULL;
-  int rc = add_wait(cl, c, r, need);
-  if (!rc && need->need) r->deadline -= cl->opt.replica_sync_timeout_ms; /* pushed back already */
-  return rc;
-}
-
-void rlock__client_sync_redirected(client_t *cl, req_t *r) {
-  if (!r->sync_of || r->sync_defer || r->sync_of->need || cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF) return;
-  r->sync_defer = r->sync_of;
-  r->deadline += cl->opt.replica_sync_timeout_ms;
-}
-
-bool rlock__client_sync_split(const sync_need_t *need, rlock_reply_t **reply, int *acked) {
-  *acked = 0;
-  if (!need->need) return true;
-  rlock_reply_t *all = *reply, *wait = all->element[1];
-  *reply = all->element[0];
-  all->element[0] = NULL;
-  if (wait->type == RLOCK_REPLY_INTEGER) *acked = (int)wait->integer;
-  else *acked = -1; /* an error reply (an ACL without WAIT...) */
-  rlock_reply_free(all);
-  return *acked >= need->need;
-}
-
-void rlock__client_sync_refresh(client_t *cl, const char *key, size_t klen) {
-  const char *argv[2] = {"INFO", "replication"};
-  req_t *r = rlock__req_new(2, argv, NULL, cl->opt.command_timeout_ms, NULL, NULL);
-  if (!r) return; /* out of memory: the next reconnect reads it */
-  r->reads_replicas = true;
-  rlock__client_send(cl, key, klen, r);
-}
-
-int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int acked) {
-  if (acked < 0)
-    return rlock__fail(RLOCK_ENOSYNC,
-                       "replica sync: the server refused WAIT (%d replicas connected; an ACL without WAIT? "
-                       "replica_sync off locks without it)",
-                       need->of);
-  if (need->of == 0)
-    return rlock__fail(RLOCK_ENOSYNC,
-                       "replica sync: %d acknowledged within %lld ms, policy %s needs %d: the master reports no "
-                       "replica online but had some (or Sentinel lists some): cut off? (replica_sync off locks "
-                       "without them; a new client forgets them, Sentinel on SENTINEL RESET)",
-                       acked, (long long)cl->opt.replica_sync_timeout_ms, policy_name(cl->opt.replica_sync),
-                       need->need);
-  return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",
-                     acked, need->of, (long long)cl->opt.replica_sync_timeout_ms,
-                     policy_name(cl->opt.replica_sync), need->need);
-}
-
-/* ------------------------------------------------------------ latch clean-up */
-
-#define DEL_BATCH 128
-#define DEL_DELAY_MS 20
-
-/* Room for one more key of len bytes in the DEL queue (both buffers grow by
- * doubling and are kept between DELs: no allocation in steady state). */
-static bool del_room(client_t *cl, size_t len) {
-  if (cl->ndels == cl->capdels) {
-    size_t cap = cl->capdels ? cl->capdels * 2 : 64;
-    size_t *d = realloc(cl->dels, cap * sizeof *d);
-    if (!d) return false;
-    cl->dels = d;
-    cl->capdels = cap;
-  }
-  if (cl->delkeys_cap - cl->delkeys_n < len) {
-    size_t cap = cl->delkeys_cap ? cl->delkeys_cap : 4096;
-    while (cap - cl->delkeys_n < len) cap *= 2;
-    char *k = realloc(cl->delkeys, cap);
-    if (!k) return false;
-    cl->delkeys = k;
-    cl->delkeys_cap = cap;
-  }
-  return true;
-}
-
-/* Key i of the DEL queue and its length. */
-static const char *del_key(const client_t *cl, size_t i, size_t *len) {
-  size_t end = i + 1 < cl->ndels ? cl->dels[i + 1] : cl->delkeys_n;
-  *len = end - cl->dels[i];
-  return cl->delkeys + cl->dels[i];
-}
-
-void rlock__client_queue_del(client_t *cl, const char *key, size_t len) {
-  if (!del_room(cl, len)) return; /* out of memory: the latch expires on its own */
-  memcpy(cl->delkeys + cl->delkeys_n, key, len);
-  cl->dels[cl->ndels++] = cl->delkeys_n;
-  cl->delkeys_n += len;
-  if (cl->ndels == 1 && cl->del_timer) {
-    struct timeval tv = {0, DEL_DELAY_MS * 1000};
-    evtimer_add(cl->del_timer, &tv);
-  }
-}
-
 void rlock__client_linger_check(client_t *cl) {
   if (cl->draining && cl->linger && cl->dels_inflight == 0 && cl->undos_inflight == 0)
     event_active(cl->linger, EV_TIMEOUT, 0);
 }
-
-static void del_done(req_t *r, int status, rlock_reply_t *reply) {
-  client_t *cl = r->ctx;
-  rlock_reply_free(reply); /* the latches expire anyway */
-  cl->dels_inflight--;
-  rlock__client_linger_check(cl);
-}
-
-/* One DEL of the keys dels[idx[0..n)], awaited only when closing: the latches expire anyway. */
-static void send_del(client_t *cl, const batcher_t *b, size_t first, size_t n) {
-  const char **argv = malloc((n + 1) * sizeof *argv);
-  size_t *lens = malloc((n + 1) * sizeof *lens);
-  if (argv && lens) {
-    argv[0] = "DEL", lens[0] = 3;
-    for (size_t i = 0; i < n; i++) argv[i + 1] = del_key(cl, batcher_item(b, first + i), &lens[i + 1]);
-    req_t *r = rlock__req_new((int)n + 1, argv, lens, cl->opt.command_timeout_ms, del_done, cl);
-    if (r) {
-      cl->dels_inflight++;
-      rlock__client_send(cl, argv[1], lens[1], r); /* awaited only when closing */
-    }
-  }
-  free(argv);
-  free(lens);
-}
-
-/* The queued latch keys in one DEL (one per slot where slots matter). */
-static void send_dels(client_t *cl) {
-  if (cl->del_timer) evtimer_del(cl->del_timer);
-  uint16_t *slots = NULL;
-  if (cl->ndels && cl->cmd.state != CS_CLOSED) {
-    if (cl->topo->slots_matter && (slots = malloc(cl->ndels * sizeof *slots)))
-      for (size_t i = 0; i < cl->ndels; i++) {
-        size_t len;
-        const char *key = del_key(cl, i, &len);
-        slots[i] = rlock__names_slot(key, len);
-      }
-    batcher_t b;
-    size_t first, n;
-    if ((slots || !cl->topo->slots_matter) && !rlock__batcher_init(&b, slots, cl->ndels, cl->ndels)) {
-      while (rlock__batcher_next(&b, &first, &n)) send_del(cl, &b, first, n);
-      rlock__batcher_free(&b);
-    } /* out of memory: the latches expire on their own */
-  }
-  free(slots);
-  cl->ndels = cl->delkeys_n = 0;
-}
-
-static void del_timer_cb(evutil_socket_t fd, short what, void *arg) { send_dels(arg); }
 
 /* The pass's counted writes on the command connection leave now, in one
  * write (counted in the stats). */
@@ -322,10 +121,10 @@ void rlock__client_write_batch(client_t *cl) {
 }
 
 /* End of a pass of the loop. Latch keys are deleted in one DEL of many keys,
- * sent when enough have gathered or DEL_DELAY_MS after the first: they are
+ * sent when enough have gathered or shortly after the first (latch_batch.c): they are
  * dead weight with a TTL, not worth a command (or a write) each. */
 void rlock__client_flush(client_t *cl) {
-  if (cl->ndels >= DEL_BATCH) send_dels(cl);
+  if (cl->ndels >= RLOCK__DEL_BATCH) rlock__latch_send_dels(cl);
   if (cl->batch_wrote) rlock__client_write_batch(cl);
   if (cl->topo->flush) cl->topo->flush(cl);
   rlock__conn_flush(&cl->uc.conn);
@@ -345,12 +144,12 @@ static void shutdown_engine(client_t *cl) {
   rlock__conn_close(&cl->cmd);
   if (cl->topo->close) cl->topo->close(cl); /* the deployment's own connections (shards, sentinels) */
   rlock__usercmd_close(&cl->uc);
-  rlock__op_fail_all(cl, RLOCK_ECLOSED);
-  rlock__op_index_free(cl);
+  cl->lock_up->op_fail_all(cl, RLOCK_ECLOSED);
+  cl->lock_up->op_index_free(cl);
   rlock__pubsub_close(&cl->ps);
   rlock__watchdog_close(&cl->wd);
-  rlock__handoff_clear(cl);
-  send_dels(cl); /* the command connection is closed: just frees them */
+  cl->lock_up->handoff_clear(cl);
+  rlock__latch_send_dels(cl); /* the command connection is closed: just frees them */
   if (cl->del_timer) event_free(cl->del_timer);
   if (cl->linger) event_free(cl->linger);
   cl->del_timer = cl->linger = NULL;
@@ -394,9 +193,9 @@ static void begin_close(client_t *cl) {
   rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
   rlock__set_msg("client closed");
   rlock__usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
-  rlock__op_undo_on_close(cl);
-  rlock__op_fail_all(cl, RLOCK_ECLOSED);
-  if (cl->cmd.state == CS_READY) send_dels(cl);
+  cl->lock_up->op_undo_on_close(cl);
+  cl->lock_up->op_fail_all(cl, RLOCK_ECLOSED);
+  if (cl->cmd.state == CS_READY) rlock__latch_send_dels(cl);
   int64_t ms = close_linger_ms(cl);
   if ((cl->dels_inflight == 0 && cl->undos_inflight == 0) || !(cl->linger = evtimer_new(cl->base, linger_cb, cl))) {
     shutdown_engine(cl);
@@ -431,9 +230,9 @@ static void run_submitted(client_t *cl) {
     op_t *next = op->next;
     op->next = NULL;
     if (stopping) {
-      rlock__op_end_unstarted(op);
+      cl->lock_up->op_end_unstarted(op);
     } else {
-      rlock__op_start(op);
+      cl->lock_up->op_start(op);
     }
     op = next;
   }
@@ -560,54 +359,12 @@ static void cmd_error(conn_t *c, int err, const char *msg) {
   if (!c->ever_ready) start_result(c->cl, err, msg);
 }
 
-struct evdns_base *rlock__client_dns(client_t *cl) {
-  if (cl->dns) return cl->dns;
-  const char *conf = "/etc/resolv.conf";
-#ifdef RLOCK_TEST_HOOKS
-  if (rlock__test_resolv_conf) conf = rlock__test_resolv_conf;
-#endif
-  cl->dns = evdns_base_new(cl->base, 0);
-  /* /etc/hosts and resolv.conf's nameservers, search list and options; a
-   * file it cannot read leaves libevent's defaults (a nameserver on 127.0.0.1) */
-  if (!cl->dns) return NULL;
-  evdns_base_resolv_conf_parse(cl->dns, DNS_OPTIONS_ALL, conf);
-  /* Once one family (A or AAAA) answered, evdns waits this long for the
-   * other before it answers with what it has: 3 s by default, longer than
-   * the connect timeout, so a nameserver that never answers AAAA (or answers
-   * it slowly) failed every attempt although the address was known.
-   * min(500 ms, connect_timeout_ms / 4); in seconds, written in the locale
-   * evdns reads it in (strtod, same thread). */
-  int64_t ms = cl->opt.connect_timeout_ms / 4;
-  if (ms > 500) ms = 500;
-  if (ms < 1) ms = 1;
-  char skew[32];
-  snprintf(skew, sizeof skew, "%.3f", (double)ms / 1000.0);
-  evdns_base_set_option(cl->dns, "getaddrinfo-allow-skew:", skew);
-  return cl->dns;
-}
-
-/* After the engine shut down: the resolutions the closed connections
- * cancelled call back on a later pass of the loop (freeing their jobs), and
- * only then may the resolver go (their callbacks read it). */
-static void close_dns(client_t *cl) {
-  while (cl->dns_jobs > 0) event_base_loop(cl->base, EVLOOP_ONCE);
-  if (!cl->dns) return;
-  /* evdns may still have a cancel of its own in the loop: the other address
-   * family's query, given up getaddrinfo-allow-skew after the first answered,
-   * whose reply callback (and its memory) is deferred to the next pass. Run
-   * that pass, or the memory goes with the base (valgrind in CI: 912 bytes
-   * from evdns_cancel_request, test_dns). */
-  event_base_loop(cl->base, EVLOOP_NONBLOCK);
-  evdns_base_free(cl->dns, 0);
-  cl->dns = NULL;
-}
-
 static void *io_main(void *arg) {
   client_t *cl = arg;
   rlock__conn_start(&cl->cmd);
   rlock__conn_start(&cl->ps.conn);
   event_base_dispatch(cl->base);
-  close_dns(cl);
+  rlock__resolve_close(cl);
   return NULL;
 }
 
@@ -717,7 +474,7 @@ static void client_destroy(client_t *cl) {
   pthread_mutex_destroy(&cl->smu);
   pthread_mutex_destroy(&cl->cbmu);
   pthread_cond_destroy(&cl->scond);
-  rlock__op_spares_free(cl);
+  cl->lock_up->op_spares_free(cl);
   if (cl->fast.serial) rlock__fast_destroy(cl);
   free(cl);
 }
@@ -750,7 +507,7 @@ static void stop_thread(client_t *cl) {
     for (op_t *op = take_submitted(cl), *next; op; op = next) {
       next = op->next;
       RLOCK__ASSERT(!op->fast_lost); /* pushed inside a fast call: taken by the I/O thread */
-      rlock__op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
+      cl->lock_up->op_finish(op, RLOCK_ECLOSED, 0, NULL, 0);
     }
     if (last) break;
     struct timespec ts = {0, 50000};
@@ -767,7 +524,8 @@ static bool client_id_valid(const char *id) {
   return id[36] == '\0';
 }
 
-RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
+/* rlock_client_new (lock.c) with the lock layer's table. */
+int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
   if (!opts) return rlock__fail(RLOCK_EINVAL, "options are NULL (start from rlock_options_init)");
@@ -780,6 +538,8 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
   rlock__script_init();
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
+  cl->conn_up = &rlock__client_conn_up;
+  cl->lock_up = up;
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
   pthread_mutex_init(&cl->cbmu, NULL);
@@ -823,7 +583,7 @@ RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
-  cl->del_timer = evtimer_new(cl->base, del_timer_cb, cl);
+  cl->del_timer = evtimer_new(cl->base, rlock__latch_timer_cb, cl);
   cl->cmd.on_ready = cmd_ready;
   cl->cmd.before_pending = cmd_before_pending;
   cl->cmd.on_down = cmd_down;

@@ -38,9 +38,13 @@
 #include <event2/dns.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
+
+/* The layer above, through the table the client set (conn_up_t). */
+#define UP(cl) ((cl)->conn_up)
 
 #define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
 
@@ -312,7 +316,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (c->before_pending) c->before_pending(c);
   write_pending(c);
   if (c->on_ready) c->on_ready(c);
-  rlock__client_flush(c->cl);
+  UP(c->cl)->flush(c->cl);
 }
 
 /* The requests queued while c was not ready, in order; while c holds them
@@ -354,7 +358,7 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   }
   c->replicas = online;
   if (online) c->had_replicas = true; /* WAITs may be queued on c from now on */
-  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending) rlock__fast_cmd_ready(c->cl); /* WAIT needed or not */
+  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending) UP(c->cl)->cmd_ready(c->cl); /* WAIT needed or not */
 }
 
 /* INFO replication: the replicas the node reports online (the replica-sync
@@ -386,7 +390,7 @@ static void scripts_exist_done(req_t *r, int status, rlock_reply_t *reply) {
     for (int s = 1; s <= SCRIPT_N; s++) {
       const rlock_reply_t *e = known ? reply->element[s - 1] : NULL;
       if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) continue;
-      const char *a[3] = {"SCRIPT", "LOAD", rlock__script_body(s)};
+      const char *a[3] = {"SCRIPT", "LOAD", UP(c->cl)->script_body(s)};
       if (!handshake_cmd(c, 3, a, false)) break; /* dropped (out of memory) */
     }
   }
@@ -458,7 +462,7 @@ static void start_handshake(conn_t *c) {
   }
   if (c->kind == CONN_CMD) {
     const char *a[SCRIPT_N + 2] = {"SCRIPT", "EXISTS"};
-    for (int s = 1; s <= SCRIPT_N; s++) a[s + 1] = rlock__script_sha(s);
+    for (int s = 1; s <= SCRIPT_N; s++) a[s + 1] = UP(cl)->script_sha(s);
     handshake_req(c, SCRIPT_N + 2, a, false, scripts_exist_done);
   }
   if (c->state != CS_HANDSHAKE) return;
@@ -569,7 +573,7 @@ static void later_cb(evutil_socket_t fd, short what, void *arg) {
   expire_later(c, now);
   while (c->later.head && c->later.head->resend_at <= now) conn_send_now(c, q_pop(&c->later));
   later_arm(c);
-  rlock__client_flush(c->cl);
+  UP(c->cl)->flush(c->cl);
 }
 
 /* r (answered, not completed) was refused before it ran: true if it is sent
@@ -606,7 +610,7 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
   if (r->script && err == head && rlock__reply_is_error(head, "NOSCRIPT")) {
     rlock_reply_free(reply);
     stat_add(c->cl, ST_NOSCRIPT, 1);
-    if (rlock__script_to_eval(r) == 0) {
+    if (UP(c->cl)->script_to_eval(r) == 0) {
       write_req(c, r);
       return;
     }
@@ -715,9 +719,9 @@ static void read_pass(struct bufferevent *bev, conn_t *c) {
 static void read_cb(struct bufferevent *bev, void *arg) {
   conn_t *c = arg;
   client_t *cl = c->cl;
-  rlock__client_pass_begin(cl);
+  UP(cl)->pass_begin(cl);
   read_pass(bev, c);
-  rlock__client_pass_end(cl);
+  UP(cl)->pass_end(cl);
 }
 
 #define READ_CHUNK 65536
@@ -744,9 +748,9 @@ static void direct_read_pass(evutil_socket_t fd, conn_t *c) {
 static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
   client_t *cl = c->cl;
-  rlock__client_pass_begin(cl);
+  UP(cl)->pass_begin(cl);
   direct_read_pass(fd, c);
-  rlock__client_pass_end(cl);
+  UP(cl)->pass_end(cl);
 }
 
 /* Connected on a plain socket: the connection reads and writes it itself
@@ -817,7 +821,7 @@ static void wbuf_add(conn_t *c, const char *p, size_t n) {
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
-  if (r->sync_defer && rlock__client_sync_decide(c->cl, c, r)) {
+  if (r->sync_defer && UP(c->cl)->sync_decide(c->cl, c, r)) {
     rlock__fail(RLOCK_ENOMEM, "out of memory");
     finish_err(r, RLOCK_ENOMEM);
     return;
@@ -842,7 +846,7 @@ static void write_req(conn_t *c, req_t *r) {
   stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
   if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
   if (c->direct && c == &c->cl->cmd && c->cl->in_pass && c->wbuf_n >= EARLY_FLUSH)
-    rlock__client_write_batch(c->cl); /* (EARLY_FLUSH) */
+    UP(c->cl)->write_batch(c->cl); /* (EARLY_FLUSH) */
 }
 
 /* End of a pass (and write_req, each EARLY_FLUSH bytes the pass gathered
@@ -1109,7 +1113,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
   if (c->state == CS_READY) check_alive(c);
   arm_at(c, next_deadline(c));
-  rlock__client_flush(c->cl);
+  UP(c->cl)->flush(c->cl);
 }
 
 /* ------------------------------------------------------------ connecting */
@@ -1129,27 +1133,10 @@ int rlock__conn_set_node(conn_t *c, const char *host, int port) {
 
 /* ------------------------------------------------------------ resolving */
 
-/* A name resolution in flight (conn.c). evdns calls dns_done exactly once,
- * even after evdns_getaddrinfo_cancel (with EVUTIL_EAI_CANCEL, on a later
- * pass of the loop): a cancelled job has c == NULL and only frees itself. */
-typedef struct dns_job {
-  client_t *cl;
-  conn_t *c; /* NULL: cancelled */
-  struct evdns_getaddrinfo_request *req;
-} dns_job_t;
-
 static void try_connect(conn_t *c);
 
-/* Stops c's resolution, if any: its callback will not touch c. */
-static void dns_cancel(conn_t *c) {
-  dns_job_t *job = c->dns;
-  if (!job) return;
-  c->dns = NULL;
-  job->c = NULL;
-  evdns_getaddrinfo_cancel(job->req);
-}
-
-/* The addresses of c's node are known (or not): connect to the first. */
+/* The addresses of c's node are known (or not): connect to the first.
+ * Called by resolve.c, on this pass or a later one. */
 static void resolved(conn_t *c, int err, struct addrinfo *res) {
   if (err) {
     char msg[300];
@@ -1162,23 +1149,7 @@ static void resolved(conn_t *c, int err, struct addrinfo *res) {
   try_connect(c);
 }
 
-static void dns_done(int err, struct evutil_addrinfo *res, void *arg) {
-  dns_job_t *job = arg;
-  conn_t *c = job->c;
-  job->cl->dns_jobs--;
-  free(job);
-  if (!c) { /* cancelled: c may be gone */
-    if (res) evutil_freeaddrinfo(res);
-    return;
-  }
-  c->dns = NULL;
-  resolved(c, err, res);
-}
-
-/* Resolves c's node, then connects. A numeric address is parsed here (no
- * DNS at all); a name goes to the client's evdns (/etc/hosts answers at
- * once, a nameserver on a later pass): the I/O thread never blocks on it.
- * The connect deadline (armed already) cancels a resolution still running. */
+/* Resolves c's node (resolve.c), then connects. */
 static void resolve(conn_t *c) {
   if (c->addrs) evutil_freeaddrinfo(c->addrs);
   c->addrs = c->addr_next = NULL;
@@ -1186,33 +1157,7 @@ static void resolve(conn_t *c) {
     try_connect(c);
     return;
   }
-  struct evutil_addrinfo hints = {0}, *res = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  char port[16];
-  snprintf(port, sizeof port, "%d", node_port(c));
-  int rc = getaddrinfo(node_host(c), port, &hints, &res); /* numeric only: never asks DNS */
-  if (rc != EAI_NONAME) {
-    resolved(c, rc, res);
-    return;
-  }
-  hints.ai_flags = 0;
-  client_t *cl = c->cl;
-  struct evdns_base *dns = rlock__client_dns(cl);
-  dns_job_t *job = dns ? calloc(1, sizeof *job) : NULL;
-  if (!job) {
-    drop(c, RLOCK_ENOMEM, "out of memory (resolver)");
-    return;
-  }
-  job->cl = cl;
-  job->c = c;
-  c->dns = job;
-  cl->dns_jobs++;
-  atomic_fetch_add(&cl->dns_lookups, 1);
-  /* NULL: answered already (dns_done ran, job is gone) */
-  struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(dns, node_host(c), port, &hints, dns_done, job);
-  if (req) job->req = req;
+  if (rlock__resolve_start(c, node_host(c), node_port(c), resolved)) drop(c, RLOCK_ENOMEM, "out of memory (resolver)");
 }
 
 static SSL *new_ssl(conn_t *c) {
@@ -1455,7 +1400,7 @@ static void drop(conn_t *c, int err, const char *msg) {
   if (c->state == CS_IDLE || c->state == CS_CLOSED) return;
   bool was_ready = c->state == CS_READY;
   c->state = CS_IDLE;
-  dns_cancel(c);
+  rlock__resolve_cancel(c);
   if (c->ping) evtimer_del(c->ping);
   c->ping_missed = false;
   c->timeouts_in_row = 0;
@@ -1506,7 +1451,7 @@ int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
 void rlock__conn_close(conn_t *c) {
   if (c->state == CS_CLOSED) return;
   c->state = CS_CLOSED;
-  dns_cancel(c);
+  rlock__resolve_cancel(c);
   leave_direct(c);
   if (c->bev) bufferevent_free(c->bev);
   c->bev = NULL;

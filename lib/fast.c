@@ -453,7 +453,7 @@ void rlock__fast_drain(client_t *cl) {
       if (rlock__watchdog_kind_is(wd, name, p->len, owner_id, 0))
         rlock__watchdog_released(wd, name, p->len, owner_id, (release_t)p->how, cl->opt.watchdog_timeout_ms);
       if (p->notified) {
-        rlock__handoff_mark(cl, name, p->len);
+        cl->lock_up->handoff_mark(cl, name, p->len);
         atomic_fetch_sub(&f->hand[p->slot], 1); /* the mark counts from now on */
       }
       break;
@@ -884,7 +884,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   }
   rlock_reply_free(reply);
   call_latch_free(&c);
-  if (done) rlock__op_recycle(cl, op);
+  if (done) cl->lock_up->op_recycle(cl, op);
   else if (!op->fast_lost) op->reqid[0] = 0, op->latch_n = 0, op->unlatched = false;
   return done;
 }
@@ -966,7 +966,7 @@ static bool fast_release(op_t *op, int *rc) {
     op->reqid[0] = 0, op->latch_n = 0, op->unlatched = false;
   }
   call_latch_free(&c);
-  if (done) rlock__op_recycle(cl, op);
+  if (done) cl->lock_up->op_recycle(cl, op);
   return done;
 }
 

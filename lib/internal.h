@@ -740,15 +740,52 @@ void rlock__fast_busy(client_t *cl, int slot, int delta);
 enum { RLOCK_STATS_MAP(ST_ROW) ST_COUNT };
 #undef ST_ROW
 
+/* What a connection needs of the layer above: conn.c calls nothing of the
+ * client, the fast path or the scripts directly, only this table, which the
+ * client sets at creation (cl->conn_up, client.c). */
+typedef struct conn_up {
+  void (*pass_begin)(client_t *cl); /* a pass of the loop starts (a read, a timer) */
+  void (*pass_end)(client_t *cl);
+  void (*flush)(client_t *cl);       /* end of an I/O batch */
+  void (*write_batch)(client_t *cl); /* the command connection's counted writes, now */
+  void (*cmd_ready)(client_t *cl);   /* the command connection is ready (or its replicas changed) */
+  int (*sync_decide)(client_t *cl, const conn_t *c, req_t *r); /* a deferred WAIT, decided when written */
+  const char *(*script_body)(int script);                      /* for SCRIPT LOAD in the handshake */
+  const char *(*script_sha)(int script);                       /* for SCRIPT EXISTS in the handshake */
+  int (*script_to_eval)(req_t *r);                             /* NOSCRIPT: the request again as EVAL */
+} conn_up_t;
+extern const conn_up_t rlock__client_conn_up; /* the client's (client.c); tests' bare clients set it too */
+
+/* What the client needs of the lock layer above (op completions, clean-up,
+ * the handoff marks): client.c, fast.c and usercmd.c call nothing of lock.c
+ * directly, only this table, which lock.c gives the client at creation
+ * (rlock_client_new -> rlock__client_create). */
+typedef struct lock_up {
+  void (*op_start)(op_t *op);
+  void (*op_finish)(op_t *op, int status, int64_t value, void *ptr, size_t n);
+  void (*op_end_unstarted)(op_t *op);
+  void (*op_fail_all)(client_t *cl, int status);
+  void (*op_undo_on_close)(client_t *cl);
+  void (*op_index_free)(client_t *cl);
+  void (*op_spares_free)(client_t *cl);
+  void (*op_recycle)(client_t *cl, op_t *op);
+  void (*handoff_mark)(client_t *cl, const char *name, size_t len);
+  void (*handoff_clear)(client_t *cl);
+} lock_up_t;
+extern const lock_up_t rlock__lock_up; /* lock.c's */
+int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up);
+
 struct rlock_client {
   rlock_options_t opt;
+  const conn_up_t *conn_up; /* what its connections call back (above) */
+  const lock_up_t *lock_up; /* what it calls back in the lock layer (above) */
   char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
   url_t url;
   char id[37];
   struct event_base *base;
   /* The resolver of host names (libevent's evdns on base: /etc/hosts and
    * /etc/resolv.conf, never blocking the loop), made on the first name that
-   * is not a numeric address (rlock__client_dns), freed by the I/O thread
+   * is not a numeric address (resolve.c), freed by the I/O thread
    * once the resolutions it cancelled have called back. */
   struct evdns_base *dns;
   int dns_jobs;                   /* resolutions whose callback is still to come */
@@ -844,6 +881,10 @@ static inline void stat_add(client_t *cl, int i, int64_t n) {
 }
 void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason);
 void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latch clean-up (copied) */
+/* latch_batch.c: the queued DELs leave now (the pass, shutdown); the delay timer's callback. */
+#define RLOCK__DEL_BATCH 128
+void rlock__latch_send_dels(client_t *cl);
+void rlock__latch_timer_cb(evutil_socket_t fd, short what, void *arg);
 void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
 void rlock__client_write_batch(client_t *cl); /* the command connection's counted writes, now */
 /* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
@@ -871,7 +912,12 @@ static inline const char *rlock__publish_cmd(const client_t *cl) { return cl->sh
 static inline size_t rlock__publish_len(const client_t *cl) { return cl->sharded_pubsub ? 8 : 7; }
 bool rlock__client_on_io_thread(const client_t *cl);
 /* The client's evdns base, made on first use (I/O thread); NULL: out of memory. */
-struct evdns_base *rlock__client_dns(client_t *cl);
+/* resolve.c: the addresses of c's node, then done(c, err, res) (at once for
+ * a numeric address, else on a later pass). RLOCK_ENOMEM: nothing started. */
+typedef void (*rlock__resolved_fn)(conn_t *c, int err, struct addrinfo *res);
+int rlock__resolve_start(conn_t *c, const char *host, int port, rlock__resolved_fn done);
+void rlock__resolve_cancel(conn_t *c); /* its callback will not run for c */
+void rlock__resolve_close(client_t *cl); /* after the engine shut down: the resolver goes */
 /* Test hooks: compiled only with RLOCK_TEST_HOOKS, which the tests' archive
  * (rlock_static_test) sets for the files of RLOCK_HOOKED_SOURCES
  * (lib/CMakeLists.txt); the shipped libraries have none (check_symbols.sh).

@@ -1384,3 +1384,23 @@ void rlock__op_start(op_t *op) {
     start_simple(op);
   }
 }
+
+/* What the client calls back in this layer (lock_up_t): the client knows the
+ * lock machinery only through this table, given at creation. */
+const lock_up_t rlock__lock_up = {
+    .op_start = rlock__op_start,
+    .op_finish = rlock__op_finish,
+    .op_end_unstarted = rlock__op_end_unstarted,
+    .op_fail_all = rlock__op_fail_all,
+    .op_undo_on_close = rlock__op_undo_on_close,
+    .op_index_free = rlock__op_index_free,
+    .op_spares_free = rlock__op_spares_free,
+    .op_recycle = rlock__op_recycle,
+    .handoff_mark = rlock__handoff_mark,
+    .handoff_clear = rlock__handoff_clear,
+};
+
+/* The public call: the client, given this layer's table. */
+RLOCK_API int rlock_client_new(rlock_client_t **out, const rlock_options_t *opts) {
+  return rlock__client_create(out, opts, &rlock__lock_up);
+}

@@ -251,7 +251,7 @@ static void part_end(call_t *x) {
     rlock__set_msg(x->msg);
   }
   free(x);
-  rlock__op_finish(op, status, 0, reply, 0);
+  op->cl->lock_up->op_finish(op, status, 0, reply, 0);
 }
 
 static void timed_out(call_t *x) {
@@ -292,7 +292,7 @@ void rlock__usercmd_start(op_t *op) {
   usercmd_t *u = &op->cl->uc;
   call_t *x = calloc(1, sizeof *x);
   if (!x) {
-    rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
+    op->cl->lock_up->op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
   x->op = op;

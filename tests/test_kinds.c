@@ -370,6 +370,7 @@ TEST(wake_policy) {
   client_t *cl = calloc(1, sizeof *cl);
   rlock_options_init(&cl->opt);
   cl->s_name = strdup("rlock-kinds-test");
+  cl->conn_up = &rlock__client_conn_up;
   CHECK_OK(rlock__url_parse(&cl->url, srv->url));
   cl->base = base;
   cl->thread = pthread_self(); /* this thread runs its loop: its I/O thread (RLOCK__ASSERTs) */

@@ -160,7 +160,7 @@ static int listed(char keys[][128], size_t n, const char *k) {
 
 /* A latch is taken for an unanswered one once it has stayed "1" this long
  * with the replies blackholed: a client that got its answer deletes its
- * latch within DEL_DELAY_MS (20 ms, lib/client.c) plus a round trip. */
+ * latch within DEL_DELAY_MS (20 ms, lib/latch_batch.c) plus a round trip. */
 #define UNANSWERED_MS 300
 
 typedef struct seen {
