@@ -1010,6 +1010,17 @@ static void on_async(rlock_lock_t *l, int status, int64_t value, void *arg) {
   atomic_store((_Atomic int *)arg, status == 0 ? 1 : 2);
 }
 static int async_done(void *arg) { return atomic_load((_Atomic int *)arg) != 0; }
+typedef struct head_wait {
+  const keys_t *k;
+  char owner[128];
+} head_wait_t;
+static int head_is(void *arg) {
+  head_wait_t *w = arg;
+  char *head = qat(w->k, 0);
+  int same = head && !strcmp(head, w->owner);
+  free(head);
+  return same;
+}
 TEST(give_up_then_wait_again) {
   keys_t k = keys_of("fair:again");
   rlock_client_t *c = fair_client(0);
@@ -1019,12 +1030,12 @@ TEST(give_up_then_wait_again) {
     CHECK_RC(rlock_lock_acquire(l, 2, 50, 30000, NULL), RLOCK_EBUSY);
   _Atomic int done = 0;
   CHECK_OK(rlock_lock_acquire_async(l, 2, 20000, 30000, NULL, on_async, &done));
-  wait_queue_len(&k, 1);
-  char o2[128];
-  th_owner_id(c, 2, o2, sizeof o2);
-  char *head = qat(&k, 0);
-  CHECK(head && !strcmp(head, o2));
-  free(head);
+  /* the last give-up's undo may still be on its way (its entry is owner 2's
+   * too, and may leave before the new try queues): wait for owner 2 at the
+   * head, not for a length the undo can satisfy and then take back */
+  head_wait_t hw = {.k = &k};
+  th_owner_id(c, 2, hw.owner, sizeof hw.owner);
+  CHECK_MSG(th_wait_until(head_is, &hw, 10000), "owner 2 never at the head of %s's queue", k.name);
   CHECK_OK(rlock_lock_release(l, 1));
   CHECK(th_wait_until(async_done, &done, 20000));
   CHECK_EQ(atomic_load(&done), 1);
