@@ -208,11 +208,18 @@ static int check_lock(rlock_lock_t *l) {
   return l ? 0 : rlock__fail(RLOCK_EINVAL, "lock is NULL");
 }
 
-static int check_acquire(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
-  if (check_lock(l)) return RLOCK_EINVAL;
+/* A wait bound: 0 to RLOCK_DURATION_MAX, or RLOCK_WAIT_FOREVER (every waiting call). */
+static int check_wait(int64_t wait_ms) {
   if ((wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER) || wait_ms > RLOCK_DURATION_MAX)
     return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range (0 to %lld, or RLOCK_WAIT_FOREVER)",
                        (long long)wait_ms, (long long)RLOCK_DURATION_MAX);
+  return 0;
+}
+
+static int check_acquire(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
+  if (check_lock(l)) return RLOCK_EINVAL;
+  int rc = check_wait(wait_ms);
+  if (rc) return rc;
   if ((lease_ms <= 0 && lease_ms != RLOCK_LEASE_WATCHDOG) || lease_ms > RLOCK_DURATION_MAX)
     return rlock__fail(RLOCK_EINVAL, "lease %lld ms is out of range (1 to %lld, or RLOCK_LEASE_WATCHDOG)",
                        (long long)lease_ms, (long long)RLOCK_DURATION_MAX);
@@ -725,13 +732,6 @@ static int check_count(int64_t n, int64_t min, const char *what) {
   if (n < min || n > RLOCK_PERMITS_MAX)
     return rlock__fail(RLOCK_EINVAL, "%s %lld is out of range (%lld to %lld)", what, (long long)n, (long long)min,
                        (long long)RLOCK_PERMITS_MAX);
-  return 0;
-}
-
-static int check_wait(int64_t wait_ms) {
-  if ((wait_ms < 0 && wait_ms != RLOCK_WAIT_FOREVER) || wait_ms > RLOCK_DURATION_MAX)
-    return rlock__fail(RLOCK_EINVAL, "wait time %lld ms is out of range (0 to %lld, or RLOCK_WAIT_FOREVER)",
-                       (long long)wait_ms, (long long)RLOCK_DURATION_MAX);
   return 0;
 }
 

@@ -49,11 +49,12 @@ static void wake_some(channel_t *ch, int n) {
   if (n == INT_MAX)
     for (waiter_t *w = ch->head; w; w = w->next)
       if (!w->parked) w->token = true;
+  /* stops at the n-th parked waiter (a lock's unlock: usually the first);
+   * only when fewer are parked has it seen them all, and busy counts */
   int parked = 0, busy = 0;
-  for (waiter_t *w = ch->head; w; w = w->next)
+  for (waiter_t *w = ch->head; w && parked < n; w = w->next)
     if (w->parked) parked++;
     else busy++;
-  if (parked > n) parked = n;
   if (parked < n) {
     /* the rest are wake tokens, one each for up to that many waiters whose
      * try is in flight (it may have run before the release): one token only
