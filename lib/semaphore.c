@@ -272,9 +272,18 @@ static void arm_deadline(op_t *op, int64_t now) {
   evtimer_add(op->timer, &tv);
 }
 
+/* The subscription was refused (an ACL without the channel): no message will
+ * come, and a semaphore or latch has no TTL to wake on: the wait ends now. */
+static bool wait_refused(op_t *op) {
+  if (!op->w.refused) return false;
+  rlock__op_finish(op, rlock__fail(op->w.refused, "cannot wait: %s", rlock__pubsub_refused(&op->w)), 0, NULL, 0);
+  return true;
+}
+
 static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
+  if (wait_refused(op)) return;
   op->woken = true;
   if (op->timer) evtimer_del(op->timer);
   attempt(op, true);
@@ -313,6 +322,7 @@ static void not_yet(op_t *op) {
     else arm_deadline(op, now);         /* on_wake once the subscription is confirmed */
     return;
   }
+  if (wait_refused(op)) return;
   if (rlock__pubsub_park(&op->w)) { /* a message came while the try was in flight */
     op->woken = true;
     attempt(op, true);

@@ -176,6 +176,28 @@ TEST(fair_waiters_refused_together) {
   rlock_client_free(app), rlock_client_free(admin);
 }
 
+/* The semaphore's and the latch's waiters too (semaphore.c has waits of its
+ * own). Before: the refusal woke them once, then they parked with no TTL to
+ * wake them: a bounded wait ended RLOCK_EBUSY at its bound, a wait without
+ * bound slept forever. */
+TEST(semaphore_and_latch_waiters_refused) {
+  rlock_client_t *app = th_client(app_url, 0);
+  rlock_semaphore_t *s;
+  CHECK_OK(rlock_semaphore_new(app, "acl:sem", 7, &s));
+  int rc = rlock_semaphore_acquire(s, 1, 20000, NULL); /* no permits: it must wait */
+  CHECK_MSG(rc == RLOCK_ENOPERM, "semaphore acquire: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(strstr(rlock_last_error(), "redisson_sc:{acl:sem}"), "message: %s", rlock_last_error());
+  rlock_semaphore_free(s);
+  th_reply_free(th_cmd(srv, "SET", "acl:latch", "1", NULL));
+  rlock_latch_t *l;
+  CHECK_OK(rlock_latch_new(app, "acl:latch", 9, &l));
+  rc = rlock_latch_await(l, 20000, NULL);
+  CHECK_MSG(rc == RLOCK_ENOPERM, "latch await: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  rlock_latch_free(l);
+  th_reply_free(th_cmd(srv, "DEL", "acl:latch", NULL));
+  rlock_client_free(app);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all",
@@ -189,6 +211,7 @@ int main(int argc, char **argv) {
   RUN(waiter_refused_rw);
   RUN(waiter_forever_refused);
   RUN(waiters_refused_together);
+  RUN(semaphore_and_latch_waiters_refused);
   RUN(fair_waiters_refused_together);
   th_server_stop(srv);
   return th_done();
