@@ -179,32 +179,38 @@ else
   mys = tonumber(mys)
 end
 
--- keep my entry alive: at least 3/4 of a slot ahead; the head's (the next
--- to take the lock) exactly one slot ahead, so that it stops blocking the
--- queue one slot after it died. Those behind me move by the same amount.
+-- keep my entry alive. Every acquire ahead of me moves my deadline down a
+-- slot (Redisson's arithmetic) and tells only the next head, so what keeps me
+-- safe is my deadline less a slot per waiter ahead of me ('eff': what my
+-- deadline is when I reach the head if every one ahead acquires or leaves).
+-- An acquire or a leave ahead leaves eff as it was (one slot off the deadline,
+-- one waiter less ahead); an eviction raises it by a slot. eff is kept at
+-- least 3/4 of a slot ahead of now, the head's (eff is its deadline) exactly
+-- one slot ahead, so that it stops blocking the queue one slot after it
+-- died. Those behind me move by the same amount (Redisson's gaps kept).
+local q = redis.call('lrange', KEYS[2], 0, -1)
+local ahead = 0
+while q[ahead + 1] and q[ahead + 1] ~= owner do ahead = ahead + 1 end
+local eff = mys - ahead * slot
 local target = now + slot
-if mys < now + slot * 3 / 4 or (mys > target and redis.call('lindex', KEYS[2], 0) == owner) then
-  local delta = target - mys
-  local q = redis.call('lrange', KEYS[2], 0, -1)
-  local behind = false
-  for i = 1, #q do
-    if behind then
-      if redis.call('zscore', KEYS[3], q[i]) then redis.call('zincrby', KEYS[3], delta, q[i]) end
-    elseif q[i] == owner then
-      behind = true
-    end
+if eff < now + slot * 3 / 4 or (eff > target and ahead == 0) then
+  local delta = target - eff
+  for i = ahead + 2, #q do
+    if q[i] ~= owner and redis.call('zscore', KEYS[3], q[i]) then redis.call('zincrby', KEYS[3], delta, q[i]) end
   end
-  redis.call('zadd', KEYS[3], target, owner)
-  mys = target
+  mys = mys + delta
+  redis.call('zadd', KEYS[3], mys, owner)
+  eff = target
 end
 
--- how long to wait at most: until my next refresh is due, the holder's TTL
--- (a lost message costs no more), or the head's deadline when the lock is
--- free but not mine or I am next (a dead head is evicted then: no polling
--- behind it, and no waiting past its deadline)
-local bound = mys - now - slot / 2
+-- how long to wait at most: until my next refresh is due (eff half a slot
+-- away: no acquire, leave or eviction ahead brings my deadline below eff),
+-- the holder's TTL (a lost message costs no more), or the head's deadline
+-- when the lock is free but not mine or I am next (a dead head is evicted
+-- then: no polling behind it, and no waiting past its deadline)
+local bound = eff - now - slot / 2
 if held_for >= 0 and held_for < bound then bound = held_for end
-if head and head ~= owner and (held_for == -2 or redis.call('lindex', KEYS[2], 1) == owner) then
+if head and head ~= owner and (held_for == -2 or ahead == 1) then
   local hs = redis.call('zscore', KEYS[3], head)
   if hs and tonumber(hs) - now < bound then bound = tonumber(hs) - now end
 end

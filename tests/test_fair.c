@@ -1241,6 +1241,71 @@ TEST(dead_head_blocks_until_its_deadline) {
   rlock_client_free(c);
 }
 
+/* Two dead entries in a row (Java waiters that queued, then never tried
+ * again) between a live head and a live rlock waiter, and a live waiter
+ * behind that one; slot 1000 ms, the lock held (fixed lease 60 s). The
+ * holder unlocks just after the rlock waiter's try: the head takes the lock,
+ * which moves every deadline down a slot and tells only the next head (a
+ * dead one). The rlock waiter behind the dead pair must stay ahead of its
+ * deadline however the deadlines move (issue 24: a live waiter keeps its
+ * place): it is never stale, and the three live waiters get the lock in
+ * queue order once the dead ones are evicted. */
+static int attempts_above(void *arg) {
+  void **a = arg;
+  rlock_stats_t st;
+  rlock_client_stats(a[0], &st);
+  return st.acquire_attempts > *(uint64_t *)a[1];
+}
+TEST(dead_pair_ahead_live_keeps_place) {
+  keys_t k = keys_of("fair:deadpair");
+  rlock_client_t *ch = fair_client(1000), *c[3];
+  rlock_lock_t *lh = fair(ch, k.name), *l[3];
+  for (int i = 0; i < 3; i++) c[i] = fair_client(1000), l[i] = fair(c[i], k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(lh, 100, 0, 60000, NULL));
+  waiter_t w[3];
+  w[0] = (waiter_t){.lock = l[0], .owner = 1, .wait_ms = 30000, .lease_ms = 30000, .hold_ms = 5000};
+  waiter_start(&w[0]);
+  wait_queue_len(&k, 1);
+  CHECK(java_acquire(&k, 1, 30000, 1000) > 0); /* dead: never tries again */
+  CHECK(java_acquire(&k, 2, 30000, 1000) > 0);
+  for (int i = 1; i < 3; i++) {
+    w[i] = (waiter_t){.lock = l[i], .owner = (rlock_owner_t)(i + 1), .wait_ms = 30000, .lease_ms = 30000};
+    waiter_start(&w[i]);
+    wait_queue_len(&k, i + 3);
+  }
+  char live[128];
+  th_owner_id(c[1], 2, live, sizeof live);
+  /* the scenario: the unlock comes right after the live waiter's try */
+  rlock_stats_t st;
+  rlock_client_stats(c[1], &st);
+  uint64_t a0 = st.acquire_attempts;
+  void *arg[2] = {c[1], &a0};
+  CHECK(th_wait_until(attempts_above, arg, 5000));
+  CHECK_OK(rlock_lock_release(lh, 100));
+  stale_arg_t a = {&k, live};
+  int stale = th_wait_until(stale_or_gone, &a, 4500); /* the head holds 5 s */
+  int evicted = 0;
+  if (stale) { /* what any other script does then: a Redisson waiter's try evicts it with the dead pair */
+    java_acquire(&k, 9, 30000, 1000);
+    evicted = zscore(&k, live) < 0;
+    java_acquire_failed(&k, 9, 1000);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
+  CHECK_MSG(!stale, "the live waiter behind two dead entries went stale while it waited (the head's acquire moved "
+            "its deadline down a slot)%s; rc %d %d %d, order %d %d %d",
+            evicted ? ", and a Redisson try evicted it" : "", w[0].rc, w[1].rc, w[2].rc, w[0].order, w[1].order,
+            w[2].order);
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_EQ(w[i].order, i);
+  }
+  nothing_queued(&k);
+  for (int i = 0; i < 3; i++) rlock_lock_free(l[i]), rlock_client_free(c[i]);
+  rlock_lock_free(lh);
+  rlock_client_free(ch);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1269,6 +1334,7 @@ int main(int argc, char **argv) {
   RUN_ONE(head_gives_up_next_keeps_place);
   RUN_ONE(mid_queue_leave_behind_dead_head);
   RUN_ONE(dead_head_blocks_until_its_deadline);
+  RUN_ONE(dead_pair_ahead_live_keeps_place);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);
