@@ -459,6 +459,7 @@ static int cmd_s3(int argc, char **argv) {
   fflush(stdout);
   char line[64];
   if (!fgets(line, sizeof line, stdin)) return 2;
+  double c0 = cpu_s();
   int64_t start = now_ns();
   for (long i = 0; i < iters; i++) {
     int64_t a = now_ns();
@@ -483,14 +484,15 @@ static int cmd_s3(int argc, char **argv) {
     CHECK("unlock", rlock_lock_unlock(l));
   }
   int64_t end = now_ns();
+  double c1 = cpu_s();
   FILE *f = open_out(argv[6]);
   for (long i = 0; i < iters; i++) fprintf(f, "%ld %.3f\n", vals[i], (double)waits[i] / 1000.0);
   fclose(f);
   rlock_stats_t st1;
   rlock_client_stats(c, &st1);
   printf("{\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 ",\"iters\":%ld,\"acquire_tries\":%" PRIu64
-         ",\"subscribes\":%" PRIu64 "}\n",
-         start, end, iters, st1.acquire_attempts - st0.acquire_attempts, st1.subscribes - st0.subscribes);
+         ",\"subscribes\":%" PRIu64 ",\"cpu_s\":%.6f}\n",
+         start, end, iters, st1.acquire_attempts - st0.acquire_attempts, st1.subscribes - st0.subscribes, c1 - c0);
   rlock_lock_free(l);
   rlock_client_free(c);
   return 0;
@@ -500,10 +502,15 @@ static int cmd_s3(int argc, char **argv) {
 
 /* Two processes pass one lock back and forth. The holder tells the other
  * (pipe) to start waiting, sleeps DELAY_US so that the waiter is parked, then
- * unlocks; rel[h] = when its unlock call returned, acq[h] = when the other's
- * acquire returned, for handoff h. Shared memory carries the times back. */
+ * unlocks; relc[h] = when its unlock call started, rel[h] = when it returned,
+ * acq[h] = when the other's acquire returned, for handoff h. Shared memory
+ * carries the times back; CLOCK_MONOTONIC is one clock for every process of
+ * the machine. SAMPLES gets one line per handoff: "RET CALL", acq - rel and
+ * acq - relc in us (CALL is the handoff compared across implementations:
+ * RET is negative when the waiter returns before the releaser's unlock does,
+ * as with Redisson's two-round-trip unlock). */
 typedef struct {
-  int64_t *rel, *acq;
+  int64_t *rel, *relc, *acq;
   atomic_long *done; /* handoffs completed */
 } s4_shared_t;
 
@@ -534,6 +541,7 @@ static void s4_role(int first, int rd, int wr, const target_spec_t *spec, const 
     msg = 'G';
     if (write(wr, &msg, 1) != 1) break;
     sleep_ns(delay_ns);
+    sh->relc[h] = now_ns();
     target_unlock(&t);
     sh->rel[h] = now_ns();
     /* wait for my turn: the other acquires h, then hands h+1 back to me */
@@ -554,10 +562,11 @@ static int run_s4(const target_spec_t *spec, char **argv) {
   int64_t delay_ns = (int64_t)atol(argv[3]) * 1000;
   double cap = atof(argv[4]);
   long total = handoffs + warm;
-  size_t bytes = 2 * (size_t)(total + 2) * sizeof(int64_t) + sizeof(atomic_long);
+  size_t bytes = 3 * (size_t)(total + 2) * sizeof(int64_t) + sizeof(atomic_long);
   void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return 2;
-  s4_shared_t sh = {mem, (int64_t *)mem + total + 2, (atomic_long *)((int64_t *)mem + 2 * (total + 2))};
+  s4_shared_t sh = {mem, (int64_t *)mem + total + 2, (int64_t *)mem + 2 * (total + 2),
+                    (atomic_long *)((int64_t *)mem + 3 * (total + 2))};
   atomic_store(sh.done, 0);
   int ab[2], ba[2];
   if (pipe(ab) || pipe(ba)) return 2;
@@ -583,7 +592,7 @@ static int run_s4(const target_spec_t *spec, char **argv) {
   FILE *f = open_out(argv[5]);
   long recorded = 0;
   for (long h = warm; h < done && h < total; h++) {
-    fprintf(f, "%.3f\n", (double)(sh.acq[h] - sh.rel[h]) / 1000.0);
+    fprintf(f, "%.3f %.3f\n", (double)(sh.acq[h] - sh.rel[h]) / 1000.0, (double)(sh.acq[h] - sh.relc[h]) / 1000.0);
     recorded++;
   }
   fclose(f);

@@ -204,11 +204,15 @@ async function s3(p, [name, counter, iters, samples]) {
 }
 
 // s4: the parent forks two children (A first holder, B) and relays their
-// messages; the relay is outside the measured interval (unlock returned in
-// one -> acquire returned in the other).
+// messages; the relay is outside the measured interval. Per handoff one
+// line "RET CALL", as rlock_bench.c: acquire returned in one child minus
+// unlock returned (RET) and minus unlock called (CALL, the figure compared
+// across implementations) in the other; hrtime is CLOCK_MONOTONIC, one
+// clock for both children.
 async function s4parent(peer, setting, port, [name, handoffs, warm, delayUs, cap, samples]) {
   const total = +handoffs + +warm;
   const rel = new Map();
+  const relc = new Map();
   const acq = new Map();
   const deadline = Date.now() + +cap * 1000;
   const args = (role) => [peer, setting, 's4child', String(port), name, String(total), delayUs,
@@ -230,6 +234,7 @@ async function s4parent(peer, setting, port, [name, handoffs, warm, delayUs, cap
   const done = Promise.all([a, b].map((c) => new Promise((resolve, reject) => {
     c.on('message', (m) => {
       if (m.rel !== undefined) rel.set(m.h, BigInt(m.rel));
+      if (m.relc !== undefined) relc.set(m.h, BigInt(m.relc));
       if (m.acq !== undefined) acq.set(m.h, BigInt(m.acq));
       if (m.go !== undefined) other(c).send({ go: m.go });
       if (m.failures !== undefined) failures += m.failures;
@@ -244,9 +249,11 @@ async function s4parent(peer, setting, port, [name, handoffs, warm, delayUs, cap
   for (let h = 0; h < total; h++) {
     if (!acq.has(h)) break;
     n++;
-    if (h >= +warm && rel.has(h)) s.push(Number(acq.get(h) - rel.get(h)) / 1000);
+    if (h >= +warm && rel.has(h) && relc.has(h)) {
+      s.push(`${(Number(acq.get(h) - rel.get(h)) / 1000).toFixed(3)} ${(Number(acq.get(h) - relc.get(h)) / 1000).toFixed(3)}`);
+    }
   }
-  writeSamples(samples, s);
+  fs.writeFileSync(samples, s.length ? s.join('\n') + '\n' : '');
   return { handoffs: n, recorded: s.length, elapsed_s: el, capped: n < total, stalled, failures };
 }
 
@@ -278,8 +285,9 @@ async function s4child(p, [name, total, delayUs, deadline, role]) {
     }
     process.send({ go: 'G' });
     sleepUs(+delayUs);
+    const relc = nowNs();
     await o.unlock();
-    process.send({ h, rel: nowNs().toString() });
+    process.send({ h, rel: nowNs().toString(), relc: relc.toString() });
     if ((await recv()) !== 'G') break;
     await o.lock();
     process.send({ h: h + 1, acq: nowNs().toString() });

@@ -14,7 +14,8 @@
  * watchdog, as a Java service writes it); s5 holds LOCKS locks under the
  * watchdog through lockAsync(threadId), one explicit thread id per lock.
  * Times: System.nanoTime() (CLOCK_MONOTONIC, as the C programs). The JVM is
- * warmed up first (scenario 1: at least 5,000 pairs). */
+ * warmed up first (scenario 1: at least 5,000 pairs; 3: 3,000 uncontended
+ * pairs per worker; 4: 3,000 per owner). */
 package rlock.interop;
 
 import java.io.BufferedReader;
@@ -155,21 +156,11 @@ public final class Bench {
         100.0 * c / 1e9 / el);
   }
 
-  private static String s3(String[] a) throws Exception {
-    String name = a[0], counter = a[1];
-    int iters = Integer.parseInt(a[2]);
-    RedissonClient r = client(0);
-    RLock l = r.getLock(name);
-    RBucket<String> b = r.getBucket(counter, StringCodec.INSTANCE);
-    for (int i = 0; i < 20; i++) {
-      l.lock();
-      l.unlock();
-    }
-    System.out.println("ready");
-    System.out.flush();
-    new BufferedReader(new InputStreamReader(System.in)).readLine();
-    StringBuilder lines = new StringBuilder();
-    long start = System.nanoTime();
+  private static final int S3_WARM = 3000, S3_WARM_HOT = 50; /* warm-up iterations per worker */
+
+  /* iters x (lock, GET counter, SET counter+1, unlock); lines (if not null)
+   * gets "<counter value read> <acquire wait in us>" per iteration */
+  private static void s3Loop(RLock l, RBucket<String> b, int iters, StringBuilder lines) {
     for (int i = 0; i < iters; i++) {
       long x = System.nanoTime();
       l.lock();
@@ -178,25 +169,71 @@ public final class Bench {
       long v = v0 == null ? 0 : Long.parseLong(v0);
       b.set(Long.toString(v + 1));
       l.unlock();
-      lines.append(v).append(' ').append(String.format(Locale.ROOT, "%.3f", w)).append('\n');
+      if (lines != null) lines.append(v).append(' ').append(String.format(Locale.ROOT, "%.3f", w)).append('\n');
     }
-    long end = System.nanoTime();
+  }
+
+  private static String s3(String[] a) throws Exception {
+    String name = a[0], counter = a[1];
+    int iters = Integer.parseInt(a[2]);
+    RedissonClient r = client(0);
+    RLock l = r.getLock(name);
+    RBucket<String> b = r.getBucket(counter, StringCodec.INSTANCE);
+    /* The JVM warmed up, as in s1 and s4 (20 contended pairs are no JIT
+     * warm-up: 8 cold JVMs took 7 s for 800 iterations, their C2 compiler
+     * threads using most of the CPU): S3_WARM uncontended iterations of the
+     * loop below on a lock and counter of this JVM's own, then S3_WARM_HOT
+     * on a lock and counter that all workers share (the contended path:
+     * pub/sub wake-ups, subscribe and unsubscribe), then a wait until the JIT
+     * is quiet (no compilation for 1 s; at most 15 s). */
+    String own = name + ":warm:" + ProcessHandle.current().pid();
+    /* (the warm-up records its lines too: the same profile, no deoptimization when measuring) */
+    s3Loop(r.getLock(own), r.getBucket(own + ":counter", StringCodec.INSTANCE), S3_WARM, new StringBuilder());
+    r.getBucket(own + ":counter").delete();
+    s3Loop(r.getLock(name + ":warm"), r.getBucket(counter + ":warm", StringCodec.INSTANCE), S3_WARM_HOT, new StringBuilder());
+    java.lang.management.CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+    long quietUntil = System.nanoTime() + 15_000_000_000L, last = -1;
+    for (int still = 0; still < 5 && System.nanoTime() < quietUntil; ) {
+      Thread.sleep(200);
+      long t = jit.getTotalCompilationTime();
+      still = t == last ? still + 1 : 0;
+      last = t;
+    }
+    for (int i = 0; i < 20; i++) {
+      l.lock();
+      l.unlock();
+    }
+    System.out.println("ready");
+    System.out.flush();
+    new BufferedReader(new InputStreamReader(System.in)).readLine();
+    StringBuilder lines = new StringBuilder();
+    long c0 = cpuNs(), start = System.nanoTime();
+    s3Loop(l, b, iters, lines);
+    long end = System.nanoTime(), c = cpuNs() - c0;
     Files.write(Paths.get(a[3]), lines.toString().getBytes(StandardCharsets.UTF_8));
     r.shutdown();
-    return json("start_ns", Long.toString(start), "end_ns", Long.toString(end), "iters", iters, "failures", 0);
+    return json("start_ns", Long.toString(start), "end_ns", Long.toString(end), "iters", iters, "failures", 0,
+        "cpu_s", c / 1e9);
   }
 
   /* s4: two owners (threads with a client each, as two processes would have)
    * hand the lock to each other; the relay (a SynchronousQueue) is outside
-   * the measured interval (unlock returned in one -> lock returned in the other). */
+   * the measured interval. Per handoff, as rlock_bench.c and peers.js, one
+   * line "RET CALL": lock returned in the other owner minus unlock returned
+   * (RET), and minus unlock called (CALL, the figure compared across
+   * implementations: Redisson's unlock() is two round trips, the unlock
+   * script that publishes and then a DEL of its unlock latch, so the waiter
+   * often returns before unlock() does and RET is negative). Both owners are
+   * threads of this JVM: one clock, System.nanoTime(). */
   private static String s4(String[] a) throws Exception {
     String name = a[0];
     int handoffs = Integer.parseInt(a[1]), warm = Integer.parseInt(a[2]);
     long delayUs = Long.parseLong(a[3]);
     double cap = Double.parseDouble(a[4]);
     int total = handoffs + warm;
-    long[] rel = new long[total + 2], acq = new long[total + 2];
+    long[] rel = new long[total + 2], relc = new long[total + 2], acq = new long[total + 2];
     java.util.Arrays.fill(rel, -1);
+    java.util.Arrays.fill(relc, -1);
     java.util.Arrays.fill(acq, -1);
     SynchronousQueue<Character> toA = new SynchronousQueue<>(), toB = new SynchronousQueue<>();
     RedissonClient ra = client(0), rb = client(0);
@@ -231,6 +268,7 @@ public final class Bench {
             }
             out.put('G');
             LockSupport.parkNanos(delayUs * 1000);
+            relc[h] = System.nanoTime();
             l.unlock();
             rel[h] = System.nanoTime();
             if (in.take() != 'G') break;
@@ -252,14 +290,18 @@ public final class Bench {
       stalled |= t.isAlive();
     }
     double el = (System.nanoTime() - t0) / 1e9;
-    double[] s = new double[total];
+    StringBuilder lines = new StringBuilder();
     int n = 0, k = 0;
     for (int h = 0; h < total; h++) {
       if (acq[h] < 0) break;
       n++;
-      if (h >= warm && rel[h] >= 0) s[k++] = (acq[h] - rel[h]) / 1000.0;
+      if (h >= warm && rel[h] >= 0) {
+        lines.append(String.format(Locale.ROOT, "%.3f %.3f%n", (acq[h] - rel[h]) / 1000.0,
+            (acq[h] - relc[h]) / 1000.0));
+        k++;
+      }
     }
-    writeSamples(a[5], s, k);
+    Files.write(Paths.get(a[5]), lines.toString().getBytes(StandardCharsets.UTF_8));
     String out = json("handoffs", n, "recorded", k, "elapsed_s", el, "capped", n < total, "stalled", stalled,
         "failures", 0);
     if (stalled) {
