@@ -8,6 +8,10 @@
 //   node peers.js PEER SETTING s3 PORT NAME COUNTER ITERS SAMPLES   (one worker)
 //   node peers.js PEER SETTING s4 PORT NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES
 //   node peers.js PEER SETTING s5 PORT LOCKS HOLD_S LEASE_MS
+//   node peers.js semaphore SETTING s9 PORT NAME LIMIT INUSE ITERS SAMPLES   (one worker)
+//
+// s9 is the semaphore scenario: redis-semaphore's Semaphore (LIMIT permits),
+// not its Mutex.
 //
 // PEER: redlock | semaphore | redisson. SETTING: default | best (shortest
 // retry delay; see SETTINGS below). Each prints one JSON object on stdout.
@@ -297,6 +301,54 @@ async function s4child(p, [name, total, delayUs, deadline, role]) {
   return null;
 }
 
+// s9: one semaphore worker, as rlock_bench.c's s9: ITERS x (acquire 1 of
+// LIMIT permits, INCR INUSE, DECR INUSE, release); "<wait us> <INCR's answer>"
+// per iteration. An acquire that gives up (acquireTimeout) is called again
+// and counted in failures.
+async function s9(setting, port, [name, limit, inuse, iters, samples]) {
+  const { Semaphore } = require('redis-semaphore');
+  const redis = redisClient(port);
+  await redis.ping();
+  let failures = 0;
+  const sem = new Semaphore(redis, name, +limit, { ...SETTINGS.semaphore[setting] });
+  const acquire = async () => {
+    for (;;) {
+      try {
+        await sem.acquire();
+        return;
+      } catch (e) {
+        if (e && /timeout|limit/i.test(String(e.message))) failures++;
+        else throw e;
+      }
+    }
+  };
+  for (let i = 0; i < 20; i++) { // warm-up, as in rlock_bench.c
+    await acquire();
+    await sem.release();
+  }
+  process.stdout.write('ready\n');
+  await new Promise((r) => process.stdin.once('data', r));
+  process.stdin.pause();
+  const lines = [];
+  const c0 = process.cpuUsage();
+  const start = nowNs();
+  for (let i = 0; i < +iters; i++) {
+    const a = nowNs();
+    await acquire();
+    const w = usSince(a);
+    const n = await redis.incr(inuse);
+    await redis.decr(inuse);
+    await sem.release();
+    lines.push(`${w.toFixed(3)} ${n}`);
+  }
+  const end = nowNs();
+  const c = process.cpuUsage(c0);
+  fs.writeFileSync(samples, lines.join('\n') + '\n');
+  await redis.quit();
+  return { start_ns: start.toString(), end_ns: end.toString(), iters: +iters, failures,
+    cpu_s: (c.user + c.system) / 1e6 };
+}
+
 async function serverCounts(redis) {
   const info = await redis.info('commandstats');
   const stats = await redis.info('stats');
@@ -401,6 +453,7 @@ async function main() {
   let out;
   if (scen === 's4') out = await s4parent(peer, setting, port, rest);
   else if (scen === 's5') out = await s5(peer, setting, port, rest);
+  else if (scen === 's9' && peer === 'semaphore') out = await s9(setting, port, rest);
   else {
     const p = await makePeer(peer, setting, port);
     if (scen === 's1') out = await s1(p, rest);
