@@ -7,11 +7,18 @@
  *   rlock_bench s2a URL OWNERS SECONDS WARMUP_S SAMPLES   the same, async: OWNERS
  *                                                  explicit owners on the I/O thread
  *   rlock_bench s3 URL NAME COUNTER ITERS SAMPLES  one hot-lock worker (run.py starts 8)
+ *   rlock_bench s3f URL NAME COUNTER ITERS SAMPLES the same on a fair lock (rlock_lock_new_fair)
  *   rlock_bench s4 URL NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES   two-process handoff
+ *   rlock_bench s4f URL NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES  the same on a fair lock
  *   rlock_bench s5 URL LOCKS HOLD_S WATCHDOG_MS    watchdog at scale
  *   rlock_bench s6 URL PAIRS                       plain loop for callgrind
  *   rlock_bench r1 URLS FORMAT PAIRS WARMUP SAMPLES                s1 on a RedLock
  *   rlock_bench r4 URLS FORMAT NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES   s4 on a RedLock
+ *   rlock_bench s8 URL KIND NAME COUNTER ITERS READ_PCT WORKER SAMPLES   one read-mostly worker
+ *                                                  (KIND rw: the read-write lock; lock: the
+ *                                                  reentrant lock for every op; run.py starts 8)
+ *   rlock_bench s9 URL NAME INUSE ITERS SAMPLES    one semaphore worker (run.py starts 8 and
+ *                                                  sets NAME to 3 permits first)
  *
  * r1 and r4 lock a RedLock (rlock_redlock_*) over the independent nodes of
  * URLS (comma-separated redis:// URLs) instead of one lock on one server;
@@ -93,6 +100,7 @@ typedef struct {
  * format (simple | reentrant) for a RedLock. */
 typedef struct {
   const char *url, *urls, *format;
+  int fair; /* one lock: a fair lock (s4f) */
 } target_spec_t;
 
 static target_t target_redlock(const char *urls, const char *format, const char *name) {
@@ -121,7 +129,8 @@ static target_t target_open(const target_spec_t *sp, const char *name) {
   if (sp->urls) return target_redlock(sp->urls, sp->format, name);
   target_t t = {0};
   t.c = connect_client(sp->url, 0);
-  t.l = new_lock(t.c, name);
+  if (sp->fair) CHECK("rlock_lock_new_fair", rlock_lock_new_fair(t.c, name, strlen(name), &t.l));
+  else t.l = new_lock(t.c, name);
   return t;
 }
 
@@ -440,15 +449,21 @@ static int cmd_s2a(int argc, char **argv) {
 
 /* One hot-lock worker: after S3_WARMUP pairs prints "ready", waits for a line on stdin, then runs
  * ITERS x (lock, GET counter, SET counter+1, unlock). SAMPLES gets one line
- * per iteration: "<counter value read> <acquire wait in us>". */
-static int cmd_s3(int argc, char **argv) {
+ * per iteration: "<counter value read> <acquire wait in us> <acquire returned
+ * ns> <unlock called ns>" (CLOCK_MONOTONIC: run.py pairs the unlock of value
+ * v with the acquire that read v+1 in another worker: the handoff). fair: the
+ * lock is a fair lock (s3f). */
+static int cmd_s3(int argc, char **argv, int fair) {
   if (argc != 7) return 64;
   const char *url = argv[2], *name = argv[3], *counter = argv[4];
   long iters = atol(argv[5]);
   rlock_client_t *c = connect_client(url, 0);
-  rlock_lock_t *l = new_lock(c, name);
+  rlock_lock_t *l = NULL;
+  if (fair) CHECK("rlock_lock_new_fair", rlock_lock_new_fair(c, name, strlen(name), &l));
+  else l = new_lock(c, name);
   long *vals = calloc((size_t)iters, sizeof *vals);
   int64_t *waits = calloc((size_t)iters, sizeof *waits);
+  int64_t *acqs = calloc((size_t)iters, sizeof *acqs), *rels = calloc((size_t)iters, sizeof *rels);
   for (int i = 0; i < S3_WARMUP; i++) { /* warm-up: connection, scripts, code paths */
     CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
     CHECK("unlock", rlock_lock_unlock(l));
@@ -459,11 +474,13 @@ static int cmd_s3(int argc, char **argv) {
   fflush(stdout);
   char line[64];
   if (!fgets(line, sizeof line, stdin)) return 2;
+  double c0 = cpu_s();
   int64_t start = now_ns();
   for (long i = 0; i < iters; i++) {
     int64_t a = now_ns();
     CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
-    waits[i] = now_ns() - a;
+    acqs[i] = now_ns();
+    waits[i] = acqs[i] - a;
     const char *get[2] = {"GET", counter};
     rlock_reply_t *r = NULL;
     CHECK("GET", rlock_client_command(c, 2, get, NULL, &r));
@@ -480,17 +497,21 @@ static int cmd_s3(int argc, char **argv) {
     const char *set[3] = {"SET", counter, buf};
     CHECK("SET", rlock_client_command(c, 3, set, NULL, &r));
     rlock_reply_free(r);
+    rels[i] = now_ns();
     CHECK("unlock", rlock_lock_unlock(l));
   }
   int64_t end = now_ns();
+  double c1 = cpu_s();
   FILE *f = open_out(argv[6]);
-  for (long i = 0; i < iters; i++) fprintf(f, "%ld %.3f\n", vals[i], (double)waits[i] / 1000.0);
+  for (long i = 0; i < iters; i++)
+    fprintf(f, "%ld %.3f %" PRId64 " %" PRId64 "\n", vals[i], (double)waits[i] / 1000.0, acqs[i], rels[i]);
   fclose(f);
+  free(vals), free(waits), free(acqs), free(rels);
   rlock_stats_t st1;
   rlock_client_stats(c, &st1);
   printf("{\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 ",\"iters\":%ld,\"acquire_tries\":%" PRIu64
-         ",\"subscribes\":%" PRIu64 "}\n",
-         start, end, iters, st1.acquire_attempts - st0.acquire_attempts, st1.subscribes - st0.subscribes);
+         ",\"subscribes\":%" PRIu64 ",\"cpu_s\":%.6f}\n",
+         start, end, iters, st1.acquire_attempts - st0.acquire_attempts, st1.subscribes - st0.subscribes, c1 - c0);
   rlock_lock_free(l);
   rlock_client_free(c);
   return 0;
@@ -500,10 +521,15 @@ static int cmd_s3(int argc, char **argv) {
 
 /* Two processes pass one lock back and forth. The holder tells the other
  * (pipe) to start waiting, sleeps DELAY_US so that the waiter is parked, then
- * unlocks; rel[h] = when its unlock call returned, acq[h] = when the other's
- * acquire returned, for handoff h. Shared memory carries the times back. */
+ * unlocks; relc[h] = when its unlock call started, rel[h] = when it returned,
+ * acq[h] = when the other's acquire returned, for handoff h. Shared memory
+ * carries the times back; CLOCK_MONOTONIC is one clock for every process of
+ * the machine. SAMPLES gets one line per handoff: "RET CALL", acq - rel and
+ * acq - relc in us (CALL is the handoff compared across implementations:
+ * RET is negative when the waiter returns before the releaser's unlock does,
+ * as with Redisson's two-round-trip unlock). */
 typedef struct {
-  int64_t *rel, *acq;
+  int64_t *rel, *relc, *acq;
   atomic_long *done; /* handoffs completed */
 } s4_shared_t;
 
@@ -534,6 +560,7 @@ static void s4_role(int first, int rd, int wr, const target_spec_t *spec, const 
     msg = 'G';
     if (write(wr, &msg, 1) != 1) break;
     sleep_ns(delay_ns);
+    sh->relc[h] = now_ns();
     target_unlock(&t);
     sh->rel[h] = now_ns();
     /* wait for my turn: the other acquires h, then hands h+1 back to me */
@@ -554,10 +581,11 @@ static int run_s4(const target_spec_t *spec, char **argv) {
   int64_t delay_ns = (int64_t)atol(argv[3]) * 1000;
   double cap = atof(argv[4]);
   long total = handoffs + warm;
-  size_t bytes = 2 * (size_t)(total + 2) * sizeof(int64_t) + sizeof(atomic_long);
+  size_t bytes = 3 * (size_t)(total + 2) * sizeof(int64_t) + sizeof(atomic_long);
   void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return 2;
-  s4_shared_t sh = {mem, (int64_t *)mem + total + 2, (atomic_long *)((int64_t *)mem + 2 * (total + 2))};
+  s4_shared_t sh = {mem, (int64_t *)mem + total + 2, (int64_t *)mem + 2 * (total + 2),
+                    (atomic_long *)((int64_t *)mem + 3 * (total + 2))};
   atomic_store(sh.done, 0);
   int ab[2], ba[2];
   if (pipe(ab) || pipe(ba)) return 2;
@@ -583,7 +611,7 @@ static int run_s4(const target_spec_t *spec, char **argv) {
   FILE *f = open_out(argv[5]);
   long recorded = 0;
   for (long h = warm; h < done && h < total; h++) {
-    fprintf(f, "%.3f\n", (double)(sh.acq[h] - sh.rel[h]) / 1000.0);
+    fprintf(f, "%.3f %.3f\n", (double)(sh.acq[h] - sh.rel[h]) / 1000.0, (double)(sh.acq[h] - sh.relc[h]) / 1000.0);
     recorded++;
   }
   fclose(f);
@@ -598,9 +626,9 @@ static int run_s4(const target_spec_t *spec, char **argv) {
   return 0;
 }
 
-static int cmd_s4(int argc, char **argv) {
+static int cmd_s4(int argc, char **argv, int fair) {
   if (argc != 9) return 64;
-  target_spec_t spec = {.url = argv[2]};
+  target_spec_t spec = {.url = argv[2], .fair = fair};
   return run_s4(&spec, argv + 3);
 }
 
@@ -761,6 +789,145 @@ static int cmd_s6(int argc, char **argv) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ s8, s9 */
+
+/* Tells run.py "ready" and waits for its go (a line on stdin). */
+static int ready_go(void) {
+  printf("ready\n");
+  fflush(stdout);
+  char line[64];
+  return fgets(line, sizeof line, stdin) ? 0 : -1;
+}
+
+/* One command on the user connection whose reply is an integer (INCR, DECR)
+ * or a string / nil (GET: its number, nil 0). */
+static long long int_command(rlock_client_t *c, int argc, const char *const *argv) {
+  rlock_reply_t *r = NULL;
+  CHECK(argv[0], rlock_client_command(c, argc, argv, NULL, &r));
+  long long v = 0;
+  if (r->type == RLOCK_REPLY_INTEGER) v = r->integer;
+  else if (r->type == RLOCK_REPLY_STRING) v = atoll(r->str);
+  else if (r->type != RLOCK_REPLY_NIL) {
+    fprintf(stderr, "rlock_bench: %s: unexpected reply type %d\n", argv[0], (int)r->type);
+    _exit(2);
+  }
+  rlock_reply_free(r);
+  return v;
+}
+
+/* xorshift32: the op sequence of s8, the same in Bench.java (worker w starts
+ * from w * 2654435761 + 1), so every implementation does the same work. */
+static uint32_t xs32(uint32_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 17;
+  *x ^= *x << 5;
+  return *x;
+}
+
+/* One read-mostly worker: ITERS ops, each a read (READ_PCT %: read lock, GET
+ * counter, unlock) or a write (write lock, GET counter, SET counter+1,
+ * unlock). KIND rw: rlock_rwlock_new's read and write handles; lock: one
+ * reentrant lock for both (the same work, every op exclusive). SAMPLES gets
+ * "<r|w> <acquire wait in us> <counter value read>" per op. */
+static int cmd_s8(int argc, char **argv) {
+  if (argc != 10) return 64;
+  const char *url = argv[2], *kind = argv[3], *name = argv[4], *counter = argv[5];
+  long iters = atol(argv[6]);
+  int pct = atoi(argv[7]), worker = atoi(argv[8]);
+  rlock_client_t *c = connect_client(url, 0);
+  rlock_lock_t *rd = NULL, *wr = NULL;
+  if (!strcmp(kind, "rw")) CHECK("rlock_rwlock_new", rlock_rwlock_new(c, name, strlen(name), &rd, &wr));
+  else if (!strcmp(kind, "lock")) rd = wr = new_lock(c, name);
+  else return 64;
+  char *ops = calloc((size_t)iters, 1);
+  long *vals = calloc((size_t)iters, sizeof *vals);
+  int64_t *waits = calloc((size_t)iters, sizeof *waits);
+  const char *get[2] = {"GET", counter};
+  uint32_t warm = (uint32_t)worker * 2654435761u + 7u; /* warm-up: its own sequence */
+  for (int i = 0; i < S3_WARMUP; i++) {
+    rlock_lock_t *l = xs32(&warm) % 100 < (uint32_t)pct ? rd : wr;
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    CHECK("unlock", rlock_lock_unlock(l));
+  }
+  if (ready_go() != 0) return 2;
+  uint32_t x = (uint32_t)worker * 2654435761u + 1u;
+  double c0 = cpu_s();
+  int64_t start = now_ns();
+  for (long i = 0; i < iters; i++) {
+    int read = xs32(&x) % 100 < (uint32_t)pct;
+    rlock_lock_t *l = read ? rd : wr;
+    int64_t a = now_ns();
+    CHECK("lock", rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    waits[i] = now_ns() - a;
+    long long v = int_command(c, 2, get);
+    if (!read) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%lld", v + 1);
+      const char *set[3] = {"SET", counter, buf};
+      rlock_reply_t *r = NULL;
+      CHECK("SET", rlock_client_command(c, 3, set, NULL, &r));
+      rlock_reply_free(r);
+    }
+    CHECK("unlock", rlock_lock_unlock(l));
+    ops[i] = read ? 'r' : 'w';
+    vals[i] = (long)v;
+  }
+  int64_t end = now_ns();
+  double c1 = cpu_s();
+  FILE *f = open_out(argv[9]);
+  for (long i = 0; i < iters; i++) fprintf(f, "%c %.3f %ld\n", ops[i], (double)waits[i] / 1000.0, vals[i]);
+  fclose(f);
+  printf("{\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 ",\"iters\":%ld,\"cpu_s\":%.6f}\n", start, end, iters,
+         c1 - c0);
+  free(ops), free(vals), free(waits);
+  rlock_lock_free(rd);
+  if (wr != rd) rlock_lock_free(wr);
+  rlock_client_free(c);
+  return 0;
+}
+
+/* One semaphore worker: ITERS x (acquire 1 permit of NAME waiting as long as
+ * it takes, INCR INUSE, DECR INUSE, release 1). run.py sets NAME's permits
+ * (3) before the workers start. SAMPLES gets "<acquire wait in us> <INCR's
+ * answer>" per iteration (never above the permits if the semaphore holds). */
+static int cmd_s9(int argc, char **argv) {
+  if (argc != 7) return 64;
+  const char *url = argv[2], *name = argv[3], *inuse = argv[4];
+  long iters = atol(argv[5]);
+  rlock_client_t *c = connect_client(url, 0);
+  rlock_semaphore_t *sem = NULL;
+  CHECK("rlock_semaphore_new", rlock_semaphore_new(c, name, strlen(name), &sem));
+  int64_t *waits = calloc((size_t)iters, sizeof *waits);
+  long *seen = calloc((size_t)iters, sizeof *seen);
+  for (int i = 0; i < S3_WARMUP; i++) {
+    CHECK("semaphore acquire", rlock_semaphore_acquire(sem, 1, RLOCK_WAIT_FOREVER, NULL));
+    CHECK("semaphore release", rlock_semaphore_release(sem, 1, NULL));
+  }
+  if (ready_go() != 0) return 2;
+  const char *incr[2] = {"INCR", inuse}, *decr[2] = {"DECR", inuse};
+  double c0 = cpu_s();
+  int64_t start = now_ns();
+  for (long i = 0; i < iters; i++) {
+    int64_t a = now_ns();
+    CHECK("semaphore acquire", rlock_semaphore_acquire(sem, 1, RLOCK_WAIT_FOREVER, NULL));
+    waits[i] = now_ns() - a;
+    seen[i] = (long)int_command(c, 2, incr);
+    int_command(c, 2, decr);
+    CHECK("semaphore release", rlock_semaphore_release(sem, 1, NULL));
+  }
+  int64_t end = now_ns();
+  double c1 = cpu_s();
+  FILE *f = open_out(argv[6]);
+  for (long i = 0; i < iters; i++) fprintf(f, "%.3f %ld\n", (double)waits[i] / 1000.0, seen[i]);
+  fclose(f);
+  printf("{\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 ",\"iters\":%ld,\"cpu_s\":%.6f}\n", start, end, iters,
+         c1 - c0);
+  free(waits), free(seen);
+  rlock_semaphore_free(sem);
+  rlock_client_free(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc < 2) goto usage;
@@ -768,14 +935,18 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "s1")) rc = cmd_s1(argc, argv);
   else if (!strcmp(argv[1], "s2")) rc = cmd_s2(argc, argv);
   else if (!strcmp(argv[1], "s2a")) rc = cmd_s2a(argc, argv);
-  else if (!strcmp(argv[1], "s3")) rc = cmd_s3(argc, argv);
-  else if (!strcmp(argv[1], "s4")) rc = cmd_s4(argc, argv);
+  else if (!strcmp(argv[1], "s3")) rc = cmd_s3(argc, argv, 0);
+  else if (!strcmp(argv[1], "s3f")) rc = cmd_s3(argc, argv, 1);
+  else if (!strcmp(argv[1], "s4")) rc = cmd_s4(argc, argv, 0);
+  else if (!strcmp(argv[1], "s4f")) rc = cmd_s4(argc, argv, 1);
+  else if (!strcmp(argv[1], "s8")) rc = cmd_s8(argc, argv);
+  else if (!strcmp(argv[1], "s9")) rc = cmd_s9(argc, argv);
   else if (!strcmp(argv[1], "s5")) rc = cmd_s5(argc, argv);
   else if (!strcmp(argv[1], "s6")) rc = cmd_s6(argc, argv);
   else if (!strcmp(argv[1], "r1")) rc = cmd_r1(argc, argv);
   else if (!strcmp(argv[1], "r4")) rc = cmd_r4(argc, argv);
   if (rc != 64) return rc;
 usage:
-  fprintf(stderr, "usage: rlock_bench s1|s2|s2a|s3|s4|s5|s6|r1|r4 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
+  fprintf(stderr, "usage: rlock_bench s1|s2|s2a|s3|s4|s5|s6|r1|r4|s3f|s4f|s8|s9 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
   return 64;
 }

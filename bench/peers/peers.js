@@ -8,6 +8,10 @@
 //   node peers.js PEER SETTING s3 PORT NAME COUNTER ITERS SAMPLES   (one worker)
 //   node peers.js PEER SETTING s4 PORT NAME HANDOFFS WARMUP DELAY_US CAP_S SAMPLES
 //   node peers.js PEER SETTING s5 PORT LOCKS HOLD_S LEASE_MS
+//   node peers.js semaphore SETTING s9 PORT NAME LIMIT INUSE ITERS SAMPLES   (one worker)
+//
+// s9 is the semaphore scenario: redis-semaphore's Semaphore (LIMIT permits),
+// not its Mutex.
 //
 // PEER: redlock | semaphore | redisson. SETTING: default | best (shortest
 // retry delay; see SETTINGS below). Each prints one JSON object on stdout.
@@ -204,11 +208,15 @@ async function s3(p, [name, counter, iters, samples]) {
 }
 
 // s4: the parent forks two children (A first holder, B) and relays their
-// messages; the relay is outside the measured interval (unlock returned in
-// one -> acquire returned in the other).
+// messages; the relay is outside the measured interval. Per handoff one
+// line "RET CALL", as rlock_bench.c: acquire returned in one child minus
+// unlock returned (RET) and minus unlock called (CALL, the figure compared
+// across implementations) in the other; hrtime is CLOCK_MONOTONIC, one
+// clock for both children.
 async function s4parent(peer, setting, port, [name, handoffs, warm, delayUs, cap, samples]) {
   const total = +handoffs + +warm;
   const rel = new Map();
+  const relc = new Map();
   const acq = new Map();
   const deadline = Date.now() + +cap * 1000;
   const args = (role) => [peer, setting, 's4child', String(port), name, String(total), delayUs,
@@ -230,6 +238,7 @@ async function s4parent(peer, setting, port, [name, handoffs, warm, delayUs, cap
   const done = Promise.all([a, b].map((c) => new Promise((resolve, reject) => {
     c.on('message', (m) => {
       if (m.rel !== undefined) rel.set(m.h, BigInt(m.rel));
+      if (m.relc !== undefined) relc.set(m.h, BigInt(m.relc));
       if (m.acq !== undefined) acq.set(m.h, BigInt(m.acq));
       if (m.go !== undefined) other(c).send({ go: m.go });
       if (m.failures !== undefined) failures += m.failures;
@@ -244,9 +253,11 @@ async function s4parent(peer, setting, port, [name, handoffs, warm, delayUs, cap
   for (let h = 0; h < total; h++) {
     if (!acq.has(h)) break;
     n++;
-    if (h >= +warm && rel.has(h)) s.push(Number(acq.get(h) - rel.get(h)) / 1000);
+    if (h >= +warm && rel.has(h) && relc.has(h)) {
+      s.push(`${(Number(acq.get(h) - rel.get(h)) / 1000).toFixed(3)} ${(Number(acq.get(h) - relc.get(h)) / 1000).toFixed(3)}`);
+    }
   }
-  writeSamples(samples, s);
+  fs.writeFileSync(samples, s.length ? s.join('\n') + '\n' : '');
   return { handoffs: n, recorded: s.length, elapsed_s: el, capped: n < total, stalled, failures };
 }
 
@@ -278,8 +289,9 @@ async function s4child(p, [name, total, delayUs, deadline, role]) {
     }
     process.send({ go: 'G' });
     sleepUs(+delayUs);
+    const relc = nowNs();
     await o.unlock();
-    process.send({ h, rel: nowNs().toString() });
+    process.send({ h, rel: nowNs().toString(), relc: relc.toString() });
     if ((await recv()) !== 'G') break;
     await o.lock();
     process.send({ h: h + 1, acq: nowNs().toString() });
@@ -287,6 +299,54 @@ async function s4child(p, [name, total, delayUs, deadline, role]) {
   }
   await new Promise((r) => process.send({ failures: p.failures }, r));
   return null;
+}
+
+// s9: one semaphore worker, as rlock_bench.c's s9: ITERS x (acquire 1 of
+// LIMIT permits, INCR INUSE, DECR INUSE, release); "<wait us> <INCR's answer>"
+// per iteration. An acquire that gives up (acquireTimeout) is called again
+// and counted in failures.
+async function s9(setting, port, [name, limit, inuse, iters, samples]) {
+  const { Semaphore } = require('redis-semaphore');
+  const redis = redisClient(port);
+  await redis.ping();
+  let failures = 0;
+  const sem = new Semaphore(redis, name, +limit, { ...SETTINGS.semaphore[setting] });
+  const acquire = async () => {
+    for (;;) {
+      try {
+        await sem.acquire();
+        return;
+      } catch (e) {
+        if (e && /timeout|limit/i.test(String(e.message))) failures++;
+        else throw e;
+      }
+    }
+  };
+  for (let i = 0; i < 20; i++) { // warm-up, as in rlock_bench.c
+    await acquire();
+    await sem.release();
+  }
+  process.stdout.write('ready\n');
+  await new Promise((r) => process.stdin.once('data', r));
+  process.stdin.pause();
+  const lines = [];
+  const c0 = process.cpuUsage();
+  const start = nowNs();
+  for (let i = 0; i < +iters; i++) {
+    const a = nowNs();
+    await acquire();
+    const w = usSince(a);
+    const n = await redis.incr(inuse);
+    await redis.decr(inuse);
+    await sem.release();
+    lines.push(`${w.toFixed(3)} ${n}`);
+  }
+  const end = nowNs();
+  const c = process.cpuUsage(c0);
+  fs.writeFileSync(samples, lines.join('\n') + '\n');
+  await redis.quit();
+  return { start_ns: start.toString(), end_ns: end.toString(), iters: +iters, failures,
+    cpu_s: (c.user + c.system) / 1e6 };
 }
 
 async function serverCounts(redis) {
@@ -393,6 +453,7 @@ async function main() {
   let out;
   if (scen === 's4') out = await s4parent(peer, setting, port, rest);
   else if (scen === 's5') out = await s5(peer, setting, port, rest);
+  else if (scen === 's9' && peer === 'semaphore') out = await s9(setting, port, rest);
   else {
     const p = await makePeer(peer, setting, port);
     if (scen === 's1') out = await s1(p, rest);

@@ -122,7 +122,8 @@ def s3(setting, port, name, counter, iters, samples):
 
 
 def s4_role(first, rd, wr, setting, port, name, total, delay_us, deadline, rel_w):
-    """One of the two processes; writes 'rel h t' / 'acq h t' lines to rel_w."""
+    """One of the two processes; writes 'relc h t' (unlock called), 'rel h t'
+    (unlock returned) and 'acq h t' lines to rel_w."""
     r = client(port)
     lock = r.lock(name, **SETTINGS[setting])
     ev = os.fdopen(rel_w, "w")
@@ -141,8 +142,9 @@ def s4_role(first, rd, wr, setting, port, name, total, delay_us, deadline, rel_w
             break
         os.write(wr, b"G")
         time.sleep(delay_us / 1e6)
+        relc = now_ns()
         lock.release()
-        ev.write("rel %d %d\n" % (h, now_ns()))
+        ev.write("relc %d %d\nrel %d %d\n" % (h, relc, h, now_ns()))
         if os.read(rd, 1) != b"G":
             break
         lock.acquire()
@@ -177,11 +179,12 @@ def s4(setting, port, name, handoffs, warm, delay_us, cap, samples):
         pids.append(pid)
     for fd in ab + ba:
         os.close(fd)
-    rel, acq = {}, {}
+    ev = {"rel": {}, "relc": {}, "acq": {}}
     for f in evfiles:  # each child writes its events at the end (buffered)
         for line in f:
             kind, h, t = line.split()
-            (rel if kind == "rel" else acq)[int(h)] = int(t)
+            ev[kind][int(h)] = int(t)
+    rel, relc, acq = ev["rel"], ev["relc"], ev["acq"]
     ok = all(os.waitpid(p, 0)[1] == 0 for p in pids)
     el = (now_ns() - t0) / 1e9
     out, n = [], 0
@@ -189,9 +192,10 @@ def s4(setting, port, name, handoffs, warm, delay_us, cap, samples):
         if h not in acq:
             break
         n += 1
-        if h >= int(warm) and h in rel:
-            out.append((acq[h] - rel[h]) / 1000)
-    write_samples(samples, out)
+        if h >= int(warm) and h in rel and h in relc:
+            out.append("%.3f %.3f" % ((acq[h] - rel[h]) / 1000, (acq[h] - relc[h]) / 1000))
+    with open(samples, "w") as f:  # "RET CALL" per handoff, as rlock_bench.c
+        f.write("".join(x + "\n" for x in out))
     if not ok:
         raise SystemExit("redis_py.py s4: a child failed")
     return {"handoffs": n, "recorded": len(out), "elapsed_s": el, "capped": n < total}
