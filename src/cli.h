@@ -158,6 +158,28 @@ int group_kill(int sig); /* 1 if the group existed and was signalled */
 void group_lock(void);
 void group_unlock(void);
 
+/* detect.c: what a key holds. kind: the CLI_KIND_* to open it with
+ * (reentrant for a missing key), -1 not a lock; code: a short name for JSON
+ * ("none", "reentrant", "fair", "fenced", "rwlock", "simple", "semaphore",
+ * "permit_semaphore", "other"); what: the same for people. */
+typedef struct cli_found {
+  int kind;
+  int exists;
+  const char *code;
+  char what[80];
+  long long count; /* semaphore or latch: the count */
+} cli_found_t;
+/* Given the key's TYPE reply (type), fills f (never fails: a failed look
+ * leaves the plainest answer). */
+int cli_detect(rlock_client_t *client, const char *name, size_t len, const char *type, cli_found_t *f);
+/* TYPE, then cli_detect: 0, or the exit code (EX_DATAERR with "NAME is not a
+ * lock (...)" for a key that is none). */
+int cli_detect_kind(rlock_client_t *client, const char *name, cli_found_t *f);
+/* Redisson's prefixName of NAME (malloc'd; NULL for rlock's own form of names
+ * with odd braces). */
+char *cli_prefixed(const char *prefix, const char *name, size_t len);
+int cmd_wait(cli_global_t *g, int argc, char **argv); /* cmd_wait.c */
+
 /* Writes bytes as a JSON string (quoted, escaped; invalid UTF-8 as \u00XX). */
 void json_string(FILE *f, const char *s, size_t len);
 
