@@ -160,7 +160,7 @@ void group_unlock(void);
 
 /* detect.c: what a key holds. kind: the CLI_KIND_* to open it with
  * (reentrant for a missing key), -1 not a lock; code: a short name for JSON
- * ("none", "reentrant", "fair", "fenced", "rwlock", "simple", "semaphore",
+ * ("none", "reentrant", "fair", "fenced", "rwlock", "simple", "semaphore_or_latch",
  * "permit_semaphore", "other"); what: the same for people. */
 typedef struct cli_found {
   int kind;

@@ -86,7 +86,13 @@ static void found(cli_found_t *f, int kind, const char *code, const char *what) 
 int cli_detect(rlock_client_t *c, const char *name, size_t len, const char *type, cli_found_t *f) {
   memset(f, 0, sizeof *f);
   found(f, CLI_KIND_REENTRANT, "none", "no such key");
-  if (!strcmp(type, "none")) return 0;
+  if (!strcmp(type, "none")) { /* free: a fair lock's queue or a fenced lock's counter may say more */
+    if (exists(c, cli_prefixed("redisson_lock_queue", name, len)))
+      found(f, CLI_KIND_FAIR, "fair", "fair lock (free, with a queue)");
+    else if (exists(c, cli_prefixed("redisson_lock_token", name, len)))
+      found(f, CLI_KIND_FENCED, "fenced", "fenced lock (free)");
+    return 0;
+  }
   f->exists = 1;
   if (!strcmp(type, "hash")) {
     const char *a[] = {"HGET", name, "mode"};
@@ -102,7 +108,7 @@ int cli_detect(rlock_client_t *c, const char *name, size_t len, const char *type
     } else if (exists(c, cli_prefixed("redisson_lock_token", name, len))) {
       found(f, CLI_KIND_FENCED, "fenced", "fenced lock");
     } else {
-      found(f, CLI_KIND_REENTRANT, "reentrant", "reentrant lock (non-reentrant and spin locks look the same)");
+      found(f, CLI_KIND_REENTRANT, "reentrant", "reentrant lock (or non-reentrant or spin: one layout)");
     }
     rlock_reply_free(r);
     return 0;
@@ -114,7 +120,7 @@ int cli_detect(rlock_client_t *c, const char *name, size_t len, const char *type
     if (r && r->type == RLOCK_REPLY_STRING && is_count(r->str, r->len)) {
       f->count = strtoll(r->str, NULL, 10);
       if (exists(c, suffixed(name, len, "timeout"))) found(f, -1, "permit_semaphore", "permit semaphore");
-      else found(f, -1, "semaphore", "semaphore or count-down latch");
+      else found(f, -1, "semaphore_or_latch", "semaphore or count-down latch");
     } else {
       found(f, CLI_KIND_SIMPLE, "simple", "simple lock");
     }
