@@ -135,8 +135,10 @@ int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock
 /* A kind option given: *kind = k, or EX_USAGE if another kind was given. */
 int cli_set_kind(const char *cmd, int *kind, int k);
 
-/* Checks that the key NAME is free or holds the kind's type (a hash; simple:
- * a string): 0, or EX_DATAERR with "NAME is not a lock (holds a list)". */
+/* Checks that the key NAME is free or holds the kind's type (a hash; simple
+ * 1: a string, but not a count without TTL, a semaphore's or latch's; 2: a
+ * string, a count too: the permit semaphore's): 0, or EX_DATAERR with "NAME
+ * is not a lock (holds a list)". */
 int cli_check_type(rlock_client_t *client, const char *name, int simple);
 
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is

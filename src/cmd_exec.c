@@ -609,7 +609,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (permit) { /* the count is a string, as the simple lock's key */
-      if (!ex) ex = cli_check_type(client, argv[first], 1);
+      if (!ex) ex = cli_check_type(client, argv[first], 2);
       if (!ex) ex = open_permits(client, argv[first], permits, &gd);
     } else {
       if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);

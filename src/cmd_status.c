@@ -76,7 +76,7 @@ static void print_json(const char *name, const rlock_holder_t *h, size_t n, int6
     }
     fputc(']', stdout);
   }
-  if (found) printf(",\"found\":\"%s\"", found->code);
+  if (found && strcmp(found->code, "none")) printf(",\"found\":\"%s\"", found->code);
   fputs(",\"node\":", stdout);
   json_string(stdout, node, strlen(node));
   fputs("}\n", stdout);
