@@ -141,4 +141,13 @@ expect 0 "cluster: ls 'a'" C ls a
 contains "$T/out" "a: reentrant, node 127.0.0.1:" "cluster text names the node"
 expect 0 "cluster: status a finds a reentrant lock" C status --json a
 contains "$T/out" '"found":"reentrant"' "cluster status found"
+# rlock wait on a Cluster: on the key's master's sharded channel, woken by a force unlock
+bg "$T/cwait" "$RLOCK" -u "$CU" wait --json b
+cwait=$BG
+b_waited() { C ls --json b >"$T/cb.ls" 2>/dev/null && json_check "$T/cb.ls" 'o[0]["waiters"] == 1'; }
+until_true 30 b_waited && pass "cluster: rlock wait subscribed (counted by ls)" || fail "cluster wait: $(cat "$T/cb.ls")"
+expect 0 "cluster: unlock --force b" C unlock --force b
+await "$cwait" 30
+[ "$RC" = 0 ] && pass "cluster: wait returned once b was freed" || fail "cluster wait exit $RC: $(cat "$T/cwait.err")"
+contains "$T/cwait.out" '"free":true' "cluster wait JSON"
 finish
