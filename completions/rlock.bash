@@ -22,7 +22,7 @@ _rlock() {
   esac
   local opts
   case $cmd in
-    "") COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch acquire extend release ls help $global" -- "$cur")); return ;;
+    "") COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch acquire extend release ls wait help $global" -- "$cur")); return ;;
     exec) opts="--wait --lease --watchdog --kill-after -E --conflict-exit-code --permit --permits --simple --fair --nonreentrant --fenced --spin --read --write --redlock" ;;
     status) opts="--json --simple --fair --fenced --read --write --redlock" ;;
     unlock) opts="--force --any-type --simple --fair --read --write" ;;
@@ -38,7 +38,8 @@ _rlock() {
     extend) opts="--lease" ;;
     release) opts="" ;;
     ls) opts="--json" ;;
-    help) COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch acquire extend release ls" -- "$cur")); return ;;
+    wait) opts="--wait --json" ;;
+    help) COMPREPLY=($(compgen -W "exec status unlock demo semaphore latch acquire extend release ls wait" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$opts $global" -- "$cur"))

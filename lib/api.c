@@ -879,6 +879,14 @@ RLOCK_API int rlock_latch_await_async(rlock_latch_t *c, int64_t wait_ms, rlock_c
   return submit_async(op, NULL, arg);
 }
 
+RLOCK_API int rlock_lock_await_free(rlock_lock_t *l, int64_t wait_ms, rlock_cancel_t *cancel) {
+  int rc;
+  if ((rc = check_lock(l)) || (rc = check_wait(wait_ms))) return rc;
+  if (l->kind == &rlock__kind_semaphore || l->kind == &rlock__kind_latch)
+    return rlock__fail(RLOCK_EINVAL, "not a lock handle (a %s)", l->kind->name);
+  return obj_sync(l, OP_AWAIT_FREE, 0, 0, wait_ms, cancel, NULL);
+}
+
 /* ------------------------------------------------------------ permit-expirable semaphore
  * An rlock_permits_t is a lock handle of kind rlock__kind_pes (kinds/pes.c):
  * the same struct, cast. An acquire's owner id is a fresh permit id (32

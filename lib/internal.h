@@ -985,7 +985,8 @@ typedef enum {
   OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
   OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE,
   OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT, /* semaphore.c */
-  OP_KIND_CALL /* a kind's own query or setting (kind->query_req), answered by an integer */
+  OP_KIND_CALL, /* a kind's own query or setting (kind->query_req), answered by an integer */
+  OP_AWAIT_FREE /* semaphore.c: wait until a lock's key is gone (rlock_lock_await_free) */
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word (SYNC_*),
@@ -1122,7 +1123,7 @@ bool rlock__op_orphan(op_t *op);
 /* ------------------------------------------------------------ semaphore.c */
 extern const lock_kind_t rlock__kind_semaphore; /* Redisson's RSemaphore: its channel only */
 extern const lock_kind_t rlock__kind_latch;     /* Redisson's RCountDownLatch: its channel only */
-void rlock__sem_start(op_t *op);         /* I/O thread: OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT */
+void rlock__sem_start(op_t *op);         /* I/O thread: OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT, OP_AWAIT_FREE */
 void rlock__sem_undo_on_close(op_t *op); /* closing: a semaphore try in flight is given back */
 
 struct rlock_cancel {

@@ -1378,6 +1378,7 @@ void rlock__op_start(op_t *op) {
   case OP_SEM_ACQUIRE:
   case OP_SEM_CALL:
   case OP_LATCH_AWAIT:
+  case OP_AWAIT_FREE:
     rlock__sem_start(op); /* semaphore.c */
     break;
   default:

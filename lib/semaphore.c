@@ -9,6 +9,9 @@
  *                   try-set and count-down) or a GET (available, count)
  *   OP_LATCH_AWAIT  GET the count; above 0: join the latch's channel, park
  *                   until the message 0 (wakes all) or the wait bound, GET again
+ *   OP_AWAIT_FREE   a lock of any kind: PTTL of its key; there: join the
+ *                   lock's channel, park until a message, the holder's TTL or
+ *                   the wait bound, PTTL again (rlock_lock_await_free)
  * Every script that writes carries a request id whose latch key
  * (rlock_semaphore_latch:{NAME}:<id>, rlock_countdown_latch:{NAME}:<id>)
  * stores its first answer: a request re-sent after a lost answer (up to
@@ -72,6 +75,11 @@ static bool is_latch(const op_t *op) { return op->lock->kind == &rlock__kind_lat
 
 static int op_slot(const op_t *op) { return op->lock->slot1 - 1; }
 
+/* A read that writes nothing: no request id, no latch, no WAIT. */
+static bool is_read(const op_t *op) {
+  return op->kind == OP_LATCH_AWAIT || op->kind == OP_AWAIT_FREE || (op->kind == OP_SEM_CALL && !op->script);
+}
+
 /* The current request id's latch key (malloc'd into out): 0 or RLOCK_ENOMEM. */
 static int latch_key(const op_t *op, const char *reqid, bytes_t *out) {
   const rlock_lock_t *l = op->lock;
@@ -87,9 +95,10 @@ static req_t *build(op_t *op) {
   client_t *cl = op->cl;
   rlock_lock_t *l = op->lock;
   int64_t t = cl->opt.command_timeout_ms;
-  if (op->kind == OP_LATCH_AWAIT || (op->kind == OP_SEM_CALL && !op->script)) {
-    const char *argv[2] = {"GET", l->name};
-    size_t lens[2] = {3, l->len};
+  if (is_read(op)) {
+    bool free_wait = op->kind == OP_AWAIT_FREE;
+    const char *argv[2] = {free_wait ? "PTTL" : "GET", l->name};
+    size_t lens[2] = {free_wait ? 4 : 3, l->len};
     return rlock__req_new(2, argv, lens, t, done_cb, op);
   }
   bytes_t latch;
@@ -141,7 +150,7 @@ static void send_req(op_t *op) {
   }
   op->in_flight = true;
   if (op->kind == OP_SEM_ACQUIRE) stat_add(op->cl, ST_ATTEMPTS, 1);
-  if (op->kind == OP_LATCH_AWAIT || (op->kind == OP_SEM_CALL && !op->script)) {
+  if (is_read(op)) {
     rlock__client_send(op->cl, op->lock->name, op->lock->len, r); /* a read: no WAIT */
     return;
   }
@@ -260,17 +269,21 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   attempt(op, true); /* one more try; its reply checks the deadline */
 }
 
-/* Wake op at its deadline (none: RLOCK_WAIT_FOREVER). */
-static void arm_deadline(op_t *op, int64_t now) {
-  if (op->deadline < 0) return;
+/* Wake op at its deadline (none: RLOCK_WAIT_FOREVER), or at ttl (a lock's
+ * PTTL, > 0) if that comes first: a lock may expire without a message. */
+static void arm_deadline_ttl(op_t *op, int64_t now, int64_t ttl) {
+  if (op->deadline < 0 && ttl <= 0) return;
   if (!op->timer && !(op->timer = evtimer_new(op->cl->base, timer_cb, op))) {
     rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
+  int64_t in = op->deadline < 0 ? ttl : op->deadline > now ? op->deadline - now : 0;
+  if (ttl > 0 && ttl < in) in = ttl;
   struct timeval tv;
-  rlock__tv_from_ms(&tv, (op->deadline > now ? op->deadline - now : 0) + 1);
+  rlock__tv_from_ms(&tv, in + 1);
   evtimer_add(op->timer, &tv);
 }
+
 
 /* The subscription was refused (an ACL without the channel): no message will
  * come, and a semaphore or latch has no TTL to wake on: the wait ends now. */
@@ -280,12 +293,30 @@ static bool wait_refused(op_t *op) {
   return true;
 }
 
+/* A free-waiter only looks: a wake-up it took goes on to the first other
+ * parked waiter of the channel (one that may take the lock; the kind's
+ * policy counted the free-waiter as one). Never left as a wake token: the
+ * free-waiter would take it back itself and spin. */
+static void pass_to_parked(waiter_t *w) {
+  waiter_t *o = w;
+  while (o->prev) o = o->prev;
+  for (; o; o = o->next)
+    if (o != w && o->parked) {
+      o->parked = false;
+      o->on_wake(o);
+      return;
+    }
+}
+
 static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
   if (wait_refused(op)) return;
   op->woken = true;
   if (op->timer) evtimer_del(op->timer);
+  /* a free-waiter only looks: the wake-up goes on to a waiter of the same
+   * channel that may take the lock (the kind's policy counted it as one) */
+  if (op->kind == OP_AWAIT_FREE) pass_to_parked(w);
   attempt(op, true);
 }
 
@@ -298,8 +329,9 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
   /* else: the reply of the try in flight decides (and gives permits back) */
 }
 
-/* Not yet (too few permits, the count above 0): wait, or end. */
-static void not_yet(op_t *op) {
+/* Not yet (too few permits, the count above 0, the lock held with ttl ms
+ * left: -1 none): wait, or end. */
+static void not_yet(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
   if (op->cancelled) {
     rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
@@ -307,9 +339,14 @@ static void not_yet(op_t *op) {
   }
   if (op->wait_ms == 0 || (op->deadline >= 0 && now >= op->deadline)) {
     rlock__op_finish(op,
-                     rlock__fail(RLOCK_EBUSY, is_latch(op) ? "timed out waiting for the latch to open"
-                                                           : "timed out waiting for permits"),
+                     rlock__fail(RLOCK_EBUSY, op->kind == OP_AWAIT_FREE ? "the lock is still held"
+                                              : is_latch(op)            ? "timed out waiting for the latch to open"
+                                                                        : "timed out waiting for permits"),
                      0, NULL, 0);
+    return;
+  }
+  if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) { /* no messages: its TTL */
+    arm_deadline_ttl(op, now, ttl > 0 ? ttl : op->cl->opt.watchdog_timeout_ms / 3);
     return;
   }
   if (!op->subscribed) {
@@ -319,17 +356,18 @@ static void not_yet(op_t *op) {
     int rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
     if (rc < 0) rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
     else if (rc == 1) attempt(op, true); /* subscribed already: a release may have come before it */
-    else arm_deadline(op, now);         /* on_wake once the subscription is confirmed */
+    else arm_deadline_ttl(op, now, ttl); /* on_wake once the subscription is confirmed */
     return;
   }
   if (wait_refused(op)) return;
   if (rlock__pubsub_park(&op->w)) { /* a message came while the try was in flight */
     op->woken = true;
+    if (op->kind == OP_AWAIT_FREE) pass_to_parked(&op->w);
     attempt(op, true);
     return;
   }
   op->woken = false;
-  arm_deadline(op, now);
+  arm_deadline_ttl(op, now, ttl);
 }
 
 /* A waiter woken by a message found too few permits: the wake-up it used
@@ -416,7 +454,7 @@ static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
     failed(op, status);
     return;
   }
-  bool read = op->kind == OP_LATCH_AWAIT || (op->kind == OP_SEM_CALL && !op->script);
+  bool read = is_read(op);
   int acked = 0;
   bool synced = read ? true : rlock__client_sync_split(&op->sync_need, &reply, &acked);
   int64_t v = 0;
@@ -446,14 +484,18 @@ static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
     } else if (v == 0) {
       if (op->retries > 0) undo(op); /* refused: plant the tombstone against an earlier copy */
       if (op->woken && op->w.ch) pass_to_smaller(op);
-      not_yet(op);
+      not_yet(op, 0);
     } else {
       rlock__op_finish(op, rlock__fail(RLOCK_EPROTO, "semaphore: unexpected reply %lld", (long long)v), 0, NULL, 0);
     }
     return;
   case OP_LATCH_AWAIT:
     if (v <= 0) rlock__op_finish(op, 0, 0, NULL, 0);
-    else not_yet(op);
+    else not_yet(op, 0);
+    return;
+  case OP_AWAIT_FREE: /* PTTL: -2 no key (free), -1 no expiry, else ms left */
+    if (v == -2) rlock__op_finish(op, 0, 0, NULL, 0);
+    else not_yet(op, v);
     return;
   default:
     if (!synced) stat_add(op->cl, ST_UNLOCK_SYNC_MISSES, 1); /* a write stands; counted */

@@ -228,6 +228,22 @@ int cli_check_type(rlock_client_t *client, const char *name, int simple) {
   if (rlock_client_command(client, 2, argv, NULL, &r) || !r) return 0; /* the lock's own calls say why */
   int ex = 0;
   const char *t = r->type == RLOCK_REPLY_STATUS || r->type == RLOCK_REPLY_STRING ? r->str : NULL;
+  if (t && !strcmp(t, "string") && simple != 2) { /* a count without TTL: a semaphore's or latch's, not a simple lock */
+    cli_found_t f;
+    cli_detect(client, name, strlen(name), "string", &f);
+    const char *pa[] = {"PTTL", name};
+    rlock_reply_t *p = NULL;
+    if (f.kind < 0 && rlock_client_command(client, 2, pa, NULL, &p) == 0 && p->type == RLOCK_REPLY_INTEGER &&
+        p->integer == -1) {
+      cli_err("%s is not a lock (a %s, count %lld)", name, f.what, f.count);
+      ex = EX_DATAERR;
+    }
+    rlock_reply_free(p);
+    if (ex) {
+      rlock_reply_free(r);
+      return ex;
+    }
+  }
   if (t && strcmp(t, "none") && strcmp(t, simple ? "string" : "hash")) {
     const char *hint = !simple && !strcmp(t, "string") ? "; try --simple" : simple && !strcmp(t, "hash") ? "; try without --simple" : "";
     cli_err("%s is not a lock (holds a %.20s%s)", name, t, hint);

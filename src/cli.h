@@ -135,8 +135,10 @@ int cli_lock_kind(rlock_client_t *client, const char *name, int kind, rlock_lock
 /* A kind option given: *kind = k, or EX_USAGE if another kind was given. */
 int cli_set_kind(const char *cmd, int *kind, int k);
 
-/* Checks that the key NAME is free or holds the kind's type (a hash; simple:
- * a string): 0, or EX_DATAERR with "NAME is not a lock (holds a list)". */
+/* Checks that the key NAME is free or holds the kind's type (a hash; simple
+ * 1: a string, but not a count without TTL, a semaphore's or latch's; 2: a
+ * string, a count too: the permit semaphore's): 0, or EX_DATAERR with "NAME
+ * is not a lock (holds a list)". */
 int cli_check_type(rlock_client_t *client, const char *name, int simple);
 
 /* Checks a lock name given on the command line: 0, or EX_USAGE if it is
@@ -157,6 +159,28 @@ void group_die_like_cmd(void);
 int group_kill(int sig); /* 1 if the group existed and was signalled */
 void group_lock(void);
 void group_unlock(void);
+
+/* detect.c: what a key holds. kind: the CLI_KIND_* to open it with
+ * (reentrant for a missing key), -1 not a lock; code: a short name for JSON
+ * ("none", "reentrant", "fair", "fenced", "rwlock", "simple", "semaphore_or_latch",
+ * "permit_semaphore", "other"); what: the same for people. */
+typedef struct cli_found {
+  int kind;
+  int exists;
+  const char *code;
+  char what[80];
+  long long count; /* semaphore or latch: the count */
+} cli_found_t;
+/* Given the key's TYPE reply (type), fills f (never fails: a failed look
+ * leaves the plainest answer). */
+int cli_detect(rlock_client_t *client, const char *name, size_t len, const char *type, cli_found_t *f);
+/* TYPE, then cli_detect: 0, or the exit code (EX_DATAERR with "NAME is not a
+ * lock (...)" for a key that is none). */
+int cli_detect_kind(rlock_client_t *client, const char *name, cli_found_t *f);
+/* Redisson's prefixName of NAME (malloc'd; NULL for rlock's own form of names
+ * with odd braces). */
+char *cli_prefixed(const char *prefix, const char *name, size_t len);
+int cmd_wait(cli_global_t *g, int argc, char **argv); /* cmd_wait.c */
 
 /* Writes bytes as a JSON string (quoted, escaped; invalid UTF-8 as \u00XX). */
 void json_string(FILE *f, const char *s, size_t len);

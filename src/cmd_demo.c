@@ -23,7 +23,7 @@ static const char usage_text[] =
     "initial stock and the final stock is 0 (exit 0), else FAIL (exit 1), with\n"
     "lock acquisitions/s, handoffs/s and the wait to acquire (p50/p99/max).\n\n"
     "  --workers N    worker processes (default 8, at most 256)\n"
-    "  --stock N      initial stock (default 1000)\n"
+    "  --stock N      initial stock (default 1000, at most 10000000)\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n";
 
 /* GET of the stock: its value, or -1 (message printed) on failure. */

@@ -45,7 +45,8 @@ static const char usage_text[] =
     "                  a waiter retries after a backoff (1 ms doubling to 128 ms)\n"
     "  --read, --write the read or the write lock of Redisson's RReadWriteLock NAME:\n"
     "                  many readers or one writer\n"
-    "  --redlock       RedLock: every -u URL is an independent master (give 3 or 5);\n"
+    "  --redlock       RedLock: every -u URL is an independent master (1 to 64;\n"
+    "                  an odd count: 3 or 5);\n"
     "                  held with a majority of them (one NAME)\n"
     "  -E, --conflict-exit-code N  exit N (0-255) in place of 75 when the lock stays\n"
     "                  busy until --wait runs out (as flock -E)\n"
@@ -609,7 +610,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     ex = cli_connect(g, &opts, &client);
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (permit) { /* the count is a string, as the simple lock's key */
-      if (!ex) ex = cli_check_type(client, argv[first], 1);
+      if (!ex) ex = cli_check_type(client, argv[first], 2);
       if (!ex) ex = open_permits(client, argv[first], permits, &gd);
     } else {
       if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);

@@ -31,12 +31,17 @@ static void catch_signals(void) {
     if (g_orig[i].sa_handler != SIG_IGN) sigaction(handled[i], &sa, NULL);
   }
 }
-/* The exit code of a wait that ended with rc (cancelled: 128+N). */
-static int wait_exit(int rc, const char *what) {
+/* The exit code of a wait that ended with rc (cancelled: 128+N). busy: what
+ * a wait that ran out says (once: rlock_strerror names a lock). */
+static int wait_exit(int rc, const char *what, const char *busy) {
   for (int i = 0; g_cancel && i < 3; i++) sigaction(handled[i], &g_orig[i], NULL);
   if (rc == RLOCK_ECANCELED && g_signal) {
     cli_err("interrupted by signal %d while waiting", (int)g_signal);
     return 128 + g_signal;
+  }
+  if (rc == RLOCK_EBUSY) {
+    cli_err("%s", busy);
+    return cli_exit_for(rc);
   }
   return cli_fail(rc, what);
 }
@@ -141,8 +146,10 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     catch_signals();
     rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
     if (!rc) rc = rlock_semaphore_available(s, &avail);
+    char busy[300];
+    snprintf(busy, sizeof busy, "not enough permits of %.200s: timed out waiting for them", name);
     if (rc)
-      ex = wait_exit(rc, rc == RLOCK_EBUSY ? "not enough permits" : "cannot acquire");
+      ex = wait_exit(rc, "cannot acquire", busy);
     else if (json)
       json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
     else
@@ -211,8 +218,10 @@ int cmd_latch(cli_global_t *g, int argc, char **argv) {
   } else if (!strcmp(action, "await")) {
     catch_signals();
     rc = rlock_latch_await(l, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
+    char busy[300];
+    snprintf(busy, sizeof busy, "the latch %.200s did not open: timed out waiting for it", name);
     if (rc)
-      ex = wait_exit(rc, rc == RLOCK_EBUSY ? "the latch did not open" : "cannot await");
+      ex = wait_exit(rc, "cannot await", busy);
     else if (json)
       json_head("latch", name), fputs(",\"count\":0,\"open\":true}\n", stdout);
     else

@@ -12,7 +12,11 @@ static const char usage_text[] =
     "Shows whether the lock NAME is held, each holder (owner id \"<client id>:<thread>\"\n"
     "and hold count) and the remaining time to live in ms (-2: not locked,\n"
     "-1: no expiry), and the node that answered: host:port (Sentinel: the master;\n"
-    "Cluster: the master of NAME's slot) or a unix socket's path.\n\n"
+    "Cluster: the master of NAME's slot) or a unix socket's path. Without a kind\n"
+    "option the kind is found from what NAME holds (a hash with \"mode\": read-write;\n"
+    "a fair lock's queue; a fenced lock's counter; a string: simple) and said\n"
+    "(\"  kind ... (found...)\"; JSON: \"found\":\"reentrant\", \"fair\", \"fenced\", \"rwlock\",\n"
+    "\"simple\" or \"none\").\n\n"
     "  --json         print one JSON object:\n"
     "                 {\"name\":...,\"locked\":BOOL,\"holders\":[{\"owner\":...,\"count\":N}],\"ttl_ms\":N,\n"
     "                  \"node\":\"HOST:PORT\"}\n"
@@ -57,7 +61,7 @@ static int64_t in_ms(const queue_view_t *q, size_t i) {
 
 /* token: the fenced lock's last token (-1: not a fenced lock). */
 static void print_json(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
-                       const queue_view_t *q, int64_t token) {
+                       const queue_view_t *q, int64_t token, const cli_found_t *found) {
   fputs("{\"name\":", stdout);
   json_string(stdout, name, strlen(name));
   fputc(',', stdout);
@@ -72,13 +76,14 @@ static void print_json(const char *name, const rlock_holder_t *h, size_t n, int6
     }
     fputc(']', stdout);
   }
+  if (found && strcmp(found->code, "none")) printf(",\"found\":\"%s\"", found->code);
   fputs(",\"node\":", stdout);
   json_string(stdout, node, strlen(node));
   fputs("}\n", stdout);
 }
 
 static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
-                       const queue_view_t *q, int64_t token) {
+                       const queue_view_t *q, int64_t token, const cli_found_t *found) {
   if (!n)
     printf("%s: not locked\n", name);
   else if (ttl >= 0)
@@ -90,6 +95,7 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
   if (token >= 0) printf("  fenced token %lld (the last issued; 0: never taken)\n", (long long)token);
   for (size_t i = 0; q && i < q->n; i++)
     printf("  waiter %zu %s deadline in %lld ms\n", i + 1, q->w[i].owner, (long long)in_ms(q, i));
+  if (found && found->exists) printf("  kind: %s, found by itself (no kind option)\n", found->what);
   printf("  node %s\n", node);
 }
 
@@ -97,7 +103,9 @@ static void print_text(const char *name, const rlock_holder_t *h, size_t n, int6
  * CLI_EXIT_FREE free, or an error's. */
 /* fenced: 1 NAME is a fenced lock (its token shown), 2 it may be one (the
  * token shown when the counter exists), 0 not. */
-static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, int json, int fair, int fenced) {
+/* found: what cli_detect found (NULL: a kind option was given). */
+static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, int json, int fair, int fenced,
+                const cli_found_t *found) {
   rlock_holder_t *holders = NULL;
   size_t n = 0;
   int64_t ttl = -2;
@@ -138,9 +146,9 @@ static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, in
     rlock_lock_free(f);
   }
   if (json)
-    print_json(name, holders, n, ttl, node, fair ? &qv : NULL, token);
+    print_json(name, holders, n, ttl, node, fair ? &qv : NULL, token, found);
   else
-    print_text(name, holders, n, ttl, node, fair ? &qv : NULL, token);
+    print_text(name, holders, n, ttl, node, fair ? &qv : NULL, token, found);
   rlock_fair_waiters_free(w, qv.n);
   rlock_holders_free(holders, n);
   return n ? 0 : CLI_EXIT_FREE;
@@ -254,9 +262,20 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
   int kind = simple ? CLI_KIND_SIMPLE : fair ? CLI_KIND_FAIR : fenced ? CLI_KIND_FENCED : rw ? rw : CLI_KIND_REENTRANT;
+  cli_found_t found, *fp = NULL;
+  if (!simple && !fair && !fenced && !rw) { /* no kind option: what NAME holds decides */
+    if ((ex = cli_detect_kind(client, name, &found))) {
+      rlock_client_free(client);
+      return ex;
+    }
+    fp = &found;
+    kind = found.kind;
+    simple = kind == CLI_KIND_SIMPLE, fair = kind == CLI_KIND_FAIR, fenced = kind == CLI_KIND_FENCED;
+    rw = kind == CLI_KIND_READ ? CLI_KIND_READ : 0;
+  }
   if (!(ex = cli_lock_kind(client, name, kind, &lock))) {
     ex = cli_check_type(client, name, simple);
-    if (!ex) ex = show(client, lock, name, json, fair, fenced ? 1 : simple || rw ? 0 : 2);
+    if (!ex) ex = show(client, lock, name, json, fair, fenced ? 1 : simple || rw ? 0 : 2, fp);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

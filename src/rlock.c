@@ -23,6 +23,7 @@ static const struct {
     {"extend", cmd_extend, "set the lease of a hold given its owner token"},
     {"release", cmd_release, "release a hold given its owner token"},
     {"ls", cmd_ls, "list the locks: kind, holders, TTL, waiters"},
+    {"wait", cmd_wait, "wait until a lock is free, without taking it"},
 };
 
 static void help(FILE *f) {

@@ -30,7 +30,7 @@ else
   fail "cmake --install after the demo's build: $(tail -3 "$T/demo-install.log")"
 fi
 [ -x "$T/prefix/bin/rlock" ] && pass "rlock installed" || fail "no bin/rlock"
-for f in share/man/man1/rlock.1 share/man/man3/librlock.3 share/bash-completion/completions/rlock; do
+for f in share/man/man1/rlock.1 share/man/man3/librlock.3 share/bash-completion/completions/rlock share/zsh/site-functions/_rlock; do
   [ -f "$T/prefix/$f" ] && pass "$f installed" || fail "no $f"
 done
 if command -v man >/dev/null && [ -f "$T/prefix/share/man/man1/rlock.1" ]; then

@@ -20,6 +20,10 @@ expect 0 "semaphore acquire --json" R semaphore jobs acquire 1 --json
 contains "$T/out" '"acquired":1,"available":0' "acquire JSON"
 expect 75 "acquire times out" R semaphore jobs acquire --wait 200ms
 contains "$T/err" "not enough permits" "timeout message"
+# issue 23 (repeated words, a lock named for a semaphore: "timed out waiting
+# for the lock (timed out waiting for permits)"): said once, of the semaphore
+[ "$(grep -o "timed out" "$T/err" | wc -l)" = 1 ] && pass "acquire timeout said once" || fail "repeated: $(cat "$T/err")"
+grep -q "the lock" "$T/err" && fail "a semaphore's timeout names a lock: $(cat "$T/err")" || pass "no lock named"
 expect 0 "semaphore status" R semaphore jobs status
 contains "$T/out" "jobs: 0 permits available" "status message"
 # a waiting acquire is woken by another process's release
@@ -59,6 +63,9 @@ contains "$T/out" "gate: count set to 2" "latch set message"
 expect 0 "latch set again --json" R latch --json gate set 3
 contains "$T/out" '{"name":"gate","kind":"latch","set":false,"count":2}' "latch set JSON"
 expect 75 "await times out" R latch gate await --wait 200ms
+[ "$(grep -o "timed out" "$T/err" | wc -l)" = 1 ] && pass "await timeout said once" || fail "repeated: $(cat "$T/err")"
+grep -q "the lock" "$T/err" && fail "a latch's timeout names a lock: $(cat "$T/err")" || pass "no lock named"
+contains "$T/err" "gate" "the latch named"
 bg "$T/a" "$RLOCK" -u "$URL" latch gate await --wait 30s
 a=$BG
 lsub() { [ "$(rc PUBSUB NUMSUB 'redisson_countdownlatch__channel__{gate}' | tail -1)" = 1 ]; }

@@ -77,6 +77,15 @@ expect 65 "status of a list" R status list-key
 contains "$T/err" "list-key is not a lock (holds a list)" "status of a list: explained"
 expect 65 "exec on a string (a simple lock's type)" timeout 20 "$RLOCK" -u "$URL" exec str-key -- true
 contains "$T/err" "holds a string; try --simple" "exec on a string suggests --simple"
+# A semaphore's or latch's count (a string without TTL): not a simple lock
+# either (before: "try --simple", and exec --simple waited for it forever).
+redis-cli -p "$PORT" SET count-key 5 >/dev/null
+expect 65 "exec on a semaphore's count" timeout 20 "$RLOCK" -u "$URL" exec count-key -- true
+contains "$T/err" "count-key is not a lock (a semaphore or count-down latch, count 5" "exec on a count: explained"
+grep -q "try --simple" "$T/err" && fail "a count: --simple suggested" || pass "no --simple suggested for a count"
+expect 65 "exec --simple on a semaphore's count" timeout 20 "$RLOCK" -u "$URL" exec --simple count-key -- true
+contains "$T/err" "count-key is not a lock (a semaphore or count-down latch" "exec --simple on a count: explained"
+[ "$(redis-cli -p "$PORT" GET count-key)" = 5 ] && pass "the count is left as it is" || fail "count-key changed"
 [ "$(redis-cli -p "$PORT" TYPE list-key)" = list ] && pass "the list is left as it is" || fail "list-key changed"
 expect 0 "unlock --force --any-type deletes a string" R unlock --force --any-type str-key
 contains "$T/out" "not a lock" "--any-type says it deleted something that was not a lock"

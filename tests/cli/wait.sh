@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/cli/wait.sh -- `rlock wait NAME`: waits until the lock is free without
+# taking it, woken by the unlock message (no polling: a handful of PTTLs),
+# or at the holder's TTL; exit 0 free, 1 still held after --wait (as status's
+# 0/1), 65 not a lock, 64 usage; text and --json. A read-write lock is found
+# by itself and waited for on its own channel.
+. "$(dirname "$0")/common.sh"
+start_redis
+R() { "$RLOCK" -u "$URL" "$@"; }
+numsub() { [ "$(redis-cli -p "$PORT" PUBSUB NUMSUB "$1" | tail -1)" = 1 ]; }
+pttls() { redis-cli -p "$PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_pttl:calls=\([0-9]*\),.*/\1/p'; }
+
+expect 64 "wait without NAME" R wait
+expect 64 "wait with a bad --wait" R wait --wait 1x w
+expect 0 "wait on a free lock" R wait w
+contains "$T/out" "w: free" "free message"
+expect 0 "wait --json on a free lock" R wait --json w
+contains "$T/out" '{"name":"w","free":true,"waited_ms":' "free JSON"
+
+expect 0 "acquire w" R acquire --lease 60s w
+tok=$(cat "$T/out")
+expect 1 "wait --wait 300ms on a held lock: still held" R wait --wait 300ms w
+contains "$T/out" "w: still held after" "still held message"
+expect 1 "wait --wait 0 --json" R wait --wait 0 --json w
+contains "$T/out" '"free":false' "still held JSON"
+
+# Woken by the release's message, not by polling; the lock is not taken.
+p0=$(pttls)
+bg "$T/w1" "$RLOCK" -u "$URL" wait --json w
+w1=$BG
+until_true 30 numsub 'redisson_lock__channel:{w}' && pass "waiter subscribed" || fail "waiter never subscribed"
+kill -0 "$w1" 2>/dev/null && pass "waiter still waiting" || fail "waiter ended while held"
+expect 0 "release w" R release w "$tok"
+await "$w1" 30
+[ "$RC" = 0 ] && pass "waiter: free after the release" || fail "waiter exit $RC: $(cat "$T/w1.err")"
+contains "$T/w1.out" '"free":true' "waiter's JSON"
+p1=$(pttls)
+((p1 - p0 <= 4)) && pass "$((p1 - p0)) PTTLs: no polling" || fail "$((p1 - p0)) PTTLs while waiting"
+[ "$(redis-cli -p "$PORT" EXISTS w)" = 0 ] && pass "the lock was not taken" || fail "wait took the lock"
+
+# A lease that runs out publishes nothing: the waiter wakes at the TTL.
+expect 0 "acquire e with a 700ms lease" R acquire --lease 700ms e
+expect 0 "wait e: free once the lease ran out" R wait --wait 20s e
+
+# A read-write lock: its own channel.
+redis-cli -p "$PORT" HSET rw mode read 00000000-0000-4000-8000-000000000000:1 1 >/dev/null
+redis-cli -p "$PORT" PEXPIRE rw 60000 >/dev/null
+bg "$T/w2" "$RLOCK" -u "$URL" wait rw
+w2=$BG
+until_true 30 numsub 'redisson_rwlock:{rw}' && pass "rwlock waiter on redisson_rwlock:{rw}" ||
+  fail "rwlock waiter not on its channel"
+redis-cli -p "$PORT" DEL rw >/dev/null
+redis-cli -p "$PORT" PUBLISH 'redisson_rwlock:{rw}' 0 >/dev/null
+await "$w2" 30
+[ "$RC" = 0 ] && pass "rwlock waiter: free" || fail "rwlock waiter exit $RC: $(cat "$T/w2.err")"
+
+# Not a lock.
+redis-cli -p "$PORT" RPUSH list-key a >/dev/null
+expect 65 "wait on a list" R wait list-key
+contains "$T/err" "list-key is not a lock (holds a list)" "not a lock message"
+redis-cli -p "$PORT" SET sem 3 >/dev/null
+expect 65 "wait on a semaphore" R wait sem
+contains "$T/err" "semaphore or count-down latch, count 3" "semaphore named"
+finish

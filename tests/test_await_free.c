@@ -1,0 +1,205 @@
+/* test_await_free.c -- rlock_lock_await_free (wait until a lock is free
+ * without taking it; lib/semaphore.c OP_AWAIT_FREE) against a real
+ * redis-server:
+ *   free_at_once        a missing key: 0 at once, nothing subscribed
+ *   woken_by_unlock     a lock held with a 60 s lease: the waiter subscribes
+ *                       to the lock's channel and returns once the holder
+ *                       unlocks, after a handful of PTTLs (no polling), and
+ *                       the lock is left free (never taken)
+ *   expiry_without_message  a hold whose lease runs out publishes nothing:
+ *                       the waiter wakes at the holder's TTL
+ *   bound               still held at wait_ms: RLOCK_EBUSY; 0 is one look
+ *   rwlock              a read-write lock's key: woken by its own channel
+ *   shares_channel      an acquirer of the same client parked on the same
+ *                       channel still gets the unlock's wake-up (the
+ *                       free-waiter hands it on), then its release wakes
+ *                       the free-waiter
+ *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "harness.h"
+
+static th_server_t *srv;
+
+typedef struct waiter_arg {
+  rlock_lock_t *lock;
+  int64_t wait_ms;
+  atomic_int done;
+  int rc;
+  int64_t took_ms;
+} waiter_arg_t;
+
+static void *waiter(void *p) {
+  waiter_arg_t *a = p;
+  int64_t t0 = th_now_ms();
+  a->rc = rlock_lock_await_free(a->lock, a->wait_ms, NULL);
+  a->took_ms = th_now_ms() - t0;
+  atomic_store(&a->done, 1);
+  return NULL;
+}
+
+static int is_done(void *p) { return atomic_load(&((waiter_arg_t *)p)->done); }
+
+typedef struct numsub_want {
+  const char *chan;
+  long long n;
+} numsub_want_t;
+
+static int numsub_is(void *p) {
+  numsub_want_t *w = p;
+  return th_numsub(srv, w->chan) == w->n;
+}
+
+TEST(free_at_once) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = th_lock(c, "af:free");
+  rlock_stats_t st;
+  CHECK_OK(rlock_lock_await_free(l, 5000, NULL));
+  CHECK_OK(rlock_lock_await_free(l, 0, NULL));
+  CHECK_OK(rlock_lock_await_free(l, RLOCK_WAIT_FOREVER, NULL));
+  rlock_client_stats(c, &st);
+  CHECK_EQ(st.subscribes, 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "af:free", NULL), 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(woken_by_unlock) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:unlock"), *l = th_lock(c, "af:unlock");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  long long pttl0 = th_cmdstat(srv, "pttl");
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:unlock}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the lock's channel");
+  CHECK_EQ(is_done(&a), 0);
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the unlock did not wake the waiter");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "af:unlock", NULL), 0); /* never taken */
+  long long pttls = th_cmdstat(srv, "pttl") - pttl0;
+  CHECK_MSG(pttls >= 2 && pttls <= 4, "%lld PTTLs: a look before, one after the wake (and one on the subscription)",
+            pttls);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
+TEST(expiry_without_message) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:expiry"), *l = th_lock(c, "af:expiry");
+  CHECK_OK(rlock_lock_lock(hl, 700));
+  CHECK_OK(rlock_lock_await_free(l, 20000, NULL));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "af:expiry", NULL), 0);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
+TEST(bound) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:bound"), *l = th_lock(c, "af:bound");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  CHECK_RC(rlock_lock_await_free(l, 0, NULL), RLOCK_EBUSY);
+  CHECK_RC(rlock_lock_await_free(l, 300, NULL), RLOCK_EBUSY);
+  CHECK_MSG(strstr(rlock_last_error(), "still held") != NULL, "message: %s", rlock_last_error());
+  rlock_cancel_t *k = NULL;
+  CHECK_OK(rlock_cancel_new(&k));
+  rlock_cancel_trigger(k);
+  CHECK_RC(rlock_lock_await_free(l, RLOCK_WAIT_FOREVER, k), RLOCK_ECANCELED);
+  rlock_cancel_free(k);
+  CHECK_OK(rlock_lock_unlock(hl));
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
+TEST(rwlock) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *r = NULL, *wr = NULL, *r2 = NULL, *w2 = NULL;
+  CHECK_OK(rlock_rwlock_new(h, "af:rw", 5, &r, &wr));
+  CHECK_OK(rlock_rwlock_new(c, "af:rw", 5, &r2, &w2));
+  CHECK_OK(rlock_lock_lock(r, 60000));
+  waiter_arg_t a = {.lock = w2, .wait_ms = 20000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_rwlock:{af:rw}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the rwlock's channel");
+  CHECK_OK(rlock_lock_unlock(r));
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the read unlock did not wake the waiter");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(r), rlock_lock_free(wr), rlock_lock_free(r2), rlock_lock_free(w2);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
+static atomic_int acquired;
+static void on_acquired(rlock_lock_t *l, int status, int64_t v, void *arg) {
+  (void)l, (void)v, (void)arg;
+  if (status == 0) atomic_store(&acquired, 1);
+}
+static int got_it(void *p) {
+  (void)p;
+  return atomic_load(&acquired);
+}
+
+TEST(shares_channel) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:share"), *l = th_lock(c, "af:share");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  /* the free-waiter joins first (it is the first parked of the channel) */
+  waiter_arg_t a = {.lock = l, .wait_ms = 30000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:share}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe");
+  CHECK_OK(rlock_lock_acquire_async(l, 77, 30000, 60000, NULL, on_acquired, NULL));
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, 1, 5000));
+  CHECK_OK(rlock_lock_unlock(hl));
+  /* the unlock's one wake-up: the free-waiter looks and hands it on */
+  CHECK_MSG(th_wait_until(got_it, NULL, 5000), "the parked acquirer was not woken by the unlock");
+  CHECK_OK(rlock_lock_release(l, 77)); /* the free-waiter (if it saw the acquirer's hold) wakes now */
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the free-waiter did not return");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
+TEST(bad_input) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = th_lock(c, "af:bad");
+  CHECK_RC(rlock_lock_await_free(NULL, 0, NULL), RLOCK_EINVAL);
+  CHECK_RC(rlock_lock_await_free(l, -7, NULL), RLOCK_EINVAL);
+  rlock_semaphore_t *s = NULL;
+  CHECK_OK(rlock_semaphore_new(c, "af:bad", 6, &s));
+  CHECK_RC(rlock_lock_await_free((rlock_lock_t *)(void *)s, 0, NULL), RLOCK_EINVAL);
+  rlock_semaphore_free(s);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+int main(int argc, char **argv) {
+  th_init(argc, argv, 120);
+  srv = th_server_start(NULL);
+  RUN(free_at_once);
+  RUN(woken_by_unlock);
+  RUN(expiry_without_message);
+  RUN(bound);
+  RUN(rwlock);
+  RUN(shares_channel);
+  RUN(bad_input);
+  th_server_stop(srv);
+  return th_done();
+}
