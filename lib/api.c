@@ -882,7 +882,7 @@ RLOCK_API int rlock_latch_await_async(rlock_latch_t *c, int64_t wait_ms, rlock_c
 RLOCK_API int rlock_lock_await_free(rlock_lock_t *l, int64_t wait_ms, rlock_cancel_t *cancel) {
   int rc;
   if ((rc = check_lock(l)) || (rc = check_wait(wait_ms))) return rc;
-  if (l->kind == &rlock__kind_semaphore || l->kind == &rlock__kind_latch)
+  if (l->kind == &rlock__kind_semaphore || l->kind == &rlock__kind_latch || l->kind == &rlock__kind_pes)
     return rlock__fail(RLOCK_EINVAL, "not a lock handle (a %s)", l->kind->name);
   return obj_sync(l, OP_AWAIT_FREE, 0, 0, wait_ms, cancel, NULL);
 }

@@ -494,6 +494,10 @@ struct waiter {
                   it tries again instead of parking (pubsub.c) */
   int refused; /* RLOCK_ENOPERM: its channel's SUBSCRIBE was refused (an ACL):
                   the wait ends (rlock__pubsub_refused says why) */
+  bool observer; /* only looks (rlock_lock_await_free): woken by every message,
+                    never counted by the kind's policy nor given the channel's
+                    wake tokens, so it takes no wake-up from a real waiter.
+                    Set before rlock__pubsub_join. */
   void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
   /* How many parked waiters a message (its payload) wakes: the lock kind's
    * policy, taken by the channel from its first waiter. NULL: one. */

@@ -26,6 +26,7 @@ struct channel {
   conn_t *on; /* the connection it was (is being) subscribed on */
   waiter_t *head, *tail;
   int wakes; /* wake tokens: a message came while fewer waiters were parked */
+  int observers; /* waiters that only look (waiter_t.observer) */
   int refused; /* RLOCK_ENOPERM: the server refused the subscription (an ACL
                   without the channel); its waiters end, why says so */
   char *why;
@@ -49,12 +50,21 @@ static void wake_some(channel_t *ch, int n) {
   if (n == INT_MAX)
     for (waiter_t *w = ch->head; w; w = w->next)
       if (!w->parked) w->token = true;
-  /* stops at the n-th parked waiter (a lock's unlock: usually the first);
-   * only when fewer are parked has it seen them all, and busy counts */
-  int parked = 0, busy = 0;
-  for (waiter_t *w = ch->head; w && parked < n; w = w->next)
-    if (w->parked) parked++;
-    else busy++;
+  /* stops at the n-th parked waiter (a lock's unlock: usually the first)
+   * once it has seen every observer; only when fewer are parked has it seen
+   * them all, and busy counts. Observers are not counted: each parked one
+   * is woken, each busy one gets a token of its own. */
+  int parked = 0, busy = 0, looking = 0, unseen = ch->observers;
+  for (waiter_t *w = ch->head; w && (parked < n || unseen > 0); w = w->next)
+    if (w->observer) {
+      unseen--;
+      if (w->parked) looking++;
+      else w->token = true;
+    } else if (parked < n) {
+      if (w->parked) parked++;
+      else busy++;
+    }
+  RLOCK__ASSERT(unseen == 0 || parked >= n);
   if (parked < n) {
     /* the rest are wake tokens, one each for up to that many waiters whose
      * try is in flight (it may have run before the release): one token only
@@ -64,13 +74,13 @@ static void wake_some(channel_t *ch, int n) {
     if (left < 1) left = 1;
     if (ch->wakes < left) ch->wakes = left;
   }
-  for (waiter_t *w = ch->head, *next; w && parked > 0; w = next) {
+  for (waiter_t *w = ch->head, *next; w && (parked > 0 || looking > 0); w = next) {
     next = w->next;
-    if (w->parked) {
-      w->parked = false;
-      parked--;
-      w->on_wake(w);
-    }
+    if (!w->parked || (!w->observer && parked == 0)) continue;
+    if (w->observer) looking--;
+    else parked--;
+    w->parked = false;
+    w->on_wake(w);
   }
 }
 
@@ -305,6 +315,7 @@ int rlock__pubsub_join(pubsub_t *ps, waiter_t *w, const char *chan, size_t len) 
     send_sub(ps, ch, true);
   }
   w->ch = ch;
+  ch->observers += w->observer;
   w->token = false;
   w->refused = ch->refused;
   w->parked = ch->state == CH_SUBSCRIBING; /* woken when the subscription is confirmed */
@@ -323,6 +334,8 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
   else ch->head = w->next;
   if (w->next) w->next->prev = w->prev;
   else ch->tail = w->prev;
+  ch->observers -= w->observer;
+  RLOCK__ASSERT(ch->observers >= 0);
   w->ch = NULL;
   w->prev = w->next = NULL;
   w->parked = false;
@@ -339,10 +352,10 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
 bool rlock__pubsub_park(waiter_t *w) {
   if (w->token) { /* a wake-all came while its try was in flight */
     w->token = false;
-    if (w->ch) w->ch->wakes = 0;
+    if (w->ch && !w->observer) w->ch->wakes = 0;
     return true;
   }
-  if (w->ch && w->ch->wakes) {
+  if (w->ch && w->ch->wakes && !w->observer) {
     RLOCK__ASSERT(w->ch->wakes > 0);
     w->ch->wakes--;
     return true; /* a message came while we were busy: try again now */
@@ -355,7 +368,7 @@ void rlock__pubsub_pass_wake(waiter_t *w) {
   channel_t *ch = w->ch;
   if (!ch) return;
   for (waiter_t *o = ch->head; o; o = o->next)
-    if (o != w && o->parked) {
+    if (o != w && o->parked && !o->observer) {
       o->parked = false;
       o->on_wake(o);
       return;

@@ -293,30 +293,12 @@ static bool wait_refused(op_t *op) {
   return true;
 }
 
-/* A free-waiter only looks: a wake-up it took goes on to the first other
- * parked waiter of the channel (one that may take the lock; the kind's
- * policy counted the free-waiter as one). Never left as a wake token: the
- * free-waiter would take it back itself and spin. */
-static void pass_to_parked(waiter_t *w) {
-  waiter_t *o = w;
-  while (o->prev) o = o->prev;
-  for (; o; o = o->next)
-    if (o != w && o->parked) {
-      o->parked = false;
-      o->on_wake(o);
-      return;
-    }
-}
-
 static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
   if (wait_refused(op)) return;
   op->woken = true;
   if (op->timer) evtimer_del(op->timer);
-  /* a free-waiter only looks: the wake-up goes on to a waiter of the same
-   * channel that may take the lock (the kind's policy counted it as one) */
-  if (op->kind == OP_AWAIT_FREE) pass_to_parked(w);
   attempt(op, true);
 }
 
@@ -353,6 +335,7 @@ static void not_yet(op_t *op, int64_t ttl) {
     op->subscribed = true;
     op->w.on_wake = on_wake;
     op->w.wake = op->lock->kind->wake;
+    op->w.observer = op->kind == OP_AWAIT_FREE; /* takes no waiter's wake-up */
     int rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
     if (rc < 0) rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
     else if (rc == 1) attempt(op, true); /* subscribed already: a release may have come before it */
@@ -362,7 +345,6 @@ static void not_yet(op_t *op, int64_t ttl) {
   if (wait_refused(op)) return;
   if (rlock__pubsub_park(&op->w)) { /* a message came while the try was in flight */
     op->woken = true;
-    if (op->kind == OP_AWAIT_FREE) pass_to_parked(&op->w);
     attempt(op, true);
     return;
   }

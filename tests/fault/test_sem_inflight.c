@@ -6,7 +6,15 @@
  *                  back; release(2) by another client publishes 2; then the
  *                  answers come. Both waiters must take a permit: the message
  *                  wakes up to 2 waiters, and with none parked each waiter
- *                  whose try was in flight must try again. */
+ *                  whose try was in flight must try again.
+ *   free_waiter_beside_inflight_acquire  a free-waiter (rlock_lock_await_free)
+ *                  and an acquirer of one client on one lock's channel, both
+ *                  with their try in flight (answers held back) when the
+ *                  holder's unlock publishes its one wake-up. The acquirer
+ *                  must try again and take the lock: the free-waiter only
+ *                  looks and never uses up the wake-up a waiter that may
+ *                  take the lock needs. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,12 +131,79 @@ TEST(two_in_flight) {
   rlock_client_free(c);
 }
 
+static atomic_int free_done, free_rc, acq_done, acq_rc;
+static void on_acquired(rlock_lock_t *l, int status, int64_t v, void *arg) {
+  (void)l, (void)v, (void)arg;
+  atomic_store(&acq_rc, status);
+  atomic_store(&acq_done, 1);
+}
+static void *free_waiter(void *arg) {
+  atomic_store(&free_rc, rlock_lock_await_free(arg, RLOCK_WAIT_FOREVER, NULL));
+  atomic_store(&free_done, 1);
+  return NULL;
+}
+static int flag_set(void *arg) { return atomic_load((atomic_int *)arg); }
+
+typedef struct {
+  const char *cmd;
+  long long want;
+} cmdstat_t;
+static int cmdstat_reach(void *arg) {
+  cmdstat_t *c = arg;
+  return th_cmdstat(srv, c->cmd) >= c->want;
+}
+
+TEST(free_waiter_beside_inflight_acquire) {
+  const char *name = "seminflight:free", *chan = "redisson_lock__channel:{seminflight:free}";
+  rlock_client_t *h = th_client(srv->url, 0), *c = client();
+  rlock_lock_t *hl = th_lock(h, name), *l = th_lock(c, name);
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  atomic_store(&free_done, 0), atomic_store(&acq_done, 0);
+  CHECK_OK(rlock_lock_acquire_async(l, 7, RLOCK_WAIT_FOREVER, 60000, NULL, on_acquired, NULL));
+  CHECK_MSG(th_wait_until(numsub_is_1, (void *)chan, 5000), "the acquirer did not subscribe");
+  /* the acquirer parked: a try before it joined, one after */
+  CHECK_MSG(TH_STAT_REACHES(c, acquire_attempts, 2, 5000), "the acquirer did not try");
+  cmdstat_t pttl = {"pttl", th_cmdstat(srv, "pttl") + 2};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, free_waiter, l) == 0);
+  /* the free-waiter parked behind it: a look before it joined, one after */
+  CHECK_MSG(th_wait_until(cmdstat_reach, &pttl, 5000), "the free-waiter did not look");
+  int port = cmd_port();
+  fp_hold_conn(px, port, FP_DOWN); /* answers held back; requests go on */
+  calls_t tries = {script_calls() + 1};
+  /* a message while the lock is still held: it wakes one waiter, the
+   * acquirer (the first parked), whose try is then in flight */
+  th_reply_free(th_cmd(srv, "PUBLISH", chan, "0", NULL));
+  CHECK_MSG(th_wait_until(calls_reach, &tries, 5000), "the acquirer did not try");
+  /* now the real unlock: its one wake-up comes before the tries' answers */
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(TH_STAT_REACHES(c, messages, st.messages + 1, 5000), "the unlock's message did not come");
+  fp_hold_conn(px, port, 0);
+  int got = th_wait_until(flag_set, &acq_done, 5000);
+  printf("acquirer done %d (%s), free-waiter done %d; key exists %lld\n", got,
+         got ? rlock_err_name(atomic_load(&acq_rc)) : "-", atomic_load(&free_done),
+         th_cmd_int(srv, "EXISTS", name, NULL));
+  CHECK_MSG(got, "the acquirer sleeps while the lock is free");
+  CHECK_OK(atomic_load(&acq_rc));
+  CHECK_OK(rlock_lock_release(l, 7));
+  CHECK_MSG(th_wait_until(flag_set, &free_done, 5000), "the free-waiter did not return");
+  pthread_join(t, NULL);
+  CHECK_OK(atomic_load(&free_rc));
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
   px = fp_start(srv->port);
   snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
   RUN(two_in_flight);
+  RUN(free_waiter_beside_inflight_acquire);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
