@@ -12,6 +12,7 @@
 -- when only 'mode' is left, else mode=read (a downgrade: the owner's read
 -- holds remain). rlock also publishes 1 on the downgrade, so waiting readers
 -- enter at once (Redisson's wait for their TTL timer); mode read -> nil.
+-- rlock: write holds left -> PEXPIRE max(ARGV[2], the owner's read holds' PTTL).
 
 local lease, ttl = ARGV[2], ARGV[5]
 if not (#ttl <= 15 and string.find(ttl, '^[1-9]%d*$')) then
@@ -49,7 +50,20 @@ if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
 end
 local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if counter > 0 then
-  redis.call('pexpire', KEYS[1], lease)
+  -- (rlock) the TTL is at least the owner's read holds' (in write mode only
+  -- the writer reads): Redisson's PEXPIRE to the write lease could end a
+  -- read hold early and let a writer in beside the reader after the downgrade
+  local need = tonumber(lease)
+  local prefix = string.find(KEYS[1], '{', 1, true) and KEYS[1] or ('{' .. KEYS[1] .. '}')
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local c = field ~= ARGV[3] and tonumber(redis.call('hget', KEYS[1], field))
+    if c then
+      for i = c, 1, -1 do
+        need = math.max(need, redis.call('pttl', prefix .. ':' .. field .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  redis.call('pexpire', KEYS[1], need)
   redis.call('set', KEYS[3], '0', 'px', ttl)
   return 0
 end

@@ -39,6 +39,8 @@
  *   read_unlock_shortening_ttl_wakes_writer  a writer parked on a live
  *                            reader's 40 s is told when that reader leaves a
  *                            dead one's 1.5 s
+ *   write_unlock_keeps_read_lease  the writer's partial write unlock never
+ *                            cuts its own read hold's lease
  * One case runs alone when its name is the argument. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -941,6 +943,31 @@ TEST(read_unlock_shortening_ttl_wakes_writer) {
   rlock_client_free(c), rlock_client_free(c2);
 }
 
+/* The writer's partial write unlock never cuts its own read hold: write
+ * (30 s), read (60 s), write again, then two write unlocks (a downgrade):
+ * the read hold keeps its 60 s. Before (Redisson's step: PEXPIRE to the write
+ * lease) the hash got 30 s, and a writer could enter beside the reader 30 s
+ * before its lease ended. */
+TEST(write_unlock_keeps_read_lease) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *r, *w;
+  rw(c, "rw:rlease", &r, &w);
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(w, 1)); /* one write hold left */
+  long long ttl = th_cmd_int(srv, "PTTL", "rw:rlease", NULL);
+  printf("# the hash TTL after the partial write unlock: %lld ms (the read hold's lease 60 s)\n", ttl);
+  CHECK_MSG(ttl > 50000, "PTTL %lld: the read hold's lease was cut to the write lease", ttl);
+  CHECK_OK(rlock_lock_release(w, 1)); /* the downgrade */
+  ttl = th_cmd_int(srv, "PTTL", "rw:rlease", NULL);
+  CHECK_MSG(ttl > 50000, "PTTL %lld after the downgrade", ttl);
+  CHECK_OK(rlock_lock_release(r, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:rlease", NULL), 0);
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
 #define RUN_IF(name) \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
 
@@ -969,6 +996,7 @@ int main(int argc, char **argv) {
   RUN_IF(cross_java_upgrade_guard);
   RUN_IF(read_unlock_keeps_write_lease);
   RUN_IF(read_unlock_shortening_ttl_wakes_writer);
+  RUN_IF(write_unlock_keeps_read_lease);
   th_server_stop(srv);
   return th_done();
 }
