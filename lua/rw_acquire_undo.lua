@@ -94,6 +94,7 @@ local function keep_only(h, n)
   elseif not read and redis.call('hget', KEYS[1], 'mode') == 'write' then
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call(ARGV[3], KEYS[2], '1')
+    retime() -- the read holds' TTL, as rw_write_unlock.lua's downgrade
   elseif read then
     retime()
   end

@@ -41,6 +41,8 @@
  *                            dead one's 1.5 s
  *   write_unlock_keeps_read_lease  the writer's partial write unlock never
  *                            cuts its own read hold's lease
+ *   downgrade_ttl_is_read_holds  after a downgrade the hash TTL is the read
+ *                            holds' (a dead reader's 1.5 s, not the write lease)
  * One case runs alone when its name is the argument. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -968,6 +970,24 @@ TEST(write_unlock_keeps_read_lease) {
   rlock_client_free(c);
 }
 
+/* A downgrade leaves the hash the read holds' TTL: write (60 s), read
+ * (1.5 s), unlock write. Before, the hash kept the write lease's 60 s, so if
+ * the reader died its 1.5 s hold kept writers out for 60 s. */
+TEST(downgrade_ttl_is_read_holds) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *r, *w;
+  rw(c, "rw:downttl", &r, &w);
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 1500, NULL));
+  CHECK_OK(rlock_lock_release(w, 1)); /* the downgrade */
+  long long ttl = th_cmd_int(srv, "PTTL", "rw:downttl", NULL);
+  printf("# the hash TTL after the downgrade: %lld ms (the read hold's lease 1.5 s)\n", ttl);
+  CHECK_MSG(ttl > 0 && ttl <= 1500, "PTTL %lld: the write lease kept after the downgrade", ttl);
+  CHECK_OK(rlock_lock_release(r, 1));
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
 #define RUN_IF(name) \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
 
@@ -997,6 +1017,7 @@ int main(int argc, char **argv) {
   RUN_IF(read_unlock_keeps_write_lease);
   RUN_IF(read_unlock_shortening_ttl_wakes_writer);
   RUN_IF(write_unlock_keeps_read_lease);
+  RUN_IF(downgrade_ttl_is_read_holds);
   th_server_stop(srv);
   return th_done();
 }
