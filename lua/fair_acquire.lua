@@ -83,15 +83,6 @@ do
   local head, free, tellw = q[i], redis.call('pttl', KEYS[1]) == -2, {}
   if free and (not head or head == owner) then
     if head and q[i + 1] then tellw[1] = q[i + 1] end
-    -- and those whose deadline the grant brings within a slot of now
-    local gone = {}
-    for j = 1, i - 1 do gone[q[j]] = true end
-    local all = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
-    for j = 1, #all, 2 do
-      if all[j] ~= owner and not gone[all[j]] and all[j] ~= q[i + 1] and tonumber(all[j + 1]) - slot < now + slot then
-        tellw[#tellw + 1] = all[j]
-      end
-    end
   elseif i > 1 and head and not (not free and redis.call('hget', KEYS[1], owner)) then
     tellw[1] = head
   end
@@ -150,7 +141,9 @@ if held_for == -2 and (not head or head == owner) then
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   if nxt then tell(nxt) end -- the next head: it keeps its deadline alive from now on
-  for _, w in ipairs(near) do tell(w) end
+  for _, w in ipairs(near) do -- (only those this user may publish to: a courtesy, not a need)
+    if not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[8], KEYS[4] .. ':' .. w, '0') then tell(w) end
+  end
   return nil
 end
 
