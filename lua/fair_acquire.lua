@@ -29,7 +29,8 @@
 -- 3/4 of its slot away, or the head whose deadline is more than a slot away,
 -- moves it to now + slot and moves every waiter behind it by the same amount
 -- (the gaps Redisson's arithmetic keeps are kept); when
--- a head is evicted or takes the lock, the next head is told on its channel;
+-- a head is evicted or takes the lock, the next head is told on its channel
+-- (on a grant also every waiter whose deadline it brings within a slot of now);
 -- the busy reply is a wait bound, not Redisson's PTTL.
 
 local lease, owner, slot_s, now_s, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -126,14 +127,23 @@ if held_for == -2 and (not head or head == owner) then
   if not ok then return out end
   redis.call('lpop', KEYS[2])
   redis.call('zrem', KEYS[3], owner)
+  local nxt = redis.call('lindex', KEYS[2], 0)
+  -- every deadline moves down by my slot (Redisson's); a waiter whose
+  -- deadline that brings within my slot of now is told as well: a client
+  -- with a shorter slot counted on a drop of its own slot per waiter ahead,
+  -- and would go stale before its next try (evicted while alive)
+  local near = {}
   local all = redis.call('zrange', KEYS[3], 0, -1)
   for i = 1, #all do
-    redis.call('zincrby', KEYS[3], -slot, all[i])
+    local d = tonumber(redis.call('zincrby', KEYS[3], -slot, all[i]))
+    if all[i] ~= nxt and d < now + slot then near[#near + 1] = all[i] end
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
-  local nxt = redis.call('lindex', KEYS[2], 0)
   if nxt then tell(nxt) end -- the next head: it keeps its deadline alive from now on
+  for _, w in ipairs(near) do -- (only those this user may publish to: a courtesy, not a need)
+    if not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[8], KEYS[4] .. ':' .. w, '0') then tell(w) end
+  end
   return nil
 end
 

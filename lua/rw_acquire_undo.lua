@@ -15,7 +15,9 @@
 -- A read hold given back takes its timeout key with it (the highest); when
 -- no holder is left NAME is deleted and '0' published; a write hold given
 -- back to 0 deletes NAME (publish '1'), or with read holds left switches the
--- mode to read (publish '1'), as rw_write_unlock.lua.
+-- mode to read (publish '1'), as rw_write_unlock.lua. Read holds given back
+-- in read mode set NAME's TTL to the longest live read hold's (published
+-- when shorter), or delete NAME (publish '0') when no live one is left.
 
 local ttl = ARGV[4]
 if not (string.match(ttl, '^[1-9]%d*$') and #ttl <= 15) then
@@ -47,6 +49,32 @@ local function held()
   return tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') or 0
 end
 
+-- in read mode, after read holds were given back: NAME's TTL becomes the
+-- longest live read hold's (as rw_read_unlock.lua makes it; a shorter TTL is
+-- published so parked waiters wait for it), or NAME goes when none is alive
+local function retime()
+  if redis.call('hget', KEYS[1], 'mode') ~= 'read' then return end
+  local max_remain = -3
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local c = tonumber(redis.call('hget', KEYS[1], field))
+    if c then
+      for i = c, 1, -1 do
+        max_remain = math.max(max_remain, redis.call('pttl', prefix .. ':' .. field .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if max_remain <= 0 then
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[3], KEYS[2], '0')
+    return
+  end
+  local cur = redis.call('pttl', KEYS[1])
+  if cur < 0 or max_remain < cur then
+    redis.call('pexpire', KEYS[1], max_remain)
+    redis.call(ARGV[3], KEYS[2], '0')
+  end
+end
+
 -- down from h to n holds of the owner
 local function keep_only(h, n)
   if read then
@@ -56,6 +84,7 @@ local function keep_only(h, n)
   end
   if n > 0 then
     redis.call('hset', KEYS[1], ARGV[2], n)
+    if read then retime() end
     return
   end
   redis.call('hdel', KEYS[1], ARGV[2])
@@ -65,6 +94,9 @@ local function keep_only(h, n)
   elseif not read and redis.call('hget', KEYS[1], 'mode') == 'write' then
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call(ARGV[3], KEYS[2], '1')
+    retime() -- the read holds' TTL, as rw_write_unlock.lua's downgrade
+  elseif read then
+    retime()
   end
 end
 

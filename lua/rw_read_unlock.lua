@@ -15,7 +15,9 @@
 -- remain: NAME's TTL becomes the longest remaining timeout key's PTTL, or
 -- with none alive it stays only in write mode; else DEL NAME (zombie fields
 -- of dead owners with it) and publish 0. (Redisson answers 0/1 for the lock,
--- rlock for the owner: the steps are the same.)
+-- rlock for the owner: the steps are the same.) rlock's changes: in write
+-- mode NAME's TTL is never shortened (the write lease stands); in read mode a
+-- TTL made shorter is published ('0'), so parked waiters wait for the new one.
 
 local ttl = ARGV[4]
 if not (#ttl <= 15 and string.find(ttl, '^[1-9]%d*$')) then
@@ -66,12 +68,21 @@ if redis.call('hlen', KEYS[1]) > 1 then
       end
     end
   end
-  if max_remain > 0 then
-    redis.call('pexpire', KEYS[1], max_remain)
+  -- (rlock) in write mode the write hold's TTL stands: a read hold may only
+  -- lengthen it (Redisson's step sets it to the read holds', which can end
+  -- the write lease early and let a second writer in)
+  if mode == 'write' then
+    local cur = redis.call('pttl', KEYS[1])
+    if max_remain > 0 and cur >= 0 and max_remain > cur then redis.call('pexpire', KEYS[1], max_remain) end
     redis.call('set', KEYS[5], out, 'px', ttl)
     return out
   end
-  if mode == 'write' then
+  if max_remain > 0 then
+    -- (rlock) a shorter TTL is told on the channel: waiters parked on the
+    -- old one try again and wait for the new one (a dead reader's lease)
+    local cur = redis.call('pttl', KEYS[1])
+    redis.call('pexpire', KEYS[1], max_remain)
+    if cur < 0 or max_remain < cur then redis.call(ARGV[3], KEYS[2], ARGV[1]) end
     redis.call('set', KEYS[5], out, 'px', ttl)
     return out
   end

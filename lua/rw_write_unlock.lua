@@ -12,6 +12,8 @@
 -- when only 'mode' is left, else mode=read (a downgrade: the owner's read
 -- holds remain). rlock also publishes 1 on the downgrade, so waiting readers
 -- enter at once (Redisson's wait for their TTL timer); mode read -> nil.
+-- rlock: write holds left -> PEXPIRE max(ARGV[2], the owner's read holds' PTTL);
+-- a downgrade sets NAME's TTL to the read holds' longest PTTL (DEL: none alive).
 
 local lease, ttl = ARGV[2], ARGV[5]
 if not (#ttl <= 15 and string.find(ttl, '^[1-9]%d*$')) then
@@ -47,9 +49,28 @@ if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   redis.call('set', KEYS[3], 'n', 'px', ttl)
   return nil
 end
+-- (rlock) the longest PTTL of the read holds' timeout keys (in write mode
+-- only the writer reads); -3 when none is alive
+local function read_remain()
+  local prefix = string.find(KEYS[1], '{', 1, true) and KEYS[1] or ('{' .. KEYS[1] .. '}')
+  local max_remain = -3
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local c = field ~= ARGV[3] and tonumber(redis.call('hget', KEYS[1], field))
+    if c then
+      for i = c, 1, -1 do
+        max_remain = math.max(max_remain, redis.call('pttl', prefix .. ':' .. field .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  return max_remain
+end
+
 local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if counter > 0 then
-  redis.call('pexpire', KEYS[1], lease)
+  -- (rlock) the TTL is at least the owner's read holds': Redisson's PEXPIRE
+  -- to the write lease could end a read hold early and let a writer in
+  -- beside the reader after the downgrade
+  redis.call('pexpire', KEYS[1], math.max(tonumber(lease), read_remain()))
   redis.call('set', KEYS[3], '0', 'px', ttl)
   return 0
 end
@@ -58,6 +79,15 @@ if redis.call('hlen', KEYS[1]) == 1 then
   redis.call('del', KEYS[1])
 else
   redis.call('hset', KEYS[1], 'mode', 'read')
+  -- (rlock) the downgrade leaves NAME the read holds' TTL (Redisson keeps the
+  -- write lease's: a dead reader would keep writers out that long), or
+  -- deletes it when no read hold is alive
+  local remain, cur = read_remain(), redis.call('pttl', KEYS[1])
+  if remain <= 0 then
+    redis.call('del', KEYS[1])
+  elseif cur < 0 or remain < cur then
+    redis.call('pexpire', KEYS[1], remain)
+  end
 end
 local out = redis.call(ARGV[4], KEYS[2], ARGV[1]) > 0 and 2 or 1
 redis.call('set', KEYS[3], out, 'px', ttl)

@@ -1306,6 +1306,47 @@ TEST(dead_pair_ahead_live_keeps_place) {
   rlock_client_free(ch);
 }
 
+/* Clients of one fair lock with different slots: a live waiter of a 2 s slot
+ * client behind a 60 s slot head and a dead entry. The head's grant moves every
+ * deadline down by its own 60 s, putting the live waiter's in the past two
+ * seconds later; it was not told (only the dead next head was). Before: the
+ * head's unlock 5 s later evicted it with the dead entry and told the waiter
+ * behind it, which took the lock first (order 0 2 1), the evicted waiter asleep
+ * meanwhile. Now every waiter whose deadline the grant brought within the
+ * granted waiter's slot of now is told, and tries at once. */
+TEST(mixed_slots_live_waiter_keeps_place) {
+  keys_t k = keys_of("fair:mixslot");
+  rlock_client_t *ch = fair_client(60000), *ca = fair_client(60000), *cb = fair_client(2000),
+                 *cc = fair_client(60000);
+  rlock_lock_t *lh = fair(ch, k.name), *la = fair(ca, k.name), *lb = fair(cb, k.name), *lc = fair(cc, k.name);
+  atomic_store(&acquired_n, 0);
+  CHECK_OK(rlock_lock_acquire(lh, 100, 0, 60000, NULL));
+  waiter_t w[3];
+  w[0] = (waiter_t){.lock = la, .owner = 1, .wait_ms = 25000, .lease_ms = 30000, .hold_ms = 5000};
+  waiter_start(&w[0]);
+  wait_queue_len(&k, 1);
+  CHECK(java_acquire(&k, 1, 30000, 2000) > 0); /* dead: never tries again */
+  w[1] = (waiter_t){.lock = lb, .owner = 2, .wait_ms = 25000, .lease_ms = 30000};
+  waiter_start(&w[1]);
+  wait_queue_len(&k, 3);
+  w[2] = (waiter_t){.lock = lc, .owner = 3, .wait_ms = 25000, .lease_ms = 30000};
+  waiter_start(&w[2]);
+  wait_queue_len(&k, 4);
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_release(lh, 100));
+  for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
+  printf("# rc %d %d %d, order %d %d %d, %lld ms\n", w[0].rc, w[1].rc, w[2].rc, w[0].order, w[1].order, w[2].order,
+         (long long)(th_now_ms() - t0));
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(w[i].rc);
+    CHECK_MSG(w[i].order == i, "waiter %d took the lock in place %d (order %d %d %d)", i, w[i].order, w[0].order,
+              w[1].order, w[2].order);
+  }
+  nothing_queued(&k);
+  rlock_lock_free(la), rlock_lock_free(lb), rlock_lock_free(lc), rlock_lock_free(lh);
+  rlock_client_free(ca), rlock_client_free(cb), rlock_client_free(cc), rlock_client_free(ch);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1335,6 +1376,7 @@ int main(int argc, char **argv) {
   RUN_ONE(mid_queue_leave_behind_dead_head);
   RUN_ONE(dead_head_blocks_until_its_deadline);
   RUN_ONE(dead_pair_ahead_live_keeps_place);
+  RUN_ONE(mixed_slots_live_waiter_keeps_place);
   RUN_ONE(many_waiters_exclusive);
   RUN_ONE(paused_try_leaves_no_entry);
   RUN_ONE(late_copy_after_undo_never_queues);

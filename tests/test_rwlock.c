@@ -33,7 +33,17 @@
  *   cross_java_writer_wakes  Redisson's write unlock ("1") wakes rlock readers;
  *                            rlock's write unlock publishes "1", read unlock "0"
  *   cross_java_upgrade_guard rlock's writer waits on a Java reader; Redisson's
- *                            write acquire sees rlock's read mode */
+ *                            write acquire sees rlock's read mode
+ *   read_unlock_keeps_write_lease  the writer's read unlock never cuts its
+ *                            write lease (two read holds, 2 s and 30 s)
+ *   read_unlock_shortening_ttl_wakes_writer  a writer parked on a live
+ *                            reader's 40 s is told when that reader leaves a
+ *                            dead one's 1.5 s
+ *   write_unlock_keeps_read_lease  the writer's partial write unlock never
+ *                            cuts its own read hold's lease
+ *   downgrade_ttl_is_read_holds  after a downgrade the hash TTL is the read
+ *                            holds' (a dead reader's 1.5 s, not the write lease)
+ * One case runs alone when its name is the argument. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -883,29 +893,131 @@ TEST(cross_java_upgrade_guard) {
   rlock_client_free(c);
 }
 
+/* The writer's own read unlock never cuts its write lease: with two read
+ * holds of different leases, Redisson's step set NAME's TTL to the other
+ * read hold's (2 s) while the write hold had 30 s, and another writer got in
+ * beside the first one. */
+TEST(read_unlock_keeps_write_lease) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *r, *w;
+  rw(c, "rw:wlease", &r, &w);
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 2000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(r, 1)); /* hold 2 (30 s) goes; hold 1 (2 s) stays */
+  long long ttl = th_cmd_int(srv, "PTTL", "rw:wlease", NULL);
+  printf("# the write hold's TTL after its read unlock: %lld ms (its lease 30 s)\n", ttl);
+  CHECK_MSG(ttl > 20000, "PTTL %lld: the write lease was cut to a read hold's", ttl);
+  CHECK_OK(rlock_lock_release(r, 1));
+  CHECK_OK(rlock_lock_release(w, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:wlease", NULL), 0);
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
+/* A writer parked on NAME's TTL (a live reader's 40 s) is told when a read
+ * unlock shortens that TTL to a dead reader's 1.5 s: it enters once that
+ * lease ends, not after 40 s (before: asleep while the lock was free, then
+ * EBUSY at its 20 s bound). */
+TEST(read_unlock_shortening_ttl_wakes_writer) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_client_t *c2 = th_client(srv->url, 0);
+  rlock_lock_t *r, *w, *r2, *w2;
+  rw(c, "rw:short", &r, &w);
+  rw(c2, "rw:short", &r2, &w2);
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 1500, NULL));  /* a dead reader: never released */
+  CHECK_OK(rlock_lock_acquire(r, 2, 0, 40000, NULL)); /* a live reader */
+  struct waiter wt = {.lock = w2, .owner = 7, .wait_ms = 20000};
+  pthread_t t;
+  long long base = th_cmdstat(srv, "evalsha");
+  pthread_create(&t, NULL, wait_thread, &wt);
+  CHECK(th_wait_until(subscribed, "redisson_rwlock:{rw:short}", 10000));
+  await_tries(base, 1);
+  int64_t t0 = th_now_ms();
+  CHECK_OK(rlock_lock_release(r, 2)); /* NAME's TTL: reader 1's remaining 1.5 s */
+  pthread_join(t, NULL);
+  printf("# the writer: rc %d, %lld ms after the live reader's unlock (dead reader's lease 1.5 s)\n", wt.rc,
+         (long long)(wt.done_at - t0));
+  CHECK_OK(wt.rc);
+  CHECK(wt.done_at - t0 < 15000);
+  CHECK_OK(rlock_lock_release(w2, 7));
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(r2), rlock_lock_free(w2);
+  rlock_client_free(c), rlock_client_free(c2);
+}
+
+/* The writer's partial write unlock never cuts its own read hold: write
+ * (30 s), read (60 s), write again, then two write unlocks (a downgrade):
+ * the read hold keeps its 60 s. Before (Redisson's step: PEXPIRE to the write
+ * lease) the hash got 30 s, and a writer could enter beside the reader 30 s
+ * before its lease ended. */
+TEST(write_unlock_keeps_read_lease) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *r, *w;
+  rw(c, "rw:rlease", &r, &w);
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
+  CHECK_OK(rlock_lock_release(w, 1)); /* one write hold left */
+  long long ttl = th_cmd_int(srv, "PTTL", "rw:rlease", NULL);
+  printf("# the hash TTL after the partial write unlock: %lld ms (the read hold's lease 60 s)\n", ttl);
+  CHECK_MSG(ttl > 50000, "PTTL %lld: the read hold's lease was cut to the write lease", ttl);
+  CHECK_OK(rlock_lock_release(w, 1)); /* the downgrade */
+  ttl = th_cmd_int(srv, "PTTL", "rw:rlease", NULL);
+  CHECK_MSG(ttl > 50000, "PTTL %lld after the downgrade", ttl);
+  CHECK_OK(rlock_lock_release(r, 1));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:rlease", NULL), 0);
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
+/* A downgrade leaves the hash the read holds' TTL: write (60 s), read
+ * (1.5 s), unlock write. Before, the hash kept the write lease's 60 s, so if
+ * the reader died its 1.5 s hold kept writers out for 60 s. */
+TEST(downgrade_ttl_is_read_holds) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *r, *w;
+  rw(c, "rw:downttl", &r, &w);
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 60000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 1500, NULL));
+  CHECK_OK(rlock_lock_release(w, 1)); /* the downgrade */
+  long long ttl = th_cmd_int(srv, "PTTL", "rw:downttl", NULL);
+  printf("# the hash TTL after the downgrade: %lld ms (the read hold's lease 1.5 s)\n", ttl);
+  CHECK_MSG(ttl > 0 && ttl <= 1500, "PTTL %lld: the write lease kept after the downgrade", ttl);
+  CHECK_OK(rlock_lock_release(r, 1));
+  rlock_lock_free(r), rlock_lock_free(w);
+  rlock_client_free(c);
+}
+
+#define RUN_IF(name) \
+  if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   const char *extra[] = {"--enable-debug-command", "yes", NULL}; /* DEBUG SLEEP (resend_counts_once) */
   th_server_opts_t o = {.extra_args = extra};
   srv = th_server_start(&o);
-  RUN(many_readers);
-  RUN(writer_excludes_readers);
-  RUN(write_unlock_wakes_all);
-  RUN(read_lease_per_hold);
-  RUN(dead_reader_zombie);
-  RUN(read_renewal);
-  RUN(fixed_lease_read_kept_at_reconnect);
-  RUN(upgrade_refused);
-  RUN(downgrade_wakes_readers);
-  RUN(force_unlock_modes);
-  RUN(expire_then_unlock);
-  RUN(write_reentry_adds_lease);
-  RUN(braces_name);
-  RUN(mixed_threads);
-  RUN(resend_counts_once);
-  RUN(cross_java_reader);
-  RUN(cross_java_writer_wakes);
-  RUN(cross_java_upgrade_guard);
+  RUN_IF(many_readers);
+  RUN_IF(writer_excludes_readers);
+  RUN_IF(write_unlock_wakes_all);
+  RUN_IF(read_lease_per_hold);
+  RUN_IF(dead_reader_zombie);
+  RUN_IF(read_renewal);
+  RUN_IF(fixed_lease_read_kept_at_reconnect);
+  RUN_IF(upgrade_refused);
+  RUN_IF(downgrade_wakes_readers);
+  RUN_IF(force_unlock_modes);
+  RUN_IF(expire_then_unlock);
+  RUN_IF(write_reentry_adds_lease);
+  RUN_IF(braces_name);
+  RUN_IF(mixed_threads);
+  RUN_IF(resend_counts_once);
+  RUN_IF(cross_java_reader);
+  RUN_IF(cross_java_writer_wakes);
+  RUN_IF(cross_java_upgrade_guard);
+  RUN_IF(read_unlock_keeps_write_lease);
+  RUN_IF(read_unlock_shortening_ttl_wakes_writer);
+  RUN_IF(write_unlock_keeps_read_lease);
+  RUN_IF(downgrade_ttl_is_read_holds);
   th_server_stop(srv);
   return th_done();
 }

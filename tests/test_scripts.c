@@ -1066,6 +1066,37 @@ TEST(pes_renew) {
   th_reply_free(r);
 }
 
+/* A read hold given back by rw_acquire_undo.lua takes its lease with it:
+ * NAME's TTL becomes the longest live read hold's (B's 1.5 s), as a read
+ * unlock makes it, and the shorter TTL is published. Before, NAME kept the
+ * undone hold's 60 s and a writer waited that long behind B's dead hold. */
+TEST(rw_undo_gives_back_lease) {
+  flush();
+  want_nil(eval("rw_read_acquire", 3, "R", "{R}:" OWNER_B ":rwlock_timeout", "rlock_acquire_latch:{R}:b1", "1500",
+                OWNER_B, OWNER_B ":write", "60000", NULL));
+  want_nil(eval("rw_read_acquire", 3, "R", RW_TP, "rlock_acquire_latch:{R}:a1", "60000", OWNER_A, OWNER_A ":write",
+                "60000", NULL));
+  CHECK(th_cmd_int(srv, "PTTL", "R", NULL) > 50000);
+  CHECK_EQ(want_int(eval("rw_acquire_undo", 3, "R", RW_CHAN, "rlock_acquire_latch:{R}:a1", "0", OWNER_A, "publish",
+                         "60000", "-1", "read", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", "R", OWNER_A, NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", RW_TP ":1", NULL), 0);
+  long long ttl = th_cmd_int(srv, "PTTL", "R", NULL);
+  CHECK_MSG(ttl > 0 && ttl <= 1500, "PTTL %lld after the undo: the undone read hold's lease kept", ttl);
+  /* with no live read hold left (B's timeout key gone), NAME goes */
+  flush();
+  want_nil(eval("rw_read_acquire", 3, "R", "{R}:" OWNER_B ":rwlock_timeout", "rlock_acquire_latch:{R}:b2", "1500",
+                OWNER_B, OWNER_B ":write", "60000", NULL));
+  want_nil(eval("rw_read_acquire", 3, "R", RW_TP, "rlock_acquire_latch:{R}:a2", "60000", OWNER_A, OWNER_A ":write",
+                "60000", NULL));
+  th_reply_free(th_cmd(srv, "DEL", "{R}:" OWNER_B ":rwlock_timeout:1", NULL)); /* B's lease ran out */
+  CHECK_EQ(want_int(eval("rw_acquire_undo", 3, "R", RW_CHAN, "rlock_acquire_latch:{R}:a2", "0", OWNER_A, "publish",
+                         "60000", "-1", "read", NULL)),
+           1);
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "R", NULL) == 0, "a hash with only a dead read hold left after the undo");
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -1088,6 +1119,7 @@ int main(int argc, char **argv) {
   RUN(force_unlock_checks_arguments_first);
   RUN(counts_are_strict);
   RUN(rw_late_copy_after_release);
+  RUN(rw_undo_gives_back_lease);
   RUN(semaphore_scripts);
   RUN(latch_scripts);
   RUN(pes_same_id_once);
