@@ -6,8 +6,20 @@
  *                    Redisson's do): a semaphore waiter for 2 woken by a
  *                    release of 1 passes the wake-up to a permit waiter
  *                    parked behind it, which takes the permit (before: an
- *                    assertion failure, the process aborted) */
+ *                    assertion failure, the process aborted)
+ *   acl_no_channel_writes_nothing  a Redis 7 ACL user without channel
+ *                    permission: release, add, try-set, the latch's try-set
+ *                    and count-down, the permit release are refused with
+ *                    RLOCK_ENOPERM before anything is written (before: the
+ *                    write stood and the PUBLISH failed: a release reported
+ *                    failed had given its permit back, so a retry counted
+ *                    it twice; the last count-down deleted the count, the
+ *                    latch open and its waiters never told); a permit
+ *                    acquire that reclaims an expired permit, and the
+ *                    undo scripts, write without the message they may not
+ *                    send, and succeed */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,10 +101,121 @@ TEST(sem_and_pes_share_channel) {
   rlock_client_free(b);
 }
 
+static char app_url[300];
+
+static char *get(const char *key) { return th_cmd_str(srv, "GET", key, NULL); }
+
+static void want_str(const char *key, const char *want) {
+  char *v = get(key);
+  CHECK_MSG(v && !strcmp(v, want), "%s is %s, want %s", key, v ? v : "(nil)", want);
+  free(v);
+}
+
+static void want_noperm(int rc, const char *what) {
+  CHECK_MSG(rc == RLOCK_ENOPERM, "%s: %s (%s)", what, rlock_err_name(rc), rlock_last_error());
+}
+
+/* A script of lua/ run by the ACL user app on a raw connection. */
+static redisReply *app_eval(const char *script, int nk, const char **keys, int na, const char **args) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/lua/%s.lua", RLOCK_SOURCE_DIR, script);
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f, "cannot open %s", path);
+  static char body[65536];
+  size_t n = fread(body, 1, sizeof body - 1, f);
+  fclose(f);
+  body[n] = 0;
+  redisContext *rc = th_raw_connect(srv);
+  redisReply *r = redisCommand(rc, "AUTH app pw");
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  const char *argv[16];
+  size_t lens[16];
+  int argc = 0;
+  char nkbuf[8];
+  snprintf(nkbuf, sizeof nkbuf, "%d", nk);
+  argv[argc++] = "EVAL", argv[argc++] = body, argv[argc++] = nkbuf;
+  for (int i = 0; i < nk; i++) argv[argc++] = keys[i];
+  for (int i = 0; i < na; i++) argv[argc++] = args[i];
+  for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+  r = redisCommandArgv(rc, argc, argv, lens);
+  redisFree(rc);
+  CHECK(r);
+  return r;
+}
+
+TEST(acl_no_channel_writes_nothing) {
+  rlock_client_t *app = th_client(app_url, 0);
+  /* the latch: its last count-down */
+  th_reply_free(th_cmd(srv, "SET", "rev:acl:latch", "1", NULL));
+  rlock_latch_t *l = NULL;
+  CHECK_OK(rlock_latch_new(app, "rev:acl:latch", 13, &l));
+  int64_t left = -1;
+  want_noperm(rlock_latch_count_down(l, &left), "latch count down");
+  want_str("rev:acl:latch", "1");
+  rlock_latch_t *l2 = NULL;
+  CHECK_OK(rlock_latch_new(app, "rev:acl:latch2", 14, &l2));
+  want_noperm(rlock_latch_try_set_count(l2, 2, NULL), "latch try-set");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rev:acl:latch2", NULL), 0);
+  /* the semaphore */
+  th_reply_free(th_cmd(srv, "SET", "rev:acl:sem", "0", NULL));
+  rlock_semaphore_t *s = NULL, *s2 = NULL;
+  CHECK_OK(rlock_semaphore_new(app, "rev:acl:sem", 11, &s));
+  want_noperm(rlock_semaphore_release(s, 1, NULL), "semaphore release");
+  want_str("rev:acl:sem", "0");
+  want_noperm(rlock_semaphore_add_permits(s, 3, NULL), "semaphore add");
+  want_str("rev:acl:sem", "0");
+  CHECK_OK(rlock_semaphore_new(app, "rev:acl:sem2", 12, &s2));
+  want_noperm(rlock_semaphore_try_set_permits(s2, 3, NULL), "semaphore try-set");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "rev:acl:sem2", NULL), 0);
+  /* the permit-expirable semaphore: a permit held by app, its release refused */
+  th_reply_free(th_cmd(srv, "SET", "rev:acl:pes", "1", NULL));
+  rlock_permits_t *p = NULL;
+  CHECK_OK(rlock_permits_new(app, "rev:acl:pes", 11, &p));
+  char id[RLOCK_PERMIT_ID_LEN + 1];
+  CHECK_OK(rlock_permits_try_acquire(p, 60000, id));
+  want_noperm(rlock_permits_release(p, id), "permit release");
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{rev:acl:pes}:timeout", NULL), 1);
+  want_str("rev:acl:pes", "0");
+  want_noperm(rlock_permits_add(p, 1, NULL), "permit add");
+  want_str("rev:acl:pes", "0");
+  /* its lease ends (score 1): app's next acquire reclaims it and takes it */
+  redisReply *z = th_cmd(srv, "ZRANGE", "{rev:acl:pes}:timeout", "0", "0", NULL);
+  CHECK(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
+  const char *za[] = {"ZADD", "{rev:acl:pes}:timeout", "1", z->element[0]->str};
+  size_t zl[] = {4, 21, 1, z->element[0]->len};
+  th_reply_free(th_cmdv(srv, 4, za, zl));
+  th_reply_free(z);
+  char id2[RLOCK_PERMIT_ID_LEN + 1];
+  CHECK_OK(rlock_permits_try_acquire(p, 60000, id2));
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "{rev:acl:pes}:timeout", NULL), 1);
+  want_str("rev:acl:pes", "0");
+  /* the semaphore's undo: the permits back without the message */
+  th_reply_free(th_cmd(srv, "SET", "rev:acl:undo", "0", NULL));
+  th_reply_free(th_cmd(srv, "SET", "rlock_semaphore_latch:{rev:acl:undo}:x", "1", NULL));
+  const char *uk[] = {"rev:acl:undo", "redisson_sc:{rev:acl:undo}", "rlock_semaphore_latch:{rev:acl:undo}:x"};
+  const char *ua[] = {"2", "publish", "10000"};
+  redisReply *r = app_eval("semaphore_acquire_undo", 3, uk, 3, ua);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "semaphore undo: type %d %s", r->type,
+            r->type == REDIS_REPLY_ERROR ? r->str : "");
+  freeReplyObject(r);
+  want_str("rev:acl:undo", "2");
+  rlock_permits_free(p);
+  rlock_semaphore_free(s);
+  rlock_semaphore_free(s2);
+  rlock_latch_free(l);
+  rlock_latch_free(l2);
+  rlock_client_free(app);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
-  srv = th_server_start(NULL);
+  const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all", NULL};
+  th_server_opts_t so = {.extra_args = extra};
+  srv = th_server_start(&so);
+  snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);
   RUN(sem_and_pes_share_channel);
+  RUN(acl_no_channel_writes_nothing);
   th_server_stop(srv);
   return th_done();
 }
