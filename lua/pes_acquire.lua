@@ -44,6 +44,13 @@ if redis.call('zscore', KEYS[2], id) then
   return nil
 end
 
+-- NAME must hold an integer (Redisson's script fails on anything else):
+-- another string would read as "no permit" and the caller would wait for ever
+local raw = redis.call('get', KEYS[1])
+if raw and not string.match(raw, '^%-?%d+$') then
+  return redis.error_reply('ERR rlock: the semaphore does not hold an integer: ' .. raw)
+end
+
 -- reclaim expired permits (at most the one asked for)
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1)
 if #expired > 0 then

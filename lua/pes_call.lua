@@ -28,6 +28,13 @@ if (what == 'set' or what == 'try_set' or what == 'add') and not may_pub then
   return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[3] .. ' to the channel ' .. KEYS[3] ..
     ' (its ACL needs &' .. KEYS[3] .. ' or a channel pattern matching it)')
 end
+-- NAME must hold an integer (delete and try_set take any value)
+if what ~= 'delete' and what ~= 'try_set' then
+  local raw = redis.call('get', KEYS[1])
+  if raw and not string.match(raw, '^%-?%d+$') then
+    return redis.error_reply('ERR rlock: the semaphore does not hold an integer: ' .. raw)
+  end
+end
 local p = nil
 if what == 'set' or what == 'try_set' or what == 'add' then
   p = string.match(ARGV[4] or '', '^%-?%d+$') and #ARGV[4] <= 16 and tonumber(ARGV[4])

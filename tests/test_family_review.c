@@ -17,7 +17,12 @@
  *                    latch open and its waiters never told); a permit
  *                    acquire that reclaims an expired permit, and the
  *                    undo scripts, write without the message they may not
- *                    send, and succeed */
+ *                    send, and succeed
+ *   pes_not_an_integer  a permit-expirable semaphore whose NAME holds a
+ *                    string that is not an integer: acquire, available,
+ *                    total answer an error at once, nothing written (before:
+ *                    the acquire found "no permit" and waited, for ever
+ *                    without a bound; Redisson's script fails there) */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +213,26 @@ TEST(acl_no_channel_writes_nothing) {
   rlock_client_free(app);
 }
 
+TEST(pes_not_an_integer) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  th_reply_free(th_cmd(srv, "SET", "rev:pes:bad", "abc", NULL));
+  rlock_permits_t *p = NULL;
+  CHECK_OK(rlock_permits_new(c, "rev:pes:bad", 11, &p));
+  char id[RLOCK_PERMIT_ID_LEN + 1];
+  int rc = rlock_permits_acquire(p, 0, 60000, NULL, id);
+  CHECK_MSG(rc == RLOCK_ESERVER && strstr(rlock_last_error(), "integer"), "acquire: %s (%s)", rlock_err_name(rc),
+            rlock_last_error());
+  int64_t v = 0;
+  rc = rlock_permits_available(p, &v);
+  CHECK_MSG(rc == RLOCK_ESERVER, "available: %s (%s) %lld", rlock_err_name(rc), rlock_last_error(), (long long)v);
+  rc = rlock_permits_total(p, &v);
+  CHECK_MSG(rc == RLOCK_ESERVER, "total: %s (%s) %lld", rlock_err_name(rc), rlock_last_error(), (long long)v);
+  want_str("rev:pes:bad", "abc");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "{rev:pes:bad}:timeout", NULL), 0);
+  rlock_permits_free(p);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
   const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all", NULL};
@@ -216,6 +241,7 @@ int main(int argc, char **argv) {
   snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);
   RUN(sem_and_pes_share_channel);
   RUN(acl_no_channel_writes_nothing);
+  RUN(pes_not_an_integer);
   th_server_stop(srv);
   return th_done();
 }
