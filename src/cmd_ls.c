@@ -3,7 +3,10 @@
  * (reentrant, fair, fenced, non-reentrant: kind "lock"; read-write: kind
  * "rwlock" with its mode), their holders, TTL and waiters (PUBSUB NUMSUB of
  * the lock's channel). A hash that is not a lock (a field that is not
- * "<36-character id>:<thread>" -> count) is skipped. One server (or the
+ * "<36-character id>:<thread>" -> count) is skipped. A fair lock's waiters
+ * are its queue (redisson_lock_queue:{NAME}): each waits on a channel of its
+ * own. Names with a brace keep it as Redisson's prefixName does (no braces
+ * added: "redisson_lock__channel:a{b}c"). One server (or the
  * Sentinel's master); a Cluster is refused (each master would need its own
  * SCAN). */
 #include <getopt.h>
@@ -47,6 +50,35 @@ static int is_lock(const rlock_reply_t *h, const char **mode) {
   return 1;
 }
 
+/* Redisson's prefixName: "PREFIX:{NAME}", or "PREFIX:NAME" when NAME has a
+ * brace (malloc'd, NULL when out of memory; *n its length). */
+static char *prefixed(const char *prefix, const rlock_reply_t *key, size_t *n) {
+  int braces = memchr(key->str, '{', key->len) != NULL;
+  size_t pl = strlen(prefix);
+  char *p = malloc(pl + key->len + 4);
+  if (!p) return NULL;
+  size_t o = 0;
+  memcpy(p, prefix, pl), o = pl;
+  p[o++] = ':';
+  if (!braces) p[o++] = '{';
+  memcpy(p + o, key->str, key->len), o += key->len;
+  if (!braces) p[o++] = '}';
+  p[o] = 0;
+  *n = o;
+  return p;
+}
+
+/* An integer reply of argv (0 on any error). */
+static int64_t int_of(rlock_client_t *c, int argc, const char *const *argv, const size_t *lens) {
+  rlock_reply_t *r = cmd(c, argc, argv, lens);
+  int64_t v = 0;
+  if (r && r->type == RLOCK_REPLY_INTEGER) v = r->integer;
+  else if (r && r->type == RLOCK_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == RLOCK_REPLY_INTEGER)
+    v = r->element[1]->integer; /* PUBSUB NUMSUB: channel, count */
+  rlock_reply_free(r);
+  return v;
+}
+
 static void show(rlock_client_t *c, const rlock_reply_t *key, int json, int *first) {
   const char *ka[] = {"HGETALL", key->str};
   size_t kl[] = {7, key->len};
@@ -61,19 +93,21 @@ static void show(rlock_client_t *c, const rlock_reply_t *key, int json, int *fir
   rlock_reply_t *t = cmd(c, 2, ta, tl);
   int64_t ttl = t && t->type == RLOCK_REPLY_INTEGER ? t->integer : -2;
   rlock_reply_free(t);
-  const char *pre = mode ? "redisson_rwlock:{" : "redisson_lock__channel:{";
-  size_t pl = strlen(pre);
-  char *ch = malloc(pl + key->len + 2);
+  size_t chn = 0, qn = 0;
+  char *ch = prefixed(mode ? "redisson_rwlock" : "redisson_lock__channel", key, &chn);
   int64_t waiters = 0;
   if (ch) {
-    memcpy(ch, pre, pl), memcpy(ch + pl, key->str, key->len), ch[pl + key->len] = '}';
     const char *na[] = {"PUBSUB", "NUMSUB", ch};
-    size_t nl[] = {6, 6, pl + key->len + 1};
-    rlock_reply_t *n = cmd(c, 3, na, nl);
-    if (n && n->type == RLOCK_REPLY_ARRAY && n->elements == 2 && n->element[1]->type == RLOCK_REPLY_INTEGER)
-      waiters = n->element[1]->integer;
-    rlock_reply_free(n);
+    size_t nl[] = {6, 6, chn};
+    waiters = int_of(c, 3, na, nl);
     free(ch);
+  }
+  char *q = mode ? NULL : prefixed("redisson_lock_queue", key, &qn);
+  if (q) { /* a fair lock: its queued waiters */
+    const char *la[] = {"LLEN", q};
+    size_t ll[] = {4, qn};
+    waiters += int_of(c, 2, la, ll);
+    free(q);
   }
   if (json) {
     fputs(*first ? "{\"name\":" : ",{\"name\":", stdout);
