@@ -38,6 +38,10 @@ static int wait_exit(int rc, const char *what) {
     cli_err("interrupted by signal %d while waiting", (int)g_signal);
     return 128 + g_signal;
   }
+  if (rc == RLOCK_EBUSY) { /* the library's message names the wait: said once, not as a lock's */
+    cli_err("%s: %s", what, rlock_last_error());
+    return cli_exit_for(rc);
+  }
   return cli_fail(rc, what);
 }
 

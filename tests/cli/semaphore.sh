@@ -20,6 +20,7 @@ expect 0 "semaphore acquire --json" R semaphore jobs acquire 1 --json
 contains "$T/out" '"acquired":1,"available":0' "acquire JSON"
 expect 75 "acquire times out" R semaphore jobs acquire --wait 200ms
 contains "$T/err" "not enough permits" "timeout message"
+grep -q "the lock" "$T/err" && fail "a semaphore's timeout told as a lock's: $(cat "$T/err")" || pass "timeout message names no lock"
 expect 0 "semaphore status" R semaphore jobs status
 contains "$T/out" "jobs: 0 permits available" "status message"
 # a waiting acquire is woken by another process's release
@@ -59,6 +60,7 @@ contains "$T/out" "gate: count set to 2" "latch set message"
 expect 0 "latch set again --json" R latch --json gate set 3
 contains "$T/out" '{"name":"gate","kind":"latch","set":false,"count":2}' "latch set JSON"
 expect 75 "await times out" R latch gate await --wait 200ms
+grep -q "the lock" "$T/err" && fail "a latch's timeout told as a lock's: $(cat "$T/err")" || pass "await timeout names no lock"
 bg "$T/a" "$RLOCK" -u "$URL" latch gate await --wait 30s
 a=$BG
 lsub() { [ "$(rc PUBSUB NUMSUB 'redisson_countdownlatch__channel__{gate}' | tail -1)" = 1 ]; }
