@@ -143,4 +143,17 @@ rc ACL SETUSER appkeys '~redisson_lock_queue:{app:*' '~redisson_lock_timeout:{ap
 expect 0 "exec --fair with the queue keys allowed" U appkeys exec --fair app:jq -- true
 expect 0 "exec --read with the timeout keys allowed" U appkeys exec --read app:jq -- true
 expect 0 "exec --write with the timeout keys allowed" U appkeys exec --write app:jq -- true
+# exec --permit: the semaphore's channel is checked before CMD runs (before:
+# CMD ran, then the release was refused: exit 77 after the fact, the permit
+# held until its lease); a user with just the documented keys and channel runs.
+rc SET pj 2 >/dev/null
+expect 77 "exec --permit as a user without channel permission" U nochan exec --permit pj -- touch "$T/ran4"
+[ -e "$T/ran4" ] && fail "CMD ran although the release could not work" || pass "CMD did not run (permit)"
+contains "$T/err" "publish on channel redisson_sc:{pj}" "the semaphore's channel is named"
+[ "$(rc GET pj)" = 2 ] && [ "$(rc EXISTS '{pj}:timeout')" = 0 ] && pass "no permit taken" || fail "permit taken: $(rc GET pj)"
+rc ACL SETUSER pmin on '>pw' '~pj' '~{pj}:timeout' '~rlock_acquire_latch:{pj}:*' '~redisson_unlock_latch:{pj}:*' \
+  '~redisson_sc:{pj}' '&redisson_sc:{pj}' '+@all' >/dev/null
+expect 0 "exec --permit as a user with the permit's keys and channel" U pmin exec --permit pj -- true
+[ "$(rc GET pj)" = 2 ] && pass "permit given back" || fail "count after: $(rc GET pj)"
+
 finish
