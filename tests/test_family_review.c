@@ -22,13 +22,19 @@
  *                    string that is not an integer: acquire, available,
  *                    total answer an error at once, nothing written (before:
  *                    the acquire found "no permit" and waited, for ever
- *                    without a bound; Redisson's script fails there) */
+ *                    without a bound; Redisson's script fails there)
+ *   cluster_braced_names  on a Cluster: a semaphore and a permit semaphore
+ *                    whose names have braces work; a latch whose name has
+ *                    braces is refused at rlock_latch_new with RLOCK_EINVAL
+ *                    (its channel, braces always, is in another slot; before:
+ *                    every write failed with Redis's CROSSSLOT error) */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "harness_cluster.h"
 
 static th_server_t *srv;
 
@@ -233,6 +239,48 @@ TEST(pes_not_an_integer) {
   rlock_client_free(c);
 }
 
+/* Names with braces on a Cluster: every key and channel a script gets must
+ * be in NAME's slot. */
+TEST(cluster_braced_names) {
+  th_cluster_t *cl = th_cluster_start(3, 0, 2000);
+  rlock_client_t *c = th_client(cl->url, 0);
+  const char *ln = "rev{l}x";
+  rlock_latch_t *l = NULL;
+  /* the latch's channel has braces always (Redisson's): refused, clearly */
+  CHECK_RC(rlock_latch_new(c, ln, strlen(ln), &l), RLOCK_EINVAL);
+  CHECK(l == NULL);
+  CHECK_MSG(strstr(rlock_last_error(), "braces"), "message: %s", rlock_last_error());
+  ln = "rev:lx"; /* without braces: in NAME's slot */
+  CHECK_OK(rlock_latch_new(c, ln, strlen(ln), &l));
+  CHECK_OK(rlock_latch_try_set_count(l, 2, NULL));
+  int64_t left = -1;
+  CHECK_OK(rlock_latch_count_down(l, &left));
+  CHECK_EQ(left, 1);
+  CHECK_OK(rlock_latch_count_down(l, &left));
+  CHECK_EQ(left, 0);
+  CHECK_OK(rlock_latch_await(l, 0, NULL));
+  rlock_latch_free(l);
+  const char *sn = "rev{s}x";
+  rlock_semaphore_t *s = NULL;
+  CHECK_OK(rlock_semaphore_new(c, sn, strlen(sn), &s));
+  CHECK_OK(rlock_semaphore_try_set_permits(s, 1, NULL));
+  CHECK_OK(rlock_semaphore_acquire(s, 1, 0, NULL));
+  CHECK_OK(rlock_semaphore_release(s, 1, NULL));
+  rlock_semaphore_free(s);
+  const char *pn = "rev{p}x";
+  rlock_permits_t *p = NULL;
+  CHECK_OK(rlock_permits_new(c, pn, strlen(pn), &p));
+  int set = 0;
+  CHECK_OK(rlock_permits_try_set(p, 1, &set));
+  CHECK_EQ(set, 1);
+  char id[RLOCK_PERMIT_ID_LEN + 1];
+  CHECK_OK(rlock_permits_acquire(p, 0, RLOCK_LEASE_WATCHDOG, NULL, id));
+  CHECK_OK(rlock_permits_release(p, id));
+  rlock_permits_free(p);
+  rlock_client_free(c);
+  th_cluster_stop(cl);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
   const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all", NULL};
@@ -242,6 +290,7 @@ int main(int argc, char **argv) {
   RUN(sem_and_pes_share_channel);
   RUN(acl_no_channel_writes_nothing);
   RUN(pes_not_an_integer);
+  RUN(cluster_braced_names);
   th_server_stop(srv);
   return th_done();
 }
