@@ -5,6 +5,7 @@
  * is made on the server against the token: a wrong token extends or frees
  * nothing (exit 1, "not held by that token"). */
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,7 +87,8 @@ int cmd_acquire(cli_global_t *g, int argc, char **argv) {
     int rc = rlock_lock_acquire(lock, HOLD_OWNER, wait, lease, NULL);
     if (rc == RLOCK_EBUSY) cli_err("%s is busy", name), ex = EX_TEMPFAIL;
     else if (rc) ex = cli_fail(rc, "cannot acquire the lock");
-    else if (printf("%s:owner-1\n", rlock_client_id(client)) < 0 || fflush(stdout) != 0 || ferror(stdout)) {
+    else if (signal(SIGPIPE, SIG_IGN) == SIG_ERR || /* a closed pipe: EPIPE, not death with the hold kept */
+             printf("%s:owner-1\n", rlock_client_id(client)) < 0 || fflush(stdout) != 0 || ferror(stdout)) {
       /* nobody would know the token: the hold would stay until its lease */
       int rel = rlock_lock_release(lock, HOLD_OWNER);
       cli_err("cannot write the owner token to stdout: %s", rel ? "the lock stays held until its lease ends"
