@@ -27,7 +27,13 @@
  *                    whose names have braces work; a latch whose name has
  *                    braces is refused at rlock_latch_new with RLOCK_EINVAL
  *                    (its channel, braces always, is in another slot; before:
- *                    every write failed with Redis's CROSSSLOT error) */
+ *                    every write failed with Redis's CROSSSLOT error)
+ *   script_flush_family  SCRIPT FLUSH between calls: every semaphore, latch
+ *                    and permit call loads its script again (NOSCRIPT) and
+ *                    counts once (no defect found: a regression guard)
+ *   free_during_waits  rlock_client_free while a semaphore acquire, a latch
+ *                    await and a permit acquire wait: each ends with
+ *                    RLOCK_ECLOSED, nothing taken (no defect found) */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +287,96 @@ TEST(cluster_braced_names) {
   th_cluster_stop(cl);
 }
 
+TEST(script_flush_family) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_semaphore_t *s = NULL;
+  rlock_latch_t *l = NULL;
+  rlock_permits_t *p = NULL;
+  CHECK_OK(rlock_semaphore_new(c, "rev:fl:s", 8, &s));
+  CHECK_OK(rlock_latch_new(c, "rev:fl:l", 8, &l));
+  CHECK_OK(rlock_permits_new(c, "rev:fl:p", 8, &p));
+  for (int round = 0; round < 2; round++) { /* the first loads, the second meets NOSCRIPT */
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    int64_t v = -1;
+    CHECK_OK(rlock_semaphore_release(s, 2, &v));
+    CHECK_EQ(v, 2);
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    CHECK_OK(rlock_semaphore_acquire(s, 2, 0, NULL));
+    want_str("rev:fl:s", "0");
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    CHECK_OK(rlock_latch_try_set_count(l, 2, NULL));
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    CHECK_OK(rlock_latch_count_down(l, &v));
+    CHECK_EQ(v, 1);
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    CHECK_OK(rlock_latch_count_down(l, &v));
+    CHECK_EQ(v, 0);
+    int set = 0;
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    if (round == 0) CHECK_OK(rlock_permits_try_set(p, 1, &set));
+    char id[RLOCK_PERMIT_ID_LEN + 1];
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    CHECK_OK(rlock_permits_acquire(p, 0, 60000, NULL, id));
+    want_str("rev:fl:p", "0");
+    th_reply_free(th_cmd(srv, "SCRIPT", "FLUSH", NULL));
+    CHECK_OK(rlock_permits_release(p, id));
+    want_str("rev:fl:p", "1");
+  }
+  rlock_permits_free(p);
+  rlock_latch_free(l);
+  rlock_semaphore_free(s);
+  rlock_client_free(c);
+}
+
+static void on_latch(rlock_latch_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  done_t *d = arg;
+  atomic_store(&d->status, status);
+  atomic_fetch_add(&d->n, 1);
+}
+
+TEST(free_during_waits) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  th_reply_free(th_cmd(srv, "SET", "rev:fw:s", "0", NULL));
+  th_reply_free(th_cmd(srv, "SET", "rev:fw:l", "1", NULL));
+  th_reply_free(th_cmd(srv, "SET", "rev:fw:p", "0", NULL));
+  rlock_semaphore_t *s = NULL;
+  rlock_latch_t *l = NULL;
+  rlock_permits_t *p = NULL;
+  CHECK_OK(rlock_semaphore_new(c, "rev:fw:s", 8, &s));
+  CHECK_OK(rlock_latch_new(c, "rev:fw:l", 8, &l));
+  CHECK_OK(rlock_permits_new(c, "rev:fw:p", 8, &p));
+  done_t ds = {0}, dl = {0}, dp = {0};
+  char id[RLOCK_PERMIT_ID_LEN + 1];
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, on_sem, &ds));
+  CHECK_OK(rlock_latch_await_async(l, RLOCK_WAIT_FOREVER, NULL, on_latch, &dl));
+  CHECK_OK(rlock_permits_acquire_async(p, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL, id, on_pes, &dp));
+  numsub_chan = "redisson_countdownlatch__channel__{rev:fw:l}";
+  CHECK_MSG(th_wait_until(numsub_one, NULL, 5000), "the latch awaiter did not subscribe");
+  numsub_chan = "redisson_sc:{rev:fw:s}";
+  CHECK_MSG(th_wait_until(numsub_one, NULL, 5000), "the semaphore waiter did not subscribe");
+  numsub_chan = "redisson_sc:{rev:fw:p}";
+  CHECK_MSG(th_wait_until(numsub_one, NULL, 5000), "the permit waiter did not subscribe");
+  stat_want_t tries = {c, st.acquire_attempts + 4}; /* each acquire: a try, a try once subscribed */
+  CHECK_MSG(th_wait_until(attempts_reach, &tries, 5000), "the waiters did not park");
+  rlock_client_free(c);
+  CHECK_EQ(atomic_load(&ds.n), 1);
+  CHECK_EQ(atomic_load(&dl.n), 1);
+  CHECK_EQ(atomic_load(&dp.n), 1);
+  CHECK_RC(atomic_load(&ds.status), RLOCK_ECLOSED);
+  CHECK_RC(atomic_load(&dl.status), RLOCK_ECLOSED);
+  CHECK_RC(atomic_load(&dp.status), RLOCK_ECLOSED);
+  want_str("rev:fw:s", "0");
+  want_str("rev:fw:l", "1");
+  want_str("rev:fw:p", "0");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "{rev:fw:p}:timeout", NULL), 0);
+  rlock_permits_free(p);
+  rlock_latch_free(l);
+  rlock_semaphore_free(s);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 240);
   const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all", NULL};
@@ -290,6 +386,8 @@ int main(int argc, char **argv) {
   RUN(sem_and_pes_share_channel);
   RUN(acl_no_channel_writes_nothing);
   RUN(pes_not_an_integer);
+  RUN(script_flush_family);
+  RUN(free_during_waits);
   RUN(cluster_braced_names);
   th_server_stop(srv);
   return th_done();
