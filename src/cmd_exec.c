@@ -407,6 +407,13 @@ static const char acl_script[] =
  * waiters' channels, known only then: one made-up waiter's channel stands
  * for them here, and the scripts check each one before they write. */
 #define ACL_PERMIT (-1) /* check_acl's kind for --permit */
+
+/* Redisson's prefixName (and rlock's for its latches): "PREFIX:{NAME}SUFFIX",
+ * or "PREFIX:NAMESUFFIX" when NAME has a brace (no braces added). */
+static void rname(char *buf, size_t n, const char *prefix, const char *name, const char *suffix) {
+  snprintf(buf, n, strchr(name, '{') ? "%s:%s%s" : "%s:{%s}%s", prefix, name, suffix);
+}
+
 static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *name, int kind) {
   const char *url = g->url ? g->url : "";
   int sharded = strstr(url, "+cluster://") != NULL;
@@ -414,29 +421,29 @@ static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *
   const char *letter = "r";
   if (kind == ACL_PERMIT) { /* Redisson's names: no braces added to a NAME that has one */
     letter = "e";
-    snprintf(chkey, sizeof chkey, strchr(name, '{') ? "redisson_sc:%s" : "redisson_sc:{%s}", name);
+    rname(chkey, sizeof chkey, "redisson_sc", name, "");
     snprintf(k7, sizeof k7, strchr(name, '{') ? "%s:timeout" : "{%s}:timeout", name);
   } else if (kind == CLI_KIND_SIMPLE) {
     letter = "s";
-    snprintf(chkey, sizeof chkey, "rlock_simple__channel:{%s}", name);
+    rname(chkey, sizeof chkey, "rlock_simple__channel", name, "");
   } else if (kind == CLI_KIND_READ || kind == CLI_KIND_WRITE) {
     letter = "w";
-    snprintf(chkey, sizeof chkey, "redisson_rwlock:{%s}", name);
+    rname(chkey, sizeof chkey, "redisson_rwlock", name, "");
     /* Redisson's key prefix: "{NAME}", or NAME when it holds '{' */
     snprintf(k8, sizeof k8, strchr(name, '{') ? "%s" : "{%s}", name);
     snprintf(k7, sizeof k7, "%s:00000000-0000-0000-0000-000000000000:1:rwlock_timeout:1", k8);
   } else {
-    snprintf(chkey, sizeof chkey, "redisson_lock__channel:{%s}", name);
+    rname(chkey, sizeof chkey, "redisson_lock__channel", name, "");
     if (kind == CLI_KIND_SPIN) letter = "p";
     if (kind == CLI_KIND_FAIR) {
       letter = "f";
-      snprintf(k7, sizeof k7, "redisson_lock_queue:{%s}", name);
-      snprintf(k8, sizeof k8, "redisson_lock_timeout:{%s}", name);
+      rname(k7, sizeof k7, "redisson_lock_queue", name, "");
+      rname(k8, sizeof k8, "redisson_lock_timeout", name, "");
     }
   }
   snprintf(ch, sizeof ch, "%s%s", chkey, kind == CLI_KIND_FAIR ? ":00000000-0000-0000-0000-000000000000:1" : "");
-  snprintf(l1, sizeof l1, "rlock_acquire_latch:{%s}:0", name);
-  snprintf(l2, sizeof l2, "redisson_unlock_latch:{%s}:0", name);
+  rname(l1, sizeof l1, "rlock_acquire_latch", name, ":0");
+  rname(l2, sizeof l2, "redisson_unlock_latch", name, ":0");
   const char *argv[] = {"EVAL", acl_script, "1", name, ch, sharded ? "1" : "0", letter, l1, l2, chkey, k7, k8};
   int argc = *k7 ? 12 : 10;
   rlock_reply_t *reply = NULL;

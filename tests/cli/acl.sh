@@ -156,4 +156,14 @@ rc ACL SETUSER pmin on '>pw' '~pj' '~{pj}:timeout' '~rlock_acquire_latch:{pj}:*'
 expect 0 "exec --permit as a user with the permit's keys and channel" U pmin exec --permit pj -- true
 [ "$(rc GET pj)" = 2 ] && pass "permit given back" || fail "count after: $(rc GET pj)"
 
+# A NAME with braces: its channel is Redisson's redisson_lock__channel:a{b}
+# (no braces added); a user allowed that channel runs (before: refused,
+# naming redisson_lock__channel:{a{b}}, a channel rlock never uses).
+rc ACL SETUSER bra on '>pw' '~*' resetchannels '&redisson_lock__channel:a*' '&redisson_sc:a*' '+@all' >/dev/null
+expect 0 "exec on a braced NAME as a user allowed its channel" U bra exec 'a{b}' -- true
+rc SET 'a{p}' 1 >/dev/null
+expect 0 "exec --permit on a braced NAME as a user allowed its channel" U bra exec --permit 'a{p}' -- true
+expect 77 "exec on a braced NAME as a user without its channel" U nochan exec 'a{b}' -- true
+contains "$T/err" "redisson_lock__channel:a{b}" "the braced name's channel is named as Redisson names it"
+
 finish
