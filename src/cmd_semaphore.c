@@ -145,12 +145,21 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     catch_signals();
     rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
     if (!rc) rc = rlock_semaphore_available(s, &avail);
-    if (rc)
+    if (rc) {
       ex = wait_exit(rc, rc == RLOCK_EBUSY ? "not enough permits" : "cannot acquire");
-    else if (json)
-      json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
-    else
-      printf("%s: acquired %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
+    } else {
+      signal(SIGPIPE, SIG_IGN); /* a closed pipe: EPIPE, not death with the permits taken */
+      if (json)
+        json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
+      else
+        printf("%s: acquired %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
+      if (fflush(stdout) != 0 || ferror(stdout)) {
+        /* the caller cannot tell they were taken: give them back */
+        int rel = rlock_semaphore_release(s, n, NULL);
+        cli_err("cannot write to stdout: %s", rel ? "the permits stay taken" : "the permits were given back");
+        ex = EX_IOERR;
+      }
+    }
   } else if (!strcmp(action, "release")) {
     if ((rc = rlock_semaphore_release(s, n, &avail)))
       ex = cli_fail(rc, "cannot release");
