@@ -540,7 +540,9 @@ RLOCK_EXPORT int rlock_semaphore_release_async(rlock_semaphore_t *sem, int64_t p
 
 /* A handle on one named count-down latch (Redisson's RCountDownLatch): the key
  * NAME holds the count; the channel redisson_countdownlatch__channel__{NAME}
- * (braces always) carries 0 when it reaches zero. docs/api/latch.md. */
+ * (braces always) carries 0 when it reaches zero; on a Cluster a NAME with
+ * braces is refused (RLOCK_EINVAL: that channel is in another slot).
+ * docs/api/latch.md. */
 typedef struct rlock_latch rlock_latch_t;
 RLOCK_EXPORT int rlock_latch_new(rlock_client_t *client, const void *name, size_t name_len, rlock_latch_t **out);
 RLOCK_EXPORT void rlock_latch_free(rlock_latch_t *latch);

@@ -717,6 +717,18 @@ RLOCK_API void rlock_semaphore_free(rlock_semaphore_t *s) { rlock_lock_free((rlo
 RLOCK_API int rlock_latch_new(rlock_client_t *cl, const void *name, size_t len, rlock_latch_t **out) {
   rlock_lock_t *l = NULL;
   int rc = rlock__lock_new_kind(cl, &rlock__kind_latch, name, len, &l);
+  /* The latch's channel always has braces around NAME (Redisson's): with a
+   * brace in NAME it hashes to another slot, and on a Cluster no script can
+   * write NAME and publish there (CROSSSLOT). Refused here, clearly. */
+  if (!rc && l && cl->url.cluster &&
+      rlock__names_slot(l->channel.p, l->channel.n) != rlock__names_slot(l->name, l->len)) {
+    rlock_lock_free(l);
+    l = NULL;
+    rc = rlock__fail(RLOCK_EINVAL,
+                     "a count-down latch whose name has braces cannot be used on a Cluster: its channel "
+                     "redisson_countdownlatch__channel__{NAME} (braces always, as Redisson names it) is in "
+                     "another slot than NAME");
+  }
   if (out) *out = (rlock_latch_t *)l;
   return rc;
 }

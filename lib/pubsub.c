@@ -352,7 +352,11 @@ void rlock__pubsub_leave(pubsub_t *ps, waiter_t *w) {
 bool rlock__pubsub_park(waiter_t *w) {
   if (w->token) { /* a wake-all came while its try was in flight */
     w->token = false;
-    if (w->ch && !w->observer) w->ch->wakes = 0;
+    /* it was busy since that wake-all, so any message since counted it
+     * among the busy waiters: its own share of the wake tokens is used,
+     * the others' stay (zeroing them left a waiter whose try ran before a
+     * release asleep beside a free permit). An observer has no share. */
+    if (w->ch && !w->observer && w->ch->wakes > 0) w->ch->wakes--;
     return true;
   }
   if (w->ch && w->ch->wakes && !w->observer) {

@@ -355,15 +355,18 @@ static void not_yet(op_t *op, int64_t ttl) {
 /* A waiter woken by a message found too few permits: the wake-up it used
  * goes on to the first parked waiter of the channel that asks fewer (it may
  * fit). Each pass goes to a smaller count, so a chain of passes ends. The
- * channel redisson_sc:{NAME} has semaphore waiters only. */
+ * channel redisson_sc:{NAME} is the permit-expirable semaphore's too (one
+ * NAME may be both, as in Redisson): its waiters (lock ops) ask one permit
+ * and do not pass a wake-up on. */
 static void pass_to_smaller(op_t *op) {
   waiter_t *o = &op->w;
   while (o->prev) o = o->prev;
   for (; o; o = o->next) {
     if (o == &op->w || !o->parked) continue;
     op_t *x = (op_t *)((char *)o - offsetof(op_t, w));
-    RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE);
-    if (x->permits < op->permits) {
+    RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE || x->lock->kind == &rlock__kind_pes);
+    int64_t want = x->kind == OP_SEM_ACQUIRE ? x->permits : 1;
+    if (want < op->permits) {
       o->parked = false;
       o->on_wake(o);
       return;

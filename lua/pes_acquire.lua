@@ -44,12 +44,23 @@ if redis.call('zscore', KEYS[2], id) then
   return nil
 end
 
+-- NAME must hold an integer (Redisson's script fails on anything else):
+-- another string would read as "no permit" and the caller would wait for ever
+local raw = redis.call('get', KEYS[1])
+if raw and not string.match(raw, '^%-?%d+$') then
+  return redis.error_reply('ERR rlock: the semaphore does not hold an integer: ' .. raw)
+end
+
 -- reclaim expired permits (at most the one asked for)
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, 1)
 if #expired > 0 then
   redis.call('zrem', KEYS[2], unpack(expired))
   local value = redis.call('incrby', KEYS[1], #expired)
-  if value > 0 then redis.call(ARGV[5], KEYS[3], value) end
+  -- its message only if this user may publish there (a Redis 7 ACL without
+  -- the channel): waiters wake at the expiry their try returned anyway
+  if value > 0 and (not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[5], KEYS[3], '0')) then
+    redis.call(ARGV[5], KEYS[3], value)
+  end
 end
 
 local value = tonumber(redis.call('get', KEYS[1]))

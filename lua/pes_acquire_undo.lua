@@ -34,7 +34,11 @@ local id = string.gsub(ARGV[1], '..', function(h) return string.char(tonumber(h,
 local function give_back()
   if redis.call('zrem', KEYS[2], id) == 0 then return false end
   local value = redis.call('incrby', KEYS[1], 1)
-  redis.call(ARGV[2], KEYS[3], value)
+  -- the message only if this user may publish there (a Redis 7 ACL without
+  -- the channel): the permit must come back all the same
+  if not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[2], KEYS[3], '0') then
+    redis.call(ARGV[2], KEYS[3], value)
+  end
   return true
 end
 

@@ -19,6 +19,22 @@ local pubcmd = string.lower(ARGV[3] or '')
 if pubcmd ~= 'publish' and pubcmd ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. tostring(ARGV[3]))
 end
+-- a user that may not publish on the channel (a Redis 7 ACL without it):
+-- set, try_set and add are refused before anything is written; a reclaim
+-- (the queries) writes without its message (waiters wake at the expiry
+-- their try returned anyway)
+local may_pub = not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[3], KEYS[3], '0')
+if (what == 'set' or what == 'try_set' or what == 'add') and not may_pub then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[3] .. ' to the channel ' .. KEYS[3] ..
+    ' (its ACL needs &' .. KEYS[3] .. ' or a channel pattern matching it)')
+end
+-- NAME must hold an integer (delete and try_set take any value)
+if what ~= 'delete' and what ~= 'try_set' then
+  local raw = redis.call('get', KEYS[1])
+  if raw and not string.match(raw, '^%-?%d+$') then
+    return redis.error_reply('ERR rlock: the semaphore does not hold an integer: ' .. raw)
+  end
+end
 local p = nil
 if what == 'set' or what == 'try_set' or what == 'add' then
   p = string.match(ARGV[4] or '', '^%-?%d+$') and #ARGV[4] <= 16 and tonumber(ARGV[4])
@@ -32,7 +48,7 @@ local function reclaim()
       redis.call('zrem', KEYS[2], unpack(expired, i, math.min(i + 999, #expired)))
     end
     local value = redis.call('incrby', KEYS[1], #expired)
-    if value > 0 then redis.call(ARGV[3], KEYS[3], value) end
+    if value > 0 and may_pub then redis.call(ARGV[3], KEYS[3], value) end
   end
 end
 

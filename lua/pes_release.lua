@@ -22,6 +22,12 @@ end
 if not (string.match(ARGV[4], '^[1-9]%d*$') and #ARGV[4] <= 15) then
   return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ARGV[4])
 end
+-- a user that may not publish on the channel (a Redis 7 ACL without it) is
+-- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
+if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[3], KEYS[2], '0') then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[3] .. ' to the channel ' .. KEYS[2] ..
+    ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
+end
 local latch = redis.call('get', KEYS[4])
 if latch then return tonumber(latch) end
 

@@ -23,7 +23,12 @@ if latch == 'u' then return 2 end
 redis.call('set', KEYS[3], 'u', 'px', ARGV[3])
 if latch == '1' then
   local v = redis.call('incrby', KEYS[1], ARGV[1])
-  redis.call(ARGV[2], KEYS[2], v)
+  -- the message only if this user may publish there (a Redis 7 ACL without
+  -- the channel): the permits must come back all the same (nothing else
+  -- would give them back)
+  if not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[2], KEYS[2], '0') then
+    redis.call(ARGV[2], KEYS[2], v)
+  end
   return 1
 end
 return 0

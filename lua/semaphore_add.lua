@@ -22,6 +22,12 @@ if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. tostring(ARGV[2]))
 end
 
+-- a user that may not publish on the channel (a Redis 7 ACL without it) is
+-- refused before anything is written (redis.acl_check_cmd: Redis 7.0 on)
+if redis.acl_check_cmd and not redis.acl_check_cmd(ARGV[2], KEYS[2], '0') then
+  return redis.error_reply('NOPERM rlock: this user may not ' .. ARGV[2] .. ' to the channel ' .. KEYS[2] ..
+    ' (its ACL needs &' .. KEYS[2] .. ' or a channel pattern matching it)')
+end
 local first = redis.call('get', KEYS[3])
 if first then return tonumber(first) end
 local v = redis.call('incrby', KEYS[1], d)

@@ -343,7 +343,8 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
  * lock: one waiter's channel, standing for all of them), ARGV[2] '1' for
  * sharded pub/sub (Cluster), ARGV[3] the kind: 'r' reentrant (and the
  * non-reentrant, fenced), 's' simple, 'p' spin (no pub/sub), 'f' fair, 'w'
- * read-write; ARGV[4] and ARGV[5] a key of the acquire and the unlock latch;
+ * read-write, 'e' a permit of a permit-expirable semaphore (--permit: NAME a
+ * string count, ARGV[7] its "{NAME}:timeout" zset); ARGV[4] and ARGV[5] a key of the acquire and the unlock latch;
  * ARGV[6] the channel's name as the scripts get it as a key; ARGV[7..] the
  * kind's other keys (fair: queue, deadlines; read-write: a timeout key and
  * the key prefix). Reply: the missing permissions. */
@@ -367,12 +368,13 @@ static const char acl_script[] =
     "local cmds = {'exists', 'pttl', 'pexpire', 'del', 'type', 'hget', 'hset', 'hdel', 'hincrby', 'hexists', 'hlen',\n"
     "  'hgetall', 'get', 'set'}\n"
     "if kind == 'w' then cmds[#cmds + 1] = 'hkeys' end\n"
+    "if kind == 'e' then cmds = {'exists', 'pttl', 'del', 'type', 'get', 'set', 'incrby', 'decrby'} end\n"
     "for _, c in ipairs(cmds) do\n"
     "  local args = {c, name}\n"
     "  if c == 'pexpire' then args[3] = '1' end\n"
     "  if c == 'hget' or c == 'hexists' or c == 'hdel' then args[3] = 'f' end\n"
     "  if c == 'hset' or c == 'hincrby' then args[3], args[4] = 'f', '1' end\n"
-    "  if c == 'set' then args[3] = '1' end\n"
+    "  if c == 'set' or c == 'incrby' or c == 'decrby' then args[3] = '1' end\n"
     "  need(c .. ' on key ' .. name, unpack(args))\n"
     "end\n"
     "local function all(key, list)\n"
@@ -389,6 +391,9 @@ static const char acl_script[] =
     "  all(ARGV[7], {{'lindex', '0'}, {'lpop'}, {'rpush', 'w'}, {'lrange', '0', '-1'}, {'lrem', '0', 'w'}})\n"
     "  all(ARGV[8], {{'zscore', 'w'}, {'zadd', '1', 'w'}, {'zrem', 'w'}, {'zincrby', '1', 'w'},\n"
     "    {'zrange', '0', '-1'}})\n"
+    "elseif kind == 'e' then\n"
+    "  all(ARGV[7], {{'zadd', '1', 'w'}, {'zrem', 'w'}, {'zscore', 'w'}, {'zrange', '0', '-1'},\n"
+    "    {'zrangebyscore', '0', '1'}, {'zcount', '0', '1'}, {'pexpire', '1'}, {'del'}})\n"
     "elseif kind == 'w' then\n"
     "  all(ARGV[7], {{'set', '1'}, {'pexpire', '1'}, {'pttl'}, {'del'}})\n"
     "  need('key ' .. ARGV[8] .. ' (the scripts get the key prefix as a key)', 'exists', ARGV[8])\n"
@@ -402,32 +407,44 @@ static const char acl_script[] =
  * left to the lock's own calls. The fair lock's scripts publish to other
  * waiters' channels, known only then: one made-up waiter's channel stands
  * for them here, and the scripts check each one before they write. */
+#define ACL_PERMIT (-1) /* check_acl's kind for --permit */
+
+/* Redisson's prefixName (and rlock's for its latches): "PREFIX:{NAME}SUFFIX",
+ * or "PREFIX:NAMESUFFIX" when NAME has a brace (no braces added). */
+static void rname(char *buf, size_t n, const char *prefix, const char *name, const char *suffix) {
+  snprintf(buf, n, strchr(name, '{') ? "%s:%s%s" : "%s:{%s}%s", prefix, name, suffix);
+}
+
 static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *name, int kind) {
   const char *url = g->url ? g->url : "";
   int sharded = strstr(url, "+cluster://") != NULL;
   char ch[700], chkey[600], l1[600], l2[600], k7[700] = "", k8[600] = "";
   const char *letter = "r";
-  if (kind == CLI_KIND_SIMPLE) {
+  if (kind == ACL_PERMIT) { /* Redisson's names: no braces added to a NAME that has one */
+    letter = "e";
+    rname(chkey, sizeof chkey, "redisson_sc", name, "");
+    snprintf(k7, sizeof k7, strchr(name, '{') ? "%s:timeout" : "{%s}:timeout", name);
+  } else if (kind == CLI_KIND_SIMPLE) {
     letter = "s";
-    snprintf(chkey, sizeof chkey, "rlock_simple__channel:{%s}", name);
+    rname(chkey, sizeof chkey, "rlock_simple__channel", name, "");
   } else if (kind == CLI_KIND_READ || kind == CLI_KIND_WRITE) {
     letter = "w";
-    snprintf(chkey, sizeof chkey, "redisson_rwlock:{%s}", name);
+    rname(chkey, sizeof chkey, "redisson_rwlock", name, "");
     /* Redisson's key prefix: "{NAME}", or NAME when it holds '{' */
     snprintf(k8, sizeof k8, strchr(name, '{') ? "%s" : "{%s}", name);
     snprintf(k7, sizeof k7, "%s:00000000-0000-0000-0000-000000000000:1:rwlock_timeout:1", k8);
   } else {
-    snprintf(chkey, sizeof chkey, "redisson_lock__channel:{%s}", name);
+    rname(chkey, sizeof chkey, "redisson_lock__channel", name, "");
     if (kind == CLI_KIND_SPIN) letter = "p";
     if (kind == CLI_KIND_FAIR) {
       letter = "f";
-      snprintf(k7, sizeof k7, "redisson_lock_queue:{%s}", name);
-      snprintf(k8, sizeof k8, "redisson_lock_timeout:{%s}", name);
+      rname(k7, sizeof k7, "redisson_lock_queue", name, "");
+      rname(k8, sizeof k8, "redisson_lock_timeout", name, "");
     }
   }
   snprintf(ch, sizeof ch, "%s%s", chkey, kind == CLI_KIND_FAIR ? ":00000000-0000-0000-0000-000000000000:1" : "");
-  snprintf(l1, sizeof l1, "rlock_acquire_latch:{%s}:0", name);
-  snprintf(l2, sizeof l2, "redisson_unlock_latch:{%s}:0", name);
+  rname(l1, sizeof l1, "rlock_acquire_latch", name, ":0");
+  rname(l2, sizeof l2, "redisson_unlock_latch", name, ":0");
   const char *argv[] = {"EVAL", acl_script, "1", name, ch, sharded ? "1" : "0", letter, l1, l2, chkey, k7, k8};
   int argc = *k7 ? 12 : 10;
   rlock_reply_t *reply = NULL;
@@ -611,6 +628,7 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
     if (!ex) rlock_client_on_lost(client, on_lost, NULL);
     if (permit) { /* the count is a string, as the simple lock's key */
       if (!ex) ex = cli_check_type(client, argv[first], 2);
+      if (!ex) ex = check_acl(g, client, argv[first], ACL_PERMIT); /* before CMD (and the try-set) */
       if (!ex) ex = open_permits(client, argv[first], permits, &gd);
     } else {
       if (!ex) ex = open_locks(client, argv + first, nnames, kind, locks, &gd);

@@ -5,6 +5,7 @@
  * is made on the server against the token: a wrong token extends or frees
  * nothing (exit 1, "not held by that token"). */
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,8 @@ static const char acquire_text[] =
     "Usage: rlock acquire --lease DUR [--wait DUR] NAME\n"
     "Takes the reentrant lock NAME with a fixed lease and prints its owner token on\n"
     "stdout. The lock stays held after rlock exits, until the lease runs out or\n"
-    "'rlock release NAME TOKEN'. Exit 0 acquired, 75 busy (--wait ran out).\n\n"
+    "'rlock release NAME TOKEN'. Exit 0 acquired, 75 busy (--wait ran out), 74\n"
+    "the token could not be written (the lock released again).\n\n"
     "  --lease DUR    required: how long the hold lasts (e.g. 60s)\n"
     "  --wait DUR     wait at most DUR for the lock (default 0: one try;\n"
     "                 'forever' waits until acquired)\n"
@@ -85,7 +87,14 @@ int cmd_acquire(cli_global_t *g, int argc, char **argv) {
     int rc = rlock_lock_acquire(lock, HOLD_OWNER, wait, lease, NULL);
     if (rc == RLOCK_EBUSY) cli_err("%s is busy", name), ex = EX_TEMPFAIL;
     else if (rc) ex = cli_fail(rc, "cannot acquire the lock");
-    else printf("%s:owner-1\n", rlock_client_id(client));
+    else if (signal(SIGPIPE, SIG_IGN) == SIG_ERR || /* a closed pipe: EPIPE, not death with the hold kept */
+             printf("%s:owner-1\n", rlock_client_id(client)) < 0 || fflush(stdout) != 0 || ferror(stdout)) {
+      /* nobody would know the token: the hold would stay until its lease */
+      int rel = rlock_lock_release(lock, HOLD_OWNER);
+      cli_err("cannot write the owner token to stdout: %s", rel ? "the lock stays held until its lease ends"
+                                                                : "the lock was released");
+      ex = EX_IOERR;
+    }
     rlock_lock_free(lock);
   }
   rlock_client_free(client); /* holds are not released: the lease runs */

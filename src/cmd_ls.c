@@ -61,7 +61,11 @@ static int is_lock(const rlock_reply_t *h, const char **mode) {
       *mode = v->str;
       continue;
     }
-    if (f->len < 38 || f->str[36] != ':' || v->len == 0 || strspn(v->str, "0123456789") != v->len) return 0;
+    /* the count as HINCRBY writes it: digits, no leading zero, at most 19
+     * (anything else is no working lock, and would not be a JSON number) */
+    if (f->len < 38 || f->str[36] != ':' || v->len == 0 || v->len > 19 || (v->len > 1 && v->str[0] == '0') ||
+        strspn(v->str, "0123456789") != v->len)
+      return 0;
   }
   return 1;
 }

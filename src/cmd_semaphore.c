@@ -148,12 +148,21 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     if (!rc) rc = rlock_semaphore_available(s, &avail);
     char busy[300];
     snprintf(busy, sizeof busy, "not enough permits of %.200s: timed out waiting for them", name);
-    if (rc)
+    if (rc) {
       ex = wait_exit(rc, "cannot acquire", busy);
-    else if (json)
-      json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
-    else
-      printf("%s: acquired %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
+    } else {
+      signal(SIGPIPE, SIG_IGN); /* a closed pipe: EPIPE, not death with the permits taken */
+      if (json)
+        json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
+      else
+        printf("%s: acquired %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
+      if (fflush(stdout) != 0 || ferror(stdout)) {
+        /* the caller cannot tell they were taken: give them back */
+        int rel = rlock_semaphore_release(s, n, NULL);
+        cli_err("cannot write to stdout: %s", rel ? "the permits stay taken" : "the permits were given back");
+        ex = EX_IOERR;
+      }
+    }
   } else if (!strcmp(action, "release")) {
     if ((rc = rlock_semaphore_release(s, n, &avail)))
       ex = cli_fail(rc, "cannot release");

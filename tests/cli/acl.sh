@@ -143,4 +143,27 @@ rc ACL SETUSER appkeys '~redisson_lock_queue:{app:*' '~redisson_lock_timeout:{ap
 expect 0 "exec --fair with the queue keys allowed" U appkeys exec --fair app:jq -- true
 expect 0 "exec --read with the timeout keys allowed" U appkeys exec --read app:jq -- true
 expect 0 "exec --write with the timeout keys allowed" U appkeys exec --write app:jq -- true
+# exec --permit: the semaphore's channel is checked before CMD runs (before:
+# CMD ran, then the release was refused: exit 77 after the fact, the permit
+# held until its lease); a user with just the documented keys and channel runs.
+rc SET pj 2 >/dev/null
+expect 77 "exec --permit as a user without channel permission" U nochan exec --permit pj -- touch "$T/ran4"
+[ -e "$T/ran4" ] && fail "CMD ran although the release could not work" || pass "CMD did not run (permit)"
+contains "$T/err" "publish on channel redisson_sc:{pj}" "the semaphore's channel is named"
+[ "$(rc GET pj)" = 2 ] && [ "$(rc EXISTS '{pj}:timeout')" = 0 ] && pass "no permit taken" || fail "permit taken: $(rc GET pj)"
+rc ACL SETUSER pmin on '>pw' '~pj' '~{pj}:timeout' '~rlock_acquire_latch:{pj}:*' '~redisson_unlock_latch:{pj}:*' \
+  '~redisson_sc:{pj}' '&redisson_sc:{pj}' '+@all' >/dev/null
+expect 0 "exec --permit as a user with the permit's keys and channel" U pmin exec --permit pj -- true
+[ "$(rc GET pj)" = 2 ] && pass "permit given back" || fail "count after: $(rc GET pj)"
+
+# A NAME with braces: its channel is Redisson's redisson_lock__channel:a{b}
+# (no braces added); a user allowed that channel runs (before: refused,
+# naming redisson_lock__channel:{a{b}}, a channel rlock never uses).
+rc ACL SETUSER bra on '>pw' '~*' resetchannels '&redisson_lock__channel:a*' '&redisson_sc:a*' '+@all' >/dev/null
+expect 0 "exec on a braced NAME as a user allowed its channel" U bra exec 'a{b}' -- true
+rc SET 'a{p}' 1 >/dev/null
+expect 0 "exec --permit on a braced NAME as a user allowed its channel" U bra exec --permit 'a{p}' -- true
+expect 77 "exec on a braced NAME as a user without its channel" U nochan exec 'a{b}' -- true
+contains "$T/err" "redisson_lock__channel:a{b}" "the braced name's channel is named as Redisson names it"
+
 finish

@@ -61,4 +61,21 @@ redis-cli -p "$PORT" RPUSH list-key a >/dev/null
 expect 65 "acquire a list" R acquire --lease 1s list-key
 expect 65 "release on a list" R release list-key "$tok"
 [ "$(redis-cli -p "$PORT" LLEN list-key)" = 1 ] && pass "list kept" || fail "list changed"
+# The token cannot be written (stdout is /dev/full): the hold is released
+# again, exit 74 (before: exit 0, the lock held for the whole lease with a
+# token nobody had).
+rc=0
+R acquire --lease 1h lostout >/dev/full 2>"$T/err" || rc=$?
+[ "$rc" = 74 ] && pass "acquire with an unwritable stdout: exit 74" || fail "exit $rc: $(cat "$T/err")"
+[ "$(redis-cli -p "$PORT" EXISTS lostout)" = 0 ] && pass "no hold left without its token" ||
+  fail "lostout held for $(redis-cli -p "$PORT" PTTL lostout) ms with a token nobody has"
+contains "$T/err" "cannot write the owner token" "the message says why"
+# The same for a pipe whose reader has gone (before: killed by SIGPIPE, the
+# lock held for the whole lease).
+rc=$(python3 -c 'import os,subprocess,sys
+r, w = os.pipe(); os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.DEVNULL).returncode)' "$RLOCK" -u "$URL" acquire --lease 1h lostpipe)
+[ "$rc" = 74 ] && pass "acquire into a closed pipe: exit 74" || fail "acquire into a closed pipe: exit $rc"
+[ "$(redis-cli -p "$PORT" EXISTS lostpipe)" = 0 ] && pass "no hold left (closed pipe)" ||
+  fail "lostpipe held for $(redis-cli -p "$PORT" PTTL lostpipe) ms with a token nobody has"
 finish

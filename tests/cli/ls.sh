@@ -48,6 +48,28 @@ json_check "$T/out" 'all(0 < x["ttl_ms"] <= 60000 for x in o if x["name"] != "rw
 json_check "$T/out" '[x for x in o if x["name"] == "rw"][0]["mode"] == "read"' && pass "rw mode in JSON" || fail "rw: $(cat "$T/out")"
 expect 0 "ls 'o*'" R ls --json 'o*'
 json_check "$T/out" '[x["name"] for x in o] == ["other"]' && pass "pattern filters" || fail "pattern: $(cat "$T/out")"
+# A fair lock's waiter (queued, on a channel of its own) and a waiter of a
+# name with braces are counted.
+mkfifo "$T/fheld" "$T/bheld"
+bg "$T/fholder" "$RLOCK" -u "$URL" exec --fair fl -- sh -c "echo > $T/fheld; exec sleep 60"
+ready "$T/fheld"
+bg "$T/fwaiter" "$RLOCK" -u "$URL" exec --fair --wait 1h fl -- true
+queued() { [ "$(redis-cli -p "$PORT" LLEN 'redisson_lock_queue:{fl}')" = 1 ]; }
+until_true 30 queued && pass "fair waiter queued" || fail "fair waiter never queued"
+bg "$T/bholder" "$RLOCK" -u "$URL" exec 'b{r}' -- sh -c "echo > $T/bheld; exec sleep 60"
+ready "$T/bheld"
+bg "$T/bwaiter" "$RLOCK" -u "$URL" exec --wait 1h 'b{r}' -- true
+bsub() { [ "$(redis-cli -p "$PORT" PUBSUB NUMSUB 'redisson_lock__channel:b{r}' | tail -1)" = 1 ]; }
+until_true 30 bsub && pass "braced waiter subscribed" || fail "braced waiter never subscribed"
+expect 0 "ls fl and b{r}" R ls --json '[fb]*'
+json_check "$T/out" '{x["name"]: x["waiters"] for x in o} == {"fl": 1, "b{r}": 1}' &&
+  pass "fair and braced waiters counted" || fail "waiters: $(cat "$T/out")"
+# Hashes whose counts HINCRBY would never write (a leading zero, beyond
+# int64) are not locks: skipped, and the JSON stays valid (before: "count":007).
+redis-cli -p "$PORT" HSET zero0 00000000-0000-4000-8000-000000000000:1 007 >/dev/null
+redis-cli -p "$PORT" HSET zbig 00000000-0000-4000-8000-000000000000:1 99999999999999999999999 >/dev/null
+expect 0 "ls --json with odd counts" R ls --json 'z*'
+json_check "$T/out" 'o == []' && pass "odd counts not listed, valid JSON" || fail "json: $(cat "$T/out")"
 expect 64 "ls with two patterns" R ls a b
 
 # Every kind of lock object, with the kind found by itself.

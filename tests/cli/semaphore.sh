@@ -83,4 +83,19 @@ contains "$T/a.out" "gate: open" "await message"
 expect 0 "await an open latch" R latch gate await
 expect 64 "latch set 0" R latch gate set 0
 expect 64 "latch down takes no N" R latch gate down 2
+# The output of a successful acquire cannot be written (stdout /dev/full, a
+# pipe whose reader has gone): the permits are given back, exit 74 (before:
+# exit 0 or killed by SIGPIPE with the permits taken, the caller unable to
+# tell).
+rc SET outsem 2 >/dev/null
+code=0
+R semaphore outsem acquire >/dev/full 2>"$T/err" || code=$?
+[ "$code" = 74 ] && pass "acquire with an unwritable stdout: exit 74" || fail "exit $code: $(cat "$T/err")"
+[ "$(rc GET outsem)" = 2 ] && pass "permits given back" || fail "count $(rc GET outsem)"
+code=$(python3 -c 'import os,subprocess,sys
+r, w = os.pipe(); os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.DEVNULL).returncode)' "$RLOCK" -u "$URL" semaphore outsem acquire)
+[ "$code" = 74 ] && pass "acquire into a closed pipe: exit 74" || fail "acquire into a closed pipe: exit $code"
+[ "$(rc GET outsem)" = 2 ] && pass "permits given back (closed pipe)" || fail "count $(rc GET outsem)"
+
 finish
