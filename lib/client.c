@@ -346,13 +346,13 @@ static void start_deadline_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void cmd_error(conn_t *c, int err, const char *msg) {
   rlock__client_start_note(c->cl, msg);
-  /* Sentinel named a node that is not a master (yet): mid-failover the
-   * promotion is on its way, so rlock_client_new asks again (the reconnect
+  /* the topology refused the node (Sentinel named one that is not a master
+   * yet): mid-failover the promotion is on its way, so rlock_client_new asks again (the reconnect
    * asks Sentinel first) until its connect_timeout_ms has passed; the next
    * attempt (drop() arms it from backoff_ms after this call) comes no later
    * than that, so a long reconnect backoff does not put the answer off. */
   int64_t left = c->cl->start_deadline - rlock_now_ms();
-  if (c->role_refused && left > 0) {
+  if (c->node_refused && left > 0) {
     if (!c->ever_ready && c->backoff_ms > left) c->backoff_ms = left;
     return;
   }

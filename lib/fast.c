@@ -585,59 +585,37 @@ static rlock_reply_t *read_reply(fast_t *f) {
   }
 }
 
-/* The handshake of a command connection (conn.c's start_handshake), blocking:
- * AUTH, ROLE under Sentinel (a master only), SELECT, CLIENT SETNAME. */
+/* The handshake of a command connection, blocking: the list conn.c sends
+ * too (handshake.c). An error reply fails it, and so does a reply the
+ * topology's check refuses (Sentinel's ROLE: a master only). */
 static int handshake(client_t *cl, fast_t *f) {
-  const url_t *u = &cl->url;
-  char *cmds[4];
-  size_t lens[4];
-  int n = 0, role = -1;
-  char db[16];
-  if (u->password) {
-    const char *a[3] = {"AUTH", u->user ? u->user : u->password, u->password};
-    int argc = u->user ? 3 : 2;
-    lens[n] = rlock__resp_size(argc, a, NULL);
-    if (!(cmds[n] = malloc(lens[n]))) goto fail;
-    rlock__resp_write(cmds[n++], argc, a, NULL);
+  hs_list_t hs;
+  rlock__handshake_list(cl, NULL, &hs);
+  char *cmds[HS_MAX];
+  size_t lens[HS_MAX];
+  int n = 0, rc = 0;
+  for (; n < hs.n; n++) {
+    lens[n] = rlock__resp_size(hs.cmd[n].argc, hs.cmd[n].argv, NULL);
+    if (!(cmds[n] = malloc(lens[n]))) {
+      rc = -1;
+      break;
+    }
+    rlock__resp_write(cmds[n], hs.cmd[n].argc, hs.cmd[n].argv, NULL);
   }
-  if (u->sentinel) {
-    const char *a[1] = {"ROLE"};
-    lens[n] = rlock__resp_size(1, a, NULL);
-    if (!(cmds[n] = malloc(lens[n]))) goto fail;
-    rlock__resp_write(cmds[n], 1, a, NULL);
-    role = n++;
-  }
-  if (u->db) {
-    snprintf(db, sizeof db, "%d", u->db);
-    const char *a[2] = {"SELECT", db};
-    lens[n] = rlock__resp_size(2, a, NULL);
-    if (!(cmds[n] = malloc(lens[n]))) goto fail;
-    rlock__resp_write(cmds[n++], 2, a, NULL);
-  }
-  const char *a[3] = {"CLIENT", "SETNAME", cl->s_name};
-  lens[n] = rlock__resp_size(3, a, NULL);
-  if (!(cmds[n] = malloc(lens[n]))) goto fail;
-  rlock__resp_write(cmds[n++], 3, a, NULL);
-  int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
     bool sent;
     if (send_all(f->fd, cmds[i], lens[i], &sent)) rc = -1;
   }
   for (int i = 0; i < n && !rc; i++) {
     rlock_reply_t *r = read_reply(f);
+    char why[120];
     if (!r) rc = -1;
-    else if (i == role) rc = r->type == RLOCK_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == RLOCK_REPLY_STRING &&
-                                     r->element[0]->len == 6 && !memcmp(r->element[0]->str, "master", 6)
-                                 ? 0
-                                 : -1;
+    else if (hs.cmd[i].kind == HS_CHECKED) rc = cl->topo->handshake_check(cl, r, why, sizeof why) ? -1 : 0;
     else if (r->type == RLOCK_REPLY_ERROR) rc = -1;
     rlock_reply_free(r);
   }
   for (int i = 0; i < n; i++) free(cmds[i]);
   return rc;
-fail:
-  for (int i = 0; i < n; i++) free(cmds[i]);
-  return -1;
 }
 
 static void set_timeout(int fd, int opt, int64_t ms) {

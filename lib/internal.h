@@ -195,6 +195,9 @@ int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (nev
  * without a ':'), and every "password=" value. rlock_url_redact hides them. */
 void rlock__url_secret_mask(const char *s, size_t n, unsigned char *hide);
 void rlock__url_free(url_t *u);
+/* The URL's passwords (its own, its sentinels'), NULL where none: masked in
+ * the servers' refusals. */
+void rlock__url_secrets(const url_t *u, const char *out[2]);
 
 /* ------------------------------------------------------------ resp.c */
 /* Commands in RESP, written straight into a buffer sized beforehand (no
@@ -259,6 +262,7 @@ bool rlock__reply_not_run(const rlock_reply_t *r);
 typedef struct rlock_client client_t;
 typedef struct conn conn_t;
 typedef struct req req_t;
+#define RLOCK__TOPO_REQ_ROOM 4 /* req_t.topo: bytes a topology keeps per request */
 
 /* Completion of a request: status 0 with reply (owned by the callee, may be
  * an error reply), or RLOCK_ETIMEDOUT / RLOCK_ECONNLOST (it was written, the
@@ -296,9 +300,11 @@ struct req {
   bool internal;  /* handshake request: its errors fail the connection */
   bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
   bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
-  bool is_role;   /* ROLE (Sentinel deployments): anything but a master fails the connection */
-  uint8_t redirects; /* MOVED/ASK followed since the last TRYAGAIN (topology/cluster.c) */
-  uint8_t tryagains; /* TRYAGAIN/CLUSTERDOWN (topology/cluster.c), LOADING/MASTERDOWN/BUSY (conn.c) backoffs so far */
+  bool topo_check; /* a handshake command of the topology's: its handshake_check judges the reply */
+  uint8_t laters;  /* LOADING/MASTERDOWN/BUSY backoffs so far (conn.c) */
+  /* The topology's own bytes per request (Cluster: redirects followed,
+   * TRYAGAIN backoffs), zero when made. No one else reads them. */
+  uint8_t topo[RLOCK__TOPO_REQ_ROOM];
   int64_t resend_at; /* conn.c's `later` queue: when it is sent again */
   bool pinned;       /* a part of a user transaction: never redirected alone (usercmd.c) */
   /* A call over several keys of one slot that can be sent key by key (a
@@ -386,7 +392,7 @@ struct conn {
   struct dns_job *dns;
   int handshake_left;
   bool ever_ready;
-  bool role_refused; /* the last attempt ended on a ROLE that was not master */
+  bool node_refused; /* the last attempt ended on the topology's refusal of the node (handshake_check) */
   int last_err; /* why the last connection attempt failed */
   char last_msg[240]; /* its message ("connect 127.0.0.1:6379: Connection refused"), "" before any */
   int replicas; /* command connections: the replicas the node reported connected
@@ -396,11 +402,12 @@ struct conn {
   bool had_replicas; /* replicas were seen once (INFO replication), or Sentinel lists
                         some for the master (topology/sentinel.c): never cleared, the
                         replica-sync check keeps asking WAIT (rlock__sync_replicas) */
-  /* A connection to a Sentinel (topology/sentinel.c): AUTH with the URL's
-   * sentinel_password, no SELECT, no scripts, no ROLE check, not counted in
-   * the client's command stats. */
-  bool to_sentinel;
-  int64_t connect_timeout_ms; /* 0: the client's connect_timeout_ms (sentinels: shorter) */
+  /* A connection the topology keeps for itself (Sentinel's queries), not one
+   * of the client's data connections: its handshake is the topology's alone
+   * (no AUTH of the URL's password, no SELECT, no scripts, no INFO), it reads
+   * no replica count and is not counted in the client's stats. */
+  bool topo_own;
+  int64_t connect_timeout_ms; /* 0: the client's connect_timeout_ms (the topology may set it shorter) */
   /* Callbacks into the layer above. */
   void (*on_ready)(conn_t *c);
   /* Before the requests queued while it was down are written (may be NULL):
@@ -461,6 +468,32 @@ void rlock__req_set_cmd(req_t *r, char *cmd, size_t len);
 /* Adds a command to r (a compound request, e.g. a script + "WAIT 1 100"). */
 int rlock__req_append(req_t *r, int argc, const char **argv, const size_t *argvlen);
 void rlock__req_free(req_t *r);
+
+/* ------------------------------------------------------------ handshake.c */
+/* The handshake of a new connection, built in one place for conn.c (queued
+ * on the loop) and fast.c (blocking): AUTH, the topology's commands
+ * (topology.h handshake: Sentinel's ROLE), SELECT, CLIENT SETNAME. conn.c
+ * adds INFO replication and the scripts on a command connection. */
+typedef enum {
+  HS_AUTH,    /* an error reply is RLOCK_EAUTH */
+  HS_CHECKED, /* the topology's: its handshake_check judges the reply */
+  HS_PLAIN    /* SELECT, CLIENT SETNAME */
+} hs_kind_t;
+#define HS_MAX 6
+typedef struct hs_cmd {
+  hs_kind_t kind;
+  int argc;
+  const char *argv[3]; /* strings that outlive the list (the client's, the list's db) */
+} hs_cmd_t;
+typedef struct hs_list {
+  hs_cmd_t cmd[HS_MAX];
+  int n;
+  char db[16]; /* SELECT's argument */
+} hs_list_t;
+/* The handshake of c (NULL: the fast path's connection, a command
+ * connection of its own) into hs. */
+void rlock__handshake_list(client_t *cl, const conn_t *c, hs_list_t *hs);
+void rlock__hs_add(hs_list_t *hs, hs_kind_t kind, int argc, const char *const *argv);
 
 #include "scripts.h"
 #include "topology/topology.h"

@@ -76,6 +76,11 @@ void rlock__url_free(url_t *u) {
   memset(u, 0, sizeof *u);
 }
 
+void rlock__url_secrets(const url_t *u, const char *out[2]) {
+  out[0] = u->password;
+  out[1] = u->sentinel_password;
+}
+
 static int bad(url_t *u, const char *why) {
   rlock__url_free(u);
   return rlock__fail(RLOCK_EURL, "invalid Redis URL: %s", why);
