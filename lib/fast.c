@@ -62,7 +62,7 @@
  * min(command timeout, 500 ms) it cuts the connection, and the call's answer
  * is lost), so its posts are drained and an acquire whose answer was lost is
  * undone (rlock__op_end_unstarted). */
-#include "kinds/kind.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -680,7 +680,7 @@ fail:
 static bool eligible(const op_t *op, unsigned *slot) {
   client_t *cl = op->cl;
   fast_t *f = &cl->fast;
-  if (!f->on || op->lock->kind != &rlock__kind_reentrant || op->cancel) return false;
+  if (!f->on || !cl->lock_up->fast_fits(op->lock) || op->cancel) return false;
   if (op->owner != (RLOCK_OWNER_THREAD | rlock__gettid())) return false;
   if (op->kind == OP_ACQUIRE && op->lease_ms != RLOCK_LEASE_WATCHDOG) return false;
   if (!atomic_load(&f->gen) || !atomic_load(&f->nowait) || atomic_load(&cl->closing)) return false;
@@ -817,7 +817,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
-  req_t *r = latch.p ? l->kind->try_req(op, &latch, no_done) : NULL;
+  req_t *r = latch.p ? cl->lock_up->fast_try_req(op, &latch, no_done) : NULL;
   if (!r) return call_abort(op, &c);
   stat_add(cl, ST_ATTEMPTS, 1);
   rlock_reply_t *reply = NULL;
@@ -832,7 +832,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   } else if (rt == RT_REPLY) {
     int64_t ttl = -1;
     bool err = reply->type == RLOCK_REPLY_ERROR;
-    int k = err ? KIND_BUSY : l->kind->try_reply(reply, &ttl);
+    int k = err ? KIND_BUSY : cl->lock_up->fast_try_reply(op, reply, &ttl);
     if (k == KIND_GRANTED) {
       post_item_t it[2] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
                             .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
@@ -876,9 +876,8 @@ static bool fast_release(op_t *op, int *rc) {
   fent_t *e = c.e;
   int64_t count = c.count;
   bytes_t latch = c.latch;
-  kind_release_t rel = {.left = count - 1, .unknown = 0, .lease_ms = cl->opt.watchdog_timeout_ms};
-  op->lease_ms = rel.lease_ms;
-  req_t *r = latch.p ? l->kind->release_req(op, &latch, &rel, no_done) : NULL;
+  op->lease_ms = cl->opt.watchdog_timeout_ms; /* the TTL the holds left need */
+  req_t *r = latch.p ? cl->lock_up->fast_release_req(op, &latch, count - 1, no_done) : NULL;
   /* the I/O thread learns of the unlock before it leaves: a renewal that
    * finds the hold gone meanwhile is not a loss */
   post_item_t it[1] = {{.type = P_RELEASING, .name = l->name, .len = l->len, .owner_id = op->owner_id,
@@ -897,7 +896,7 @@ static bool fast_release(op_t *op, int *rc) {
   if (rt == RT_REPLY && reply->type == RLOCK_REPLY_ERROR) {
     k = rlock__fail(rlock__reply_error_code(reply), "unlock: %.200s", reply->str); /* nothing applied */
     how = REL_UNKNOWN;
-  } else if (rt == RT_REPLY && (k = l->kind->release_reply(reply, &how, &notified))) {
+  } else if (rt == RT_REPLY && (k = cl->lock_up->fast_release_reply(op, reply, &how, &notified))) {
     how = REL_UNKNOWN;
   }
   rlock_reply_free(reply);

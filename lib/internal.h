@@ -804,7 +804,21 @@ typedef struct lock_up {
   void (*op_recycle)(client_t *cl, op_t *op);
   void (*handoff_mark)(client_t *cl, const char *name, size_t len);
   void (*handoff_clear)(client_t *cl);
+  /* The fast path's requests and the meaning of their replies, as the op's
+   * lock kind makes and reads them (fast.c knows no kind: lock.c asks the
+   * kind's table, kinds/kind.h). fast_fits: a kind the fast path serves (the
+   * reentrant lock). fast_try_reply: KIND_GRANTED, KIND_BUSY (*wait_ms: the
+   * holder's TTL) or an RLOCK_E code with its message. fast_release_req: one
+   * release expecting `left` holds to remain, their TTL op->lease_ms.
+   * fast_release_reply: 0 with *how and *notified, or an RLOCK_E code. */
+  bool (*fast_fits)(const rlock_lock_t *l);
+  req_t *(*fast_try_req)(op_t *op, const bytes_t *latch, req_done_fn done);
+  int (*fast_try_reply)(const op_t *op, const rlock_reply_t *reply, int64_t *wait_ms);
+  req_t *(*fast_release_req)(op_t *op, const bytes_t *latch, int64_t left, req_done_fn done);
+  int (*fast_release_reply)(const op_t *op, const rlock_reply_t *reply, release_t *how, bool *notified);
 } lock_up_t;
+/* A try's answer (lock_kind_t.try_reply, lock_up_t.fast_try_reply), else an RLOCK_E code (< 0). */
+enum { KIND_BUSY = 0, KIND_GRANTED = 1 };
 extern const lock_up_t rlock__lock_up; /* lock.c's */
 int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up);
 
