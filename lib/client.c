@@ -3,7 +3,11 @@
  * I/O thread takes the whole queue at once, so requests of many threads leave in one
  * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
  * use from a forked child refused, and the lock-lost callback. */
-#include "internal.h"
+#include "client.h"
+#include "lock.h"
+#include "hooks.h"
+#include "replica_sync.h"
+#include "resolve.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,7 +22,7 @@
 #include <openssl/x509.h>
 #include <event2/dns.h>
 
-/* TEST ONLY (internal.h). */
+/* TEST ONLY (hooks.h). */
 #ifdef RLOCK_TEST_HOOKS
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);

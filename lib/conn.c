@@ -20,7 +20,9 @@
  * so one silent for ping_interval_ms gets a PING, and a missed PING or
  * dead_after_timeouts timeouts in a row drop it (then it reconnects). Sockets
  * are close-on-exec, with TCP keepalive. */
-#include "internal.h"
+#include "client.h"
+#include "resolve.h"
+#include "resp.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -62,7 +62,12 @@
  * min(command timeout, 500 ms) it cuts the connection, and the call's answer
  * is lost), so its posts are drained and an acquire whose answer was lost is
  * undone (rlock__op_end_unstarted). */
-#include "internal.h"
+#include "client.h"
+#include "hooks.h"
+#include "lock.h"
+#include "resp.h"
+
+#include <event2/bufferevent.h>
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  * (not on a subscriber connection), CLIENT SETNAME. A connection the
  * topology keeps for itself (c->topo_own: Sentinel's queries) takes the
  * topology's commands and CLIENT SETNAME only. */
-#include "internal.h"
+#include "client.h"
 
 #include <stdio.h>
 

@@ -9,7 +9,7 @@
  * The messages of rlock__url_parse never quote the URL (only fixed text), and
  * rlock_url_redact hides every byte that might be a password in any input,
  * well-formed or not (see rlock__url_secret_mask). */
-#include "internal.h"
+#include "url.h"
 
 #include <ctype.h>
 #include <stdio.h>

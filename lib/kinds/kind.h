@@ -54,7 +54,7 @@
 
 #include <limits.h>
 
-/* try_reply's answers: KIND_GRANTED, KIND_BUSY (internal.h, beside lock_up_t,
+/* try_reply's answers: KIND_GRANTED, KIND_BUSY (client.h, beside lock_up_t,
  * which hands them to the fast path) or an RLOCK_E code (< 0). */
 
 /* wake: every parked waiter of the channel (and a wake token for the one

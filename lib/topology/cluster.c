@@ -45,7 +45,8 @@
  * own deadline), on the target's user connection; TRYAGAIN, CLUSTERDOWN and
  * CROSSSLOT come back to the caller. The parts of a transaction are pinned:
  * a MOVED inside one only updates the map (the caller sees EXECABORT). */
-#include "internal.h"
+#include "client.h"
+#include "replica_sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -45,7 +45,7 @@
  * SENTINEL_CONNECT_MS, so a silent sentinel costs little): the I/O thread
  * never blocks on a sentinel. One server's semantics otherwise:
  * requests go to the master's connections, slots do not matter. */
-#include "internal.h"
+#include "client.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,9 +22,13 @@
  *                   its node (Sentinel: the master), and what to say meanwhile
  * What the topology keeps per request lives in req_t.topo, per connection
  * in its own state: the engine reads neither.
- * Included by internal.h (needs client_t, conn_t, req_t). I/O thread only. */
+ * I/O thread only. */
 #ifndef RLOCK_TOPOLOGY_H
 #define RLOCK_TOPOLOGY_H
+
+#include "conn.h"
+#include "handshake.h"
+#include "url.h"
 
 typedef struct topology_ops {
   const char *name;
