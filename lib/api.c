@@ -400,7 +400,7 @@ RLOCK_API int rlock_lock_valid_until(rlock_lock_t *l, rlock_owner_t owner, int64
 /* I/O thread of l's client: the node l's next command goes to (the
  * topology's route for a command on the name's slot), as "host:port",
  * "[v6]:port" or a unix socket's path, malloc'd into *out (length *len).
- * 0, RLOCK_ECONNECT (Sentinel: no master named yet) or RLOCK_ENOMEM. Also
+ * 0, RLOCK_ECONNECT (the topology named no node yet) or RLOCK_ENOMEM. Also
  * the MultiLock's order, made in a member client's callback. */
 int rlock__lock_node_here(rlock_lock_t *l, char **out, size_t *len) {
   client_t *cl = l->cl;
@@ -409,8 +409,8 @@ int rlock__lock_node_here(rlock_lock_t *l, char **out, size_t *len) {
   probe.slot = rlock__names_slot(l->name, l->len);
   probe.conn = CONN_CMD;
   const conn_t *c = cl->topo->route(cl, &probe);
-  if (!c->host && cl->url.sentinel) /* no sentinel has named the master yet */
-    return rlock__fail(RLOCK_ECONNECT, "the master is not known yet (no Sentinel answered)");
+  if (!c->host && cl->topo->no_node_yet) /* the topology has not named the node yet */
+    return rlock__fail(RLOCK_ECONNECT, "%s", cl->topo->no_node_yet);
   const char *host = c->host ? c->host : cl->url.host;
   int port = c->host ? c->port : cl->url.port;
   char *s = NULL;

@@ -3,7 +3,11 @@
  * I/O thread takes the whole queue at once, so requests of many threads leave in one
  * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
  * use from a forked child refused, and the lock-lost callback. */
-#include "internal.h"
+#include "client.h"
+#include "lock.h"
+#include "hooks.h"
+#include "replica_sync.h"
+#include "resolve.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,7 +22,7 @@
 #include <openssl/x509.h>
 #include <event2/dns.h>
 
-/* TEST ONLY (internal.h). */
+/* TEST ONLY (hooks.h). */
 #ifdef RLOCK_TEST_HOOKS
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
@@ -346,13 +350,13 @@ static void start_deadline_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void cmd_error(conn_t *c, int err, const char *msg) {
   rlock__client_start_note(c->cl, msg);
-  /* Sentinel named a node that is not a master (yet): mid-failover the
-   * promotion is on its way, so rlock_client_new asks again (the reconnect
+  /* the topology refused the node (Sentinel named one that is not a master
+   * yet): mid-failover the promotion is on its way, so rlock_client_new asks again (the reconnect
    * asks Sentinel first) until its connect_timeout_ms has passed; the next
    * attempt (drop() arms it from backoff_ms after this call) comes no later
    * than that, so a long reconnect backoff does not put the answer off. */
   int64_t left = c->cl->start_deadline - rlock_now_ms();
-  if (c->role_refused && left > 0) {
+  if (c->node_refused && left > 0) {
     if (!c->ever_ready && c->backoff_ms > left) c->backoff_ms = left;
     return;
   }

@@ -20,7 +20,9 @@
  * so one silent for ping_interval_ms gets a PING, and a missed PING or
  * dead_after_timeouts timeouts in a row drop it (then it reconnects). Sockets
  * are close-on-exec, with TCP keepalive. */
-#include "internal.h"
+#include "client.h"
+#include "resolve.h"
+#include "resp.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -216,15 +218,9 @@ static void finish_err(req_t *r, int status) {
 
 /* ------------------------------------------------------------ handshake */
 
-/* TCP + TLS + handshake: the connection's own bound (sentinels), else the option. */
+/* TCP + TLS + handshake: the connection's own bound (the topology's), else the option. */
 static int64_t connect_timeout(const conn_t *c) {
   return c->connect_timeout_ms ? c->connect_timeout_ms : c->cl->opt.connect_timeout_ms;
-}
-
-/* ROLE's answer names a master: ["master", offset, replicas]. */
-static bool role_is_master(const rlock_reply_t *reply) {
-  return reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements >= 1 && reply->element[0]->str &&
-         !strcmp(reply->element[0]->str, "master");
 }
 
 /* The error text of a refused handshake command for a message. A server
@@ -236,7 +232,8 @@ static void refusal_text(const conn_t *c, const char *str, char *out, size_t n) 
   const char *cut = strstr(str, "with args beginning with");
   snprintf(out, n, "%.*s", cut ? (int)(cut - str) : 200, str);
   for (size_t l = strlen(out); cut && l && (out[l - 1] == ' ' || out[l - 1] == ','); l--) out[l - 1] = 0;
-  const char *secrets[2] = {c->cl->url.password, c->cl->url.sentinel_password};
+  const char *secrets[2];
+  rlock__url_secrets(&c->cl->url, secrets);
   for (int i = 0; i < 2; i++) {
     size_t sl = secrets[i] ? strlen(secrets[i]) : 0;
     for (char *p; sl && (p = strstr(out, secrets[i]));) {
@@ -269,23 +266,24 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
       return;
     }
   }
-  if (r->is_role && status == 0 && c->state == CS_HANDSHAKE && !role_is_master(reply)) {
-    /* Sentinel named a node that is not (or no longer) a master: drop it;
-     * the reconnect asks Sentinel again (topology/sentinel.c). */
+  char why[120];
+  int refused = r->topo_check && status == 0 && c->state == CS_HANDSHAKE
+                    ? c->cl->topo->handshake_check(c->cl, reply, why, sizeof why)
+                    : 0;
+  if (refused) {
+    /* the topology refused the node (Sentinel: not a master): drop it; its
+     * before_connect sees node_refused at the reconnect */
     char msg[400], peer[256];
     describe_peer(c, peer, sizeof peer);
-    snprintf(msg, sizeof msg, "%s is not a master (ROLE: %.40s): asking Sentinel again", peer,
-             reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements && reply->element[0]->str
-                 ? reply->element[0]->str
-                 : "no answer");
+    snprintf(msg, sizeof msg, "%s %s", peer, why);
     rlock_reply_free(reply);
-    c->last_err = RLOCK_ECONNECT;
-    c->role_refused = true;
-    drop(c, RLOCK_ECONNECT, msg);
+    c->last_err = refused;
+    c->node_refused = true;
+    drop(c, refused, msg);
     return;
   }
   if (status == 0 && reply && reply->type != RLOCK_REPLY_STATUS && reply->type != RLOCK_REPLY_STRING &&
-      reply->type != RLOCK_REPLY_ERROR && c->state == CS_HANDSHAKE && !r->is_role) {
+      reply->type != RLOCK_REPLY_ERROR && c->state == CS_HANDSHAKE && !r->topo_check) {
     /* AUTH, SELECT, CLIENT SETNAME answer +OK and SCRIPT LOAD a SHA: an array
      * or a number is RESP from something else (an echo server, a proxy) */
     char msg[400], peer[256];
@@ -302,7 +300,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (--c->handshake_left > 0) return;
   c->state = CS_READY;
   c->backoff_ms = c->cl->opt.reconnect_min_ms;
-  if (c->ever_ready && !c->to_sentinel) stat_add(c->cl, ST_RECONNECTS, 1);
+  if (c->ever_ready && !c->topo_own) stat_add(c->cl, ST_RECONNECTS, 1);
   c->ever_ready = true;
   c->last_err = 0;
   c->last_read = rlock_now_ms();
@@ -418,49 +416,24 @@ static req_t *handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth
   return handshake_req(c, argc, argv, is_auth, handshake_done);
 }
 
-/* A sentinel: AUTH with sentinel_password, CLIENT SETNAME, nothing else. */
-static void sentinel_handshake(conn_t *c) {
-  client_t *cl = c->cl;
-  if (cl->url.sentinel_password) {
-    const char *a[2] = {"AUTH", cl->url.sentinel_password};
-    handshake_cmd(c, 2, a, true);
-  }
-  const char *n[3] = {"CLIENT", "SETNAME", cl->s_name};
-  handshake_cmd(c, 3, n, false);
-  if (c->state != CS_HANDSHAKE) return;
-  c->handshake_left--;
-}
-
+/* The handshake list (handshake.c), then on a command connection of the
+ * client's INFO replication and the scripts. */
 static void start_handshake(conn_t *c) {
   client_t *cl = c->cl;
   c->state = CS_HANDSHAKE;
   c->handshake_left = 1; /* held until every command below is queued */
-  if (c->to_sentinel) {
-    sentinel_handshake(c);
-    return;
+  hs_list_t hs;
+  rlock__handshake_list(cl, c, &hs);
+  for (int i = 0; i < hs.n; i++) {
+    req_t *r = handshake_cmd(c, hs.cmd[i].argc, hs.cmd[i].argv, hs.cmd[i].kind == HS_AUTH);
+    if (r) r->topo_check = hs.cmd[i].kind == HS_CHECKED;
   }
-  if (cl->url.password) {
-    const char *a[3] = {"AUTH", cl->url.user ? cl->url.user : cl->url.password, cl->url.password};
-    handshake_cmd(c, cl->url.user ? 3 : 2, a, true);
-  }
-  if (cl->url.sentinel) { /* the node Sentinel named must be the master */
-    const char *a[1] = {"ROLE"};
-    req_t *r = handshake_cmd(c, 1, a, false);
-    if (r) r->is_role = true;
-  }
-  char db[16];
-  if (c->kind != CONN_SUB && cl->url.db) {
-    snprintf(db, sizeof db, "%d", cl->url.db);
-    const char *a[2] = {"SELECT", db};
-    handshake_cmd(c, 2, a, false);
-  }
-  const char *n[4] = {"CLIENT", "SETNAME", cl->s_name};
-  handshake_cmd(c, 3, n, false);
-  if (c->kind == CONN_CMD && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
+  bool data = c->kind == CONN_CMD && !c->topo_own;
+  if (data && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
     const char *a[2] = {"INFO", "replication"};
     handshake_req(c, 2, a, false, replicas_done);
   }
-  if (c->kind == CONN_CMD) {
+  if (data) {
     const char *a[SCRIPT_N + 2] = {"SCRIPT", "EXISTS"};
     for (int s = 1; s <= SCRIPT_N; s++) a[s + 1] = UP(cl)->script_sha(s);
     handshake_req(c, SCRIPT_N + 2, a, false, scripts_exist_done);
@@ -586,9 +559,9 @@ static bool not_run_later(conn_t *c, req_t *r, const rlock_reply_t *err, const r
    * later until one runs; the owner's next requests wait (lock.c's gate) */
   if (!rlock__reply_not_run(err) && !r->refused_later) return false;
   if (r->ncmds != 1 && !(r->waits && r->ncmds == 2)) return false; /* another command after it may have run */
-  int64_t ms = (int64_t)LATER_MIN_MS << (r->tryagains < 6 ? r->tryagains : 6);
+  int64_t ms = (int64_t)LATER_MIN_MS << (r->laters < 6 ? r->laters : 6);
   if (ms > LATER_MAX_MS) ms = LATER_MAX_MS;
-  if (r->tryagains < UINT8_MAX) r->tryagains++;
+  if (r->laters < UINT8_MAX) r->laters++;
   r->sent_at = 0;
   int64_t now = rlock_now_ms();
   if (now + ms >= r->deadline || !c->later_ev) {
@@ -826,7 +799,7 @@ static void write_req(conn_t *c, req_t *r) {
     finish_err(r, RLOCK_ENOMEM);
     return;
   }
-  bool counted = r->done != ping_done && r->done != recount_done && !c->to_sentinel;
+  bool counted = r->done != ping_done && r->done != recount_done && !c->topo_own;
   if (c->direct && c->state == CS_READY) {
     wbuf_add(c, r->cmd, r->len);
     /* written at the pass's end at the latest: a counted write on the
@@ -1036,7 +1009,7 @@ static void recount_done(req_t *r, int status, rlock_reply_t *reply) {
  * restart: the client reconnects before its replicas do) are waited for
  * from then on, not only after the next reconnect. */
 static void recount_replicas(conn_t *c) {
-  if (c->kind != CONN_CMD || c->to_sentinel || c->cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out)
+  if (c->kind != CONN_CMD || c->topo_own || c->cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out)
     return;
   const char *argv[2] = {"INFO", "replication"};
   req_t *r = rlock__req_new(2, argv, NULL, c->cl->opt.command_timeout_ms, recount_done, c);
@@ -1380,11 +1353,11 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg) { rlock__conn_st
 
 void rlock__conn_start(conn_t *c) {
   if (c->state != CS_IDLE) return;
-  /* Sentinel: the master is asked for before each connection attempt; the
-   * topology starts c again once it knows the node (topology.h). */
+  /* the topology may first find c's node (Sentinel: ask for the master);
+   * it starts c again once it knows it (topology.h) */
   if (c->cl->topo->before_connect && !c->cl->topo->before_connect(c->cl, c)) return;
   c->state = CS_CONNECTING;
-  c->role_refused = false;
+  c->node_refused = false;
   c->connect_deadline = rlock_now_ms() + connect_timeout(c);
   if (!c->reader && !(c->reader = rlock__reply_reader_new(c->kind == CONN_CMD))) {
     drop(c, RLOCK_ENOMEM, "out of memory");

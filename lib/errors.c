@@ -1,5 +1,5 @@
 /* errors.c -- error codes to names and messages (rlock_strerror, rlock_err_name). */
-#include "internal.h"
+#include "util.h"
 
 /* Made from the one list in rlock.h. */
 #define ERR_ROW(name, value, text) {RLOCK_##name, "RLOCK_" #name, text},

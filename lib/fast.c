@@ -62,7 +62,12 @@
  * min(command timeout, 500 ms) it cuts the connection, and the call's answer
  * is lost), so its posts are drained and an acquire whose answer was lost is
  * undone (rlock__op_end_unstarted). */
-#include "kinds/kind.h"
+#include "client.h"
+#include "hooks.h"
+#include "lock.h"
+#include "resp.h"
+
+#include <event2/bufferevent.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -585,59 +590,37 @@ static rlock_reply_t *read_reply(fast_t *f) {
   }
 }
 
-/* The handshake of a command connection (conn.c's start_handshake), blocking:
- * AUTH, ROLE under Sentinel (a master only), SELECT, CLIENT SETNAME. */
+/* The handshake of a command connection, blocking: the list conn.c sends
+ * too (handshake.c). An error reply fails it, and so does a reply the
+ * topology's check refuses (Sentinel's ROLE: a master only). */
 static int handshake(client_t *cl, fast_t *f) {
-  const url_t *u = &cl->url;
-  char *cmds[4];
-  size_t lens[4];
-  int n = 0, role = -1;
-  char db[16];
-  if (u->password) {
-    const char *a[3] = {"AUTH", u->user ? u->user : u->password, u->password};
-    int argc = u->user ? 3 : 2;
-    lens[n] = rlock__resp_size(argc, a, NULL);
-    if (!(cmds[n] = malloc(lens[n]))) goto fail;
-    rlock__resp_write(cmds[n++], argc, a, NULL);
+  hs_list_t hs;
+  rlock__handshake_list(cl, NULL, &hs);
+  char *cmds[HS_MAX];
+  size_t lens[HS_MAX];
+  int n = 0, rc = 0;
+  for (; n < hs.n; n++) {
+    lens[n] = rlock__resp_size(hs.cmd[n].argc, hs.cmd[n].argv, NULL);
+    if (!(cmds[n] = malloc(lens[n]))) {
+      rc = -1;
+      break;
+    }
+    rlock__resp_write(cmds[n], hs.cmd[n].argc, hs.cmd[n].argv, NULL);
   }
-  if (u->sentinel) {
-    const char *a[1] = {"ROLE"};
-    lens[n] = rlock__resp_size(1, a, NULL);
-    if (!(cmds[n] = malloc(lens[n]))) goto fail;
-    rlock__resp_write(cmds[n], 1, a, NULL);
-    role = n++;
-  }
-  if (u->db) {
-    snprintf(db, sizeof db, "%d", u->db);
-    const char *a[2] = {"SELECT", db};
-    lens[n] = rlock__resp_size(2, a, NULL);
-    if (!(cmds[n] = malloc(lens[n]))) goto fail;
-    rlock__resp_write(cmds[n++], 2, a, NULL);
-  }
-  const char *a[3] = {"CLIENT", "SETNAME", cl->s_name};
-  lens[n] = rlock__resp_size(3, a, NULL);
-  if (!(cmds[n] = malloc(lens[n]))) goto fail;
-  rlock__resp_write(cmds[n++], 3, a, NULL);
-  int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
     bool sent;
     if (send_all(f->fd, cmds[i], lens[i], &sent)) rc = -1;
   }
   for (int i = 0; i < n && !rc; i++) {
     rlock_reply_t *r = read_reply(f);
+    char why[120];
     if (!r) rc = -1;
-    else if (i == role) rc = r->type == RLOCK_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == RLOCK_REPLY_STRING &&
-                                     r->element[0]->len == 6 && !memcmp(r->element[0]->str, "master", 6)
-                                 ? 0
-                                 : -1;
+    else if (hs.cmd[i].kind == HS_CHECKED) rc = cl->topo->handshake_check(cl, r, why, sizeof why) ? -1 : 0;
     else if (r->type == RLOCK_REPLY_ERROR) rc = -1;
     rlock_reply_free(r);
   }
   for (int i = 0; i < n; i++) free(cmds[i]);
   return rc;
-fail:
-  for (int i = 0; i < n; i++) free(cmds[i]);
-  return -1;
 }
 
 static void set_timeout(int fd, int opt, int64_t ms) {
@@ -702,7 +685,7 @@ fail:
 static bool eligible(const op_t *op, unsigned *slot) {
   client_t *cl = op->cl;
   fast_t *f = &cl->fast;
-  if (!f->on || op->lock->kind != &rlock__kind_reentrant || op->cancel) return false;
+  if (!f->on || !cl->lock_up->fast_fits(op->lock) || op->cancel) return false;
   if (op->owner != (RLOCK_OWNER_THREAD | rlock__gettid())) return false;
   if (op->kind == OP_ACQUIRE && op->lease_ms != RLOCK_LEASE_WATCHDOG) return false;
   if (!atomic_load(&f->gen) || !atomic_load(&f->nowait) || atomic_load(&cl->closing)) return false;
@@ -839,7 +822,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   op->retries = 0;
   op->sent_at = rlock_now_ms();
   op->id_written = false;
-  req_t *r = latch.p ? l->kind->try_req(op, &latch, no_done) : NULL;
+  req_t *r = latch.p ? cl->lock_up->fast_try_req(op, &latch, no_done) : NULL;
   if (!r) return call_abort(op, &c);
   stat_add(cl, ST_ATTEMPTS, 1);
   rlock_reply_t *reply = NULL;
@@ -854,7 +837,7 @@ static bool fast_acquire(op_t *op, int *rc) {
   } else if (rt == RT_REPLY) {
     int64_t ttl = -1;
     bool err = reply->type == RLOCK_REPLY_ERROR;
-    int k = err ? KIND_BUSY : l->kind->try_reply(reply, &ttl);
+    int k = err ? KIND_BUSY : cl->lock_up->fast_try_reply(op, reply, &ttl);
     if (k == KIND_GRANTED) {
       post_item_t it[2] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
                             .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
@@ -898,9 +881,8 @@ static bool fast_release(op_t *op, int *rc) {
   fent_t *e = c.e;
   int64_t count = c.count;
   bytes_t latch = c.latch;
-  kind_release_t rel = {.left = count - 1, .unknown = 0, .lease_ms = cl->opt.watchdog_timeout_ms};
-  op->lease_ms = rel.lease_ms;
-  req_t *r = latch.p ? l->kind->release_req(op, &latch, &rel, no_done) : NULL;
+  op->lease_ms = cl->opt.watchdog_timeout_ms; /* the TTL the holds left need */
+  req_t *r = latch.p ? cl->lock_up->fast_release_req(op, &latch, count - 1, no_done) : NULL;
   /* the I/O thread learns of the unlock before it leaves: a renewal that
    * finds the hold gone meanwhile is not a loss */
   post_item_t it[1] = {{.type = P_RELEASING, .name = l->name, .len = l->len, .owner_id = op->owner_id,
@@ -919,7 +901,7 @@ static bool fast_release(op_t *op, int *rc) {
   if (rt == RT_REPLY && reply->type == RLOCK_REPLY_ERROR) {
     k = rlock__fail(rlock__reply_error_code(reply), "unlock: %.200s", reply->str); /* nothing applied */
     how = REL_UNKNOWN;
-  } else if (rt == RT_REPLY && (k = l->kind->release_reply(reply, &how, &notified))) {
+  } else if (rt == RT_REPLY && (k = cl->lock_up->fast_release_reply(op, reply, &how, &notified))) {
     how = REL_UNKNOWN;
   }
   rlock_reply_free(reply);

@@ -2,7 +2,7 @@
  * are deleted in one DEL of many keys (one per slot where slots matter), sent
  * when RLOCK__DEL_BATCH have gathered or a short delay after the first.
  * Moved out of client.c as is; the client's pass and shutdown call in. */
-#include "internal.h"
+#include "client.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1386,6 +1386,22 @@ void rlock__op_start(op_t *op) {
   }
 }
 
+/* The fast path's view of an op's kind (lock_up_t): the kind's own table. */
+static bool fast_fits(const rlock_lock_t *l) { return l->kind == &rlock__kind_reentrant; }
+static req_t *fast_try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
+  return op->lock->kind->try_req(op, latch, done);
+}
+static int fast_try_reply(const op_t *op, const rlock_reply_t *reply, int64_t *wait_ms) {
+  return op->lock->kind->try_reply(reply, wait_ms);
+}
+static req_t *fast_release_req(op_t *op, const bytes_t *latch, int64_t left, req_done_fn done) {
+  kind_release_t rel = {.left = left, .unknown = 0, .lease_ms = op->lease_ms};
+  return op->lock->kind->release_req(op, latch, &rel, done);
+}
+static int fast_release_reply(const op_t *op, const rlock_reply_t *reply, release_t *how, bool *notified) {
+  return op->lock->kind->release_reply(reply, how, notified);
+}
+
 /* What the client calls back in this layer (lock_up_t): the client knows the
  * lock machinery only through this table, given at creation. */
 const lock_up_t rlock__lock_up = {
@@ -1399,6 +1415,11 @@ const lock_up_t rlock__lock_up = {
     .op_recycle = rlock__op_recycle,
     .handoff_mark = rlock__handoff_mark,
     .handoff_clear = rlock__handoff_clear,
+    .fast_fits = fast_fits,
+    .fast_try_req = fast_try_req,
+    .fast_try_reply = fast_try_reply,
+    .fast_release_req = fast_release_req,
+    .fast_release_reply = fast_release_reply,
 };
 
 /* The public call: the client, given this layer's table. */

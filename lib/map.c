@@ -5,7 +5,7 @@
  * the last deleted entry is kept as a spare for the next put of a key no
  * longer than its own, so a key put and deleted again and again (an op's
  * name) allocates nothing. Entries are sized exactly. */
-#include "internal.h"
+#include "map.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,7 +15,7 @@
  * alphabet's order, whose slot is NAME's slot (1 to 4 characters; the table
  * of all 16384 is built once, on first use). docs/internals/key-names.md states the
  * rule for other implementations. */
-#include "internal.h"
+#include "names.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * it is back. Waiters never depend on it alone: each also wakes after the
  * lock's TTL (lock.c), which is all they have while a channel is not
  * subscribed. */
-#include "internal.h"
+#include "client.h"
 
 #include <limits.h>
 

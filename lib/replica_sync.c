@@ -2,7 +2,8 @@
  * script, WAIT for as many replicas as the policy asks, counted from what the
  * node reported (conn.c), and the error when too few acknowledged. Moved out
  * of client.c as is; the client routes, this file only builds and reads WAIT. */
-#include "internal.h"
+#include "client.h"
+#include "replica_sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* reply.c -- the RESP reader: hiredis's parser building rlock_reply_t trees
  * directly (no copy), with bounds so a hostile server cannot make the client
  * allocate without limit. */
-#include "internal.h"
+#include "reply.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,14 +4,16 @@
  * never blocks on it. The answer goes back to conn.c through its callback.
  * The client's evdns base is made here on first use and freed at close.
  * Moved out of conn.c as is. */
-#include "internal.h"
+#include "client.h"
+#include "hooks.h"
+#include "resolve.h"
 
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <event2/dns.h>
 
-/* TEST ONLY (internal.h): the resolv.conf of the clients made from now on. */
+/* TEST ONLY (hooks.h): the resolv.conf of the clients made from now on. */
 #ifdef RLOCK_TEST_HOOKS
 const char *rlock__test_resolv_conf;
 #endif

@@ -3,7 +3,7 @@
  * argument. The sizes are counted first so a request is written once, into
  * a buffer of the right size (conn.c, script.c); no printf on the way. The
  * replies are read by hiredis's reader (reply.c). */
-#include "internal.h"
+#include "resp.h"
 
 #include <string.h>
 

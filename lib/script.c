@@ -2,7 +2,8 @@
  * kind: lua/reentrant_*.lua, lua/simple_*.lua), embedded at build time, sent as
  * EVALSHA; a NOSCRIPT answer (server restarted, SCRIPT FLUSH) turns the same
  * request into EVAL with the script body (see conn.c). */
-#include "internal.h"
+#include "client.h"
+#include "resp.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* scripts.h -- the one list of embedded Lua scripts: X(<ENUM>, <file>), one row per
- * lua/<file>.lua. It makes the SCRIPT_* enum (internal.h) and the bodies table
+ * lua/<file>.lua. It makes the SCRIPT_* enum (script.h) and the bodies table
  * (script.c); lib/CMakeLists.txt reads the same rows to embed each file, and
  * fails the configure step when a .lua file in lua/ has no row or a row no file.
  * Each row is written exactly "X(<ENUM>, <file>)" (one space). New rows go at the

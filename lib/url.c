@@ -9,7 +9,7 @@
  * The messages of rlock__url_parse never quote the URL (only fixed text), and
  * rlock_url_redact hides every byte that might be a password in any input,
  * well-formed or not (see rlock__url_secret_mask). */
-#include "internal.h"
+#include "url.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -74,6 +74,11 @@ void rlock__url_free(url_t *u) {
     free(u->password);
   }
   memset(u, 0, sizeof *u);
+}
+
+void rlock__url_secrets(const url_t *u, const char *out[2]) {
+  out[0] = u->password;
+  out[1] = u->sentinel_password;
 }
 
 static int bad(url_t *u, const char *why) {

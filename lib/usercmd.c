@@ -30,7 +30,8 @@
  * its first keyed command, and its parts are pinned: a redirect inside it
  * is not followed (the commands would run outside MULTI), EXEC's
  * EXECABORT comes back to the caller. */
-#include "internal.h"
+#include "client.h"
+#include "lock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* util.c -- small helpers: monotonic clock, per-thread error messages, uuid,
  * thread ids, durations, allocation. */
-#include "internal.h"
+#include "util.h"
 
 #include <errno.h>
 #include <limits.h>

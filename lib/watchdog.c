@@ -21,7 +21,8 @@
  * expire in the order of their renewals: one queue under one timer.
  * I/O thread only. A renewal can never extend a released lock: the script
  * only touches a key where the owner's field still exists. */
-#include "internal.h"
+#include "client.h"
+#include "replica_sync.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -8,6 +8,8 @@
  *   requests         keep their command and slot until answered; error replies
  *                    pass the topology's redirect hook, which can re-route a
  *                    request (a real MOVED from a two-node cluster)
+ *   handshake entry  a topology's handshake commands go out on a new
+ *                    connection and only its check judges their replies
  *   routing point    every request of a real client (scripts, queries, pub/sub,
  *                    DELs, renewals, user commands) passes the topology, and the
  *                    batches follow its slots_matter in both modes
@@ -363,6 +365,68 @@ TEST(requests_keep_command_and_slot) {
   hook_calls = 0;
 }
 
+/* ------------------------------------------------------------ the handshake entry */
+
+static int hs_checks, hs_refused_seen;
+static bool hs_accept;
+static char hs_seen[64];
+
+/* The test topology's handshake: ECHO, whose reply it judges itself. */
+static void hs_add(client_t *cl, const conn_t *c, hs_list_t *hs) {
+  (void)cl, (void)c;
+  const char *a[2] = {"ECHO", "seams-hs"};
+  rlock__hs_add(hs, HS_CHECKED, 2, a);
+}
+
+static int hs_check(client_t *cl, const rlock_reply_t *reply, char *msg, size_t n) {
+  (void)cl;
+  hs_checks++;
+  snprintf(hs_seen, sizeof hs_seen, "%s", reply && reply->str ? reply->str : "");
+  if (hs_accept) return 0;
+  snprintf(msg, n, "refused by the test topology");
+  return RLOCK_ECONNECT;
+}
+
+static bool hs_before(client_t *cl, conn_t *c) {
+  (void)cl;
+  if (c->node_refused) hs_refused_seen++; /* what Sentinel's before_connect reads */
+  return true;
+}
+
+static const topology_ops_t hs_topology = {.name = "handshake-test",
+                                           .route = route_cmd,
+                                           .on_error_reply = test_hook,
+                                           .before_connect = hs_before,
+                                           .handshake = hs_add,
+                                           .handshake_check = hs_check};
+
+static int refused_seen(void *arg) { return hs_refused_seen >= 1 && ((client_t *)arg)->cmd.last_err == RLOCK_ECONNECT; }
+
+/* A topology's handshake commands go out on every new connection and its
+ * check judges their replies: conn.c knows no deployment. A refusal fails
+ * the attempt with the topology's reason and marks the connection for its
+ * before_connect. */
+TEST(handshake_entry) {
+  struct event_base *base = event_base_new();
+  hs_accept = true;
+  client_t *cl = bare_new(base, srv->url, 3000, &hs_topology);
+  CHECK(spin(base, is_ready, cl, 10000));
+  CHECK_EQ(hs_checks, 1);
+  CHECK(!strcmp(hs_seen, "seams-hs"));
+  CHECK_EQ(hs_refused_seen, 0);
+  bare_free(cl);
+  hs_accept = false;
+  hs_checks = 0;
+  cl = bare_new(base, srv->url, 3000, &hs_topology);
+  CHECK(spin(base, refused_seen, cl, 10000));
+  CHECK(cl->cmd.state != CS_READY);
+  CHECK(hs_checks >= 1);
+  CHECK_MSG(strstr(cl->cmd.last_msg, "refused by the test topology"), "last_msg: %s", cl->cmd.last_msg);
+  bare_free(cl);
+  event_base_free(base);
+  hook_calls = 0;
+}
+
 /* A cluster-enabled redis-server with its bus on a free port (the default,
  * port + 10000, does not exist for the harness's high ports). */
 static th_server_t *cluster_node(char *bus, size_t n) {
@@ -621,6 +685,7 @@ int main(int argc, char **argv) {
   RUN_IF(compound_timeout);
   RUN_IF(requests_keep_command_and_slot);
   RUN_IF(redirect_hook_follows_moved);
+  RUN_IF(handshake_entry);
   RUN_IF(routing_point_single);
   RUN_IF(routing_point_by_slot);
   th_server_stop(srv);

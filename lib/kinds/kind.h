@@ -54,8 +54,8 @@
 
 #include <limits.h>
 
-/* try_reply's answers (an RLOCK_E code, < 0, is an error). */
-enum { KIND_BUSY = 0, KIND_GRANTED = 1 };
+/* try_reply's answers: KIND_GRANTED, KIND_BUSY (client.h, beside lock_up_t,
+ * which hands them to the fast path) or an RLOCK_E code (< 0). */
 
 /* wake: every parked waiter of the channel (and a wake token for the one
  * whose try is in flight). Any other count n wakes up to n parked waiters. */

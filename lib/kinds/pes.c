@@ -156,7 +156,7 @@ static req_t *call_req(op_t *op, const char *what, req_done_fn done) {
 /* Deletes NAME and its zset, every permit with them (Redisson's delete). */
 static req_t *force_req(op_t *op, req_done_fn done) { return call_req(op, "delete", done); }
 
-/* OP_KIND_CALL: op->call is an RLOCK__PES_* (internal.h). */
+/* OP_KIND_CALL: op->call is an RLOCK__PES_* (kinds/kind.h). */
 static req_t *query_req(op_t *op, req_done_fn done) {
   static const char *const what[] = {[RLOCK__PES_AVAILABLE] = "available", [RLOCK__PES_PERMITS] = "permits",
                                      [RLOCK__PES_ACQUIRED] = "acquired",   [RLOCK__PES_SET] = "set",

@@ -45,7 +45,8 @@
  * own deadline), on the target's user connection; TRYAGAIN, CLUSTERDOWN and
  * CROSSSLOT come back to the caller. The parts of a transaction are pinned:
  * a MOVED inside one only updates the map (the caller sees EXECABORT). */
-#include "internal.h"
+#include "client.h"
+#include "replica_sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,10 @@
 #define REFRESH_MIN_MS 1000  /* at most one CLUSTER SLOTS a second */
 #define TRYAGAIN_MIN_MS 10   /* first backoff after TRYAGAIN / CLUSTERDOWN, doubled each time */
 #define TRYAGAIN_MAX_MS 500
+/* What Cluster keeps per request, in its bytes of req_t.topo: the MOVED/ASK
+ * followed since the last TRYAGAIN, and the TRYAGAIN/CLUSTERDOWN backoffs so far. */
+#define REDIRECTS(r) ((r)->topo[0])
+#define TRYAGAINS(r) ((r)->topo[1])
 
 typedef struct cnode {
   char *host;
@@ -368,7 +373,7 @@ static bool not_run(req_t *r, const rlock_reply_t *err) {
 
 /* TRYAGAIN / CLUSTERDOWN: r again after a backoff, if that fits its deadline. */
 static bool send_later(cluster_t *k, req_t *r, const rlock_reply_t *err) {
-  int64_t ms = TRYAGAIN_MIN_MS << (r->tryagains < 6 ? r->tryagains : 6);
+  int64_t ms = TRYAGAIN_MIN_MS << (TRYAGAINS(r) < 6 ? TRYAGAINS(r) : 6);
   if (ms > TRYAGAIN_MAX_MS) ms = TRYAGAIN_MAX_MS;
   if (rlock_now_ms() + ms >= r->deadline) return not_run(r, err);
   delayed_t *d = calloc(1, sizeof *d);
@@ -380,8 +385,8 @@ static bool send_later(cluster_t *k, req_t *r, const rlock_reply_t *err) {
   d->next = k->delayed;
   if (k->delayed) k->delayed->prev = d;
   k->delayed = d;
-  if (r->tryagains < UINT8_MAX) r->tryagains++;
-  r->redirects = 0; /* the way back (MOVED/ASK) may be taken again */
+  if (TRYAGAINS(r) < UINT8_MAX) TRYAGAINS(r)++;
+  REDIRECTS(r) = 0; /* the way back (MOVED/ASK) may be taken again */
   struct timeval tv;
   rlock__tv_from_ms(&tv, ms);
   evtimer_add(d->ev, &tv);
@@ -399,9 +404,9 @@ static bool user_redirect(cluster_t *k, conn_t *c, req_t *r, const rlock_reply_t
     k->owner[slot] = (int16_t)idx;
     schedule_refresh(k, 0);
   }
-  conn_t *to = r->pinned || r->redirects >= MAX_REDIRECTS ? NULL : node_user(k, k->nodes[idx]);
+  conn_t *to = r->pinned || REDIRECTS(r) >= MAX_REDIRECTS ? NULL : node_user(k, k->nodes[idx]);
   if (!to) return false;
-  r->redirects++;
+  REDIRECTS(r)++;
   if (!moved) {
     const char *argv[1] = {"ASKING"};
     req_t *a = rlock__req_new(1, argv, NULL, k->cl->opt.command_timeout_ms, NULL, (void *)asking_marker);
@@ -433,10 +438,10 @@ static bool on_error_reply(client_t *cl, conn_t *c, req_t *r, const rlock_reply_
     return send_later(k, r, err);
   }
   bool moved = rlock__reply_is_error(err, "MOVED");
-  if ((!moved && !rlock__reply_is_error(err, "ASK")) || r->redirects >= MAX_REDIRECTS) return false;
+  if ((!moved && !rlock__reply_is_error(err, "ASK")) || REDIRECTS(r) >= MAX_REDIRECTS) return false;
   int slot, idx = parse_redirect(k, c, err, &slot);
   if (idx < 0) return false;
-  r->redirects++;
+  REDIRECTS(r)++;
   conn_t *to = &k->nodes[idx]->cmd;
   rlock__client_sync_redirected(cl, r); /* sent without WAIT: the new node may have replicas */
   if (moved) {

@@ -18,7 +18,7 @@
  *           name it with that epoch (sentinels re-pointed by hand with
  *           SENTINEL MONITOR restart at epoch 0). choose() asserts it.
  *   verify  every connection to the master starts with ROLE in its handshake
- *           (conn.c): a node that is not a master fails the attempt; the
+ *           (the handshake entry; conn.c and fast.c send it): a node that is not a master fails the attempt; the
  *           refusal counts against the sentinel that named it: the next
  *           sentinel is asked, and every one is asked before the refused
  *           node is tried again ("wait and start again").
@@ -45,7 +45,7 @@
  * SENTINEL_CONNECT_MS, so a silent sentinel costs little): the I/O thread
  * never blocks on a sentinel. One server's semantics otherwise:
  * requests go to the master's connections, slots do not matter. */
-#include "internal.h"
+#include "client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -566,10 +566,10 @@ static bool before_connect(client_t *cl, conn_t *c) {
   sentinel_t *s = cl->topo_state;
   int i = data_index(cl, c);
   if (i < 0 || !s) return true; /* a sentinel connection, or closing */
-  if (c->role_refused) {
+  if (c->node_refused) {
     /* the node named was not a master: that counts against the sentinel
      * that named it; the others are asked before it is tried again */
-    c->role_refused = false;
+    c->node_refused = false;
     s->d[i].fresh = false;
     s->d[i].waiting = true;
     if (!s->survey || !s->chase) {
@@ -632,7 +632,7 @@ static int sentinel_init(client_t *cl) {
     return RLOCK_ENOMEM;
   }
   for (int i = 0; i < cl->url.nsentinels; i++) s->order[i] = i;
-  s->q.to_sentinel = s->sub.to_sentinel = true;
+  s->q.topo_own = s->sub.topo_own = true;
   int64_t ms = cl->opt.connect_timeout_ms < SENTINEL_CONNECT_MS ? cl->opt.connect_timeout_ms : SENTINEL_CONNECT_MS;
   s->q.connect_timeout_ms = s->sub.connect_timeout_ms = ms;
   s->q.on_error = q_error;
@@ -648,6 +648,29 @@ static int sentinel_init(client_t *cl) {
   rlock__tv_from_ms(&tv, rlock__sentinel_poll_ms);
   evtimer_add(s->poll, &tv);
   return 0;
+}
+
+/* A sentinel's connection: AUTH with the URL's sentinel_password (CLIENT
+ * SETNAME follows, nothing else). The master's (and the fast path's): ROLE,
+ * which must name a master. */
+static void handshake(client_t *cl, const conn_t *c, hs_list_t *hs) {
+  if (c && c->topo_own) {
+    const char *a[2] = {"AUTH", cl->url.sentinel_password};
+    if (a[1]) rlock__hs_add(hs, HS_AUTH, 2, a);
+    return;
+  }
+  const char *a[1] = {"ROLE"};
+  rlock__hs_add(hs, HS_CHECKED, 1, a);
+}
+
+/* ROLE's answer names a master: ["master", offset, replicas]. Anything else
+ * (a replica, an error reply): the node is refused and Sentinel asked again. */
+static int handshake_check(client_t *cl, const rlock_reply_t *reply, char *msg, size_t n) {
+  (void)cl;
+  const char *role = reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements >= 1 ? reply->element[0]->str : NULL;
+  if (role && !strcmp(role, "master")) return 0;
+  snprintf(msg, n, "is not a master (ROLE: %.40s): asking Sentinel again", role ? role : "no answer");
+  return RLOCK_ECONNECT;
 }
 
 static conn_t *route(client_t *cl, const req_t *r) {
@@ -685,4 +708,7 @@ const topology_ops_t rlock__topology_sentinel = {
     .init = sentinel_init,
     .close = sentinel_close,
     .before_connect = before_connect,
+    .handshake = handshake,
+    .handshake_check = handshake_check,
+    .no_node_yet = "the master is not known yet (no Sentinel answered)",
 };

@@ -3,7 +3,7 @@
  * user commands to the user connection.
  * Slots do not matter (batches stay as large as they go) and an error reply
  * is an answer like any other (no redirects to follow). */
-#include "internal.h"
+#include "client.h"
 
 static conn_t *route(client_t *cl, const req_t *r) {
   switch (r->conn) {

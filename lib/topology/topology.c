@@ -1,7 +1,7 @@
 /* topology/topology.c -- what every deployment shares: the choice of the
  * topology for a URL and the batcher that cuts multi-key requests (renewals,
  * latch DELs) per slot when the topology says slots matter. */
-#include "internal.h"
+#include "client.h"
 
 #include <stdlib.h>
 

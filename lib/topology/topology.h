@@ -2,8 +2,8 @@
  *
  * One file per deployment in lib/topology/, as curl's lib/vtls/ has one per
  * TLS backend: single.c, sentinel.c and cluster.c fill in the same table.
- * The engine asks the table for these (it still tests for Sentinel itself in
- * a few places: conn.c's handshake and ROLE check, fast.c, api.c):
+ * The engine asks the table for these and never tests for a deployment
+ * itself:
  *   route           which connection a request goes to (by r->slot, r->conn)
  *   on_error_reply  a redirect hook every error reply passes before the
  *                   request completes (MOVED, ASK, TRYAGAIN re-route it)
@@ -14,9 +14,21 @@
  *                   the deployment's own state and connections, and a hook
  *                   before every connection attempt (Sentinel: ask for the
  *                   master first)
- * Included by internal.h (needs client_t, conn_t, req_t). I/O thread only. */
+ *   handshake, handshake_check (optional)
+ *                   the commands the deployment adds to a new connection's
+ *                   handshake and the check of their replies (Sentinel: ROLE,
+ *                   a master only; its own connections' AUTH)
+ *   no_node_yet     whether a connection must wait for the topology to name
+ *                   its node (Sentinel: the master), and what to say meanwhile
+ * What the topology keeps per request lives in req_t.topo, per connection
+ * in its own state: the engine reads neither.
+ * I/O thread only. */
 #ifndef RLOCK_TOPOLOGY_H
 #define RLOCK_TOPOLOGY_H
+
+#include "conn.h"
+#include "handshake.h"
+#include "url.h"
 
 typedef struct topology_ops {
   const char *name;
@@ -44,6 +56,19 @@ typedef struct topology_ops {
    * true = connect now (to c's node); false = not yet: the topology calls
    * rlock__conn_start(c) again once c's node is known. NULL: connect now. */
   bool (*before_connect)(client_t *cl, conn_t *c);
+  /* Optional (NULL: none). handshake: the topology's commands for the
+   * handshake of c (NULL: the fast path's connection, a command connection
+   * of its own), added to hs with rlock__hs_add after AUTH and before SELECT
+   * (handshake.c). For a connection of its own (c->topo_own) they are all
+   * but CLIENT SETNAME. handshake_check: the reply (may be an error reply or
+   * NULL) to a command it added as HS_CHECKED: 0, or RLOCK_ECONNECT with why
+   * in msg ("is not a master ..."): the attempt fails, c->node_refused set. */
+  void (*handshake)(client_t *cl, const conn_t *c, hs_list_t *hs);
+  int (*handshake_check)(client_t *cl, const rlock_reply_t *reply, char *msg, size_t n);
+  /* NULL: a connection no node was set for (rlock__conn_set_node) talks to
+   * the URL's host. Else such a connection waits for the topology to name
+   * its node, and this is why a question for that node fails meanwhile. */
+  const char *no_node_yet;
 } topology_ops_t;
 
 extern const topology_ops_t rlock__topology_single;
