@@ -182,6 +182,13 @@ int cli_detect_kind(rlock_client_t *client, const char *name, cli_found_t *f);
 char *cli_prefixed(const char *prefix, const char *name, size_t len);
 int cmd_wait(cli_global_t *g, int argc, char **argv); /* cmd_wait.c */
 
+/* cancel.c: SIGINT, SIGTERM, SIGHUP cancel the wait of the token begin
+ * returns (NULL: out of memory, the signals keep their default). end, once
+ * the call returned rc: restores the handlers and frees the token; 128+N (said on stderr) when
+ * a signal cancelled it, else 0. */
+rlock_cancel_t *cli_cancel_begin(void);
+int cli_cancel_end(int rc);
+
 /* Writes bytes as a JSON string (quoted, escaped; invalid UTF-8 as \u00XX). */
 void json_string(FILE *f, const char *s, size_t len);
 

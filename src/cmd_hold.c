@@ -84,8 +84,9 @@ int cmd_acquire(cli_global_t *g, int argc, char **argv) {
   rlock_lock_t *lock;
   if ((ex = cli_connect(g, NULL, &client))) return ex;
   if (!(ex = cli_check_type(client, name, 0)) && !(ex = cli_lock(client, name, &lock))) {
-    int rc = rlock_lock_acquire(lock, HOLD_OWNER, wait, lease, NULL);
-    if (rc == RLOCK_EBUSY) cli_err("%s is busy", name), ex = EX_TEMPFAIL;
+    int rc = rlock_lock_acquire(lock, HOLD_OWNER, wait, lease, cli_cancel_begin());
+    if ((ex = cli_cancel_end(rc))) /* a signal: the try in flight was undone, nothing held */;
+    else if (rc == RLOCK_EBUSY) cli_err("%s is busy", name), ex = EX_TEMPFAIL;
     else if (rc) ex = cli_fail(rc, "cannot acquire the lock");
     else if (signal(SIGPIPE, SIG_IGN) == SIG_ERR || /* a closed pipe: EPIPE, not death with the hold kept */
              printf("%s:owner-1\n", rlock_client_id(client)) < 0 || fflush(stdout) != 0 || ferror(stdout)) {

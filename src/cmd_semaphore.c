@@ -10,35 +10,11 @@
 
 #include "cli.h"
 
-/* SIGINT, SIGTERM, SIGHUP while acquire or await waits: the wait is
- * cancelled (a try in flight gives its permits back), rlock exits 128+N. */
-static rlock_cancel_t *g_cancel;
-static volatile sig_atomic_t g_signal;
-static void on_signal(int sig) {
-  g_signal = sig;
-  if (g_cancel) rlock_cancel_trigger(g_cancel);
-}
-static const int handled[] = {SIGINT, SIGTERM, SIGHUP};
-static struct sigaction g_orig[3];
-static void catch_signals(void) {
-  if (rlock_cancel_new(&g_cancel)) return;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 3; i++) {
-    sigaction(handled[i], NULL, &g_orig[i]);
-    if (g_orig[i].sa_handler != SIG_IGN) sigaction(handled[i], &sa, NULL);
-  }
-}
 /* The exit code of a wait that ended with rc (cancelled: 128+N). busy: what
  * a wait that ran out says (once: rlock_strerror names a lock). */
 static int wait_exit(int rc, const char *what, const char *busy) {
-  for (int i = 0; g_cancel && i < 3; i++) sigaction(handled[i], &g_orig[i], NULL);
-  if (rc == RLOCK_ECANCELED && g_signal) {
-    cli_err("interrupted by signal %d while waiting", (int)g_signal);
-    return 128 + g_signal;
-  }
+  int sig = cli_cancel_end(rc);
+  if (sig) return sig;
   if (rc == RLOCK_EBUSY) {
     cli_err("%s", busy);
     return cli_exit_for(rc);
@@ -143,8 +119,8 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     else
       printf("%s: not set, it exists already (%lld available)\n", name, (long long)avail);
   } else if (!strcmp(action, "acquire")) {
-    catch_signals();
-    rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
+    rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, cli_cancel_begin());
+    if (!rc) cli_cancel_end(rc); /* else wait_exit */
     if (!rc) rc = rlock_semaphore_available(s, &avail);
     char busy[300];
     snprintf(busy, sizeof busy, "not enough permits of %.200s: timed out waiting for them", name);
@@ -180,7 +156,6 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
   }
   rlock_semaphore_free(s);
   rlock_client_free(client);
-  if (g_cancel) rlock_cancel_free(g_cancel), g_cancel = NULL;
   return ex;
 }
 
@@ -225,8 +200,8 @@ int cmd_latch(cli_global_t *g, int argc, char **argv) {
     else
       printf("%s: count %lld%s\n", name, (long long)count, count ? "" : " (open)");
   } else if (!strcmp(action, "await")) {
-    catch_signals();
-    rc = rlock_latch_await(l, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, g_cancel);
+    rc = rlock_latch_await(l, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, cli_cancel_begin());
+    if (!rc) cli_cancel_end(rc); /* else wait_exit */
     char busy[300];
     snprintf(busy, sizeof busy, "the latch %.200s did not open: timed out waiting for it", name);
     if (rc)
@@ -245,6 +220,5 @@ int cmd_latch(cli_global_t *g, int argc, char **argv) {
   }
   rlock_latch_free(l);
   rlock_client_free(client);
-  if (g_cancel) rlock_cancel_free(g_cancel), g_cancel = NULL;
   return ex;
 }

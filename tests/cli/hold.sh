@@ -56,6 +56,23 @@ await "$waiter" 30
 grep -qE '^[0-9a-f-]{36}:owner-1$' "$T/waiter.out" && pass "waiter printed a token" ||
   fail "waiter output: $(cat "$T/waiter.out")"
 
+# SIGTERM while acquire waits (a background job ignores SIGINT): the wait is
+# cancelled (a try in flight is undone by the library), exit 143, and the
+# lock stays its holder's alone (before: killed by the signal with no word;
+# a try applied at that moment left a hold nobody had the token of).
+expect 0 "acquire busy-job" R acquire --lease 60s busy-job
+btok=$(cat "$T/out")
+bg "$T/sig" "$RLOCK" -u "$URL" acquire --wait 1h --lease 60s busy-job
+sig=$BG
+bsub() { [ "$(redis-cli -p "$PORT" PUBSUB NUMSUB 'redisson_lock__channel:{busy-job}' | tail -1)" = 1 ]; }
+until_true 20 bsub || fail "the waiting acquire did not subscribe"
+kill -TERM "$sig"
+await "$sig"
+[ "$RC" = 143 ] && pass "SIGTERM: exit 143" || fail "SIGTERM: exit $RC: $(cat "$T/sig.err")"
+contains "$T/sig.err" "interrupted by signal 15" "SIGTERM message"
+expect 0 "release busy-job with its token" R release busy-job "$btok"
+[ "$(redis-cli -p "$PORT" EXISTS busy-job)" = 0 ] && pass "busy-job free: the interrupted acquire holds nothing" ||
+  fail "busy-job still held: $(redis-cli -p "$PORT" HGETALL busy-job | tr '\n' ' ')"
 # A key that is not a lock.
 redis-cli -p "$PORT" RPUSH list-key a >/dev/null
 expect 65 "acquire a list" R acquire --lease 1s list-key
