@@ -43,6 +43,16 @@
  *   latchCountDown           ok
  *   latchAwait WAIT_MS       true | false
  *   latchCount               a number
+ *
+ * Lock family (issue 24): each sets the worker's current lock, so lock,
+ * tryLock, unlock... above work on it:
+ *   getFairLock NAME, getNonReentrantLock NAME, getNonReentrantFairLock NAME,
+ *   getSpinLock NAME, getFencedLock NAME     ok
+ *   getReadLock NAME         ok (getReadWriteLock(NAME).readLock())
+ *   getWriteLock NAME        ok (getReadWriteLock(NAME).writeLock())
+ *   fencedLockAndGetToken [LEASE_MS]         the token (fenced lock)
+ *   fencedTryLockAndGetToken WAIT_MS [LEASE] the token, or null
+ *   fencedToken              the last token issued, or null
  */
 package rlock.interop;
 
@@ -111,6 +121,11 @@ public final class Peer {
     private RLock lock() {
       if (lock == null) throw new IllegalStateException("getLock first");
       return lock;
+    }
+
+    private RFencedLock fenced() {
+      if (!(lock() instanceof RFencedLock)) throw new IllegalStateException("getFencedLock first");
+      return (RFencedLock) lock;
     }
 
     private String run(String[] c) throws Exception {
@@ -197,11 +212,17 @@ public final class Peer {
           lock = redisson.getFencedLock(c[1]);
           return "ok";
         case "fencedLockAndGetToken":
-          return String.valueOf(((RFencedLock) lock()).lockAndGetToken());
-        case "fencedTryLockAndGetToken":
-          return String.valueOf(((RFencedLock) lock()).tryLockAndGetToken(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
+          if (c.length > 1 && Long.parseLong(c[1]) > 0)
+            return String.valueOf(fenced().lockAndGetToken(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
+          return String.valueOf(fenced().lockAndGetToken());
+        case "fencedTryLockAndGetToken": {
+          long wait = Long.parseLong(c[1]);
+          if (c.length > 2)
+            return String.valueOf(fenced().tryLockAndGetToken(wait, Long.parseLong(c[2]), TimeUnit.MILLISECONDS));
+          return String.valueOf(fenced().tryLockAndGetToken(wait, TimeUnit.MILLISECONDS));
+        }
         case "fencedToken":
-          return String.valueOf(((RFencedLock) lock()).getToken());
+          return String.valueOf(fenced().getToken());
         default:
           throw new IllegalArgumentException("unknown command " + c[0]);
       }
