@@ -53,6 +53,20 @@
  *   fencedLockAndGetToken [LEASE_MS]         the token (fenced lock)
  *   fencedTryLockAndGetToken WAIT_MS [LEASE] the token, or null
  *   fencedToken              the last token issued, or null
+ *
+ * Permit-expirable semaphore (issue 25), on the worker's current one; a
+ * LEASE_MS of -1 (or none) is Redisson's permit without expiry:
+ *   getPermitSemaphore NAME  ok (RPermitExpirableSemaphore)
+ *   pesTrySetPermits N       true | false
+ *   pesAcquire [LEASE_MS]    the permit id (blocks until taken)
+ *   pesTryAcquire WAIT_MS [LEASE_MS]  the permit id, or null
+ *   pesRelease ID            ok (any client's id)
+ *   pesTryRelease ID         true | false
+ *   pesAvailable             a number (availablePermits)
+ *   pesAcquired              a number (acquiredPermits)
+ *   pesPermits               a number (getPermits)
+ *   pesLeaseTime ID          ms left (-1: no expiry)
+ *   pesUpdateLeaseTime ID LEASE_MS  true | false
  */
 package rlock.interop;
 
@@ -69,6 +83,7 @@ import org.redisson.Redisson;
 import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -89,6 +104,7 @@ public final class Peer {
     private RLock lock;
     private RSemaphore sem;
     private RCountDownLatch latch;
+    private RPermitExpirableSemaphore pes;
 
     Worker(String name) {
       this.name = name;
@@ -126,6 +142,11 @@ public final class Peer {
     private RFencedLock fenced() {
       if (!(lock() instanceof RFencedLock)) throw new IllegalStateException("getFencedLock first");
       return (RFencedLock) lock;
+    }
+
+    private RPermitExpirableSemaphore pes() {
+      if (pes == null) throw new IllegalStateException("getPermitSemaphore first");
+      return pes;
     }
 
     private String run(String[] c) throws Exception {
@@ -223,6 +244,35 @@ public final class Peer {
         }
         case "fencedToken":
           return String.valueOf(fenced().getToken());
+        case "getPermitSemaphore":
+          pes = redisson.getPermitExpirableSemaphore(c[1]);
+          return "ok";
+        case "pesTrySetPermits":
+          return String.valueOf(pes().trySetPermits(Integer.parseInt(c[1])));
+        case "pesAcquire":
+          if (c.length > 1 && Long.parseLong(c[1]) > 0)
+            return pes().acquire(Long.parseLong(c[1]), TimeUnit.MILLISECONDS);
+          return pes().acquire();
+        case "pesTryAcquire": {
+          long wait = Long.parseLong(c[1]);
+          long lease = c.length > 2 ? Long.parseLong(c[2]) : -1;
+          return String.valueOf(pes().tryAcquire(wait, lease, TimeUnit.MILLISECONDS));
+        }
+        case "pesRelease":
+          pes().release(c[1]);
+          return "ok";
+        case "pesTryRelease":
+          return String.valueOf(pes().tryRelease(c[1]));
+        case "pesAvailable":
+          return String.valueOf(pes().availablePermits());
+        case "pesAcquired":
+          return String.valueOf(pes().acquiredPermits());
+        case "pesPermits":
+          return String.valueOf(pes().getPermits());
+        case "pesLeaseTime":
+          return String.valueOf(pes().getLeaseTime(c[1]));
+        case "pesUpdateLeaseTime":
+          return String.valueOf(pes().updateLeaseTime(c[1], Long.parseLong(c[2]), TimeUnit.MILLISECONDS));
         default:
           throw new IllegalArgumentException("unknown command " + c[0]);
       }
