@@ -30,7 +30,11 @@ static th_cluster_t *cl;
 static char peer_addrs[TH_CLUSTER_MAX * 32];
 
 #define LEASE 60000
-#define WAKE_MS 5000
+/* bound on a message wake-up: far below the 60 s leases (a lost message
+ * means a wait of about 60 s), far above the 3-110 ms seen. With 5 s, 2 of
+ * 6 runs of 3 test processes at once on 2 loaded cores failed once (the rw
+ * Java reader not woken in 5 s); 30 such runs since: at most 76 ms. */
+#define WAKE_MS 20000
 
 /* How many channels match pattern on s: sharded (PUBSUB SHARDCHANNELS) or
  * plain (PUBSUB CHANNELS). */
@@ -68,6 +72,22 @@ static int none_sharded(void *arg) {
 static void wait_unsubscribed(th_server_t *owner, const char *pattern) {
   sub_wait_t w = {owner, pattern, 0};
   CHECK_MSG(th_wait_until(none_sharded, &w, 20000), "the C waiter stayed subscribed to %s", pattern);
+}
+
+typedef struct queue_wait {
+  th_server_t *owner;
+  const char *queue;
+} queue_wait_t;
+static int queued(void *arg) {
+  queue_wait_t *w = arg;
+  return th_cmd_int(w->owner, "LLEN", w->queue, NULL) >= 1;
+}
+/* Waits until a fair waiter is in the queue (rlock subscribes before its
+ * try queues it). */
+static void wait_queued(th_server_t *owner, const char *queue) {
+  queue_wait_t w = {owner, queue};
+  CHECK_MSG(th_wait_until(queued, &w, 20000), "no waiter in %s", queue);
+  CHECK_EQ(th_cmd_int(owner, "LLEN", queue, NULL), 1);
 }
 
 static long long publishes(void) {
@@ -140,7 +160,9 @@ static void came_sharded(th_server_t *owner, long long sp0, long long p0, const 
 }
 
 static void java_answer(th_peer_t *j, const char *worker, const char *want, const char *what) {
+  int64_t t0 = th_now_ms();
   char *a = th_peer_answer(j, worker, WAKE_MS);
+  fprintf(stderr, "# %s: Java woken %lld ms after rlock's call returned\n", what, (long long)(th_now_ms() - t0));
   CHECK_MSG(!strcmp(a, want), "%s: Java answered '%s', want '%s'", what, a, want);
   free(a);
 }
@@ -161,7 +183,7 @@ TEST(fair) {
   cwaiter_t w = {.l = l};
   CHECK(pthread_create(&w.t, NULL, cwaiter_run, &w) == 0);
   wait_sharded(owner, pat, 1);
-  CHECK_EQ(th_cmd_int(owner, "LLEN", q, NULL), 1);
+  wait_queued(owner, q);
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = publishes();
   th_peer_expect(j, "a", "ok", "unlock");
   CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's fair unlock did not wake the C waiter");
@@ -172,7 +194,7 @@ TEST(fair) {
   wait_unsubscribed(owner, pat);
   th_peer_send(j, "a", "lock %d", LEASE);
   wait_sharded(owner, pat, 1);
-  CHECK_EQ(th_cmd_int(owner, "LLEN", q, NULL), 1);
+  wait_queued(owner, q);
   char *early = NULL;
   CHECK_MSG(!th_peer_poll(j, "a", 0, &early), "Java got the fair lock C holds: %s", early);
   sp0 = th_cmdstat(owner, "spublish");
