@@ -6,16 +6,22 @@
  *                    waiter is queued; C holds a write lock (watchdog) and a
  *                    Java reader waits; Java holds a semaphore's only permit
  *                    and a C acquire waits; a Java await waits on a latch of
- *                    count 1. SENTINEL FAILOVER. Every hold, queue entry and
- *                    count is on the new master and every waiter still
- *                    waits. Then, on the new master: Java's fair unlock wakes
- *                    the C waiter, rlock's write unlock wakes the Java reader,
+ *                    count 1; C holds a permit-expirable semaphore's only
+ *                    permit (60 s) and a Java acquire waits. SENTINEL
+ *                    FAILOVER. Every hold, queue entry, permit and count is
+ *                    on the new master and every waiter still waits. Then,
+ *                    on the new master: Java's fair unlock wakes the C
+ *                    waiter, rlock's write unlock wakes the Java reader,
  *                    Java's release wakes the C acquire, rlock's count-down
- *                    opens Java's await; each within seconds, far below the
- *                    holds' TTLs (only the message explains it). */
+ *                    opens Java's await, rlock's permit release wakes Java's
+ *                    acquire; each within seconds, far below the holds' TTLs
+ *                    (only the message explains it).
+ *   family_master_killed  the same with the master killed (SIGKILL) in place
+ *                    of SENTINEL FAILOVER. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -82,10 +88,19 @@ static int queued(void *arg) {
   return th_cmd_int(w->m, "LLEN", w->queue, NULL) >= 1;
 }
 
-TEST(family_failover) {
-  const char *fair = "rfs:fair", *rw = "rfs:rw", *sem = "rfs:sem", *latch = "rfs:latch";
-  const char *fairq = "redisson_lock_queue:{rfs:fair}", *rwch = "redisson_rwlock:{rfs:rw}",
-             *semch = "redisson_sc:{rfs:sem}", *latchch = "redisson_countdownlatch__channel__{rfs:latch}";
+static void family_failover(bool kill) {
+  char fair[32], rw[32], sem[32], latch[32], pes[32], fairq[64], rwch[64], semch[64], latchch[96], pesch[64];
+  const char *how = kill ? "kill" : "failover";
+  snprintf(fair, sizeof fair, "rfs:fair:%s", how);
+  snprintf(rw, sizeof rw, "rfs:rw:%s", how);
+  snprintf(sem, sizeof sem, "rfs:sem:%s", how);
+  snprintf(latch, sizeof latch, "rfs:latch:%s", how);
+  snprintf(pes, sizeof pes, "rfs:pes:%s", how);
+  snprintf(fairq, sizeof fairq, "redisson_lock_queue:{%s}", fair);
+  snprintf(rwch, sizeof rwch, "redisson_rwlock:{%s}", rw);
+  snprintf(semch, sizeof semch, "redisson_sc:{%s}", sem);
+  snprintf(latchch, sizeof latchch, "redisson_countdownlatch__channel__{%s}", latch);
+  snprintf(pesch, sizeof pesch, "redisson_sc:{%s}", pes);
   th_server_t *old = th_sentinels_node(dep, th_sentinel_master_port(dep, 0));
   CHECK(old);
   CHECK_MSG(th_sentinels_wait_replicas(old, 2, 60000), "the master's replicas are not online");
@@ -130,11 +145,25 @@ TEST(family_failover) {
   th_peer_expect(j, "l", "ok", "getLatch %s", latch);
   th_peer_send(j, "l", "latchAwait 120000");
   wait_subscribed(old, NULL, latchch, "the Java awaiter");
+  /* permit-expirable semaphore: C holds the only permit (60 s), Java's acquire waits */
+  rlock_permits_t *ps = NULL;
+  CHECK_OK(rlock_permits_new(c, pes, strlen(pes), &ps));
+  th_peer_expect(j, "p", "ok", "getPermitSemaphore %s", pes);
+  th_peer_expect(j, "p", "true", "pesTrySetPermits 1");
+  char cid[RLOCK_PERMIT_ID_LEN + 1];
+  CHECK_OK(rlock_permits_acquire(ps, 0, 60000, NULL, cid));
+  th_peer_send(j, "p", "pesAcquire 60000");
+  wait_subscribed(old, NULL, pesch, "the Java permit waiter");
   th_replicas_caught_up(old, 2, 10000);
 
-  redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
-  CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
-  freeReplyObject(r);
+  if (kill) {
+    th_server_kill(old);
+  } else {
+    redisReply *r = th_sentinel_cmd(dep, 0, "SENTINEL FAILOVER %s", dep->name);
+    CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+  }
+  th_server_t *demoted = kill ? NULL : old; /* a Java subscription may stay there (replicated messages) */
   th_server_t *m = th_sentinels_wait_failover(dep, old->port, 60000);
   CHECK_MSG(m, "no failover within 60 s");
   CHECK_MSG(th_sentinels_wait_replicas(m, 1, 60000), "the new master has no replica online");
@@ -154,6 +183,10 @@ TEST(family_failover) {
   char *early = NULL;
   CHECK_MSG(!th_peer_poll(j, "r", 0, &early), "the Java reader got in beside the C writer: %s", early);
   CHECK_MSG(!th_peer_poll(j, "l", 0, &early), "Java's await ended on a closed latch: %s", early);
+  CHECK_MSG(!th_peer_poll(j, "p", 0, &early), "Java took the permit C holds: %s", early);
+  char pesz[64];
+  snprintf(pesz, sizeof pesz, "{%s}:timeout", pes);
+  CHECK_EQ(th_cmd_int(m, "ZCARD", pesz, NULL), 1);
 
   /* fair: Java's unlock wakes the C waiter. Timed from the unlock's answer:
    * Redisson may first look for the new master. */
@@ -182,7 +215,7 @@ TEST(family_failover) {
   /* rw: rlock's write unlock wakes the Java reader, once Redisson has
    * subscribed again where the message reaches it (the new master, or the
    * demoted node, which gets it by replication) */
-  wait_subscribed(m, old, rwch, "the Java reader (again)");
+  wait_subscribed(m, demoted, rwch, "the Java reader (again)");
   t0 = th_now_ms();
   CHECK_OK(rlock_lock_unlock(wr));
   char *got = th_peer_answer(j, "r", WAKE_MS);
@@ -192,7 +225,7 @@ TEST(family_failover) {
   th_peer_expect(j, "r", "ok", "unlock");
 
   /* latch: rlock's count-down opens Java's await */
-  wait_subscribed(m, old, latchch, "the Java awaiter (again)");
+  wait_subscribed(m, demoted, latchch, "the Java awaiter (again)");
   t0 = th_now_ms();
   CHECK_OK(rlock_latch_count_down(l, NULL));
   got = th_peer_answer(j, "l", WAKE_MS);
@@ -200,16 +233,33 @@ TEST(family_failover) {
   free(got);
   fprintf(stderr, "# after the failover: C count-down -> Java's await opens: %lld ms\n", (long long)(th_now_ms() - t0));
 
+  /* permits: rlock's release wakes Java's acquire */
+  wait_subscribed(m, demoted, pesch, "the Java permit waiter (again)");
+  t0 = th_now_ms();
+  CHECK_OK(rlock_permits_release(ps, cid));
+  got = th_peer_answer(j, "p", WAKE_MS);
+  CHECK_MSG(strlen(got) == RLOCK_PERMIT_ID_LEN, "Java's permit id: %s", got);
+  fprintf(stderr, "# after the failover: C permit release -> Java acquires: %lld ms\n", (long long)(th_now_ms() - t0));
+  CHECK_OK(rlock_permits_release(ps, got)); /* and C releases Java's permit by its id */
+  free(got);
+  int64_t avail = -1;
+  CHECK_OK(rlock_permits_available(ps, &avail));
+  CHECK_EQ(avail, 1);
+
   CHECK_OK(rlock_semaphore_release(s, 1, NULL));
   CHECK_EQ(th_cmd_int(m, "EXISTS", fair, NULL), 0);
   CHECK_EQ(th_cmd_int(m, "EXISTS", rw, NULL), 0);
   CHECK_EQ(th_cmd_int(m, "EXISTS", latch, NULL), 0);
   rlock_lock_free(fl), rlock_lock_free(rd), rlock_lock_free(wr);
   rlock_semaphore_free(s);
+  rlock_permits_free(ps);
   rlock_latch_free(l);
   rlock_client_free(c);
   th_peer_stop(j);
 }
+
+TEST(family_failover) { family_failover(false); }
+TEST(family_master_killed) { family_failover(true); }
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 280);
@@ -221,6 +271,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   dep = th_sentinels_start("rfm", 2, 3);
   RUN(family_failover);
+  RUN(family_master_killed);
   th_sentinels_stop(dep);
   return th_done();
 }
