@@ -135,6 +135,7 @@ static void contention(kind_t k, const char *name) {
   CHECK_OK(rlock_lock_lock(w.l, LONG_LEASE));
   th_peer_send(j, "a", "lock");
   wait_parked(k, name, 1);
+  if (k != K_SPIN) th_peer_wait_parked(j, "a"); /* a write unlock wakes only Java threads asleep */
   char *early = NULL;
   CHECK_MSG(!th_peer_poll(j, "a", 0, &early), "Java got the lock rlock holds: %s", early);
   t0 = th_now_ms();
@@ -250,6 +251,7 @@ TEST(rw_share) {
   th_peer_expect(j, "r", "false", "tryLock 0 1000");
   th_peer_send(j, "r", "lock %d", LONG_LEASE);
   wait_parked(K_READ, name, 1);
+  th_peer_wait_parked(j, "r"); /* a write unlock wakes only Java threads asleep */
   CHECK(!th_peer_poll(j, "r", 0, &a));
   CHECK_OK(rlock_lock_unlock(w));
   a = th_peer_answer(j, "r", WAKE_MS);

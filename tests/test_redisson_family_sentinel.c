@@ -217,6 +217,7 @@ static void family_failover(bool kill) {
    * demoted node, which gets it by replication) */
   wait_subscribed(m, demoted, rwch, "the Java reader (again)");
   t0 = th_now_ms();
+  th_peer_wait_parked(j, "r"); /* a write unlock wakes only Java threads asleep */
   CHECK_OK(rlock_lock_unlock(wr));
   char *got = th_peer_answer(j, "r", WAKE_MS);
   CHECK_STREQ(got, "ok");

@@ -30,6 +30,10 @@
  *   remainTimeToLive         a number (ms; -2 no key, -1 no TTL)
  *   owner                    the hash field of this worker's holds
  *   ping                     pong (the worker is idle: its earlier commands are done)
+ *   parked WORKER            true if WORKER's thread waits on a lock entry's
+ *                            latch (java.util.concurrent.Semaphore): its lock()
+ *                            or acquire() has tried, subscribed and sleeps until
+ *                            a message (or its TTL)
  *
  * Semaphore and count-down latch (issue 25), on the worker's current one:
  *   getSemaphore NAME        ok (RSemaphore)
@@ -74,8 +78,8 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
@@ -91,6 +95,7 @@ import org.redisson.config.Config;
 public final class Peer {
   private static PrintStream out;
   private static RedissonClient redisson;
+  private static final Map<String, Worker> workers = new ConcurrentHashMap<>();
 
   private static synchronized void answer(String worker, String text) {
     out.println(worker + " " + text);
@@ -182,6 +187,13 @@ public final class Peer {
           return redisson.getId() + ":" + Thread.currentThread().getId();
         case "ping":
           return "pong";
+        case "parked": {
+          Worker w = workers.get(c[1]);
+          if (w == null) return "false";
+          for (StackTraceElement e : w.getStackTrace())
+            if (e.getClassName().equals("java.util.concurrent.Semaphore")) return "true";
+          return "false";
+        }
         case "getSemaphore":
           sem = redisson.getSemaphore(c[1]);
           return "ok";
@@ -327,7 +339,6 @@ public final class Peer {
     }
     redisson = Redisson.create(config(args[0], args[1], watchdog, scan));
     answer("ready", redisson.getId());
-    Map<String, Worker> workers = new HashMap<>();
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
