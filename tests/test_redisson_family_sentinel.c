@@ -76,7 +76,26 @@ static int subscribed(void *arg) {
 }
 static void wait_subscribed(th_server_t *a, th_server_t *b, const char *chan, const char *who) {
   sub_wait_t w = {{a, b}, chan};
-  CHECK_MSG(th_wait_until(subscribed, &w, 30000), "%s never subscribed to %s", who, chan);
+  if (th_wait_until(subscribed, &w, 30000)) return;
+  for (int i = 0; i < dep->nnodes; i++) { /* where the subscribers are */
+    th_server_t *n = dep->nodes[i];
+    if (n->pid <= 0) continue;
+    redisReply *r = th_cmd(n, "CLIENT", "LIST", "TYPE", "pubsub", NULL);
+    fprintf(stderr, "# node %d%s: %lld subscribers of %s; pubsub clients:\n%s\n", n->port, n == a ? " (new master)" : "",
+            th_numsub(n, chan), chan, r && r->str ? r->str : "?");
+    th_reply_free(r);
+  }
+  CHECK_MSG(0, "%s never subscribed to %s", who, chan);
+}
+
+/* The C semaphore waiter subscribed again, or its acquire ended. */
+typedef struct sem_sub {
+  sub_wait_t sub;
+  res_t *res;
+} sem_sub_t;
+static int sem_subscribed_or_done(void *arg) {
+  sem_sub_t *w = arg;
+  return res_done(w->res) || subscribed(&w->sub);
 }
 
 typedef struct fair_wait {
@@ -202,6 +221,9 @@ static void family_failover(bool kill) {
   CHECK_OK(rlock_lock_release(fl, fw.owner));
 
   /* semaphore: Java's release wakes the C acquire (subscribed again on the new master) */
+  sem_sub_t ss = {{{m, NULL}, semch}, &sw};
+  th_wait_until(sem_subscribed_or_done, &ss, 30000);
+  CHECK_MSG(!res_done(&sw), "the C semaphore acquire ended during the failover: %s", rlock_strerror(sw.status));
   wait_subscribed(m, NULL, semch, "the C semaphore waiter (again)");
   th_peer_expect(j, "s", "ok", "semRelease 1");
   t0 = th_now_ms();
