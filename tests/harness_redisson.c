@@ -146,6 +146,25 @@ long long th_peer_num(th_peer_t *p, const char *worker, const char *cmd) {
   return v;
 }
 
+typedef struct parked_q {
+  th_peer_t *p;
+  const char *worker;
+} parked_q_t;
+static int is_parked(void *arg) {
+  parked_q_t *q = arg;
+  th_peer_send(q->p, "_parked", "parked %s", q->worker);
+  char *a = th_peer_answer(q->p, "_parked", 10000);
+  int yes = !strcmp(a, "true");
+  free(a);
+  return yes;
+}
+
+void th_peer_wait_parked(th_peer_t *p, const char *worker) {
+  parked_q_t q = {p, worker};
+  if (!th_wait_until(is_parked, &q, 20000))
+    th_fail(__FILE__, __LINE__, "Redisson peer: worker %s never slept on its lock entry's latch", worker);
+}
+
 static void peer_free(th_peer_t *p) {
   if (p->in) fclose(p->in);
   close(p->out);

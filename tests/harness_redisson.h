@@ -47,6 +47,12 @@ void th_peer_expect_at(const char *file, int line, th_peer_t *p, const char *wor
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Sends the command; its answer as a number (10 s; fails on anything else). */
 long long th_peer_num(th_peer_t *p, const char *worker, const char *cmd);
+/* Waits (20 s, else fails the test) until worker's thread sleeps on its
+ * lock entry's latch: its lock()/acquire() tried, subscribed and waits for
+ * a message. Redisson wakes only the threads already asleep there for a
+ * write unlock's message `1` (LockPubSub: release(getQueueLength())), so a
+ * test that unlocks a write lock to wake a Java waiter first waits for this. */
+void th_peer_wait_parked(th_peer_t *p, const char *worker);
 /* SIGKILL (a crashed Java service) and reap. */
 void th_peer_kill(th_peer_t *p);
 /* "quit", waits for the exit, frees p. */

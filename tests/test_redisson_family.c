@@ -139,6 +139,7 @@ TEST(rw_across_languages) {
   CHECK_MSG(th_wait_until(subs_reach, &sw, 20000), "the Java reader never waited");
   char *early = NULL;
   CHECK_MSG(!th_peer_poll(j, "b", 0, &early), "a Java reader got in beside the C writer: %s", early);
+  th_peer_wait_parked(j, "b"); /* a write unlock wakes only Java threads asleep */
   CHECK_OK(rlock_lock_release(wr, w.owner));
   char *got = th_peer_answer(j, "b", WAKE_MS);
   CHECK_STREQ(got, "ok");

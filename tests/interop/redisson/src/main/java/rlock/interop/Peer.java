@@ -30,6 +30,10 @@
  *   remainTimeToLive         a number (ms; -2 no key, -1 no TTL)
  *   owner                    the hash field of this worker's holds
  *   ping                     pong (the worker is idle: its earlier commands are done)
+ *   parked WORKER            true if WORKER's thread waits on a lock entry's
+ *                            latch (java.util.concurrent.Semaphore): its lock()
+ *                            or acquire() has tried, subscribed and sleeps until
+ *                            a message (or its TTL)
  *
  * Semaphore and count-down latch (issue 25), on the worker's current one:
  *   getSemaphore NAME        ok (RSemaphore)
@@ -43,6 +47,30 @@
  *   latchCountDown           ok
  *   latchAwait WAIT_MS       true | false
  *   latchCount               a number
+ *
+ * Lock family (issue 24): each sets the worker's current lock, so lock,
+ * tryLock, unlock... above work on it:
+ *   getFairLock NAME, getNonReentrantLock NAME, getNonReentrantFairLock NAME,
+ *   getSpinLock NAME, getFencedLock NAME     ok
+ *   getReadLock NAME         ok (getReadWriteLock(NAME).readLock())
+ *   getWriteLock NAME        ok (getReadWriteLock(NAME).writeLock())
+ *   fencedLockAndGetToken [LEASE_MS]         the token (fenced lock)
+ *   fencedTryLockAndGetToken WAIT_MS [LEASE] the token, or null
+ *   fencedToken              the last token issued, or null
+ *
+ * Permit-expirable semaphore (issue 25), on the worker's current one; a
+ * LEASE_MS of -1 (or none) is Redisson's permit without expiry:
+ *   getPermitSemaphore NAME  ok (RPermitExpirableSemaphore)
+ *   pesTrySetPermits N       true | false
+ *   pesAcquire [LEASE_MS]    the permit id (blocks until taken)
+ *   pesTryAcquire WAIT_MS [LEASE_MS]  the permit id, or null
+ *   pesRelease ID            ok (any client's id)
+ *   pesTryRelease ID         true | false
+ *   pesAvailable             a number (availablePermits)
+ *   pesAcquired              a number (acquiredPermits)
+ *   pesPermits               a number (getPermits)
+ *   pesLeaseTime ID          ms left (-1: no expiry)
+ *   pesUpdateLeaseTime ID LEASE_MS  true | false
  */
 package rlock.interop;
 
@@ -50,8 +78,8 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
@@ -59,6 +87,7 @@ import org.redisson.Redisson;
 import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -66,6 +95,7 @@ import org.redisson.config.Config;
 public final class Peer {
   private static PrintStream out;
   private static RedissonClient redisson;
+  private static final Map<String, Worker> workers = new ConcurrentHashMap<>();
 
   private static synchronized void answer(String worker, String text) {
     out.println(worker + " " + text);
@@ -79,6 +109,7 @@ public final class Peer {
     private RLock lock;
     private RSemaphore sem;
     private RCountDownLatch latch;
+    private RPermitExpirableSemaphore pes;
 
     Worker(String name) {
       this.name = name;
@@ -111,6 +142,16 @@ public final class Peer {
     private RLock lock() {
       if (lock == null) throw new IllegalStateException("getLock first");
       return lock;
+    }
+
+    private RFencedLock fenced() {
+      if (!(lock() instanceof RFencedLock)) throw new IllegalStateException("getFencedLock first");
+      return (RFencedLock) lock;
+    }
+
+    private RPermitExpirableSemaphore pes() {
+      if (pes == null) throw new IllegalStateException("getPermitSemaphore first");
+      return pes;
     }
 
     private String run(String[] c) throws Exception {
@@ -146,6 +187,13 @@ public final class Peer {
           return redisson.getId() + ":" + Thread.currentThread().getId();
         case "ping":
           return "pong";
+        case "parked": {
+          Worker w = workers.get(c[1]);
+          if (w == null) return "false";
+          for (StackTraceElement e : w.getStackTrace())
+            if (e.getClassName().equals("java.util.concurrent.Semaphore")) return "true";
+          return "false";
+        }
         case "getSemaphore":
           sem = redisson.getSemaphore(c[1]);
           return "ok";
@@ -197,11 +245,46 @@ public final class Peer {
           lock = redisson.getFencedLock(c[1]);
           return "ok";
         case "fencedLockAndGetToken":
-          return String.valueOf(((RFencedLock) lock()).lockAndGetToken());
-        case "fencedTryLockAndGetToken":
-          return String.valueOf(((RFencedLock) lock()).tryLockAndGetToken(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
+          if (c.length > 1 && Long.parseLong(c[1]) > 0)
+            return String.valueOf(fenced().lockAndGetToken(Long.parseLong(c[1]), TimeUnit.MILLISECONDS));
+          return String.valueOf(fenced().lockAndGetToken());
+        case "fencedTryLockAndGetToken": {
+          long wait = Long.parseLong(c[1]);
+          if (c.length > 2)
+            return String.valueOf(fenced().tryLockAndGetToken(wait, Long.parseLong(c[2]), TimeUnit.MILLISECONDS));
+          return String.valueOf(fenced().tryLockAndGetToken(wait, TimeUnit.MILLISECONDS));
+        }
         case "fencedToken":
-          return String.valueOf(((RFencedLock) lock()).getToken());
+          return String.valueOf(fenced().getToken());
+        case "getPermitSemaphore":
+          pes = redisson.getPermitExpirableSemaphore(c[1]);
+          return "ok";
+        case "pesTrySetPermits":
+          return String.valueOf(pes().trySetPermits(Integer.parseInt(c[1])));
+        case "pesAcquire":
+          if (c.length > 1 && Long.parseLong(c[1]) > 0)
+            return pes().acquire(Long.parseLong(c[1]), TimeUnit.MILLISECONDS);
+          return pes().acquire();
+        case "pesTryAcquire": {
+          long wait = Long.parseLong(c[1]);
+          long lease = c.length > 2 ? Long.parseLong(c[2]) : -1;
+          return String.valueOf(pes().tryAcquire(wait, lease, TimeUnit.MILLISECONDS));
+        }
+        case "pesRelease":
+          pes().release(c[1]);
+          return "ok";
+        case "pesTryRelease":
+          return String.valueOf(pes().tryRelease(c[1]));
+        case "pesAvailable":
+          return String.valueOf(pes().availablePermits());
+        case "pesAcquired":
+          return String.valueOf(pes().acquiredPermits());
+        case "pesPermits":
+          return String.valueOf(pes().getPermits());
+        case "pesLeaseTime":
+          return String.valueOf(pes().getLeaseTime(c[1]));
+        case "pesUpdateLeaseTime":
+          return String.valueOf(pes().updateLeaseTime(c[1], Long.parseLong(c[2]), TimeUnit.MILLISECONDS));
         default:
           throw new IllegalArgumentException("unknown command " + c[0]);
       }
@@ -256,7 +339,6 @@ public final class Peer {
     }
     redisson = Redisson.create(config(args[0], args[1], watchdog, scan));
     answer("ready", redisson.getId());
-    Map<String, Worker> workers = new HashMap<>();
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
