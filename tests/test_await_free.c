@@ -14,6 +14,9 @@
  *                       channel still gets the unlock's wake-up (the
  *                       free-waiter hands it on), then its release wakes
  *                       the free-waiter
+ *   simple_foreign_release  a simple lock of another library without a TTL,
+ *                       released by a DEL (no message): the waiter looks
+ *                       again as the kind's acquirers do, and sees it free
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -177,6 +180,28 @@ TEST(shares_channel) {
   rlock_client_free(h);
 }
 
+
+/* A simple lock of another library (redis-py's Lock(timeout=None): SET
+ * without a TTL) released by a compare-and-DEL, which publishes nothing. */
+TEST(simple_foreign_release) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_simple(c, "af:simple", 9, &l));
+  th_reply_free(th_cmd(srv, "SET", "af:simple", "py-token", NULL));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"rlock_simple__channel:{af:simple}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the simple lock's channel");
+  CHECK_EQ(is_done(&a), 0);
+  CHECK_EQ(th_cmd_int(srv, "DEL", "af:simple", NULL), 1);
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the free-waiter never saw the lock freed by another library");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -199,6 +224,7 @@ int main(int argc, char **argv) {
   RUN(bound);
   RUN(rwlock);
   RUN(shares_channel);
+  RUN(simple_foreign_release);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();
