@@ -618,8 +618,10 @@ RLOCK_EXPORT int rlock_permits_add_async(rlock_permits_t *sem, int64_t delta, rl
 /* Waits at most wait_ms (0: one look; RLOCK_WAIT_FOREVER) until the lock's
  * key is gone (no holder, whatever the kind), without taking it: woken by the
  * unlock message, or at the holder's TTL (a lock that expires, a kind that
- * publishes nothing), never polling faster. 0 free; RLOCK_EBUSY still held at
- * the bound; RLOCK_ECANCELED. Not for semaphore or latch handles (RLOCK_EINVAL).
+ * publishes nothing), never polling faster; a simple lock (released by other
+ * libraries without a message) is also looked at as its acquirers poll.
+ * 0 free; RLOCK_EBUSY still held at the bound; RLOCK_ECANCELED. Not for
+ * semaphore, permit-semaphore or latch handles (RLOCK_EINVAL).
  * docs/api/lock.md. */
 RLOCK_EXPORT int rlock_lock_await_free(rlock_lock_t *lock, int64_t wait_ms, rlock_cancel_t *cancel);
 

@@ -11,7 +11,8 @@
  *                   until the message 0 (wakes all) or the wait bound, GET again
  *   OP_AWAIT_FREE   a lock of any kind: PTTL of its key; there: join the
  *                   lock's channel, park until a message, the holder's TTL or
- *                   the wait bound, PTTL again (rlock_lock_await_free)
+ *                   the wait bound (a simple lock: also its acquirers' poll),
+ *                   PTTL again (rlock_lock_await_free)
  * Every script that writes carries a request id whose latch key
  * (rlock_semaphore_latch:{NAME}:<id>, rlock_countdown_latch:{NAME}:<id>)
  * stores its first answer: a request re-sent after a lost answer (up to
@@ -327,6 +328,11 @@ static void not_yet(op_t *op, int64_t ttl) {
                      0, NULL, 0);
     return;
   }
+  /* A simple lock's other programs (redis-py, node-redlock, redsync) release
+   * without a message, and may hold it without a TTL: look again as its
+   * acquirers try again (the kind's capped backoff), never later. */
+  if (op->kind == OP_AWAIT_FREE && op->lock->kind->poll_ms && !op->lock->kind->no_pubsub)
+    ttl = op->lock->kind->poll_ms(op, ttl);
   if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) { /* no messages: its TTL */
     arm_deadline_ttl(op, now, ttl > 0 ? ttl : op->cl->opt.watchdog_timeout_ms / 3);
     return;

@@ -14,6 +14,14 @@
  *                       channel still gets the unlock's wake-up (the
  *                       free-waiter hands it on), then its release wakes
  *                       the free-waiter
+ *   simple_foreign_release  a simple lock of another library without a TTL,
+ *                       released by a DEL (no message): the waiter looks
+ *                       again as the kind's acquirers do, and sees it free
+ *   resubscribed        the subscriber connection killed, the unlock's
+ *                       message lost meanwhile: the resubscription wakes it
+ *   client_freed        rlock_client_free while it waits: RLOCK_ECLOSED
+ *   ends_beside_acquirer  a free-waiter that ends at its bound leaves a
+ *                       parked acquirer of the same client its wake-up
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -177,6 +185,90 @@ TEST(shares_channel) {
   rlock_client_free(h);
 }
 
+
+/* A simple lock of another library (redis-py's Lock(timeout=None): SET
+ * without a TTL) released by a compare-and-DEL, which publishes nothing. */
+TEST(simple_foreign_release) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_simple(c, "af:simple", 9, &l));
+  th_reply_free(th_cmd(srv, "SET", "af:simple", "py-token", NULL));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"rlock_simple__channel:{af:simple}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the simple lock's channel");
+  CHECK_EQ(is_done(&a), 0);
+  CHECK_EQ(th_cmd_int(srv, "DEL", "af:simple", NULL), 1);
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the free-waiter never saw the lock freed by another library");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+TEST(resubscribed) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:kill"), *l = th_lock(c, "af:kill");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:kill}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe");
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "pubsub", NULL));
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the resubscription did not wake the waiter (the unlock's message was lost)");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
+static void *freer(void *p) { rlock_client_free(p); return NULL; }
+
+TEST(client_freed) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:cfree"), *l = th_lock(c, "af:cfree");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t, f;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:cfree}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe");
+  CHECK(pthread_create(&f, NULL, freer, c) == 0);
+  CHECK_MSG(th_wait_until(is_done, &a, 5000), "rlock_client_free did not end the wait");
+  pthread_join(t, NULL);
+  pthread_join(f, NULL);
+  CHECK_RC(a.rc, RLOCK_ECLOSED);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(h);
+}
+
+TEST(ends_beside_acquirer) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = th_lock(h, "af:obt"), *l = th_lock(c, "af:obt");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  waiter_arg_t a = {.lock = l, .wait_ms = 300};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:obt}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe");
+  CHECK_OK(rlock_lock_acquire_async(l, 77, 30000, 60000, NULL, on_acquired, NULL));
+  pthread_join(t, NULL);
+  CHECK_RC(a.rc, RLOCK_EBUSY);
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(th_wait_until(got_it, NULL, 5000), "the parked acquirer was not woken by the unlock");
+  CHECK_OK(rlock_lock_release(l, 77));
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -199,6 +291,11 @@ int main(int argc, char **argv) {
   RUN(bound);
   RUN(rwlock);
   RUN(shares_channel);
+  RUN(simple_foreign_release);
+  RUN(resubscribed);
+  RUN(client_freed);
+  atomic_store(&acquired, 0);
+  RUN(ends_beside_acquirer);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();

@@ -54,6 +54,18 @@ redis-cli -p "$PORT" PUBLISH 'redisson_rwlock:{rw}' 0 >/dev/null
 await "$w2" 30
 [ "$RC" = 0 ] && pass "rwlock waiter: free" || fail "rwlock waiter exit $RC: $(cat "$T/w2.err")"
 
+# A simple lock of another library (redis-py's Lock(timeout=None): no TTL),
+# released by a DEL that publishes nothing: looked at again as its acquirers poll.
+redis-cli -p "$PORT" SET py 'py-token' >/dev/null
+bg "$T/w3" "$RLOCK" -u "$URL" wait py
+w3=$BG
+until_true 30 numsub 'rlock_simple__channel:{py}' && pass "simple-lock waiter on rlock_simple__channel:{py}" ||
+  fail "simple-lock waiter not on its channel"
+redis-cli -p "$PORT" DEL py >/dev/null
+await "$w3" 10
+[ "$RC" = 0 ] && pass "simple-lock waiter: free after a release without a message" ||
+  fail "simple-lock waiter exit $RC: $(cat "$T/w3.err")"
+
 # Not a lock.
 redis-cli -p "$PORT" RPUSH list-key a >/dev/null
 expect 65 "wait on a list" R wait list-key
