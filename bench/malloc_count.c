@@ -113,8 +113,8 @@ void *memalign(size_t al, size_t n) {
 
 __attribute__((destructor)) static void report(void) {
   char buf[160];
-  int len = snprintf(buf, sizeof buf, "{\"allocations\":%lu,\"frees\":%lu,\"bytes\":%lu}\n",
-                     atomic_load(&n_alloc), atomic_load(&n_free), atomic_load(&n_bytes));
+  int len = snprintf(buf, sizeof buf, "{\"allocations\":%lu,\"frees\":%lu,\"bytes\":%lu}\n", atomic_load(&n_alloc),
+                     atomic_load(&n_free), atomic_load(&n_bytes));
   const char *path = getenv("MALLOC_COUNT_OUT");
   int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : 2;
   if (fd < 0) return;

@@ -60,13 +60,14 @@ static long long now_ns(void) {
 static double cpu_s(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static void fail(const char *what, redisReply *r) {
   fprintf(stderr, "redisson_ref: %s: %s\n", what,
-          !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply type");
+          !r                             ? ctx->errstr
+          : r->type == REDIS_REPLY_ERROR ? r->str
+                                         : "unexpected reply type");
   exit(2);
 }
 

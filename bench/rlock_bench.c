@@ -56,15 +56,15 @@ static int64_t now_ns(void) {
 }
 
 static void die_rc(const char *what, int rc) {
-  fprintf(stderr, "rlock_bench: %s failed: %s (%s): %s\n", what, rlock_err_name(rc),
-          rlock_strerror(rc), rlock_last_error());
+  fprintf(stderr, "rlock_bench: %s failed: %s (%s): %s\n", what, rlock_err_name(rc), rlock_strerror(rc),
+          rlock_last_error());
   fflush(stderr);
   _exit(2);
 }
 
-#define CHECK(what, expr)          \
-  do {                             \
-    int rc_ = (expr);              \
+#define CHECK(what, expr)            \
+  do {                               \
+    int rc_ = (expr);                \
     if (rc_ != 0) die_rc(what, rc_); \
   } while (0)
 
@@ -114,8 +114,7 @@ static target_t target_redlock(const char *urls, const char *format, const char 
   snprintf(copy, sizeof copy, "%s", urls);
   const char *list[REDLOCK_MAX_NODES];
   size_t n = 0;
-  for (char *save = NULL, *u = strtok_r(copy, ",", &save); u && n < REDLOCK_MAX_NODES;
-       u = strtok_r(NULL, ",", &save))
+  for (char *save = NULL, *u = strtok_r(copy, ",", &save); u && n < REDLOCK_MAX_NODES; u = strtok_r(NULL, ",", &save))
     list[n++] = u;
   rlock_options_t o;
   rlock_options_init(&o);
@@ -211,12 +210,12 @@ static int run_s1(target_t *t, long pairs, long warm, const char *path) {
   samples_write(f, &s);
   fclose(f);
   free(s.v);
-  printf("{\"pairs\":%ld,\"elapsed_s\":%.6f,\"cpu_us_per_pair\":%.2f,\"commands_per_pair\":%.3f,"
-         "\"writes_per_pair\":%.3f,\"fast_per_pair\":%.3f}\n",
-         pairs, (double)(t1 - t0) / 1e9, (cpu1 - cpu0) * 1e6 / (double)pairs,
-         (double)(st1.commands_sent - st0.commands_sent) / (double)pairs,
-         (double)(st1.writes - st0.writes) / (double)pairs,
-         (double)(st1.fast_calls - st0.fast_calls) / (double)pairs);
+  printf(
+      "{\"pairs\":%ld,\"elapsed_s\":%.6f,\"cpu_us_per_pair\":%.2f,\"commands_per_pair\":%.3f,"
+      "\"writes_per_pair\":%.3f,\"fast_per_pair\":%.3f}\n",
+      pairs, (double)(t1 - t0) / 1e9, (cpu1 - cpu0) * 1e6 / (double)pairs,
+      (double)(st1.commands_sent - st0.commands_sent) / (double)pairs,
+      (double)(st1.writes - st0.writes) / (double)pairs, (double)(st1.fast_calls - st0.fast_calls) / (double)pairs);
   target_close(t);
   return 0;
 }
@@ -376,8 +375,8 @@ static void s2a_next(s2a_owner_t *o) {
   }
   o->ph = ph;
   o->a = now_ns();
-  CHECK("acquire_async", rlock_lock_acquire_async(o->l, o->owner, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG,
-                                                  NULL, s2a_acquired, o));
+  CHECK("acquire_async",
+        rlock_lock_acquire_async(o->l, o->owner, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL, s2a_acquired, o));
 }
 
 static void s2a_released(rlock_lock_t *l, int status, int64_t value, void *arg) {
@@ -616,9 +615,8 @@ static int run_s4(const target_spec_t *spec, char **argv) {
   }
   fclose(f);
   int ok = WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0;
-  printf("{\"handoffs\":%ld,\"recorded\":%ld,\"elapsed_s\":%.3f,\"capped\":%s,\"children_ok\":%s}\n",
-         done, recorded, (double)(t1 - t0) / 1e9, done < total ? "true" : "false",
-         ok ? "true" : "false");
+  printf("{\"handoffs\":%ld,\"recorded\":%ld,\"elapsed_s\":%.3f,\"capped\":%s,\"children_ok\":%s}\n", done, recorded,
+         (double)(t1 - t0) / 1e9, done < total ? "true" : "false", ok ? "true" : "false");
   if (!ok) {
     fprintf(stderr, "rlock_bench s4: a child failed (status %d / %d)\n", sa, sb);
     return 2;
@@ -661,8 +659,7 @@ static void s5_held_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
   else atomic_fetch_add(&s5c.failed, 1);
 }
 
-static void s5_lost_cb(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                       void *arg) {
+static void s5_lost_cb(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   atomic_fetch_add(&s5c.lost, 1);
 }
 
@@ -680,8 +677,7 @@ static long rss_kb(void) {
 static double cpu_s(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* Sum of the server's EVAL + EVALSHA calls (INFO commandstats). */
@@ -755,17 +751,17 @@ static int cmd_s5(int argc, char **argv) {
     CHECK("release_async", rlock_lock_release_async(locks[i], (rlock_owner_t)1, s5_acq_cb, NULL));
   wait_count(&s5c.ok, n);
   double el = (double)(t1 - t0) / 1e9;
-  printf("{\"locks\":%ld,\"acquired\":%ld,\"acquire_s\":%.3f,\"hold_s\":%.3f,"
-         "\"renewal_calls\":%" PRIu64 ",\"renewal_calls_per_s\":%.2f,\"renewed_locks_per_s\":%.1f,"
-         "\"server_script_calls_per_s\":%.2f,\"client_cpu_pct\":%.2f,"
-         "\"rss_kb_base\":%ld,\"rss_kb_client\":%ld,\"rss_kb_held\":%ld,\"rss_kb_end\":%ld,"
-         "\"rss_bytes_per_lock\":%.1f,\"still_held\":%ld,\"lost\":%ld,\"failed\":%ld}\n",
-         n, acquired, (double)(a1 - a0) / 1e9, el, st1.renewals - st0.renewals,
-         (double)(st1.renewals - st0.renewals) / el,
-         (double)(st1.renewed_locks - st0.renewed_locks) / el, (double)(sc1 - sc0) / el,
-         100.0 * (cpu1 - cpu0) / el, rss0, rss1, rss2, rss3,
-         (double)(rss3 - rss1) * 1024.0 / (double)n, held, atomic_load(&s5c.lost),
-         atomic_load(&s5c.failed));
+  printf(
+      "{\"locks\":%ld,\"acquired\":%ld,\"acquire_s\":%.3f,\"hold_s\":%.3f,"
+      "\"renewal_calls\":%" PRIu64
+      ",\"renewal_calls_per_s\":%.2f,\"renewed_locks_per_s\":%.1f,"
+      "\"server_script_calls_per_s\":%.2f,\"client_cpu_pct\":%.2f,"
+      "\"rss_kb_base\":%ld,\"rss_kb_client\":%ld,\"rss_kb_held\":%ld,\"rss_kb_end\":%ld,"
+      "\"rss_bytes_per_lock\":%.1f,\"still_held\":%ld,\"lost\":%ld,\"failed\":%ld}\n",
+      n, acquired, (double)(a1 - a0) / 1e9, el, st1.renewals - st0.renewals, (double)(st1.renewals - st0.renewals) / el,
+      (double)(st1.renewed_locks - st0.renewed_locks) / el, (double)(sc1 - sc0) / el, 100.0 * (cpu1 - cpu0) / el, rss0,
+      rss1, rss2, rss3, (double)(rss3 - rss1) * 1024.0 / (double)n, held, atomic_load(&s5c.lost),
+      atomic_load(&s5c.failed));
   for (long i = 0; i < n; i++) rlock_lock_free(locks[i]);
   free(locks);
   rlock_client_free(c);
@@ -947,6 +943,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "r4")) rc = cmd_r4(argc, argv);
   if (rc != 64) return rc;
 usage:
-  fprintf(stderr, "usage: rlock_bench s1|s2|s2a|s3|s4|s5|s6|r1|r4|s3f|s4f|s8|s9 URL ... (see the comment at the top of bench/rlock_bench.c)\n");
+  fprintf(stderr,
+          "usage: rlock_bench s1|s2|s2a|s3|s4|s5|s6|r1|r4|s3f|s4f|s8|s9 URL ... (see the comment at the top of "
+          "bench/rlock_bench.c)\n");
   return 64;
 }

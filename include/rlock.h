@@ -44,28 +44,28 @@ RLOCK_EXPORT const char *rlock_version(void);
  * rlock_strerror / rlock_err_name are made from this list (libuv's
  * UV_ERRNO_MAP). New codes go at the end with the next free value; values
  * never change (they are ABI). docs/api/errors.md says when each occurs. */
-#define RLOCK_ERRNO_MAP(X)                                                                     \
-  X(OK, 0, "success")                                                                          \
-  X(EINVAL, -1, "invalid argument")                                                            \
-  X(ENOMEM, -2, "out of memory")                                                               \
-  X(EURL, -3, "invalid Redis URL")                                                             \
-  X(ECONNECT, -4, "cannot connect to Redis")                                                   \
-  X(EAUTH, -5, "authentication or handshake rejected by Redis")                                \
-  X(ETLS, -6, "TLS setup or handshake failed")                                                 \
-  X(ETIMEDOUT, -7, "Redis did not answer in time")                                             \
-  X(ECONNLOST, -8, "connection to Redis lost while the request was in flight")                 \
-  X(EBUSY, -9, "timed out waiting for the lock")                                               \
-  X(ENOTHELD, -10, "lock not held by this owner")                                              \
-  X(ECANCELED, -11, "wait cancelled")                                                          \
-  X(ESERVER, -12, "Redis replied with an error")                                               \
-  X(EPROTO, -13, "malformed or unexpected reply from Redis")                                   \
-  X(ECLOSED, -14, "client closed")                                                             \
-  X(EDEADLK, -15, "blocking call made from the client's I/O thread")                           \
-  X(ESYS, -16, "system call failed")                                                           \
-  X(ENOTLOCK, -17, "the key is not a lock")                                                    \
-  X(ENOSYNC, -18, "too few replicas acknowledged the lock (replica sync)")                    \
-  X(ENOTREENTRANT, -19, "the owner holds this non-reentrant lock already")                   \
-  X(ENOPERM, -20, "permission denied by the server's ACL")                                   \
+#define RLOCK_ERRNO_MAP(X)                                                     \
+  X(OK, 0, "success")                                                          \
+  X(EINVAL, -1, "invalid argument")                                            \
+  X(ENOMEM, -2, "out of memory")                                               \
+  X(EURL, -3, "invalid Redis URL")                                             \
+  X(ECONNECT, -4, "cannot connect to Redis")                                   \
+  X(EAUTH, -5, "authentication or handshake rejected by Redis")                \
+  X(ETLS, -6, "TLS setup or handshake failed")                                 \
+  X(ETIMEDOUT, -7, "Redis did not answer in time")                             \
+  X(ECONNLOST, -8, "connection to Redis lost while the request was in flight") \
+  X(EBUSY, -9, "timed out waiting for the lock")                               \
+  X(ENOTHELD, -10, "lock not held by this owner")                              \
+  X(ECANCELED, -11, "wait cancelled")                                          \
+  X(ESERVER, -12, "Redis replied with an error")                               \
+  X(EPROTO, -13, "malformed or unexpected reply from Redis")                   \
+  X(ECLOSED, -14, "client closed")                                             \
+  X(EDEADLK, -15, "blocking call made from the client's I/O thread")           \
+  X(ESYS, -16, "system call failed")                                           \
+  X(ENOTLOCK, -17, "the key is not a lock")                                    \
+  X(ENOSYNC, -18, "too few replicas acknowledged the lock (replica sync)")     \
+  X(ENOTREENTRANT, -19, "the owner holds this non-reentrant lock already")     \
+  X(ENOPERM, -20, "permission denied by the server's ACL")                     \
   X(EUPGRADE, -21, "a read lock cannot be upgraded to the write lock")
 
 #define RLOCK__ERRNO_ENUM(name, value, text) RLOCK_##name = (value),
@@ -98,27 +98,27 @@ typedef struct rlock_options {
   /* redis://, rediss:// (TLS), unix://, redis+sentinel://, rediss+sentinel://,
    * redis+cluster://, rediss+cluster://. Default "redis://127.0.0.1:6379". */
   const char *url;
-  const char *client_name;      /* CLIENT SETNAME on every connection; NULL: "rlock" */
-  const char *tls_ca_file;      /* PEM bundle to verify the server; NULL: system default */
-  const char *tls_cert_file;    /* client certificate (PEM), for tls-auth-clients */
-  const char *tls_key_file;     /* client private key (PEM) */
-  const char *tls_server_name;  /* name to verify and send as SNI; NULL: the URL's host */
-  int tls_verify;               /* 1 (default): verify the server certificate; 0: don't */
-  int64_t connect_timeout_ms;   /* name resolution + TCP + TLS + handshake; default 3000 */
-  int64_t command_timeout_ms;   /* per request; default 3000 */
-  int64_t watchdog_timeout_ms;  /* lease of watchdog-renewed locks; default 30000 */
-  int64_t reconnect_min_ms;     /* first reconnect delay; default 100 */
-  int64_t reconnect_max_ms;     /* cap of the exponential backoff; default 5000 */
-  int retry_attempts;           /* re-sends of idempotent requests after a timeout or a
-                                   dropped connection; default 3 */
-  int64_t ping_interval_ms;     /* PING a connection silent this long; default 5000; 0: none */
-  int dead_after_timeouts;      /* this many timeouts in a row = dead; default 5; 0: never */
-  int64_t tcp_keepalive_ms;     /* TCP keepalive idle time; default 60000; 0: off */
-  int replica_sync;             /* an rlock_replica_sync_t (above); default ONE */
+  const char *client_name;         /* CLIENT SETNAME on every connection; NULL: "rlock" */
+  const char *tls_ca_file;         /* PEM bundle to verify the server; NULL: system default */
+  const char *tls_cert_file;       /* client certificate (PEM), for tls-auth-clients */
+  const char *tls_key_file;        /* client private key (PEM) */
+  const char *tls_server_name;     /* name to verify and send as SNI; NULL: the URL's host */
+  int tls_verify;                  /* 1 (default): verify the server certificate; 0: don't */
+  int64_t connect_timeout_ms;      /* name resolution + TCP + TLS + handshake; default 3000 */
+  int64_t command_timeout_ms;      /* per request; default 3000 */
+  int64_t watchdog_timeout_ms;     /* lease of watchdog-renewed locks; default 30000 */
+  int64_t reconnect_min_ms;        /* first reconnect delay; default 100 */
+  int64_t reconnect_max_ms;        /* cap of the exponential backoff; default 5000 */
+  int retry_attempts;              /* re-sends of idempotent requests after a timeout or a
+                                      dropped connection; default 3 */
+  int64_t ping_interval_ms;        /* PING a connection silent this long; default 5000; 0: none */
+  int dead_after_timeouts;         /* this many timeouts in a row = dead; default 5; 0: never */
+  int64_t tcp_keepalive_ms;        /* TCP keepalive idle time; default 60000; 0: off */
+  int replica_sync;                /* an rlock_replica_sync_t (above); default ONE */
   int64_t replica_sync_timeout_ms; /* WAIT's timeout; default 0: 1000 ms or half the
                                    command timeout if that is shorter */
-  int fast_path;                /* 1 (default): blocking calls may run on the calling
-                                   thread (docs/internals/fast-path.md); 0: never */
+  int fast_path;                   /* 1 (default): blocking calls may run on the calling
+                                      thread (docs/internals/fast-path.md); 0: never */
   /* Room for new options without a change of size (ABI): left 0 by
    * rlock_options_init. A new field takes slots from here. */
   int64_t fair_waiter_timeout_ms; /* fair locks: a dead waiter's slot; default 10000
@@ -164,11 +164,11 @@ RLOCK_EXPORT const char *rlock_last_error(void);
 
 /* Why a hold was lost (the lock-lost callback's reason). */
 typedef enum rlock_lost_reason {
-  RLOCK_LOST_EXPIRED = 1,     /* a fixed lease ran out while the hold was still taken */
-  RLOCK_LOST_RENEWAL_FAILED,  /* watchdog renewals failed until the lease had run out */
-  RLOCK_LOST_DELETED,         /* a renewal found the hold gone from the server */
-  RLOCK_LOST_FORCE_UNLOCKED,  /* this client force-unlocked the lock */
-  RLOCK_LOST_COUNT_MISMATCH   /* an unlock found another hold count on the server */
+  RLOCK_LOST_EXPIRED = 1,    /* a fixed lease ran out while the hold was still taken */
+  RLOCK_LOST_RENEWAL_FAILED, /* watchdog renewals failed until the lease had run out */
+  RLOCK_LOST_DELETED,        /* a renewal found the hold gone from the server */
+  RLOCK_LOST_FORCE_UNLOCKED, /* this client force-unlocked the lock */
+  RLOCK_LOST_COUNT_MISMATCH  /* an unlock found another hold count on the server */
 } rlock_lost_reason_t;
 
 /* Short, static text of a reason ("fixed lease ran out"...); "unknown" for
@@ -178,33 +178,32 @@ RLOCK_EXPORT const char *rlock_lost_reason_str(rlock_lost_reason_t reason);
 /* The lock-lost notification, on the I/O thread: a hold of this client ended
  * without an unlock by its owner. name is not NUL-terminated. Replaces any
  * earlier callback; NULL removes it. */
-typedef void (*rlock_lost_cb)(const char *name, size_t name_len, uint64_t owner,
-                              rlock_lost_reason_t reason, void *arg);
+typedef void (*rlock_lost_cb)(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason, void *arg);
 RLOCK_EXPORT void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb, void *arg);
 
 /* Counters of what the client sent, for tests and monitoring. Every counter
  * once: X(NAME, field), in the struct's order. New counters go at the end.
  * docs/api/client.md says what each counts. */
-#define RLOCK_STATS_MAP(X)                                                                       \
-  X(COMMANDS, commands_sent) /* commands written on the lock connections */                    \
-  X(WRITES, writes) /* passes of the I/O loop that wrote (one socket write each) */            \
-  X(SCRIPTS, scripts_sent) /* EVAL/EVALSHA commands */                                         \
-  X(NOSCRIPT, noscript_fallbacks) /* EVALSHA answered NOSCRIPT, re-sent as EVAL */             \
-  X(SUBSCRIBES, subscribes) /* SUBSCRIBE commands */                                           \
-  X(UNSUBSCRIBES, unsubscribes) /* UNSUBSCRIBE commands */                                     \
-  X(MESSAGES, messages) /* pub/sub messages received */                                        \
-  X(ATTEMPTS, acquire_attempts) /* acquire scripts sent (first tries and retries) */           \
-  X(RENEWALS, renewals) /* renewal script calls (and reconnect checks) */                      \
-  X(RENEWED, renewed_locks) /* holds renewed by those calls */                                 \
-  X(RECONNECTS, reconnects) /* connections re-established after a drop */                      \
-  X(TIMEOUTS, timeouts) /* requests that hit their timeout */                                  \
-  X(LOST, locks_lost) /* lock-lost notifications */                                            \
-  X(HELD, held) /* holds tracked right now (name, owner) */                                    \
-  X(USER_COMMANDS, user_commands) /* commands written on the user connection */                \
-  X(ACQUIRE_SYNC_MISSES, acquire_sync_misses) /* acquires undone: too few replicas acked */  \
-  X(UNLOCK_SYNC_MISSES, unlock_sync_misses) /* unlocks too few replicas acknowledged */        \
-  X(RENEWAL_SYNC_MISSES, renewal_sync_misses) /* renewals too few replicas acknowledged */     \
-  X(FAST, fast_calls) /* blocking calls completed on the calling thread */
+#define RLOCK_STATS_MAP(X)                                                                                    \
+  X(COMMANDS, commands_sent)                  /* commands written on the lock connections */                  \
+  X(WRITES, writes)                           /* passes of the I/O loop that wrote (one socket write each) */ \
+  X(SCRIPTS, scripts_sent)                    /* EVAL/EVALSHA commands */                                     \
+  X(NOSCRIPT, noscript_fallbacks)             /* EVALSHA answered NOSCRIPT, re-sent as EVAL */                \
+  X(SUBSCRIBES, subscribes)                   /* SUBSCRIBE commands */                                        \
+  X(UNSUBSCRIBES, unsubscribes)               /* UNSUBSCRIBE commands */                                      \
+  X(MESSAGES, messages)                       /* pub/sub messages received */                                 \
+  X(ATTEMPTS, acquire_attempts)               /* acquire scripts sent (first tries and retries) */            \
+  X(RENEWALS, renewals)                       /* renewal script calls (and reconnect checks) */               \
+  X(RENEWED, renewed_locks)                   /* holds renewed by those calls */                              \
+  X(RECONNECTS, reconnects)                   /* connections re-established after a drop */                   \
+  X(TIMEOUTS, timeouts)                       /* requests that hit their timeout */                           \
+  X(LOST, locks_lost)                         /* lock-lost notifications */                                   \
+  X(HELD, held)                               /* holds tracked right now (name, owner) */                     \
+  X(USER_COMMANDS, user_commands)             /* commands written on the user connection */                   \
+  X(ACQUIRE_SYNC_MISSES, acquire_sync_misses) /* acquires undone: too few replicas acked */                   \
+  X(UNLOCK_SYNC_MISSES, unlock_sync_misses)   /* unlocks too few replicas acknowledged */                     \
+  X(RENEWAL_SYNC_MISSES, renewal_sync_misses) /* renewals too few replicas acknowledged */                    \
+  X(FAST, fast_calls)                         /* blocking calls completed on the calling thread */
 
 /* A client's counters (rlock_client_stats): one uint64_t per RLOCK_STATS_MAP row,
  * then room for new ones (ABI: the size stays 32 counters; a new row at the end
@@ -252,7 +251,7 @@ typedef uint64_t rlock_owner_t;
  * values are RLOCK_EINVAL before anything is sent. */
 #define RLOCK_DURATION_MAX ((int64_t)1000000000000)
 
-#define RLOCK_WAIT_FOREVER ((int64_t)-1)  /* wait_ms: wait until acquired */
+#define RLOCK_WAIT_FOREVER ((int64_t)-1)   /* wait_ms: wait until acquired */
 #define RLOCK_LEASE_WATCHDOG ((int64_t)-1) /* lease_ms: watchdog-renewed lease */
 
 /* Makes and frees a lock handle (freeing releases nothing). */
@@ -330,7 +329,8 @@ RLOCK_EXPORT int rlock_lock_new_simple(rlock_client_t *client, const void *name,
 /* A non-reentrant lock (Redisson's getNonReentrantLock): RLock's layout, every
  * rlock_lock_* call works on it; the holder's second acquire fails at once
  * with RLOCK_ENOTREENTRANT, whatever the wait. Contract: docs/api/kinds.md. */
-RLOCK_EXPORT int rlock_lock_new_nonreentrant(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
+RLOCK_EXPORT int rlock_lock_new_nonreentrant(rlock_client_t *client, const void *name, size_t name_len,
+                                             rlock_lock_t **out);
 
 /* A fenced lock (Redisson's RFencedLock): RLock's hash plus the counter
  * "redisson_lock_token:{NAME}", bumped by every acquire (re-entries too).
@@ -339,7 +339,7 @@ RLOCK_EXPORT int rlock_lock_new_fenced(rlock_client_t *client, const void *name,
 /* rlock_lock_acquire on a fenced lock that also returns the acquire's token
  * (> 0, issued in the acquire script; the lease is honoured). Calling thread. */
 RLOCK_EXPORT int rlock_fenced_acquire(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
-                         rlock_cancel_t *cancel, int64_t *token);
+                                      rlock_cancel_t *cancel, int64_t *token);
 /* The last token issued (GET of the counter; 0: never taken). Calling thread. */
 RLOCK_EXPORT int rlock_fenced_token(rlock_lock_t *lock, int64_t *token);
 
@@ -351,15 +351,15 @@ typedef struct rlock_backoff {
   int64_t initial_ms, max_ms;
   int multiplier;
 } rlock_backoff_t;
-RLOCK_EXPORT int rlock_lock_new_spin(rlock_client_t *client, const void *name, size_t name_len, const rlock_backoff_t *backoff,
-                        rlock_lock_t **out);
+RLOCK_EXPORT int rlock_lock_new_spin(rlock_client_t *client, const void *name, size_t name_len,
+                                     const rlock_backoff_t *backoff, rlock_lock_t **out);
 
 /* A read-write lock (Redisson's RReadWriteLock, same keys and channel): *read
  * and *write are lock handles for the rlock_lock_* calls; many readers or one
  * writer; a reader's write acquire fails at once (RLOCK_EUPGRADE); the writer
  * may take reads. Contract: docs/api/rwlock.md. Free both with rlock_lock_free. */
 RLOCK_EXPORT int rlock_rwlock_new(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **read,
-                     rlock_lock_t **write);
+                                  rlock_lock_t **write);
 
 /* ---------------------------------------------------------------- MultiLock */
 
@@ -369,8 +369,8 @@ RLOCK_EXPORT int rlock_rwlock_new(rlock_client_t *client, const void *name, size
 typedef struct rlock_multilock rlock_multilock_t;
 RLOCK_EXPORT int rlock_multilock_new(rlock_multilock_t **out, rlock_lock_t *const *locks, size_t n);
 RLOCK_EXPORT void rlock_multilock_free(rlock_multilock_t *multilock);
-RLOCK_EXPORT int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
-                                         rlock_cancel_t *cancel);
+RLOCK_EXPORT int rlock_multilock_acquire(rlock_multilock_t *multilock, rlock_owner_t owner, int64_t wait_ms,
+                                         int64_t lease_ms, rlock_cancel_t *cancel);
 /* Releases every member in parallel and waits for their answers. The first
  * error (RLOCK_ENOTHELD: a member was not held) after all were tried. */
 RLOCK_EXPORT int rlock_multilock_release(rlock_multilock_t *multilock, rlock_owner_t owner);
@@ -387,11 +387,11 @@ RLOCK_EXPORT void rlock_multilock_on_lost(rlock_multilock_t *multilock, rlock_lo
  * Not from a callback: free joins the nodes' threads. docs/api/redlock.md. */
 typedef struct rlock_redlock rlock_redlock_t;
 #define RLOCK_REDLOCK_SIMPLE 1u /* the simple format (SET NX PX) on each node */
-RLOCK_EXPORT int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
-                                   const void *name, size_t name_len, unsigned flags);
+RLOCK_EXPORT int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls,
+                                   size_t n, const void *name, size_t name_len, unsigned flags);
 RLOCK_EXPORT void rlock_redlock_free(rlock_redlock_t *redlock);
-RLOCK_EXPORT int rlock_redlock_acquire(rlock_redlock_t *redlock, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
-                                       int64_t *valid_until);
+RLOCK_EXPORT int rlock_redlock_acquire(rlock_redlock_t *redlock, int64_t wait_ms, int64_t lease_ms,
+                                       rlock_cancel_t *cancel, int64_t *valid_until);
 /* Releases every node in parallel, waiting at most command_timeout_ms.
  * RLOCK_ENOTHELD if not held or lost. */
 RLOCK_EXPORT int rlock_redlock_release(rlock_redlock_t *redlock);
@@ -414,8 +414,8 @@ typedef void (*rlock_cb)(rlock_lock_t *lock, int status, int64_t value, void *ar
 
 /* Each returns 0 if queued (cb then runs exactly once) or an error (cb does
  * not run). The lock handle must stay alive until cb has run. */
-RLOCK_EXPORT int rlock_lock_acquire_async(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms,
-                                          int64_t lease_ms, rlock_cancel_t *cancel, rlock_cb cb, void *arg);
+RLOCK_EXPORT int rlock_lock_acquire_async(rlock_lock_t *lock, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
+                                          rlock_cancel_t *cancel, rlock_cb cb, void *arg);
 RLOCK_EXPORT int rlock_lock_release_async(rlock_lock_t *lock, rlock_owner_t owner, rlock_cb cb, void *arg);
 RLOCK_EXPORT int rlock_lock_force_unlock_async(rlock_lock_t *lock, rlock_cb cb, void *arg);
 RLOCK_EXPORT int rlock_lock_force_unlock_flags_async(rlock_lock_t *lock, unsigned flags, rlock_cb cb, void *arg);
@@ -438,23 +438,22 @@ typedef enum rlock_reply_type {
 
 typedef struct rlock_reply {
   rlock_reply_type_t type;
-  int64_t integer;               /* RLOCK_REPLY_INTEGER */
-  char *str;                     /* STRING, STATUS, ERROR; NUL-terminated */
+  int64_t integer; /* RLOCK_REPLY_INTEGER */
+  char *str;       /* STRING, STATUS, ERROR; NUL-terminated */
   size_t len;
-  struct rlock_reply **element;  /* ARRAY */
+  struct rlock_reply **element; /* ARRAY */
   size_t elements;
 } rlock_reply_t;
 
 /* Sends one Redis command on the client's user connection (not the locks')
  * and waits for its reply (an error reply is a reply: 0). Commands that would
  * change that connection's state are RLOCK_EINVAL. docs/api/commands.md. */
-RLOCK_EXPORT int rlock_client_command(rlock_client_t *client, int argc, const char *const *argv,
-                                      const size_t *argvlen, rlock_reply_t **reply);
+RLOCK_EXPORT int rlock_client_command(rlock_client_t *client, int argc, const char *const *argv, const size_t *argvlen,
+                                      rlock_reply_t **reply);
 
 /* The same with a timeout of its own: timeout_ms > 0, or RLOCK_WAIT_FOREVER. */
 RLOCK_EXPORT int rlock_client_command_timeout(rlock_client_t *client, int64_t timeout_ms, int argc,
-                                              const char *const *argv, const size_t *argvlen,
-                                              rlock_reply_t **reply);
+                                              const char *const *argv, const size_t *argvlen, rlock_reply_t **reply);
 
 /* One command of a transaction (argvlen may be NULL). */
 typedef struct rlock_command {
@@ -485,11 +484,10 @@ RLOCK_EXPORT void rlock_url_redact(const char *url, char *buf, size_t buflen);
 
 /* A fair lock (Redisson's RFairLock): waiters acquire in queue order; every
  * rlock_lock_* call works on it. docs/api/fair.md. */
-RLOCK_EXPORT int rlock_lock_new_fair(rlock_client_t *client, const void *name, size_t name_len,
-                                     rlock_lock_t **out);
+RLOCK_EXPORT int rlock_lock_new_fair(rlock_client_t *client, const void *name, size_t name_len, rlock_lock_t **out);
 /* The same, not reentrant: a second acquire fails with RLOCK_ENOTREENTRANT. */
-RLOCK_EXPORT int rlock_lock_new_fair_nonreentrant(rlock_client_t *client, const void *name,
-                                                  size_t name_len, rlock_lock_t **out);
+RLOCK_EXPORT int rlock_lock_new_fair_nonreentrant(rlock_client_t *client, const void *name, size_t name_len,
+                                                  rlock_lock_t **out);
 /* One queued waiter: its owner id and deadline (epoch ms; -1: none). */
 typedef struct rlock_fair_waiter {
   char *owner;

@@ -103,9 +103,7 @@ RLOCK_API int rlock_rwlock_new(rlock_client_t *cl, const void *name, size_t len,
   return rc;
 }
 
-RLOCK_API void rlock_lock_free(rlock_lock_t *l) {
-  free(l); /* name and channel inside */
-}
+RLOCK_API void rlock_lock_free(rlock_lock_t *l) { free(l); /* name and channel inside */ }
 
 RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {
   if (len) *len = l ? l->len : 0;
@@ -119,9 +117,7 @@ RLOCK_API const char *rlock_lock_name(const rlock_lock_t *l, size_t *len) {
  * (RLOCK_ECLOSED) and waits for every call inside. op_new enters; whoever
  * got an op leaves once (submit_async, or the sync call's end: leave_rc). */
 
-static int enter(client_t *cl) {
-  return rlock__client_enter(cl) ? 0 : rlock__fail(RLOCK_ECLOSED, "client closed");
-}
+static int enter(client_t *cl) { return rlock__client_enter(cl) ? 0 : rlock__fail(RLOCK_ECLOSED, "client closed"); }
 
 static int leave_rc(client_t *cl, int rc) {
   rlock__client_leave(cl); /* touches nothing of cl after this */
@@ -200,13 +196,9 @@ static int run_sync_fast(op_t *op, int64_t *value, void **ptr, size_t *n, bool f
   return rc;
 }
 
-static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) {
-  return run_sync_fast(op, value, ptr, n, false);
-}
+static int run_sync(op_t *op, int64_t *value, void **ptr, size_t *n) { return run_sync_fast(op, value, ptr, n, false); }
 
-static int check_lock(rlock_lock_t *l) {
-  return l ? 0 : rlock__fail(RLOCK_EINVAL, "lock is NULL");
-}
+static int check_lock(rlock_lock_t *l) { return l ? 0 : rlock__fail(RLOCK_EINVAL, "lock is NULL"); }
 
 /* A wait bound: 0 to RLOCK_DURATION_MAX, or RLOCK_WAIT_FOREVER (every waiting call). */
 static int check_wait(int64_t wait_ms) {
@@ -226,8 +218,8 @@ static int check_acquire(rlock_lock_t *l, int64_t wait_ms, int64_t lease_ms) {
   return 0;
 }
 
-static op_t *acquire_op(rlock_lock_t *l, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms,
-                        rlock_cancel_t *cancel, int *rc) {
+static op_t *acquire_op(rlock_lock_t *l, rlock_owner_t owner, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                        int *rc) {
   if ((*rc = check_acquire(l, wait_ms, lease_ms))) return NULL;
   op_t *op = op_new(l, OP_ACQUIRE, owner, rc);
   if (!op) return NULL;
@@ -566,16 +558,15 @@ static int check_command_call(rlock_client_t *cl, int64_t timeout_ms, rlock_repl
   return 0;
 }
 
-RLOCK_API int rlock_client_command_timeout(rlock_client_t *cl, int64_t timeout_ms, int argc,
-                                           const char *const *argv, const size_t *argvlen,
-                                           rlock_reply_t **reply) {
+RLOCK_API int rlock_client_command_timeout(rlock_client_t *cl, int64_t timeout_ms, int argc, const char *const *argv,
+                                           const size_t *argvlen, rlock_reply_t **reply) {
   int rc = check_command_call(cl, timeout_ms, reply);
   req_t *r = rc ? NULL : user_req(argc, argv, argvlen, &rc);
   return r ? run_command(cl, timeout_ms, r, reply) : rc;
 }
 
-RLOCK_API int rlock_client_command(rlock_client_t *cl, int argc, const char *const *argv,
-                                   const size_t *argvlen, rlock_reply_t **reply) {
+RLOCK_API int rlock_client_command(rlock_client_t *cl, int argc, const char *const *argv, const size_t *argvlen,
+                                   rlock_reply_t **reply) {
   int64_t timeout_ms = cl ? cl->opt.command_timeout_ms : 1; /* a NULL client is reported there */
   return rlock_client_command_timeout(cl, timeout_ms, argc, argv, argvlen, reply);
 }
@@ -995,9 +986,8 @@ RLOCK_API int rlock_permits_try_acquire(rlock_permits_t *s, int64_t lease_ms, ch
   return pes_acquire(s, 0, lease_ms, NULL, id, NULL, NULL);
 }
 
-RLOCK_API int rlock_permits_acquire_async(rlock_permits_t *s, int64_t wait_ms, int64_t lease_ms,
-                                          rlock_cancel_t *cancel, char id[RLOCK_PERMIT_ID_LEN + 1],
-                                          rlock_permits_cb cb, void *arg) {
+RLOCK_API int rlock_permits_acquire_async(rlock_permits_t *s, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                                          char id[RLOCK_PERMIT_ID_LEN + 1], rlock_permits_cb cb, void *arg) {
   if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
   return pes_acquire(s, wait_ms, lease_ms, cancel, id, cb, arg);
 }

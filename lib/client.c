@@ -75,7 +75,7 @@ void rlock__client_lost(client_t *cl, const char *name, size_t len, uint64_t own
 
 RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *arg) {
   if (!cl || rlock__client_check_fork(cl)) return; /* a forked child: cbmu may be held for ever */
-  if (!rlock__client_enter(cl)) return;             /* closing */
+  if (!rlock__client_enter(cl)) return;            /* closing */
   pthread_mutex_lock(&cl->cbmu);
   cl->lost_cb = cb;
   cl->lost_arg = arg;
@@ -194,7 +194,7 @@ static void begin_close(client_t *cl) {
    * counts its window now sees `closing` and takes it back (rlock__fast_begin) */
   cl->draining = true;
   rlock__conn_hold_end(&cl->cmd); /* the undos below must not wait for a renewal round */
-  rlock__fast_drain(cl); /* the fast calls' holds and latch keys, before the rest */
+  rlock__fast_drain(cl);          /* the fast calls' holds and latch keys, before the rest */
   rlock__set_msg("client closed");
   rlock__usercmd_close(&cl->uc); /* user commands end through their requests (ECLOSED) */
   cl->lock_up->op_undo_on_close(cl);
@@ -317,7 +317,7 @@ static void cmd_ready(conn_t *c) {
   client_t *cl = c->cl;
   if (!c->hold_pending) rlock__fast_cmd_ready(cl); /* else once the holds were checked */
   start_result(cl, 0, NULL);
-  if (c->hold_pending) rlock__watchdog_check_now(&cl->wd); /* ends with rlock__client_checked */
+  if (c->hold_pending) rlock__watchdog_check_now(&cl->wd);         /* ends with rlock__client_checked */
   else if (cl->wd.holds.count) rlock__watchdog_renew_now(&cl->wd); /* after a reconnect: find lost holds now */
 }
 
@@ -400,8 +400,8 @@ static int setup_tls(client_t *cl) {
 /* A duration option: min..RLOCK_DURATION_MAX ms. */
 static int check_ms(const char *name, int64_t v, int64_t min) {
   if (v < min || v > RLOCK_DURATION_MAX)
-    return rlock__fail(RLOCK_EINVAL, "%s is %lld ms (allowed: %lld to %lld)", name, (long long)v,
-                       (long long)min, (long long)RLOCK_DURATION_MAX);
+    return rlock__fail(RLOCK_EINVAL, "%s is %lld ms (allowed: %lld to %lld)", name, (long long)v, (long long)min,
+                       (long long)RLOCK_DURATION_MAX);
   return 0;
 }
 
@@ -435,8 +435,7 @@ static int validate(const rlock_options_t *o) {
   if (check_ms("connect_timeout_ms", o->connect_timeout_ms, 1) ||
       check_ms("command_timeout_ms", o->command_timeout_ms, 1) ||
       check_ms("watchdog_timeout_ms", o->watchdog_timeout_ms, 3) ||
-      check_ms("reconnect_min_ms", o->reconnect_min_ms, 1) ||
-      check_ms("reconnect_max_ms", o->reconnect_max_ms, 1) ||
+      check_ms("reconnect_min_ms", o->reconnect_min_ms, 1) || check_ms("reconnect_max_ms", o->reconnect_max_ms, 1) ||
       (o->fair_waiter_timeout_ms && check_ms("fair_waiter_timeout_ms", o->fair_waiter_timeout_ms, 100)))
     return RLOCK_EINVAL;
   if (o->reconnect_max_ms < o->reconnect_min_ms)
@@ -498,8 +497,8 @@ static void client_destroy(client_t *cl) {
  * has left. */
 static void stop_thread(client_t *cl) {
   atomic_store(&cl->closing, true);
-  rlock__fast_close_wait(cl, cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms
-                                                                          : CLOSE_LINGER_MS);
+  rlock__fast_close_wait(cl,
+                         cl->opt.command_timeout_ms < CLOSE_LINGER_MS ? cl->opt.command_timeout_ms : CLOSE_LINGER_MS);
   atomic_store(&cl->stopping, true);
   rlock__client_wake(cl);
   pthread_join(cl->thread, NULL);
@@ -648,7 +647,7 @@ static bool in_forked_child(const client_t *cl) { return cl->fork_gen != rlock__
 
 RLOCK_API void rlock_client_free(rlock_client_t *cl) {
   if (!cl) return;
-  if (in_forked_child(cl)) return; /* touch nothing: the connections are the parent's */
+  if (in_forked_child(cl)) return;                       /* touch nothing: the connections are the parent's */
   if (pthread_equal(pthread_self(), cl->thread)) return; /* documented misuse: refuse, don't crash */
   stop_thread(cl);
   client_destroy(cl);
@@ -711,13 +710,12 @@ int rlock__client_submit(client_t *cl, op_t *op) {
     rlock__fast_busy(cl, op->fslot, 1);
   }
   op_t *head = atomic_load(&cl->submitted);
-  do
-    op->next = head;
+  do op->next = head;
   while (!atomic_compare_exchange_weak(&cl->submitted, &head, op));
   bool was_empty = head == NULL;
-  RLOCK__TEST_HOOK(rlock__test_submit_hook, cl); /* tests: a free between the push and the wake */
+  RLOCK__TEST_HOOK(rlock__test_submit_hook, cl);                     /* tests: a free between the push and the wake */
   if (was_empty && !atomic_load(&cl->awake)) rlock__client_wake(cl); /* the I/O thread may sleep */
-  return 0; /* op may be done and freed by now */
+  return 0;                                                          /* op may be done and freed by now */
 }
 
 bool rlock__client_on_io_thread(const client_t *cl) { return pthread_equal(pthread_self(), cl->thread); }

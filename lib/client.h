@@ -76,8 +76,8 @@ int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, cons
 
 struct rlock_client {
   rlock_options_t opt;
-  const conn_up_t *conn_up; /* what its connections call back (above) */
-  const lock_up_t *lock_up; /* what it calls back in the lock layer (above) */
+  const conn_up_t *conn_up;                             /* what its connections call back (above) */
+  const lock_up_t *lock_up;                             /* what it calls back in the lock layer (above) */
   char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
   url_t url;
   char id[37];
@@ -87,8 +87,8 @@ struct rlock_client {
    * is not a numeric address (resolve.c), freed by the I/O thread
    * once the resolutions it cancelled have called back. */
   struct evdns_base *dns;
-  int dns_jobs;                   /* resolutions whose callback is still to come */
-  _Atomic uint64_t dns_lookups;   /* names handed to evdns (tests read it) */
+  int dns_jobs;                 /* resolutions whose callback is still to come */
+  _Atomic uint64_t dns_lookups; /* names handed to evdns (tests read it) */
   pthread_t thread;
   SSL_CTX *ssl_ctx;
   /* submit queue: user threads -> I/O thread. A lock-free stack (push by CAS,
@@ -116,7 +116,7 @@ struct rlock_client {
   /* first connection result, for rlock_client_new */
   pthread_mutex_t smu;
   pthread_cond_t scond;
-  int start_status; /* 1 = pending */
+  int start_status;       /* 1 = pending */
   int64_t start_deadline; /* rlock_client_new's bound: now + connect_timeout_ms */
   char start_msg[256];
   struct event *start_ev; /* fires at start_deadline: the start fails then whatever is under way */
@@ -138,23 +138,23 @@ struct rlock_client {
    * active list was last empty (lock.c by_name_add): one op at a time (a
    * thread's lock+unlock) is found by scanning active, without a lookup. */
   bool by_name_on;
-  map_t handoff; /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
+  map_t handoff;      /* lock name -> deadline (ms, stored in the value pointer): let notified waiters go first */
   rlock__prng_t prng; /* request ids (I/O thread) */
   /* The latch TTL and the watchdog lease in decimal, set at creation (kinds/) */
   dec_cache_t dec_latch_ttl, dec_lease;
   struct event *del_timer; /* flushes queued latch DELs that found no write to ride on */
-  char *delkeys; /* latch keys to delete in one DEL, back to back (kept between DELs) */
+  char *delkeys;           /* latch keys to delete in one DEL, back to back (kept between DELs) */
   size_t delkeys_n, delkeys_cap;
-  size_t *dels;  /* where each key starts in delkeys (it ends where the next starts) */
+  size_t *dels; /* where each key starts in delkeys (it ends where the next starts) */
   size_t ndels, capdels;
-  int dels_inflight; /* DELs sent, answer not yet in */
+  int dels_inflight;  /* DELs sent, answer not yet in */
   int undos_inflight; /* undos (and unlocks going on alone) not yet answered (lock.c) */
   /* The undos not answered yet (lock.c): no later try or unlock of the same
    * (owner, name) is written before each is answered; order_seq numbers the
    * undos and the requests handed to the topology, to check that order. */
   struct undo *undos;
   uint64_t order_seq;
-  bool draining, shut; /* closing: waiting for the last DELs; engine shut down */
+  bool draining, shut;  /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
   bool batch_wrote;
   /* A pass is running (rlock__client_pass_begin/_end): it ends with
@@ -184,7 +184,7 @@ void rlock__client_queue_del(client_t *cl, const char *key, size_t len); /* latc
 #define RLOCK__DEL_BATCH 128
 void rlock__latch_send_dels(client_t *cl);
 void rlock__latch_timer_cb(evutil_socket_t fd, short what, void *arg);
-void rlock__client_flush(client_t *cl); /* end of an I/O batch: send the queued DEL */
+void rlock__client_flush(client_t *cl);       /* end of an I/O batch: send the queued DEL */
 void rlock__client_write_batch(client_t *cl); /* the command connection's counted writes, now */
 /* A read pass of the I/O thread (conn.c): begin sets cl->awake; end takes
  * what was submitted meanwhile (until the stack stays empty once awake is

@@ -71,8 +71,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg);
 #define SPARE_REQS 32
 #define SPARE_ROOM 64
 #if defined(__SANITIZE_ADDRESS__)
-#define REQ_POISON(r) ASAN_POISON_MEMORY_REGION(&(r)->next + 1, sizeof *(r) + (r)->room - sizeof (r)->next)
-#define REQ_UNPOISON(r)                                                \
+#define REQ_POISON(r) ASAN_POISON_MEMORY_REGION(&(r)->next + 1, sizeof *(r) + (r)->room - sizeof(r)->next)
+#define REQ_UNPOISON(r) \
   (ASAN_UNPOISON_MEMORY_REGION((r), sizeof *(r)), ASAN_UNPOISON_MEMORY_REGION((r), sizeof *(r) + (r)->room))
 #else
 #define REQ_POISON(r) ((void)(r))
@@ -158,8 +158,8 @@ req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *
 }
 
 /* One allocation: the request and its command, written by resp.c. */
-req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
-               req_done_fn done, void *ctx) {
+req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms, req_done_fn done,
+                      void *ctx) {
   req_t *r = rlock__req_alloc(rlock__resp_size(argc, argv, argvlen), timeout_ms, done, ctx);
   if (r) rlock__resp_write(r->cmd, argc, argv, argvlen);
   return r;
@@ -289,7 +289,9 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
     char msg[400], peer[256];
     describe_peer(c, peer, sizeof peer);
     snprintf(msg, sizeof msg, "%s answered the handshake with an unexpected %s: is this a Redis server?", peer,
-             reply->type == RLOCK_REPLY_ARRAY ? "array" : reply->type == RLOCK_REPLY_NIL ? "nil" : "integer");
+             reply->type == RLOCK_REPLY_ARRAY ? "array"
+             : reply->type == RLOCK_REPLY_NIL ? "nil"
+                                              : "integer");
     rlock_reply_free(reply);
     c->last_err = RLOCK_EPROTO;
     drop(c, RLOCK_EPROTO, msg);
@@ -356,7 +358,8 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   }
   c->replicas = online;
   if (online) c->had_replicas = true; /* WAITs may be queued on c from now on */
-  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending) UP(c->cl)->cmd_ready(c->cl); /* WAIT needed or not */
+  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending)
+    UP(c->cl)->cmd_ready(c->cl); /* WAIT needed or not */
 }
 
 /* INFO replication: the replicas the node reports online (the replica-sync
@@ -445,8 +448,7 @@ static void start_handshake(conn_t *c) {
 /* ------------------------------------------------------------ reading */
 
 static bool is_push(const rlock_reply_t *r) {
-  if (r->type != RLOCK_REPLY_ARRAY || r->elements < 3 || !r->element[0] ||
-      r->element[0]->type != RLOCK_REPLY_STRING)
+  if (r->type != RLOCK_REPLY_ARRAY || r->elements < 3 || !r->element[0] || r->element[0]->type != RLOCK_REPLY_STRING)
     return false;
   const char *k = r->element[0]->str;
   return !strcmp(k, "message") || !strcmp(k, "smessage") || (!strcmp(k, "pmessage") && r->elements >= 4);
@@ -497,7 +499,6 @@ static const rlock_reply_t *first_error(const req_t *r, const rlock_reply_t *rep
 
 #define LATER_MIN_MS 10
 #define LATER_MAX_MS 500
-
 
 static void later_arm(conn_t *c) {
   int64_t at = INT64_MAX;
@@ -657,10 +658,9 @@ static bool feed(conn_t *c, const char *p, size_t n) {
       char msg[600], peer[256];
       describe_peer(c, peer, sizeof peer);
       if (c->state == CS_HANDSHAKE) /* the first bytes it sent are not RESP */
-        snprintf(msg, sizeof msg, "%s answered the handshake in another protocol (%s): is this a Redis server?",
-                 peer, c->reader->errstr);
-      else
-        snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
+        snprintf(msg, sizeof msg, "%s answered the handshake in another protocol (%s): is this a Redis server?", peer,
+                 c->reader->errstr);
+      else snprintf(msg, sizeof msg, "malformed reply: %s", c->reader->errstr);
       drop(c, RLOCK_EPROTO, msg);
       return false;
     }
@@ -887,7 +887,8 @@ int rlock__conn_waits_written(const conn_t *c) { return waits_in(&c->inflight); 
  * allowance of its sends, never their sum: its deadline does not grow with
  * its re-sends. */
 static void behind_waits(conn_t *c, req_t *r) {
-  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF && (c->replicas > 0 || c->had_replicas)) {
+  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF &&
+      (c->replicas > 0 || c->had_replicas)) {
     int64_t allow = rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
     if (allow > r->waits_ms) r->deadline += allow - r->waits_ms, r->waits_ms = allow;
   }
@@ -1009,8 +1010,7 @@ static void recount_done(req_t *r, int status, rlock_reply_t *reply) {
  * restart: the client reconnects before its replicas do) are waited for
  * from then on, not only after the next reconnect. */
 static void recount_replicas(conn_t *c) {
-  if (c->kind != CONN_CMD || c->topo_own || c->cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out)
-    return;
+  if (c->kind != CONN_CMD || c->topo_own || c->cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out) return;
   const char *argv[2] = {"INFO", "replication"};
   req_t *r = rlock__req_new(2, argv, NULL, c->cl->opt.command_timeout_ms, recount_done, c);
   if (!r) return;
@@ -1026,8 +1026,7 @@ static void recount_replicas(conn_t *c) {
 static void ping_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
   if (c->state == CS_READY) recount_replicas(c);
-  if (c->state != CS_READY || c->ping_out || rlock_now_ms() - c->last_read < c->cl->opt.ping_interval_ms)
-    return;
+  if (c->state != CS_READY || c->ping_out || rlock_now_ms() - c->last_read < c->cl->opt.ping_interval_ms) return;
   /* The user connection is silent by design while a blocking command runs
    * (BLPOP key 0 with its own timeout): its commands' deadlines watch it. */
   if (c->kind == CONN_USER && c->inflight.head) return;
@@ -1054,8 +1053,7 @@ static void check_alive(conn_t *c) {
   else if (n > 0 && c->timeouts_in_row >= n)
     snprintf(msg, sizeof msg, "%d command timeouts in a row: connection presumed dead, reconnecting",
              c->timeouts_in_row);
-  else
-    return;
+  else return;
   rlock__conn_flush(c);
   drop(c, RLOCK_ECONNLOST, msg);
 }
@@ -1075,8 +1073,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
       snprintf(msg, sizeof msg, "TLS handshake with %s got no answer within %lld ms: is this a TLS port?", peer, ms);
     else if (c->state == CS_HANDSHAKE)
       snprintf(msg, sizeof msg, "%s did not answer the handshake within %lld ms: is this a Redis server?", peer, ms);
-    else
-      snprintf(msg, sizeof msg, "connect %s timed out after %lld ms", peer, ms);
+    else snprintf(msg, sizeof msg, "connect %s timed out after %lld ms", peer, ms);
     c->last_err = tls_silent ? RLOCK_ETLS : RLOCK_ECONNECT;
     drop(c, c->last_err, msg);
     now = rlock_now_ms();
@@ -1213,8 +1210,7 @@ static void try_connect(conn_t *c) {
       drop(c, RLOCK_ETLS, "SSL_new failed");
       return;
     }
-    c->bev = bufferevent_openssl_socket_new(cl->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                            BEV_OPT_CLOSE_ON_FREE);
+    c->bev = bufferevent_openssl_socket_new(cl->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
     if (c->bev) bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
     else SSL_free(ssl);
   } else {
@@ -1260,38 +1256,38 @@ static void tls_error_text(conn_t *c, struct bufferevent *bev, unsigned long ssl
   long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
   if (ERR_GET_REASON(ssl_err) == SSL_R_CERTIFICATE_VERIFY_FAILED && v != X509_V_OK) {
     switch (v) {
-      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-      case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-      case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
-        snprintf(e, n, "the server's certificate is signed by an unknown CA (%s; give its CA: tls_ca_file, --tls-ca)",
-                 X509_verify_cert_error_string(v));
-        return;
-      case X509_V_ERR_HOSTNAME_MISMATCH:
-      case X509_V_ERR_IP_ADDRESS_MISMATCH:
-        snprintf(e, n, "the server's certificate does not name %.100s (the name verified: tls_server_name, "
-                       "--tls-server-name)", name);
-        return;
-      default:
-        snprintf(e, n, "the server's certificate was refused: %s", X509_verify_cert_error_string(v));
-        return;
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+      snprintf(e, n, "the server's certificate is signed by an unknown CA (%s; give its CA: tls_ca_file, --tls-ca)",
+               X509_verify_cert_error_string(v));
+      return;
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH:
+      snprintf(e, n,
+               "the server's certificate does not name %.100s (the name verified: tls_server_name, "
+               "--tls-server-name)",
+               name);
+      return;
+    default: snprintf(e, n, "the server's certificate was refused: %s", X509_verify_cert_error_string(v)); return;
     }
   }
   if (ERR_GET_LIB(ssl_err) == 0) { /* no OpenSSL error: the server closed the connection in the handshake */
     snprintf(e, n, "the server closed the connection during the TLS handshake%s",
-             c->cl->s_cert ? "" : " (does it require a client certificate? tls_cert_file and tls_key_file, "
-                                  "--tls-cert and --tls-key)");
+             c->cl->s_cert ? ""
+                           : " (does it require a client certificate? tls_cert_file and tls_key_file, "
+                             "--tls-cert and --tls-key)");
     return;
   }
   const char *reason = ERR_reason_error_string(ssl_err);
   if (ERR_GET_REASON(ssl_err) == SSL_R_WRONG_VERSION_NUMBER)
     snprintf(e, n, "%s (is this a TLS port?)", reason ? reason : "wrong version number");
   else if (ERR_GET_REASON(ssl_err) == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED)
-    snprintf(e, n, "the server requires a client certificate (tls_cert_file and tls_key_file, --tls-cert and --tls-key)");
-  else if (reason)
-    snprintf(e, n, "%s", reason);
-  else
-    ERR_error_string_n(ssl_err, e, n);
+    snprintf(e, n,
+             "the server requires a client certificate (tls_cert_file and tls_key_file, --tls-cert and --tls-key)");
+  else if (reason) snprintf(e, n, "%s", reason);
+  else ERR_error_string_n(ssl_err, e, n);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg) {
@@ -1345,7 +1341,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
     return;
   }
   snprintf(msg, sizeof msg, "connection to %s %s%s%s", peer, (what & BEV_EVENT_EOF) ? "closed by the server" : "lost",
-           sock_err && !(what & BEV_EVENT_EOF) ? ": " : "", sock_err && !(what & BEV_EVENT_EOF) ? strerror(sock_err) : "");
+           sock_err && !(what & BEV_EVENT_EOF) ? ": " : "",
+           sock_err && !(what & BEV_EVENT_EOF) ? strerror(sock_err) : "");
   drop(c, RLOCK_ECONNLOST, msg);
 }
 

@@ -32,21 +32,21 @@ struct req {
   rlock_reply_t *replies; /* compound: the replies read so far (an ARRAY) */
   int slot;               /* Cluster slot of the request's key, -1: any node */
   conn_kind_t conn;       /* CONN_SUB: SUBSCRIBE/UNSUBSCRIBE, on the subscriber connection */
-  int64_t deadline; /* monotonic ms */
-  int64_t sent_at;  /* monotonic ms of the write, 0 if not yet written */
-  int64_t waits_ms; /* of deadline, the allowance for the WAITs ahead (conn.c behind_waits) */
-  int64_t wait_end; /* an acquire's wait bound (monotonic ms; 0: none): not written by
-                       then (not connected, held), it ends RLOCK_ECONNECT (rlock__req_unsent_by);
-                       only on a copy of an id never written (lock.c send_attempt) */
+  int64_t deadline;       /* monotonic ms */
+  int64_t sent_at;        /* monotonic ms of the write, 0 if not yet written */
+  int64_t waits_ms;       /* of deadline, the allowance for the WAITs ahead (conn.c behind_waits) */
+  int64_t wait_end;       /* an acquire's wait bound (monotonic ms; 0: none): not written by
+                             then (not connected, held), it ends RLOCK_ECONNECT (rlock__req_unsent_by);
+                             only on a copy of an id never written (lock.c send_attempt) */
   req_done_fn done;
   void *ctx;
-  int script; /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */
-  bool completed; /* done() already called (timed out): the reply is discarded */
-  bool internal;  /* handshake request: its errors fail the connection */
-  bool is_auth;   /* AUTH: an error here is RLOCK_EAUTH */
+  int script;          /* index+1 of an embedded script (EVALSHA form), for NOSCRIPT fallback */
+  bool completed;      /* done() already called (timed out): the reply is discarded */
+  bool internal;       /* handshake request: its errors fail the connection */
+  bool is_auth;        /* AUTH: an error here is RLOCK_EAUTH */
   bool reads_replicas; /* INFO replication: its answer sets the connection's replicas */
-  bool topo_check; /* a handshake command of the topology's: its handshake_check judges the reply */
-  uint8_t laters;  /* LOADING/MASTERDOWN/BUSY backoffs so far (conn.c) */
+  bool topo_check;     /* a handshake command of the topology's: its handshake_check judges the reply */
+  uint8_t laters;      /* LOADING/MASTERDOWN/BUSY backoffs so far (conn.c) */
   /* The topology's own bytes per request (Cluster: redirects followed,
    * TRYAGAIN backoffs), zero when made. No one else reads them. */
   uint8_t topo[RLOCK__TOPO_REQ_ROOM];
@@ -58,8 +58,8 @@ struct req {
    * out backoffs that cannot help until the migration ends. */
   bool splittable;
   bool split; /* ended so: send its keys one by one (topology/cluster.c) */
-  bool waits;          /* carries a replica-sync WAIT (rlock__client_send_synced) */
-  bool ahead;          /* written even while its connection holds its pending requests (hold_pending) */
+  bool waits; /* carries a replica-sync WAIT (rlock__client_send_synced) */
+  bool ahead; /* written even while its connection holds its pending requests (hold_pending) */
   /* Any refusal of it (an error reply: OOM, MISCONF, NOREPLICAS, NOPERM...;
    * nothing ran) is sent again later, like LOADING (lock.c: an undo or
    * unlock an earlier copy of which may still land: the refusal does not
@@ -124,10 +124,10 @@ struct conn {
   /* liveness (conn.c): a PING on a connection silent for ping_interval_ms,
    * and a drop after a missed PING or dead_after_timeouts timeouts in a row */
   struct event *ping;
-  int64_t last_read;    /* monotonic ms of the last bytes read */
-  int timeouts_in_row;  /* timeouts since the last bytes read (a batch counts once) */
-  bool ping_out;        /* a PING is in flight */
-  bool ping_missed;     /* its deadline passed: the connection is presumed dead */
+  int64_t last_read;   /* monotonic ms of the last bytes read */
+  int timeouts_in_row; /* timeouts since the last bytes read (a batch counts once) */
+  bool ping_out;       /* a PING is in flight */
+  bool ping_missed;    /* its deadline passed: the connection is presumed dead */
   int64_t backoff_ms;
   int64_t connect_deadline;
   struct addrinfo *addrs, *addr_next; /* the node's addresses (evutil_freeaddrinfo) */
@@ -137,16 +137,16 @@ struct conn {
   struct dns_job *dns;
   int handshake_left;
   bool ever_ready;
-  bool node_refused; /* the last attempt ended on the topology's refusal of the node (handshake_check) */
-  int last_err; /* why the last connection attempt failed */
+  bool node_refused;  /* the last attempt ended on the topology's refusal of the node (handshake_check) */
+  int last_err;       /* why the last connection attempt failed */
   char last_msg[240]; /* its message ("connect 127.0.0.1:6379: Connection refused"), "" before any */
-  int replicas; /* command connections: the replicas the node reported connected
-                   (INFO replication) at the last handshake, after a WAIT that
-                   came short, or at the last ping interval; 0 unknown or none */
-  bool recount_out; /* the periodic INFO replication is in flight */
-  bool had_replicas; /* replicas were seen once (INFO replication), or Sentinel lists
-                        some for the master (topology/sentinel.c): never cleared, the
-                        replica-sync check keeps asking WAIT (rlock__sync_replicas) */
+  int replicas;       /* command connections: the replicas the node reported connected
+                         (INFO replication) at the last handshake, after a WAIT that
+                         came short, or at the last ping interval; 0 unknown or none */
+  bool recount_out;   /* the periodic INFO replication is in flight */
+  bool had_replicas;  /* replicas were seen once (INFO replication), or Sentinel lists
+                         some for the master (topology/sentinel.c): never cleared, the
+                         replica-sync check keeps asking WAIT (rlock__sync_replicas) */
   /* A connection the topology keeps for itself (Sentinel's queries), not one
    * of the client's data connections: its handshake is the topology's alone
    * (no AUTH of the URL's password, no SELECT, no scripts, no INFO), it reads
@@ -170,15 +170,15 @@ struct conn {
 };
 
 int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind);
-void rlock__conn_start(conn_t *c);   /* begin connecting (I/O thread) */
-void rlock__conn_close(conn_t *c);   /* fail everything with ECLOSED, free resources */
+void rlock__conn_start(conn_t *c); /* begin connecting (I/O thread) */
+void rlock__conn_close(conn_t *c); /* fail everything with ECLOSED, free resources */
 /* Points c at host:port (copied) from its next connection attempt on
  * (Sentinel: the master it found; Cluster: a shard's master). RLOCK_ENOMEM. */
 int rlock__conn_set_node(conn_t *c, const char *host, int port);
 /* Queue a request (takes ownership of r and r->cmd). */
 void rlock__conn_send(conn_t *c, req_t *r);
 void rlock__conn_hold_end(conn_t *c); /* hold_pending off: the pending requests are written */
-void rlock__conn_flush(conn_t *c); /* write what is queued now (end of a pass) */
+void rlock__conn_flush(conn_t *c);    /* write what is queued now (end of a pass) */
 /* The replicas the replica-sync check asks WAIT of on c: those its node
  * reported online, and at least one once c had replicas (a master cut off
  * from its replicas reports none: zero acknowledgements then end in
@@ -203,8 +203,8 @@ void rlock__conn_reset(conn_t *c, const char *msg);
 static inline int64_t rlock__req_unsent_by(const req_t *r) {
   return r->wait_end > 0 && r->wait_end < r->deadline ? r->wait_end : r->deadline;
 }
-req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms,
-               req_done_fn done, void *ctx);
+req_t *rlock__req_new(int argc, const char **argv, const size_t *argvlen, int64_t timeout_ms, req_done_fn done,
+                      void *ctx);
 /* A request with room for len bytes of command in the same allocation
  * (r->cmd, r->len = len): the caller writes them (script.c). NULL: no memory. */
 req_t *rlock__req_alloc(size_t len, int64_t timeout_ms, req_done_fn done, void *ctx);

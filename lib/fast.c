@@ -119,8 +119,8 @@ typedef struct ftab {
   fent_t e[FTAB];
   uint64_t tick;
   rlock__prng_t prng; /* request ids of this thread's fast calls */
-  unsigned fork_gen; /* seeded in this process (a forked child seeds again: two
-                        children of one thread must never draw the same ids) */
+  unsigned fork_gen;  /* seeded in this process (a forked child seeds again: two
+                         children of one thread must never draw the same ids) */
   bool seeded;
 } ftab_t;
 
@@ -226,14 +226,14 @@ enum { P_ACQUIRED = 1, P_DEL, P_RELEASING, P_RELEASED, P_ABANDONED };
 
 typedef struct post {
   uint8_t type;
-  bool notified;    /* P_RELEASED: the unlock reached subscribers (handoff) */
-  int8_t held;      /* what the caller added to ST_HELD for it (the drain takes it back) */
-  uint8_t skip;     /* the drain: SKIP_ALL, SKIP_MARK (see cancel_pairs) */
+  bool notified; /* P_RELEASED: the unlock reached subscribers (handoff) */
+  int8_t held;   /* what the caller added to ST_HELD for it (the drain takes it back) */
+  uint8_t skip;  /* the drain: SKIP_ALL, SKIP_MARK (see cancel_pairs) */
   uint16_t slot;
-  uint32_t len;     /* name (P_DEL: the latch key) */
-  uint32_t olen;    /* owner id */
-  int32_t how;      /* P_RELEASED: release_t */
-  int64_t at;       /* P_ACQUIRED: sent_at */
+  uint32_t len;  /* name (P_DEL: the latch key) */
+  uint32_t olen; /* owner id */
+  int32_t how;   /* P_RELEASED: release_t */
+  int64_t at;    /* P_ACQUIRED: sent_at */
   uint64_t owner;
   /* then len bytes of name, olen bytes of owner id, padded to 8 */
 } post_t;
@@ -273,8 +273,7 @@ static void cancel_pairs(fast_buf_t *b) {
     size_t at1, at2;
     post_t *r, *q;
     if (p->type == P_ACQUIRED && p->held == 1 && (r = next_of(b, next, p, &at1)) && r->type == P_RELEASING &&
-        (q = next_of(b, at1, p, &at2)) && q->type == P_RELEASED && q->held == -1 && q->how == REL_ALL &&
-        !q->notified) {
+        (q = next_of(b, at1, p, &at2)) && q->type == P_RELEASED && q->held == -1 && q->how == REL_ALL && !q->notified) {
       p->skip = r->skip = q->skip = SKIP_ALL;
     } else if (p->type == P_RELEASING && !p->skip && (q = next_of(b, next, p, &at1)) &&
                (q->type == P_RELEASED || q->type == P_ABANDONED)) {
@@ -447,12 +446,8 @@ void rlock__fast_drain(client_t *cl) {
       if (rlock__watchdog_acquired(wd, name, p->len, p->owner, owner_id, cl->opt.watchdog_timeout_ms, true, p->at))
         rlock__client_lost(cl, name, p->len, p->owner, RLOCK_LOST_RENEWAL_FAILED); /* cannot renew it */
       break;
-    case P_DEL:
-      rlock__client_queue_del(cl, name, p->len);
-      break;
-    case P_RELEASING:
-      releasing_add(cl, name, p->len, owner_id, olen, 1);
-      break;
+    case P_DEL: rlock__client_queue_del(cl, name, p->len); break;
+    case P_RELEASING: releasing_add(cl, name, p->len, owner_id, olen, 1); break;
     case P_RELEASED:
       if (!(p->skip & SKIP_MARK)) releasing_add(cl, name, p->len, owner_id, olen, -1);
       if (rlock__watchdog_kind_is(wd, name, p->len, owner_id, 0))
@@ -749,18 +744,16 @@ static rt_t round_trip(client_t *cl, req_t *r, rlock_reply_t **out) {
   }
 }
 
-static void no_done(req_t *r, int status, rlock_reply_t *reply) {
-  (void)r, (void)status, (void)reply;
-}
+static void no_done(req_t *r, int status, rlock_reply_t *reply) { (void)r, (void)status, (void)reply; }
 
 /* What a fast call starts with. */
 typedef struct call {
-  unsigned slot;  /* the name's */
-  ftab_t *t;      /* the calling thread's table */
-  fent_t *e;      /* the name's entry in it (NULL: none) */
-  int64_t count;  /* the hold count it knows */
+  unsigned slot; /* the name's */
+  ftab_t *t;     /* the calling thread's table */
+  fent_t *e;     /* the name's entry in it (NULL: none) */
+  int64_t count; /* the hold count it knows */
   char buf[LATCH_ROOM];
-  bytes_t latch;  /* the new request id's latch key (p NULL: out of memory) */
+  bytes_t latch; /* the new request id's latch key (p NULL: out of memory) */
 } call_t;
 
 /* Whether op goes fast now: eligible, the count known and at least `least`,
@@ -839,8 +832,14 @@ static bool fast_acquire(op_t *op, int *rc) {
     bool err = reply->type == RLOCK_REPLY_ERROR;
     int k = err ? KIND_BUSY : cl->lock_up->fast_try_reply(op, reply, &ttl);
     if (k == KIND_GRANTED) {
-      post_item_t it[2] = {{.type = P_ACQUIRED, .held = count == 0, .at = op->sent_at, .owner = op->owner,
-                            .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
+      post_item_t it[2] = {{.type = P_ACQUIRED,
+                            .held = count == 0,
+                            .at = op->sent_at,
+                            .owner = op->owner,
+                            .name = l->name,
+                            .len = l->len,
+                            .owner_id = op->owner_id,
+                            .olen = op->owner_len},
                            {.type = P_DEL, .name = latch.p, .len = latch.n}};
       if (!post_items(cl, it, op->unlatched ? 1 : 2, slot)) {
         /* cannot tell the watchdog: the I/O thread takes it from here
@@ -885,8 +884,8 @@ static bool fast_release(op_t *op, int *rc) {
   req_t *r = latch.p ? cl->lock_up->fast_release_req(op, &latch, count - 1, no_done) : NULL;
   /* the I/O thread learns of the unlock before it leaves: a renewal that
    * finds the hold gone meanwhile is not a loss */
-  post_item_t it[1] = {{.type = P_RELEASING, .name = l->name, .len = l->len, .owner_id = op->owner_id,
-                        .olen = op->owner_len}};
+  post_item_t it[1] = {
+      {.type = P_RELEASING, .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
   if (!r || !post_items(cl, it, 1, slot)) {
     rlock__req_free(r);
     return call_abort(op, &c);
@@ -910,15 +909,21 @@ static bool fast_release(op_t *op, int *rc) {
       k = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
                       l->name, op->owner_id);
     if (notified) atomic_fetch_add(&cl->fast.hand[slot], 1); /* waiters go first: no fast acquire meanwhile */
-    post_item_t its[2] = {{.type = P_RELEASED, .how = how, .notified = notified, .held = -(how == REL_ALL && count == 1),
-                           .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len},
+    post_item_t its[2] = {{.type = P_RELEASED,
+                           .how = how,
+                           .notified = notified,
+                           .held = -(how == REL_ALL && count == 1),
+                           .name = l->name,
+                           .len = l->len,
+                           .owner_id = op->owner_id,
+                           .olen = op->owner_len},
                           {.type = P_DEL, .name = latch.p, .len = latch.n}};
     /* the answers the first copy latched (for a re-send that never comes now:
      * its only copy was applied and answered) lose their latch at once, not
      * after its TTL (a contended lock answers 2 to every unlock) */
     bool latched = how == REL_NOTHELD || how == REL_MISMATCH || notified; /* (k: ENOTHELD for the first) */
-    while (!post_items(cl, its, latched ? 2 : 1, slot)) { /* must reach the I/O thread: it holds the
-                                                              releasing mark; out of memory: wait */
+    while (!post_items(cl, its, latched ? 2 : 1, slot)) {                 /* must reach the I/O thread: it holds the
+                                                                              releasing mark; out of memory: wait */
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
@@ -938,8 +943,8 @@ static bool fast_release(op_t *op, int *rc) {
   } else {
     /* unsent: nothing reached the server; the I/O thread sends it, the
      * releasing mark goes first */
-    post_item_t ab[1] = {{.type = P_ABANDONED, .name = l->name, .len = l->len, .owner_id = op->owner_id,
-                          .olen = op->owner_len}};
+    post_item_t ab[1] = {
+        {.type = P_ABANDONED, .name = l->name, .len = l->len, .owner_id = op->owner_id, .olen = op->owner_len}};
     while (!post_items(cl, ab, 1, slot)) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);

@@ -24,16 +24,16 @@ typedef struct fast_buf {
   size_t n, cap;
 } fast_buf_t;
 typedef struct fast {
-  bool on;              /* the option, and a deployment it fits (slots do not matter, plain socket) */
-  uint64_t serial;      /* this client for the per-thread tables (never reused in a process) */
-  int64_t drain_ms;     /* posts are applied at most this long after the first */
+  bool on;          /* the option, and a deployment it fits (slots do not matter, plain socket) */
+  uint64_t serial;  /* this client for the per-thread tables (never reused in a process) */
+  int64_t drain_ms; /* posts are applied at most this long after the first */
   /* the fast connection: one thread at a time (trylock) */
   pthread_mutex_t mu;
-  int fd;               /* -1: not connected (set and closed under amu too: rlock__fast_close_wait) */
-  bool cut;             /* amu: closing cut the connection: no new one */
-  atomic_int calls;     /* fast call windows open (rlock__fast_begin/_end) */
-  unsigned fd_gen;      /* the command connection's generation it was made for */
-  unsigned failed_gen;  /* connecting failed for that generation: not tried again */
+  int fd;              /* -1: not connected (set and closed under amu too: rlock__fast_close_wait) */
+  bool cut;            /* amu: closing cut the connection: no new one */
+  atomic_int calls;    /* fast call windows open (rlock__fast_begin/_end) */
+  unsigned fd_gen;     /* the command connection's generation it was made for */
+  unsigned failed_gen; /* connecting failed for that generation: not tried again */
   redisReader *reader;
   /* where the command connection is connected, published by the I/O thread (amu) */
   pthread_mutex_t amu;
@@ -46,15 +46,15 @@ typedef struct fast {
   pthread_mutex_t pmu;
   pthread_mutex_t statmu; /* recursive: a drain step counted in ST_HELD twice is never seen */
   fast_buf_t posts, spare;
-  atomic_bool posted;   /* posts wait (written under pmu): the first one woke the I/O thread */
-  bool drain_armed;     /* I/O thread: drain_ev is pending */
+  atomic_bool posted; /* posts wait (written under pmu): the first one woke the I/O thread */
+  bool drain_armed;   /* I/O thread: drain_ev is pending */
   struct event *drain_ev;
-  map_t releasing;      /* I/O thread: (name, owner id) -> fast unlocks in flight */
+  map_t releasing;                    /* I/O thread: (name, owner id) -> fast unlocks in flight */
   _Atomic int busy[FAST_SLOTS];       /* ops submitted and not finished, undos in flight */
   _Atomic int hand[FAST_SLOTS];       /* handoff marks (lock.c) and notified fast unlocks not drained */
   _Atomic uint32_t epoch[FAST_SLOTS]; /* +1 at each hold change the I/O thread makes on its own */
 } fast_t;
-int rlock__fast_init(client_t *cl);    /* at rlock_client_new, before the I/O thread */
+int rlock__fast_init(client_t *cl); /* at rlock_client_new, before the I/O thread */
 void rlock__fast_destroy(client_t *cl);
 unsigned rlock__fast_slot(const char *name, size_t len);
 /* Blocking calls (api.c): true when the call was done here (*rc its result,
@@ -78,8 +78,8 @@ void rlock__fast_released_slow(client_t *cl, const rlock_lock_t *l, uint64_t own
 /* I/O thread: apply the posts now (before starting submitted ops, before
  * reading a renewal's answer, when closing). */
 void rlock__fast_drain(client_t *cl);
-void rlock__fast_wake(client_t *cl);          /* I/O thread woken: arm the drain timer if posts wait */
-void rlock__fast_cmd_ready(client_t *cl);     /* the command connection is ready (or its replicas changed) */
+void rlock__fast_wake(client_t *cl);      /* I/O thread woken: arm the drain timer if posts wait */
+void rlock__fast_cmd_ready(client_t *cl); /* the command connection is ready (or its replicas changed) */
 void rlock__fast_cmd_down(client_t *cl);
 /* A renewal found (name, owner) gone: whether a fast unlock of it is in flight. */
 bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);

@@ -8,7 +8,13 @@
  * (rlock_static_test) sets for the files of RLOCK_HOOKED_SOURCES
  * (lib/CMakeLists.txt); the shipped libraries have none (check_symbols.sh).
  * RLOCK__TEST_HOOK(h, args...) calls hook h if a test set it. */
-enum { RLOCK__AT_ANSWERED = 1, RLOCK__AT_FAST_FELL_BACK, RLOCK__AT_REFUSED, RLOCK__AT_FAST_BEGIN, RLOCK__AT_FAST_COUNTED };
+enum {
+  RLOCK__AT_ANSWERED = 1,
+  RLOCK__AT_FAST_FELL_BACK,
+  RLOCK__AT_REFUSED,
+  RLOCK__AT_FAST_BEGIN,
+  RLOCK__AT_FAST_COUNTED
+};
 #ifdef RLOCK_TEST_HOOKS
 /* tests/test_dns.c: the resolv.conf a client's evdns base reads when it is
  * made (NULL, the default: /etc/resolv.conf). Set before rlock_client_new. */

@@ -34,8 +34,8 @@
 
 #define ACQUIRE_LATCH "rlock_acquire_latch"
 #define UNLOCK_LATCH "redisson_unlock_latch"
-#define HANDOFF_MS 2        /* how long a releaser lets notified waiters go first */
-#define HANDOFF_MAX 4096    /* entries kept before the table is reset */
+#define HANDOFF_MS 2         /* how long a releaser lets notified waiters go first */
+#define HANDOFF_MAX 4096     /* entries kept before the table is reset */
 #define LATCH_MARGIN_MS 1000 /* an id is re-sent only if it lands this long before its latch expires */
 
 /* ------------------------------------------------------------ handoff
@@ -100,7 +100,7 @@ int64_t rlock__op_lease_ms(const op_t *op) {
  * after free is still caught. */
 #define SPARE_OPS 64
 #if defined(__SANITIZE_ADDRESS__)
-#define SPARE_POISON(op) ASAN_POISON_MEMORY_REGION(&(op)->next + 1, sizeof *(op) - sizeof (op)->next)
+#define SPARE_POISON(op) ASAN_POISON_MEMORY_REGION(&(op)->next + 1, sizeof *(op) - sizeof(op)->next)
 #define SPARE_UNPOISON(op) ASAN_UNPOISON_MEMORY_REGION((op), sizeof *(op))
 #else
 #define SPARE_POISON(op) ((void)(op))
@@ -111,8 +111,8 @@ int64_t rlock__op_lease_ms(const op_t *op) {
 static void spares_push(client_t *cl, op_t *first, op_t *last) {
   op_t *head = atomic_load_explicit(&cl->spare_ops, memory_order_relaxed);
   do last->next = head;
-  while (!atomic_compare_exchange_weak_explicit(&cl->spare_ops, &head, first, memory_order_release,
-                                                memory_order_relaxed));
+  while (
+      !atomic_compare_exchange_weak_explicit(&cl->spare_ops, &head, first, memory_order_release, memory_order_relaxed));
 }
 
 op_t *rlock__op_alloc(client_t *cl) {
@@ -450,7 +450,7 @@ static void undo_release(undo_t *u, int status) {
       rlock__req_free(r);
     } else {
       r->deadline = rlock_now_ms() + op->cl->opt.command_timeout_ms; /* written now */
-      r->waits_ms = 0; /* the WAITs ahead of it are counted afresh */
+      r->waits_ms = 0;                                               /* the WAITs ahead of it are counted afresh */
       send_now(op, r);
     }
     r = next;
@@ -505,8 +505,7 @@ static void undo_free(undo_t *u) {
 /* o is an acquire (kind OP_ACQUIRE) or a release in flight of owner_id on the
  * lock `name`: a request that may change the owner's count on the server
  * before the client's count shows it. */
-static bool owner_op_in_flight(const op_t *o, op_kind_t kind, const char *name, size_t len,
-                               const char *owner_id) {
+static bool owner_op_in_flight(const op_t *o, op_kind_t kind, const char *name, size_t len, const char *owner_id) {
   return o->kind == kind && o->in_flight && o->lock->len == len && !memcmp(o->lock->name, name, len) &&
          !strcmp(o->owner_id, owner_id);
 }
@@ -527,8 +526,8 @@ static int64_t undo_keep(const undo_t *u) {
  * for its answer), or the client closes. */
 static bool undo_again(undo_t *u, int status) {
   if (u->tmpl && rlock_now_ms() >= u->stale_at) return false; /* its latch may be gone: no copy more */
-  if (status == RLOCK_ECONNECT) return true; /* never written: wait for the reconnect */
-  return answer_lost(status);                /* else closed, or answered (a refusal) */
+  if (status == RLOCK_ECONNECT) return true;                  /* never written: wait for the reconnect */
+  return answer_lost(status);                                 /* else closed, or answered (a refusal) */
 }
 
 static bool op_over(const op_t *op) {
@@ -542,8 +541,9 @@ static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
   bool landed = status == 0 && (u->tmpl || (reply && reply->type != RLOCK_REPLY_ERROR && u->kind->undo_reply(reply)));
   if (status == 0 && !landed) /* answered, but refused (OOM, an error reply): the op must not take
                                  status 0 for a grant (resume_after_undo) */
-    status = rlock__fail(RLOCK_ESERVER, "the server refused to give back the hold (it may stay until its lease "
-                                        "runs out): %.200s",
+    status = rlock__fail(RLOCK_ESERVER,
+                         "the server refused to give back the hold (it may stay until its lease "
+                         "runs out): %.200s",
                          reply && reply->type == RLOCK_REPLY_ERROR ? reply->str : "unexpected reply");
   rlock_reply_free(reply);
   bool again = !landed && undo_again(u, status);
@@ -576,8 +576,8 @@ static void undo_send(undo_t *u) {
       r->waits = u->tmpl->waits;
     }
   } else {
-    kind_undo_t view = {cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id,
-                        u->keep >= 0 ? u->keep : undo_keep(u), u->stay};
+    kind_undo_t view = {
+        cl, u->name.p, u->name.n, &u->channel, &u->latch, u->owner_id, u->keep >= 0 ? u->keep : undo_keep(u), u->stay};
     r = u->kind->undo_req(&view, undo_done, u);
   }
   if (!r) {
@@ -615,8 +615,7 @@ static void undo_attempt_as(op_t *op, bool wait, bool stay) {
   rlock__fast_busy(op->cl, u->fslot, 1);
   op->cl->undos_inflight++;
   memcpy(u->owner_id, op->owner_id, op->owner_len + 1);
-  if (!(u->name.p = rlock__strndup(l->name, l->len)) ||
-      !(u->channel.p = rlock__strndup(l->channel.p, l->channel.n)) ||
+  if (!(u->name.p = rlock__strndup(l->name, l->len)) || !(u->channel.p = rlock__strndup(l->channel.p, l->channel.n)) ||
       rlock__names_prefixed_suffix(&u->latch, ACQUIRE_LATCH, l->name, l->len, op->reqid)) {
     undo_free(u);
     goto fail;
@@ -798,7 +797,7 @@ static bool id_stale(const op_t *op) {
  * the queue (the undo, in the order gate: the owner's next try waits for it). */
 static void acquire_fail(op_t *op, int rc) {
   if (op->queued && !op->finished && rc != RLOCK_ECLOSED) { /* (closing: rlock__op_undo_on_close) */
-    int keep = rlock__fail_keep(rc); /* the undo must not replace the op's message */
+    int keep = rlock__fail_keep(rc);                        /* the undo must not replace the op's message */
     char msg[256];
     snprintf(msg, sizeof msg, "%s", rlock__msg());
     undo_attempt(op, false);
@@ -914,7 +913,7 @@ static void acquire_failed(op_t *op, int status) {
           try whose answer was lost is re-sent even when wait_ms is over */
     again = answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts;
   if (again) {
-    if (answer_lost(status)) op->retries++; /* same request id: counts once even if both arrive */
+    if (answer_lost(status)) op->retries++;   /* same request id: counts once even if both arrive */
     if (id_stale(op)) undo_attempt(op, true); /* give back, then a fresh id */
     else attempt(op, false);
     return;
@@ -932,13 +931,14 @@ static void acquired(op_t *op) {
     return;
   }
   if (rlock__watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, rlock__op_lease_ms(op),
-                        op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at)) {
+                               op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at)) {
     undo_attempt(op, false); /* cannot track it: do not keep it */
     acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
   op->queued = false; /* a grant takes the owner out of the queue */
-  if (l->kind->renew_script) rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
+  if (l->kind->renew_script)
+    rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
   rlock__fast_bump(op->cl, l->name, l->len); /* a hold the calling thread's fast table does not know */
   drop_latch(op, ACQUIRE_LATCH);
   rlock__op_finish(op, 0, op->token, NULL, 0); /* the fenced lock's token, else 0 */
@@ -992,7 +992,8 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   RLOCK__ASSERT(!r->wait_end || !op->id_written);
   if (status == 0) order_check(op);
   if (status != RLOCK_ECONNECT) op->id_written = true;
-  if (status != RLOCK_ECONNECT && op->lock->kind->queues && op->wait_ms != 0) op->queued = true; /* it may have queued */
+  if (status != RLOCK_ECONNECT && op->lock->kind->queues && op->wait_ms != 0)
+    op->queued = true; /* it may have queued */
   /* a cancel triggered before this reply counts even if its event has not
    * been dispatched yet (rlock.h: the wait ends with RLOCK_ECANCELED) */
   if (op->cancel && atomic_load(&op->cancel->triggered)) op->cancelled = true;
@@ -1017,7 +1018,8 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
    * lock is free, after the op moved on to a fresh id or ended, taking a hold
    * nobody knows of. A refused try writes nothing on the server, so plant the
    * id's tombstone (the undo, on its own; sent before any next try). */
-  if (rc != KIND_GRANTED && op->retries > 0) undo_attempt_as(op, false, rc == KIND_BUSY); /* busy: it waits on, queued */
+  if (rc != KIND_GRANTED && op->retries > 0)
+    undo_attempt_as(op, false, rc == KIND_BUSY); /* busy: it waits on, queued */
   if (rc == KIND_GRANTED && !synced) sync_missed(op, acked);
   else if (rc == KIND_GRANTED) acquired(op);
   else if (rc < 0) acquire_fail(op, rc);
@@ -1165,12 +1167,12 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   } else if ((rc = l->kind->release_reply(reply, &how, &notified))) {
     how = REL_UNKNOWN;
   } else if (how == REL_NOTHELD) {
-    rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len),
-                     l->name, op->owner_id);
+    rc = rlock__fail(RLOCK_ENOTHELD, "lock '%.*s' is not held by owner %s", (int)(l->len > 100 ? 100 : l->len), l->name,
+                     op->owner_id);
     drop_latch(op, UNLOCK_LATCH); /* its 'n' latch: dead weight once answered (sent once), as the fast path does */
-  } else { /* it applied: one hold released, the last one, or another count found */
+  } else {                        /* it applied: one hold released, the last one, or another count found */
     if (how == REL_ONE && op->unchecked) how = REL_ONE_UNCHECKED; /* the count was not compared */
-    value = how != REL_ONE && how != REL_ONE_UNCHECKED; /* REL_MISMATCH: the owner's field is gone too */
+    value = how != REL_ONE && how != REL_ONE_UNCHECKED;           /* REL_MISMATCH: the owner's field is gone too */
     if (notified) handoff_mark(cl, l);
     drop_latch(op, UNLOCK_LATCH);
     if (!synced) unlock_sync_missed(op);
@@ -1267,13 +1269,15 @@ static void start_simple(op_t *op) {
     r = l->kind->force_req(op, simple_done); /* reentrant_force_unlock.lua (kinds/reentrant.c) */
     stat_add(cl, ST_SCRIPTS, 1);
   } else if (l->kind->query_req && (op->kind == OP_IS_HELD || op->kind == OP_COUNT || op->kind == OP_HOLDERS ||
-                                     op->kind == OP_KIND_CALL ||
-                                     (op->kind == OP_IS_LOCKED && l->kind->query_locked))) {
+                                    op->kind == OP_KIND_CALL || (op->kind == OP_IS_LOCKED && l->kind->query_locked))) {
     r = l->kind->query_req(op, simple_done); /* the kind's layout is not a hash */
     stat_add(cl, ST_SCRIPTS, 1);
   } else {
-    static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS", [OP_IS_HELD] = "HEXISTS",
-                                  [OP_COUNT] = "HGET", [OP_TTL] = "PTTL", [OP_HOLDERS] = "HGETALL"};
+    static const char *verbs[] = {[OP_IS_LOCKED] = "EXISTS",
+                                  [OP_IS_HELD] = "HEXISTS",
+                                  [OP_COUNT] = "HGET",
+                                  [OP_TTL] = "PTTL",
+                                  [OP_HOLDERS] = "HGETALL"};
     const char *argv[3] = {verbs[op->kind], l->name, op->owner_id};
     size_t lens[3] = {strlen(verbs[op->kind]), l->len, op->owner_len};
     int argc = op->kind == OP_IS_HELD || op->kind == OP_COUNT ? 3 : 2;
@@ -1302,7 +1306,8 @@ static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
   int rc = 0, acked;
   bool synced = status != 0 || rlock__client_sync_split(&op->sync_need, &reply, &acked);
   if (status) rc = rlock__fail_keep(status);
-  else if (reply->type == RLOCK_REPLY_ERROR) rc = rlock__fail(rlock__reply_error_code(reply), "relet: %.200s", reply->str);
+  else if (reply->type == RLOCK_REPLY_ERROR)
+    rc = rlock__fail(rlock__reply_error_code(reply), "relet: %.200s", reply->str);
   else if (reply->type != RLOCK_REPLY_STRING || reply->len != 1 || (reply->str[0] != '0' && reply->str[0] != '1'))
     rc = rlock__fail(RLOCK_EPROTO, "relet: unexpected reply");
   else if (reply->str[0] != '1')
@@ -1318,7 +1323,8 @@ static void start_relet(op_t *op) {
   rlock_lock_t *l = op->lock;
   int64_t t = cl->opt.command_timeout_ms, ttl;
   int script = l->kind->renew_script ? l->kind->renew_script : SCRIPT_RENEW;
-  int rc = rlock__watchdog_relet(&cl->wd, l->name, l->len, op->owner_id, script, op->lease_ms, rlock_now_ms() + t, &ttl);
+  int rc = rlock__watchdog_relet(&cl->wd, l->name, l->len, op->owner_id, script, op->lease_ms, rlock_now_ms() + t,
+                                 &ttl);
   rlock__fast_bump(cl, l->name, l->len);
   if (rc) {
     rlock__op_finish(op, rc, 0, NULL, 0);
@@ -1349,23 +1355,19 @@ void rlock__op_start(op_t *op) {
     by_name_add(op);
   }
   switch (op->kind) {
-  case OP_ACQUIRE:
-    start_acquire(op);
-    break;
+  case OP_ACQUIRE: start_acquire(op); break;
   case OP_RELEASE:
     if (!op->reqid[0]) new_reqid(op);
     /* the id's first send (a fast connection's copy left at most a command timeout ago) */
     op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
-    op->id_written = op->fast_lost; /* release_done: a copy whose answer was lost */
+    op->id_written = op->fast_lost;                            /* release_done: a copy whose answer was lost */
     if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
     send_release(op);
     break;
   case OP_COMMAND:
     rlock__usercmd_start(op); /* on the user connection (usercmd.c) */
     break;
-  case OP_RELET:
-    start_relet(op);
-    break;
+  case OP_RELET: start_relet(op); break;
   case OP_VALID_UNTIL: {
     int64_t v = 0;
     int rc = rlock__watchdog_valid_until(&cl->wd, op->lock->name, op->lock->len, op->owner_id, &v);
@@ -1381,8 +1383,7 @@ void rlock__op_start(op_t *op) {
   case OP_AWAIT_FREE:
     rlock__sem_start(op); /* semaphore.c */
     break;
-  default:
-    start_simple(op);
+  default: start_simple(op);
   }
 }
 

@@ -7,11 +7,23 @@
 #include "replica_sync.h"
 
 typedef enum {
-  OP_ACQUIRE, OP_RELEASE, OP_FORCE, OP_IS_LOCKED, OP_IS_HELD, OP_COUNT, OP_TTL, OP_HOLDERS,
-  OP_COMMAND, OP_VALID_UNTIL, OP_RELET, OP_NODE,
-  OP_SEM_ACQUIRE, OP_SEM_CALL, OP_LATCH_AWAIT, /* semaphore.c */
-  OP_KIND_CALL, /* a kind's own query or setting (kind->query_req), answered by an integer */
-  OP_AWAIT_FREE /* semaphore.c: wait until a lock's key is gone (rlock_lock_await_free) */
+  OP_ACQUIRE,
+  OP_RELEASE,
+  OP_FORCE,
+  OP_IS_LOCKED,
+  OP_IS_HELD,
+  OP_COUNT,
+  OP_TTL,
+  OP_HOLDERS,
+  OP_COMMAND,
+  OP_VALID_UNTIL,
+  OP_RELET,
+  OP_NODE,
+  OP_SEM_ACQUIRE,
+  OP_SEM_CALL,
+  OP_LATCH_AWAIT, /* semaphore.c */
+  OP_KIND_CALL,   /* a kind's own query or setting (kind->query_req), answered by an integer */
+  OP_AWAIT_FREE   /* semaphore.c: wait until a lock's key is gone (rlock_lock_await_free) */
 } op_kind_t;
 
 /* Blocking callers wait on this (sync over async): a futex word (SYNC_*),
@@ -47,10 +59,10 @@ struct rlock_lock {
 
 #define OP_LATCH_ROOM 224
 struct op {
-  op_t *next;               /* submit queue link */
-  op_t *aprev, *anext;      /* client->active link */
-  op_t *nprev, *nnext;      /* the active ops on the same lock name (client->by_name) */
-  void **islot;             /* in client->by_name: its entry's value (the first op), else NULL */
+  op_t *next;          /* submit queue link */
+  op_t *aprev, *anext; /* client->active link */
+  op_t *nprev, *nnext; /* the active ops on the same lock name (client->by_name) */
+  void **islot;        /* in client->by_name: its entry's value (the first op), else NULL */
   op_kind_t kind;
   client_t *cl;
   rlock_lock_t *lock;
@@ -69,10 +81,10 @@ struct op {
   bool id_written; /* a copy of the current request id may have reached the server */
   bool woken;      /* woken by a message (or a wake token) and not parked since */
   bool subscribed, cancelled, in_flight, finished;
-  bool unchecked;  /* release: sent without the count check (others_in_flight) */
-  bool held;       /* its request waits behind an unanswered undo of its (owner, name) (lock.c) */
-  uint64_t wseq;   /* its current request's place in the client's order of writes (lock.c) */
-  int polls;       /* acquire: busy answers so far (a polling kind's backoff) */
+  bool unchecked;        /* release: sent without the count check (others_in_flight) */
+  bool held;             /* its request waits behind an unanswered undo of its (owner, name) (lock.c) */
+  uint64_t wseq;         /* its current request's place in the client's order of writes (lock.c) */
+  int polls;             /* acquire: busy answers so far (a polling kind's backoff) */
   sync_need_t sync_need; /* the current try's or release's WAIT (replica sync) */
   int sync_misses;       /* acquire: grants undone because the replicas did not acknowledge */
   int sync_acked;        /* ... and how many did, the last time */
@@ -129,16 +141,16 @@ int rlock__lock_relet_async(rlock_lock_t *l, uint64_t owner, int64_t lease_ms, r
 op_t *rlock__op_alloc(client_t *cl);
 void rlock__op_recycle(client_t *cl, op_t *op); /* its memory back: kept as a spare, or freed */
 void rlock__op_spares_free(client_t *cl);       /* client destroyed */
-void rlock__op_start(op_t *op);                       /* I/O thread: begin the operation */
+void rlock__op_start(op_t *op);                 /* I/O thread: begin the operation */
 /* OP_NODE (api.c, I/O thread): finishes op with the node its lock's commands go to now. */
 void rlock__op_node(op_t *op);
 int rlock__lock_node_here(rlock_lock_t *l, char **out, size_t *len); /* on l's client's I/O thread */
 void rlock__handoff_clear(client_t *cl);
 /* An unlock reached subscribers: this client's next acquire of name lets them go first. */
 void rlock__handoff_mark(client_t *cl, const char *name, size_t len);
-void rlock__op_fail_all(client_t *cl, int status);    /* closing: end every active op */
-void rlock__op_index_free(client_t *cl);               /* closing, after rlock__op_fail_all */
-void rlock__op_undo_on_close(client_t *cl);           /* closing: undo the tries that may be on the server */
+void rlock__op_fail_all(client_t *cl, int status); /* closing: end every active op */
+void rlock__op_index_free(client_t *cl);           /* closing, after rlock__op_fail_all */
+void rlock__op_undo_on_close(client_t *cl);        /* closing: undo the tries that may be on the server */
 void rlock__op_end_unstarted(op_t *op); /* closing: a submitted op ends (RLOCK_ECLOSED), undone if it must be */
 void rlock__op_finish(op_t *op, int status, int64_t value, void *ptr, size_t n);
 /* A request's answer came for op: false, go on; true, op had finished

@@ -20,7 +20,7 @@ typedef struct map {
 } map_t;
 void rlock__map_init(map_t *m);
 uint64_t rlock__map_hash(const void *key, size_t klen); /* the map's hash (watchdog.c's own table) */
-void rlock__map_free(map_t *m); /* frees entries, not values */
+void rlock__map_free(map_t *m);                         /* frees entries, not values */
 void *rlock__map_get(const map_t *m, const void *key, size_t klen);
 /* Where key's value is stored (NULL: no such key): set it without allocating. */
 void **rlock__map_slot(const map_t *m, const void *key, size_t klen);
@@ -28,7 +28,7 @@ int rlock__map_put(map_t *m, const void *key, size_t klen, void *value); /* repl
 /* Where key's value is stored, after putting value there if key was absent
  * (*added; one lookup). NULL: out of memory. */
 void **rlock__map_put_slot(map_t *m, const void *key, size_t klen, void *value, bool *added);
-void *rlock__map_del(map_t *m, const void *key, size_t klen);         /* returns old value */
+void *rlock__map_del(map_t *m, const void *key, size_t klen); /* returns old value */
 /* Iteration that tolerates deleting the current entry. */
 typedef struct map_iter {
   const map_t *m;

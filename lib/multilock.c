@@ -127,7 +127,8 @@ static void host_port_key(const char *host, size_t hl, int port, char *out, size
   if (hl > 1 && h[hl - 1] == '.') h[--hl] = 0;
   if (!strcmp(h, "localhost")) snprintf(h, sizeof h, "127.0.0.1");
   if (inet_pton(AF_INET, h, a) == 1 && inet_ntop(AF_INET, a, ip, sizeof ip)) snprintf(out, n, "%s:%d", ip, port);
-  else if (inet_pton(AF_INET6, h, a) == 1 && inet_ntop(AF_INET6, a, ip, sizeof ip)) snprintf(out, n, "[%s]:%d", ip, port);
+  else if (inet_pton(AF_INET6, h, a) == 1 && inet_ntop(AF_INET6, a, ip, sizeof ip))
+    snprintf(out, n, "[%s]:%d", ip, port);
   else snprintf(out, n, strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, port);
 }
 
@@ -477,7 +478,7 @@ static int take_all(rlock_multilock_t *m, uint64_t who, int64_t deadline, int64_
   if (!rc && lease_ms != RLOCK_LEASE_WATCHDOG) rc = relet_all(m, who, lease_ms, bad, why, whylen);
   if (!rc && lease_ms == RLOCK_LEASE_WATCHDOG) rc = all_still_held(m, who, bad, why, whylen);
   if (!rc) return 0;
-  arm(m, false, who); /* the caller is told: no lost callback for a failed round */
+  arm(m, false, who);                     /* the caller is told: no lost callback for a failed round */
   int rel = release_first(m, taken, who); /* all or nothing */
   *released_ok = rel == 0 || rel == RLOCK_ENOTHELD;
   return rc;
@@ -543,8 +544,9 @@ RLOCK_API int rlock_multilock_release(rlock_multilock_t *m, rlock_owner_t owner)
   uint64_t who = owner == RLOCK_OWNER_SELF ? RLOCK_OWNER_THREAD | rlock__gettid() : owner;
   rc = release_first(m, m->n, who);
   arm(m, false, who);
-  return rc ? rlock__fail(rc, "%s", rc == RLOCK_ENOTHELD ? "a member was not held (the others were released)"
-                                                         : "a member's release failed (the others were released)")
+  return rc ? rlock__fail(rc, "%s",
+                          rc == RLOCK_ENOTHELD ? "a member was not held (the others were released)"
+                                               : "a member's release failed (the others were released)")
             : 0;
 }
 

@@ -14,8 +14,7 @@ typedef struct bytes {
  * Prefix form: "P:{NAME}" ("P:NAME" when NAME holds '{'), else "P:{T}NAME". */
 int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
 /* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
-int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len,
-                          const char *suffix);
+int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len, const char *suffix);
 /* The same in buf when it fits (cap bytes, its NUL included: out->p == buf),
  * else malloc'd; prefix and suffix plen and slen bytes (no NUL needed). */
 int rlock__names_prefixed_suffix_in(bytes_t *out, char *buf, size_t cap, const char *prefix, size_t plen,
@@ -28,6 +27,6 @@ int rlock__names_plain_in(bytes_t *out, char *buf, size_t cap, const char *prefi
                           size_t len, const char *suffix, size_t slen);
 uint16_t rlock__names_crc16(const char *p, size_t n);
 uint16_t rlock__names_slot(const char *key, size_t n); /* Redis Cluster hash slot */
-const char *rlock__names_tag(uint16_t slot); /* the shortest [0-9a-z] tag T hashing to slot */
+const char *rlock__names_tag(uint16_t slot);           /* the shortest [0-9a-z] tag T hashing to slot */
 
 #endif

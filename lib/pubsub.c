@@ -25,10 +25,10 @@ struct channel {
   ch_state_t state;
   conn_t *on; /* the connection it was (is being) subscribed on */
   waiter_t *head, *tail;
-  int wakes; /* wake tokens: a message came while fewer waiters were parked */
+  int wakes;     /* wake tokens: a message came while fewer waiters were parked */
   int observers; /* waiters that only look (waiter_t.observer) */
-  int refused; /* RLOCK_ENOPERM: the server refused the subscription (an ACL
-                  without the channel); its waiters end, why says so */
+  int refused;   /* RLOCK_ENOPERM: the server refused the subscription (an ACL
+                    without the channel); its waiters end, why says so */
   char *why;
   int (*wake)(const rlock_reply_t *msg); /* how many a message wakes (the kind's policy) */
 };
@@ -92,7 +92,8 @@ static void resub_later(pubsub_t *ps);
  * they have all left, subscribes again (the ACL may have changed). */
 static void refuse(channel_t *ch, const rlock_reply_t *reply) {
   char buf[512];
-  snprintf(buf, sizeof buf, "this user may not subscribe to the channel %.*s (its ACL needs a & pattern matching it): %.120s",
+  snprintf(buf, sizeof buf,
+           "this user may not subscribe to the channel %.*s (its ACL needs a & pattern matching it): %.120s",
            (int)(ch->len > 200 ? 200 : ch->len), ch->name, reply->str ? reply->str : "NOPERM");
   char *why = rlock__strndup(buf, strlen(buf));
   if (why) free(ch->why), ch->why = why;
@@ -147,7 +148,7 @@ static void send_sub(pubsub_t *ps, channel_t *ch, bool sub) {
   r->conn = CONN_SUB;
   r->slot = rlock__names_slot(ch->name, ch->len);
   conn_t *on = ps->cl->topo->route(ps->cl, r); /* the routing point: by the channel's slot (sharded) */
-  if (!sub && ch->on) on = ch->on;              /* where the subscription is, whatever the map says now */
+  if (!sub && ch->on) on = ch->on;             /* where the subscription is, whatever the map says now */
   rlock__conn_send(on, r);
   if (sub) ch->on = on;
 }

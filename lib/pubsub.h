@@ -11,15 +11,15 @@ typedef struct channel channel_t;
 struct waiter {
   waiter_t *prev, *next;
   channel_t *ch;
-  bool parked; /* waiting for a message (vs. an attempt in flight) */
-  bool token;  /* a message that wakes all came while its attempt was in flight:
-                  it tries again instead of parking (pubsub.c) */
-  int refused; /* RLOCK_ENOPERM: its channel's SUBSCRIBE was refused (an ACL):
-                  the wait ends (rlock__pubsub_refused says why) */
-  bool observer; /* only looks (rlock_lock_await_free): woken by every message,
-                    never counted by the kind's policy nor given the channel's
-                    wake tokens, so it takes no wake-up from a real waiter.
-                    Set before rlock__pubsub_join. */
+  bool parked;                  /* waiting for a message (vs. an attempt in flight) */
+  bool token;                   /* a message that wakes all came while its attempt was in flight:
+                                   it tries again instead of parking (pubsub.c) */
+  int refused;                  /* RLOCK_ENOPERM: its channel's SUBSCRIBE was refused (an ACL):
+                                   the wait ends (rlock__pubsub_refused says why) */
+  bool observer;                /* only looks (rlock_lock_await_free): woken by every message,
+                                   never counted by the kind's policy nor given the channel's
+                                   wake tokens, so it takes no wake-up from a real waiter.
+                                   Set before rlock__pubsub_join. */
   void (*on_wake)(waiter_t *w); /* a message arrived / resubscribed / subscribed */
   /* How many parked waiters a message (its payload) wakes: the lock kind's
    * policy, taken by the channel from its first waiter. NULL: one. */
@@ -29,9 +29,9 @@ typedef struct pubsub {
   client_t *cl;
   conn_t conn;
   map_t channels;
-  uint64_t next_gen; /* channel generations: a late reply never touches a newer channel */
-  struct event *resub;  /* re-sends SUBSCRIBEs that failed (timeout, error reply) */
-  int64_t resub_ms;     /* its backoff: reconnect_min_ms .. reconnect_max_ms */
+  uint64_t next_gen;   /* channel generations: a late reply never touches a newer channel */
+  struct event *resub; /* re-sends SUBSCRIBEs that failed (timeout, error reply) */
+  int64_t resub_ms;    /* its backoff: reconnect_min_ms .. reconnect_max_ms */
 } pubsub_t;
 int rlock__pubsub_init(pubsub_t *ps, client_t *cl);
 /* c (CONN_SUB, another node's subscriber connection: sharded pub/sub in

@@ -45,10 +45,10 @@
 #define NODES_MAX 64
 #define NODE_TIMEOUT_MIN_MS 5
 #define NODE_TIMEOUT_MAX_MS 50
-#define DRIFT_MS 2         /* drift = lease / 100 + DRIFT_MS */
-#define RETRY_MIN_MS 10    /* a failed round is retried after a random delay in */
-#define RETRY_MAX_MS 200   /* [RETRY_MIN_MS, RETRY_MAX_MS], never past the wait budget */
-#define REVIVE_MS 1000     /* a missing node's client is tried again at most this often */
+#define DRIFT_MS 2       /* drift = lease / 100 + DRIFT_MS */
+#define RETRY_MIN_MS 10  /* a failed round is retried after a random delay in */
+#define RETRY_MAX_MS 200 /* [RETRY_MIN_MS, RETRY_MAX_MS], never past the wait budget */
+#define REVIVE_MS 1000   /* a missing node's client is tried again at most this often */
 
 typedef struct node {
   rlock_redlock_t *r;
@@ -59,7 +59,7 @@ typedef struct node {
   char *url;          /* owned copy, to make the client again */
   pthread_t reviver;  /* making the client again (r->mu: reviving, joinable) */
   bool reviving, joinable;
-  int64_t next_try;   /* monotonic ms: the next attempt at the earliest */
+  int64_t next_try; /* monotonic ms: the next attempt at the earliest */
 } node_t;
 
 struct rlock_redlock {
@@ -70,11 +70,11 @@ struct rlock_redlock {
   pthread_mutex_t op_mu; /* one acquire or release at a time */
   pthread_mutex_t mu;    /* the hold's state below */
   bool holding, lost_told;
-  bool *held;            /* held[i]: node i grants the current hold */
+  bool *held; /* held[i]: node i grants the current hold */
   size_t nheld;
-  bool acquiring;        /* a round is under way (for acq_owner) */
+  bool acquiring; /* a round is under way (for acq_owner) */
   uint64_t acq_owner;
-  bool *gone;            /* gone[i]: node i lost the round's hold before the round was decided */
+  bool *gone; /* gone[i]: node i lost the round's hold before the round was decided */
   uint64_t owner;
   int64_t lease_ms;
   rlock_lost_cb lost_cb;
@@ -86,7 +86,7 @@ struct rlock_redlock {
   char *name;
   size_t len;
   unsigned flags;
-  bool closing; /* rlock_redlock_free: no new reviver (r->mu) */
+  bool closing;      /* rlock_redlock_free: no new reviver (r->mu) */
   unsigned fork_gen; /* rlock__fork_generation() at creation: another = a forked child */
 };
 
@@ -367,8 +367,8 @@ static int64_t retry_delay(void) {
   return RETRY_MIN_MS + (int64_t)(x % (RETRY_MAX_MS - RETRY_MIN_MS + 1));
 }
 
-static int acquire_rounds(rlock_redlock_t *r, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
-                          rlock_cancel_t *cancel, int64_t *valid_until) {
+static int acquire_rounds(rlock_redlock_t *r, uint64_t owner, int64_t wait_ms, int64_t lease_ms, rlock_cancel_t *cancel,
+                          int64_t *valid_until) {
   int64_t deadline = wait_ms < 0 ? -1 : rlock_now_ms() + wait_ms;
   for (;;) {
     if (cancel && atomic_load(&cancel->triggered)) return rlock__fail(RLOCK_ECANCELED, "wait for the lock cancelled");
@@ -645,15 +645,16 @@ static int keep_options(rlock_redlock_t *r, const rlock_options_t *opts, const v
   return ok && r->name ? 0 : RLOCK_ENOMEM;
 }
 
-RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls,
-                                size_t n, const void *name, size_t len, unsigned flags) {
+RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *opts, const char *const *urls, size_t n,
+                                const void *name, size_t len, unsigned flags) {
   if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
   *out = NULL;
   if (!opts || !urls) return rlock__fail(RLOCK_EINVAL, "opts or urls is NULL");
   if (n < 1 || n > NODES_MAX) return rlock__fail(RLOCK_EINVAL, "a RedLock needs 1 to %d nodes, not %zu", NODES_MAX, n);
   for (size_t i = 0; i < n; i++)
     if (!urls[i]) return rlock__fail(RLOCK_EINVAL, "url %zu is NULL", i + 1);
-  if (!name || len == 0 || len > RLOCK_NAME_MAX) return rlock__fail(RLOCK_EINVAL, "bad lock name (1 to %d bytes)", RLOCK_NAME_MAX);
+  if (!name || len == 0 || len > RLOCK_NAME_MAX)
+    return rlock__fail(RLOCK_EINVAL, "bad lock name (1 to %d bytes)", RLOCK_NAME_MAX);
   if (flags & ~RLOCK_REDLOCK_SIMPLE) return rlock__fail(RLOCK_EINVAL, "unknown RedLock flags 0x%x", flags);
   rlock_redlock_t *r = calloc(1, sizeof *r);
   if (!r) return rlock__fail(RLOCK_ENOMEM, "out of memory");
@@ -667,8 +668,9 @@ RLOCK_API int rlock_redlock_new(rlock_redlock_t **out, const rlock_options_t *op
   r->nodes = calloc(n, sizeof *r->nodes);
   r->held = calloc(n, sizeof *r->held);
   r->gone = calloc(n, sizeof *r->gone);
-  int rc = r->nodes && r->held && r->gone && !keep_options(r, opts, name, len, flags) ? 0
-                                                                                      : rlock__fail(RLOCK_ENOMEM, "out of memory");
+  int rc = r->nodes && r->held && r->gone && !keep_options(r, opts, name, len, flags)
+               ? 0
+               : rlock__fail(RLOCK_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < n; i++) {
     r->nodes[i].r = r, r->nodes[i].idx = i;
     if (!(r->nodes[i].url = strdup(urls[i]))) rc = rlock__fail(RLOCK_ENOMEM, "out of memory");

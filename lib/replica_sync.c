@@ -127,6 +127,6 @@ int rlock__client_sync_fail(const client_t *cl, const sync_need_t *need, int ack
                        acked, (long long)cl->opt.replica_sync_timeout_ms, policy_name(cl->opt.replica_sync),
                        need->need);
   return rlock__fail(RLOCK_ENOSYNC, "replica sync: %d of %d replicas acknowledged within %lld ms, policy %s needs %d",
-                     acked, need->of, (long long)cl->opt.replica_sync_timeout_ms,
-                     policy_name(cl->opt.replica_sync), need->need);
+                     acked, need->of, (long long)cl->opt.replica_sync_timeout_ms, policy_name(cl->opt.replica_sync),
+                     need->need);
 }

@@ -11,8 +11,7 @@
 static void *attach(const redisReadTask *task, rlock_reply_t *r) {
   if (task->parent) {
     rlock_reply_t *parent = task->parent->obj;
-    if (!parent || parent->type != RLOCK_REPLY_ARRAY || task->idx < 0 ||
-        (size_t)task->idx >= parent->elements) {
+    if (!parent || parent->type != RLOCK_REPLY_ARRAY || task->idx < 0 || (size_t)task->idx >= parent->elements) {
       rlock_reply_free(r);
       return NULL;
     }
@@ -140,10 +139,9 @@ bool rlock__reply_reader_idle(const redisReader *r) {
 
 static void free_object(void *p) { rlock_reply_free(p); }
 
-static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil,
-                                        free_object};
-static redisReplyObjectFunctions fns_shared = {create_string, create_array, create_integer_shared,
-                                               create_nil_shared, free_object};
+static redisReplyObjectFunctions fns = {create_string, create_array, create_integer, create_nil, free_object};
+static redisReplyObjectFunctions fns_shared = {create_string, create_array, create_integer_shared, create_nil_shared,
+                                               free_object};
 
 redisReader *rlock__reply_reader_new(bool shared) {
   return redisReaderCreateWithFunctions(shared ? &fns_shared : &fns);

@@ -53,9 +53,8 @@ static size_t bulks_size(int n, const char **s, const size_t *lens) {
 
 /* EVALSHA <sha> <nkeys> keys... args...: the script's precomputed prefix,
  * then the rest, written once into the request's own buffer. */
-req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs,
-                  const char **args, const size_t *arglens, int64_t timeout_ms, req_done_fn done,
-                  void *ctx) {
+req_t *rlock__script_req(int script, int nkeys, const char **keys, const size_t *keylens, int nargs, const char **args,
+                         const size_t *arglens, int64_t timeout_ms, req_done_fn done, void *ctx) {
   size_t argc = 3 + (size_t)nkeys + (size_t)nargs;
   char nk[24];
   size_t nkl = nkeys >= 0 && nkeys < 10 ? (nk[0] = (char)('0' + nkeys), 1) : rlock__i64toa(nkeys, nk);

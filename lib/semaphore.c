@@ -285,7 +285,6 @@ static void arm_deadline_ttl(op_t *op, int64_t now, int64_t ttl) {
   evtimer_add(op->timer, &tv);
 }
 
-
 /* The subscription was refused (an ACL without the channel): no message will
  * come, and a semaphore or latch has no TTL to wake on: the wait ends now. */
 static bool wait_refused(op_t *op) {
@@ -390,8 +389,8 @@ static void failed(op_t *op, int status) {
   bool waits = op->kind != OP_SEM_CALL;
   bool again;
   if (status == RLOCK_ECONNECT) /* not written: re-queued until the wait bound (calls: a retry each) */
-    again = !op->cancelled && (waits ? op->deadline < 0 || rlock_now_ms() < op->deadline
-                                     : op->retries < cl->opt.retry_attempts);
+    again = !op->cancelled &&
+            (waits ? op->deadline < 0 || rlock_now_ms() < op->deadline : op->retries < cl->opt.retry_attempts);
   else again = answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts;
   if (again && status != RLOCK_ECONNECT && id_stale(op)) {
     /* its latch may be gone when a copy lands: an acquire gives back and

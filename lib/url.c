@@ -87,8 +87,7 @@ static int bad(url_t *u, const char *why) {
 }
 
 static bool known_param(const char *k, size_t n) {
-  return (n == 2 && !memcmp(k, "db", 2)) || (n == 4 && !memcmp(k, "user", 4)) ||
-         (n == 8 && !memcmp(k, "password", 8));
+  return (n == 2 && !memcmp(k, "db", 2)) || (n == 4 && !memcmp(k, "user", 4)) || (n == 8 && !memcmp(k, "password", 8));
 }
 
 static int parse_unix(url_t *u, const char *p) {
@@ -96,8 +95,8 @@ static int parse_unix(url_t *u, const char *p) {
   size_t plen = q ? (size_t)(q - p) : strlen(p);
   if (plen == 0 || p[0] != '/')
     return bad(u, memchr(p, '@', plen) ? "a unix URL takes no user or password before the path: "
-                                          "unix:///path?user=U&password=P"
-                                        : "unix URL needs an absolute socket path (unix:///path)");
+                                         "unix:///path?user=U&password=P"
+                                       : "unix URL needs an absolute socket path (unix:///path)");
   bool after_password = false; /* the parameter before this one was password= */
   if (!(u->path = decode(p, plen))) return bad(u, "bad %-escape in socket path");
   while (q && *q) {
@@ -150,8 +149,8 @@ static int check_seeds(const char *s, const char *end) {
 /* Why a URL without a known scheme was refused (fixed text only). */
 static const char *scheme_hint(const char *s) {
   if (isspace((unsigned char)s[0])) return "the URL starts with a blank";
-  static const char *const schemes[] = {"rediss+sentinel:", "redis+sentinel:", "rediss+cluster:",
-                                        "redis+cluster:",   "rediss:",         "redis:", "unix:"};
+  static const char *const schemes[] = {
+      "rediss+sentinel:", "redis+sentinel:", "rediss+cluster:", "redis+cluster:", "rediss:", "redis:", "unix:"};
   for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
     if (rlock__ascii_ncaseeq(s, schemes[i], strlen(schemes[i])))
       return "the scheme must be followed by '//' (redis://host, rediss://host, unix:///path, "
@@ -182,8 +181,7 @@ static const char *parse_hostport(const char *p, const char *end, int defport, c
     if (!isalnum((unsigned char)*t) && !strchr(".-_:", *t)) return "invalid character in host";
   if (!(*host = decode(hs, (size_t)(he - hs)))) return "out of memory";
   *port = defport;
-  if (portp && parse_int(portp, (size_t)(end - portp), 1, 65535, port))
-    return "port must be a number from 1 to 65535";
+  if (portp && parse_int(portp, (size_t)(end - portp), 1, 65535, port)) return "port must be a number from 1 to 65535";
   return NULL;
 }
 

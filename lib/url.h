@@ -13,7 +13,7 @@ typedef struct url {
   url_kind_t kind;
   char *host; /* TCP/TLS; brackets removed for IPv6 (Sentinel: the first sentinel's) */
   int port;
-  char *path; /* unix socket */
+  char *path;            /* unix socket */
   char *user, *password; /* the Redis servers' (Sentinel: the master's) */
   int db;
   /* redis+sentinel:// and rediss+sentinel:// (kind URL_TCP / URL_TLS) */
@@ -22,8 +22,8 @@ typedef struct url {
   int nsentinels;
   char *master;            /* the master's name in Sentinel */
   char *sentinel_password; /* AUTH to the sentinels; NULL: none */
-  bool cluster; /* redis+cluster:// or rediss+cluster:// (kind URL_TCP / URL_TLS) */
-  char *seeds;  /* cluster: the seeds after the first, "h2:p2,h3:p3" (validated); NULL: none */
+  bool cluster;            /* redis+cluster:// or rediss+cluster:// (kind URL_TCP / URL_TLS) */
+  char *seeds;             /* cluster: the seeds after the first, "h2:p2,h3:p3" (validated); NULL: none */
 } url_t;
 int rlock__url_parse(url_t *u, const char *s); /* RLOCK_EURL with a message (never quoting s) */
 /* Sets hide[i] for each of the n bytes of s that may be a password, whatever

@@ -42,8 +42,9 @@
 static const char STREAM[] = "it would turn the shared user connection into a stream of messages";
 static const char STATE[] = "it would change the state of the user connection, which all threads share";
 static const char DB[] = "the database is the URL's (redis://host:port/DB)";
-static const char TX[] = "the user connection is shared by all threads: use rlock_client_transaction "
-                         "(WATCH is not available: hold an rlock around the read-modify-write instead)";
+static const char TX[] =
+    "the user connection is shared by all threads: use rlock_client_transaction "
+    "(WATCH is not available: hold an rlock around the read-modify-write instead)";
 
 typedef struct refusal {
   const char *name;
@@ -51,18 +52,34 @@ typedef struct refusal {
 } refusal_t;
 
 static const refusal_t refused[] = {
-    {"SUBSCRIBE", STREAM}, {"PSUBSCRIBE", STREAM}, {"SSUBSCRIBE", STREAM}, {"UNSUBSCRIBE", STREAM},
-    {"PUNSUBSCRIBE", STREAM}, {"SUNSUBSCRIBE", STREAM}, {"MONITOR", STREAM}, {"SYNC", STREAM},
-    {"PSYNC", STREAM}, {"REPLCONF", STREAM},
-    {"SELECT", DB}, {"HELLO", STATE}, {"AUTH", STATE}, {"RESET", STATE}, {"READONLY", STATE},
-    {"READWRITE", STATE}, {"ASKING", STATE},
+    {"SUBSCRIBE", STREAM},
+    {"PSUBSCRIBE", STREAM},
+    {"SSUBSCRIBE", STREAM},
+    {"UNSUBSCRIBE", STREAM},
+    {"PUNSUBSCRIBE", STREAM},
+    {"SUNSUBSCRIBE", STREAM},
+    {"MONITOR", STREAM},
+    {"SYNC", STREAM},
+    {"PSYNC", STREAM},
+    {"REPLCONF", STREAM},
+    {"SELECT", DB},
+    {"HELLO", STATE},
+    {"AUTH", STATE},
+    {"RESET", STATE},
+    {"READONLY", STATE},
+    {"READWRITE", STATE},
+    {"ASKING", STATE},
     {"QUIT", "it would close the user connection, which all threads share"},
-    {"MULTI", TX}, {"EXEC", TX}, {"DISCARD", TX}, {"WATCH", TX}, {"UNWATCH", TX},
+    {"MULTI", TX},
+    {"EXEC", TX},
+    {"DISCARD", TX},
+    {"WATCH", TX},
+    {"UNWATCH", TX},
 };
 
 /* CLIENT subcommands that set state of the calling connection. */
-static const char *const client_refused[] = {"REPLY", "TRACKING", "CACHING", "SETNAME", "SETINFO",
-                                             "NO-EVICT", "NO-TOUCH"};
+static const char *const client_refused[] = {"REPLY",   "TRACKING", "CACHING", "SETNAME",
+                                             "SETINFO", "NO-EVICT", "NO-TOUCH"};
 
 /* ASCII case folding, as Redis looks commands up: strncasecmp follows the
  * application's locale (in Turkish 'i' and 'I' are not one letter). */
@@ -78,14 +95,12 @@ int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvle
   size_t len = arg_len(argv, argvlen, 0);
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     if (word_is(argv[0], len, refused[i].name))
-      return rlock__fail(RLOCK_EINVAL, "%s is refused by rlock_client_command: %s", refused[i].name,
-                         refused[i].why);
+      return rlock__fail(RLOCK_EINVAL, "%s is refused by rlock_client_command: %s", refused[i].name, refused[i].why);
   if (argc < 2 || !word_is(argv[0], len, "CLIENT")) return 0;
   size_t sublen = arg_len(argv, argvlen, 1);
   for (size_t i = 0; i < sizeof client_refused / sizeof client_refused[0]; i++)
     if (word_is(argv[1], sublen, client_refused[i]))
-      return rlock__fail(RLOCK_EINVAL, "CLIENT %s is refused by rlock_client_command: %s", client_refused[i],
-                         STATE);
+      return rlock__fail(RLOCK_EINVAL, "CLIENT %s is refused by rlock_client_command: %s", client_refused[i], STATE);
   return 0;
 }
 
@@ -93,23 +108,161 @@ int rlock__usercmd_check(int argc, const char *const *argv, const size_t *argvle
 
 /* Commands whose first key is argv[1]. */
 static const char *const keyed[] = {
-    "GET", "SET", "SETNX", "SETEX", "PSETEX", "GETSET", "GETDEL", "GETEX", "APPEND", "STRLEN", "INCR",
-    "INCRBY", "INCRBYFLOAT", "DECR", "DECRBY", "GETRANGE", "SETRANGE", "SUBSTR", "MGET", "MSET", "MSETNX",
-    "LCS", "DEL", "UNLINK", "EXISTS", "TYPE", "TTL", "PTTL", "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT",
-    "EXPIRETIME", "PEXPIRETIME", "PERSIST", "DUMP", "RESTORE", "TOUCH", "RENAME", "RENAMENX", "COPY", "SORT",
-    "SORT_RO", "HSET", "HSETNX", "HMSET", "HGET", "HMGET", "HDEL", "HGETALL", "HKEYS", "HVALS", "HLEN",
-    "HEXISTS", "HSTRLEN", "HINCRBY", "HINCRBYFLOAT", "HSCAN", "HRANDFIELD", "LPUSH", "RPUSH", "LPUSHX",
-    "RPUSHX", "LPOP", "RPOP", "LLEN", "LRANGE", "LINDEX", "LSET", "LREM", "LTRIM", "LINSERT", "LPOS", "LMOVE",
-    "RPOPLPUSH", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
-    "SMISMEMBER", "SCARD", "SPOP", "SRANDMEMBER", "SINTER", "SUNION", "SDIFF", "SINTERSTORE",
-    "SUNIONSTORE", "SDIFFSTORE", "SMOVE", "SSCAN", "ZADD", "ZREM", "ZCARD", "ZSCORE", "ZMSCORE", "ZINCRBY",
-    "ZRANK", "ZREVRANK", "ZCOUNT", "ZLEXCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGE",
-    "ZREVRANGEBYSCORE", "ZREVRANGEBYLEX", "ZRANGESTORE", "ZPOPMIN", "ZPOPMAX", "BZPOPMIN", "BZPOPMAX",
-    "ZREMRANGEBYRANK", "ZREMRANGEBYSCORE", "ZREMRANGEBYLEX", "ZSCAN", "ZRANDMEMBER", "ZUNIONSTORE",
-    "ZINTERSTORE", "ZDIFFSTORE", "XADD", "XLEN", "XRANGE", "XREVRANGE", "XDEL", "XTRIM", "XACK", "XCLAIM",
-    "XAUTOCLAIM", "XPENDING", "XSETID", "PFADD", "PFCOUNT", "PFMERGE", "SETBIT", "GETBIT", "BITCOUNT",
-    "BITPOS", "BITFIELD", "BITFIELD_RO", "GEOADD", "GEODIST", "GEOHASH", "GEOPOS", "GEOSEARCH",
-    "GEOSEARCHSTORE", "GEORADIUS", "GEORADIUS_RO", "GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO", "SPUBLISH",
+    "GET",
+    "SET",
+    "SETNX",
+    "SETEX",
+    "PSETEX",
+    "GETSET",
+    "GETDEL",
+    "GETEX",
+    "APPEND",
+    "STRLEN",
+    "INCR",
+    "INCRBY",
+    "INCRBYFLOAT",
+    "DECR",
+    "DECRBY",
+    "GETRANGE",
+    "SETRANGE",
+    "SUBSTR",
+    "MGET",
+    "MSET",
+    "MSETNX",
+    "LCS",
+    "DEL",
+    "UNLINK",
+    "EXISTS",
+    "TYPE",
+    "TTL",
+    "PTTL",
+    "EXPIRE",
+    "PEXPIRE",
+    "EXPIREAT",
+    "PEXPIREAT",
+    "EXPIRETIME",
+    "PEXPIRETIME",
+    "PERSIST",
+    "DUMP",
+    "RESTORE",
+    "TOUCH",
+    "RENAME",
+    "RENAMENX",
+    "COPY",
+    "SORT",
+    "SORT_RO",
+    "HSET",
+    "HSETNX",
+    "HMSET",
+    "HGET",
+    "HMGET",
+    "HDEL",
+    "HGETALL",
+    "HKEYS",
+    "HVALS",
+    "HLEN",
+    "HEXISTS",
+    "HSTRLEN",
+    "HINCRBY",
+    "HINCRBYFLOAT",
+    "HSCAN",
+    "HRANDFIELD",
+    "LPUSH",
+    "RPUSH",
+    "LPUSHX",
+    "RPUSHX",
+    "LPOP",
+    "RPOP",
+    "LLEN",
+    "LRANGE",
+    "LINDEX",
+    "LSET",
+    "LREM",
+    "LTRIM",
+    "LINSERT",
+    "LPOS",
+    "LMOVE",
+    "RPOPLPUSH",
+    "BLPOP",
+    "BRPOP",
+    "BLMOVE",
+    "BRPOPLPUSH",
+    "SADD",
+    "SREM",
+    "SMEMBERS",
+    "SISMEMBER",
+    "SMISMEMBER",
+    "SCARD",
+    "SPOP",
+    "SRANDMEMBER",
+    "SINTER",
+    "SUNION",
+    "SDIFF",
+    "SINTERSTORE",
+    "SUNIONSTORE",
+    "SDIFFSTORE",
+    "SMOVE",
+    "SSCAN",
+    "ZADD",
+    "ZREM",
+    "ZCARD",
+    "ZSCORE",
+    "ZMSCORE",
+    "ZINCRBY",
+    "ZRANK",
+    "ZREVRANK",
+    "ZCOUNT",
+    "ZLEXCOUNT",
+    "ZRANGE",
+    "ZRANGEBYSCORE",
+    "ZRANGEBYLEX",
+    "ZREVRANGE",
+    "ZREVRANGEBYSCORE",
+    "ZREVRANGEBYLEX",
+    "ZRANGESTORE",
+    "ZPOPMIN",
+    "ZPOPMAX",
+    "BZPOPMIN",
+    "BZPOPMAX",
+    "ZREMRANGEBYRANK",
+    "ZREMRANGEBYSCORE",
+    "ZREMRANGEBYLEX",
+    "ZSCAN",
+    "ZRANDMEMBER",
+    "ZUNIONSTORE",
+    "ZINTERSTORE",
+    "ZDIFFSTORE",
+    "XADD",
+    "XLEN",
+    "XRANGE",
+    "XREVRANGE",
+    "XDEL",
+    "XTRIM",
+    "XACK",
+    "XCLAIM",
+    "XAUTOCLAIM",
+    "XPENDING",
+    "XSETID",
+    "PFADD",
+    "PFCOUNT",
+    "PFMERGE",
+    "SETBIT",
+    "GETBIT",
+    "BITCOUNT",
+    "BITPOS",
+    "BITFIELD",
+    "BITFIELD_RO",
+    "GEOADD",
+    "GEODIST",
+    "GEOHASH",
+    "GEOPOS",
+    "GEOSEARCH",
+    "GEOSEARCHSTORE",
+    "GEORADIUS",
+    "GEORADIUS_RO",
+    "GEORADIUSBYMEMBER",
+    "GEORADIUSBYMEMBER_RO",
+    "SPUBLISH",
 };
 
 /* Commands whose first key is argv[2], after an operation or subcommand
@@ -124,8 +277,8 @@ static const char *const counted[] = {"SINTERCARD", "ZINTERCARD", "ZINTER", "ZUN
 
 /* Commands "NAME script numkeys key..." (BLMPOP/BZMPOP: "NAME timeout
  * numkeys key..."): the first key is argv[3] when numkeys > 0. */
-static const char *const scripted[] = {"EVAL",  "EVALSHA",  "EVAL_RO", "EVALSHA_RO", "FCALL",
-                                       "FCALL_RO", "BLMPOP", "BZMPOP"};
+static const char *const scripted[] = {"EVAL",  "EVALSHA",  "EVAL_RO", "EVALSHA_RO",
+                                       "FCALL", "FCALL_RO", "BLMPOP",  "BZMPOP"};
 
 /* Argument i of r's formatted command (RESP "*N\r\n$L\r\n...\r\n"). */
 static bool resp_arg(const req_t *r, int i, const char **arg, size_t *len) {
@@ -161,7 +314,7 @@ static bool command_key(const req_t *r, const char **key, size_t *klen) {
   if (!resp_arg(r, 0, &name, &len)) return false;
   if (listed(name, len, keyed, sizeof keyed / sizeof keyed[0])) return resp_arg(r, 1, key, klen);
   if (listed(name, len, second, sizeof second / sizeof second[0])) return resp_arg(r, 2, key, klen);
-  int at = listed(name, len, counted, sizeof counted / sizeof counted[0])     ? 1
+  int at = listed(name, len, counted, sizeof counted / sizeof counted[0])      ? 1
            : listed(name, len, scripted, sizeof scripted / sizeof scripted[0]) ? 2
                                                                                : 0;
   if (!at || !resp_arg(r, at, &numkeys, &nlen) || nlen == 0 || (nlen == 1 && numkeys[0] == '0')) return false;
@@ -320,7 +473,8 @@ void rlock__usercmd_start(op_t *op) {
     r->deadline = op->deadline; /* all parts alike: they time out together */
     r->conn = CONN_USER;
     r->pinned = x->left > 1;
-    rlock__client_send(op->cl, tag, tag ? strlen(tag) : 0, r); /* may complete it at once (closed): x lives until the last part */
+    rlock__client_send(op->cl, tag, tag ? strlen(tag) : 0,
+                       r); /* may complete it at once (closed): x lives until the last part */
     r = next;
   }
 }

@@ -24,9 +24,7 @@ RLOCK_API int64_t rlock_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void rlock__set_msg(const char *msg) {
-  snprintf(tls_msg, sizeof tls_msg, "%s", msg ? msg : "");
-}
+void rlock__set_msg(const char *msg) { snprintf(tls_msg, sizeof tls_msg, "%s", msg ? msg : ""); }
 const char *rlock__msg(void) { return tls_msg; }
 
 RLOCK_API const char *rlock_last_error(void) { return tls_msg; }
@@ -66,7 +64,9 @@ void rlock__random_hex(char *out, size_t nbytes) {
 }
 
 /* Two decimal digits per step (the pairs "00".."99"): no division per digit. */
-static const char dec2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+static const char dec2[201] =
+    "000102030405060708091011121314151617181920212223242526272829303132333435363738394041424344454647484950515253545556"
+    "57585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 
 size_t rlock__u64toa(uint64_t u, char *out) {
   size_t n = 1;
@@ -140,7 +140,7 @@ void rlock__prng_hex(rlock__prng_t *p, char out[33]) {
 void rlock__uuid(char out[37]) {
   char h[33];
   rlock__random_hex(h, 16);
-  h[12] = '4';                                /* version 4 */
+  h[12] = '4';                                                   /* version 4 */
   h[16] = "89ab"[(h[16] - (h[16] >= 'a' ? 'a' - 10 : '0')) & 3]; /* RFC 4122 variant */
   snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
 }

@@ -18,13 +18,11 @@
  * condition and its place on stderr and aborts. Gone otherwise: cond must
  * have no side effect. */
 #ifdef RLOCK_ASSERTS
-#define RLOCK__ASSERT(cond) \
-  ((cond) ? (void)0 : rlock__assert_fail(#cond, __FILE__, __LINE__, __func__))
+#define RLOCK__ASSERT(cond) ((cond) ? (void)0 : rlock__assert_fail(#cond, __FILE__, __LINE__, __func__))
 #else
 #define RLOCK__ASSERT(cond) ((void)0)
 #endif
-void rlock__assert_fail(const char *cond, const char *file, int line, const char *func)
-    __attribute__((noreturn));
+void rlock__assert_fail(const char *cond, const char *file, int line, const char *func) __attribute__((noreturn));
 
 int rlock__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int rlock__fail_keep(int err); /* err, keeping the detailed message already set */
@@ -59,9 +57,9 @@ typedef struct rlock__prng {
 void rlock__prng_seed(rlock__prng_t *p);
 uint64_t rlock__prng_next(rlock__prng_t *p);
 void rlock__prng_hex(rlock__prng_t *p, char out[33]); /* 128 random bits as 32 hex chars */
-uint64_t rlock__gettid(void); /* cached per thread (reset in a forked child) */
-size_t rlock__tid_dec(uint64_t tid, char *out); /* rlock__u64toa, the calling thread's last one kept */
-unsigned rlock__fork_generation(void); /* +1 in each forked child (pthread_atfork) */
+uint64_t rlock__gettid(void);                         /* cached per thread (reset in a forked child) */
+size_t rlock__tid_dec(uint64_t tid, char *out);       /* rlock__u64toa, the calling thread's last one kept */
+unsigned rlock__fork_generation(void);                /* +1 in each forked child (pthread_atfork) */
 void rlock__futex_wait(_Atomic uint32_t *word, uint32_t while_value);
 void rlock__futex_wake(_Atomic uint32_t *word);
 /* Sync over async (util.c): the states of a sync call's word, the wait and

@@ -1,13 +1,11 @@
 /* watchdog.c -- the registry of holds this client has taken, keyed by
  * (owner id, name): the client's own hold count, lease renewal for watchdog
  * holds, batched (up to RENEW_BATCH holds per call of the kind's renew
- * script, reentrant_renew.lua or simple_renew.lua, every watchdog_timeout/3), the valid-until deadline of each hold, and the
- * lock-lost notification (with its reason) when a renewal finds the hold
- * gone, the lease has certainly run out, or an unlock found a count other
- * than the client's. After a reconnect (one server, Sentinel) the check round
- * also asks about fixed-lease holds, without extending them. An unlock that
- * finds a tracked hold gone reports it too. With the replica-sync check a renewal carries WAIT; one
- * that too few replicas acknowledged stands and is counted.
+ * script, reentrant_renew.lua or simple_renew.lua, every watchdog_timeout/3), the valid-until deadline of each hold,
+ * and the lock-lost notification (with its reason) when a renewal finds the hold gone, the lease has certainly run out,
+ * or an unlock found a count other than the client's. After a reconnect (one server, Sentinel) the check round also
+ * asks about fixed-lease holds, without extending them. An unlock that finds a tracked hold gone reports it too. With
+ * the replica-sync check a renewal carries WAIT; one that too few replicas acknowledged stands and is counted.
  *
  * A hold is a stack of levels, one per acquire of that owner (reentrancy):
  * each level keeps the running maxima of the fixed leases below and at it,
@@ -32,9 +30,9 @@
 #define RENEW_BATCH 500
 
 typedef struct level {
-  int64_t lo, hi;  /* max over the fixed-lease levels up to here of send + lease and
-                      reply + lease (0: none) */
-  int64_t nwatch;  /* watchdog levels up to here */
+  int64_t lo, hi; /* max over the fixed-lease levels up to here of send + lease and
+                     reply + lease (0: none) */
+  int64_t nwatch; /* watchdog levels up to here */
 } level_t;
 
 /* What only some holds need: their levels once one of them is a fixed lease
@@ -65,33 +63,33 @@ struct hold {
   union {
     struct {
       hold_t *prev, *next;
-    } q;               /* at == AT_QUEUE: the expiry queue */
-    struct event *ev;  /* at == AT_TIMER: its own timer (a deadline out of the queue's order) */
+    } q;              /* at == AT_QUEUE: the expiry queue */
+    struct event *ev; /* at == AT_TIMER: its own timer (a deadline out of the queue's order) */
   } t;
-  owner_rec_t *o;      /* NULL once forgotten */
-  hold_ext_t *ext;     /* NULL: watchdog levels only, no unknowns */
-  int64_t w_lo, w_hi;  /* watchdog lease: last acquire/renewal send + lease, reply + lease */
-  uint32_t depth;      /* the client's hold count */
-  uint32_t nlen;       /* the name's length (a spare hold: the room for one) */
-  uint16_t pins;       /* renewal batches in flight that name it */
-  uint8_t script;      /* its kind's renew script (0: SCRIPT_RENEW) */
-  uint8_t at : 2;      /* where its expiry is kept */
-  uint8_t dead : 1;    /* forgotten while pinned: the last batch frees it */
+  owner_rec_t *o;     /* NULL once forgotten */
+  hold_ext_t *ext;    /* NULL: watchdog levels only, no unknowns */
+  int64_t w_lo, w_hi; /* watchdog lease: last acquire/renewal send + lease, reply + lease */
+  uint32_t depth;     /* the client's hold count */
+  uint32_t nlen;      /* the name's length (a spare hold: the room for one) */
+  uint16_t pins;      /* renewal batches in flight that name it */
+  uint8_t script;     /* its kind's renew script (0: SCRIPT_RENEW) */
+  uint8_t at : 2;     /* where its expiry is kept */
+  uint8_t dead : 1;   /* forgotten while pinned: the last batch frees it */
   char name[];
 };
 
 #define HOLD_HEAD offsetof(hold_t, name)
 #define MAX_PINS UINT16_MAX
 #define RENEW_WINDOW 4 /* renewal calls in flight */
-#define LOAD 2          /* holds per registry bucket, at most (100,000 holds: 5 B each) */
+#define LOAD 2         /* holds per registry bucket, at most (100,000 holds: 5 B each) */
 
 /* A renewal call in flight: it pins its holds (a hold forgotten meanwhile
  * stays in memory, marked dead, until the batch is done), so the reply is
  * matched to them without a lookup. */
 typedef struct batch {
   watchdog_t *wd;
-  int script; /* its renew script */
-  bool fixed; /* fixed-lease holds, asked about after a reconnect: their leases are not extended */
+  int script;            /* its renew script */
+  bool fixed;            /* fixed-lease holds, asked about after a reconnect: their leases are not extended */
   sync_need_t sync_need; /* the WAIT behind the renewal (replica sync) */
   size_t n;
   int64_t sent_at;
@@ -123,14 +121,10 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t unknown_of(const hold_t *h) { return h->ext ? h->ext->unknown : 0; }
 
 /* The earliest the server's lease can end: the last moment the hold is surely valid. */
-static int64_t valid_lo(const hold_t *h) {
-  return renews(h) ? max64(top(h).lo, h->w_lo) : top(h).lo;
-}
+static int64_t valid_lo(const hold_t *h) { return renews(h) ? max64(top(h).lo, h->w_lo) : top(h).lo; }
 
 /* The latest the server's lease can end. */
-static int64_t valid_hi(const hold_t *h) {
-  return renews(h) ? max64(top(h).hi, h->w_hi) : top(h).hi;
-}
+static int64_t valid_hi(const hold_t *h) { return renews(h) ? max64(top(h).hi, h->w_hi) : top(h).hi; }
 
 /* Room for at least cap levels (and the unknowns) beside the hold. */
 static int ext_need(hold_t *h, size_t cap) {
@@ -462,10 +456,10 @@ void rlock__watchdog_unlisten(watchdog_t *wd, lost_listener_fn fn, void *arg) {
   pthread_mutex_unlock(&wd->lmu);
 }
 
-static void tell_listeners(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
-                           rlock_lost_reason_t reason) {
+static void tell_listeners(watchdog_t *wd, const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason) {
   pthread_mutex_lock(&wd->lmu);
-  for (size_t i = 0; i < wd->nlisteners; i++) wd->listeners[i].fn(wd->cl, name, len, owner, reason, wd->listeners[i].arg);
+  for (size_t i = 0; i < wd->nlisteners; i++)
+    wd->listeners[i].fn(wd->cl, name, len, owner, reason, wd->listeners[i].arg);
   pthread_mutex_unlock(&wd->lmu);
 }
 
@@ -499,12 +493,13 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg) {
   watchdog_t *wd = arg;
   int64_t now = rlock_now_ms();
   wd->armed_at = 0;
-  while (wd->qhead && lease_over(wd->qhead, now)) {}
+  while (wd->qhead && lease_over(wd->qhead, now)) {
+  }
   if (wd->qhead) arm(wd, valid_hi(wd->qhead), now);
 }
 
-int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner,
-                      const char *owner_id, int64_t lease_ms, bool renew, int64_t sent_at) {
+int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint64_t owner, const char *owner_id,
+                             int64_t lease_ms, bool renew, int64_t sent_at) {
   owner_rec_t *o = owner_get(wd, owner_id, strlen(owner_id), owner);
   if (!o) return RLOCK_ENOMEM;
   hold_t *h = table_find(wd, o, name, len);
@@ -540,8 +535,7 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
   return 0;
 }
 
-void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
-                               int script) {
+void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script) {
   hold_t *h = find(wd, name, len, owner_id);
   if (h) h->script = (uint8_t)script;
 }
@@ -553,8 +547,7 @@ bool rlock__watchdog_kind_is(watchdog_t *wd, const char *name, size_t len, const
   return !h || renew_script(h) == (script ? script : SCRIPT_RENEW);
 }
 
-int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
-                       int64_t *unknown) {
+int64_t rlock__watchdog_count(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int64_t *unknown) {
   hold_t *h = find(wd, name, len, owner_id);
   *unknown = h ? unknown_of(h) : 0;
   return h ? (int64_t)h->depth : 0;
@@ -592,14 +585,12 @@ int rlock__watchdog_relet(watchdog_t *wd, const char *name, size_t len, const ch
   return 0;
 }
 
-void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
-                       release_t how, int64_t lease_ms) {
+void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, const char *owner_id, release_t how,
+                              int64_t lease_ms) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) return;
   switch (how) {
-  case REL_ALL:
-    forget(h);
-    return;
+  case REL_ALL: forget(h); return;
   case REL_NOTHELD:
     /* the owner's unlock found none of the holds this client tracks: the
      * hold ended without an unlock by its owner, a loss like any other
@@ -609,14 +600,11 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
     if (h->depth && rlock_now_ms() >= valid_lo(h)) lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
     else lost(h, RLOCK_LOST_DELETED);
     return;
-  case REL_MISMATCH:
-    lost(h, RLOCK_LOST_COUNT_MISMATCH);
-    return;
+  case REL_MISMATCH: lost(h, RLOCK_LOST_COUNT_MISMATCH); return;
   case REL_ONE:
     if (h->ext) h->ext->unknown = 0; /* the script brought the server's count to the client's */
     break;
-  case REL_ONE_UNCHECKED:
-    break;
+  case REL_ONE_UNCHECKED: break;
   case REL_UNKNOWN:
     /* no room to count it: the next unlock may then report a count mismatch */
     if (!ext_need(h, h->depth)) h->ext->unknown++;
@@ -632,8 +620,7 @@ void rlock__watchdog_released(watchdog_t *wd, const char *name, size_t len, cons
   rearm(h);
 }
 
-int rlock__watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id,
-                         int64_t *out) {
+int rlock__watchdog_valid_until(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int64_t *out) {
   hold_t *h = find(wd, name, len, owner_id);
   if (!h) return rlock__fail(RLOCK_ENOTHELD, "this client tracks no hold of that lock by this owner");
   *out = valid_lo(h);
@@ -716,7 +703,7 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
     for (size_t i = 0; i < b->n; i++) {
       hold_t *h = b->holds[i];
       if (h->dead || (!renews(h) && !b->fixed)) continue; /* released since (a new hold is another hold_t) */
-      if (b->fixed && reply->str[i] == '1') continue; /* still held: its own lease stands */
+      if (b->fixed && reply->str[i] == '1') continue;     /* still held: its own lease stands */
       if (reply->str[i] == '1') {
         h->w_lo = max64(h->w_lo, b->sent_at + lease);
         h->w_hi = max64(h->w_hi, now + lease);
@@ -776,13 +763,13 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
   }
   b->sent_at = rlock_now_ms();
   b->script = script;
-  req_t *r = rlock__script_req(script, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms,
-                        renew_done, b);
+  req_t *r = rlock__script_req(script, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms, renew_done,
+                               b);
   if (!r) {
     batch_free(b);
     return;
   }
-  r->ahead = true; /* never waits behind the requests queued during an outage (client.c's check) */
+  r->ahead = true;       /* never waits behind the requests queued during an outage (client.c's check) */
   r->splittable = n > 1; /* Cluster: TRYAGAIN sends its holds one by one */
   wd->inflight++;
   stat_add(cl, ST_RENEWALS, 1);
@@ -871,7 +858,8 @@ static void round_step(watchdog_t *wd) {
     for (hold_t *h = wd->holds.buckets[wd->round_at++]; h; h = h->hnext) {
       if (wd->check && fixed_due(h, now)) { /* after a reconnect: is it still there? */
         int s = renew_script(h);
-        if (!wd->cur_fixed[s] && !(wd->cur_fixed[s] = batch_new(wd))) continue; /* out of memory: its unlock or lease tells */
+        if (!wd->cur_fixed[s] && !(wd->cur_fixed[s] = batch_new(wd)))
+          continue; /* out of memory: its unlock or lease tells */
         wd->cur_fixed[s]->fixed = true;
         batch_add(wd->cur_fixed[s], h);
         if (wd->cur_fixed[s]->n == RENEW_BATCH) batch_send(wd, s, wd->cur_fixed[s]), wd->cur_fixed[s] = NULL;

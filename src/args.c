@@ -102,19 +102,19 @@ static int replica_sync(const char *cmd, const char *arg, int *out) {
 
 int cli_connect_option(const char *cmd, cli_global_t *g, int c, char *arg, char **argv) {
   switch (c) {
-    case 'u': return take_url(g, arg);
-    case OPT_TLS_CA: return readable(cmd, "--tls-ca", arg, &g->tls_ca);
-    case OPT_TLS_CERT: return readable(cmd, "--tls-cert", arg, &g->tls_cert);
-    case OPT_TLS_KEY: return readable(cmd, "--tls-key", arg, &g->tls_key);
-    case OPT_TLS_SERVER_NAME:
-      if (!*arg) return cli_usage(cmd, "--tls-server-name must not be empty");
-      g->tls_server_name = arg;
-      return 0;
-    case OPT_INSECURE: g->insecure = 1; return 0;
-    case OPT_REPLICA_SYNC: return replica_sync(cmd, arg, &g->replica_sync);
-    case OPT_REPLICA_SYNC_TIMEOUT:
-      return cli_duration(cmd, "--replica-sync-timeout", arg, 1, &g->replica_sync_timeout_ms);
-    default: return cli_bad_option(cmd, c, argv);
+  case 'u': return take_url(g, arg);
+  case OPT_TLS_CA: return readable(cmd, "--tls-ca", arg, &g->tls_ca);
+  case OPT_TLS_CERT: return readable(cmd, "--tls-cert", arg, &g->tls_cert);
+  case OPT_TLS_KEY: return readable(cmd, "--tls-key", arg, &g->tls_key);
+  case OPT_TLS_SERVER_NAME:
+    if (!*arg) return cli_usage(cmd, "--tls-server-name must not be empty");
+    g->tls_server_name = arg;
+    return 0;
+  case OPT_INSECURE: g->insecure = 1; return 0;
+  case OPT_REPLICA_SYNC: return replica_sync(cmd, arg, &g->replica_sync);
+  case OPT_REPLICA_SYNC_TIMEOUT:
+    return cli_duration(cmd, "--replica-sync-timeout", arg, 1, &g->replica_sync_timeout_ms);
+  default: return cli_bad_option(cmd, c, argv);
   }
 }
 
@@ -142,36 +142,28 @@ int cli_count(const char *cmd, const char *opt, const char *s, long min, long ma
 
 int cli_exit_for(int err) {
   switch (err) {
-    case RLOCK_EURL:
-    case RLOCK_EINVAL:
-      return EX_USAGE;
-    case RLOCK_ECONNECT:
-    case RLOCK_EAUTH:
-    case RLOCK_ETLS:
-    case RLOCK_ETIMEDOUT:
-    case RLOCK_ECONNLOST:
-    case RLOCK_ECLOSED:
-      return EX_UNAVAILABLE;
-    case RLOCK_EBUSY:
-    case RLOCK_ENOSYNC:
-      return EX_TEMPFAIL;
-    case RLOCK_ENOTLOCK:
-      return EX_DATAERR;
-    case RLOCK_ENOPERM:
-      return EX_NOPERM;
-    default:
-      return EX_SOFTWARE;
+  case RLOCK_EURL:
+  case RLOCK_EINVAL: return EX_USAGE;
+  case RLOCK_ECONNECT:
+  case RLOCK_EAUTH:
+  case RLOCK_ETLS:
+  case RLOCK_ETIMEDOUT:
+  case RLOCK_ECONNLOST:
+  case RLOCK_ECLOSED: return EX_UNAVAILABLE;
+  case RLOCK_EBUSY:
+  case RLOCK_ENOSYNC: return EX_TEMPFAIL;
+  case RLOCK_ENOTLOCK: return EX_DATAERR;
+  case RLOCK_ENOPERM: return EX_NOPERM;
+  default: return EX_SOFTWARE;
   }
 }
 
 int cli_fail(int err, const char *what) {
   const char *brief = rlock_strerror(err), *detail = rlock_last_error();
-  if (!detail || !*detail)
-    cli_err("%s: %s", what, brief);
+  if (!detail || !*detail) cli_err("%s: %s", what, brief);
   else if (strncasecmp(detail, brief, strlen(brief)) == 0) /* the detail says it already */
     cli_err("%s: %s", what, detail);
-  else
-    cli_err("%s: %s (%s)", what, brief, detail);
+  else cli_err("%s: %s (%s)", what, brief, detail);
   /* a Cluster node reached with a plain URL redirects every key */
   if (err == RLOCK_ESERVER && detail && (strstr(detail, "MOVED ") || strstr(detail, "ASK "))) {
     cli_err("the server is a Redis Cluster node: use a redis+cluster:// (or rediss+cluster://) URL");
@@ -245,7 +237,9 @@ int cli_check_type(rlock_client_t *client, const char *name, int simple) {
     }
   }
   if (t && strcmp(t, "none") && strcmp(t, simple ? "string" : "hash")) {
-    const char *hint = !simple && !strcmp(t, "string") ? "; try --simple" : simple && !strcmp(t, "hash") ? "; try without --simple" : "";
+    const char *hint = !simple && !strcmp(t, "string") ? "; try --simple"
+                       : simple && !strcmp(t, "hash")  ? "; try without --simple"
+                                                       : "";
     cli_err("%s is not a lock (holds a %.20s%s)", name, t, hint);
     ex = EX_DATAERR;
   }
@@ -259,7 +253,8 @@ int cli_lock_simple(rlock_client_t *client, const char *name, rlock_lock_t **out
 }
 
 int cli_set_kind(const char *cmd, int *kind, int k) {
-  if (*kind && *kind != k) return cli_usage(cmd, "the lock kind options (--simple, --fair, --read...) exclude each other");
+  if (*kind && *kind != k)
+    return cli_usage(cmd, "the lock kind options (--simple, --fair, --read...) exclude each other");
   *kind = k;
   return 0;
 }

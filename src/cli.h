@@ -15,7 +15,7 @@
 /* Options given before (or inside) the sub-command: where and how to connect. */
 #define CLI_URLS_MAX 64
 typedef struct cli_global {
-  const char *url; /* -u/--url, else $RLOCK_URL, else redis://127.0.0.1:6379 */
+  const char *url;                /* -u/--url, else $RLOCK_URL, else redis://127.0.0.1:6379 */
   const char *urls[CLI_URLS_MAX]; /* every -u given, in order (exec --redlock: one per node) */
   int nurls;
   const char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* --tls-*, NULL: not given */
@@ -29,20 +29,24 @@ typedef struct cli_global {
  * code the sub-command does not know to cli_connect_option. A password in
  * the -u value is wiped from argv (the value is copied first). */
 enum {
-  OPT_TLS_CA = 256, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_SERVER_NAME, OPT_INSECURE, OPT_REPLICA_SYNC,
+  OPT_TLS_CA = 256,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
+  OPT_TLS_SERVER_NAME,
+  OPT_INSECURE,
+  OPT_REPLICA_SYNC,
   OPT_REPLICA_SYNC_TIMEOUT
 };
-#define CLI_CONNECT_LONGOPTS                                                               \
-  {"url", required_argument, NULL, 'u'}, {"tls-ca", required_argument, NULL, OPT_TLS_CA},  \
-      {"tls-cert", required_argument, NULL, OPT_TLS_CERT},                                 \
-      {"tls-key", required_argument, NULL, OPT_TLS_KEY},                                   \
-      {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},                   \
-      {"insecure", no_argument, NULL, OPT_INSECURE},                                       \
-      {"replica-sync", required_argument, NULL, OPT_REPLICA_SYNC},                         \
-      {"replica-sync-timeout", required_argument, NULL, OPT_REPLICA_SYNC_TIMEOUT}
+#define CLI_CONNECT_LONGOPTS                                                                                        \
+  {"url", required_argument, NULL, 'u'}, {"tls-ca", required_argument, NULL, OPT_TLS_CA},                           \
+      {"tls-cert", required_argument, NULL, OPT_TLS_CERT}, {"tls-key", required_argument, NULL, OPT_TLS_KEY},       \
+      {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},                                            \
+      {"insecure", no_argument, NULL, OPT_INSECURE}, {"replica-sync", required_argument, NULL, OPT_REPLICA_SYNC}, { \
+    "replica-sync-timeout", required_argument, NULL, OPT_REPLICA_SYNC_TIMEOUT                                       \
+  }
 /* The help lines of those options. */
-#define CLI_CONNECT_HELP                                                                   \
-  "  -u, --url URL            Redis URL: redis://[[user]:password@]host[:port][/db],\n"    \
+#define CLI_CONNECT_HELP                                                                  \
+  "  -u, --url URL            Redis URL: redis://[[user]:password@]host[:port][/db],\n"   \
   "                           rediss://... (TLS), unix:///path?db=N&user=U&password=P,\n" \
   "                           Sentinel: redis+sentinel://[[user]:password@]S[,S...]\n"    \
   "                             /MASTER[/db][?sentinel_password=P]\n"                     \
@@ -51,17 +55,17 @@ enum {
   "                           Cluster: redis+cluster://[[user]:password@]N[,N...]\n"      \
   "                             (N: a seed's host[:port], tried in order; no /db)\n"      \
   "                             or rediss+cluster://... (TLS)\n"                          \
-  "                           (default: $RLOCK_URL, else redis://127.0.0.1:6379)\n"        \
-  "      --tls-ca FILE        PEM file of the CAs that verify the server (rediss://;\n"    \
-  "                           default: the system's)\n"                                    \
-  "      --tls-cert FILE      client certificate (PEM), with --tls-key\n"                  \
-  "      --tls-key FILE       client private key (PEM)\n"                                  \
-  "      --tls-server-name N  name to verify in the certificate and send as SNI\n"         \
-  "                           (default: the URL's host)\n"                                 \
-  "      --insecure           do not verify the server's certificate\n"                  \
+  "                           (default: $RLOCK_URL, else redis://127.0.0.1:6379)\n"       \
+  "      --tls-ca FILE        PEM file of the CAs that verify the server (rediss://;\n"   \
+  "                           default: the system's)\n"                                   \
+  "      --tls-cert FILE      client certificate (PEM), with --tls-key\n"                 \
+  "      --tls-key FILE       client private key (PEM)\n"                                 \
+  "      --tls-server-name N  name to verify in the certificate and send as SNI\n"        \
+  "                           (default: the URL's host)\n"                                \
+  "      --insecure           do not verify the server's certificate\n"                   \
   "      --replica-sync POLICY  WAIT for the server's replicas after each lock write:\n"  \
   "                           off, one (default), majority or all\n"                      \
-  "      --replica-sync-timeout DUR\n"                                                     \
+  "      --replica-sync-timeout DUR\n"                                                    \
   "                           how long that WAIT waits (default 1s)\n"
 /* Handles option c (from getopt_long, value arg) of sub-command cmd (NULL:
  * the top level): 0 if it was a connection option, else the usage error

@@ -17,8 +17,10 @@
 
 static const char usage_text[] =
     "Usage: rlock demo [--workers N] [--stock N]\n"
-    "Stock deduction under a distributed lock: sets " DEMO_STOCK " to the stock, then N\n"
-    "worker processes, each with its own client, loop lock " DEMO_LOCK " -> GET stock ->\n"
+    "Stock deduction under a distributed lock: sets " DEMO_STOCK
+    " to the stock, then N\n"
+    "worker processes, each with its own client, loop lock " DEMO_LOCK
+    " -> GET stock ->\n"
     "sell one if any is left -> unlock. Prints PASS if the units sold equal the\n"
     "initial stock and the final stock is 0 (exit 0), else FAIL (exit 1), with\n"
     "lock acquisitions/s, handoffs/s and the wait to acquire (p50/p99/max).\n\n"
@@ -135,18 +137,19 @@ static void collect(rlock_client_t *c, worker_t *w, int n, long stock, int64_t t
 }
 
 int cmd_demo(cli_global_t *g, int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"workers", required_argument, NULL, 'w'}, {"stock", required_argument, NULL, 's'},
-      CLI_CONNECT_LONGOPTS,     {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"workers", required_argument, NULL, 'w'},
+                                           {"stock", required_argument, NULL, 's'},
+                                           CLI_CONNECT_LONGOPTS,
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
   long workers = 8, stock = 1000;
   int c, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'w': ex = cli_count("demo", "--workers", optarg, 1, DEMO_MAX_WORKERS, &workers); break;
-      case 's': ex = cli_count("demo", "--stock", optarg, 1, 10000000, &stock); break;
-      case 'h': fputs(usage_text, stdout); return 0;
-      default: ex = cli_connect_option("demo", g, c, optarg, argv);
+    case 'w': ex = cli_count("demo", "--workers", optarg, 1, DEMO_MAX_WORKERS, &workers); break;
+    case 's': ex = cli_count("demo", "--stock", optarg, 1, 10000000, &stock); break;
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: ex = cli_connect_option("demo", g, c, optarg, argv);
     }
     if (ex) return ex;
   }
@@ -168,7 +171,8 @@ int cmd_demo(cli_global_t *g, int argc, char **argv) {
   ex = spawn(g, w, n, go);
   if (!ex) ex = cli_connect(g, NULL, &client);
   if (ex) /* stop the workers already started */
-    for (int i = 0; i < n; i++) if (w[i].pid > 0) kill(w[i].pid, SIGTERM);
+    for (int i = 0; i < n; i++)
+      if (w[i].pid > 0) kill(w[i].pid, SIGTERM);
   close(go[1]); /* the start signal for every worker */
   int64_t t0 = demo_now_us();
   if (!ex) collect(client, w, n, stock, t0);

@@ -88,10 +88,8 @@ static char g_lost_name[256];          /* the lock it named (a MultiLock's membe
 static void on_signal(int sig, siginfo_t *si, void *ctx) {
   (void)si, (void)ctx;
   g_signal = sig;
-  if (atomic_load(&g_running))
-    group_kill(sig);
-  else
-    rlock_cancel_trigger(g_cancel);
+  if (atomic_load(&g_running)) group_kill(sig);
+  else rlock_cancel_trigger(g_cancel);
 }
 
 /* After a lost lock, the group gets SIGTERM and, kill-after ms later,
@@ -114,8 +112,7 @@ static void *escalate(void *arg) {
 
 /* On the library's I/O thread: nothing blocking here (the escalation waits
  * on a thread of its own, which inherits the I/O thread's blocked signals). */
-static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)owner, (void)arg;
   group_lock();
   bool first = !atomic_load(&g_lost);
@@ -141,13 +138,13 @@ static void on_lost(const char *name, size_t name_len, uint64_t owner, rlock_los
  * ending the wait), except those the kernel raises for rlock's own faults
  * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) and SIGPIPE
  * (a write of rlock's own to a closed pipe). Real-time signals too. */
-static const int fixed_handled[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM,
-                                    SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO,
+static const int fixed_handled[] = {
+    SIGHUP,    SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO,
 #ifdef SIGPWR
-                                    SIGPWR,
+    SIGPWR,
 #endif
 #ifdef SIGSTKFLT
-                                    SIGSTKFLT,
+    SIGSTKFLT,
 #endif
 };
 static int handled[sizeof fixed_handled / sizeof fixed_handled[0] + 64], nhandled;
@@ -193,7 +190,7 @@ typedef struct guard {
   rlock_lock_t *lock;
   rlock_multilock_t *multi;
   rlock_redlock_t *redlock;
-  int fenced; /* a fenced lock: its token goes to CMD's environment */
+  int fenced;               /* a fenced lock: its token goes to CMD's environment */
   rlock_permits_t *permits; /* --permit: one permit of this semaphore */
   char permit_id[RLOCK_PERMIT_ID_LEN + 1];
 } guard_t;
@@ -294,15 +291,14 @@ static int set_name_env(char **names, int n) {
 }
 
 /* Holds the lock around the command; returns the exit code. */
-static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t lease_ms,
-                        char **cmd, const sigset_t *orig_mask) {
+static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t lease_ms, char **cmd,
+                        const sigset_t *orig_mask) {
   int rc = guard_acquire(gd, wait_ms, lease_ms);
   if (rc == RLOCK_EBUSY) {
     const char *why = rlock_last_error();
     if (!why || !*why || strstr(why, rlock_strerror(RLOCK_EBUSY))) /* said once */
       cli_err("timed out waiting for %s", name);
-    else
-      cli_err("timed out waiting for %s (%s)", name, why);
+    else cli_err("timed out waiting for %s (%s)", name, why);
     return g_busy_exit;
   }
   if (rc == RLOCK_ECANCELED) {
@@ -315,16 +311,13 @@ static int hold_and_run(guard_t *gd, const char *name, int64_t wait_ms, int64_t 
     return cli_fail(rc, "cannot set CMD's environment");
   }
   int ex = 128 + g_signal;
-  if (g_signal)
-    cli_err("interrupted by signal %d before the command started", (int)g_signal);
-  else if (!atomic_load(&g_lost))
-    ex = group_run(cmd, orig_mask, restore_handlers, started);
+  if (g_signal) cli_err("interrupted by signal %d before the command started", (int)g_signal);
+  else if (!atomic_load(&g_lost)) ex = group_run(cmd, orig_mask, restore_handlers, started);
   if (atomic_load(&g_lost)) {
     const char *why = rlock_lost_reason_str((rlock_lost_reason_t)atomic_load(&g_lost_reason));
     if (gd->multi) /* which member, of which MultiLock */
       cli_err("lock %s (of the MultiLock %s) lost while the command ran: %s", g_lost_name, name, why);
-    else
-      cli_err("lock %s lost while the command ran: %s", name, why);
+    else cli_err("lock %s lost while the command ran: %s", name, why);
     if (gd->multi) guard_release(gd); /* the members still held: free them now, not at their lease's end */
     return EX_PROTOCOL;
   }
@@ -465,8 +458,7 @@ static int check_acl(const cli_global_t *g, rlock_client_t *client, const char *
       if (w < 0) break;
       o += (size_t)w;
     }
-    cli_err("the Redis user lacks permissions rlock needs for %s: %s (see 'ACL' in rlock's docs/cli.md)", name,
-            list);
+    cli_err("the Redis user lacks permissions rlock needs for %s: %s (see 'ACL' in rlock's docs/cli.md)", name, list);
     ex = EX_NOPERM;
   }
   rlock_reply_free(reply);
@@ -495,8 +487,7 @@ static void show_names(char **names, int n, char *out, size_t len) {
 }
 
 /* The locks NAMEs on client; a MultiLock over them when there are several. */
-static int open_locks(rlock_client_t *client, char **names, int n, int kind, rlock_lock_t **locks,
-                      guard_t *gd) {
+static int open_locks(rlock_client_t *client, char **names, int n, int kind, rlock_lock_t **locks, guard_t *gd) {
   if (n > CLI_NAMES_MAX) return cli_usage("exec", "at most %d NAMEs", CLI_NAMES_MAX);
   for (int i = 0; i < n; i++) {
     int ex = cli_lock_kind(client, names[i], kind, &locks[i]);
@@ -520,7 +511,8 @@ static int open_permits(rlock_client_t *client, const char *name, int64_t permit
   int64_t total = 0;
   if ((rc = rlock_permits_total(gd->permits, &total))) return cli_fail(rc, "cannot read the permits");
   if (total <= 0)
-    return cli_usage("exec", "the semaphore %s has no permits (give --permits N, or set them with 'rlock semaphore %s set N')",
+    return cli_usage("exec",
+                     "the semaphore %s has no permits (give --permits N, or set them with 'rlock semaphore %s set N')",
                      name, name);
   return 0;
 }
@@ -540,49 +532,55 @@ static int open_redlock(const cli_global_t *g, rlock_options_t *opts, const char
 }
 
 int cmd_exec(cli_global_t *g, int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
-      {"watchdog", required_argument, NULL, 'd'}, {"kill-after", required_argument, NULL, 'k'},
-      {"simple", no_argument, NULL, 's'},         {"redlock", no_argument, NULL, 'r'},
-      {"fair", no_argument, NULL, 'f'},
-      {"nonreentrant", no_argument, NULL, 'N'},  {"fenced", no_argument, NULL, 'F'},
-      {"spin", no_argument, NULL, 'S'},
-      {"read", no_argument, NULL, 'R'},           {"write", no_argument, NULL, 'W'},
-      {"conflict-exit-code", required_argument, NULL, 'E'},
-      {"permit", no_argument, NULL, 'P'},         {"permits", required_argument, NULL, 'n'},
-      CLI_CONNECT_LONGOPTS,
-      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"wait", required_argument, NULL, 'w'},
+                                           {"lease", required_argument, NULL, 'l'},
+                                           {"watchdog", required_argument, NULL, 'd'},
+                                           {"kill-after", required_argument, NULL, 'k'},
+                                           {"simple", no_argument, NULL, 's'},
+                                           {"redlock", no_argument, NULL, 'r'},
+                                           {"fair", no_argument, NULL, 'f'},
+                                           {"nonreentrant", no_argument, NULL, 'N'},
+                                           {"fenced", no_argument, NULL, 'F'},
+                                           {"spin", no_argument, NULL, 'S'},
+                                           {"read", no_argument, NULL, 'R'},
+                                           {"write", no_argument, NULL, 'W'},
+                                           {"conflict-exit-code", required_argument, NULL, 'E'},
+                                           {"permit", no_argument, NULL, 'P'},
+                                           {"permits", required_argument, NULL, 'n'},
+                                           CLI_CONNECT_LONGOPTS,
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
   int64_t wait_ms = RLOCK_WAIT_FOREVER, lease_ms = RLOCK_LEASE_WATCHDOG, watchdog_ms = 0;
   int c, ex = 0, kind = CLI_KIND_REENTRANT, kinds = 0, redlock = 0, permit = 0;
   int64_t permits = -1;
   long busy_exit = EX_TEMPFAIL;
   while ((c = getopt_long(argc, argv, "+:u:hE:", longopts, NULL)) != -1) {
     switch (c) {
-      case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
-      case 'E': ex = cli_count("exec", "--conflict-exit-code", optarg, 0, 255, &busy_exit); break;
-      case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
-      case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
-      case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
-      case 's': kind = CLI_KIND_SIMPLE, kinds++; break;
-      case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
-      case 'F': kind = CLI_KIND_FENCED, kinds++; break;
-      case 'S': kind = CLI_KIND_SPIN, kinds++; break;
-      case 'R': kind = CLI_KIND_READ, kinds++; break;
-      case 'W': kind = CLI_KIND_WRITE, kinds++; break;
-      case 'r': redlock = 1; break;
-      case 'f': kind = CLI_KIND_FAIR, kinds++; break;
-      case 'P': permit = 1, kinds++; break;
-      case 'n': {
-        char *end;
-        errno = 0;
-        long long v = strtoll(optarg, &end, 10);
-        if (!*optarg || *end || errno || v < 1 || v > RLOCK_PERMITS_MAX)
-          return cli_usage("exec", "--permits wants a count of 1 or more, not '%s'", optarg);
-        permits = v;
-        break;
-      }
-      case 'h': fputs(usage_text, stdout); return 0;
-      default: ex = cli_connect_option("exec", g, c, optarg, argv);
+    case 'w': ex = cli_duration("exec", "--wait", optarg, 0, &wait_ms); break;
+    case 'E': ex = cli_count("exec", "--conflict-exit-code", optarg, 0, 255, &busy_exit); break;
+    case 'l': ex = cli_duration("exec", "--lease", optarg, 1, &lease_ms); break;
+    case 'd': ex = cli_duration("exec", "--watchdog", optarg, WATCHDOG_MIN_MS, &watchdog_ms); break;
+    case 'k': ex = cli_duration("exec", "--kill-after", optarg, 0, &g_kill_after_ms); break;
+    case 's': kind = CLI_KIND_SIMPLE, kinds++; break;
+    case 'N': kind = CLI_KIND_NONREENTRANT, kinds++; break;
+    case 'F': kind = CLI_KIND_FENCED, kinds++; break;
+    case 'S': kind = CLI_KIND_SPIN, kinds++; break;
+    case 'R': kind = CLI_KIND_READ, kinds++; break;
+    case 'W': kind = CLI_KIND_WRITE, kinds++; break;
+    case 'r': redlock = 1; break;
+    case 'f': kind = CLI_KIND_FAIR, kinds++; break;
+    case 'P': permit = 1, kinds++; break;
+    case 'n': {
+      char *end;
+      errno = 0;
+      long long v = strtoll(optarg, &end, 10);
+      if (!*optarg || *end || errno || v < 1 || v > RLOCK_PERMITS_MAX)
+        return cli_usage("exec", "--permits wants a count of 1 or more, not '%s'", optarg);
+      permits = v;
+      break;
+    }
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: ex = cli_connect_option("exec", g, c, optarg, argv);
     }
     if (ex) return ex;
   }
@@ -597,7 +595,8 @@ int cmd_exec(cli_global_t *g, int argc, char **argv) {
   if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
   if (optind >= argc) return cli_usage("exec", "missing the command to run after NAME --");
   if (redlock && nnames > 1) return cli_usage("exec", "--redlock takes one NAME");
-  if (kinds > 1) return cli_usage("exec", "--simple, --fair, --nonreentrant, --permit and the other lock kinds exclude each other");
+  if (kinds > 1)
+    return cli_usage("exec", "--simple, --fair, --nonreentrant, --permit and the other lock kinds exclude each other");
   if (permits >= 0 && !permit) return cli_usage("exec", "--permits goes with --permit");
   if (permit && (nnames > 1 || redlock)) return cli_usage("exec", "--permit takes one NAME (and no --redlock)");
   if (kind == CLI_KIND_FENCED && nnames > 1) return cli_usage("exec", "--fenced takes one NAME (one token)");

@@ -56,16 +56,14 @@ static int parse(cli_global_t *g, const char *cmd, const char *text, int argc, c
   int c, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'l':
-        ex = lease ? cli_duration(cmd, "--lease", optarg, 1, lease) : cli_bad_option(cmd, '?', argv);
-        break;
-      case 'w':
-        if (!wait) ex = cli_bad_option(cmd, '?', argv);
-        else if (strcmp(optarg, "forever") == 0) *wait = RLOCK_WAIT_FOREVER;
-        else ex = cli_duration(cmd, "--wait", optarg, 0, wait);
-        break;
-      case 'h': fputs(text, stdout); return -1;
-      default: ex = cli_connect_option(cmd, g, c, optarg, argv);
+    case 'l': ex = lease ? cli_duration(cmd, "--lease", optarg, 1, lease) : cli_bad_option(cmd, '?', argv); break;
+    case 'w':
+      if (!wait) ex = cli_bad_option(cmd, '?', argv);
+      else if (strcmp(optarg, "forever") == 0) *wait = RLOCK_WAIT_FOREVER;
+      else ex = cli_duration(cmd, "--wait", optarg, 0, wait);
+      break;
+    case 'h': fputs(text, stdout); return -1;
+    default: ex = cli_connect_option(cmd, g, c, optarg, argv);
     }
     if (ex) return ex;
   }
@@ -85,15 +83,16 @@ int cmd_acquire(cli_global_t *g, int argc, char **argv) {
   if ((ex = cli_connect(g, NULL, &client))) return ex;
   if (!(ex = cli_check_type(client, name, 0)) && !(ex = cli_lock(client, name, &lock))) {
     int rc = rlock_lock_acquire(lock, HOLD_OWNER, wait, lease, cli_cancel_begin());
-    if ((ex = cli_cancel_end(rc))) /* a signal: the try in flight was undone, nothing held */;
+    if ((ex = cli_cancel_end(rc))) /* a signal: the try in flight was undone, nothing held */
+      ;
     else if (rc == RLOCK_EBUSY) cli_err("%s is busy", name), ex = EX_TEMPFAIL;
     else if (rc) ex = cli_fail(rc, "cannot acquire the lock");
     else if (signal(SIGPIPE, SIG_IGN) == SIG_ERR || /* a closed pipe: EPIPE, not death with the hold kept */
              printf("%s:owner-1\n", rlock_client_id(client)) < 0 || fflush(stdout) != 0 || ferror(stdout)) {
       /* nobody would know the token: the hold would stay until its lease */
       int rel = rlock_lock_release(lock, HOLD_OWNER);
-      cli_err("cannot write the owner token to stdout: %s", rel ? "the lock stays held until its lease ends"
-                                                                : "the lock was released");
+      cli_err("cannot write the owner token to stdout: %s",
+              rel ? "the lock stays held until its lease ends" : "the lock was released");
       ex = EX_IOERR;
     }
     rlock_lock_free(lock);

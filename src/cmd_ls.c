@@ -72,9 +72,9 @@ static int is_lock(const rlock_reply_t *h, const char **mode) {
 
 /* The keys an object keeps beside NAME: never listed as objects. */
 static int companion(const char *k, size_t n) {
-  static const char *const prefixes[] = {"redisson_lock_queue:",  "redisson_lock_timeout:", "redisson_lock_token:",
-                                         "rlock_acquire_latch:",  "redisson_unlock_latch:", "rlock_semaphore_latch:",
-                                         "rlock_countdown_latch:"};
+  static const char *const prefixes[] = {
+      "redisson_lock_queue:",   "redisson_lock_timeout:", "redisson_lock_token:",  "rlock_acquire_latch:",
+      "redisson_unlock_latch:", "rlock_semaphore_latch:", "rlock_countdown_latch:"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
     if (n >= strlen(prefixes[i]) && !memcmp(k, prefixes[i], strlen(prefixes[i]))) return 1;
   return memmem(k, n, ":rwlock_timeout", 15) != NULL; /* a reader's hold keys */
@@ -280,18 +280,16 @@ static int masters(ls_t *ls, const cli_global_t *g, rlock_client_t *c) {
 }
 
 int cmd_ls(cli_global_t *g, int argc, char **argv) {
-  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                           CLI_CONNECT_LONGOPTS,
-                                           {"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {
+      {"json", no_argument, NULL, 'j'}, CLI_CONNECT_LONGOPTS, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int c, ex = 0;
   static ls_t ls;
   ls.first = 1;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'j': ls.json = 1; break;
-      case 'h': fputs(usage_text, stdout); return 0;
-      default: ex = cli_connect_option("ls", g, c, optarg, argv);
+    case 'j': ls.json = 1; break;
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: ex = cli_connect_option("ls", g, c, optarg, argv);
     }
     if (ex) return ex;
   }

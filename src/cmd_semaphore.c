@@ -66,10 +66,10 @@ static int parse(const char *cmd, const char *usage, cli_global_t *g, int argc, 
   int c, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'j': *json = 1; break;
-      case 'w': ex = cli_duration(cmd, "--wait", optarg, 0, wait_ms); break;
-      case 'h': fputs(usage, stdout); return -1;
-      default: ex = cli_connect_option(cmd, g, c, optarg, argv);
+    case 'j': *json = 1; break;
+    case 'w': ex = cli_duration(cmd, "--wait", optarg, 0, wait_ms); break;
+    case 'h': fputs(usage, stdout); return -1;
+    default: ex = cli_connect_option(cmd, g, c, optarg, argv);
     }
     if (ex) return ex;
   }
@@ -113,11 +113,10 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     if ((rc = rlock_semaphore_try_set_permits(s, n, &set)) || (rc = rlock_semaphore_available(s, &avail)))
       ex = cli_fail(rc, "cannot set the permits");
     else if (json)
-      json_head("semaphore", name), printf(",\"set\":%s,\"available\":%lld}\n", set ? "true" : "false", (long long)avail);
-    else if (set)
-      printf("%s: set to %ld permits\n", name, n);
-    else
-      printf("%s: not set, it exists already (%lld available)\n", name, (long long)avail);
+      json_head("semaphore", name),
+          printf(",\"set\":%s,\"available\":%lld}\n", set ? "true" : "false", (long long)avail);
+    else if (set) printf("%s: set to %ld permits\n", name, n);
+    else printf("%s: not set, it exists already (%lld available)\n", name, (long long)avail);
   } else if (!strcmp(action, "acquire")) {
     rc = rlock_semaphore_acquire(s, n, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, cli_cancel_begin());
     if (!rc) cli_cancel_end(rc); /* else wait_exit */
@@ -128,10 +127,8 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
       ex = wait_exit(rc, "cannot acquire", busy);
     } else {
       signal(SIGPIPE, SIG_IGN); /* a closed pipe: EPIPE, not death with the permits taken */
-      if (json)
-        json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
-      else
-        printf("%s: acquired %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
+      if (json) json_head("semaphore", name), printf(",\"acquired\":%ld,\"available\":%lld}\n", n, (long long)avail);
+      else printf("%s: acquired %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
       if (fflush(stdout) != 0 || ferror(stdout)) {
         /* the caller cannot tell they were taken: give them back */
         int rel = rlock_semaphore_release(s, n, NULL);
@@ -140,19 +137,13 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
       }
     }
   } else if (!strcmp(action, "release")) {
-    if ((rc = rlock_semaphore_release(s, n, &avail)))
-      ex = cli_fail(rc, "cannot release");
-    else if (json)
-      json_head("semaphore", name), printf(",\"released\":%ld,\"available\":%lld}\n", n, (long long)avail);
-    else
-      printf("%s: released %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
+    if ((rc = rlock_semaphore_release(s, n, &avail))) ex = cli_fail(rc, "cannot release");
+    else if (json) json_head("semaphore", name), printf(",\"released\":%ld,\"available\":%lld}\n", n, (long long)avail);
+    else printf("%s: released %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
   } else {
-    if ((rc = rlock_semaphore_available(s, &avail)))
-      ex = cli_fail(rc, "cannot read the semaphore");
-    else if (json)
-      json_head("semaphore", name), printf(",\"available\":%lld}\n", (long long)avail);
-    else
-      printf("%s: %lld permit%s available\n", name, (long long)avail, avail == 1 ? "" : "s");
+    if ((rc = rlock_semaphore_available(s, &avail))) ex = cli_fail(rc, "cannot read the semaphore");
+    else if (json) json_head("semaphore", name), printf(",\"available\":%lld}\n", (long long)avail);
+    else printf("%s: %lld permit%s available\n", name, (long long)avail, avail == 1 ? "" : "s");
   }
   rlock_semaphore_free(s);
   rlock_client_free(client);
@@ -188,35 +179,26 @@ int cmd_latch(cli_global_t *g, int argc, char **argv) {
       ex = cli_fail(rc, "cannot set the count");
     else if (json)
       json_head("latch", name), printf(",\"set\":%s,\"count\":%lld}\n", set ? "true" : "false", (long long)count);
-    else if (set)
-      printf("%s: count set to %ld\n", name, n);
-    else
-      printf("%s: not set, it exists already (count %lld)\n", name, (long long)count);
+    else if (set) printf("%s: count set to %ld\n", name, n);
+    else printf("%s: not set, it exists already (count %lld)\n", name, (long long)count);
   } else if (!strcmp(action, "down")) {
-    if ((rc = rlock_latch_count_down(l, &count)))
-      ex = cli_fail(rc, "cannot count down");
+    if ((rc = rlock_latch_count_down(l, &count))) ex = cli_fail(rc, "cannot count down");
     else if (json)
       json_head("latch", name), printf(",\"count\":%lld,\"open\":%s}\n", (long long)count, count ? "false" : "true");
-    else
-      printf("%s: count %lld%s\n", name, (long long)count, count ? "" : " (open)");
+    else printf("%s: count %lld%s\n", name, (long long)count, count ? "" : " (open)");
   } else if (!strcmp(action, "await")) {
     rc = rlock_latch_await(l, wait_ms < 0 ? RLOCK_WAIT_FOREVER : wait_ms, cli_cancel_begin());
     if (!rc) cli_cancel_end(rc); /* else wait_exit */
     char busy[300];
     snprintf(busy, sizeof busy, "the latch %.200s did not open: timed out waiting for it", name);
-    if (rc)
-      ex = wait_exit(rc, "cannot await", busy);
-    else if (json)
-      json_head("latch", name), fputs(",\"count\":0,\"open\":true}\n", stdout);
-    else
-      printf("%s: open\n", name);
+    if (rc) ex = wait_exit(rc, "cannot await", busy);
+    else if (json) json_head("latch", name), fputs(",\"count\":0,\"open\":true}\n", stdout);
+    else printf("%s: open\n", name);
   } else {
-    if ((rc = rlock_latch_get_count(l, &count)))
-      ex = cli_fail(rc, "cannot read the latch");
+    if ((rc = rlock_latch_get_count(l, &count))) ex = cli_fail(rc, "cannot read the latch");
     else if (json)
       json_head("latch", name), printf(",\"count\":%lld,\"open\":%s}\n", (long long)count, count ? "false" : "true");
-    else
-      printf("%s: count %lld%s\n", name, (long long)count, count ? "" : " (open)");
+    else printf("%s: count %lld%s\n", name, (long long)count, count ? "" : " (open)");
   }
   rlock_latch_free(l);
   rlock_client_free(client);

@@ -84,14 +84,10 @@ static void print_json(const char *name, const rlock_holder_t *h, size_t n, int6
 
 static void print_text(const char *name, const rlock_holder_t *h, size_t n, int64_t ttl, const char *node,
                        const queue_view_t *q, int64_t token, const cli_found_t *found) {
-  if (!n)
-    printf("%s: not locked\n", name);
-  else if (ttl >= 0)
-    printf("%s: locked, ttl %lld ms\n", name, (long long)ttl);
-  else
-    printf("%s: locked, no expiry\n", name);
-  for (size_t i = 0; i < n; i++)
-    printf("  holder %s count %lld\n", h[i].owner, (long long)h[i].count);
+  if (!n) printf("%s: not locked\n", name);
+  else if (ttl >= 0) printf("%s: locked, ttl %lld ms\n", name, (long long)ttl);
+  else printf("%s: locked, no expiry\n", name);
+  for (size_t i = 0; i < n; i++) printf("  holder %s count %lld\n", h[i].owner, (long long)h[i].count);
   if (token >= 0) printf("  fenced token %lld (the last issued; 0: never taken)\n", (long long)token);
   for (size_t i = 0; q && i < q->n; i++)
     printf("  waiter %zu %s deadline in %lld ms\n", i + 1, q->w[i].owner, (long long)in_ms(q, i));
@@ -140,15 +136,12 @@ static int show(rlock_client_t *client, rlock_lock_t *lock, const char *name, in
   }
   if (fenced == 2) { /* a hash lock with a token counter is a fenced lock: show it */
     rlock_lock_t *f = NULL;
-    if (rlock_lock_new_fenced(client, name, strlen(name), &f) == 0 && rlock_fenced_token(f, &token) == 0 &&
-        token == 0)
+    if (rlock_lock_new_fenced(client, name, strlen(name), &f) == 0 && rlock_fenced_token(f, &token) == 0 && token == 0)
       token = -1; /* never taken as a fenced lock (a read that failed leaves -1 too) */
     rlock_lock_free(f);
   }
-  if (json)
-    print_json(name, holders, n, ttl, node, fair ? &qv : NULL, token, found);
-  else
-    print_text(name, holders, n, ttl, node, fair ? &qv : NULL, token, found);
+  if (json) print_json(name, holders, n, ttl, node, fair ? &qv : NULL, token, found);
+  else print_text(name, holders, n, ttl, node, fair ? &qv : NULL, token, found);
   rlock_fair_waiters_free(w, qv.n);
   rlock_holders_free(holders, n);
   return n ? 0 : CLI_EXIT_FREE;
@@ -180,8 +173,9 @@ static int show_node(const cli_global_t *g, int i, const char *name, int simple,
   size_t n = 0;
   int64_t ttl = -2;
   int rc = cli_options(&one, &opts) ? RLOCK_EINVAL : rlock_client_new(&client, &opts);
-  if (!rc) rc = simple ? rlock_lock_new_simple(client, name, strlen(name), &lock)
-                       : rlock_lock_new(client, name, strlen(name), &lock);
+  if (!rc)
+    rc = simple ? rlock_lock_new_simple(client, name, strlen(name), &lock)
+                : rlock_lock_new(client, name, strlen(name), &lock);
   if (!rc) rc = read_state(lock, &h, &n, &ttl);
   if (json) {
     fputs(i ? ",{\"url\":" : "{\"url\":", stdout);
@@ -225,28 +219,29 @@ static int show_redlock(const cli_global_t *g, const char *name, int simple, int
 }
 
 int cmd_status(cli_global_t *g, int argc, char **argv) {
-  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                           {"simple", no_argument, NULL, 's'},
-                                           {"read", no_argument, NULL, 'R'},
-                                           {"write", no_argument, NULL, 'W'},
-                                           {"redlock", no_argument, NULL, 'r'},
-                                           {"fair", no_argument, NULL, 'f'},
-                                           {"fenced", no_argument, NULL, 'F'},
-                                           CLI_CONNECT_LONGOPTS,
-                                           {"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},    {"simple", no_argument, NULL, 's'},
+                                           {"read", no_argument, NULL, 'R'},    {"write", no_argument, NULL, 'W'},
+                                           {"redlock", no_argument, NULL, 'r'}, {"fair", no_argument, NULL, 'f'},
+                                           {"fenced", no_argument, NULL, 'F'},  CLI_CONNECT_LONGOPTS,
+                                           {"help", no_argument, NULL, 'h'},    {NULL, 0, NULL, 0}};
   int c, json = 0, simple = 0, redlock = 0, fair = 0, fenced = 0, rw = 0, ex = 0;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'j': json = 1; break;
-      case 's': simple = 1; break;
-      case 'R': ex = rw && rw != CLI_KIND_READ ? cli_usage("status", "--read and --write exclude each other") : 0, rw = CLI_KIND_READ; break;
-      case 'W': ex = rw && rw != CLI_KIND_WRITE ? cli_usage("status", "--read and --write exclude each other") : 0, rw = CLI_KIND_WRITE; break;
-      case 'r': redlock = 1; break;
-      case 'f': fair = 1; break;
-      case 'F': fenced = 1; break;
-      case 'h': fputs(usage_text, stdout); return 0;
-      default: ex = cli_connect_option("status", g, c, optarg, argv);
+    case 'j': json = 1; break;
+    case 's': simple = 1; break;
+    case 'R':
+      ex = rw && rw != CLI_KIND_READ ? cli_usage("status", "--read and --write exclude each other") : 0,
+      rw = CLI_KIND_READ;
+      break;
+    case 'W':
+      ex = rw && rw != CLI_KIND_WRITE ? cli_usage("status", "--read and --write exclude each other") : 0,
+      rw = CLI_KIND_WRITE;
+      break;
+    case 'r': redlock = 1; break;
+    case 'f': fair = 1; break;
+    case 'F': fenced = 1; break;
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: ex = cli_connect_option("status", g, c, optarg, argv);
     }
     if (ex) return ex;
   }
@@ -254,7 +249,8 @@ int cmd_status(cli_global_t *g, int argc, char **argv) {
   const char *name = argv[optind];
   if ((ex = cli_name("status", name))) return ex;
   if (fair && (simple || redlock)) return cli_usage("status", "--fair goes with neither --simple nor --redlock");
-  if (fenced && (simple || redlock || fair)) return cli_usage("status", "--fenced excludes --simple, --fair and --redlock");
+  if (fenced && (simple || redlock || fair))
+    return cli_usage("status", "--fenced excludes --simple, --fair and --redlock");
   if (rw && (simple || redlock || fair || fenced))
     return cli_usage("status", "--read and --write exclude --simple, --fair, --fenced and --redlock");
   if (redlock) return show_redlock(g, name, simple, json);

@@ -34,20 +34,21 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
   int c, force = 0, any_type = 0, kind = CLI_KIND_REENTRANT, ex = 0;
   while ((c = getopt_long(argc, argv, ":fu:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'f': force = 1; break;
-      case 'a': any_type = 1; break;
-      case 's': ex = cli_set_kind("unlock", &kind, CLI_KIND_SIMPLE); break;
-      case 'F': ex = cli_set_kind("unlock", &kind, CLI_KIND_FAIR); break;
-      case 'R': ex = cli_set_kind("unlock", &kind, CLI_KIND_READ); break;
-      case 'W': ex = cli_set_kind("unlock", &kind, CLI_KIND_WRITE); break;
-      case 'h': fputs(usage_text, stdout); return 0;
-      default: ex = cli_connect_option("unlock", g, c, optarg, argv);
+    case 'f': force = 1; break;
+    case 'a': any_type = 1; break;
+    case 's': ex = cli_set_kind("unlock", &kind, CLI_KIND_SIMPLE); break;
+    case 'F': ex = cli_set_kind("unlock", &kind, CLI_KIND_FAIR); break;
+    case 'R': ex = cli_set_kind("unlock", &kind, CLI_KIND_READ); break;
+    case 'W': ex = cli_set_kind("unlock", &kind, CLI_KIND_WRITE); break;
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: ex = cli_connect_option("unlock", g, c, optarg, argv);
     }
     if (ex) return ex;
   }
   if (!force)
-    return cli_usage("unlock", "only 'unlock --force NAME' is supported (holds end with 'rlock exec', "
-                               "or 'rlock release NAME TOKEN' after 'rlock acquire')");
+    return cli_usage("unlock",
+                     "only 'unlock --force NAME' is supported (holds end with 'rlock exec', "
+                     "or 'rlock release NAME TOKEN' after 'rlock acquire')");
   if (optind != argc - 1) return cli_usage("unlock", "expected exactly one lock NAME");
   const char *name = argv[optind];
   if ((ex = cli_name("unlock", name))) return ex;
@@ -59,14 +60,10 @@ int cmd_unlock(cli_global_t *g, int argc, char **argv) {
     int rc = rlock_lock_force_unlock_flags(lock, any_type ? RLOCK_FORCE_ANY_TYPE : 0, &was_locked);
     if (rc == RLOCK_ENOTLOCK)
       ex = cli_fail(rc, name), fputs("rlock: use 'unlock --force --any-type' to delete it anyway\n", stderr);
-    else if (rc)
-      ex = cli_fail(rc, "cannot force-unlock");
-    else if (was_locked == 2)
-      printf("deleted %s (it was not a lock)\n", name);
-    else if (was_locked)
-      printf("unlocked %s (was locked)\n", name);
-    else
-      printf("%s was not locked\n", name);
+    else if (rc) ex = cli_fail(rc, "cannot force-unlock");
+    else if (was_locked == 2) printf("deleted %s (it was not a lock)\n", name);
+    else if (was_locked) printf("unlocked %s (was locked)\n", name);
+    else printf("%s was not locked\n", name);
     rlock_lock_free(lock);
   }
   rlock_client_free(client);

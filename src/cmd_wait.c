@@ -28,13 +28,13 @@ int cmd_wait(cli_global_t *g, int argc, char **argv) {
   int64_t wait = RLOCK_WAIT_FOREVER;
   while ((c = getopt_long(argc, argv, ":u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'j': json = 1; break;
-      case 'w':
-        if (strcmp(optarg, "forever") == 0) wait = RLOCK_WAIT_FOREVER;
-        else ex = cli_duration("wait", "--wait", optarg, 0, &wait);
-        break;
-      case 'h': fputs(usage_text, stdout); return 0;
-      default: ex = cli_connect_option("wait", g, c, optarg, argv);
+    case 'j': json = 1; break;
+    case 'w':
+      if (strcmp(optarg, "forever") == 0) wait = RLOCK_WAIT_FOREVER;
+      else ex = cli_duration("wait", "--wait", optarg, 0, &wait);
+      break;
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: ex = cli_connect_option("wait", g, c, optarg, argv);
     }
     if (ex) return ex;
   }

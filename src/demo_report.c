@@ -22,8 +22,7 @@ static double pct_ms(const int64_t *v, size_t n, double p) {
 
 /* The worker's report if it exited cleanly and sent a complete one, else NULL. */
 static const demo_report_t *report_of(const worker_t *w) {
-  if (!WIFEXITED(w->status) || WEXITSTATUS(w->status) != 0 || w->len < sizeof(demo_report_t))
-    return NULL;
+  if (!WIFEXITED(w->status) || WEXITSTATUS(w->status) != 0 || w->len < sizeof(demo_report_t)) return NULL;
   const demo_report_t *r = (const demo_report_t *)w->buf;
   if (r->acquisitions < 0 || w->len != sizeof *r + (size_t)r->acquisitions * sizeof(int64_t)) return NULL;
   return r;
@@ -74,15 +73,17 @@ static int report(const char *url, const worker_t *w, int n, long stock, long lo
   }
   if (pass) fputs(" (no oversell, no lost sale)\n", stdout);
   else
-    printf(" (%s)\n", broken ? "a worker failed" : sales > stock - (sig ? final : 0) ? "oversold"
-                     : sales < stock - (sig ? final : 0) ? "sales lost" : "final stock is not 0");
+    printf(" (%s)\n", broken                              ? "a worker failed"
+                      : sales > stock - (sig ? final : 0) ? "oversold"
+                      : sales < stock - (sig ? final : 0) ? "sales lost"
+                                                          : "final stock is not 0");
   if (secs <= 0) secs = 1e-6;
-  printf("%.2f s: %lld lock acquisitions (%.0f/s), %lld handoffs to another worker (%.0f/s)\n", secs,
-         (long long)acq, (double)acq / secs, (long long)handoffs, (double)handoffs / secs);
+  printf("%.2f s: %lld lock acquisitions (%.0f/s), %lld handoffs to another worker (%.0f/s)\n", secs, (long long)acq,
+         (double)acq / secs, (long long)handoffs, (double)handoffs / secs);
   if (waits && k) {
     qsort(waits, k, sizeof *waits, cmp_i64);
-    printf("wait to acquire: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", pct_ms(waits, k, 50),
-           pct_ms(waits, k, 99), (double)waits[k - 1] / 1000.0);
+    printf("wait to acquire: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", pct_ms(waits, k, 50), pct_ms(waits, k, 99),
+           (double)waits[k - 1] / 1000.0);
   }
   free(waits);
   return pass ? 0 : 1;

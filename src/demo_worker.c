@@ -50,8 +50,7 @@ static int sell_one(rlock_client_t *c, const char *me, demo_report_t *r, long lo
   rlock_reply_t *rep;
   int ex = command(c, 3, mget, &rep);
   if (ex) return ex;
-  if (rep->type != RLOCK_REPLY_ARRAY || rep->elements != 2 ||
-      rep->element[0]->type != RLOCK_REPLY_STRING) {
+  if (rep->type != RLOCK_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != RLOCK_REPLY_STRING) {
     cli_err("unexpected reply to MGET %s", DEMO_STOCK);
     rlock_reply_free(rep);
     return EX_SOFTWARE;
@@ -70,8 +69,7 @@ static int sell_one(rlock_client_t *c, const char *me, demo_report_t *r, long lo
   return 0;
 }
 
-static int work(rlock_client_t *c, rlock_lock_t *lock, const char *me, demo_report_t *r,
-                int64_t **waits, size_t *cap) {
+static int work(rlock_client_t *c, rlock_lock_t *lock, const char *me, demo_report_t *r, int64_t **waits, size_t *cap) {
   for (long long stock = 1; stock > 0 && !demo_stop;) {
     int64_t t0 = demo_now_us();
     int rc = rlock_lock_lock(lock, RLOCK_LEASE_WATCHDOG);
@@ -108,8 +106,8 @@ int demo_worker(const cli_global_t *g, int id, int go_fd, int out_fd) {
     while (!ex && (n = read(go_fd, &go, 1)) < 0 && errno == EINTR) {
     }
     if (!ex) ex = work(c, lock, me, &r, &waits, &cap);
-    if (!ex && (write_all(out_fd, &r, sizeof r) < 0 ||
-                write_all(out_fd, waits, (size_t)r.acquisitions * sizeof *waits) < 0))
+    if (!ex &&
+        (write_all(out_fd, &r, sizeof r) < 0 || write_all(out_fd, waits, (size_t)r.acquisitions * sizeof *waits) < 0))
       ex = EX_IOERR;
     free(waits);
     rlock_lock_free(lock);

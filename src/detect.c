@@ -148,8 +148,7 @@ int cli_detect_kind(rlock_client_t *client, const char *name, cli_found_t *f) {
   rlock_reply_free(r);
   cli_detect(client, name, strlen(name), type, f);
   if (f->kind >= 0) return 0;
-  if (!strcmp(f->code, "other"))
-    cli_err("%s is not a lock (holds %s)", name, f->what);
+  if (!strcmp(f->code, "other")) cli_err("%s is not a lock (holds %s)", name, f->what);
   else
     cli_err("%s is not a lock (a %s, count %lld: try 'rlock semaphore %s status' or 'rlock latch %s status')", name,
             f->what, (long long)f->count, name, name);

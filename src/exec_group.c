@@ -136,7 +136,7 @@ static void suspend(pid_t pgid, int tty, pid_t who, int stopsig) {
   kill(0, sig); /* returns once continued; discarded if nobody could continue it (orphaned group) */
   if (tcgetpgrp(tty) == getpgrp()) {
     give_terminal(tty, pgid);
-  } else if (sig != SIGTSTP) { /* still in the background: CMD will stop again at once */
+  } else if (sig != SIGTSTP) {                      /* still in the background: CMD will stop again at once */
     struct timespec pause = {0, 100 * 1000 * 1000}; /* no busy loop where the stop was discarded */
     nanosleep(&pause, NULL);
   }
@@ -162,7 +162,9 @@ static void await_child_event(void) {
 static bool handle_child(pid_t pgid, int tty, siginfo_t *si, int *leader) {
   if (si->si_code == CLD_STOPPED || si->si_code == CLD_TRAPPED) {
     if (getpgid(si->si_pid) == pgid) suspend(pgid, tty, si->si_pid, si->si_status);
-    else while (waitid(P_PID, (id_t)si->si_pid, si, WSTOPPED) < 0 && errno == EINTR) {}
+    else
+      while (waitid(P_PID, (id_t)si->si_pid, si, WSTOPPED) < 0 && errno == EINTR) {
+      }
     return false;
   }
   pid_t who = si->si_pid;
@@ -245,7 +247,7 @@ static void close_all_but_0(void) {
 
 static void guardian(pid_t pgid, int rfd) {
   prctl(PR_SET_NAME, "rlock-guardian"); /* what ps shows beside rlock */
-  setpgid(0, 0); /* a kill of rlock's group (timeout(1), a script's group) leaves it */
+  setpgid(0, 0);                        /* a kill of rlock's group (timeout(1), a script's group) leaves it */
   if (rfd != 0 && dup2(rfd, 0) < 0) _exit(1);
   close_all_but_0(); /* rlock's sockets, the terminal, the output pipes */
   char b;
@@ -297,7 +299,7 @@ int group_run(char **cmd, const sigset_t *child_mask, void (*in_child)(void), vo
   if (pipe2(errpipe, O_CLOEXEC) < 0) return cli_err("pipe: %s", strerror(errno)), EX_OSERR;
   int tty = controlling_tty();
   int fg_tty = tty >= 0 && tcgetpgrp(tty) == getpgrp() ? tty : -1; /* rlock is in its foreground */
-  prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphaned members come back to rlock */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);                                /* orphaned members come back to rlock */
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &before);

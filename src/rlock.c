@@ -27,9 +27,11 @@ static const struct {
 };
 
 static void help(FILE *f) {
-  fputs("Usage: rlock [-u URL] COMMAND [OPTIONS] [ARGS]\n"
-        "Redisson-compatible distributed locks on Redis.\n\n"
-        "Commands:\n", f);
+  fputs(
+      "Usage: rlock [-u URL] COMMAND [OPTIONS] [ARGS]\n"
+      "Redisson-compatible distributed locks on Redis.\n\n"
+      "Commands:\n",
+      f);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
   fputs("\nGlobal options (also accepted after COMMAND):\n" CLI_CONNECT_HELP
@@ -38,29 +40,26 @@ static void help(FILE *f) {
         "Durations: 250ms (or 250), 1.5s, 2m, 1h, 1d, or a sum such as 1h30m.\n"
         "Exit codes: 64 usage, 65 not a lock (unlock), 69 Redis unavailable,\n"
         "70 internal error, 75 timed out waiting, 76 lock lost, 77 ACL refuses; exec: the\n"
-        "command's status; status: 0 held, 1 free; extend, release: 1 not held by TOKEN.\n", f);
+        "command's status; status: 0 held, 1 free; extend, release: 1 not held by TOKEN.\n",
+        f);
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {CLI_CONNECT_LONGOPTS,
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {
+      CLI_CONNECT_LONGOPTS, {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
   cli_global_t g = {.url = getenv("RLOCK_URL")};
   if (!g.url || !*g.url) g.url = "redis://127.0.0.1:6379";
   opterr = 0;
   int c, ex;
   while ((c = getopt_long(argc, argv, "+:u:h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'h':
-        help(stdout);
-        return 0;
-      case 'V':
-        if (optind < argc) return cli_usage(NULL, "--version takes no argument");
-        printf("rlock %s (librlock %s)\n", RLOCK_VERSION_STRING, rlock_version());
-        return 0;
-      default:
-        if ((ex = cli_connect_option(NULL, &g, c, optarg, argv))) return ex;
+    case 'h': help(stdout); return 0;
+    case 'V':
+      if (optind < argc) return cli_usage(NULL, "--version takes no argument");
+      printf("rlock %s (librlock %s)\n", RLOCK_VERSION_STRING, rlock_version());
+      return 0;
+    default:
+      if ((ex = cli_connect_option(NULL, &g, c, optarg, argv))) return ex;
     }
   }
   if (optind >= argc) {

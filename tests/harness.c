@@ -74,7 +74,8 @@ static void at_exit(void) { cleanup_all(0); }
 static void on_signal(int sig) {
   if (sig == SIGALRM) {
     static const char msg[] = "FAIL: test binary timed out (alarm)\n";
-    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing to do */ }
+    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing to do */
+    }
     cleanup_all(1);
     _exit(1);
   }
@@ -103,8 +104,7 @@ void th_fail(const char *file, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "FAIL %s:%d: %s%s\n", file, line, msg,
-          getpid() != owner_pid ? " (in a child process)" : "");
+  fprintf(stderr, "FAIL %s:%d: %s%s\n", file, line, msg, getpid() != owner_pid ? " (in a child process)" : "");
   fflush(stderr);
   fflush(stdout);
   cleanup_all(0);
@@ -113,8 +113,8 @@ void th_fail(const char *file, int line, const char *fmt, ...) {
 
 void th_check_rc(int got, int want, const char *expr, const char *file, int line) {
   if (got == want) return;
-  th_fail(file, line, "%s returned %s (%d), want %s (%d); last error: %s", expr,
-          rlock_err_name(got), got, rlock_err_name(want), want, rlock_last_error());
+  th_fail(file, line, "%s returned %s (%d), want %s (%d); last error: %s", expr, rlock_err_name(got), got,
+          rlock_err_name(want), want, rlock_last_error());
 }
 
 void th_run(const char *name, void (*fn)(void)) {
@@ -215,8 +215,7 @@ int th_free_port(void) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0)
     th_fail(__FILE__, __LINE__, "free port: %s", strerror(errno));
   close(fd);
   return ntohs(a.sin_port);
@@ -367,16 +366,13 @@ void th_server_stop(th_server_t *s) {
 redisContext *th_raw_connect(th_server_t *s) {
   struct timeval tv = {5, 0};
   redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
-  if (!c || c->err)
-    th_fail(__FILE__, __LINE__, "raw connect to %d: %s", s->port, c ? c->errstr : "oom");
+  if (!c || c->err) th_fail(__FILE__, __LINE__, "raw connect to %d: %s", s->port, c ? c->errstr : "oom");
   struct timeval cmd_tv = {15, 0};
   redisSetTimeout(c, cmd_tv);
   if (s->opts.raw_password) {
-    redisReply *r = s->opts.raw_user
-                        ? redisCommand(c, "AUTH %s %s", s->opts.raw_user, s->opts.raw_password)
-                        : redisCommand(c, "AUTH %s", s->opts.raw_password);
-    if (!r || r->type == REDIS_REPLY_ERROR)
-      th_fail(__FILE__, __LINE__, "raw AUTH: %s", r ? r->str : c->errstr);
+    redisReply *r = s->opts.raw_user ? redisCommand(c, "AUTH %s %s", s->opts.raw_user, s->opts.raw_password)
+                                     : redisCommand(c, "AUTH %s", s->opts.raw_password);
+    if (!r || r->type == REDIS_REPLY_ERROR) th_fail(__FILE__, __LINE__, "raw AUTH: %s", r ? r->str : c->errstr);
     freeReplyObject(r);
   }
   return c;
@@ -422,8 +418,7 @@ long long th_cmd_int(th_server_t *s, const char *arg0, ...) {
   redisReply *r = vcmd(s, arg0, ap);
   va_end(ap);
   if (r->type != REDIS_REPLY_INTEGER)
-    th_fail(__FILE__, __LINE__, "raw %s: not an integer reply (type %d: %s)", arg0, r->type,
-            r->str ? r->str : "");
+    th_fail(__FILE__, __LINE__, "raw %s: not an integer reply (type %d: %s)", arg0, r->type, r->str ? r->str : "");
   long long v = r->integer;
   freeReplyObject(r);
   return v;
@@ -442,8 +437,7 @@ long long th_cmdstat(th_server_t *s, const char *cmd) {
 
 long long th_numsub(th_server_t *s, const char *channel) {
   redisReply *r = th_cmd(s, "PUBSUB", "NUMSUB", channel, NULL);
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-      r->element[1]->type != REDIS_REPLY_INTEGER)
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_INTEGER)
     th_fail(__FILE__, __LINE__, "PUBSUB NUMSUB: unexpected reply");
   long long v = r->element[1]->integer;
   freeReplyObject(r);
@@ -460,8 +454,7 @@ char *th_cmd_str(th_server_t *s, const char *arg0, ...) {
     return NULL;
   }
   if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
-    th_fail(__FILE__, __LINE__, "raw %s: not a string reply (type %d: %s)", arg0, r->type,
-            r->str ? r->str : "");
+    th_fail(__FILE__, __LINE__, "raw %s: not a string reply (type %d: %s)", arg0, r->type, r->str ? r->str : "");
   char *v = strdup(r->str);
   freeReplyObject(r);
   return v;
@@ -510,9 +503,7 @@ rlock_client_t *th_client(const char *url, int64_t watchdog_ms) {
   if (watchdog_ms > 0) o.watchdog_timeout_ms = watchdog_ms;
   rlock_client_t *c = NULL;
   int rc = rlock_client_new(&c, &o);
-  if (rc != 0)
-    th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc),
-            rlock_last_error());
+  if (rc != 0) th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc), rlock_last_error());
   return c;
 }
 
@@ -570,8 +561,7 @@ void th_lost_reset(th_lost_t *l) {
 const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len) {
   if (owner & RLOCK_OWNER_THREAD)
     snprintf(buf, len, "%s:%llu", rlock_client_id(c), (unsigned long long)(owner & ~RLOCK_OWNER_THREAD));
-  else
-    snprintf(buf, len, "%s:owner-%llu", rlock_client_id(c), (unsigned long long)owner);
+  else snprintf(buf, len, "%s:owner-%llu", rlock_client_id(c), (unsigned long long)owner);
   return buf;
 }
 
@@ -579,24 +569,22 @@ const char *th_owner_id(rlock_client_t *c, uint64_t owner, char *buf, size_t len
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-    th_fail(__FILE__, __LINE__, "write %s: %s", path, strerror(errno));
+  if (!f || fputs(text, f) < 0 || fclose(f) != 0) th_fail(__FILE__, __LINE__, "write %s: %s", path, strerror(errno));
 }
 
-static void gen_leaf(const char *dir, const char *name, const char *ext, const th_tls_certs_t *c,
-                     char *cert, char *key, const char *serial) {
+static void gen_leaf(const char *dir, const char *name, const char *ext, const th_tls_certs_t *c, char *cert, char *key,
+                     const char *serial) {
   char csr[300], extf[300];
   snprintf(cert, 300, "%s/%s.crt", dir, name);
   snprintf(key, 300, "%s/%s.key", dir, name);
   snprintf(csr, sizeof csr, "%s/%s.csr", dir, name);
   snprintf(extf, sizeof extf, "%s/%s.ext", dir, name);
   write_file(extf, ext);
-  const char *req[] = {"openssl", "req", "-newkey", "ec", "-pkeyopt",
-                       "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", csr,
-                       "-subj", "/CN=localhost", NULL};
-  const char *sign[] = {"openssl", "x509", "-req", "-in", csr, "-CA", c->ca, "-CAkey",
-                        NULL /* ca key */, "-set_serial", serial, "-days", "2", "-out", cert,
-                        "-extfile", extf, NULL};
+  const char *req[] = {"openssl",       "req",     "-newkey", "ec",   "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                       "-nodes",        "-keyout", key,       "-out", csr,        "-subj",
+                       "/CN=localhost", NULL};
+  const char *sign[] = {"openssl",     "x509", "-req",  "-in", csr,    "-CA", c->ca,      "-CAkey", NULL /* ca key */,
+                        "-set_serial", serial, "-days", "2",   "-out", cert,  "-extfile", extf,     NULL};
   char cakey[300];
   snprintf(cakey, sizeof cakey, "%s/ca.key", dir);
   sign[8] = cakey;
@@ -612,11 +600,27 @@ const th_tls_certs_t *th_tls_certs(void) {
   char cakey[300];
   snprintf(c.ca, sizeof c.ca, "%s/ca.crt", dir);
   snprintf(cakey, sizeof cakey, "%s/ca.key", dir);
-  const char *ca[] = {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                      "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", cakey, "-out", c.ca,
-                      "-days", "2", "-subj", "/CN=rlock test CA", "-addext",
-                      "basicConstraints=critical,CA:TRUE", "-addext",
-                      "keyUsage=critical,keyCertSign,cRLSign", NULL};
+  const char *ca[] = {"openssl",
+                      "req",
+                      "-x509",
+                      "-newkey",
+                      "ec",
+                      "-pkeyopt",
+                      "ec_paramgen_curve:prime256v1",
+                      "-nodes",
+                      "-keyout",
+                      cakey,
+                      "-out",
+                      c.ca,
+                      "-days",
+                      "2",
+                      "-subj",
+                      "/CN=rlock test CA",
+                      "-addext",
+                      "basicConstraints=critical,CA:TRUE",
+                      "-addext",
+                      "keyUsage=critical,keyCertSign,cRLSign",
+                      NULL};
   if (th_exec(ca) != 0) th_fail(__FILE__, __LINE__, "openssl: cannot make the test CA");
   gen_leaf(dir, "server",
            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
@@ -681,7 +685,9 @@ char th_multilock_first_taken(const char *url_a, const char *name_a, const char 
   rlock_stats_t sa, sb;
   rlock_client_stats(ca, &sa);
   rlock_client_stats(cb, &sb);
-  char which = sa.acquire_attempts && !sb.acquire_attempts ? 'a' : sb.acquire_attempts && !sa.acquire_attempts ? 'b' : '?';
+  char which = sa.acquire_attempts && !sb.acquire_attempts   ? 'a'
+               : sb.acquire_attempts && !sa.acquire_attempts ? 'b'
+                                                             : '?';
   rlock_multilock_free(m);
   rlock_lock_free(a), rlock_lock_free(b);
   rlock_client_free(ca), rlock_client_free(cb);

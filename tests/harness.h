@@ -18,33 +18,30 @@
 
 /* ------------------------------------------------------------ framework */
 
-void th_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 3, 4)));
+void th_fail(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);         \
+#define CHECK(cond)                                               \
+  do {                                                            \
+    if (!(cond)) th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); \
   } while (0)
 
-#define CHECK_MSG(cond, ...)                                              \
-  do {                                                                    \
-    if (!(cond)) th_fail(__FILE__, __LINE__, __VA_ARGS__);                \
+#define CHECK_MSG(cond, ...)                               \
+  do {                                                     \
+    if (!(cond)) th_fail(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
-#define CHECK_EQ(a, b)                                                    \
-  do {                                                                    \
-    long long th_a_ = (long long)(a), th_b_ = (long long)(b);             \
-    if (th_a_ != th_b_)                                                   \
-      th_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a,   \
-              #b, th_a_, th_b_);                                          \
+#define CHECK_EQ(a, b)                                                                                       \
+  do {                                                                                                       \
+    long long th_a_ = (long long)(a), th_b_ = (long long)(b);                                                \
+    if (th_a_ != th_b_) th_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a, #b, th_a_, th_b_); \
   } while (0)
 
-#define CHECK_STREQ(a, b)                                                 \
-  do {                                                                    \
-    const char *th_a_ = (a), *th_b_ = (b);                                \
-    if (!th_a_ || !th_b_ || strcmp(th_a_, th_b_) != 0)                    \
-      th_fail(__FILE__, __LINE__, "CHECK_STREQ(%s, %s): \"%s\" != \"%s\"", \
-              #a, #b, th_a_ ? th_a_ : "(null)", th_b_ ? th_b_ : "(null)"); \
+#define CHECK_STREQ(a, b)                                                                                    \
+  do {                                                                                                       \
+    const char *th_a_ = (a), *th_b_ = (b);                                                                   \
+    if (!th_a_ || !th_b_ || strcmp(th_a_, th_b_) != 0)                                                       \
+      th_fail(__FILE__, __LINE__, "CHECK_STREQ(%s, %s): \"%s\" != \"%s\"", #a, #b, th_a_ ? th_a_ : "(null)", \
+              th_b_ ? th_b_ : "(null)");                                                                     \
   } while (0)
 
 /* An rlock call that must return `want` (0, RLOCK_E*). Prints the library's
@@ -64,7 +61,7 @@ int th_done(void);
 
 /* ------------------------------------------------------------ time, misc */
 
-int64_t th_now_ms(void);                 /* CLOCK_MONOTONIC */
+int64_t th_now_ms(void); /* CLOCK_MONOTONIC */
 void th_sleep_ms(int64_t ms);
 pid_t th_gettid(void);
 /* Polls pred(arg) every few ms until it returns non-zero or timeout_ms pass;
@@ -108,19 +105,19 @@ typedef struct th_server {
   int port;
   int tls_port;
   char dir[256];
-  char url[300];        /* redis://127.0.0.1:port */
-  char tls_url[300];    /* rediss://127.0.0.1:tls_port */
-  char sock[300];       /* dir/redis.sock */
+  char url[300];     /* redis://127.0.0.1:port */
+  char tls_url[300]; /* rediss://127.0.0.1:tls_port */
+  char sock[300];    /* dir/redis.sock */
   th_server_opts_t opts;
-  redisContext *raw;    /* cached raw connection (th_cmd) */
+  redisContext *raw; /* cached raw connection (th_cmd) */
 } th_server_t;
 
 /* Start, restart and stop servers from the main thread: a server dies with
  * the thread that started it (PR_SET_PDEATHSIG). */
 th_server_t *th_server_start(const th_server_opts_t *opts); /* opts may be NULL */
-void th_server_kill(th_server_t *s);     /* SIGKILL and reap */
-void th_server_restart(th_server_t *s);  /* kill, then start again on the same ports */
-void th_server_stop(th_server_t *s);     /* kill, remove the dir, free */
+void th_server_kill(th_server_t *s);                        /* SIGKILL and reap */
+void th_server_restart(th_server_t *s);                     /* kill, then start again on the same ports */
+void th_server_stop(th_server_t *s);                        /* kill, remove the dir, free */
 /* For servers of other shapes (sentinels): a free loopback port, and a
  * redis-server run from argv until its output shows ready_text: 0 (*pid set),
  * 1 if its port was taken (pick another), the test fails otherwise. */
@@ -129,7 +126,7 @@ int th_spawn_ready(const char *const *argv, const char *ready_text, pid_t *pid);
 
 /* Raw commands (hiredis, blocking) on the server's plain TCP port. th_cmd*
  * share one cached connection per server: use them from one thread at a time. */
-redisContext *th_raw_connect(th_server_t *s);   /* a new, authenticated connection */
+redisContext *th_raw_connect(th_server_t *s);              /* a new, authenticated connection */
 redisReply *th_cmd(th_server_t *s, const char *arg0, ...); /* NULL-terminated string args */
 redisReply *th_cmdv(th_server_t *s, int argc, const char **argv, const size_t *lens);
 void th_reply_free(redisReply *r);
@@ -171,8 +168,7 @@ rlock_lock_t *th_lock(rlock_client_t *c, const char *name);
 /* Waits until the uint64_t field of c's rlock_stats_t reaches at_least:
  * 1, or 0 after timeout_ms. TH_STAT_REACHES(c, acquire_attempts, 3, ms). */
 int th_stat_reaches(rlock_client_t *c, size_t field_offset, uint64_t at_least, int64_t timeout_ms);
-#define TH_STAT_REACHES(c, field, n, timeout_ms) \
-  th_stat_reaches((c), offsetof(rlock_stats_t, field), (n), (timeout_ms))
+#define TH_STAT_REACHES(c, field, n, timeout_ms) th_stat_reaches((c), offsetof(rlock_stats_t, field), (n), (timeout_ms))
 /* A lock-lost recorder: pass th_lost_record and a th_lost_t (TH_LOST_INIT)
  * to rlock_client_on_lost or rlock_redlock_on_lost; read calls, reason and
  * name under mu. th_lost_once(lost) is 1 once it was called (th_wait_until). */
@@ -182,7 +178,10 @@ typedef struct th_lost {
   rlock_lost_reason_t reason; /* of the last call */
   char name[64];              /* of the last call */
 } th_lost_t;
-#define TH_LOST_INIT {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}}
+#define TH_LOST_INIT                       \
+  {                                        \
+    PTHREAD_MUTEX_INITIALIZER, 0, 0, { 0 } \
+  }
 void th_lost_record(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *lost);
 int th_lost_once(void *lost);
 void th_lost_reset(th_lost_t *lost); /* calls = 0 */

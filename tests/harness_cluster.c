@@ -37,9 +37,17 @@ th_cluster_t *th_cluster_start(int masters, int replicas_each, int node_timeout_
   size_t off = (size_t)snprintf(c->url, sizeof c->url, "redis+cluster://");
   for (int i = 0; i < n; i++) {
     snprintf(c->bus[i], sizeof c->bus[i], "%d", bus_port());
-    const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                          "--cluster-node-timeout", c->timeout, "--cluster-port", c->bus[i],
-                          "--repl-diskless-sync-delay", "0", NULL}; /* replicas in sync at once */
+    const char *args[] = {"--cluster-enabled",
+                          "yes",
+                          "--cluster-config-file",
+                          "nodes.conf",
+                          "--cluster-node-timeout",
+                          c->timeout,
+                          "--cluster-port",
+                          c->bus[i],
+                          "--repl-diskless-sync-delay",
+                          "0",
+                          NULL}; /* replicas in sync at once */
     memcpy(c->args[i], args, sizeof args);
     th_server_opts_t o = {.extra_args = c->args[i]};
     c->node[i] = th_server_start(&o);

@@ -35,8 +35,7 @@ char *th_cluster_id(th_server_t *s);
  * NODE on both. With between (may be NULL), calls between(arg) after the
  * IMPORTING/MIGRATING marks and before the keys move, and again after the keys
  * moved and before SETSLOT NODE. */
-void th_cluster_move_slot(th_cluster_t *c, int slot, th_server_t *to, void (*between)(void *arg, int phase),
-                          void *arg);
+void th_cluster_move_slot(th_cluster_t *c, int slot, th_server_t *to, void (*between)(void *arg, int phase), void *arg);
 /* CLUSTER KEYSLOT of a key (computed by a node). */
 int th_cluster_keyslot(th_cluster_t *c, const char *key);
 /* The live node (a master or a replica) that is a replica of master m, or NULL. */

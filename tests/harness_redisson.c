@@ -41,9 +41,8 @@ th_peer_t *th_peer_start(const char *mode, const char *addresses, int64_t watchd
     dup2(from[1], 1);
     close(to[0]), close(to[1]), close(from[0]), close(from[1]);
     /* a quick start: C1 only, the serial GC, no hsperfdata file in /tmp */
-    execl(RLOCK_JAVA, RLOCK_JAVA, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData",
-          "-Xshare:auto", "-jar", RLOCK_REDISSON_PEER, mode, addresses, "--watchdog", wd, "--scan", sc,
-          (char *)NULL);
+    execl(RLOCK_JAVA, RLOCK_JAVA, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto",
+          "-jar", RLOCK_REDISSON_PEER, mode, addresses, "--watchdog", wd, "--scan", sc, (char *)NULL);
     _exit(127);
   }
   close(to[0]), close(from[1]);
@@ -123,8 +122,8 @@ char *th_peer_answer(th_peer_t *p, const char *worker, int64_t timeout_ms) {
   return a;
 }
 
-void th_peer_expect_at(const char *file, int line, th_peer_t *p, const char *worker, const char *want,
-                       const char *fmt, ...) {
+void th_peer_expect_at(const char *file, int line, th_peer_t *p, const char *worker, const char *want, const char *fmt,
+                       ...) {
   char cmd[512];
   va_list ap;
   va_start(ap, fmt);
@@ -141,7 +140,8 @@ long long th_peer_num(th_peer_t *p, const char *worker, const char *cmd) {
   char *got = th_peer_answer(p, worker, 10000), *end;
   errno = 0;
   long long v = strtoll(got, &end, 10);
-  if (errno || end == got || *end) th_fail(__FILE__, __LINE__, "Redisson %s '%s': got '%s', want a number", worker, cmd, got);
+  if (errno || end == got || *end)
+    th_fail(__FILE__, __LINE__, "Redisson %s '%s': got '%s', want a number", worker, cmd, got);
   free(got);
   return v;
 }

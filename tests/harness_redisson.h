@@ -16,12 +16,12 @@
 
 typedef struct th_peer {
   pid_t pid;
-  FILE *in;                          /* the peer's stdin */
-  int out;                           /* the peer's stdout (read side) */
-  char id[64];                       /* the Redisson client id (a UUID) */
-  char buf[16384];                   /* bytes read, not yet split into lines */
+  FILE *in;        /* the peer's stdin */
+  int out;         /* the peer's stdout (read side) */
+  char id[64];     /* the Redisson client id (a UUID) */
+  char buf[16384]; /* bytes read, not yet split into lines */
   size_t len;
-  char *pending[TH_PEER_PENDING];    /* answers read for other workers, oldest first */
+  char *pending[TH_PEER_PENDING]; /* answers read for other workers, oldest first */
   int npending;
 } th_peer_t;
 
@@ -41,10 +41,9 @@ char *th_peer_answer(th_peer_t *p, const char *worker, int64_t timeout_ms);
 /* 1 and *out set if worker has answered within timeout_ms (0: now), else 0. */
 int th_peer_poll(th_peer_t *p, const char *worker, int64_t timeout_ms, char **out);
 /* Sends the command and checks its answer (10 s). */
-#define th_peer_expect(p, worker, want, ...) \
-  th_peer_expect_at(__FILE__, __LINE__, (p), (worker), (want), __VA_ARGS__)
-void th_peer_expect_at(const char *file, int line, th_peer_t *p, const char *worker, const char *want,
-                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+#define th_peer_expect(p, worker, want, ...) th_peer_expect_at(__FILE__, __LINE__, (p), (worker), (want), __VA_ARGS__)
+void th_peer_expect_at(const char *file, int line, th_peer_t *p, const char *worker, const char *want, const char *fmt,
+                       ...) __attribute__((format(printf, 6, 7)));
 /* Sends the command; its answer as a number (10 s; fails on anything else). */
 long long th_peer_num(th_peer_t *p, const char *worker, const char *cmd);
 /* Waits (20 s, else fails the test) until worker's thread sleeps on its

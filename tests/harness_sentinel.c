@@ -43,8 +43,8 @@ static void track(th_sentinel_t *s, bool add) {
     }
 }
 
-static void write_conf(const th_sentinel_t *s, const char *name, int master_port, int quorum,
-                       const char *requirepass, const char *extra) {
+static void write_conf(const th_sentinel_t *s, const char *name, int master_port, int quorum, const char *requirepass,
+                       const char *extra) {
   char path[300];
   snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
   FILE *f = fopen(path, "w");
@@ -60,8 +60,9 @@ static void write_conf(const th_sentinel_t *s, const char *name, int master_port
   if (extra) fputs(extra, f);
   if (s->tls_port) { /* TLS to its clients and to the instances it monitors */
     const th_tls_certs_t *c = th_tls_certs();
-    fprintf(f, "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
-               "tls-auth-clients no\ntls-replication yes\n",
+    fprintf(f,
+            "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+            "tls-auth-clients no\ntls-replication yes\n",
             s->tls_port, c->server_cert, c->server_key, c->ca);
   }
   fclose(f);
@@ -200,8 +201,8 @@ th_sentinel_t *th_sentinel_start_stale(th_sentinels_t *t, int master_port) {
   for (int i = 0; i < t->nnodes; i++) {
     if (!t->nodes[i] || t->nodes[i]->pid <= 0) continue;
     redisContext *raw = th_raw_connect(t->nodes[i]);
-    redisReply *r =
-        redisCommand(raw, "ACL SETUSER stale on >stalepw ~* resetchannels +@all -replicaof -slaveof -failover -config");
+    redisReply *r = redisCommand(
+        raw, "ACL SETUSER stale on >stalepw ~* resetchannels +@all -replicaof -slaveof -failover -config");
     if (!r || r->type != REDIS_REPLY_STATUS)
       th_fail(__FILE__, __LINE__, "ACL SETUSER stale: %s", r && r->str ? r->str : "no reply");
     freeReplyObject(r);

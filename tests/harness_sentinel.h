@@ -21,13 +21,13 @@ typedef struct th_sentinel {
 } th_sentinel_t;
 
 typedef struct th_sentinels {
-  char name[64];                 /* the master's name in Sentinel */
+  char name[64];                           /* the master's name in Sentinel */
   th_server_t *nodes[1 + TH_MAX_REPLICAS]; /* nodes[0] started as the master */
   int nnodes;
   th_sentinel_t sent[TH_MAX_SENTINELS];
   int nsent;
-  char url[1024];                /* redis+sentinel://127.0.0.1:p1,...,127.0.0.1:pn/NAME */
-  char replicaof[TH_MAX_REPLICAS][16]; /* the master's port, for the replicas' command lines */
+  char url[1024];                       /* redis+sentinel://127.0.0.1:p1,...,127.0.0.1:pn/NAME */
+  char replicaof[TH_MAX_REPLICAS][16];  /* the master's port, for the replicas' command lines */
   const char *args[TH_MAX_REPLICAS][4]; /* --replicaof 127.0.0.1 PORT (kept for restarts) */
 } th_sentinels_t;
 
@@ -80,8 +80,8 @@ typedef struct th_waiter {
   rlock_lock_t *lock;
   int64_t lease_ms;
   pthread_t thread;
-  int rc, done;     /* read them once th_waiter_done said 1 */
-  int64_t done_at;  /* th_now_ms() when the wait ended */
+  int rc, done;    /* read them once th_waiter_done said 1 */
+  int64_t done_at; /* th_now_ms() when the wait ended */
 } th_waiter_t;
 void th_waiter_start(th_waiter_t *w);
 /* 1 once the wait has ended, 0 if it has not within timeout_ms (0: now). */

@@ -120,8 +120,8 @@ TEST(waiters_refused_together) {
   rlock_lock_t *h = th_lock(admin, "acl:many"), *w = th_lock(app, "acl:many");
   CHECK_OK(rlock_lock_lock(h, 120000));
   for (intptr_t i = 0; i < 4; i++)
-    CHECK_OK(rlock_lock_acquire_async(w, (rlock_owner_t)(100 + i), i % 2 ? 60000 : RLOCK_WAIT_FOREVER, 10000,
-                                      NULL, many_cb, (void *)i));
+    CHECK_OK(rlock_lock_acquire_async(w, (rlock_owner_t)(100 + i), i % 2 ? 60000 : RLOCK_WAIT_FOREVER, 10000, NULL,
+                                      many_cb, (void *)i));
   CHECK_MSG(th_wait_until(many_done, NULL, 30000), "%d of 4 waiters ended", atomic_load(&many_n));
   for (int i = 0; i < 4; i++) CHECK_RC(atomic_load(&many_rc[i]), RLOCK_ENOPERM);
   CHECK_EQ(th_cmd_int(srv, "HLEN", "acl:many", NULL), 1);
@@ -200,8 +200,8 @@ TEST(semaphore_and_latch_waiters_refused) {
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
-  const char *extra[] = {"--user", "app", "on", ">pw", "~*", "resetchannels", "+@all",
-                         "--user", "admin", "on", ">pw", "~*", "&*", "+@all", NULL};
+  const char *extra[] = {"--user", "app", "on",  ">pw", "~*", "resetchannels", "+@all", "--user",
+                         "admin",  "on",  ">pw", "~*",  "&*", "+@all",         NULL};
   th_server_opts_t so = {.extra_args = extra};
   srv = th_server_start(&so);
   snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);

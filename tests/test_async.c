@@ -77,12 +77,12 @@ static void check_nothing_held(void) {
 }
 
 /* Completes an async call and checks status/value and a single callback. */
-#define EXPECT_DONE(d, want_status, want_value)                                         \
-  do {                                                                                  \
-    CHECK_MSG(wait_done(d) == 1, "callback not called");                                \
-    CHECK_MSG((d)->status == (want_status), "status %s, want %s",                       \
-              rlock_err_name((d)->status), rlock_err_name(want_status));                \
-    CHECK_EQ((d)->value, (want_value));                                                 \
+#define EXPECT_DONE(d, want_status, want_value)                                                \
+  do {                                                                                         \
+    CHECK_MSG(wait_done(d) == 1, "callback not called");                                       \
+    CHECK_MSG((d)->status == (want_status), "status %s, want %s", rlock_err_name((d)->status), \
+              rlock_err_name(want_status));                                                    \
+    CHECK_EQ((d)->value, (want_value));                                                        \
   } while (0)
 
 TEST(every_call) {
@@ -182,8 +182,7 @@ TEST(acquire_waits_for_unlock) {
   int64_t t0 = th_now_ms();
   CHECK_OK(rlock_lock_unlock(h));
   EXPECT_DONE(&d, 0, 0);
-  CHECK_MSG(th_now_ms() - t0 < 2000, "acquired %lld ms after the unlock",
-            (long long)(th_now_ms() - t0));
+  CHECK_MSG(th_now_ms() - t0 < 2000, "acquired %lld ms after the unlock", (long long)(th_now_ms() - t0));
   char owner[128];
   th_owner_id(cli, 5, owner, sizeof owner);
   CHECK_EQ(th_hget_num(srv, "async:wait", owner), 1);

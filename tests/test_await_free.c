@@ -185,7 +185,6 @@ TEST(shares_channel) {
   rlock_client_free(h);
 }
 
-
 /* A simple lock of another library (redis-py's Lock(timeout=None): SET
  * without a TTL) released by a compare-and-DEL, which publishes nothing. */
 TEST(simple_foreign_release) {
@@ -218,7 +217,8 @@ TEST(resubscribed) {
   CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe");
   th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "pubsub", NULL));
   CHECK_OK(rlock_lock_unlock(hl));
-  CHECK_MSG(th_wait_until(is_done, &a, 5000), "the resubscription did not wake the waiter (the unlock's message was lost)");
+  CHECK_MSG(th_wait_until(is_done, &a, 5000),
+            "the resubscription did not wake the waiter (the unlock's message was lost)");
   pthread_join(t, NULL);
   CHECK_OK(a.rc);
   rlock_lock_free(l);
@@ -227,7 +227,10 @@ TEST(resubscribed) {
   rlock_client_free(h);
 }
 
-static void *freer(void *p) { rlock_client_free(p); return NULL; }
+static void *freer(void *p) {
+  rlock_client_free(p);
+  return NULL;
+}
 
 TEST(client_freed) {
   rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);

@@ -45,8 +45,8 @@ static void check_works(rlock_client_t *c, const char *name) {
 }
 
 static void check_returned(cb_state_t *s, const char *where) {
-  CHECK_MSG(th_wait_until(returned, s, 5000), "rlock_client_free inside %s did not return (entered %d)",
-            where, atomic_load(&s->entered));
+  CHECK_MSG(th_wait_until(returned, s, 5000), "rlock_client_free inside %s did not return (entered %d)", where,
+            atomic_load(&s->entered));
   /* a real free would join the I/O thread: from that thread it can only hang */
   CHECK_MSG(atomic_load(&s->took_ms) < 1000, "rlock_client_free inside %s took %lld ms", where,
             (long long)atomic_load(&s->took_ms));

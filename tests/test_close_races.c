@@ -45,8 +45,7 @@ static int server_took(void *arg) {
   redisContext *rc = arg;
   int me = th_local_port(rc->fd);
   long tx = -1, rx = -1;
-  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
-         rx == 0;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
 }
 
 typedef struct sent_arg {
@@ -77,8 +76,7 @@ static int evalsha_reaches(void *a) { return th_cmdstat(srv, "evalsha") >= ((eva
 /* The lock is not left to nobody: no such key. */
 static void check_not_left(const char *name) {
   long long pttl = th_cmd_int(srv, "PTTL", name, NULL);
-  CHECK_MSG(pttl == -2, "'%s' is held by a client that is gone (PTTL %lld ms): nobody will release it", name,
-            pttl);
+  CHECK_MSG(pttl == -2, "'%s' is held by a client that is gone (PTTL %lld ms): nobody will release it", name, pttl);
 }
 
 typedef struct done {
@@ -108,14 +106,13 @@ TEST(acquire_in_flight_at_free) {
   CHECK_MSG(th_wait_until(server_took, rc, 5000), "the server never read DEBUG SLEEP");
   done_t d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
   uint64_t base = commands_sent(c);
-  CHECK_OK(rlock_lock_acquire_async(l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL,
-                                    on_done, &d));
+  CHECK_OK(rlock_lock_acquire_async(l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL, on_done, &d));
   wait_sent(c, base + 1);
   rlock_client_free(c);
   CHECK_EQ(d.calls, 1);
   CHECK_RC(d.status, RLOCK_ECLOSED);
   rlock_lock_free(l);
-  finish(rc); /* the server is awake: it runs what the closed connection sent */
+  finish(rc);                  /* the server is awake: it runs what the closed connection sent */
   evalsha_arg_t a = {ev0 + 2}; /* the try, and what gives it back */
   th_wait_until(evalsha_reaches, &a, 5000);
   check_not_left("close:sleep");
@@ -192,7 +189,7 @@ static void *fast_caller(void *arg) {
   fast_caller_t *fc = arg;
   rlock_lock_t *l = th_lock(fc->c, fc->name);
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* through the I/O thread; */
-  CHECK_OK(rlock_lock_unlock(l)); /* this thread learns its count (0): its next acquire is fast */
+  CHECK_OK(rlock_lock_unlock(l));                     /* this thread learns its count (0): its next acquire is fast */
   if (fc->open_first) {
     rlock_stats_t s0, s1;
     rlock_client_stats(fc->c, &s0);
@@ -237,7 +234,7 @@ TEST(fast_acquire_in_flight_at_free) {
   wait_sent(c, base + 1); /* the fast try is written; the server sleeps */
   rlock_client_free(c);
   pthread_join(t, NULL);
-  finish(rc); /* the server is awake: it runs what the closed connections sent */
+  finish(rc);       /* the server is awake: it runs what the closed connections sent */
   if (fc.rc == 0) { /* answered in time: the caller owns the hold (nothing here) */
     th_fail(__FILE__, __LINE__, "the fast try was answered although the server slept");
   }

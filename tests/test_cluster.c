@@ -37,9 +37,9 @@ TEST(url_forms) {
   rlock_options_t o;
   rlock_options_init(&o);
   rlock_client_t *c = NULL;
-  const char *bad[] = {"redis+cluster://", "redis+cluster://h:1,", "redis+cluster://h:1,h2",
-                       "redis+cluster://h:1,h2:0", "redis+cluster://h:1,h 2:3", "redis+cluster://h:1/2",
-                       "redis+cluster://h:1,h2:70000", NULL};
+  const char *bad[] = {
+      "redis+cluster://",          "redis+cluster://h:1,",  "redis+cluster://h:1,h2",       "redis+cluster://h:1,h2:0",
+      "redis+cluster://h:1,h 2:3", "redis+cluster://h:1/2", "redis+cluster://h:1,h2:70000", NULL};
   for (int i = 0; bad[i]; i++) {
     o.url = bad[i];
     CHECK_RC(rlock_client_new(&c, &o), RLOCK_EURL);
@@ -179,7 +179,6 @@ static th_server_t *other_master(th_server_t *m) {
   th_fail(__FILE__, __LINE__, "no other master");
 }
 
-
 typedef struct waiter_arg {
   rlock_lock_t *lock;
   int rc;
@@ -280,7 +279,7 @@ typedef struct mig {
 static void during_move(void *arg, int phase) {
   mig_t *m = arg;
   if (phase != 1) return;
-  th_reply_free(th_cmd(m->to, "ASKING", NULL)); /* the slot is only importing there */
+  th_reply_free(th_cmd(m->to, "ASKING", NULL));            /* the slot is only importing there */
   CHECK_EQ(th_cmd_int(m->to, "EXISTS", m->name, NULL), 1); /* the lock key moved */
   renewed_arg_t r = {m->holder, renewed(m->holder)};
   CHECK_MSG(th_wait_until(renewed_twice, &r, 20000), "the holder's renewals did not reach the new owner");
@@ -618,7 +617,9 @@ TEST(moved_from_replica_seed_gets_wait) {
   th_server_t *m = cl->node[1], *rep = th_cluster_replica_of(cl, m);
   CHECK(rep != NULL);
   for (int i = 0; i < cl->n; i++)
-    if (cl->node[i]->pid > 0) th_reply_free(th_cmd(cl->node[i], "ACL", "SETUSER", "rseed", "reset", "on", ">rseed-pw", "~*", "&*", "+@all", NULL));
+    if (cl->node[i]->pid > 0)
+      th_reply_free(
+          th_cmd(cl->node[i], "ACL", "SETUSER", "rseed", "reset", "on", ">rseed-pw", "~*", "&*", "+@all", NULL));
   th_reply_free(th_cmd(rep, "ACL", "SETUSER", "rseed", "-cluster|slots", NULL));
   char name[64], url[128];
   name_on(m, "replica-seed", name, sizeof name);
@@ -909,8 +910,8 @@ static int owner_is(void *arg) {
 /* A held lock and a waiter across a failover of the master that owns it:
  * `how` promotes its replica. The holder renews on the new master, nothing
  * is reported lost, the unlock grants the waiter. */
-static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog_ms, void (*how)(th_server_t *m,
-                                                                                                  th_server_t *rep)) {
+static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog_ms,
+                            void (*how)(th_server_t *m, th_server_t *rep)) {
   char name[64];
   name_on(m, prefix, name, sizeof name);
   int slot = th_cluster_keyslot(cl, name);
@@ -1072,7 +1073,7 @@ TEST(leave_after_failover_learnt_by_moved) {
   CHECK_OK(rlock_cancel_new(&w.cancel));
   pthread_t t;
   CHECK(pthread_create(&t, NULL, cancel_waiter_main, &w) == 0);
-  wait_subscribed(name); /* on m */
+  wait_subscribed(name);     /* on m */
   acl_all("-cluster|slots"); /* the waiter's client learns the failover by MOVED only */
   owner_is_t o = {slot, rep};
   int promoted = 0;
@@ -1316,8 +1317,8 @@ TEST(multilock_order_across_slot_move) {
   CHECK_OK(rlock_multilock_new(&ml2, in2, 2));
 
   int first1 = ml_single_first(&p1, ml1), first2 = ml_single_first(&p2, ml2);
-  printf("# slot %d moved %d -> %d (single server %d); served by %s; first member: %s / %s\n", slot, lo->port,
-         hi->port, s->port, node, first1 ? "single" : "cluster", first2 ? "single" : "cluster");
+  printf("# slot %d moved %d -> %d (single server %d); served by %s; first member: %s / %s\n", slot, lo->port, hi->port,
+         s->port, node, first1 ? "single" : "cluster", first2 ? "single" : "cluster");
 
   /* the cycle: m1's second member held by m2's owner (2) through m2's own member */
   rlock_lock_t *second2 = first1 ? p2.on_cluster : p2.on_single;
@@ -1337,8 +1338,9 @@ TEST(multilock_order_across_slot_move) {
   if (!both) rlock_cancel_trigger(a.cancel), rlock_cancel_trigger(b.cancel);
   CHECK(pthread_join(ta, NULL) == 0);
   CHECK(pthread_join(tb, NULL) == 0);
-  CHECK_MSG(both, "deadlock: two MultiLocks over the same members, made before and after a slot move, "
-                  "waited for each other for ever (ended by the test's cancel: %s, %s)",
+  CHECK_MSG(both,
+            "deadlock: two MultiLocks over the same members, made before and after a slot move, "
+            "waited for each other for ever (ended by the test's cancel: %s, %s)",
             rlock_err_name(a.rc), rlock_err_name(b.rc));
   CHECK_MSG(first1 == first2, "m1 (made before the slot moved) takes the %s member first, m2 (after) the %s one",
             first1 ? "single server's" : "cluster's", first2 ? "single server's" : "cluster's");
@@ -1370,10 +1372,10 @@ TEST(multilock_order_across_slot_move) {
 TEST(master_killed) { across_failover(cl->node[0], "killed-master", 15000, kill_master); }
 
 /* TEST_ONLY=name runs that test alone (the cluster is started either way). */
-#define RUN_SOME(name)                                            \
-  do {                                                            \
-    const char *only_ = getenv("TEST_ONLY");                      \
-    if (!only_ || !strcmp(only_, #name)) RUN(name);               \
+#define RUN_SOME(name)                              \
+  do {                                              \
+    const char *only_ = getenv("TEST_ONLY");        \
+    if (!only_ || !strcmp(only_, #name)) RUN(name); \
   } while (0)
 
 int main(int argc, char **argv) {
@@ -1401,7 +1403,7 @@ int main(int argc, char **argv) {
   RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(leave_after_failover_learnt_by_moved); /* after the tests that fail node[1], node[2] over */
-  RUN_SOME(master_killed); /* last: the cluster has one master fewer after it */
+  RUN_SOME(master_killed);                        /* last: the cluster has one master fewer after it */
   th_cluster_stop(cl);
   return th_done();
 }

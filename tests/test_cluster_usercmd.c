@@ -104,7 +104,7 @@ static void during_move(void *arg, int phase) {
   long long asks = errorstat(m->from, "ASK");
   expect_ok(ucmd(m->c, 3, set));
   CHECK_EQ(errorstat(m->from, "ASK"), asks + 1); /* the source answered ASK, once */
-  th_reply_free(th_cmd(m->to, "ASKING", NULL)); /* the slot is only importing there */
+  th_reply_free(th_cmd(m->to, "ASKING", NULL));  /* the slot is only importing there */
   char *raw = th_cmd_str(m->to, "GET", m->fresh, NULL);
   CHECK_MSG(raw && !strcmp(raw, "asked"), "the importing node holds %s", raw ? raw : "(nil)");
   free(raw);
@@ -120,7 +120,7 @@ TEST(moved_and_ask) {
   int slot = th_cluster_keyslot(cl, key);
   th_server_t *from = th_cluster_owner(cl, slot), *to = cl->node[from == cl->node[1] ? 2 : 1];
   const char *set[] = {"SET", key, "before"}, *get[] = {"GET", key}, *getf[] = {"GET", fresh};
-  expect_ok(ucmd(c, 3, set)); /* the client knows the slot's old owner */
+  expect_ok(ucmd(c, 3, set));             /* the client knows the slot's old owner */
   expect_str(ucmd(tx, 2, get), "before"); /* so does tx */
   move_t m = {c, from, to, fresh};
   th_cluster_move_slot(cl, slot, to, during_move, &m);
@@ -135,7 +135,7 @@ TEST(moved_and_ask) {
   CHECK_MSG(r->type == RLOCK_REPLY_ERROR && !strncmp(r->str, "EXECABORT", 9), "stale transaction: type %d %s",
             (int)r->type, r->str ? r->str : "");
   rlock_reply_free(r);
-  expect_str(ucmd(c, 2, get), "before"); /* its SET did not run */
+  expect_str(ucmd(c, 2, get), "before");               /* its SET did not run */
   CHECK_OK(rlock_client_transaction(tx, 1, cmds, &r)); /* the map learnt the MOVED */
   CHECK_MSG(r->type == RLOCK_REPLY_ARRAY && r->elements == 1, "transaction again: type %d %s", (int)r->type,
             r->str ? r->str : "");
@@ -225,9 +225,9 @@ TEST(scripts_on_slot) {
   }
   CHECK_EQ(moved_total(), moved);
   const char *bad[][5] = {
-      {"EVAL", "return 1", "0", NULL},           {"EVAL", "return 1", "-1", "x", NULL},
-      {"EVAL", "return 1", "abc", "x", NULL},    {"EVAL", "return 1", "99999999999999999999", "x", NULL},
-      {"EVAL", "return 1", "1", NULL},           {"EVAL", "return 1", "2", "{t}a", NULL},
+      {"EVAL", "return 1", "0", NULL},        {"EVAL", "return 1", "-1", "x", NULL},
+      {"EVAL", "return 1", "abc", "x", NULL}, {"EVAL", "return 1", "99999999999999999999", "x", NULL},
+      {"EVAL", "return 1", "1", NULL},        {"EVAL", "return 1", "2", "{t}a", NULL},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int n = 0;
@@ -276,8 +276,8 @@ TEST(numkeys_first) {
   const char *zadd[] = {"ZADD", zk, "1", "a"}, *rpush[] = {"RPUSH", lk, "a", "b", "c"};
   rlock_reply_free(ucmd(c, 4, zadd));
   rlock_reply_free(ucmd(c, 5, rpush));
-  const char *zcard[] = {"ZINTERCARD", "1", zk}, *zinter[] = {"ZINTER", "1", zk},
-             *lmpop[] = {"LMPOP", "1", lk, "LEFT"}, *blmpop[] = {"BLMPOP", "0.01", "1", lk, "LEFT"};
+  const char *zcard[] = {"ZINTERCARD", "1", zk}, *zinter[] = {"ZINTER", "1", zk}, *lmpop[] = {"LMPOP", "1", lk, "LEFT"},
+             *blmpop[] = {"BLMPOP", "0.01", "1", lk, "LEFT"};
   const char *echo[] = {"ECHO", "x"}; /* keyless: the numkeys-first command decides the master */
   rlock_command_t each[][2] = {{{3, zcard, NULL}, {2, echo, NULL}},
                                {{3, zinter, NULL}, {2, echo, NULL}},

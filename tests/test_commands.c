@@ -298,8 +298,8 @@ TEST(large_burst_leaves_early) {
   burst(NBIG, &cmds, &writes);
   CHECK_EQ(cmds, NBIG);
   CHECK_MSG(writes >= 2, "%llu commands (about 30 KiB) left in one write: no early write", (unsigned long long)cmds);
-  CHECK_MSG(writes <= NBIG / 20, "%llu commands left in %llu writes: fewer than 20 per write",
-            (unsigned long long)cmds, (unsigned long long)writes);
+  CHECK_MSG(writes <= NBIG / 20, "%llu commands left in %llu writes: fewer than 20 per write", (unsigned long long)cmds,
+            (unsigned long long)writes);
 }
 
 int main(int argc, char **argv) {

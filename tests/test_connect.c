@@ -17,10 +17,8 @@ static int try_connect(rlock_options_t *o, rlock_client_t **out) {
   int rc = rlock_client_new(&c, o);
   if (rc == 0) {
     CHECK(c != NULL);
-    if (out)
-      *out = c;
-    else
-      rlock_client_free(c);
+    if (out) *out = c;
+    else rlock_client_free(c);
   }
   return rc;
 }
@@ -133,8 +131,7 @@ TEST(password) {
 
   snprintf(url, sizeof url, "redis://:wrongpassword@127.0.0.1:%d", s->port);
   CHECK_RC(connect_url(url), RLOCK_EAUTH);
-  CHECK_MSG(!strstr(rlock_last_error(), "wrongpassword"), "password in message: %s",
-            rlock_last_error());
+  CHECK_MSG(!strstr(rlock_last_error(), "wrongpassword"), "password in message: %s", rlock_last_error());
   /* No password at all: the first command is refused (NOAUTH). */
   CHECK_RC(connect_url(s->url), RLOCK_EAUTH);
   th_server_stop(s);
@@ -158,8 +155,7 @@ TEST(auth_refusal_not_echoed) {
 }
 
 TEST(acl_user) {
-  const char *extra[] = {"--user", "alice", "on", ">secret", "~*", "&*", "+@all",
-                         "--user", "default", "off", NULL};
+  const char *extra[] = {"--user", "alice", "on", ">secret", "~*", "&*", "+@all", "--user", "default", "off", NULL};
   th_server_opts_t so = {.extra_args = extra, .raw_user = "alice", .raw_password = "secret"};
   th_server_t *s = th_server_start(&so);
   char url[400];

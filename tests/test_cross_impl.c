@@ -44,18 +44,16 @@ static const char *UNLOCK =
 
 static void channel_of(const char *name, char *buf, size_t len) {
   /* Prefix form: P:{NAME}, or P:NAME when NAME already contains '{'. */
-  if (strchr(name, '{'))
-    snprintf(buf, len, "redisson_lock__channel:%s", name);
-  else
-    snprintf(buf, len, "redisson_lock__channel:{%s}", name);
+  if (strchr(name, '{')) snprintf(buf, len, "redisson_lock__channel:%s", name);
+  else snprintf(buf, len, "redisson_lock__channel:{%s}", name);
 }
 
 /* Returns -1000 for nil (acquired), else the PTTL reply. */
 static long long java_lock(const char *name, const char *lease) {
   const char *argv[] = {"EVAL", ACQUIRE, "1", name, lease, JAVA_OWNER};
   redisReply *r = th_cmdv(srv, 6, argv, NULL);
-  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "acquire: type %d %s",
-            r->type, r->str ? r->str : "");
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "acquire: type %d %s", r->type,
+            r->str ? r->str : "");
   long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
   th_reply_free(r);
   return v;
@@ -67,11 +65,10 @@ static long long java_unlock(const char *name) {
   char chan[256], latch[256];
   channel_of(name, chan, sizeof chan);
   snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:java-req-%d", name, ++req);
-  const char *argv[] = {"EVAL",      UNLOCK, "3", name, chan, latch, "0", "30000",
-                        JAVA_OWNER, "publish", "13500"};
+  const char *argv[] = {"EVAL", UNLOCK, "3", name, chan, latch, "0", "30000", JAVA_OWNER, "publish", "13500"};
   redisReply *r = th_cmdv(srv, 11, argv, NULL);
-  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "unlock: type %d %s",
-            r->type, r->str ? r->str : "");
+  CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "unlock: type %d %s", r->type,
+            r->str ? r->str : "");
   long long v = r->type == REDIS_REPLY_NIL ? -1000 : r->integer;
   th_reply_free(r);
   th_reply_free(th_cmd(srv, "DEL", latch, NULL));
@@ -123,7 +120,7 @@ static void java_holds_rlock_waits(const char *name) {
   /* rlock listens on Redisson's channel for this name. */
   CHECK_MSG(th_wait_until(subscribed, chan, 10000), "nobody subscribed to %s", chan);
   CHECK_EQ(java_unlock(name), 0); /* 2 -> 1: no message, still held */
-  th_sleep_ms(200); /* the scenario: a window in which rlock must not get in */
+  th_sleep_ms(200);               /* the scenario: a window in which rlock must not get in */
   CHECK_EQ(th_hget_num(srv, name, JAVA_OWNER), 1);
   CHECK_EQ(th_cmd_int(srv, "HLEN", name, NULL), 1); /* rlock did not get in */
   int64_t t0 = th_now_ms();
@@ -131,8 +128,7 @@ static void java_holds_rlock_waits(const char *name) {
   pthread_join(t, NULL);
   CHECK_OK(w.rc);
   /* Woken by the message, not by the 30 s TTL. */
-  CHECK_MSG(w.done_at - t0 < 5000, "acquired %lld ms after the Redisson unlock",
-            (long long)(w.done_at - t0));
+  CHECK_MSG(w.done_at - t0 < 5000, "acquired %lld ms after the Redisson unlock", (long long)(w.done_at - t0));
   char owner[128];
   th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)w.tid, owner, sizeof owner);
   CHECK_EQ(th_hget_num(srv, name, owner), 1);
@@ -203,8 +199,7 @@ TEST(rlock_holds_redisson_waits) {
 }
 
 static _Atomic int mismatches;
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)name, (void)len, (void)owner, (void)arg;
   if (reason == RLOCK_LOST_COUNT_MISMATCH) atomic_fetch_add(&mismatches, 1);
 }

@@ -357,7 +357,7 @@ static void *a_only_main(void *arg) {
       atomic_fetch_add(&ns->dropped, 1);
       continue;
     }
-    memcpy(a, q, qend); /* the id and the question, as asked (the name's case too) */
+    memcpy(a, q, qend);       /* the id and the question, as asked (the name's case too) */
     a[2] = 0x81, a[3] = 0x80; /* a response, recursion desired and available, no error */
     a[6] = 0, a[7] = 1;       /* one answer */
     a[8] = a[9] = a[10] = a[11] = 0;
@@ -410,8 +410,7 @@ TEST(aaaa_unanswered) {
   int64_t t0 = th_now_ms();
   int rc = rlock_client_new(&c, &o);
   int64_t took = th_now_ms() - t0;
-  CHECK_MSG(rc == 0, "rlock_client_new after %lld ms: %s %s", (long long)took, rlock_err_name(rc),
-            rlock_last_error());
+  CHECK_MSG(rc == 0, "rlock_client_new after %lld ms: %s %s", (long long)took, rlock_err_name(rc), rlock_last_error());
   printf("# connected after %lld ms (connect timeout 2000 ms)\n", (long long)took);
   CHECK(atomic_load(&ns.answered) >= 1 && atomic_load(&ns.dropped) >= 1); /* both families were asked */
   lock_unlock(c, "dns-a-only");

@@ -15,14 +15,12 @@ static const struct {
   int code;
   const char *name;
 } codes[] = {
-    {0, "RLOCK_OK"},          {-1, "RLOCK_EINVAL"},    {-2, "RLOCK_ENOMEM"},
-    {-3, "RLOCK_EURL"},       {-4, "RLOCK_ECONNECT"},  {-5, "RLOCK_EAUTH"},
-    {-6, "RLOCK_ETLS"},       {-7, "RLOCK_ETIMEDOUT"}, {-8, "RLOCK_ECONNLOST"},
-    {-9, "RLOCK_EBUSY"},      {-10, "RLOCK_ENOTHELD"}, {-11, "RLOCK_ECANCELED"},
-    {-12, "RLOCK_ESERVER"},   {-13, "RLOCK_EPROTO"},   {-14, "RLOCK_ECLOSED"},
-    {-15, "RLOCK_EDEADLK"},   {-16, "RLOCK_ESYS"},     {-17, "RLOCK_ENOTLOCK"},
-    {-18, "RLOCK_ENOSYNC"},   {-19, "RLOCK_ENOTREENTRANT"}, {-20, "RLOCK_ENOPERM"},
-    {-21, "RLOCK_EUPGRADE"},
+    {0, "RLOCK_OK"},         {-1, "RLOCK_EINVAL"},    {-2, "RLOCK_ENOMEM"},    {-3, "RLOCK_EURL"},
+    {-4, "RLOCK_ECONNECT"},  {-5, "RLOCK_EAUTH"},     {-6, "RLOCK_ETLS"},      {-7, "RLOCK_ETIMEDOUT"},
+    {-8, "RLOCK_ECONNLOST"}, {-9, "RLOCK_EBUSY"},     {-10, "RLOCK_ENOTHELD"}, {-11, "RLOCK_ECANCELED"},
+    {-12, "RLOCK_ESERVER"},  {-13, "RLOCK_EPROTO"},   {-14, "RLOCK_ECLOSED"},  {-15, "RLOCK_EDEADLK"},
+    {-16, "RLOCK_ESYS"},     {-17, "RLOCK_ENOTLOCK"}, {-18, "RLOCK_ENOSYNC"},  {-19, "RLOCK_ENOTREENTRANT"},
+    {-20, "RLOCK_ENOPERM"},  {-21, "RLOCK_EUPGRADE"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -57,18 +55,21 @@ TEST(stats_layout) {
     size_t off;
   } pinned[] = {
 #define PIN(f) {#f, offsetof(rlock_stats_t, f)}
-      PIN(commands_sent),       PIN(writes),           PIN(scripts_sent),
-      PIN(noscript_fallbacks),  PIN(subscribes),       PIN(unsubscribes),
-      PIN(messages),            PIN(acquire_attempts), PIN(renewals),
-      PIN(renewed_locks),       PIN(reconnects),       PIN(timeouts),
-      PIN(locks_lost),          PIN(held),             PIN(user_commands),
-      PIN(acquire_sync_misses), PIN(unlock_sync_misses), PIN(renewal_sync_misses),
+      PIN(commands_sent),      PIN(writes),
+      PIN(scripts_sent),       PIN(noscript_fallbacks),
+      PIN(subscribes),         PIN(unsubscribes),
+      PIN(messages),           PIN(acquire_attempts),
+      PIN(renewals),           PIN(renewed_locks),
+      PIN(reconnects),         PIN(timeouts),
+      PIN(locks_lost),         PIN(held),
+      PIN(user_commands),      PIN(acquire_sync_misses),
+      PIN(unlock_sync_misses), PIN(renewal_sync_misses),
       PIN(fast_calls),
 #undef PIN
   };
   for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
-    CHECK_MSG(pinned[i].off == i * sizeof(uint64_t), "rlock_stats_t.%s at %zu, want %zu",
-              pinned[i].field, pinned[i].off, i * sizeof(uint64_t));
+    CHECK_MSG(pinned[i].off == i * sizeof(uint64_t), "rlock_stats_t.%s at %zu, want %zu", pinned[i].field,
+              pinned[i].off, i * sizeof(uint64_t));
   CHECK_EQ((int)sizeof(rlock_stats_t), 32 * 8); /* counters plus reserved room: fixed */
 #define COUNT_ROW(name, field) +1
   CHECK_EQ(0 RLOCK_STATS_MAP(COUNT_ROW), (int)(sizeof pinned / sizeof pinned[0]));
@@ -92,8 +93,8 @@ TEST(err_names) {
     CHECK_MSG(msg && *msg, "strerror(%s) is empty", codes[i].name);
     /* Every code has its own message. */
     for (size_t j = 0; j < i; j++)
-      CHECK_MSG(strcmp(msg, rlock_strerror(codes[j].code)) != 0, "%s and %s share \"%s\"",
-                codes[i].name, codes[j].name, msg);
+      CHECK_MSG(strcmp(msg, rlock_strerror(codes[j].code)) != 0, "%s and %s share \"%s\"", codes[i].name, codes[j].name,
+                msg);
   }
 }
 
@@ -110,9 +111,7 @@ TEST(err_unknown_codes) {
 
 TEST(last_error_never_null) { CHECK(rlock_last_error() != NULL); }
 
-TEST(version) {
-  CHECK_STREQ(rlock_version(), RLOCK_VERSION_STRING);
-}
+TEST(version) { CHECK_STREQ(rlock_version(), RLOCK_VERSION_STRING); }
 
 static void parse_ok(const char *s, int64_t want) {
   int64_t v = -12345;
@@ -148,11 +147,36 @@ TEST(duration_good) {
 }
 
 TEST(duration_bad) {
-  const char *bad[] = {"",     "-1",  "-1s", "abc", "5x",  "ms",  "s",    "3x",  "1.5",
-                       "3ss",  "3 m", "s3",  "--1", "3sm", "9223372036854775808",
-                       "99999999999999999999999", "9223372036854775807s",
-                       "153722867280913m", "9223372036854776s", "1.", ".5s", "1.s", "0.0005s", "1.5ms",
-                       "1h30", "106751991168d", "9223372036854775807ms1ms", "1.0000000001s", "1h 30m", "1d-1h"};
+  const char *bad[] = {"",
+                       "-1",
+                       "-1s",
+                       "abc",
+                       "5x",
+                       "ms",
+                       "s",
+                       "3x",
+                       "1.5",
+                       "3ss",
+                       "3 m",
+                       "s3",
+                       "--1",
+                       "3sm",
+                       "9223372036854775808",
+                       "99999999999999999999999",
+                       "9223372036854775807s",
+                       "153722867280913m",
+                       "9223372036854776s",
+                       "1.",
+                       ".5s",
+                       "1.s",
+                       "0.0005s",
+                       "1.5ms",
+                       "1h30",
+                       "106751991168d",
+                       "9223372036854775807ms1ms",
+                       "1.0000000001s",
+                       "1h 30m",
+                       "1d-1h"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) parse_bad(bad[i]);
   int64_t v;
   CHECK_RC(rlock_duration_parse(NULL, &v), RLOCK_EINVAL);
@@ -197,48 +221,48 @@ TEST(url_redact) {
  * nor in the message of rlock_client_new. tests/cli/urls.sh runs the same
  * classes through the CLI. */
 static const char *const nasty_urls[] = {
-    "redis://u:PWa1/PWb2@127.0.0.1:1",       /* '/' in the password */
-    "redis://u:PWa1?PWb2@127.0.0.1:1",       /* '?' */
-    "redis://u:PWa1#PWb2@127.0.0.1:1",       /* '#' */
-    "redis://u:PWa1@PWb2@127.0.0.1:1",       /* '@' (valid: the last '@' ends it) */
-    "redis://u:PWa1:PWb2@127.0.0.1:1",       /* ':' (valid) */
-    "redis://:PWa1/PWb2@127.0.0.1:1",        /* no user, '/' */
-    "redis://PWa1/PWb2@127.0.0.1:1",         /* password@host form, '/' */
-    "redis://PWa1PWb2@127.0.0.1:1",          /* password@host form (valid) */
-    "redis://u:PWa1PWb2@",                   /* no host */
-    "redis://u:PWa1PWb2@:1",                 /* no host, a port */
-    "redis://u:PWa1/PWb2@",                  /* no host, '/' */
-    "redis:/u:PWa1PWb2@127.0.0.1:1",         /* one slash */
-    "redis:u:PWa1PWb2@127.0.0.1:1",          /* no slash */
-    "redis//u:PWa1PWb2@127.0.0.1:1",         /* no colon */
-    "redis:///u:PWa1PWb2@127.0.0.1:1",       /* three slashes */
-    "rediss:/u:PWa1/PWb2@127.0.0.1:1",       /* TLS, one slash, '/' */
-    "http://u:PWa1PWb2@127.0.0.1:1",         /* unknown scheme */
-    "REDIS://u:PWa1PWb2@127.0.0.1:1",        /* upper-case scheme */
-    "u:PWa1PWb2@127.0.0.1:1",                /* no scheme */
-    ":PWa1PWb2@127.0.0.1:1",                 /* no scheme, no user */
-    "u:PWa1:PWb2@127.0.0.1:1",               /* no scheme, ':' in the password */
-    "redis:u:PWa1:PWb2@127.0.0.1:1",         /* no slash, ':' in the password */
-    " redis://u:PWa1PWb2@127.0.0.1:1",       /* leading blank */
-    "redis://u:PWa1%zzPWb2@127.0.0.1:1",     /* bad %-escape */
-    "redis://u:PWa1%2@",                     /* cut short in an escape */
-    "redis://u:PWa1PWb2@127.0.0.1:99999",    /* bad port */
-    "redis://u:PWa1PWb2@127.0.0.1:1/x",      /* bad db */
-    "redis://u:PWa1PWb2@127.0.0.1:1?db=1",   /* query string */
-    "redis://u:PWa1PWb2@[::1",               /* unterminated IPv6 */
-    "redis://u:PWa1PWb2@h!st:1",             /* bad host character */
-    "redis://u:PWa1 PWb2@127.0.0.1:1",       /* blank (valid) */
-    "redis://u:PWa1PWb2@@127.0.0.1:1",       /* two '@' (valid) */
-    "rediss://u:PWa1PWb2@127.0.0.1:1",       /* TLS, nothing listens */
-    "unix:///nonexistent/x?password=PWa1PWb2",             /* valid */
-    "unix:///nonexistent/x?password=PWa1#PWb2",            /* '#' (valid) */
-    "unix:///nonexistent/x?password=PWa1&PWb2",            /* '&' */
-    "unix:///nonexistent/x?password=&password=PWa1PWb2",   /* repeated */
-    "unix:///nonexistent/x?PASSWORD=PWa1PWb2",             /* upper case */
-    "unix:///nonexistent/x?password=PWa1PWb2&db=x",        /* bad db after it */
-    "unix:///nonexistent/x?user=u&password=PWa1%zzPWb2",   /* bad escape */
-    "unix://u:PWa1PWb2@/nonexistent/x",                    /* credentials in a unix URL */
-    "unix:///nonexistent/x?password=PWa1@PWb2",            /* '@' in a query password */
+    "redis://u:PWa1/PWb2@127.0.0.1:1",                   /* '/' in the password */
+    "redis://u:PWa1?PWb2@127.0.0.1:1",                   /* '?' */
+    "redis://u:PWa1#PWb2@127.0.0.1:1",                   /* '#' */
+    "redis://u:PWa1@PWb2@127.0.0.1:1",                   /* '@' (valid: the last '@' ends it) */
+    "redis://u:PWa1:PWb2@127.0.0.1:1",                   /* ':' (valid) */
+    "redis://:PWa1/PWb2@127.0.0.1:1",                    /* no user, '/' */
+    "redis://PWa1/PWb2@127.0.0.1:1",                     /* password@host form, '/' */
+    "redis://PWa1PWb2@127.0.0.1:1",                      /* password@host form (valid) */
+    "redis://u:PWa1PWb2@",                               /* no host */
+    "redis://u:PWa1PWb2@:1",                             /* no host, a port */
+    "redis://u:PWa1/PWb2@",                              /* no host, '/' */
+    "redis:/u:PWa1PWb2@127.0.0.1:1",                     /* one slash */
+    "redis:u:PWa1PWb2@127.0.0.1:1",                      /* no slash */
+    "redis//u:PWa1PWb2@127.0.0.1:1",                     /* no colon */
+    "redis:///u:PWa1PWb2@127.0.0.1:1",                   /* three slashes */
+    "rediss:/u:PWa1/PWb2@127.0.0.1:1",                   /* TLS, one slash, '/' */
+    "http://u:PWa1PWb2@127.0.0.1:1",                     /* unknown scheme */
+    "REDIS://u:PWa1PWb2@127.0.0.1:1",                    /* upper-case scheme */
+    "u:PWa1PWb2@127.0.0.1:1",                            /* no scheme */
+    ":PWa1PWb2@127.0.0.1:1",                             /* no scheme, no user */
+    "u:PWa1:PWb2@127.0.0.1:1",                           /* no scheme, ':' in the password */
+    "redis:u:PWa1:PWb2@127.0.0.1:1",                     /* no slash, ':' in the password */
+    " redis://u:PWa1PWb2@127.0.0.1:1",                   /* leading blank */
+    "redis://u:PWa1%zzPWb2@127.0.0.1:1",                 /* bad %-escape */
+    "redis://u:PWa1%2@",                                 /* cut short in an escape */
+    "redis://u:PWa1PWb2@127.0.0.1:99999",                /* bad port */
+    "redis://u:PWa1PWb2@127.0.0.1:1/x",                  /* bad db */
+    "redis://u:PWa1PWb2@127.0.0.1:1?db=1",               /* query string */
+    "redis://u:PWa1PWb2@[::1",                           /* unterminated IPv6 */
+    "redis://u:PWa1PWb2@h!st:1",                         /* bad host character */
+    "redis://u:PWa1 PWb2@127.0.0.1:1",                   /* blank (valid) */
+    "redis://u:PWa1PWb2@@127.0.0.1:1",                   /* two '@' (valid) */
+    "rediss://u:PWa1PWb2@127.0.0.1:1",                   /* TLS, nothing listens */
+    "unix:///nonexistent/x?password=PWa1PWb2",           /* valid */
+    "unix:///nonexistent/x?password=PWa1#PWb2",          /* '#' (valid) */
+    "unix:///nonexistent/x?password=PWa1&PWb2",          /* '&' */
+    "unix:///nonexistent/x?password=&password=PWa1PWb2", /* repeated */
+    "unix:///nonexistent/x?PASSWORD=PWa1PWb2",           /* upper case */
+    "unix:///nonexistent/x?password=PWa1PWb2&db=x",      /* bad db after it */
+    "unix:///nonexistent/x?user=u&password=PWa1%zzPWb2", /* bad escape */
+    "unix://u:PWa1PWb2@/nonexistent/x",                  /* credentials in a unix URL */
+    "unix:///nonexistent/x?password=PWa1@PWb2",          /* '@' in a query password */
 };
 
 static int shows_password(const char *s) { return strstr(s, "PWa1") || strstr(s, "PWb2"); }
@@ -266,8 +290,8 @@ TEST(url_messages_hide_password) {
     int rc = rlock_client_new(&c, &o);
     CHECK_MSG(rc != 0, "%s: connected?", nasty_urls[i]);
     const char *msg = rlock_last_error();
-    CHECK_MSG(!shows_password(msg), "%s: %s: the message shows the password: %s", nasty_urls[i],
-              rlock_err_name(rc), msg);
+    CHECK_MSG(!shows_password(msg), "%s: %s: the message shows the password: %s", nasty_urls[i], rlock_err_name(rc),
+              msg);
     CHECK_MSG(*msg, "%s: no message", nasty_urls[i]);
   }
 }

@@ -27,15 +27,16 @@ static const char *java_pub = "publish"; /* Redisson's publish command: spublish
 
 /* ---------------------------------------------------------------- Redisson's scripts */
 
-#define EVICT(NOW)                                                          \
-  "while true do "                                                          \
-  "  local firstThreadId2 = redis.call('lindex', KEYS[2], 0); "             \
-  "  if firstThreadId2 == false then break; end; "                          \
-  "  local timeout = redis.call('zscore', KEYS[3], firstThreadId2); "       \
-  "  if timeout ~= false and tonumber(timeout) <= tonumber(" NOW ") then "  \
-  "    redis.call('zrem', KEYS[3], firstThreadId2); "                       \
-  "    redis.call('lpop', KEYS[2]); "                                       \
-  "  else break; end; "                                                     \
+#define EVICT(NOW)                                                    \
+  "while true do "                                                    \
+  "  local firstThreadId2 = redis.call('lindex', KEYS[2], 0); "       \
+  "  if firstThreadId2 == false then break; end; "                    \
+  "  local timeout = redis.call('zscore', KEYS[3], firstThreadId2); " \
+  "  if timeout ~= false and tonumber(timeout) <= tonumber(" NOW      \
+  ") then "                                                           \
+  "    redis.call('zrem', KEYS[3], firstThreadId2); "                 \
+  "    redis.call('lpop', KEYS[2]); "                                 \
+  "  else break; end; "                                               \
   "end; "
 
 /* B: lock()/tryLock(wait): ARGV lease, lockName, wait, now. */
@@ -206,8 +207,8 @@ static long long java_unlock(const keys_t *k, int tid) {
   snprintf(owner, sizeof owner, JAVA ":%d", tid);
   snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:java-%d", k->name, ++req);
   snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
-  const char *argv[] = {"EVAL", JAVA_UNLOCK, "5", k->name, k->queue, k->zset, k->chan, latch,
-                        "0", "30000", owner, now, java_pub, "16000"};
+  const char *argv[] = {"EVAL", JAVA_UNLOCK, "5",     k->name, k->queue, k->zset,  k->chan,
+                        latch,  "0",         "30000", owner,   now,      java_pub, "16000"};
   redisReply *r = th_cmdv(srv, 14, argv, NULL);
   CHECK_MSG(r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER, "unlock: type %d %s", r->type,
             r->str ? r->str : "");
@@ -277,8 +278,8 @@ typedef struct waiter {
   int64_t wait_ms, lease_ms;
   rlock_cancel_t *cancel;
   int rc;
-  int order;     /* the place it acquired in (shared counter) */
-  int hold_ms;   /* how long it holds before its unlock */
+  int order;   /* the place it acquired in (shared counter) */
+  int hold_ms; /* how long it holds before its unlock */
   pthread_t t;
 } waiter_t;
 
@@ -870,26 +871,26 @@ TEST(late_copy_after_undo_never_queues) {
   th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));
   char now[24];
   snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
-  const char *try_argv[] = {"EVAL", acq, "5", k.name, k.queue, k.zset, k.chan, latch,
-                            "30000", owner, "5000", now, "15000", "q", "0", "publish"};
+  const char *try_argv[] = {"EVAL",  acq,   "5",    k.name, k.queue, k.zset, k.chan, latch,
+                            "30000", owner, "5000", now,    "15000", "q",    "0",    "publish"};
   int nil = 0;
   CHECK(eval_int(16, try_argv, &nil) > 0 && !nil); /* queued */
   CHECK_EQ(llen(&k), 1);
   /* the owner waits on: the tombstone only */
-  const char *stay_argv[] = {"EVAL", undo, "5", k.name, k.queue, k.zset, k.chan, latch,
-                             "0", owner, "publish", "15000", "0", "5000", "1"};
+  const char *stay_argv[] = {"EVAL", undo,  "5",       k.name,  k.queue, k.zset, k.chan, latch,
+                             "0",    owner, "publish", "15000", "0",     "5000", "1"};
   CHECK_EQ(eval_int(15, stay_argv, &nil), 0);
   CHECK_EQ(llen(&k), 1);
   CHECK_EQ(eval_int(16, try_argv, &nil), -3); /* a late copy: nothing */
   /* then it gives up: out of the queue, the tombstone now says so */
-  const char *leave_argv[] = {"EVAL", undo, "5", k.name, k.queue, k.zset, k.chan, latch,
-                              "0", owner, "publish", "15000", "0", "5000", "0"};
+  const char *leave_argv[] = {"EVAL", undo,  "5",       k.name,  k.queue, k.zset, k.chan, latch,
+                              "0",    owner, "publish", "15000", "0",     "5000", "0"};
   CHECK_EQ(eval_int(15, leave_argv, &nil), 0);
   nothing_queued(&k);
   char *v = th_cmd_str(srv, "GET", latch, NULL);
   CHECK_STREQ(v, "xd");
   free(v);
-  CHECK_EQ(eval_int(16, try_argv, &nil), -3); /* a late copy of the try never queues again */
+  CHECK_EQ(eval_int(16, try_argv, &nil), -3);  /* a late copy of the try never queues again */
   CHECK_EQ(eval_int(15, leave_argv, &nil), 2); /* a late copy of the undo changes nothing */
   nothing_queued(&k);
   th_reply_free(th_cmd(srv, "DEL", k.name, latch, NULL));
@@ -1026,8 +1027,7 @@ TEST(give_up_then_wait_again) {
   rlock_client_t *c = fair_client(0);
   rlock_lock_t *l = fair(c, k.name);
   CHECK_OK(rlock_lock_acquire(l, 1, 0, 30000, NULL));
-  for (int round = 0; round < 5; round++)
-    CHECK_RC(rlock_lock_acquire(l, 2, 50, 30000, NULL), RLOCK_EBUSY);
+  for (int round = 0; round < 5; round++) CHECK_RC(rlock_lock_acquire(l, 2, 50, 30000, NULL), RLOCK_EBUSY);
   _Atomic int done = 0;
   CHECK_OK(rlock_lock_acquire_async(l, 2, 20000, 30000, NULL, on_async, &done));
   /* the last give-up's undo may still be on its way (its entry is owner 2's
@@ -1153,8 +1153,10 @@ TEST(head_gives_up_next_keeps_place) {
   int stale = th_wait_until(stale_or_gone, &a, 2000);
   CHECK_OK(rlock_lock_release(l, 100));
   for (int i = 0; i < 2; i++) pthread_join(w[i].t, NULL);
-  CHECK_MSG(!stale, "the live new head's deadline passed while it waited (it was not told its deadline moved); "
-            "rc %d %d, order %d %d", w[0].rc, w[1].rc, w[0].order, w[1].order);
+  CHECK_MSG(!stale,
+            "the live new head's deadline passed while it waited (it was not told its deadline moved); "
+            "rc %d %d, order %d %d",
+            w[0].rc, w[1].rc, w[0].order, w[1].order);
   for (int i = 0; i < 2; i++) {
     CHECK_OK(w[i].rc);
     CHECK_EQ(w[i].order, i);
@@ -1196,10 +1198,12 @@ TEST(mid_queue_leave_behind_dead_head) {
   th_owner_id(c, 3, next, sizeof next);
   stale_arg_t a = {&k, next};
   int stale = th_wait_until(stale_or_gone, &a, 2500); /* the scenario: held 2.5 s more */
-  CHECK_OK(rlock_lock_release(l, 100)); /* evicts the dead head */
+  CHECK_OK(rlock_lock_release(l, 100));               /* evicts the dead head */
   for (int i = 0; i < 2; i++) pthread_join(w[i].t, NULL);
-  CHECK_MSG(!stale, "a live waiter's deadline passed while it waited (moved down by a leave ahead of it); "
-            "rc %d %d, order %d %d", w[0].rc, w[1].rc, w[0].order, w[1].order);
+  CHECK_MSG(!stale,
+            "a live waiter's deadline passed while it waited (moved down by a leave ahead of it); "
+            "rc %d %d, order %d %d",
+            w[0].rc, w[1].rc, w[0].order, w[1].order);
   for (int i = 0; i < 2; i++) {
     CHECK_OK(w[i].rc);
     CHECK_EQ(w[i].order, i);
@@ -1292,7 +1296,8 @@ TEST(dead_pair_ahead_live_keeps_place) {
     java_acquire_failed(&k, 9, 1000);
   }
   for (int i = 0; i < 3; i++) pthread_join(w[i].t, NULL);
-  CHECK_MSG(!stale, "the live waiter behind two dead entries went stale while it waited (the head's acquire moved "
+  CHECK_MSG(!stale,
+            "the live waiter behind two dead entries went stale while it waited (the head's acquire moved "
             "its deadline down a slot)%s; rc %d %d %d, order %d %d %d",
             evicted ? ", and a Redisson try evicted it" : "", w[0].rc, w[1].rc, w[2].rc, w[0].order, w[1].order,
             w[2].order);
@@ -1316,8 +1321,7 @@ TEST(dead_pair_ahead_live_keeps_place) {
  * granted waiter's slot of now is told, and tries at once. */
 TEST(mixed_slots_live_waiter_keeps_place) {
   keys_t k = keys_of("fair:mixslot");
-  rlock_client_t *ch = fair_client(60000), *ca = fair_client(60000), *cb = fair_client(2000),
-                 *cc = fair_client(60000);
+  rlock_client_t *ch = fair_client(60000), *ca = fair_client(60000), *cb = fair_client(2000), *cc = fair_client(60000);
   rlock_lock_t *lh = fair(ch, k.name), *la = fair(ca, k.name), *lb = fair(cb, k.name), *lc = fair(cc, k.name);
   atomic_store(&acquired_n, 0);
   CHECK_OK(rlock_lock_acquire(lh, 100, 0, 60000, NULL));

@@ -123,8 +123,8 @@ TEST(renewal_races_are_no_loss) {
     CHECK_OK(rlock_lock_unlock(l));
     pairs++;
   }
-  printf("  %d pairs, %llu fast calls, %llu renewal calls\n", pairs,
-         (unsigned long long)(stats(c).fast_calls - f0), (unsigned long long)(stats(c).renewals - r0));
+  printf("  %d pairs, %llu fast calls, %llu renewal calls\n", pairs, (unsigned long long)(stats(c).fast_calls - f0),
+         (unsigned long long)(stats(c).renewals - r0));
   CHECK_EQ(stats(c).fast_calls, f0 + 2 * (uint64_t)pairs);
   pthread_mutex_lock(&lost.mu);
   int calls = lost.calls;
@@ -346,7 +346,8 @@ TEST(forked_children_draw_their_own_ids) {
   pid_t b = th_fork();
   if (b == 0) th_exit_by_exec(child(1));
   int rc = th_wait_child(b);
-  CHECK_MSG(rc == 0, "the second child: %d%s", rc, rc == 15 ? " (its fast lock was answered by the first's latch)" : "");
+  CHECK_MSG(rc == 0, "the second child: %d%s", rc,
+            rc == 15 ? " (its fast lock was answered by the first's latch)" : "");
 }
 
 /* An unlock that woke a waiter of another client leaves a handoff mark: the

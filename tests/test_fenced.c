@@ -246,8 +246,7 @@ TEST(redisson_steps) {
   CHECK_OK(rlock_fenced_acquire(l, RLOCK_OWNER_SELF, 0, 30000, NULL, &t));
   CHECK_EQ(t, 1);
   redisReply *r = java_acquire("fenced:java", JAVA_OWNER); /* busy: {PTTL, -1} */
-  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer > 0 &&
-        r->element[1]->integer == -1);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer > 0 && r->element[1]->integer == -1);
   th_reply_free(r);
   CHECK_OK(rlock_lock_unlock(l));
   r = java_acquire("fenced:java", JAVA_OWNER); /* Redisson takes it: token 2 */

@@ -26,11 +26,11 @@ static th_server_t *srv;
 
 /* ------------------------------------------------------------ the seam */
 
-static client_t *target;       /* the client whose caller stops */
-static pthread_t caller;       /* the thread that stops */
-static atomic_int stop_at;     /* RLOCK__AT_... where it stops (0: nowhere) */
-static atomic_int stopped;     /* it stopped there once */
-static atomic_int freed;       /* rlock_client_free returned */
+static client_t *target;   /* the client whose caller stops */
+static pthread_t caller;   /* the thread that stops */
+static atomic_int stop_at; /* RLOCK__AT_... where it stops (0: nowhere) */
+static atomic_int stopped; /* it stopped there once */
+static atomic_int freed;   /* rlock_client_free returned */
 static pthread_t freer;
 
 static void *free_client(void *arg) {
@@ -149,8 +149,7 @@ static int server_took(void *arg) {
   (void)arg;
   int me = th_local_port(sleeper->fd);
   long tx = -1, rx = -1;
-  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
-         rx == 0;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
 }
 
 typedef struct sent_arg {
@@ -197,8 +196,7 @@ TEST(fast_lost_answer_undone_when_stopping) {
   rlock_cancel_t *cancel;
   CHECK_OK(rlock_cancel_new(&cancel));
   rlock_cancel_trigger(cancel);
-  CHECK_OK(rlock_lock_acquire_async(blocker, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, cancel, hold_io_thread,
-                                    c));
+  CHECK_OK(rlock_lock_acquire_async(blocker, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, cancel, hold_io_thread, c));
   rlock_client_free(c); /* cuts the fast call's answer after 500 ms; its op waits for the I/O thread */
   pthread_join(t, NULL);
   rlock_lock_free(blocker);
@@ -255,7 +253,7 @@ static void ignore_lost(const char *name, size_t len, uint64_t owner, rlock_lost
 }
 
 enum { C_STATS, C_ON_LOST, C_LOCK, C_UNLOCK, C_ASYNC, C_COMMAND, C_HOLDERS, C_NODE, C_FORCE, C_COUNT };
-static const char *const call_names[C_COUNT] = {"stats", "on_lost", "lock",    "unlock", "acquire_async",
+static const char *const call_names[C_COUNT] = {"stats",   "on_lost", "lock", "unlock",      "acquire_async",
                                                 "command", "holders", "node", "force_unlock"};
 
 /* Makes call `which` on c while free runs; its result (RLOCK_ECLOSED). */
@@ -270,7 +268,9 @@ static int refused_call(rlock_client_t *c, rlock_lock_t *l, int which) {
   case C_ON_LOST: rlock_client_on_lost(c, ignore_lost, NULL); break;
   case C_LOCK: rc = rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG); break;
   case C_UNLOCK: rc = rlock_lock_unlock(l); break;
-  case C_ASYNC: rc = rlock_lock_acquire_async(l, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL, ignore_cb, NULL); break;
+  case C_ASYNC:
+    rc = rlock_lock_acquire_async(l, RLOCK_OWNER_SELF, 0, RLOCK_LEASE_WATCHDOG, NULL, ignore_cb, NULL);
+    break;
   case C_COMMAND: {
     const char *argv[] = {"PING"};
     rlock_reply_t *reply = NULL;

@@ -222,8 +222,10 @@ TEST(push_between_take_and_sleep) {
   for (int i = 0; i < 20; i++) {
     atomic_store(&late_done, 0);
     CHECK_OK(rlock_lock_is_locked_async(hook_lock, arm_cb, NULL));
-    CHECK_MSG(th_wait_until(late_finished, NULL, STUCK_MS), "round %d: a call pushed between the pass's take and "
-              "its end never started: a lost wake-up", i);
+    CHECK_MSG(th_wait_until(late_finished, NULL, STUCK_MS),
+              "round %d: a call pushed between the pass's take and "
+              "its end never started: a lost wake-up",
+              i);
     CHECK_EQ(atomic_load(&late_done), 1);
   }
   rlock_lock_free(hook_lock);

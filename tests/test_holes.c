@@ -31,8 +31,7 @@ static rlock_lost_reason_t last_reason;
 static uint64_t last_owner;
 static char last_name[64];
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)arg;
   pthread_mutex_lock(&mu);
   lost_calls++;
@@ -156,8 +155,7 @@ TEST(fixed_reentry_never_shortens) {
   CHECK(pttl > 50000);
   CHECK_OK(rlock_lock_unlock(l));
   pttl = th_cmd_int(srv, "PTTL", "holes:fixed", NULL);
-  CHECK_MSG(pttl > 0 && pttl <= 20000, "after the inner unlock the TTL is %lld ms (outer lease 20 s)",
-            pttl);
+  CHECK_MSG(pttl > 0 && pttl <= 20000, "after the inner unlock the TTL is %lld ms (outer lease 20 s)", pttl);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "holes:fixed", NULL), 0);
   rlock_lock_free(l);
@@ -251,23 +249,22 @@ TEST(huge_lease_rejected) {
 
 /* Every duration option above RLOCK_DURATION_MAX: RLOCK_EINVAL naming it. */
 TEST(huge_options_rejected) {
-  static const char *const names[] = {"watchdog_timeout_ms", "command_timeout_ms",
-                                      "connect_timeout_ms", "reconnect_max_ms", "reconnect_min_ms"};
+  static const char *const names[] = {"watchdog_timeout_ms", "command_timeout_ms", "connect_timeout_ms",
+                                      "reconnect_max_ms", "reconnect_min_ms"};
   int64_t huge[] = {INT64_MAX, INT64_MAX / 3, RLOCK_DURATION_MAX + 1};
   for (size_t h = 0; h < sizeof huge / sizeof huge[0]; h++) {
     for (int i = 0; i < 5; i++) {
       rlock_options_t o;
       rlock_options_init(&o);
       o.url = srv->url;
-      int64_t *fields[] = {&o.watchdog_timeout_ms, &o.command_timeout_ms, &o.connect_timeout_ms,
-                           &o.reconnect_max_ms, &o.reconnect_min_ms};
+      int64_t *fields[] = {&o.watchdog_timeout_ms, &o.command_timeout_ms, &o.connect_timeout_ms, &o.reconnect_max_ms,
+                           &o.reconnect_min_ms};
       *fields[i] = huge[h];
       if (i == 4) o.reconnect_max_ms = huge[h]; /* min <= max holds: only the range is wrong */
       rlock_client_t *c = NULL;
       int rc = rlock_client_new(&c, &o);
       if (rc == 0) rlock_client_free(c);
-      CHECK_MSG(rc == RLOCK_EINVAL, "%s = %lld accepted (%s)", names[i], (long long)huge[h],
-                rlock_err_name(rc));
+      CHECK_MSG(rc == RLOCK_EINVAL, "%s = %lld accepted (%s)", names[i], (long long)huge[h], rlock_err_name(rc));
       CHECK_MSG(strstr(rlock_last_error(), names[i]) != NULL, "message: %s", rlock_last_error());
     }
   }
@@ -383,8 +380,8 @@ TEST(release_count_surplus) {
   th_reply_free(th_cmd(srv, "HINCRBY", "holes:surplus", o, "1", NULL));
   int lost0 = lost_count();
   CHECK_OK(rlock_lock_unlock(l));
-  CHECK_MSG(th_cmd_int(srv, "EXISTS", "holes:surplus", NULL) == 0,
-            "the surplus hold stays (count %lld) and is renewed", th_hget_num(srv, "holes:surplus", o));
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", "holes:surplus", NULL) == 0, "the surplus hold stays (count %lld) and is renewed",
+            th_hget_num(srv, "holes:surplus", o));
   CHECK_EQ(wait_lost(lost0 + 1, 5000), lost0 + 1);
   CHECK_EQ(lost_reason(), RLOCK_LOST_COUNT_MISMATCH);
   CHECK_EQ(stats(c).held, 0);
@@ -458,7 +455,7 @@ TEST(lost_reasons) {
 }
 
 /* test_holes [NAME]: all tests, or only NAME */
-#define RUN_IF(name)                                \
+#define RUN_IF(name) \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
 
 int main(int argc, char **argv) {

@@ -65,12 +65,12 @@ static const char *DUO_FORCE =
     "return 0\n";
 
 /* Every call of the duo table (the I/O thread writes, the test reads). */
-static _Atomic int n_init, n_try, n_try_reply, n_granted, n_busy, n_undo, n_undo_landed, n_release,
-    n_release_reply, n_wake, n_force;
+static _Atomic int n_init, n_try, n_try_reply, n_granted, n_busy, n_undo, n_undo_landed, n_release, n_release_reply,
+    n_wake, n_force;
 
 /* EVAL body with nkeys keys then args. */
-static req_t *eval_req(const char *body, int nkeys, const char **keys, const size_t *kl, int nargs,
-                       const char **args, client_t *cl, req_done_fn done, void *ctx) {
+static req_t *eval_req(const char *body, int nkeys, const char **keys, const size_t *kl, int nargs, const char **args,
+                       client_t *cl, req_done_fn done, void *ctx) {
   const char *argv[12];
   size_t lens[12];
   char nk[8];
@@ -306,7 +306,7 @@ TEST(new_kind_undo) {
   rlock_options_init(&opt);
   opt.url = srv->url;
   opt.command_timeout_ms = 500;
-  opt.retry_attempts = 0;    /* give up at the first lost answer: undo */
+  opt.retry_attempts = 0;      /* give up at the first lost answer: undo */
   opt.dead_after_timeouts = 0; /* keep the connection: its copies run after the pause */
   rlock_client_t *c = NULL;
   CHECK_OK(rlock_client_new(&c, &opt));
@@ -388,7 +388,7 @@ TEST(wake_policy) {
   }
   int two = 2;
   CHECK_MSG(spin(base, woken_at_least, &two, 10000), "the subscription woke nobody");
-  CHECK(rlock__pubsub_park(&w[0])); /* the subscription's token, for a try in flight */
+  CHECK(rlock__pubsub_park(&w[0]));                                /* the subscription's token, for a try in flight */
   CHECK(!rlock__pubsub_park(&w[0]) && !rlock__pubsub_park(&w[1])); /* both parked */
 
   int w0 = woken[0], w1 = woken[1];
@@ -397,7 +397,7 @@ TEST(wake_policy) {
   CHECK_EQ(woken[1], w1);
   CHECK(!rlock__pubsub_park(&w[0]));
   CHECK_EQ(publish_wakes(base, chan, "all"), 2); /* "all" wakes every parked waiter */
-  CHECK(rlock__pubsub_park(&w[0])); /* and leaves a token for a try in flight */
+  CHECK(rlock__pubsub_park(&w[0]));              /* and leaves a token for a try in flight */
 
   /* without a policy a message wakes one */
   for (int i = 0; i < 2; i++) rlock__pubsub_leave(&cl->ps, &w[i]);

@@ -15,8 +15,7 @@ static int lost_calls;
 static uint64_t lost_owner;
 static char lost_name[64];
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)reason;
   (void)arg;
   pthread_mutex_lock(&mu);
@@ -54,8 +53,7 @@ TEST(short_lease_expires) {
   /* B waits for it (the lease is not renewed) and gets it. */
   CHECK_OK(rlock_lock_trylock(lb, 5000, 20000));
   int64_t took = th_now_ms() - t0;
-  CHECK_MSG(took >= 250 && took < 3000, "B got the lock after %lld ms (lease 300)",
-            (long long)took);
+  CHECK_MSG(took >= 250 && took < 3000, "B got the lock after %lld ms (lease 300)", (long long)took);
   char ob[128];
   th_owner_id(b, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), ob, sizeof ob);
   CHECK_EQ(th_hget_num(srv, "lease:short", ob), 1);
@@ -102,8 +100,7 @@ TEST(trylock_wait_bound) {
   t0 = th_now_ms();
   CHECK_RC(rlock_lock_acquire(lb, 77, 1000, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
   took = th_now_ms() - t0;
-  CHECK_MSG(took >= 995 && took < 4000, "acquire(wait 1000) returned after %lld ms",
-            (long long)took);
+  CHECK_MSG(took >= 995 && took < 4000, "acquire(wait 1000) returned after %lld ms", (long long)took);
 
   /* Nothing of B's is left behind by the failed waits. */
   CHECK_EQ(th_cmd_int(srv, "HLEN", "lease:bound", NULL), 1);
@@ -153,8 +150,7 @@ TEST(valid_until_counts_from_send) {
     int64_t t0 = rlock_now_ms();
     CHECK_OK(rlock_lock_trylock(l, 0, wd ? RLOCK_LEASE_WATCHDOG : lease));
     int64_t t1 = rlock_now_ms(), vu = 0;
-    CHECK_MSG(t1 - t0 >= 800, "the pause did not hold the acquire back (answered after %lld ms)",
-              (long long)(t1 - t0));
+    CHECK_MSG(t1 - t0 >= 800, "the pause did not hold the acquire back (answered after %lld ms)", (long long)(t1 - t0));
     CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu));
     printf("%s lease %lld ms, answer after %lld ms: valid until start + %lld ms\n", wd ? "watchdog" : "fixed",
            (long long)lease, (long long)(t1 - t0), (long long)(vu - t0));

@@ -114,7 +114,8 @@ TEST(exec_child_inherits_no_fds) {
   for (int i = 0; i < n; i++) {
     int flags = fcntl(mine[i].fd, F_GETFD);
     printf("client fd %d %s%s\n", mine[i].fd, mine[i].target, flags & FD_CLOEXEC ? " (cloexec)" : " (INHERITED)");
-    CHECK_MSG(!strstr(out, mine[i].target), "the exec'd child inherited fd %d %s:\n%s", mine[i].fd, mine[i].target, out);
+    CHECK_MSG(!strstr(out, mine[i].target), "the exec'd child inherited fd %d %s:\n%s", mine[i].fd, mine[i].target,
+              out);
     CHECK_MSG(flags & FD_CLOEXEC, "fd %d %s is not close-on-exec", mine[i].fd, mine[i].target);
   }
   CHECK_OK(rlock_lock_unlock(l));
@@ -235,9 +236,7 @@ TEST(forked_child_fails_fast) {
 #define BUSY_MS 8000
 static atomic_int busy_stop;
 static atomic_int busy_outstanding;
-static void busy_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
-  atomic_fetch_sub(&busy_outstanding, 1);
-}
+static void busy_cb(rlock_lock_t *l, int status, int64_t value, void *arg) { atomic_fetch_sub(&busy_outstanding, 1); }
 static void *busy_main(void *arg) {
   rlock_lock_t *l = arg;
   while (!atomic_load(&busy_stop)) {
@@ -359,8 +358,8 @@ static int selected(const char *name) {
   const char *only = getenv("ONLY");
   return !only || strstr(only, name) != NULL;
 }
-#define RUN_SELECTED(name) \
-  do {                     \
+#define RUN_SELECTED(name)          \
+  do {                              \
     if (selected(#name)) RUN(name); \
   } while (0)
 

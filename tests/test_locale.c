@@ -42,9 +42,9 @@ static void check_refused(rlock_client_t *c, int argc, const char *const *argv, 
 
 TEST(refused_commands_in_lower_case) {
   rlock_client_t *c = th_client(srv->url, 0);
-  static const char *const multi[] = {"multi"}, *const sub[] = {"subscribe", "loc:ch"},
-                           *const discard[] = {"discard"}, *const reply[] = {"client", "reply", "off"},
-                           *const quit[] = {"quit"}, *const watch[] = {"watch", "loc:k"};
+  static const char *const multi[] = {"multi"}, *const sub[] = {"subscribe", "loc:ch"}, *const discard[] = {"discard"},
+                           *const reply[] = {"client", "reply", "off"}, *const quit[] = {"quit"},
+                           *const watch[] = {"watch", "loc:k"};
   check_refused(c, 1, multi, "MULTI");
   check_refused(c, 2, sub, "SUBSCRIBE");
   check_refused(c, 1, discard, "DISCARD");

@@ -20,13 +20,11 @@ TEST(client_id) {
   CHECK(id != NULL);
   CHECK_EQ(strlen(id), 36);
   for (int i = 0; i < 36; i++) {
-    if (i == 8 || i == 13 || i == 18 || i == 23)
-      CHECK_EQ(id[i], '-');
-    else
-      CHECK_MSG(strchr("0123456789abcdef", id[i]) != NULL, "client id %s not lower hex", id);
+    if (i == 8 || i == 13 || i == 18 || i == 23) CHECK_EQ(id[i], '-');
+    else CHECK_MSG(strchr("0123456789abcdef", id[i]) != NULL, "client id %s not lower hex", id);
   }
   CHECK(strchr("89ab", id[19]) != NULL); /* RFC 4122 variant */
-  CHECK_EQ(id[14], '4');                /* random (version 4) */
+  CHECK_EQ(id[14], '4');                 /* random (version 4) */
   rlock_client_t *other = th_client(srv->url, 0);
   CHECK(strcmp(rlock_client_id(other), id) != 0);
   rlock_client_free(other);
@@ -115,14 +113,13 @@ TEST(queries) {
   CHECK_OK(rlock_lock_ttl(l, &ttl));
   CHECK_MSG(ttl > 7000 && ttl <= 9000, "ttl %lld", (long long)ttl);
   CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &until));
-  CHECK_MSG(until >= before + 9000 && until <= rlock_now_ms() + 9000, "valid_until %lld",
-            (long long)(until - before));
+  CHECK_MSG(until >= before + 9000 && until <= rlock_now_ms() + 9000, "valid_until %lld", (long long)(until - before));
   CHECK(rlock_now_ms() < until);
   /* rlock_now_ms is CLOCK_MONOTONIC in ms, like the harness clock: read
    * between two harness reads, it lies between them (no timing bound). */
   int64_t t_before = th_now_ms(), t_lib = rlock_now_ms(), t_after = th_now_ms();
-  CHECK_MSG(t_before <= t_lib && t_lib <= t_after, "rlock_now_ms %lld outside [%lld, %lld]",
-            (long long)t_lib, (long long)t_before, (long long)t_after);
+  CHECK_MSG(t_before <= t_lib && t_lib <= t_after, "rlock_now_ms %lld outside [%lld, %lld]", (long long)t_lib,
+            (long long)t_before, (long long)t_after);
 
   /* A key without TTL: ttl -1. */
   th_reply_free(th_cmd(srv, "PERSIST", "basic:queries", NULL));

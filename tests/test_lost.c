@@ -19,8 +19,7 @@ static size_t last_len;
 static void *last_arg;
 static rlock_lost_reason_t last_reason;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   pthread_mutex_lock(&mu);
   calls++;
   last_reason = reason;
@@ -199,8 +198,10 @@ static void fixed_lease_gone(int fast) {
   CHECK_OK(rlock_lock_lock(l, 60000));
   CHECK_EQ(th_cmd_int(srv, "DEL", "lost:fixed", NULL), 1);
   CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
-  CHECK_MSG(wait_calls(1) == 1, "a fixed-lease hold the server lost ended at its unlock (ENOTHELD) "
-            "with no lock-lost callback (fast path %s)", fast ? "on" : "off");
+  CHECK_MSG(wait_calls(1) == 1,
+            "a fixed-lease hold the server lost ended at its unlock (ENOTHELD) "
+            "with no lock-lost callback (fast path %s)",
+            fast ? "on" : "off");
   CHECK_EQ(last_reason, RLOCK_LOST_DELETED);
   CHECK_EQ(last_owner, RLOCK_OWNER_THREAD | (uint64_t)th_gettid());
   rlock_stats_t st;

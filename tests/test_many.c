@@ -92,8 +92,7 @@ TEST(many_channels) {
     CHECK_OK(ws[i].rc);
   }
   int64_t took = th_now_ms() - t0;
-  CHECK_MSG(took < 5000, "%d waiters took %lld ms (lease 60 s: woken by messages?)", NWAIT,
-            (long long)took);
+  CHECK_MSG(took < 5000, "%d waiters took %lld ms (lease 60 s: woken by messages?)", NWAIT, (long long)took);
   for (int i = 0; i < NWAIT; i++) {
     CHECK_OK(rlock_lock_release(ws[i].lock, 7));
     rlock_lock_free(ws[i].lock);

@@ -56,9 +56,7 @@ TEST(random_operations) {
       CHECK(*slot == values[i]);
       break;
     }
-    default:
-      CHECK(rlock__map_del(&m, keys[i], klens[i]) == values[i]);
-      values[i] = NULL;
+    default: CHECK(rlock__map_del(&m, keys[i], klens[i]) == values[i]); values[i] = NULL;
     }
     if (round % 1000 == 0) check_all(&m);
   }

@@ -426,7 +426,7 @@ static rlock_client_t *quick_client(const char *url) {
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = url;
-  o.command_timeout_ms = 300; /* the 3 s pause outlasts every try of the final step */
+  o.command_timeout_ms = 300;   /* the 3 s pause outlasts every try of the final step */
   o.watchdog_timeout_ms = 5000; /* what frees a member whose release did not land */
   rlock_client_t *c = NULL;
   CHECK_OK(rlock_client_new(&c, &o));
@@ -715,8 +715,7 @@ TEST(transient_error_until_wait_runs_out) {
   int rc = rlock_multilock_acquire(m, RLOCK_OWNER_SELF, 1500, RLOCK_LEASE_WATCHDOG, NULL);
   int64_t took = rlock_now_ms() - t0;
   printf("acquire: %s after %lld ms (%s)\n", rlock_err_name(rc), (long long)took, rlock_last_error());
-  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ECONNECT, "acquire: %s",
-            rlock_err_name(rc));
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ECONNECT, "acquire: %s", rlock_err_name(rc));
   CHECK_MSG(strstr(rlock_last_error(), "ml:wb"), "message: %s", rlock_last_error());
   CHECK(took < 1500 + 10000); /* the wait, one more round of 2 x 300 ms tries, a loaded machine */
   CHECK_EQ(exists(first, "ml:wa"), 0);

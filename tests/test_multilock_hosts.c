@@ -124,8 +124,9 @@ TEST(name_answers_change) {
   char after = th_multilock_first_taken(ep, name, other, name);
   printf("first: '%c' with rl-endpoint at 127.0.0.3, '%c' at 127.0.0.1 (%s, %s)\n", before, after, ep, other);
   CHECK(before != '?' && after != '?');
-  CHECK_MSG(before == after, "one MultiLock before the name's answer changed and one after take opposite members "
-                             "first: they deadlock");
+  CHECK_MSG(before == after,
+            "one MultiLock before the name's answer changed and one after take opposite members "
+            "first: they deadlock");
   CHECK(set_hosts("") == 0);
   CHECK_OK(rlock_lock_release(he, 3));
   CHECK_OK(rlock_lock_release(ho, 3));

@@ -102,10 +102,8 @@ static void *mixed_worker(void *arg) {
   rlock_lock_t *l = id % 2 ? lock1 : lock2;
   rlock_client_t *c = id % 2 ? cli : cli2;
   for (int i = 0; i < ITERS / 2; i++) {
-    if (i % 2)
-      CHECK_OK(rlock_lock_trylock(l, 20000, 10000));
-    else
-      CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+    if (i % 2) CHECK_OK(rlock_lock_trylock(l, 20000, 10000));
+    else CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
     /* Only the Redis counter here: between two clients the ordering goes
      * through Redis, which ThreadSanitizer cannot see. */
     redis_increment(c, "mutex:mixed:counter");
@@ -120,8 +118,7 @@ TEST(two_clients_mixed) {
   lock1 = th_lock(cli, "mutex:mixed");
   lock2 = th_lock(cli2, "mutex:mixed");
   pthread_t t[NTHREADS];
-  for (long i = 0; i < NTHREADS; i++)
-    CHECK_EQ(pthread_create(&t[i], NULL, mixed_worker, (void *)i), 0);
+  for (long i = 0; i < NTHREADS; i++) CHECK_EQ(pthread_create(&t[i], NULL, mixed_worker, (void *)i), 0);
   for (int i = 0; i < NTHREADS; i++) pthread_join(t[i], NULL);
   char *v = th_cmd_str(srv, "GET", "mutex:mixed:counter", NULL);
   CHECK_EQ(strtoll(v, NULL, 10), NTHREADS * ITERS / 2);

@@ -18,14 +18,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static const char *awkward[] = {"a{b", "{}x", "{a}{b}", "x}{", "}", "{", "{}", "}{", "a}b", "{{a}}", "x{}y{z}",
-                                "{a", "a{", "{}}", "a{b}c", "plain:name", "{tag}:lock", "{x}"};
+static const char *awkward[] = {"a{b",   "{}x",     "{a}{b}", "x}{", "}",   "{",     "{}",         "}{",         "a}b",
+                                "{{a}}", "x{}y{z}", "{a",     "a{",  "{}}", "a{b}c", "plain:name", "{tag}:lock", "{x}"};
 #define NAWKWARD (sizeof awkward / sizeof *awkward)
 
 static const char *prefixes[] = {"redisson_lock__channel", "rlock_acquire_latch", "redisson_unlock_latch",
                                  "redisson_lock_queue"};
-static const char *suffixes[] = {NULL, "0123456789abcdef0123456789abcdef",
-                                 "6c2a5b8e-58a5-4b0f-9d0e-5f3c9a1e2b7d:1234"};
+static const char *suffixes[] = {NULL, "0123456789abcdef0123456789abcdef", "6c2a5b8e-58a5-4b0f-9d0e-5f3c9a1e2b7d:1234"};
 
 /* ------------------------------------------------------------ reference implementations */
 
@@ -115,8 +114,8 @@ static void check_name(const char *name, size_t len) {
     for (size_t s = 0; s < sizeof suffixes / sizeof *suffixes; s++) {
       bytes_t k = {0};
       CHECK_OK(rlock__names_prefixed_suffix(&k, prefixes[p], name, len, suffixes[s]));
-      CHECK_MSG(ref_slot(k.p, k.n) == slot, "'%.*s' -> '%.80s': slot %u != %u", (int)(len > 60 ? 60 : len),
-                name, k.p, ref_slot(k.p, k.n), slot);
+      CHECK_MSG(ref_slot(k.p, k.n) == slot, "'%.*s' -> '%.80s': slot %u != %u", (int)(len > 60 ? 60 : len), name, k.p,
+                ref_slot(k.p, k.n), slot);
       size_t rl;
       char *red = redisson_prefixed(prefixes[p], name, len, suffixes[s], &rl);
       if (ref_slot(red, rl) == slot) {
@@ -142,7 +141,8 @@ static void check_name(const char *name, size_t len) {
   bytes_t k = {0}; /* suffix form "{NAME}:S" */
   CHECK_OK(rlock__names_suffixed(&k, name, len, "timeout"));
   CHECK_EQ(ref_slot(k.p, k.n), slot);
-  if (!braces) CHECK(k.n == len + 10 && k.p[0] == '{' && !memcmp(k.p + 1, name, len) && !strcmp(k.p + len + 1, "}:timeout"));
+  if (!braces)
+    CHECK(k.n == len + 10 && k.p[0] == '{' && !memcmp(k.p + 1, name, len) && !strcmp(k.p + len + 1, "}:timeout"));
   free(k.p);
 }
 
@@ -211,8 +211,7 @@ static bool spells(const char *a, size_t al, const char *b, size_t bl) {
   if (bl == al + 2 && b[0] == '{' && b[bl - 1] == '}' && !memcmp(b + 1, a, al)) return true;
   const char *t = rlock__names_tag(rlock__names_slot(a, al));
   size_t tl = strlen(t);
-  return bl == al + tl + 2 && b[0] == '{' && !memcmp(b + 1, t, tl) && b[tl + 1] == '}' &&
-         !memcmp(b + tl + 2, a, al);
+  return bl == al + tl + 2 && b[0] == '{' && !memcmp(b + 1, t, tl) && b[tl + 1] == '}' && !memcmp(b + tl + 2, a, al);
 }
 
 /* Derived keys of distinct names are distinct, except where one name spells

@@ -170,7 +170,7 @@ TEST(two_handles) {
   CHECK_RC(rlock_lock_trylock(b, 500, 30000), RLOCK_ENOTREENTRANT);
   CHECK_RC(rlock_lock_trylock(a, 0, 30000), RLOCK_ENOTREENTRANT);
   CHECK_RC(rlock_lock_acquire(a, 7, 0, 30000, NULL), RLOCK_EBUSY); /* another owner: busy, not EHELD */
-  CHECK_OK(rlock_lock_unlock(b)); /* the same owner: either handle releases */
+  CHECK_OK(rlock_lock_unlock(b));                                  /* the same owner: either handle releases */
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "nr:two", NULL), 0);
   rlock_lock_free(a);
   rlock_lock_free(b);
@@ -277,9 +277,17 @@ TEST(redisson_steps) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0);
   CHECK(th_wait_until(numsub_is_one, "redisson_lock__channel:{nr:java}", 10000));
-  const char *argv[] = {"EVAL", J_UNLOCK, "3", "nr:java", "redisson_lock__channel:{nr:java}",
+  const char *argv[] = {"EVAL",
+                        J_UNLOCK,
+                        "3",
+                        "nr:java",
+                        "redisson_lock__channel:{nr:java}",
                         "redisson_unlock_latch:{nr:java}:0123456789abcdef0123456789abcdef",
-                        "0", "30000", JAVA_OWNER, "publish", "16000"};
+                        "0",
+                        "30000",
+                        JAVA_OWNER,
+                        "publish",
+                        "16000"};
   r = th_cmdv(srv, 11, argv, NULL);
   CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
   th_reply_free(r);

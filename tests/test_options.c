@@ -45,16 +45,26 @@ static void fast_two(rlock_options_t *o) { o->fast_path = 2; }
 static void fast_neg(rlock_options_t *o) { o->fast_path = -1; }
 
 static const bad_opt_t bad_opts[] = {
-    {"connect_timeout_ms", connect0},   {"connect_timeout_ms", connect_neg},
-    {"command_timeout_ms", command0},   {"command_timeout_ms", command_neg},
-    {"watchdog_timeout_ms", watchdog2}, {"watchdog_timeout_ms", watchdog0},
-    {"watchdog_timeout_ms", watchdog_neg}, {"reconnect_min_ms", recmin0},
-    {"reconnect_min_ms", recmin_neg},   {"reconnect_max_ms", recmax_below},
-    {"retry_attempts", retries_neg},    {"retry_attempts", retries_101},
-    {"ping_interval_ms", ping_neg},     {"dead_after_timeouts", dead_neg},
-    {"tcp_keepalive_ms", keepalive_neg}, {"tcp_keepalive_ms", keepalive_big},
-    {"tls_key_file", cert_no_key},      {"tls_cert_file", key_no_cert},
-    {"fast_path", fast_two},            {"fast_path", fast_neg},
+    {"connect_timeout_ms", connect0},
+    {"connect_timeout_ms", connect_neg},
+    {"command_timeout_ms", command0},
+    {"command_timeout_ms", command_neg},
+    {"watchdog_timeout_ms", watchdog2},
+    {"watchdog_timeout_ms", watchdog0},
+    {"watchdog_timeout_ms", watchdog_neg},
+    {"reconnect_min_ms", recmin0},
+    {"reconnect_min_ms", recmin_neg},
+    {"reconnect_max_ms", recmax_below},
+    {"retry_attempts", retries_neg},
+    {"retry_attempts", retries_101},
+    {"ping_interval_ms", ping_neg},
+    {"dead_after_timeouts", dead_neg},
+    {"tcp_keepalive_ms", keepalive_neg},
+    {"tcp_keepalive_ms", keepalive_big},
+    {"tls_key_file", cert_no_key},
+    {"tls_cert_file", key_no_cert},
+    {"fast_path", fast_two},
+    {"fast_path", fast_neg},
 };
 
 /* rlock_client_new with opts must fail with RLOCK_EINVAL, leave *out NULL
@@ -65,8 +75,8 @@ static void expect_einval(const rlock_options_t *o, const char *field, const cha
   if (rc == 0) rlock_client_free(c);
   CHECK_MSG(rc == RLOCK_EINVAL, "%s: %s, want RLOCK_EINVAL", what, rlock_err_name(rc));
   CHECK_MSG(c == NULL, "%s: *out not reset to NULL", what);
-  CHECK_MSG(strstr(rlock_last_error(), field) != NULL, "%s: message \"%s\" does not name %s", what,
-            rlock_last_error(), field);
+  CHECK_MSG(strstr(rlock_last_error(), field) != NULL, "%s: message \"%s\" does not name %s", what, rlock_last_error(),
+            field);
 }
 
 TEST(bad_options) {
@@ -139,8 +149,8 @@ static pthread_barrier_t bar;
 typedef struct failer {
   int (*fail)(void); /* fails in its own way; returns the code */
   int rc;
-  char msg[256];     /* the message right after its failure */
-  char later[256];   /* the message once every thread has failed */
+  char msg[256];   /* the message right after its failure */
+  char later[256]; /* the message once every thread has failed */
 } failer_t;
 
 static int fail_duration(void) {
@@ -190,10 +200,8 @@ TEST(last_error_per_thread) {
     CHECK_RC(f[i].rc, want[i]);
     CHECK_MSG(f[i].msg[0], "thread %d: empty message", i);
     CHECK_MSG(strcmp(f[i].msg, f[i].later) == 0,
-              "thread %d: its message changed when other threads failed: \"%s\" -> \"%s\"", i,
-              f[i].msg, f[i].later);
-    for (int j = 0; j < i; j++)
-      CHECK_MSG(strcmp(f[i].msg, f[j].msg) != 0, "threads %d and %d see one message", j, i);
+              "thread %d: its message changed when other threads failed: \"%s\" -> \"%s\"", i, f[i].msg, f[i].later);
+    for (int j = 0; j < i; j++) CHECK_MSG(strcmp(f[i].msg, f[j].msg) != 0, "threads %d and %d see one message", j, i);
   }
   CHECK(strstr(f[0].msg, "parsecs") != NULL);
   CHECK(strstr(f[1].msg, "garbage") != NULL || strstr(f[1].msg, "URL") != NULL);
@@ -365,8 +373,11 @@ TEST(retry_zero_connection_lost) {
  * (the lock's field names that id); a wrong id holds nothing, and releases
  * nothing of the real owner; malformed ids are RLOCK_EINVAL. */
 TEST(client_id_acts_as_owner) {
-  static const char *const bad[] = {"", "not-a-uuid", "0123456789abcdef0123456789abcdef0123",
-                                    "01234567-89ab-cdef-0123-456789abcdef0", "01234567-89ab-cdef-0123-456789abcdeg",
+  static const char *const bad[] = {"",
+                                    "not-a-uuid",
+                                    "0123456789abcdef0123456789abcdef0123",
+                                    "01234567-89ab-cdef-0123-456789abcdef0",
+                                    "01234567-89ab-cdef-0123-456789abcdeg",
                                     "01234567_89ab-cdef-0123-456789abcdef"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     rlock_options_t o;

@@ -96,8 +96,7 @@ static void pause_writes(void) {
 /* Once c has written n more commands (counted from base), lets them run. */
 static void unpause_after(rlock_client_t *c, uint64_t base, uint64_t n) {
   sent_arg_t a = {c, base + n};
-  CHECK_MSG(th_wait_until(sent_reaches, &a, 10000), "the client did not send its %llu requests",
-            (unsigned long long)n);
+  CHECK_MSG(th_wait_until(sent_reaches, &a, 10000), "the client did not send its %llu requests", (unsigned long long)n);
   redisReply *r = th_cmd(srv, "CLIENT", "UNPAUSE", NULL);
   CHECK(r && r->type == REDIS_REPLY_STATUS);
   th_reply_free(r);

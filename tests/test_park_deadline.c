@@ -67,7 +67,8 @@ TEST(bounded_wait_never_sleeps_the_pttl) {
     CHECK_OK(rlock_lock_acquire_async(l, 7, WAIT_MS, 1000, NULL, on_done, &d));
     int finished = th_wait_until(is_finished, &d, 5000);
     atomic_store(&step_us, 0);
-    CHECK_MSG(finished, "trylock(%d ms) still asleep after %lld ms (clock step %lld us): it took the "
+    CHECK_MSG(finished,
+              "trylock(%d ms) still asleep after %lld ms (clock step %lld us): it took the "
               "passed deadline for 'no bound' and sleeps the PTTL",
               WAIT_MS, (long long)(th_now_ms() - t0), (long long)step);
     CHECK_RC(atomic_load(&d.status), RLOCK_EBUSY);

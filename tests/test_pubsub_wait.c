@@ -41,8 +41,7 @@ static int all_waiting(void *arg) {
   (void)arg;
   rlock_stats_t st;
   rlock_client_stats(wcli, &st);
-  return st.acquire_attempts >= NWAITERS &&
-         th_numsub(srv, "redisson_lock__channel:{pubsub:lock}") >= 1;
+  return st.acquire_attempts >= NWAITERS && th_numsub(srv, "redisson_lock__channel:{pubsub:lock}") >= 1;
 }
 
 TEST(waiters_woken_by_pubsub) {
@@ -71,10 +70,11 @@ TEST(waiters_woken_by_pubsub) {
   long long subscribes = th_cmdstat(srv, "subscribe");
   rlock_stats_t st;
   rlock_client_stats(wcli, &st);
-  printf("# scripts %lld, publish %lld, subscribe %lld; waiter client: attempts %llu, "
-         "messages %llu, subscribes %llu\n",
-         scripts, publishes, subscribes, (unsigned long long)st.acquire_attempts,
-         (unsigned long long)st.messages, (unsigned long long)st.subscribes);
+  printf(
+      "# scripts %lld, publish %lld, subscribe %lld; waiter client: attempts %llu, "
+      "messages %llu, subscribes %llu\n",
+      scripts, publishes, subscribes, (unsigned long long)st.acquire_attempts, (unsigned long long)st.messages,
+      (unsigned long long)st.subscribes);
   CHECK_MSG(scripts < 40, "%lld script calls for 1 holder + %d waiters", scripts, NWAITERS);
   /* Every unlock that frees the lock publishes exactly once. */
   CHECK_EQ(publishes, 1 + NWAITERS);

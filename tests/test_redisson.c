@@ -68,10 +68,8 @@ static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->don
 
 /* Redisson's channel: P:{NAME}, or P:NAME when NAME holds a '{'. */
 static void channel_of(const char *name, char *buf, size_t len) {
-  if (strchr(name, '{'))
-    snprintf(buf, len, "redisson_lock__channel:%s", name);
-  else
-    snprintf(buf, len, "redisson_lock__channel:{%s}", name);
+  if (strchr(name, '{')) snprintf(buf, len, "redisson_lock__channel:%s", name);
+  else snprintf(buf, len, "redisson_lock__channel:{%s}", name);
 }
 
 typedef struct numsub_wait {

@@ -46,10 +46,8 @@ static void *cwaiter_run(void *arg) {
 static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
 
 static void channel_of(const char *name, char *buf, size_t len) {
-  if (strchr(name, '{'))
-    snprintf(buf, len, "redisson_lock__channel:%s", name);
-  else
-    snprintf(buf, len, "redisson_lock__channel:{%s}", name);
+  if (strchr(name, '{')) snprintf(buf, len, "redisson_lock__channel:%s", name);
+  else snprintf(buf, len, "redisson_lock__channel:{%s}", name);
 }
 
 static long long shard_numsub(th_server_t *s, const char *chan) {

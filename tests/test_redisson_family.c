@@ -171,7 +171,7 @@ TEST(fenced_tokens_grow) {
     CHECK_OK(rlock_fenced_acquire(l, RLOCK_OWNER_SELF, 0, LEASE, NULL, &ct));
     CHECK_MSG(ct > last, "C's token %lld after %lld", (long long)ct, last);
     last = ct;
-    CHECK_EQ(java_num(j, "fencedToken"), last); /* both read one counter */
+    CHECK_EQ(java_num(j, "fencedToken"), last);                   /* both read one counter */
     th_peer_expect(j, "a", "null", "fencedTryLockAndGetToken 0"); /* C holds */
     CHECK_OK(rlock_lock_unlock(l));
   }

@@ -90,10 +90,8 @@ static long long parked(kind_t k, const char *name) {
     snprintf(key, sizeof key, "redisson_lock_queue:{%s}", name);
     return th_cmd_int(srv, "LLEN", key, NULL);
   }
-  if (k == K_WRITE || k == K_READ)
-    snprintf(key, sizeof key, "redisson_rwlock:{%s}", name);
-  else
-    snprintf(key, sizeof key, "redisson_lock__channel:{%s}", name);
+  if (k == K_WRITE || k == K_READ) snprintf(key, sizeof key, "redisson_rwlock:{%s}", name);
+  else snprintf(key, sizeof key, "redisson_lock__channel:{%s}", name);
   return th_numsub(srv, key);
 }
 static int parked_reaches(void *arg) {

@@ -81,8 +81,8 @@ static void wait_subscribed(th_server_t *a, th_server_t *b, const char *chan, co
     th_server_t *n = dep->nodes[i];
     if (n->pid <= 0) continue;
     redisReply *r = th_cmd(n, "CLIENT", "LIST", "TYPE", "pubsub", NULL);
-    fprintf(stderr, "# node %d%s: %lld subscribers of %s; pubsub clients:\n%s\n", n->port, n == a ? " (new master)" : "",
-            th_numsub(n, chan), chan, r && r->str ? r->str : "?");
+    fprintf(stderr, "# node %d%s: %lld subscribers of %s; pubsub clients:\n%s\n", n->port,
+            n == a ? " (new master)" : "", th_numsub(n, chan), chan, r && r->str ? r->str : "?");
     th_reply_free(r);
   }
   CHECK_MSG(0, "%s never subscribed to %s", who, chan);
@@ -211,7 +211,8 @@ static void family_failover(bool kill) {
    * Redisson may first look for the new master. */
   th_peer_expect(j, "f", "ok", "unlock");
   int64_t t0 = th_now_ms();
-  CHECK_MSG(th_wait_until(cwaiter_done, &fw, WAKE_MS), "Java's fair unlock after the failover did not wake the C waiter");
+  CHECK_MSG(th_wait_until(cwaiter_done, &fw, WAKE_MS),
+            "Java's fair unlock after the failover did not wake the C waiter");
   pthread_join(fw.t, NULL);
   CHECK_OK(fw.rc);
   fprintf(stderr, "# after the failover: Java fair unlock -> C holds: %lld ms\n", (long long)(th_now_ms() - t0));

@@ -287,8 +287,10 @@ TEST(bad_url_with_slow_node) {
   /* the message names the node and why (not what freeing the other nodes' clients said) */
   CHECK_MSG(strstr(rlock_last_error(), "node 2") && strstr(rlock_last_error(), "invalid Redis URL"), "message: %s",
             rlock_last_error());
-  CHECK_MSG(threads_now() == before, "threads before %d, after %d: a node's connecting thread outlived "
-            "rlock_redlock_new", before, threads_now());
+  CHECK_MSG(threads_now() == before,
+            "threads before %d, after %d: a node's connecting thread outlived "
+            "rlock_redlock_new",
+            before, threads_now());
   close(ls);
 }
 
@@ -517,8 +519,10 @@ TEST(freed_while_reviving) {
   int64_t took = th_now_ms() - t0;
   int after = threads_now();
   kill(s->pid, SIGCONT);
-  CHECK_MSG(after <= base, "threads before the RedLock %d, after its free %d: the attempt outlived "
-            "rlock_redlock_free", base, after);
+  CHECK_MSG(after <= base,
+            "threads before the RedLock %d, after its free %d: the attempt outlived "
+            "rlock_redlock_free",
+            base, after);
   CHECK_MSG(took < 1500 + 5000, "free took %lld ms", (long long)took);
   th_server_stop(s);
 }

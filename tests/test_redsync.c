@@ -91,15 +91,16 @@ static void go_stop(peer_t *p) {
 }
 
 typedef struct waiter {
-  rlock_lock_t *l;       /* the simple lock, or */
-  rlock_redlock_t *r;    /* the RedLock */
+  rlock_lock_t *l;    /* the simple lock, or */
+  rlock_redlock_t *r; /* the RedLock */
   int rc;
   atomic_int done;
 } waiter_t;
 
 static void *wait_thread(void *arg) {
   waiter_t *w = arg;
-  w->rc = w->l ? rlock_lock_acquire(w->l, 1, 60000, 30000, NULL) : rlock_redlock_acquire(w->r, 60000, 30000, NULL, NULL);
+  w->rc = w->l ? rlock_lock_acquire(w->l, 1, 60000, 30000, NULL)
+               : rlock_redlock_acquire(w->r, 60000, 30000, NULL, NULL);
   atomic_store(&w->done, 1);
   return NULL;
 }

@@ -18,10 +18,10 @@
 #include "harness_replica.h"
 #include "history.h"
 
-#define SYNC_MS 300        /* WAIT's timeout in these tests */
-#define ONLINE_MS 30000    /* how long a replica may take to come online (valgrind) */
+#define SYNC_MS 300     /* WAIT's timeout in these tests */
+#define ONLINE_MS 30000 /* how long a replica may take to come online (valgrind) */
 
-static th_server_t *master; /* with no replica between tests */
+static th_server_t *master;      /* with no replica between tests */
 static th_server_t *replicas[2]; /* of master, while a test runs (replicas_up) */
 
 /* Starts n replicas of master, waits until they are online; returns the first. */
@@ -190,8 +190,6 @@ static void on_acquired(rlock_lock_t *l, int status, int64_t value, void *arg) {
 }
 
 static int is_done(void *arg) { return ((result_t *)arg)->done; }
-
-
 
 static int key_exists(void *name) { return th_cmd_int(master, "EXISTS", (const char *)name, NULL) == 1; }
 
@@ -370,8 +368,9 @@ TEST(refused_undo_is_not_a_grant) {
   CHECK_MSG(th_wait_until(is_done, &res, 30000), "the acquire never ended");
   th_reply_free(th_cmd(master, "CONFIG", "SET", "maxmemory", "0", NULL));
   printf("# acquire whose undo was refused: %s\n", rlock_err_name(res.status));
-  CHECK_MSG(res.status == RLOCK_ESERVER, "acquire: %s; held %llu (tracked), key exists %lld", rlock_err_name(res.status),
-            (unsigned long long)stats(c).held, th_cmd_int(master, "EXISTS", "rs:oom", NULL));
+  CHECK_MSG(res.status == RLOCK_ESERVER, "acquire: %s; held %llu (tracked), key exists %lld",
+            rlock_err_name(res.status), (unsigned long long)stats(c).held,
+            th_cmd_int(master, "EXISTS", "rs:oom", NULL));
   th_server_resume(r);
   th_reply_free(th_cmd(master, "DEL", "rs:oom", NULL));
   teardown(c, l);
@@ -473,8 +472,9 @@ TEST(two_replicas_one_paused) {
   CHECK_EQ(stats(one).acquire_sync_misses, 0);
   CHECK_EQ(stats(one).unlock_sync_misses, 0);
   CHECK_RC(rlock_lock_trylock(lm, 0, 30000), RLOCK_ENOSYNC);
-  CHECK_MSG(strstr(rlock_last_error(), "1 of 2 replicas acknowledged") && strstr(rlock_last_error(), "majority needs 2"),
-            "message: %s", rlock_last_error());
+  CHECK_MSG(
+      strstr(rlock_last_error(), "1 of 2 replicas acknowledged") && strstr(rlock_last_error(), "majority needs 2"),
+      "message: %s", rlock_last_error());
   CHECK_RC(rlock_lock_trylock(la, 0, 30000), RLOCK_ENOSYNC);
   CHECK_MSG(strstr(rlock_last_error(), "1 of 2 replicas acknowledged"), "message: %s", rlock_last_error());
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:two", NULL), 0);
@@ -544,7 +544,7 @@ TEST(replicas_attached_later_counted) {
   rlock_lock_t *l = th_lock(c, "rs:later");
   carry_t k = {l, master};
   CHECK(!lock_carries_wait(&k)); /* no replica yet: no WAIT */
-  replicas_up(1); /* attached while the client counts 0 */
+  replicas_up(1);                /* attached while the client counts 0 */
   CHECK_MSG(th_wait_until(lock_carries_wait, &k, 20000), "a replica attached later is never waited for");
   CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:later", NULL), 0);
   teardown(c, l);
@@ -586,8 +586,8 @@ TEST(master_cut_off_from_its_replicas) {
     CHECK_MSG(rc == RLOCK_ENOSYNC, "policy %s: trylock on the cut-off master: %s (%s)", names[i] + 7,
               rlock_err_name(rc), rlock_last_error());
     /* the message names the cause and the way out */
-    CHECK_MSG(strstr(rlock_last_error(), "had some") && strstr(rlock_last_error(), "SENTINEL RESET)"),
-              "message: %s", rlock_last_error());
+    CHECK_MSG(strstr(rlock_last_error(), "had some") && strstr(rlock_last_error(), "SENTINEL RESET)"), "message: %s",
+              rlock_last_error());
     CHECK_EQ(th_cmd_int(master, "EXISTS", "rs:cut", NULL), 0);
     rlock_stats_t st = stats(c[i]);
     CHECK(st.acquire_sync_misses >= 1);
@@ -714,8 +714,8 @@ TEST(history_under_replica_pauses) {
   for (int i = 0; i < HIST_WORKERS; i++) {
     char name[32];
     snprintf(name, sizeof name, "rs-hist-%d", i);
-    ws[i] = (hworker_t){.id = i + 1, .fd = hist_open(path), .c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, name),
-                        .stop = &stop};
+    ws[i] = (hworker_t){
+        .id = i + 1, .fd = hist_open(path), .c = client(RLOCK_REPLICA_SYNC_ONE, 1, 0, name), .stop = &stop};
     CHECK(ws[i].fd >= 0);
   }
   for (int i = 0; i < HIST_WORKERS; i++) pthread_create(&ts[i], NULL, hworker_run, &ws[i]);
@@ -845,10 +845,10 @@ TEST(multilock_relet_carries_wait) {
 }
 
 /* RLOCK_TEST_ONLY=<name> runs one test (to see one fail on its own). */
-#define RUN_SEL(name)                                                             \
-  do {                                                                            \
-    const char *only_ = getenv("RLOCK_TEST_ONLY");                                \
-    if (!only_ || !strcmp(only_, #name)) RUN(name);                               \
+#define RUN_SEL(name)                               \
+  do {                                              \
+    const char *only_ = getenv("RLOCK_TEST_ONLY");  \
+    if (!only_ || !strcmp(only_, #name)) RUN(name); \
   } while (0)
 
 int main(int argc, char **argv) {

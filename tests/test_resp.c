@@ -179,8 +179,7 @@ TEST(script_requests) {
         size_t n;
         char *want = reference(3 + nkeys + nargs, argv, lens, &n);
         CHECK_EQ(r->len, n);
-        CHECK_MSG(!memcmp(r->cmd, want, n), "script %d, %d keys, %d args: EVALSHA bytes differ", script, nkeys,
-                  nargs);
+        CHECK_MSG(!memcmp(r->cmd, want, n), "script %d, %d keys, %d args: EVALSHA bytes differ", script, nkeys, nargs);
         free(want);
         CHECK_OK(rlock__script_to_eval(r));
         argv[0] = "EVAL", lens[0] = 4;
@@ -220,17 +219,45 @@ static void check_fast(const char *bytes) {
 }
 
 TEST(fast_replies) {
-  const char *cases[] = {":0\r\n", ":1\r\n", ":2\r\n", ":-1\r\n", ":-3\r\n", ":-4\r\n", ":-0\r\n", ":00\r\n", ":3\r\n", ":4\r\n",
-                         ":29999\r\n", ":-29999\r\n", ":007\r\n", ":123456789012345678\r\n",
-                         ":1234567890123456789\r\n", ":9223372036854775807\r\n", "$-1\r\n", "*-1\r\n",
-                         "$-1\r\n:1\r\n", ":1\r\n:2\r\n", ":1\r", ":1", ":", ":-\r\n", ":\r\n", ":1x\r\n",
-                         ":+1\r\n", "$-2\r\n", "$1\r\na\r\n", "+OK\r\n", "-ERR x\r\n", "*2\r\n:1\r\n:2\r\n",
-                         "$-1\r", ""};
+  const char *cases[] = {":0\r\n",
+                         ":1\r\n",
+                         ":2\r\n",
+                         ":-1\r\n",
+                         ":-3\r\n",
+                         ":-4\r\n",
+                         ":-0\r\n",
+                         ":00\r\n",
+                         ":3\r\n",
+                         ":4\r\n",
+                         ":29999\r\n",
+                         ":-29999\r\n",
+                         ":007\r\n",
+                         ":123456789012345678\r\n",
+                         ":1234567890123456789\r\n",
+                         ":9223372036854775807\r\n",
+                         "$-1\r\n",
+                         "*-1\r\n",
+                         "$-1\r\n:1\r\n",
+                         ":1\r\n:2\r\n",
+                         ":1\r",
+                         ":1",
+                         ":",
+                         ":-\r\n",
+                         ":\r\n",
+                         ":1x\r\n",
+                         ":+1\r\n",
+                         "$-2\r\n",
+                         "$1\r\na\r\n",
+                         "+OK\r\n",
+                         "-ERR x\r\n",
+                         "*2\r\n:1\r\n:2\r\n",
+                         "$-1\r",
+                         ""};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_fast(cases[i]);
   size_t used;
-  CHECK(rlock__reply_fast(":-1\r\n", 5, &used) && used == 5); /* the shared -1 */
-  CHECK(!rlock__reply_fast(":12", 3, &used));                      /* not whole */
-  CHECK(!rlock__reply_fast("+OK\r\n", 5, &used));                 /* not an integer or nil */
+  CHECK(rlock__reply_fast(":-1\r\n", 5, &used) && used == 5);       /* the shared -1 */
+  CHECK(!rlock__reply_fast(":12", 3, &used));                       /* not whole */
+  CHECK(!rlock__reply_fast("+OK\r\n", 5, &used));                   /* not an integer or nil */
   CHECK(!rlock__reply_fast(":1234567890123456789\r\n", 22, &used)); /* long: the reader's */
   rlock_reply_t *big = rlock__reply_fast(":29999\r\n", 8, &used);
   CHECK(big && big->type == RLOCK_REPLY_INTEGER && big->integer == 29999 && used == 8);

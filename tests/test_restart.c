@@ -17,8 +17,7 @@ static int lost_calls;
 static uint64_t lost_owner;
 static rlock_lost_reason_t lost_reason;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)arg;
   CHECK(len == 12 && memcmp(name, "restart:lock", 12) == 0);
   pthread_mutex_lock(&mu);
@@ -154,9 +153,10 @@ TEST(lost_reported_at_reconnect) {
   int64_t t0 = th_now_ms();
   int got = wait_flag(&lost_calls, lost0 + 1, 9000 - (t0 - started));
   int64_t told = th_now_ms();
-  CHECK_MSG(got == lost0 + 1, "the erased hold was not reported at the reconnect (%lld ms after the "
-            "restart; the next renewal round is %lld ms after it)", (long long)(told - t0),
-            (long long)(started + 10000 - t0));
+  CHECK_MSG(got == lost0 + 1,
+            "the erased hold was not reported at the reconnect (%lld ms after the "
+            "restart; the next renewal round is %lld ms after it)",
+            (long long)(told - t0), (long long)(started + 10000 - t0));
   printf("holder told %lld ms after the restart\n", (long long)(told - t0));
   CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
   rlock_lock_free(hl);
@@ -187,8 +187,10 @@ TEST(fixed_lease_lost_reported_at_reconnect) {
   th_server_restart(srv); /* all data gone */
   int64_t t0 = th_now_ms();
   int got = wait_flag(&lost_calls, lost0 + 1, 9000);
-  CHECK_MSG(got == lost0 + 1, "the erased fixed-lease hold was not reported at the reconnect (%lld ms after "
-            "the restart; its lease runs 60 s)", (long long)(th_now_ms() - t0));
+  CHECK_MSG(got == lost0 + 1,
+            "the erased fixed-lease hold was not reported at the reconnect (%lld ms after "
+            "the restart; its lease runs 60 s)",
+            (long long)(th_now_ms() - t0));
   printf("holder told %lld ms after the restart\n", (long long)(th_now_ms() - t0));
   CHECK_EQ(lost_reason, RLOCK_LOST_DELETED);
   CHECK_RC(rlock_lock_unlock(hl), RLOCK_ENOTHELD);
@@ -332,8 +334,7 @@ TEST(restart_resubscribe) {
   CHECK_MSG(wait_flag(&wt.done, 1, 10000) == 1, "waiter not woken after the restart");
   pthread_join(t, NULL);
   CHECK_OK(wt.rc);
-  CHECK_MSG(wt.done_at - t0 < 3000, "woken %lld ms after the unlock",
-            (long long)(wt.done_at - t0));
+  CHECK_MSG(wt.done_at - t0 < 3000, "woken %lld ms after the unlock", (long long)(wt.done_at - t0));
   char owner[128];
   th_owner_id(w, 32, owner, sizeof owner);
   CHECK_EQ(th_hget_num(srv, "restart:aof", owner), 1);
@@ -418,7 +419,9 @@ TEST(wait_bound_kept_while_down) {
   pthread_join(t, NULL);
   CHECK_RC(j.rc, RLOCK_ECONNECT);
   fprintf(stderr, "# a 2000 ms wait ended after %lld ms: %s\n", (long long)j.took, j.msg);
-  CHECK_MSG(j.took < 4500, "a 2000 ms wait took %lld ms while the server was down (the old bound: wait + command timeout, 5000)", (long long)j.took);
+  CHECK_MSG(j.took < 4500,
+            "a 2000 ms wait took %lld ms while the server was down (the old bound: wait + command timeout, 5000)",
+            (long long)j.took);
   rlock_lock_free(j.l);
   rlock_client_free(c);
   th_server_restart(srv);
@@ -480,8 +483,8 @@ TEST(reentry_queued_during_restart) {
   rlock_lost_reason_t why = reentry_lost.reason;
   pthread_mutex_unlock(&reentry_lost.mu);
   CHECK_MSG(calls == 1 && why == RLOCK_LOST_DELETED,
-            "the hold the restart erased was not reported before the queued re-entry returned (%d calls, %s)",
-            calls, calls ? rlock_lost_reason_str(why) : "-");
+            "the hold the restart erased was not reported before the queued re-entry returned (%d calls, %s)", calls,
+            calls ? rlock_lost_reason_str(why) : "-");
   CHECK_EQ(th_hget_num(srv, "restart:reentry", owner), 1);
   /* the client counts the re-entry's hold only: one release frees the lock */
   CHECK_OK(rlock_lock_release(hl, 5));

@@ -92,8 +92,7 @@ TEST(unlock_resent_counts_once) {
   pause_scripts("1000");
   int rc = rlock_lock_release(l, 1);
   rlock_client_stats(c, &s1);
-  printf("# release: %s, timeouts %llu\n", rlock_err_name(rc),
-         (unsigned long long)(s1.timeouts - s0.timeouts));
+  printf("# release: %s, timeouts %llu\n", rlock_err_name(rc), (unsigned long long)(s1.timeouts - s0.timeouts));
   CHECK_MSG(s1.timeouts > s0.timeouts, "no request timed out: the pause did not bite");
   wait_pause_over();
   wait_scripts_ran(&m); /* every queued copy has run */
@@ -114,8 +113,7 @@ TEST(unlock_resent_counts_once) {
  * it succeeds with exactly one hold. With 200 ms x 1 it gives up first:
  * RLOCK_ETIMEDOUT, and once the server has run every copy (and the undo),
  * no hold is left. */
-static void acquire_under_pause(const char *name, int64_t wait_ms, int64_t timeout_ms,
-                                int attempts, int want_rc) {
+static void acquire_under_pause(const char *name, int64_t wait_ms, int64_t timeout_ms, int attempts, int want_rc) {
   rlock_client_t *c = retry_client(timeout_ms, attempts);
   rlock_lock_t *l = th_lock(c, name);
   char owner[128];
@@ -125,9 +123,9 @@ static void acquire_under_pause(const char *name, int64_t wait_ms, int64_t timeo
   int rc = rlock_lock_acquire(l, 2, wait_ms, 60000, NULL);
   rlock_stats_t st;
   rlock_client_stats(c, &st);
-  printf("# acquire(wait %lld, timeout %lld x %d): %s, timeouts %llu, attempts %llu\n",
-         (long long)wait_ms, (long long)timeout_ms, attempts, rlock_err_name(rc),
-         (unsigned long long)st.timeouts, (unsigned long long)st.acquire_attempts);
+  printf("# acquire(wait %lld, timeout %lld x %d): %s, timeouts %llu, attempts %llu\n", (long long)wait_ms,
+         (long long)timeout_ms, attempts, rlock_err_name(rc), (unsigned long long)st.timeouts,
+         (unsigned long long)st.acquire_attempts);
   CHECK(st.timeouts >= 1);
   CHECK_RC(rc, want_rc);
   wait_pause_over();
@@ -180,8 +178,7 @@ TEST(acquire_gives_up_and_undoes) {
   int64_t took = th_now_ms() - t0;
   CHECK_RC(rc, RLOCK_ETIMEDOUT);
   /* It gave up by itself (2 sends x 200 ms), well before the pause ended. */
-  CHECK_MSG(took < 2500, "gave up after %lld ms (timeout 200 x 2 sends, pause 3000)",
-            (long long)took);
+  CHECK_MSG(took < 2500, "gave up after %lld ms (timeout 200 x 2 sends, pause 3000)", (long long)took);
   /* When the server resumes it runs the queued acquire copies; the undo
    * must follow and give the hold back (well before the 60 s lease). */
   wait_pause_over();

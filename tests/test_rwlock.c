@@ -423,8 +423,7 @@ TEST(dead_reader_zombie) {
   if (pid == 0) {
     rlock_client_t *c = th_client(srv->url, 1500);
     rlock_lock_t *r, *w;
-    if (rlock_rwlock_new(c, "rw:zombie", 9, &r, &w) ||
-        rlock_lock_acquire(r, 1, 0, RLOCK_LEASE_WATCHDOG, NULL))
+    if (rlock_rwlock_new(c, "rw:zombie", 9, &r, &w) || rlock_lock_acquire(r, 1, 0, RLOCK_LEASE_WATCHDOG, NULL))
       th_exit_by_exec(1);
     char id[128], line[256];
     th_owner_id(c, 1, id, sizeof id);
@@ -446,9 +445,9 @@ TEST(dead_reader_zombie) {
   CHECK(th_wait_until(key_gone, key, 10000)); /* the dead hold's lease ran out */
   char mine[512];
   timeout_key(c, "rw:zombie", 1, 1, mine, sizeof mine);
-  CHECK_EQ(th_cmd_int(srv, "EXISTS", mine, NULL), 1); /* renewed past 1.5 s */
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", mine, NULL), 1);      /* renewed past 1.5 s */
   CHECK_EQ(th_cmd_int(srv, "HLEN", "rw:zombie", NULL), 3); /* mode, the zombie's field, ours */
-  CHECK_OK(rlock_lock_release(r, 1));                   /* clears the zombie with the hash */
+  CHECK_OK(rlock_lock_release(r, 1));                      /* clears the zombie with the hash */
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rw:zombie", NULL), 0);
   CHECK_OK(rlock_lock_acquire(w, 2, 0, 30000, NULL));
   CHECK_OK(rlock_lock_release(w, 2));
@@ -554,7 +553,7 @@ TEST(upgrade_refused) {
   CHECK_OK(rlock_lock_acquire(r, 1, 0, 30000, NULL));
   CHECK_RC(rlock_lock_acquire(w, 1, 20000, 30000, NULL), RLOCK_EUPGRADE);
   CHECK(strstr(rlock_last_error(), "upgraded") != NULL);
-  CHECK_RC(rlock_lock_trylock(w, 0, 30000), RLOCK_EBUSY); /* another owner (this thread): busy */
+  CHECK_RC(rlock_lock_trylock(w, 0, 30000), RLOCK_EBUSY);   /* another owner (this thread): busy */
   CHECK_EQ(th_cmd_int(srv, "HLEN", "rw:upgrade", NULL), 2); /* nothing taken */
   CHECK_OK(rlock_lock_release(r, 1));
   CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL)); /* without the read hold: fine */
@@ -735,8 +734,7 @@ static int server_took(void *arg) {
   redisContext *rc = arg;
   int me = th_local_port(rc->fd);
   long tx = -1, rx = -1;
-  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
-         rx == 0;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
 }
 static redisContext *slow_last; /* the last DEBUG SLEEP's connection, read and freed by the next */
 static void slow_server_done(void) {
@@ -802,8 +800,8 @@ TEST(cross_java_reader) {
   rlock_lock_t *r, *w;
   rw(c, "rw:xr", &r, &w);
   CHECK_OK(rlock_lock_acquire(r, 1, 0, 40000, NULL));
-  CHECK_EQ(java_read_lock("rw:xr", "5000"), -1000); /* read mode shared */
-  CHECK_EQ(java_write_lock("rw:xr", "5000") > 0, 1);  /* Java's writer waits */
+  CHECK_EQ(java_read_lock("rw:xr", "5000"), -1000);  /* read mode shared */
+  CHECK_EQ(java_write_lock("rw:xr", "5000") > 0, 1); /* Java's writer waits */
   CHECK_EQ(java_read_unlock("rw:xr"), 0);            /* rlock's hold keeps it: rlock's timeout key was read */
   long long ttl = th_cmd_int(srv, "PTTL", "rw:xr", NULL);
   CHECK_MSG(ttl > 30000, "PTTL %lld: from rlock's timeout key", ttl);
@@ -857,7 +855,7 @@ TEST(cross_java_writer_wakes) {
   freeReplyObject(rep);
   CHECK_OK(rlock_lock_acquire(w, 1, 0, 30000, NULL));
   CHECK_EQ(java_read_lock("rw:xw", "5000") > 0, 1); /* Redisson's reader waits on rlock's writer */
-  CHECK_OK(rlock_lock_release(w, 1)); /* "1": Java's READ_UNLOCK */
+  CHECK_OK(rlock_lock_release(w, 1));               /* "1": Java's READ_UNLOCK */
   CHECK_EQ(redisGetReply(sub, (void **)&rep), REDIS_OK);
   CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 3);
   CHECK_STREQ(rep->element[2]->str, "1");

@@ -55,8 +55,8 @@ TEST(between_operations) {
   CHECK_EQ(was, 0);
 
   rlock_client_stats(c, &st);
-  CHECK_MSG(st.noscript_fallbacks >= fallbacks0 + 2, "noscript_fallbacks %llu -> %llu",
-            (unsigned long long)fallbacks0, (unsigned long long)st.noscript_fallbacks);
+  CHECK_MSG(st.noscript_fallbacks >= fallbacks0 + 2, "noscript_fallbacks %llu -> %llu", (unsigned long long)fallbacks0,
+            (unsigned long long)st.noscript_fallbacks);
   CHECK_EQ(st.locks_lost, 0);
   rlock_lock_free(l);
   rlock_client_free(c);

@@ -102,8 +102,7 @@ TEST(acquire) {
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
 
   /* Reentrant acquire (new request id): count 2, lease reset. */
-  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:r2", "50000", OWNER_A, "60000",
-                NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:r2", "50000", OWNER_A, "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
   CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 40000);
 
@@ -116,8 +115,7 @@ TEST(acquire) {
 
   /* A lock without TTL held by someone else: -1. */
   th_reply_free(th_cmd(srv, "HSET", "M", OWNER_B, "1", NULL));
-  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "M", "rlock_acquire_latch:{M}:r4", "1000", OWNER_A,
-                         "60000", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_acquire", 2, "M", "rlock_acquire_latch:{M}:r4", "1000", OWNER_A, "60000", NULL)),
            -1);
 }
 
@@ -125,17 +123,13 @@ TEST(acquire_after_undo_tombstone) {
   flush();
   const char *latch = "rlock_acquire_latch:{L}:t1";
   /* The undo got there first (request not applied): plants a tombstone. */
-  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
-                         "60000", NULL)),
-           0);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish", "60000", NULL)), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", latch, NULL), 1);
   /* The late acquire never applies. */
   CHECK_EQ(want_int(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL)), -3);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   /* A re-send of the undo. */
-  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish",
-                         "60000", NULL)),
-           2);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, latch, "0", OWNER_A, "publish", "60000", NULL)), 2);
 }
 
 TEST(acquire_undo_applied) {
@@ -146,20 +140,14 @@ TEST(acquire_undo_applied) {
   want_nil(eval("reentrant_acquire", 2, "L", l2, "30000", OWNER_A, "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
   /* Undo one of two holds: count 1, no publish. */
-  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
-                         NULL)),
-           1);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000", NULL)), 1);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 0);
   /* A re-send changes nothing. */
-  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000",
-                         NULL)),
-           2);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l2, "0", OWNER_A, "publish", "60000", NULL)), 2);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   /* Undo the last hold: key deleted, waiters woken once. */
-  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l1, "0", OWNER_A, "publish", "60000",
-                         NULL)),
-           1);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l1, "0", OWNER_A, "publish", "60000", NULL)), 1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
   /* Applied, but the lease already ran out: still 1, nothing else touched. */
@@ -167,9 +155,7 @@ TEST(acquire_undo_applied) {
   want_nil(eval("reentrant_acquire", 2, "L", l3, "30000", OWNER_A, "60000", NULL));
   th_reply_free(th_cmd(srv, "DEL", "L", NULL));
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_B, "1", NULL));
-  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l3, "0", OWNER_A, "publish", "60000",
-                         NULL)),
-           1);
+  CHECK_EQ(want_int(eval("reentrant_acquire_undo", 3, "L", CHAN, l3, "0", OWNER_A, "publish", "60000", NULL)), 1);
   CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 }
@@ -182,23 +168,19 @@ TEST(unlock) {
   const char *u1 = "redisson_unlock_latch:{L}:q1", *u2 = "redisson_unlock_latch:{L}:q2";
 
   /* Not the owner: nil, lock untouched. */
-  want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q0", "0", "30000",
-                OWNER_B, "publish", "60000", NULL));
+  want_nil(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q0", "0", "30000", OWNER_B, "publish",
+                "60000", NULL));
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
 
   /* 2 -> 1: still held, lease reset to ARGV[2], latch "0". */
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
-                         "60000", NULL)),
-           0);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", NULL)), 0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK(th_cmd_int(srv, "PTTL", "L", NULL) > 25000);
   CHECK_EQ(get_num("GET", u1, NULL), 0);
   long long lttl = th_cmd_int(srv, "PTTL", u1, NULL);
   CHECK(lttl > 50000 && lttl <= 60000);
   /* Re-send: same answer, no second release. */
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish",
-                         "60000", NULL)),
-           0);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", NULL)), 0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 0);
 
@@ -210,9 +192,7 @@ TEST(unlock) {
 
   /* 1 -> 0: released, key deleted, "0" published once and received by a
    * subscriber (reply and latch "2": waiters exist). */
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
-                         "60000", NULL)),
-           2);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", NULL)), 2);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   CHECK_EQ(get_num("GET", u2, NULL), 2);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
@@ -229,15 +209,13 @@ TEST(unlock) {
   /* Re-send after the release: the first answer again, nothing published,
    * nothing deleted (someone else may hold the lock by now). */
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_B, "1", NULL));
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish",
-                         "60000", NULL)),
-           2);
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", NULL)), 2);
   CHECK_EQ(get_num("HGET", "L", OWNER_B), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
 
   /* The publish command is a parameter (SPUBLISH for sharded pub/sub). */
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q3", "0",
-                         "30000", OWNER_B, "spublish", "60000", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:q3", "0", "30000", OWNER_B,
+                         "spublish", "60000", NULL)),
            1);
   CHECK_EQ(th_cmdstat(srv, "spublish"), 1);
   CHECK_EQ(th_cmdstat(srv, "publish"), 1);
@@ -251,8 +229,7 @@ TEST(acquire_resend_after_loss) {
   const char *latch = "rlock_acquire_latch:{L}:s1";
   want_nil(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
   th_reply_free(th_cmd(srv, "DEL", "L", NULL)); /* A's lease ran out */
-  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:s2", "20000", OWNER_B, "60000",
-                NULL));
+  want_nil(eval("reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:s2", "20000", OWNER_B, "60000", NULL));
   long long ttl = want_int(eval("reentrant_acquire", 2, "L", latch, "30000", OWNER_A, "60000", NULL));
   CHECK(ttl > 15000 && ttl <= 20000);
   CHECK_EQ(th_cmd_int(srv, "HLEN", "L", NULL), 1);
@@ -267,8 +244,8 @@ TEST(acquire_resend_after_loss) {
 /* unlock(ARGV 6, 7): the count the client expects to be left, and how many
  * more the server may count (releases whose outcome the client never saw). */
 static long long unlock_with(const char *latch, const char *want, const char *extra) {
-  return want_int(eval("reentrant_unlock", 3, "L", CHAN, latch, "0", "30000", OWNER_A, "publish", "60000",
-                       want, extra, NULL));
+  return want_int(
+      eval("reentrant_unlock", 3, "L", CHAN, latch, "0", "30000", OWNER_A, "publish", "60000", want, extra, NULL));
 }
 
 TEST(unlock_expected_counts) {
@@ -322,7 +299,8 @@ TEST(acquire_unlock_check_arguments_first) {
   for (size_t i = 0; i < sizeof bad_acquire / sizeof bad_acquire[0]; i++) {
     const char *argv[] = {"EVAL", body, "2", "L", latch, bad_acquire[i][0], bad_acquire[i][1], bad_acquire[i][2]};
     redisReply *r = th_cmdv(srv, 8, argv, NULL);
-    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "acquire case %zu: no rlock error reply", i);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "acquire case %zu: no rlock error reply",
+              i);
     th_reply_free(r);
     CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", latch, NULL), 0);
   }
@@ -330,16 +308,29 @@ TEST(acquire_unlock_check_arguments_first) {
 
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
   const char *ulatch = "redisson_unlock_latch:{L}:b2";
-  const char *bad_unlock[][5] = {{"0", OWNER_A, "publish", "60000", "1"},  {"30000", OWNER_A, "publish", "0", "1"},
-                                 {"30000", "", "publish", "60000", "1"},    {"30000", OWNER_A, "del", "60000", "1"},
-                                 {"30000", OWNER_A, "publish", "60000", "x"}, {"30000", OWNER_A, "publish", "60000", "-2"},
-                                 {"30000", OWNER_A, "publish", "60000", "0.5"}};
+  const char *bad_unlock[][5] = {
+      {"0", OWNER_A, "publish", "60000", "1"},      {"30000", OWNER_A, "publish", "0", "1"},
+      {"30000", "", "publish", "60000", "1"},       {"30000", OWNER_A, "del", "60000", "1"},
+      {"30000", OWNER_A, "publish", "60000", "x"},  {"30000", OWNER_A, "publish", "60000", "-2"},
+      {"30000", OWNER_A, "publish", "60000", "0.5"}};
   body = read_script("reentrant_unlock");
   for (size_t i = 0; i < sizeof bad_unlock / sizeof bad_unlock[0]; i++) {
-    const char *argv[] = {"EVAL", body, "3", "L", CHAN, ulatch, "0", bad_unlock[i][0], bad_unlock[i][1],
-                          bad_unlock[i][2], bad_unlock[i][3], bad_unlock[i][4], "0"};
+    const char *argv[] = {"EVAL",
+                          body,
+                          "3",
+                          "L",
+                          CHAN,
+                          ulatch,
+                          "0",
+                          bad_unlock[i][0],
+                          bad_unlock[i][1],
+                          bad_unlock[i][2],
+                          bad_unlock[i][3],
+                          bad_unlock[i][4],
+                          "0"};
     redisReply *r = th_cmdv(srv, 13, argv, NULL);
-    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock case %zu: no rlock error reply", i);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock case %zu: no rlock error reply",
+              i);
     th_reply_free(r);
     CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
     CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
@@ -499,8 +490,8 @@ TEST(unlatched_lease_checks) {
 }
 
 static void want_refusal(redisReply *r, const char *code, const char *what) {
-  CHECK_MSG(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, code, strlen(code)), "%s: want a %s error, got %s",
-            what, code, r->type == REDIS_REPLY_ERROR ? r->str : "no error");
+  CHECK_MSG(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, code, strlen(code)), "%s: want a %s error, got %s", what,
+            code, r->type == REDIS_REPLY_ERROR ? r->str : "no error");
   th_reply_free(r);
 }
 
@@ -515,11 +506,9 @@ TEST(acquire_unlock_pass_server_refusals) {
   th_reply_free(th_cmd(r, "HSET", "L", OWNER_A, "2", NULL));
   th_reply_free(th_cmd(r, "PEXPIRE", "L", "100000", NULL));
   th_reply_free(th_cmd(r, "REPLICAOF", "127.0.0.1", "1", NULL)); /* no master there: it keeps its data, read-only */
-  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:ro1", "30000", OWNER_A, "60000",
-                       NULL),
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:ro1", "30000", OWNER_A, "60000", NULL),
                "READONLY", "acquire of a free lock on a replica");
-  want_refusal(eval_on(r, "reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:ro2", "30000", OWNER_A, "60000",
-                       NULL),
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "L", "rlock_acquire_latch:{L}:ro2", "30000", OWNER_A, "60000", NULL),
                "READONLY", "re-entry on a replica");
   want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:ro3", "0", "30000", OWNER_A,
                        "publish", "60000", NULL),
@@ -539,11 +528,10 @@ TEST(acquire_unlock_pass_server_refusals) {
   th_reply_free(c);
 
   th_reply_free(th_cmd(r, "CONFIG", "SET", "maxmemory", "1", NULL)); /* every first write of a script: OOM */
-  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:oom1", "30000", OWNER_A, "60000",
-                       NULL),
+  want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:oom1", "30000", OWNER_A, "60000", NULL),
                "OOM", "acquire of a free lock out of memory");
-  want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:oom2", "0", "30000",
-                       OWNER_A, "publish", "60000", NULL),
+  want_refusal(eval_on(r, "reentrant_unlock", 3, "L", CHAN, "redisson_unlock_latch:{L}:oom2", "0", "30000", OWNER_A,
+                       "publish", "60000", NULL),
                "OOM", "unlock out of memory");
   want_refusal(eval_on(r, "reentrant_acquire", 2, "F", "rlock_acquire_latch:{F}:oom3", "30000", OWNER_A, NULL), "OOM",
                "check-only acquire out of memory");
@@ -565,11 +553,10 @@ TEST(renew) {
   th_reply_free(th_cmd(srv, "PEXPIRE", "k2", "1000", NULL));
   th_reply_free(th_cmd(srv, "HSET", "k3", OWNER_B, "1", NULL)); /* held by B, we ask for A */
   th_reply_free(th_cmd(srv, "PEXPIRE", "k3", "1000", NULL));
-  redisReply *r = eval("reentrant_renew", 4, "k1", "k2", "k3", "k4", "30000", OWNER_A, OWNER_B, OWNER_A,
-                       OWNER_A, NULL);
+  redisReply *r = eval("reentrant_renew", 4, "k1", "k2", "k3", "k4", "30000", OWNER_A, OWNER_B, OWNER_A, OWNER_A, NULL);
   /* one character per name: renewed, renewed, held by another, gone */
-  CHECK_MSG(r->type == REDIS_REPLY_STRING && r->len == 4 && !memcmp(r->str, "1100", 4), "reply type %d %.*s",
-            r->type, r->type == REDIS_REPLY_STRING ? (int)r->len : 0, r->type == REDIS_REPLY_STRING ? r->str : "");
+  CHECK_MSG(r->type == REDIS_REPLY_STRING && r->len == 4 && !memcmp(r->str, "1100", 4), "reply type %d %.*s", r->type,
+            r->type == REDIS_REPLY_STRING ? (int)r->len : 0, r->type == REDIS_REPLY_STRING ? r->str : "");
   th_reply_free(r);
   CHECK(th_cmd_int(srv, "PTTL", "k1", NULL) > 25000);
   CHECK(th_cmd_int(srv, "PTTL", "k2", NULL) > 25000);
@@ -666,14 +653,14 @@ TEST(unlatched_forms) {
   /* unlock, first copy: 2 -> 1 (answer 0) writes no latch */
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
   const char *u1 = "redisson_unlock_latch:{L}:f3";
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
-                         "0", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0", "0",
+                         NULL)),
            0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", u1, NULL), 0);
   /* its re-send reads the count: applied, only the latch written */
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0",
-                         "1", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u1, "0", "30000", OWNER_A, "publish", "60000", "1", "0", "1",
+                         NULL)),
            0);
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   CHECK_EQ(get_num("GET", u1, NULL), 0);
@@ -682,8 +669,8 @@ TEST(unlatched_forms) {
   CHECK_EQ(get_num("HGET", "L", OWNER_A), 1);
   /* a re-send that comes first: applied once, latched */
   const char *u2 = "redisson_unlock_latch:{L}:f4";
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
-                         "1", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1",
+                         NULL)),
            1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
   want_nil(eval("reentrant_unlock", 3, "L", CHAN, u2, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0", NULL));
@@ -695,12 +682,12 @@ TEST(unlatched_forms) {
   /* a count mismatch: the first copy latches -1, its re-send answers -1 */
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "3", NULL));
   const char *u4 = "redisson_unlock_latch:{L}:f6";
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
-                         "0", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "0",
+                         NULL)),
            -1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "L", NULL), 0);
-  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0",
-                         "1", NULL)),
+  CHECK_EQ(want_int(eval("reentrant_unlock", 3, "L", CHAN, u4, "0", "30000", OWNER_A, "publish", "60000", "0", "0", "1",
+                         NULL)),
            -1);
 
   /* bad marks and the first copy's latch TTL: an error, nothing written */
@@ -708,15 +695,15 @@ TEST(unlatched_forms) {
   const char *u5 = "redisson_unlock_latch:{L}:f7";
   const char *bad[][4] = {{"60000", "1", "0", "2"},  {"60000", "1", "0", ""},  {"60000", "1", "0", "x"},
                           {"60000", "-1", "0", "1"}, {"60000", "1", "1", "1"}, {"60000", "-1", "0", "0"},
-                          {"60000", "1", "1", "0"},  {"none", "1", "0", "0"}, {"0", "1", "0", "0"},
+                          {"60000", "1", "1", "0"},  {"none", "1", "0", "0"},  {"0", "1", "0", "0"},
                           {"none", "1", "0", "1"}};
   char *body = read_script("reentrant_unlock");
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    const char *argv[] = {"EVAL", body, "3", "L", CHAN, u5, "0", "30000", OWNER_A, "publish",
-                          bad[i][0], bad[i][1], bad[i][2], bad[i][3]};
+    const char *argv[] = {"EVAL",  body,    "3",       "L",       CHAN,      u5,        "0",
+                          "30000", OWNER_A, "publish", bad[i][0], bad[i][1], bad[i][2], bad[i][3]};
     redisReply *r = th_cmdv(srv, 14, argv, NULL);
-    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "), "unlock mark case %zu: no rlock error reply",
-              i);
+    CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: "),
+              "unlock mark case %zu: no rlock error reply", i);
     th_reply_free(r);
     CHECK_EQ(get_num("HGET", "L", OWNER_A), 2);
     CHECK_EQ(th_cmd_int(srv, "EXISTS", u5, NULL), 0);
@@ -736,10 +723,10 @@ TEST(counts_are_strict) {
   /* the expected counts (ARGV[6], ARGV[7]) */
   th_reply_free(th_cmd(srv, "HSET", "L", OWNER_A, "2", NULL));
   const char *bad_args[][2] = {{"0x1", "0"}, {"1e0", "0"}, {" 1 ", "0"}, {"1.0", "0"}, {"01", "0"}, {"-0", "0"},
-                               {"1", "0x0"}, {"1", "1e0"}, {"1", " 0"}, {"1", "0.0"}, {"1", "-1"}, {"+1", "0"}};
+                               {"1", "0x0"}, {"1", "1e0"}, {"1", " 0"},  {"1", "0.0"}, {"1", "-1"}, {"+1", "0"}};
   for (size_t i = 0; i < sizeof bad_args / sizeof bad_args[0]; i++) {
-    const char *argv[] = {"EVAL", unlock, "3", "L", CHAN, ulatch, "0", "30000", OWNER_A, "publish", "60000",
-                          bad_args[i][0], bad_args[i][1]};
+    const char *argv[] = {"EVAL",  unlock,  "3",       "L",     CHAN,           ulatch,        "0",
+                          "30000", OWNER_A, "publish", "60000", bad_args[i][0], bad_args[i][1]};
     redisReply *r = th_cmdv(srv, 13, argv, NULL);
     CHECK_MSG(r->type == REDIS_REPLY_ERROR && strstr(r->str, "ERR rlock: invalid expected count"),
               "unlock expected counts '%s' '%s': %s", bad_args[i][0], bad_args[i][1],
@@ -750,7 +737,8 @@ TEST(counts_are_strict) {
   }
   /* a stored count that is not one: an error, nothing written (no latch, no
    * publish, the field as it was), on the latched and the fast path's forms */
-  const char *bad_stored[] = {"0x1", "1e0", " 1 ", "1.0", "0", "-1", "abc", "99999999999999999999", "9223372036854775808"};
+  const char *bad_stored[] = {
+      "0x1", "1e0", " 1 ", "1.0", "0", "-1", "abc", "99999999999999999999", "9223372036854775808"};
   th_reply_free(th_cmd(srv, "CONFIG", "RESETSTAT", NULL));
   const char *forms[][14] = {
       {"EVAL", NULL, "3", "L", CHAN, NULL, "0", "30000", OWNER_A, "publish", "60000"},
@@ -841,30 +829,29 @@ TEST(rw_late_copy_after_release) {
   flush();
   const char *latch = "rlock_acquire_latch:{R}:w1", *ul = "redisson_unlock_latch:{R}:u1";
   want_nil(eval("rw_read_acquire", 3, "R", RW_TP, latch, "30000", OWNER_A, OWNER_A ":write", "60000", NULL));
-  CHECK_EQ(want_int(eval("rw_read_unlock", 5, "R", RW_CHAN, RW_TP, "{R}", ul, "0", OWNER_A, "publish", "60000",
-                         NULL)),
+  CHECK_EQ(want_int(eval("rw_read_unlock", 5, "R", RW_CHAN, RW_TP, "{R}", ul, "0", OWNER_A, "publish", "60000", NULL)),
            1);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "R", NULL), 0);
   want_nil(eval("rw_read_acquire", 3, "R", RW_TP, latch, "30000", OWNER_A, OWNER_A ":write", "60000", NULL));
   CHECK_MSG(th_cmd_int(srv, "EXISTS", "R", NULL) == 0, "a late read copy took the lock again");
   CHECK_EQ(th_cmd_int(srv, "EXISTS", RW_TP ":1", NULL), 0);
   /* the same beside another reader: no second hold of A */
-  want_nil(eval("rw_read_acquire", 3, "R", "{R}:" OWNER_B ":rwlock_timeout", "rlock_acquire_latch:{R}:w2",
-                "30000", OWNER_B, OWNER_B ":write", "60000", NULL));
+  want_nil(eval("rw_read_acquire", 3, "R", "{R}:" OWNER_B ":rwlock_timeout", "rlock_acquire_latch:{R}:w2", "30000",
+                OWNER_B, OWNER_B ":write", "60000", NULL));
   want_nil(eval("rw_read_acquire", 3, "R", RW_TP, latch, "30000", OWNER_A, OWNER_A ":write", "60000", NULL));
   CHECK_MSG(th_cmd_int(srv, "HEXISTS", "R", OWNER_A, NULL) == 0, "a late read copy took a hold beside B");
   flush();
   latch = "rlock_acquire_latch:{R}:w3";
   want_nil(eval("rw_write_acquire", 2, "R", latch, "30000", OWNER_A ":write", "60000", OWNER_A, NULL));
   ul = "redisson_unlock_latch:{R}:u2";
-  CHECK_EQ(want_int(eval("rw_write_unlock", 3, "R", RW_CHAN, ul, "1", "30000", OWNER_A ":write", "publish",
-                         "60000", NULL)),
-           1);
+  CHECK_EQ(
+      want_int(eval("rw_write_unlock", 3, "R", RW_CHAN, ul, "1", "30000", OWNER_A ":write", "publish", "60000", NULL)),
+      1);
   want_nil(eval("rw_write_acquire", 2, "R", latch, "30000", OWNER_A ":write", "60000", OWNER_A, NULL));
   CHECK_MSG(th_cmd_int(srv, "EXISTS", "R", NULL) == 0, "a late write copy took the lock again");
   /* held by another owner: the copy gets the wait, as a re-send would */
-  want_nil(eval("rw_write_acquire", 2, "R", "rlock_acquire_latch:{R}:w4", "20000", OWNER_B ":write", "60000",
-                OWNER_B, NULL));
+  want_nil(eval("rw_write_acquire", 2, "R", "rlock_acquire_latch:{R}:w4", "20000", OWNER_B ":write", "60000", OWNER_B,
+                NULL));
   long long ttl = want_int(eval("rw_write_acquire", 2, "R", latch, "30000", OWNER_A ":write", "60000", OWNER_A, NULL));
   CHECK(ttl > 0 && ttl <= 20000);
   CHECK_EQ(th_cmd_int(srv, "HLEN", "R", NULL), 2);
@@ -927,14 +914,16 @@ TEST(semaphore_scripts) {
   CHECK_EQ(want_int(eval("semaphore_drain", 2, "M", "rlock_semaphore_latch:{M}:e2", "60000", NULL)), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "M", NULL), 0);
   /* bad arguments: an error, nothing written */
-  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "0", "60000", NULL), "invalid permits");
-  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "-1", "60000", NULL), "invalid permits");
-  want_err(eval_on(srv, "semaphore_release", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1", "post", "60000",
-                   NULL),
-           "invalid publish command");
-  want_err(eval_on(srv, "semaphore_add", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1.5", "publish", "60000",
-                   NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "0", "60000", NULL),
            "invalid permits");
+  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "-1", "60000", NULL),
+           "invalid permits");
+  want_err(
+      eval_on(srv, "semaphore_release", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1", "post", "60000", NULL),
+      "invalid publish command");
+  want_err(
+      eval_on(srv, "semaphore_add", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1.5", "publish", "60000", NULL),
+      "invalid permits");
   th_reply_free(th_cmd(srv, "SET", "S", "abc", NULL));
   want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "1", "60000", NULL),
            "does not hold an integer");
@@ -966,9 +955,9 @@ TEST(latch_scripts) {
                          "60000", NULL)),
            0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "C", NULL), 0);
-  want_err(eval_on(srv, "latch_set", 3, "C", LATCH_CHAN, "rlock_countdown_latch:{C}:x", "1", "0", "publish", "60000",
-                   NULL),
-           "invalid count");
+  want_err(
+      eval_on(srv, "latch_set", 3, "C", LATCH_CHAN, "rlock_countdown_latch:{C}:x", "1", "0", "publish", "60000", NULL),
+      "invalid count");
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "C", NULL), 0);
 }
 

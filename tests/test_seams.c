@@ -102,8 +102,7 @@ static void rec_reset(done_rec_t *d) {
 }
 
 /* A client_t with only a command connection, on base (the test thread runs it). */
-static client_t *bare_new(struct event_base *base, const char *url, int64_t timeout_ms,
-                          const topology_ops_t *topo) {
+static client_t *bare_new(struct event_base *base, const char *url, int64_t timeout_ms, const topology_ops_t *topo) {
   client_t *cl = calloc(1, sizeof *cl);
   rlock_options_init(&cl->opt);
   cl->opt.command_timeout_ms = timeout_ms;
@@ -493,9 +492,10 @@ TEST(redirect_hook_follows_moved) {
 /* Counts what a real client routes (verb, connection kind, keys' slots),
  * then routes as rlock__topology_single does. */
 enum { V_EVALSHA, V_SUBSCRIBE, V_UNSUBSCRIBE, V_DEL, V_EXISTS, V_HGET, V_PTTL, V_HGETALL, V_ECHO, V_N };
-static const char *verbs[V_N] = {"evalsha", "subscribe", "unsubscribe", "del", "exists", "hget", "pttl", "hgetall", "echo"};
+static const char *verbs[V_N] = {"evalsha", "subscribe", "unsubscribe", "del", "exists",
+                                 "hget",    "pttl",      "hgetall",     "echo"};
 static _Atomic long routed[V_N];
-static _Atomic long cross_slot;   /* multi-key requests whose keys span slots */
+static _Atomic long cross_slot; /* multi-key requests whose keys span slots */
 static _Atomic long renew_calls, renew_keys_max;
 static char renew_sha[41];
 
@@ -550,8 +550,10 @@ static bool no_redirect(client_t *cl, conn_t *c, req_t *r, const rlock_reply_t *
   return false;
 }
 
-static const topology_ops_t count_single = {.name = "count-single", .route = count_route, .on_error_reply = no_redirect};
-static const topology_ops_t count_by_slot = {.name = "count-by-slot", .slots_matter = true, .route = count_route, .on_error_reply = no_redirect};
+static const topology_ops_t count_single = {
+    .name = "count-single", .route = count_route, .on_error_reply = no_redirect};
+static const topology_ops_t count_by_slot = {
+    .name = "count-by-slot", .slots_matter = true, .route = count_route, .on_error_reply = no_redirect};
 
 /* Scripts call DEL, EXISTS, HGET and PTTL themselves (counted by the server
  * too): those verbs are only checked to have been routed. */
@@ -652,10 +654,10 @@ static void routing_scenario(const topology_ops_t *topo, int nlocks) {
          topo->name, (long)renew_calls, (long)renew_keys_max, (long)cross_slot, most);
   for (int i = 0; i < V_N; i++) CHECK_MSG(routed[i] >= 1, "no %s routed", verbs[i]);
   if (topo->slots_matter) {
-    CHECK_EQ(cross_slot, 0);           /* no renewal or DEL spans two slots */
-    CHECK_EQ(renew_keys_max, most);    /* a call renews the holds of one slot */
+    CHECK_EQ(cross_slot, 0);        /* no renewal or DEL spans two slots */
+    CHECK_EQ(renew_keys_max, most); /* a call renews the holds of one slot */
   } else {
-    CHECK(cross_slot > 0);             /* one server: batches span slots */
+    CHECK(cross_slot > 0);               /* one server: batches span slots */
     CHECK(renew_keys_max >= nlocks - 1); /* one call renews every hold */
   }
   for (int i = 0; i < nlocks; i++) rlock_lock_free(ls[i]);

@@ -107,8 +107,7 @@ static void lock_on_master(rlock_client_t *c, th_server_t *master, const char *n
 
 TEST(connect_first_sentinel_dead) {
   char url[1200];
-  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,%s", th_dead_port(),
-           dep->url + strlen("redis+sentinel://"));
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,%s", th_dead_port(), dep->url + strlen("redis+sentinel://"));
   rlock_client_t *c = client_on(url, "first-dead");
   lock_on_master(c, dep->nodes[0], "sentinel:first-dead");
   rlock_client_free(c);
@@ -194,8 +193,7 @@ TEST(sentinel_refusal_said_whole) {
 
 TEST(no_sentinel_reachable) {
   char url[200];
-  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/%s", th_dead_port(), th_dead_port(),
-           dep->name);
+  snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/%s", th_dead_port(), th_dead_port(), dep->name);
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = url;
@@ -223,7 +221,8 @@ TEST(sentinel_password) {
   rlock_client_t *c = client_on(url, "guarded");
   lock_on_master(c, dep->nodes[0], "sentinel:guarded");
   rlock_client_free(c);
-  const char *bad[2] = {"redis+sentinel://127.0.0.1:%d/guarded", "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=wr0ng"};
+  const char *bad[2] = {"redis+sentinel://127.0.0.1:%d/guarded",
+                        "redis+sentinel://127.0.0.1:%d/guarded?sentinel_password=wr0ng"};
   for (int i = 0; i < 2; i++) {
     snprintf(url, sizeof url, bad[i], g->port);
     rlock_options_t o;
@@ -531,10 +530,11 @@ static void held_and_waited_across_failover(bool kill) {
   CHECK_MSG(th_waiter_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
   CHECK_OK(wt.rc);
   CHECK(wt.done_at >= unlocked_at); /* never held twice */
-  printf("# figures: %s: sentinels agreed on the new master %lld ms after the change, clients there and "
-         "resubscribed %lld ms later; waiter granted %lld ms after the unlock\n",
-         kill ? "kill" : "SENTINEL FAILOVER", (long long)(promoted_at - changed_at),
-         (long long)(followed_at - promoted_at), (long long)(wt.done_at - unlocked_at));
+  printf(
+      "# figures: %s: sentinels agreed on the new master %lld ms after the change, clients there and "
+      "resubscribed %lld ms later; waiter granted %lld ms after the unlock\n",
+      kill ? "kill" : "SENTINEL FAILOVER", (long long)(promoted_at - changed_at),
+      (long long)(followed_at - promoted_at), (long long)(wt.done_at - unlocked_at));
   /* the message reached the waiter's client (a try in flight since the
    * resubscription may land first and be granted before the message is read) */
   waiter_client = w, messages_before = before.messages;
@@ -617,8 +617,10 @@ TEST(unreplicated_hold_is_lost_and_the_waiter_wakes) {
   CHECK_MSG(th_wait_until(th_lost_once, &lost, 20000), "the holder was not told within 20 s");
   int64_t told_at = th_now_ms();
   CHECK(told_at - failed_over_at < 25000);
-  printf("# figures: unreplicated hold: waiter granted %lld ms, holder told by %lld ms after the sentinels "
-         "agreed\n", (long long)(wt.done_at - failed_over_at), (long long)(told_at - failed_over_at));
+  printf(
+      "# figures: unreplicated hold: waiter granted %lld ms, holder told by %lld ms after the sentinels "
+      "agreed\n",
+      (long long)(wt.done_at - failed_over_at), (long long)(told_at - failed_over_at));
   pthread_mutex_lock(&lost.mu);
   CHECK_EQ(lost.reason, RLOCK_LOST_DELETED);
   pthread_mutex_unlock(&lost.mu);

@@ -91,9 +91,10 @@ TEST(switch_master_event_moves_quiet_clients_and_wakes_the_waiter) {
   CHECK_MSG(th_waiter_done(&wt, 15000), "the waiter did not wake within 15 s of the unlock");
   CHECK_OK(wt.rc);
   CHECK(wt.done_at >= unlocked_at);
-  printf("# figures: frozen master, poll off: clients there and resubscribed %lld ms after the sentinel named the "
-         "new master; waiter granted %lld ms after the unlock\n",
-         (long long)(followed_at - agreed_at), (long long)(wt.done_at - unlocked_at));
+  printf(
+      "# figures: frozen master, poll off: clients there and resubscribed %lld ms after the sentinel named the "
+      "new master; waiter granted %lld ms after the unlock\n",
+      (long long)(followed_at - agreed_at), (long long)(wt.done_at - unlocked_at));
   th_waiter_join(&wt);
   CHECK_EQ(th_cmd_int(m, "EXISTS", NAME, NULL), 0);
   rlock_lock_free(hl);

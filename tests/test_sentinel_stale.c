@@ -135,9 +135,10 @@ TEST(stale_poll_answer_never_moves_the_client_back) {
   /* never back: no connection to the old master, the lock is busy */
   int rc = rlock_lock_trylock(l, 0, 10000);
   long long back = th_cmdstat(old, "role") - roles;
-  printf("# figures: stale sentinel asked twice within %lld ms after the first sentinel died; the client "
-         "connected to the old master %lld times since; trylock: %s\n",
-         (long long)(asked_at - t0), back, rlock_err_name(rc));
+  printf(
+      "# figures: stale sentinel asked twice within %lld ms after the first sentinel died; the client "
+      "connected to the old master %lld times since; trylock: %s\n",
+      (long long)(asked_at - t0), back, rlock_err_name(rc));
   CHECK_MSG(back == 0, "the client went back to the old master (%lld ROLE calls there)", back);
   CHECK_MSG(rc == RLOCK_EBUSY, "trylock of a lock held on the new master: %s (%s)", rlock_err_name(rc),
             rlock_last_error());
@@ -180,10 +181,12 @@ TEST(role_refusal_asks_the_next_sentinel) {
   CHECK_MSG(m, "no failover within 60 s");
   int64_t t0 = th_now_ms();
   watched = m;
-  CHECK_MSG(th_wait_until(on_watched, NULL, 60000),
-            "the client never reached the new master (ROLE refusals: %lld)", th_cmdstat(old, "role"));
-  printf("# figures: stale sentinel first, poll off: the client on the new master %lld ms after the sentinels "
-         "agreed\n", (long long)(th_now_ms() - t0));
+  CHECK_MSG(th_wait_until(on_watched, NULL, 60000), "the client never reached the new master (ROLE refusals: %lld)",
+            th_cmdstat(old, "role"));
+  printf(
+      "# figures: stale sentinel first, poll off: the client on the new master %lld ms after the sentinels "
+      "agreed\n",
+      (long long)(th_now_ms() - t0));
   /* the client saw a replica: its grant asks WAIT of one (the demoted old
    * master, once it synced from the new one) */
   CHECK_MSG(th_sentinels_wait_replicas(m, 1, 60000), "the new master has no replica online");

@@ -54,8 +54,8 @@ TEST(io_thread_blocks_signals) {
     if ((m >> (SIGPIPE - 1)) & 1 && (m >> (SIGINT - 1)) & 1 && (m >> (SIGTERM - 1)) & 1) blocked++;
   }
   if (d) closedir(d);
-  CHECK(others >= 1);          /* the client's I/O thread */
-  CHECK_EQ(blocked, others);   /* ...with SIGPIPE, SIGINT, SIGTERM blocked */
+  CHECK(others >= 1);        /* the client's I/O thread */
+  CHECK_EQ(blocked, others); /* ...with SIGPIPE, SIGINT, SIGTERM blocked */
   /* The caller's own mask is left as it was. */
   CHECK_EQ((sigblk(self) >> (SIGPIPE - 1)) & 1, 0);
   rlock_client_free(c);
@@ -335,10 +335,8 @@ TEST(write_to_reset_socket_no_sigpipe) {
   /* 3. The server side goes away meanwhile: FIN, then RST. The client's
    *    socket is now closed for writing without the client knowing. */
   CHECK_EQ(relay_reset(r), 2); /* the command and the subscriber connection */
-  CHECK_MSG(th_wait_until(client_sockets_closed, r, 5000),
-            "the client's socket did not see the reset");
-  for (int i = 0; i < nio; i++)
-    CHECK_MSG(!((sigpnd(io[i]) >> (SIGPIPE - 1)) & 1), "SIGPIPE pending before the write");
+  CHECK_MSG(th_wait_until(client_sockets_closed, r, 5000), "the client's socket did not see the reset");
+  for (int i = 0; i < nio; i++) CHECK_MSG(!((sigpnd(io[i]) >> (SIGPIPE - 1)) & 1), "SIGPIPE pending before the write");
   /* 4. Let the I/O thread go: it reads NOSCRIPT and writes EVAL -> EPIPE. */
   stall_release(&sa);
   CHECK_MSG(wait_set(&b.mu, &b.cv, &b.done, 10000), "the acquire never completed");

@@ -152,7 +152,7 @@ TEST(polls_foreign_release) {
   th_reply_free(th_cmd(srv, "SET", "simple:poll", "their-token", "PX", "60000", NULL));
   pthread_t t;
   pthread_create(&t, NULL, wait_thread, &w);
-  CHECK(TH_STAT_REACHES(c, acquire_attempts, 3, 20000)); /* it polls */
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, 3, 20000));  /* it polls */
   th_reply_free(th_cmd(srv, "DEL", "simple:poll", NULL)); /* released without a message */
   /* polls are at most 500 ms apart; 20 s is a margin for a loaded machine,
    * a third of the TTL that a waiter without polling would sleep */
@@ -346,8 +346,7 @@ static int server_took(void *arg) {
   redisContext *rc = arg;
   int me = th_local_port(rc->fd);
   long tx = -1, rx = -1;
-  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) &&
-         rx == 0;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
 }
 
 static long long scripts_want;

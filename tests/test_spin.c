@@ -178,7 +178,7 @@ TEST(backoff_no_flood) {
   uint64_t n = b.acquire_attempts - a.acquire_attempts;
   printf("# defaults: %llu tries in a 1000 ms wait\n", (unsigned long long)n);
   CHECK_MSG(n >= 2 && n <= 30, "%llu tries", (unsigned long long)n); /* 1+2+4+...+128 > 250 ms: about 15 */
-  rlock_backoff_t k = {300, 300, 1};                                    /* constant 300 ms */
+  rlock_backoff_t k = {300, 300, 1};                                 /* constant 300 ms */
   rlock_lock_t *l2 = spin(c, "spin:flood", &k);
   rlock_client_stats(c, &a);
   CHECK_RC(rlock_lock_acquire(l2, 2, 1000, 30000, NULL), RLOCK_EBUSY);
@@ -223,8 +223,9 @@ TEST(redisson_steps) {
   CHECK(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
   th_reply_free(r);
   long long p0 = publishes();
-  const char *unl[] = {"EVAL", J_UNLOCK, "2", "spin:java",
-                       "redisson_unlock_latch:{spin:java}:0123456789abcdef0123456789abcdef", "30000", me, "16000"};
+  const char *unl[] = {
+      "EVAL",  J_UNLOCK, "2",    "spin:java", "redisson_unlock_latch:{spin:java}:0123456789abcdef0123456789abcdef",
+      "30000", me,       "16000"};
   r = th_cmdv(srv, 8, unl, NULL); /* Redisson's spin unlock of this owner id releases rlock's hold */
   CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
   th_reply_free(r);
@@ -236,9 +237,9 @@ TEST(redisson_steps) {
   waiter_t w = {.l = l, .wait_ms = 20000};
   pthread_t t;
   CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0);
-  const char *unl2[] = {"EVAL", J_UNLOCK, "2", "spin:java",
-                        "redisson_unlock_latch:{spin:java}:fedcba9876543210fedcba9876543210", "30000", JAVA_OWNER,
-                        "16000"};
+  const char *unl2[] = {
+      "EVAL",  J_UNLOCK,   "2",    "spin:java", "redisson_unlock_latch:{spin:java}:fedcba9876543210fedcba9876543210",
+      "30000", JAVA_OWNER, "16000"};
   r = th_cmdv(srv, 8, unl2, NULL);
   CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
   th_reply_free(r);
@@ -317,8 +318,7 @@ TEST(redis_failed) {
   int64_t t0 = th_now_ms();
   int rc = rlock_lock_trylock(l, 500, 30000);
   printf("# %s after %lld ms: %s\n", rlock_err_name(rc), (long long)(th_now_ms() - t0), rlock_last_error());
-  CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ECONNLOST || rc == RLOCK_ETIMEDOUT, "rc %s",
-            rlock_err_name(rc));
+  CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ECONNLOST || rc == RLOCK_ETIMEDOUT, "rc %s", rlock_err_name(rc));
   rlock_lock_free(l);
   rlock_client_free(c);
   th_server_stop(s);

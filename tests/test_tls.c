@@ -135,7 +135,8 @@ static void sni_seen(sni_server_t *s, const char *server_name, int verify, char 
   o.tls_ca_file = th_tls_certs()->ca;
   o.tls_server_name = server_name;
   o.tls_verify = verify;
-  o.connect_timeout_ms = 30000; /* the client fails as soon as the server hangs up; a slow (valgrind) handshake must not time out first */
+  o.connect_timeout_ms =
+      30000; /* the client fails as soon as the server hangs up; a slow (valgrind) handshake must not time out first */
   int before = hellos(s);
   rlock_client_t *c = NULL;
   int rc = rlock_client_new(&c, &o);
@@ -207,8 +208,8 @@ static void check_tls_works(rlock_client_t *h, rlock_client_t *w, const char *wh
   CHECK_EQ(th_hget_num(tls_srv, "tls:re", th_owner_id(h, 1, owner, sizeof owner)), 1);
   done_t d = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
   CHECK_OK(rlock_lock_acquire_async(lw, 2, RLOCK_WAIT_FOREVER, 60000, NULL, on_done, &d));
-  CHECK_MSG(th_wait_until(subscribed, "redisson_lock__channel:{tls:re}", 20000),
-            "%s: the waiter never subscribed", when);
+  CHECK_MSG(th_wait_until(subscribed, "redisson_lock__channel:{tls:re}", 20000), "%s: the waiter never subscribed",
+            when);
   CHECK_OK(rlock_lock_release(lh, 1));
   CHECK_MSG(th_wait_until(called, &d, 20000), "%s: the waiter was not woken", when);
   CHECK_OK(d.status);

@@ -49,8 +49,8 @@ static int numsub_is(void *a) {
 }
 static void await_numsub(const char *chan, long long want) {
   numsub_t n = {chan, want};
-  CHECK_MSG(th_wait_until(numsub_is, &n, 5000), "PUBSUB NUMSUB %s is %lld, want %lld", chan,
-            th_numsub(srv, chan), want);
+  CHECK_MSG(th_wait_until(numsub_is, &n, 5000), "PUBSUB NUMSUB %s is %lld, want %lld", chan, th_numsub(srv, chan),
+            want);
 }
 
 static rlock_stats_t stats(rlock_client_t *c) {

@@ -262,8 +262,8 @@ TEST(blocking_command_does_not_stall_lock_traffic) {
   rlock_client_stats(c, &st);
   renew_wait_t w = {c, st.renewed_locks + 4};
   CHECK_MSG(th_wait_until(renewed_enough, &w, 8 * WATCHDOG_MS),
-            "renewals stalled behind the BLPOP (renewed_locks %llu, want %llu)",
-            (unsigned long long)st.renewed_locks, (unsigned long long)w.want);
+            "renewals stalled behind the BLPOP (renewed_locks %llu, want %llu)", (unsigned long long)st.renewed_locks,
+            (unsigned long long)w.want);
   CHECK_EQ(th_hget_num(srv, "uc:renewed", owner), 1);
   CHECK(th_cmd_int(srv, "PTTL", "uc:renewed", NULL) > 0);
   int64_t until = 0;
@@ -467,8 +467,7 @@ static void *tx_thread(void *arg) {
     rlock_reply_t *r = NULL;
     int rc = rlock_client_transaction(cli, 2, cmds, &r);
     /* uc:ta and uc:tb only ever move together: equal inside every EXEC. */
-    if (rc || r->type != RLOCK_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->integer != r->element[1]->integer)
+    if (rc || r->type != RLOCK_REPLY_ARRAY || r->elements != 2 || r->element[0]->integer != r->element[1]->integer)
       atomic_fetch_add(&tx_errors, 1);
     rlock_reply_free(r);
   }
@@ -539,8 +538,8 @@ TEST(per_call_timeout) {
   pthread_t th;
   CHECK_EQ(pthread_create(&th, NULL, timed_blpop_thread, &t), 0);
   CHECK_MSG(th_wait_until(some_client_blocked, NULL, 10000), "BLPOP never blocked on the server");
-  CHECK_MSG(!th_wait_until(popper_done, &t.p, 3 * SHORT_TIMEOUT_MS), "ended after %s: %s",
-            rlock_err_name(t.p.rc), rlock_last_error());
+  CHECK_MSG(!th_wait_until(popper_done, &t.p, 3 * SHORT_TIMEOUT_MS), "ended after %s: %s", rlock_err_name(t.p.rc),
+            rlock_last_error());
   CHECK_EQ(th_cmd_int(srv, "RPUSH", "uc:slow", "v", NULL), 1);
   pthread_join(th, NULL);
   CHECK_OK(t.p.rc);
@@ -582,8 +581,8 @@ TEST(blocking_command_outlives_ping_interval) {
   CHECK_EQ(pthread_create(&th, NULL, timed_blpop_thread, &t), 0);
   CHECK_MSG(th_wait_until(some_client_blocked, NULL, 10000), "BLPOP never blocked on the server");
   /* the scenario: stay blocked for many ping intervals and PING deadlines */
-  CHECK_MSG(!th_wait_until(popper_done, &t.p, 20 * 50 + 3 * 200), "ended after %s: %s",
-            rlock_err_name(t.p.rc), rlock_last_error());
+  CHECK_MSG(!th_wait_until(popper_done, &t.p, 20 * 50 + 3 * 200), "ended after %s: %s", rlock_err_name(t.p.rc),
+            rlock_last_error());
   CHECK_EQ(th_cmd_int(srv, "RPUSH", "uc:pinged", "v", NULL), 1);
   pthread_join(th, NULL);
   CHECK_OK(t.p.rc);
@@ -656,9 +655,9 @@ TEST(user_connection_uses_the_url_db) {
 }
 
 static int selected(int argc, char **argv, const char *name) { return argc < 2 || strcmp(argv[1], name) == 0; }
-#define RUN_SEL(name)                                                     \
-  do {                                                                    \
-    if (selected(argc, argv, #name)) RUN(name);                           \
+#define RUN_SEL(name)                           \
+  do {                                          \
+    if (selected(argc, argv, #name)) RUN(name); \
   } while (0)
 
 int main(int argc, char **argv) {

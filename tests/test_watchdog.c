@@ -40,16 +40,14 @@ TEST(keeps_lock_alive) {
    * depends on the machine's load: reported, the bound is "never expired". */
   printf("# lowest PTTL seen: %lld ms (watchdog 1000)\n", min_pttl);
   CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &until));
-  CHECK_MSG(until > until0 + 2000, "valid_until advanced by %lld ms only",
-            (long long)(until - until0));
+  CHECK_MSG(until > until0 + 2000, "valid_until advanced by %lld ms only", (long long)(until - until0));
   CHECK(until > rlock_now_ms());
 
   rlock_stats_t st;
   rlock_client_stats(c, &st);
   /* Surviving 3.5 leases of 1000 ms takes at least 3 renewals; a renewal
    * storm would show as many more than the ~10 of one every 333 ms. */
-  CHECK_MSG(st.renewals >= 3 && st.renewals <= 40, "renewals %llu in 3.5 s",
-            (unsigned long long)st.renewals);
+  CHECK_MSG(st.renewals >= 3 && st.renewals <= 40, "renewals %llu in 3.5 s", (unsigned long long)st.renewals);
   CHECK(st.renewed_locks >= st.renewals);
   CHECK_EQ(st.locks_lost, 0);
 
@@ -83,8 +81,7 @@ TEST(batched_and_fixed_lease_not_renewed) {
   th_sleep_ms(2500); /* the scenario: 2.5 leases pass */
   rlock_client_stats(c, &s1);
   const char *names[] = {"wd:b1", "wd:b2", "wd:b3", "wd:b9"};
-  for (int i = 0; i < 4; i++)
-    CHECK_MSG(th_cmd_int(srv, "PTTL", names[i], NULL) > 0, "%s expired", names[i]);
+  for (int i = 0; i < 4; i++) CHECK_MSG(th_cmd_int(srv, "PTTL", names[i], NULL) > 0, "%s expired", names[i]);
   /* The fixed lease ran down: 6000 minus the 2.5 s. */
   long long f = th_cmd_int(srv, "PTTL", "wd:fixed", NULL);
   CHECK_MSG(f > 0 && f < 4500, "fixed lease PTTL %lld: renewed by the watchdog?", f);
@@ -92,8 +89,8 @@ TEST(batched_and_fixed_lease_not_renewed) {
   uint64_t calls = s1.renewals - s0.renewals, holds = s1.renewed_locks - s0.renewed_locks;
   CHECK_MSG(calls >= 3, "only %llu renewals in 2.5 s", (unsigned long long)calls);
   /* 4 watchdog holds per round, in fewer script calls than holds. */
-  CHECK_MSG(holds >= 4 * 3 && holds > calls, "renewals %llu renewed_locks %llu",
-            (unsigned long long)calls, (unsigned long long)holds);
+  CHECK_MSG(holds >= 4 * 3 && holds > calls, "renewals %llu renewed_locks %llu", (unsigned long long)calls,
+            (unsigned long long)holds);
 
   CHECK_OK(rlock_lock_release(w9, 9));
   rlock_lock_free(w9);
@@ -287,8 +284,8 @@ TEST(queue_reports_every_expired_hold) {
   CHECK_MSG(th_wait_until(lost_reaches, &lost, 6000), "only %d of %d holds reported lost", lost.calls, QUEUED);
   th_sleep_ms(300); /* nothing more may come */
   pthread_mutex_lock(&lost.mu);
-  CHECK_MSG(lost.calls == QUEUED && lost.reason == RLOCK_LOST_RENEWAL_FAILED, "lost calls %d reason %d",
-            lost.calls, (int)lost.reason);
+  CHECK_MSG(lost.calls == QUEUED && lost.reason == RLOCK_LOST_RENEWAL_FAILED, "lost calls %d reason %d", lost.calls,
+            (int)lost.reason);
   pthread_mutex_unlock(&lost.mu);
   rlock_stats_t st;
   rlock_client_stats(c, &st);
@@ -313,7 +310,7 @@ TEST(fixed_inside_watchdog_moves_back_to_queue) {
   CHECK_OK(rlock_lock_lock(l, 300));  /* shorter than the watchdog's */
   CHECK_OK(rlock_lock_lock(l, 2500)); /* longer: its own timer */
   CHECK_OK(rlock_lock_unlock(l));
-  CHECK_OK(rlock_lock_unlock(l));     /* back to the watchdog level alone */
+  CHECK_OK(rlock_lock_unlock(l)); /* back to the watchdog level alone */
   /* a second hold taken, released and taken again (the spare) */
   CHECK_OK(rlock_lock_lock(s, RLOCK_LEASE_WATCHDOG));
   CHECK_OK(rlock_lock_unlock(s));

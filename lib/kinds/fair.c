@@ -69,8 +69,14 @@ static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   size_t nown = now_epoch(now);
   const char *keys[5] = {l->name, q.p, z.p, l->channel.p, latch->p};
   size_t kl[5] = {l->len, q.n, z.n, l->channel.n, latch->n};
-  const char *args[8] = {lease, op->owner_id, slot, now, ttl, op->wait_ms == 0 ? "t" : "q",
-                         l->kind == &rlock__kind_fair_nonreentrant ? "1" : "0", rlock__publish_cmd(op->cl)};
+  const char *args[8] = {lease,
+                         op->owner_id,
+                         slot,
+                         now,
+                         ttl,
+                         op->wait_ms == 0 ? "t" : "q",
+                         l->kind == &rlock__kind_fair_nonreentrant ? "1" : "0",
+                         rlock__publish_cmd(op->cl)};
   size_t al[8] = {leasen, op->owner_len, slotn, nown, ttln, 1, 1, rlock__publish_len(op->cl)};
   req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE, 5, keys, kl, 8, args, al, op->cl->opt.command_timeout_ms, done, op);
   free(q.p);
@@ -105,8 +111,8 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   const char *pub = rlock__publish_cmd(u->cl);
   const char *args[7] = {MESSAGE, u->owner_id, pub, ttl, keep, slot, u->stay ? "1" : "0"};
   size_t al[7] = {1, strlen(u->owner_id), strlen(pub), ttln, keepn, slotn, 1};
-  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE_UNDO, 5, keys, kl, 7, args, al, u->cl->opt.command_timeout_ms,
-                               done, ctx);
+  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE_UNDO, 5, keys, kl, 7, args, al, u->cl->opt.command_timeout_ms, done,
+                               ctx);
   free(q.p);
   free(z.p);
   return r;
@@ -163,8 +169,8 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   size_t kl[4] = {l->len, q.n, z.n, l->channel.n};
   const char *args[4] = {MESSAGE, rlock__publish_cmd(op->cl), op->any_type ? "1" : "0", now};
   size_t al[4] = {1, rlock__publish_len(op->cl), 1, nown};
-  req_t *r = rlock__script_req(SCRIPT_FAIR_FORCE_UNLOCK, 4, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms,
-                               done, op);
+  req_t *r = rlock__script_req(SCRIPT_FAIR_FORCE_UNLOCK, 4, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
+                               op);
   free(q.p);
   free(z.p);
   return r;

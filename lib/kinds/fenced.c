@@ -31,8 +31,8 @@ static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   size_t kl[3] = {op->lock->len, tk.n, latch->n};
   const char *args[3] = {lease, op->owner_id, ttl};
   size_t al[3] = {leasen, op->owner_len, ttln};
-  req_t *r = rlock__script_req(SCRIPT_FENCED_ACQUIRE, 3, keys, kl, 3, args, al, op->cl->opt.command_timeout_ms,
-                               done, op);
+  req_t *r = rlock__script_req(SCRIPT_FENCED_ACQUIRE, 3, keys, kl, 3, args, al, op->cl->opt.command_timeout_ms, done,
+                               op);
   free(tk.p);
   return r;
 }

@@ -145,21 +145,28 @@ struct lock_kind {
 };
 
 extern const lock_kind_t rlock__kind_reentrant;
-extern const lock_kind_t rlock__kind_simple; /* SET NX PX (kinds/simple.c) */
-extern const lock_kind_t rlock__kind_fair;   /* Redisson's RFairLock (kinds/fair.c) */
+extern const lock_kind_t rlock__kind_simple;            /* SET NX PX (kinds/simple.c) */
+extern const lock_kind_t rlock__kind_fair;              /* Redisson's RFairLock (kinds/fair.c) */
 extern const lock_kind_t rlock__kind_fair_nonreentrant; /* RNonReentrantFairLock (kinds/fair.c) */
-extern const lock_kind_t rlock__kind_nonreentrant; /* RLock's layout, no re-entry (kinds/nonreentrant.c) */
-extern const lock_kind_t rlock__kind_fenced;       /* RLock's layout and a token (kinds/fenced.c) */
-extern const lock_kind_t rlock__kind_spin;         /* RLock's layout, no pub/sub, backoff (kinds/spin.c) */
+extern const lock_kind_t rlock__kind_nonreentrant;      /* RLock's layout, no re-entry (kinds/nonreentrant.c) */
+extern const lock_kind_t rlock__kind_fenced;            /* RLock's layout and a token (kinds/fenced.c) */
+extern const lock_kind_t rlock__kind_spin;              /* RLock's layout, no pub/sub, backoff (kinds/spin.c) */
 /* The fenced lock's token key redisson_lock_token:{NAME} (malloc'd): 0 or RLOCK_ENOMEM. */
 int rlock__fenced_token_key(const rlock_lock_t *l, bytes_t *out);
-extern const lock_kind_t rlock__kind_read;   /* RReadWriteLock's two (kinds/rwlock.c) */
+extern const lock_kind_t rlock__kind_read; /* RReadWriteLock's two (kinds/rwlock.c) */
 extern const lock_kind_t rlock__kind_write;
 /* Redisson's RPermitExpirableSemaphore (kinds/pes.c): a hold is one permit,
  * its owner id the permit id; its queries and settings are OP_KIND_CALL
  * ops, op->call one of these, op->call_arg the count. */
 extern const lock_kind_t rlock__kind_pes;
-enum { RLOCK__PES_AVAILABLE, RLOCK__PES_PERMITS, RLOCK__PES_ACQUIRED, RLOCK__PES_SET, RLOCK__PES_TRY_SET, RLOCK__PES_ADD };
+enum {
+  RLOCK__PES_AVAILABLE,
+  RLOCK__PES_PERMITS,
+  RLOCK__PES_ACQUIRED,
+  RLOCK__PES_SET,
+  RLOCK__PES_TRY_SET,
+  RLOCK__PES_ADD
+};
 
 /* Shared by kinds whose layout fits (kinds/common.c): l->channel = prefix:{NAME};
  * the latch scripts' try (KEYS name, latch; ARGV lease, owner, latch TTL)

@@ -24,8 +24,9 @@ static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
 static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
   if (reply->type == RLOCK_REPLY_NIL) return KIND_GRANTED;
   if (reply->type == RLOCK_REPLY_INTEGER && reply->integer == -4)
-    return rlock__fail(RLOCK_ENOTREENTRANT, "this owner holds the lock already (a non-reentrant lock refuses its holder's "
-                                    "second acquire)");
+    return rlock__fail(RLOCK_ENOTREENTRANT,
+                       "this owner holds the lock already (a non-reentrant lock refuses its holder's "
+                       "second acquire)");
   if (reply->type != RLOCK_REPLY_INTEGER || reply->integer < -1)
     return rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply");
   *wait_ms = reply->integer;

@@ -9,7 +9,7 @@
 #include "kinds/kind.h"
 
 #define CHANNEL "redisson_lock__channel"
-#define MESSAGE "0"      /* the unlock message */
+#define MESSAGE "0" /* the unlock message */
 
 static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
 

@@ -98,8 +98,8 @@ static req_t *read_try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   size_t kl[3] = {l->len, tp.n, latch->n};
   const char *args[4] = {lease, op->owner_id, wfield, ttl};
   size_t al[4] = {leasen, op->owner_len, op->owner_len + sizeof WRITE_SUFFIX - 1, ttln};
-  req_t *r = rlock__script_req(SCRIPT_RW_READ_ACQUIRE, 3, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms,
-                               done, op);
+  req_t *r = rlock__script_req(SCRIPT_RW_READ_ACQUIRE, 3, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
+                               op);
   free(tp.p);
   return r;
 }
@@ -116,8 +116,7 @@ static req_t *write_try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   size_t kl[2] = {l->len, latch->n};
   const char *args[4] = {lease, op->owner_id, ttl, op->owner_id};
   size_t al[4] = {leasen, op->owner_len, ttln, read_field_len(op)};
-  return rlock__script_req(SCRIPT_RW_WRITE_ACQUIRE, 2, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
-                           op);
+  return rlock__script_req(SCRIPT_RW_WRITE_ACQUIRE, 2, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* nil: acquired; an integer >= -1: the PTTL (-1: no TTL); -4: an upgrade
@@ -125,8 +124,9 @@ static req_t *write_try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
 static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
   if (reply->type == RLOCK_REPLY_NIL) return KIND_GRANTED;
   if (reply->type == RLOCK_REPLY_INTEGER && reply->integer == -4)
-    return rlock__fail(RLOCK_EUPGRADE, "this owner holds the read lock: a read lock cannot be upgraded to the "
-                                       "write lock (release the read holds first)");
+    return rlock__fail(RLOCK_EUPGRADE,
+                       "this owner holds the read lock: a read lock cannot be upgraded to the "
+                       "write lock (release the read holds first)");
   if (reply->type != RLOCK_REPLY_INTEGER || reply->integer < -1)
     return rlock__fail(RLOCK_EPROTO, "acquire: unexpected reply");
   *wait_ms = reply->integer;
@@ -144,8 +144,7 @@ static req_t *undo_req(const kind_undo_t *u, const char *mode, req_done_fn done,
   size_t kl[3] = {u->len, u->channel->n, u->latch->n};
   const char *args[6] = {"0", u->owner_id, publish, ttl, keep, mode};
   size_t al[6] = {1, strlen(u->owner_id), strlen(publish), ttln, keepn, strlen(mode)};
-  return rlock__script_req(SCRIPT_RW_ACQUIRE_UNDO, 3, keys, kl, 6, args, al, u->cl->opt.command_timeout_ms, done,
-                           ctx);
+  return rlock__script_req(SCRIPT_RW_ACQUIRE_UNDO, 3, keys, kl, 6, args, al, u->cl->opt.command_timeout_ms, done, ctx);
 }
 static req_t *read_undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   return undo_req(u, "read", done, ctx);
@@ -175,8 +174,8 @@ static req_t *read_release_req(op_t *op, const bytes_t *latch, const kind_releas
   size_t kl[5] = {l->len, l->channel.n, tp.n, kp.n, latch->n};
   const char *args[4] = {"0", op->owner_id, rlock__publish_cmd(op->cl), ttl};
   size_t al[4] = {1, op->owner_len, rlock__publish_len(op->cl), ttln};
-  req_t *r = rlock__script_req(SCRIPT_RW_READ_UNLOCK, 5, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms,
-                               done, op);
+  req_t *r = rlock__script_req(SCRIPT_RW_READ_UNLOCK, 5, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
+                               op);
   free(tp.p);
   free(kp.p);
   return r;
@@ -194,8 +193,7 @@ static req_t *write_release_req(op_t *op, const bytes_t *latch, const kind_relea
   size_t kl[3] = {l->len, l->channel.n, latch->n};
   const char *args[5] = {"1", lease, op->owner_id, rlock__publish_cmd(op->cl), ttl};
   size_t al[5] = {1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln};
-  return rlock__script_req(SCRIPT_RW_WRITE_UNLOCK, 3, keys, kl, 5, args, al, op->cl->opt.command_timeout_ms, done,
-                           op);
+  return rlock__script_req(SCRIPT_RW_WRITE_UNLOCK, 3, keys, kl, 5, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* 0 the owner's holds remain; 1 its last hold released; 2 the same and a
@@ -229,8 +227,8 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   size_t kl[2] = {l->len, l->channel.n};
   const char *args[4] = {write ? "1" : "0", rlock__publish_cmd(op->cl), write ? "write" : "read",
                          op->any_type ? "1" : "0"};
-  return rlock__script_req(SCRIPT_RW_FORCE_UNLOCK, 2, keys, kl, 4, args, NULL, op->cl->opt.command_timeout_ms,
-                           done, op);
+  return rlock__script_req(SCRIPT_RW_FORCE_UNLOCK, 2, keys, kl, 4, args, NULL, op->cl->opt.command_timeout_ms, done,
+                           op);
 }
 
 /* rw_query.lua: KEYS name; ARGV which query, owner field, mode. */

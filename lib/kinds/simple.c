@@ -15,9 +15,9 @@
 #include "kinds/kind.h"
 
 #define CHANNEL "rlock_simple__channel"
-#define MESSAGE "0"       /* the unlock message */
-#define POLL_MIN_MS 8     /* the first poll's delay: 4 to 8 ms */
-#define POLL_MAX_MS 500   /* the cap: polls 250 to 500 ms apart */
+#define MESSAGE "0"     /* the unlock message */
+#define POLL_MIN_MS 8   /* the first poll's delay: 4 to 8 ms */
+#define POLL_MAX_MS 500 /* the cap: polls 250 to 500 ms apart */
 
 static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
 
@@ -56,8 +56,7 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   size_t kl[3] = {l->len, l->channel.n, latch->n};
   const char *args[4] = {MESSAGE, op->owner_id, rlock__publish_cmd(op->cl), ttl};
   size_t al[4] = {sizeof MESSAGE - 1, op->owner_len, rlock__publish_len(op->cl), ttln};
-  return rlock__script_req(SCRIPT_SIMPLE_UNLOCK, 3, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done,
-                           op);
+  return rlock__script_req(SCRIPT_SIMPLE_UNLOCK, 3, keys, kl, 4, args, al, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* 1 released; 2 released and the message reached a subscriber; nil the key
@@ -80,8 +79,8 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   const char *keys[2] = {l->name, l->channel.p};
   size_t kl[2] = {l->len, l->channel.n};
   const char *args[3] = {MESSAGE, rlock__publish_cmd(op->cl), op->any_type ? "1" : "0"};
-  return rlock__script_req(SCRIPT_SIMPLE_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms,
-                           done, op);
+  return rlock__script_req(SCRIPT_SIMPLE_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms, done,
+                           op);
 }
 
 /* The n-th busy answer of an acquire waits up to min(POLL_MIN_MS x 2^n,
@@ -102,8 +101,7 @@ static req_t *query_req(op_t *op, req_done_fn done) {
   const char *keys[1] = {op->lock->name};
   size_t kl[1] = {op->lock->len};
   const char *args[2] = {what, op->owner_id};
-  return rlock__script_req(SCRIPT_SIMPLE_QUERY, 1, keys, kl, 2, args, NULL, op->cl->opt.command_timeout_ms, done,
-                           op);
+  return rlock__script_req(SCRIPT_SIMPLE_QUERY, 1, keys, kl, 2, args, NULL, op->cl->opt.command_timeout_ms, done, op);
 }
 
 const lock_kind_t rlock__kind_simple = {

@@ -10,7 +10,7 @@
 
 #define CHANNEL "redisson_lock__channel" /* a key of the scripts (same slot); never used */
 #define MESSAGE "0"
-#define NONE "none"                       /* the scripts' publish command: no message */
+#define NONE "none" /* the scripts' publish command: no message */
 
 static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
 
@@ -54,8 +54,7 @@ static req_t *force_req(op_t *op, req_done_fn done) {
   const char *keys[2] = {l->name, l->channel.p};
   size_t kl[2] = {l->len, l->channel.n};
   const char *args[3] = {MESSAGE, NONE, op->any_type ? "1" : "0"};
-  return rlock__script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms, done,
-                           op);
+  return rlock__script_req(SCRIPT_FORCE_UNLOCK, 2, keys, kl, 3, args, NULL, op->cl->opt.command_timeout_ms, done, op);
 }
 
 /* The n-th busy answer (n = op->polls, from 0) waits base_n + a draw from

@@ -54,8 +54,8 @@
 
 #define NSLOTS 16384
 #define MAX_REDIRECTS 5
-#define REFRESH_MIN_MS 1000  /* at most one CLUSTER SLOTS a second */
-#define TRYAGAIN_MIN_MS 10   /* first backoff after TRYAGAIN / CLUSTERDOWN, doubled each time */
+#define REFRESH_MIN_MS 1000 /* at most one CLUSTER SLOTS a second */
+#define TRYAGAIN_MIN_MS 10  /* first backoff after TRYAGAIN / CLUSTERDOWN, doubled each time */
 #define TRYAGAIN_MAX_MS 500
 /* What Cluster keeps per request, in its bytes of req_t.topo: the MOVED/ASK
  * followed since the last TRYAGAIN, and the TRYAGAIN/CLUSTERDOWN backoffs so far. */
@@ -88,7 +88,7 @@ typedef struct cluster {
   int nseeds, next_seed; /* next_seed: the next one to try for the control connection */
   void (*cmd_on_error)(conn_t *c, int err, const char *msg); /* the client's */
   void (*cmd_on_ready)(conn_t *c);                           /* the client's */
-  bool probed;           /* PUBSUB SHARDNUMSUB answered (or failed): pub/sub mode known */
+  bool probed; /* PUBSUB SHARDNUMSUB answered (or failed): pub/sub mode known */
 } cluster_t;
 
 struct delayed {
@@ -236,10 +236,8 @@ static void apply_slots(cluster_t *k, const conn_t *from, const rlock_reply_t *r
 static void slots_done(req_t *r, int status, rlock_reply_t *reply) {
   cluster_t *k = r->ctx;
   k->refreshing = false;
-  if (status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements > 0)
-    apply_slots(k, k->asked, reply);
-  else if (status != RLOCK_ECLOSED)
-    schedule_refresh(k, REFRESH_MIN_MS);
+  if (status == 0 && reply && reply->type == RLOCK_REPLY_ARRAY && reply->elements > 0) apply_slots(k, k->asked, reply);
+  else if (status != RLOCK_ECLOSED) schedule_refresh(k, REFRESH_MIN_MS);
   rlock_reply_free(reply);
 }
 

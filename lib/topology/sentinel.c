@@ -53,12 +53,12 @@
 
 #define POLL_MS 1000
 int64_t rlock__sentinel_poll_ms = POLL_MS; /* tests set it (topology.h) */
-#define SENTINEL_CONNECT_MS 1000 /* a silent sentinel costs at most this (or connect_timeout_ms if less) */
-#define NDATA 3 /* the client's command, subscriber and user connections */
+#define SENTINEL_CONNECT_MS 1000           /* a silent sentinel costs at most this (or connect_timeout_ms if less) */
+#define NDATA 3                            /* the client's command, subscriber and user connections */
 
 /* One sentinel's answer in a survey (see decide()). */
 typedef struct vote {
-  bool in;        /* it answered in this survey */
+  bool in; /* it answered in this survey */
   char host[256];
   int port;
   int64_t epoch;
@@ -66,26 +66,26 @@ typedef struct vote {
 
 typedef struct sentinel {
   client_t *cl;
-  conn_t q;       /* queries: SENTINEL get-master-addr-by-name + SENTINEL MASTER */
-  conn_t sub;     /* SUBSCRIBE +switch-master */
-  int *order;     /* the sentinels, the last one that answered first */
-  int qi;         /* the position (in order) q talks to */
-  int sk;         /* the sentinel (URL index) sub talks to */
-  int failed;     /* sentinels that failed in a row (a whole round at start: report) */
+  conn_t q;                   /* queries: SENTINEL get-master-addr-by-name + SENTINEL MASTER */
+  conn_t sub;                 /* SUBSCRIBE +switch-master */
+  int *order;                 /* the sentinels, the last one that answered first */
+  int qi;                     /* the position (in order) q talks to */
+  int sk;                     /* the sentinel (URL index) sub talks to */
+  int failed;                 /* sentinels that failed in a row (a whole round at start: report) */
   int64_t round_ms, again_ms; /* backoff between rounds (q) and between questions */
   bool q_started, sub_started, asking, closed;
-  int q_to;       /* kick_cb moves q to this sentinel (URL index; -1: stay) */
-  int poll_k;     /* the sentinel (URL index) the last poll asked */
-  bool ask_next;  /* kick_cb asks once q has moved */
-  char *host;     /* the master, once known */
+  int q_to;      /* kick_cb moves q to this sentinel (URL index; -1: stay) */
+  int poll_k;    /* the sentinel (URL index) the last poll asked */
+  bool ask_next; /* kick_cb asks once q has moved */
+  char *host;    /* the master, once known */
   int port;
-  int64_t epoch;  /* its config epoch (SENTINEL MASTER) */
+  int64_t epoch; /* its config epoch (SENTINEL MASTER) */
   /* A survey: the sentinels asked in turn after a dispute (an answer that
    * is older than the master in use), a +switch-master or a ROLE refusal. */
-  vote_t *votes;  /* by URL index */
-  bool survey;    /* on */
-  bool chase;     /* look for a newer master: a confirmation does not end it */
-  int confirmed;  /* sentinels that named the master in use in this survey */
+  vote_t *votes; /* by URL index */
+  bool survey;   /* on */
+  bool chase;    /* look for a newer master: a confirmation does not end it */
+  int confirmed; /* sentinels that named the master in use in this survey */
   struct {
     bool waiting; /* its connection attempt waits for an answer */
     bool fresh;   /* its node was just set: the next attempt connects at once */
@@ -269,7 +269,7 @@ static bool parse_answer(const rlock_reply_t *all, const char **host, int *port,
     return false;
   char *end;
   long p = strtol(r->element[1]->str, &end, 10);
-  if (*end || p < 1 || p > 65535 || strlen(r->element[0]->str) >= sizeof ((vote_t *)0)->host) return false;
+  if (*end || p < 1 || p > 65535 || strlen(r->element[0]->str) >= sizeof((vote_t *)0)->host) return false;
   *listed = 0;
   if (m && m->type == RLOCK_REPLY_ERROR) { /* SENTINEL MASTER refused (an ACL): the epoch is unknown */
     *epoch = -1;
@@ -400,8 +400,7 @@ static void answered(req_t *r, int status, rlock_reply_t *reply) {
       snprintf(msg, sizeof msg, "Sentinel %.100s:%d does not know master '%.100s'%s%.200s", node_at(s, s->qi)->host,
                node_at(s, s->qi)->port, s->cl->url.master, why && why->str ? ": " : "",
                why && why->str ? why->str : "");
-    else
-      snprintf(msg, sizeof msg, "%s", rlock__msg());
+    else snprintf(msg, sizeof msg, "%s", rlock__msg());
     if (status == 0 || status == RLOCK_ETIMEDOUT) { /* ask the next sentinel (ECONNLOST/ECONNECT: q moves on itself) */
       sentinel_failed(s, status ? status : RLOCK_ECONNECT, msg);
       vote_t *v = &s->votes[s->order[s->qi]];

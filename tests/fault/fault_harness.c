@@ -31,8 +31,7 @@ static void single_restart(void *d) { th_server_restart(d); }
 static void single_stop(void *d) { th_server_stop(d); }
 static th_server_t *single_raw(void *d) { return d; }
 
-const fh_deploy_t fh_deploy_single = {"single", single_start, single_url, single_restart,
-                                      single_stop, single_raw};
+const fh_deploy_t fh_deploy_single = {"single", single_start, single_url, single_restart, single_stop, single_raw};
 const fh_deploy_t *const fh_deployments[] = {&fh_deploy_single, NULL};
 
 /* ------------------------------------------------------------ lock kinds */
@@ -43,8 +42,7 @@ static int re_open(fh_worker_ctx_t *w) {
 static int re_valid_until(fh_worker_ctx_t *w, int64_t *out) {
   return rlock_lock_valid_until(w->lock, RLOCK_OWNER_SELF, out);
 }
-static int re_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu,
-                      uint64_t *token) {
+static int re_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
   int rc = rlock_lock_acquire(w->lock, RLOCK_OWNER_SELF, wait_ms, lease_ms, NULL);
   *token = 0;
   *vu = 0;
@@ -57,27 +55,30 @@ static void re_close(fh_worker_ctx_t *w) {
   w->lock = NULL;
 }
 
-const fh_kind_t fh_kind_reentrant = {"reentrant", HIST_MUTEX_LEASE, re_open, re_acquire,
-                                     re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
+const fh_kind_t fh_kind_reentrant = {"reentrant", HIST_MUTEX_LEASE,         re_open,
+                                     re_acquire,  re_valid_until,           re_release,
+                                     re_close,    "redisson_lock__channel", 0};
 /* The simple lock (SET NX PX): the same calls on another handle. */
 static int simple_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_simple(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
-const fh_kind_t fh_kind_simple = {"simple", HIST_MUTEX_LEASE, simple_open, re_acquire,
-                                  re_valid_until, re_release, re_close, "rlock_simple__channel", 0};
+const fh_kind_t fh_kind_simple = {"simple",   HIST_MUTEX_LEASE,        simple_open,
+                                  re_acquire, re_valid_until,          re_release,
+                                  re_close,   "rlock_simple__channel", 0};
 /* The fair lock (Redisson's RFairLock): the same calls; each waiter listens
  * on "<channel>:{NAME}:<owner id>". */
 static int fair_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_fair(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
-const fh_kind_t fh_kind_fair = {"fair", HIST_MUTEX_LEASE, fair_open, re_acquire,
-                                re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
+const fh_kind_t fh_kind_fair = {"fair",   HIST_MUTEX_LEASE,         fair_open, re_acquire, re_valid_until, re_release,
+                                re_close, "redisson_lock__channel", 0};
 /* Redisson's non-reentrant lock (RLock's hash): the same calls. */
 static int nonreentrant_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_nonreentrant(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
 }
-const fh_kind_t fh_kind_nonreentrant = {"nonreentrant", HIST_MUTEX_LEASE, nonreentrant_open, re_acquire,
-                                        re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
+const fh_kind_t fh_kind_nonreentrant = {"nonreentrant", HIST_MUTEX_LEASE,         nonreentrant_open,
+                                        re_acquire,     re_valid_until,           re_release,
+                                        re_close,       "redisson_lock__channel", 0};
 /* Redisson's fenced lock: the acquire's token goes into the history. */
 static int fenced_open(fh_worker_ctx_t *w) {
   return rlock_lock_new_fenced(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &w->lock);
@@ -90,8 +91,9 @@ static int fenced_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms,
   if (rc == 0 && re_valid_until(w, vu) != 0) *vu = 0;
   return rc;
 }
-const fh_kind_t fh_kind_fenced = {"fenced", HIST_MUTEX_LEASE, fenced_open, fenced_acquire,
-                                  re_valid_until, re_release, re_close, "redisson_lock__channel", 0};
+const fh_kind_t fh_kind_fenced = {"fenced",       HIST_MUTEX_LEASE,         fenced_open,
+                                  fenced_acquire, re_valid_until,           re_release,
+                                  re_close,       "redisson_lock__channel", 0};
 /* The write lock of a read-write lock (rlock_rwlock_new): a mutex among writers. */
 static int write_open(fh_worker_ctx_t *w) {
   rlock_lock_t *r = NULL;
@@ -99,8 +101,8 @@ static int write_open(fh_worker_ctx_t *w) {
   rlock_lock_free(r);
   return rc;
 }
-const fh_kind_t fh_kind_write = {"write", HIST_MUTEX_LEASE, write_open, re_acquire,
-                                 re_valid_until, re_release, re_close, "redisson_rwlock", 0};
+const fh_kind_t fh_kind_write = {"write",    HIST_MUTEX_LEASE, write_open,        re_acquire, re_valid_until,
+                                 re_release, re_close,         "redisson_rwlock", 0};
 /* Its read lock: shared (HIST_RW), so not a row of the mutex scenarios. */
 static int read_open(fh_worker_ctx_t *w) {
   rlock_lock_t *wr = NULL;
@@ -108,13 +110,12 @@ static int read_open(fh_worker_ctx_t *w) {
   rlock_lock_free(wr);
   return rc;
 }
-const fh_kind_t fh_kind_read = {"read", HIST_RW, read_open, re_acquire, re_valid_until,
+const fh_kind_t fh_kind_read = {"read",     HIST_RW,  read_open,         re_acquire, re_valid_until,
                                 re_release, re_close, "redisson_rwlock", 1};
 const fh_kind_t *const fh_kinds[] = {&fh_kind_reentrant, &fh_kind_simple, &fh_kind_fair, &fh_kind_nonreentrant,
-                                     &fh_kind_fenced, &fh_kind_write, NULL};
+                                     &fh_kind_fenced,    &fh_kind_write,  NULL};
 
 /* ------------------------------------------------------------ workers */
-
 
 static void emit(fh_worker_ctx_t *w, int kind, int rc, int64_t value) {
   fh_event_t e = {(int16_t)w->id, (int16_t)kind, rc, hist_now_ns(), value};
@@ -130,8 +131,7 @@ static void wlog(fh_worker_ctx_t *w, int kind, int status, int64_t vu_ms, uint64
     th_fail(__FILE__, __LINE__, "worker %d: history write failed", w->id);
 }
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   fh_worker_ctx_t *w = arg;
   if (hist_log(w->hist_fd, HK_LOST, w->id, name, len, (int)reason, 0, owner) != 0) return;
   emit(w, HK_LOST, 0, 0);
@@ -168,8 +168,7 @@ static void worker_main(fh_worker_ctx_t *w) {
   int rc = rlock_client_new(&w->client, &o);
   if (rc != 0) th_fail(__FILE__, __LINE__, "worker %d: client: %s", w->id, rlock_last_error());
   rlock_client_on_lost(w->client, on_lost, w);
-  if ((rc = s->kind->open(w)) != 0)
-    th_fail(__FILE__, __LINE__, "worker %d: open: %s", w->id, rlock_err_name(rc));
+  if ((rc = s->kind->open(w)) != 0) th_fail(__FILE__, __LINE__, "worker %d: open: %s", w->id, rlock_err_name(rc));
   int quit = 0;
   for (int it = 0; !quit && (s->iterations == 0 || it < s->iterations); it++) {
     int c;
@@ -320,8 +319,8 @@ fh_event_t fh_await_since(fh_pool_t *p, int id, int kind, int64_t since_ns, int6
     if (left <= 0) break;
     ev_read(p, left);
   }
-  th_fail(__FILE__, __LINE__, "no '%s' event from worker %d within %lld ms", hist_kind_name(kind),
-          id, (long long)timeout_ms);
+  th_fail(__FILE__, __LINE__, "no '%s' event from worker %d within %lld ms", hist_kind_name(kind), id,
+          (long long)timeout_ms);
 }
 
 int fh_poll_event(fh_pool_t *p, int id, int kind, fh_event_t *ev) {
@@ -370,8 +369,7 @@ void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms) {
     if (r == 0) {
       kill(p->w[i].pid, SIGKILL);
       th_wait_child(p->w[i].pid);
-      th_fail(__FILE__, __LINE__, "worker %d did not finish within %lld ms", i,
-              (long long)timeout_ms);
+      th_fail(__FILE__, __LINE__, "worker %d did not finish within %lld ms", i, (long long)timeout_ms);
     }
     p->w[i].alive = 0;
     close(p->w[i].ctl);
@@ -433,8 +431,7 @@ int fh_latch_wait(fh_latch_t *l, int64_t timeout_ms) {
   return d;
 }
 
-rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_timeout_ms,
-                          int retry_attempts) {
+rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_timeout_ms, int retry_attempts) {
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = url;
@@ -445,16 +442,12 @@ rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_
   o.reconnect_max_ms = 200;
   rlock_client_t *c = NULL;
   int rc = rlock_client_new(&c, &o);
-  if (rc != 0)
-    th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc),
-            rlock_last_error());
+  if (rc != 0) th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc), rlock_last_error());
   return c;
 }
 
-void fh_result(const char *fault, const char *deploy, const char *kind, const char *outcome,
-               size_t violations) {
-  printf("RESULT fault=%s deployment=%s kind=%s violations=%zu outcome=%s\n", fault, deploy, kind,
-         violations, outcome);
+void fh_result(const char *fault, const char *deploy, const char *kind, const char *outcome, size_t violations) {
+  printf("RESULT fault=%s deployment=%s kind=%s violations=%zu outcome=%s\n", fault, deploy, kind, violations, outcome);
 }
 
 /* ------------------------------------------------------------ gated workers */
@@ -538,8 +531,8 @@ int fh_drive_until_enter(fh_pool_t *p, uint32_t mask, int64_t timeout_ms) {
       fh_send(p, e.worker, FH_CMD_EXIT);
     }
     int64_t left = deadline - rlock_now_ms();
-    if (left <= 0) th_fail(__FILE__, __LINE__, "no worker of mask 0x%x entered within %lld ms", mask,
-                           (long long)timeout_ms);
+    if (left <= 0)
+      th_fail(__FILE__, __LINE__, "no worker of mask 0x%x entered within %lld ms", mask, (long long)timeout_ms);
     ev_read(p, left < 50 ? left : 50);
   }
 }
@@ -568,8 +561,8 @@ static int hold_settled(void *arg) {
 int fh_hold_through(fh_pool_t *p, int w, int64_t after_ms, int64_t timeout_ms) {
   hold_through_t h = {p, w, 0, 0, after_ms, 0};
   if (!fh_drive(p, w, hold_settled, &h, timeout_ms))
-    th_fail(__FILE__, __LINE__, "worker %d: hold neither renewed past %lld nor reported lost within %lld ms",
-            w, (long long)after_ms, (long long)timeout_ms);
+    th_fail(__FILE__, __LINE__, "worker %d: hold neither renewed past %lld nor reported lost within %lld ms", w,
+            (long long)after_ms, (long long)timeout_ms);
   fh_send(p, w, FH_CMD_EXIT);
   return h.renewed;
 }
@@ -609,15 +602,21 @@ static int nolock_valid(fh_worker_ctx_t *w, int64_t *out) {
   *out = rlock_now_ms() + 3600 * 1000;
   return 0;
 }
-static int nolock_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu,
-                          uint64_t *token) {
+static int nolock_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
   *token = 0;
   return nolock_valid(w, vu);
 }
 static int nolock_release(fh_worker_ctx_t *w) { return 0; }
 static void nolock_close(fh_worker_ctx_t *w) {}
-const fh_kind_t fh_kind_nolock = {"broken-nolock", HIST_MUTEX_LEASE, nolock_open, nolock_acquire,
-                                  nolock_valid, nolock_release, nolock_close, NULL, 0};
+const fh_kind_t fh_kind_nolock = {"broken-nolock",
+                                  HIST_MUTEX_LEASE,
+                                  nolock_open,
+                                  nolock_acquire,
+                                  nolock_valid,
+                                  nolock_release,
+                                  nolock_close,
+                                  NULL,
+                                  0};
 
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
   const char *kind = getenv("FH_KIND"); /* another kind of fh_kinds[] by name (FH_KIND=fair) */

@@ -48,12 +48,11 @@ extern const fh_deploy_t *const fh_deployments[];
 typedef struct fh_worker_ctx fh_worker_ctx_t;
 
 typedef struct fh_kind {
-  const char *name;   /* "reentrant", later "fenced", "fair", "read", "write", "semaphore" */
-  hist_mode_t mode;   /* the checker mode its histories are checked in (with leases) */
-  int (*open)(fh_worker_ctx_t *w);     /* makes w->lock (and whatever else it needs) */
+  const char *name;                /* "reentrant", later "fenced", "fair", "read", "write", "semaphore" */
+  hist_mode_t mode;                /* the checker mode its histories are checked in (with leases) */
+  int (*open)(fh_worker_ctx_t *w); /* makes w->lock (and whatever else it needs) */
   /* Acquires; on 0 fills *valid_until_ms (0 unknown) and *token (0 none). */
-  int (*acquire)(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *valid_until_ms,
-                 uint64_t *token);
+  int (*acquire)(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *valid_until_ms, uint64_t *token);
   int (*valid_until)(fh_worker_ctx_t *w, int64_t *out_ms);
   int (*release)(fh_worker_ctx_t *w);
   void (*close)(fh_worker_ctx_t *w);
@@ -62,12 +61,12 @@ typedef struct fh_kind {
 } fh_kind_t;
 
 extern const fh_kind_t fh_kind_reentrant;
-extern const fh_kind_t fh_kind_simple; /* rlock_lock_new_simple */
-extern const fh_kind_t fh_kind_fair;   /* rlock_lock_new_fair (its waiters: "<channel>:{NAME}:<owner>") */
+extern const fh_kind_t fh_kind_simple;       /* rlock_lock_new_simple */
+extern const fh_kind_t fh_kind_fair;         /* rlock_lock_new_fair (its waiters: "<channel>:{NAME}:<owner>") */
 extern const fh_kind_t fh_kind_nonreentrant; /* rlock_lock_new_nonreentrant */
 extern const fh_kind_t fh_kind_fenced;       /* rlock_lock_new_fenced (the token in the history) */
-extern const fh_kind_t fh_kind_write;  /* rlock_rwlock_new's write lock */
-extern const fh_kind_t fh_kind_read;   /* its read lock (shared: not in fh_kinds[]) */
+extern const fh_kind_t fh_kind_write;        /* rlock_rwlock_new's write lock */
+extern const fh_kind_t fh_kind_read;         /* its read lock (shared: not in fh_kinds[]) */
 extern const fh_kind_t *const fh_kinds[];
 
 /* ------------------------------------------------------------ workers */
@@ -82,14 +81,14 @@ typedef struct fh_worker_spec {
   const char *url;
   const fh_kind_t *kind;
   const char *lock_name;
-  int64_t lease_ms;          /* RLOCK_LEASE_WATCHDOG or a fixed lease */
-  int64_t watchdog_ms;       /* 0: library default */
-  int64_t command_timeout_ms;/* 0: library default */
-  int64_t reconnect_max_ms;  /* 0: library default */
-  int64_t wait_ms;           /* per acquire: RLOCK_WAIT_FOREVER or a bound */
-  int64_t hold_ms;           /* time inside; < 0: until the parent sends FH_CMD_EXIT */
-  int iterations;            /* 0: until FH_CMD_QUIT */
-  int no_fast_path;          /* 1: fast_path = 0 (each client keeps 2 connections: command, subscriber) */
+  int64_t lease_ms;           /* RLOCK_LEASE_WATCHDOG or a fixed lease */
+  int64_t watchdog_ms;        /* 0: library default */
+  int64_t command_timeout_ms; /* 0: library default */
+  int64_t reconnect_max_ms;   /* 0: library default */
+  int64_t wait_ms;            /* per acquire: RLOCK_WAIT_FOREVER or a bound */
+  int64_t hold_ms;            /* time inside; < 0: until the parent sends FH_CMD_EXIT */
+  int iterations;             /* 0: until FH_CMD_QUIT */
+  int no_fast_path;           /* 1: fast_path = 0 (each client keeps 2 connections: command, subscriber) */
 } fh_worker_spec_t;
 
 /* A worker -> parent event (one atomic pipe write). */
@@ -213,12 +212,10 @@ void fh_latch_cb(rlock_lock_t *lock, int status, int64_t value, void *arg);
 int fh_latch_wait(fh_latch_t *l, int64_t timeout_ms);
 
 /* A client with explicit timeouts (0: library defaults). */
-rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_timeout_ms,
-                          int retry_attempts);
+rlock_client_t *fh_client(const char *url, int64_t watchdog_ms, int64_t command_timeout_ms, int retry_attempts);
 
 /* Prints one machine-readable result line for docs/guarantees.md:
  * "RESULT fault=<f> deployment=<d> kind=<k> outcome=<...> violations=<n>". */
-void fh_result(const char *fault, const char *deploy, const char *kind, const char *outcome,
-               size_t violations);
+void fh_result(const char *fault, const char *deploy, const char *kind, const char *outcome, size_t violations);
 
 #endif

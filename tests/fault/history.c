@@ -40,8 +40,8 @@ int hist_create(const char *path) {
 
 int hist_open(const char *path) { return open(path, O_WRONLY | O_APPEND | O_CLOEXEC); }
 
-int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, size_t name_len,
-                int status, int64_t valid_until_ns, uint64_t token) {
+int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, size_t name_len, int status,
+                int64_t valid_until_ns, uint64_t token) {
   hist_rec_t r;
   memset(&r, 0, sizeof r);
   r.magic = HIST_MAGIC;
@@ -62,8 +62,8 @@ int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, si
   return w == (ssize_t)sizeof r ? 0 : -1;
 }
 
-int hist_log(int fd, int kind, int worker, const void *name, size_t name_len, int status,
-             int64_t valid_until_ns, uint64_t token) {
+int hist_log(int fd, int kind, int worker, const void *name, size_t name_len, int status, int64_t valid_until_ns,
+             uint64_t token) {
   return hist_log_at(fd, hist_now_ns(), kind, worker, name, name_len, status, valid_until_ns, token);
 }
 
@@ -102,9 +102,8 @@ static int by_writer(const void *pa, const void *pb) {
 
 static int bad_rec(hist_report_t *rep, const hist_rec_t *e, const char *what) {
   char msg[300];
-  snprintf(msg, sizeof msg, "worker %d, '%.*s', %s record seq %u at %.3f ms: %s", e->worker,
-           (int)e->name_len, e->name, hist_kind_name(e->kind), e->seq, (double)e->t_ns / 1e6,
-           what);
+  snprintf(msg, sizeof msg, "worker %d, '%.*s', %s record seq %u at %.3f ms: %s", e->worker, (int)e->name_len, e->name,
+           hist_kind_name(e->kind), e->seq, (double)e->t_ns / 1e6, what);
   return bad(rep, msg);
 }
 
@@ -167,8 +166,7 @@ static const char *step(hold_state_t *st, const hist_rec_t *e) {
     if (*st != ST_LEFT) return "released without a grant, entry and exit";
     *st = ST_IDLE;
     return NULL;
-  default:
-    return NULL;
+  default: return NULL;
   }
 }
 
@@ -209,8 +207,8 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   rep->records = n;
   if (!opts) return bad(rep, "no options");
   if (opts->mode == HIST_FIFO || opts->mode == HIST_PERMITS) {
-    snprintf(rep->msg, sizeof rep->msg,
-             "checker mode %d (%s) is not implemented yet: nothing was checked", (int)opts->mode,
+    snprintf(rep->msg, sizeof rep->msg, "checker mode %d (%s) is not implemented yet: nothing was checked",
+             (int)opts->mode,
              opts->mode == HIST_FIFO ? "FIFO / fair lock"
              : opts->mode == HIST_RW ? "read-write rules"
                                      : "permit bound");
@@ -229,8 +227,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   if (!r) return bad(rep, "out of memory");
   memcpy(r, in, n * sizeof *r);
   for (size_t i = 0; i < n && verdict == HIST_OK; i++)
-    if (r[i].magic != HIST_MAGIC || r[i].kind == 0 || r[i].kind >= HK_MAX ||
-        r[i].name_len > HIST_NAME_MAX)
+    if (r[i].magic != HIST_MAGIC || r[i].kind == 0 || r[i].kind >= HK_MAX || r[i].name_len > HIST_NAME_MAX)
       verdict = bad(rep, "bad record (magic/kind/name length)");
   if (verdict == HIST_OK) verdict = check_writers(r, n, rep);
   qsort(r, n, sizeof *r, by_time);
@@ -313,14 +310,11 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
       rep->lost++;
       if (c->last >= 0 && !secs[c->last].lost_ns) secs[c->last].lost_ns = e->t_ns;
       break;
-    case HK_FAIL:
-      rep->fails++;
-      break;
+    case HK_FAIL: rep->fails++; break;
     case HK_RELEASE:
       c->grant_ns = 0; /* a new grant is needed for the next section */
       break;
-    default:
-      break;
+    default: break;
     }
   }
   rep->workers = (size_t)(maxw + 1);
@@ -350,11 +344,9 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
           snprintf(o.why, sizeof o.why,
                    "permitted: B was granted %.3f ms after A's lease ran out; A was told %.3f ms "
                    "after B entered",
-                   (double)(b->grant_ns - a->valid_until_ns) / 1e6,
-                   (double)(a->lost_ns - b->enter_ns) / 1e6);
+                   (double)(b->grant_ns - a->valid_until_ns) / 1e6, (double)(a->lost_ns - b->enter_ns) / 1e6);
         } else if (a->valid_until_ns > 0 && b->grant_ns < a->valid_until_ns) {
-          snprintf(o.why, sizeof o.why,
-                   "VIOLATION: B was granted %.3f ms BEFORE A's lease ran out",
+          snprintf(o.why, sizeof o.why, "VIOLATION: B was granted %.3f ms BEFORE A's lease ran out",
                    (double)(a->valid_until_ns - b->grant_ns) / 1e6);
         } else {
           snprintf(o.why, sizeof o.why, "VIOLATION: overlap%s%s",
@@ -380,8 +372,8 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
     snprintf(rep->msg, sizeof rep->msg,
              "%zu records, %zu workers, %zu locks, %zu critical sections, %zu grants, %zu "
              "failed acquires, %zu lost, %zu died: %zu overlaps (%zu permitted, %zu violations)",
-             rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails,
-             rep->lost, rep->died, rep->overlaps, rep->permitted, rep->violations);
+             rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails, rep->lost, rep->died,
+             rep->overlaps, rep->permitted, rep->violations);
   }
 done:
   rep->verdict = verdict;
@@ -427,10 +419,8 @@ void hist_report_print(FILE *f, const hist_report_t *rep) {
     fprintf(f,
             "  overlap on '%.*s': A=worker %d [%+.3f, %s) B=worker %d [%+.3f, %s) ms, shared "
             "%.3f ms: %s\n",
-            (int)o->a.name_len, o->a.name, o->a.worker, 0.0,
-            o->a.exit_ns == INT64_MAX ? "open" : "exit", o->b.worker,
-            (double)(o->b.enter_ns - o->a.enter_ns) / 1e6,
-            o->b.exit_ns == INT64_MAX ? "open" : "exit",
+            (int)o->a.name_len, o->a.name, o->a.worker, 0.0, o->a.exit_ns == INT64_MAX ? "open" : "exit", o->b.worker,
+            (double)(o->b.enter_ns - o->a.enter_ns) / 1e6, o->b.exit_ns == INT64_MAX ? "open" : "exit",
             o->to_ns == INT64_MAX ? -1.0 : (double)(o->to_ns - o->from_ns) / 1e6, o->why);
   }
 }

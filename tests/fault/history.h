@@ -70,19 +70,19 @@ int hist_create(const char *path);
 /* Opens path for appending; returns an fd (O_APPEND|O_CLOEXEC) or -1. */
 int hist_open(const char *path);
 /* Appends one record stamped now. Returns 0 or -1 (short write). */
-int hist_log(int fd, int kind, int worker, const void *name, size_t name_len, int status,
-             int64_t valid_until_ns, uint64_t token);
+int hist_log(int fd, int kind, int worker, const void *name, size_t name_len, int status, int64_t valid_until_ns,
+             uint64_t token);
 /* Appends a record with an explicit time stamp. */
-int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, size_t name_len,
-                int status, int64_t valid_until_ns, uint64_t token);
+int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, size_t name_len, int status,
+                int64_t valid_until_ns, uint64_t token);
 
 /* ---- checking */
 typedef enum hist_mode {
   HIST_MUTEX = 1,
   HIST_MUTEX_LEASE,
-  HIST_FIFO,    /* not yet: fair lock */
-  HIST_RW,      /* read-write lock: shared sections may overlap each other */
-  HIST_PERMITS  /* not yet: semaphores (permit bound) */
+  HIST_FIFO,   /* not yet: fair lock */
+  HIST_RW,     /* read-write lock: shared sections may overlap each other */
+  HIST_PERMITS /* not yet: semaphores (permit bound) */
 } hist_mode_t;
 
 /* Checker verdicts. */
@@ -142,8 +142,7 @@ typedef struct hist_report {
 
 /* Checks an in-memory history (records in any order: they are sorted by
  * time). Fills *rep (free with hist_report_free); returns rep->verdict. */
-int hist_check(const hist_rec_t *recs, size_t n, const hist_check_opts_t *opts,
-               hist_report_t *rep);
+int hist_check(const hist_rec_t *recs, size_t n, const hist_check_opts_t *opts, hist_report_t *rep);
 /* Reads and checks a history file. */
 int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep);
 void hist_report_print(FILE *f, const hist_report_t *rep);

@@ -36,9 +36,9 @@ typedef struct dirq {
 } dirq_t;
 
 typedef struct pair {
-  int fd[2]; /* 0 client, 1 server */
-  int port;  /* local port of fd[1]: how the server names this connection */
-  dirq_t q[2]; /* q[0]: client -> server (UP), q[1]: server -> client (DOWN) */
+  int fd[2];      /* 0 client, 1 server */
+  int port;       /* local port of fd[1]: how the server names this connection */
+  dirq_t q[2];    /* q[0]: client -> server (UP), q[1]: server -> client (DOWN) */
   int late;       /* was held (fp_hold_conn): bytes written before the client's close still go up */
   int client_eof; /* 1: the client closed its side; the pair lives until q[0] is delivered;
                      2: delivered, FIN sent upstream: waiting for the server to close */
@@ -167,7 +167,7 @@ static int do_read(fp_proxy_t *p, int i, int from, int64_t delay) {
   pthread_mutex_lock(&p->mu);
   int dropped = drops_of(p, i) & (1 << from);
   pthread_mutex_unlock(&p->mu);
-  if (dropped) return 0; /* the flow is forgotten: the bytes vanish */
+  if (dropped) return 0;                     /* the flow is forgotten: the bytes vanish */
   if (from == 1 && pr->client_eof) return 0; /* a reply for a client that is gone */
   chunk_t *c = malloc(sizeof *c + (size_t)n);
   if (!c) return -1;
@@ -258,8 +258,7 @@ static void *run(void *arg) {
         if (!closed && !(bh & (1 << dir_in)) && pr->q[dir_in].bytes < QUEUE_MAX) ev |= POLLIN;
         if (!(bh & (1 << dir_out)) && !(held[i] & (1 << dir_out)) && pr->q[dir_out].head) {
           if (pr->q[dir_out].head->release_ms <= now) ev |= POLLOUT;
-          else if (next < 0 || pr->q[dir_out].head->release_ms < next)
-            next = pr->q[dir_out].head->release_ms;
+          else if (next < 0 || pr->q[dir_out].head->release_ms < next) next = pr->q[dir_out].head->release_ms;
         }
         pfd[n++] = (struct pollfd){.fd = closed ? -1 : pr->fd[side], .events = ev};
       }
@@ -287,14 +286,13 @@ static void *run(void *arg) {
       for (int side = 0; side < 2 && !dead; side++) {
         short re = pfd[2 + 2 * i + side].revents;
         if (re & (POLLERR | POLLNVAL)) dead = 1;
-        else if ((re & (POLLIN | POLLHUP)) && !(bh & (1 << side)))
-          dead = do_read(p, i, side, delay) < 0;
+        else if ((re & (POLLIN | POLLHUP)) && !(bh & (1 << side))) dead = do_read(p, i, side, delay) < 0;
       }
       for (int d = 0; d < 2 && !dead; d++)
         if (!(bh & (1 << d)) && !(held[i] & (1 << d))) dead = do_write(p, i, d, trickle[d]) < 0;
-      if (!dead && pr_done(&p->pairs[i])) { /* the closed client's last bytes are delivered: */
-        shutdown(p->pairs[i].fd[1], SHUT_WR);  /* FIN after them, as its kernel would send; the */
-        p->pairs[i].client_eof = 2;            /* pair closes when the server closes its side */
+      if (!dead && pr_done(&p->pairs[i])) {   /* the closed client's last bytes are delivered: */
+        shutdown(p->pairs[i].fd[1], SHUT_WR); /* FIN after them, as its kernel would send; the */
+        p->pairs[i].client_eof = 2;           /* pair closes when the server closes its side */
       }
       if (dead) pair_close(p, i);
     }

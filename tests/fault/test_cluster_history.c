@@ -32,8 +32,8 @@
 
 #define NNAMES 3
 #define WORKERS_PER_NAME 2
-#define WATCHDOG_MS 10000 /* longer than a failover (node timeout 2 s + election) */
-#define STEP 10 /* critical sections awaited per name and phase */
+#define WATCHDOG_MS 10000      /* longer than a failover (node timeout 2 s + election) */
+#define STEP 10                /* critical sections awaited per name and phase */
 #define MIGRATION_STEP_MS 1000 /* each half of the migration lasts that long, under load */
 
 static th_cluster_t *cl;
@@ -52,8 +52,7 @@ static void name_on(th_server_t *m, int i, char *out, size_t n) {
 /* Worker w works on name w / WORKERS_PER_NAME. */
 static size_t enters_on(fh_pool_t *p, int name, int64_t since_ns) {
   size_t n = 0;
-  for (int k = 0; k < WORKERS_PER_NAME; k++)
-    n += fh_count_events(p, name * WORKERS_PER_NAME + k, HK_ENTER, since_ns);
+  for (int k = 0; k < WORKERS_PER_NAME; k++) n += fh_count_events(p, name * WORKERS_PER_NAME + k, HK_ENTER, since_ns);
   return n;
 }
 
@@ -92,8 +91,10 @@ static void check(fh_pool_t *p, const char *fault, const char *what) {
   hist_report_t rep;
   int v = fh_check(p, HIST_MUTEX_LEASE, &rep);
   char outcome[400];
-  snprintf(outcome, sizeof outcome, "%s; %zu sections on %zu names, %zu failed acquires, %zu lost, "
-           "%zu permitted overlaps", what, rep.sections, rep.locks, rep.fails, rep.lost, rep.permitted);
+  snprintf(outcome, sizeof outcome,
+           "%s; %zu sections on %zu names, %zu failed acquires, %zu lost, "
+           "%zu permitted overlaps",
+           what, rep.sections, rep.locks, rep.fails, rep.lost, rep.permitted);
   fh_result(fault, "cluster", specs[0].kind->name, outcome, rep.violations);
   CHECK_MSG(v == HIST_OK, "history verdict %d: %s", v, rep.msg);
   hist_report_free(&rep);
@@ -144,16 +145,22 @@ static void slot_migrated(th_server_t *to, int keep) {
   size_t during = enters_on(&p, 1, t0) - enters_on(&p, 1, t1);
   int renewed = keep ? fh_hold_through(&p, mg.holder, t1 / 1000000 + WATCHDOG_MS, 60000) : 1;
   int64_t t2 = hist_now_ns();
-  printf("# slot %d of %s moved from port %d to %d in %lld ms (%zu critical sections on it meanwhile); "
-         "%s %lld ms after the move\n", slot, names[1], from->port, to->port, (long long)((t1 - t0) / 1000000),
-         during, !keep ? "no holder kept" : renewed ? "its holder renewed on the new owner" : "its holder was told LOST",
-         (long long)((t2 - t1) / 1000000));
+  printf(
+      "# slot %d of %s moved from port %d to %d in %lld ms (%zu critical sections on it meanwhile); "
+      "%s %lld ms after the move\n",
+      slot, names[1], from->port, to->port, (long long)((t1 - t0) / 1000000), during,
+      !keep     ? "no holder kept"
+      : renewed ? "its holder renewed on the new owner"
+                : "its holder was told LOST",
+      (long long)((t2 - t1) / 1000000));
   CHECK_MSG(renewed, "the hold was lost in the migration");
   drive_progress(&p, -1, t2, "after the migration");
   fh_pool_finish(&p, 60000);
   char what[240];
-  snprintf(what, sizeof what, "migration took %lld ms (2 steps of %d ms under load); %s; %zu sections of the "
-           "moved name during it", (long long)((t1 - t0) / 1000000), MIGRATION_STEP_MS,
+  snprintf(what, sizeof what,
+           "migration took %lld ms (2 steps of %d ms under load); %s; %zu sections of the "
+           "moved name during it",
+           (long long)((t1 - t0) / 1000000), MIGRATION_STEP_MS,
            keep ? "a hold kept across it was renewed on the new owner" : "no hold kept across it", during);
   check(&p, keep ? "live-slot-migration-while-held" : "live-slot-migration-under-churn", what);
 }
@@ -177,14 +184,17 @@ TEST(master_killed) {
   int64_t t_promoted = hist_now_ns();
   int renewed = fh_hold_through(&p, holder, t_kill / 1000000 + WATCHDOG_MS, 60000);
   int64_t t_settled = hist_now_ns();
-  printf("# master at port %d killed (worker %d inside); replica %d took the slot %lld ms later; the holder "
-         "%s %lld ms after that\n", m->port, holder, rep->port, (long long)((t_promoted - t_kill) / 1000000),
-         renewed ? "renewed on it" : "was told LOST", (long long)((t_settled - t_promoted) / 1000000));
+  printf(
+      "# master at port %d killed (worker %d inside); replica %d took the slot %lld ms later; the holder "
+      "%s %lld ms after that\n",
+      m->port, holder, rep->port, (long long)((t_promoted - t_kill) / 1000000),
+      renewed ? "renewed on it" : "was told LOST", (long long)((t_settled - t_promoted) / 1000000));
   CHECK_MSG(renewed, "the hold acknowledged by the only replica was lost in the failover");
   drive_progress(&p, -1, t_settled, "after the failover");
   fh_pool_finish(&p, 60000);
   char what[200];
-  snprintf(what, sizeof what, "replica promoted %lld ms after the kill (node timeout 2000 ms), the hold open at "
+  snprintf(what, sizeof what,
+           "replica promoted %lld ms after the kill (node timeout 2000 ms), the hold open at "
            "the kill renewed on it %lld ms later; every name went on",
            (long long)((t_promoted - t_kill) / 1000000), (long long)((t_settled - t_promoted) / 1000000));
   check(&p, "master-sigkill", what);
@@ -196,9 +206,14 @@ int main(int argc, char **argv) {
   const fh_kind_t *kind = fh_kind_or_mutant(&fh_kind_reentrant);
   for (int i = 0; i < NNAMES; i++) {
     name_on(cl->node[i], i, names[i], sizeof names[i]);
-    specs[i] = (fh_worker_spec_t){.url = cl->url, .kind = kind, .lock_name = names[i],
-                                  .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = WATCHDOG_MS,
-                                  .reconnect_max_ms = 500, .wait_ms = 30000, .hold_ms = -1,
+    specs[i] = (fh_worker_spec_t){.url = cl->url,
+                                  .kind = kind,
+                                  .lock_name = names[i],
+                                  .lease_ms = RLOCK_LEASE_WATCHDOG,
+                                  .watchdog_ms = WATCHDOG_MS,
+                                  .reconnect_max_ms = 500,
+                                  .wait_ms = 30000,
+                                  .hold_ms = -1,
                                   .iterations = 0};
   }
   RUN(slot_migrated_while_held);

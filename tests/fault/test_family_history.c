@@ -117,7 +117,6 @@ static int multi_worker(int id) {
   return 0;
 }
 
-
 static void check_history(const char *fault, const char *deploy, const char *kind, const char *what) {
   hist_check_opts_t opts = {.mode = HIST_MUTEX_LEASE};
   hist_report_t rep;

@@ -220,7 +220,7 @@ TEST(force_unlock_during_a_fast_lock) {
   int port = fast_port();
   fp_hold_conn(px, port, FP_UP);
   uint64_t a0 = stats(c).acquire_attempts;
-  actor_start(&a, A_LOCK); /* held back */
+  actor_start(&a, A_LOCK);                                                                 /* held back */
   CHECK_MSG(TH_STAT_REACHES(c, acquire_attempts, a0 + 1, 5000), "the lock was not tried"); /* on its way */
   int was = 0;
   CHECK_OK(rlock_lock_force_unlock(l, &was));

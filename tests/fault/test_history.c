@@ -208,7 +208,8 @@ typedef struct seq_case {
 } seq_case_t;
 
 /* One record of worker 0: REC(time, kind), RECS(time, kind, status, seq). */
-#define RECS(t, kind, status, seq) {t, kind, 0, status, seq}
+#define RECS(t, kind, status, seq) \
+  { t, kind, 0, status, seq }
 #define REC(t, kind) RECS(t, kind, 0, 0)
 #define A(t) REC(t, HK_ATTEMPT)
 #define G(t) REC(t, HK_GRANT)
@@ -223,21 +224,18 @@ static const seq_case_t seq_cases[] = {
     {"release inside the section", {A(100), G(100), E(100), R(200)}, "released inside"},
     {"release without an exit", {A(100), G(100), R(200)}, "released without"},
     {"second attempt before the first ended", {A(100), A(150)}, "an attempt while"},
-    {"a new grant needs a new attempt", {A(100), G(100), E(100), X(200), R(201), G(300)},
-     "a grant without an attempt"},
+    {"a new grant needs a new attempt", {A(100), G(100), E(100), X(200), R(201), G(300)}, "a grant without an attempt"},
     {"fail without an attempt", {RECS(100, HK_FAIL, RLOCK_EBUSY, 0)}, "failed acquire without"},
     {"fail with status 0", {A(100), RECS(200, HK_FAIL, 0, 0)}, "status 0"},
     {"time goes back for one writer", {A(100), G(90), E(110)}, "time goes back"},
-    {"a sequence number twice", {RECS(100, HK_ATTEMPT, 0, 7), RECS(100, HK_GRANT, 0, 7)},
-     "sequence number twice"},
-    {"a record after the worker died", {A(100), G(100), E(100), REC(150, HK_DIED), X(200)},
-     "after its death"},
+    {"a sequence number twice", {RECS(100, HK_ATTEMPT, 0, 7), RECS(100, HK_GRANT, 0, 7)}, "sequence number twice"},
+    {"a record after the worker died", {A(100), G(100), E(100), REC(150, HK_DIED), X(200)}, "after its death"},
     {"a worker dies twice", {A(100), REC(150, HK_DIED), REC(160, HK_DIED)}, "after its death"},
     /* legal: a failed attempt, then a full hold; valid at any point; the I/O
      * thread's lost record stamped before the main thread's previous one */
     {"legal: fail, then a hold with valid and lost",
-     {RECS(50, HK_VALID, RLOCK_ENOTHELD, 0), A(100), RECS(110, HK_FAIL, RLOCK_EBUSY, 0), A(120),
-      G(130), E(200), REC(150, HK_LOST), X(300)},
+     {RECS(50, HK_VALID, RLOCK_ENOTHELD, 0), A(100), RECS(110, HK_FAIL, RLOCK_EBUSY, 0), A(120), G(130), E(200),
+      REC(150, HK_LOST), X(300)},
      NULL},
 };
 #undef A
@@ -264,8 +262,7 @@ TEST(synthetic_malformed_sequences) {
       CHECK_MSG(v == HIST_OK, "%s: verdict %d (%s)", sc->what, v, rep.msg);
     } else {
       CHECK_MSG(v == HIST_BADHIST, "%s: verdict %d, want malformed (%s)", sc->what, v, rep.msg);
-      CHECK_MSG(strstr(rep.msg, sc->want) != NULL, "%s: message \"%s\" lacks \"%s\"", sc->what,
-                rep.msg, sc->want);
+      CHECK_MSG(strstr(rep.msg, sc->want) != NULL, "%s: message \"%s\" lacks \"%s\"", sc->what, rep.msg, sc->want);
     }
     hist_report_free(&rep);
   }
@@ -275,8 +272,7 @@ TEST(synthetic_malformed_sequences) {
 
 /* "skip": no lock at all. */
 static int skip_open(fh_worker_ctx_t *w) { return 0; }
-static int skip_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu,
-                        uint64_t *token) {
+static int skip_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
   *vu = rlock_now_ms() + 3600 * 1000;
   *token = 0;
   return 0;
@@ -287,8 +283,8 @@ static int skip_valid(fh_worker_ctx_t *w, int64_t *out) {
 }
 static int skip_release(fh_worker_ctx_t *w) { return 0; }
 static void skip_close(fh_worker_ctx_t *w) {}
-static const fh_kind_t kind_skip = {"broken-skip", HIST_MUTEX_LEASE, skip_open, skip_acquire,
-                                    skip_valid, skip_release, skip_close, NULL, 0};
+static const fh_kind_t kind_skip = {
+    "broken-skip", HIST_MUTEX_LEASE, skip_open, skip_acquire, skip_valid, skip_release, skip_close, NULL, 0};
 
 /* "getset": GET the key; if empty, (think 1 ms, then) SET it. Not atomic. */
 static int gs_cmd(fh_worker_ctx_t *w, const char *verb, rlock_reply_type_t *type) {
@@ -301,8 +297,7 @@ static int gs_cmd(fh_worker_ctx_t *w, const char *verb, rlock_reply_type_t *type
   rlock_reply_free(r);
   return rc;
 }
-static int gs_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu,
-                      uint64_t *token) {
+static int gs_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
   for (;;) {
     rlock_reply_type_t t = RLOCK_REPLY_ERROR;
     int rc = gs_cmd(w, "GET", &t);
@@ -316,14 +311,18 @@ static int gs_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int
   }
 }
 static int gs_release(fh_worker_ctx_t *w) { return gs_cmd(w, "DEL", NULL); }
-static const fh_kind_t kind_getset = {"broken-getset", HIST_MUTEX_LEASE, skip_open, gs_acquire,
-                                      skip_valid, gs_release, skip_close, NULL, 0};
+static const fh_kind_t kind_getset = {"broken-getset", HIST_MUTEX_LEASE, skip_open, gs_acquire, skip_valid,
+                                      gs_release,      skip_close,       NULL,      0};
 
 TEST(broken_skip_lock_is_caught) {
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = srv->url, .kind = &kind_skip, .lock_name = "skip",
-                        .lease_ms = 1000, .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = -1,
+  fh_worker_spec_t s = {.url = srv->url,
+                        .kind = &kind_skip,
+                        .lock_name = "skip",
+                        .lease_ms = 1000,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = -1,
                         .iterations = 1};
   int a = fh_spawn(&p, &s), b = fh_spawn(&p, &s);
   fh_await(&p, a, HK_ENTER, 10000);
@@ -341,8 +340,12 @@ TEST(broken_skip_lock_is_caught) {
 TEST(broken_getset_lock_is_caught) {
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = srv->url, .kind = &kind_getset, .lock_name = "getset",
-                        .lease_ms = 1000, .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = 2,
+  fh_worker_spec_t s = {.url = srv->url,
+                        .kind = &kind_getset,
+                        .lock_name = "getset",
+                        .lease_ms = 1000,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = 2,
                         .iterations = 40};
   for (int i = 0; i < 4; i++) fh_spawn(&p, &s);
   for (int i = 0; i < 4; i++) fh_await(&p, i, HK_MAX, 60000); /* loops done */
@@ -358,9 +361,14 @@ TEST(broken_getset_lock_is_caught) {
 TEST(real_lock_same_loop_is_clean) {
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = srv->url, .kind = &fh_kind_reentrant, .lock_name = "real",
-                        .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = 3000,
-                        .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = 2, .iterations = 40};
+  fh_worker_spec_t s = {.url = srv->url,
+                        .kind = &fh_kind_reentrant,
+                        .lock_name = "real",
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = 3000,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = 2,
+                        .iterations = 40};
   for (int i = 0; i < 4; i++) fh_spawn(&p, &s);
   for (int i = 0; i < 4; i++) fh_await(&p, i, HK_MAX, 60000); /* loops done */
   fh_pool_finish(&p, 10000);
@@ -386,7 +394,7 @@ TEST(synthetic_failover_window_split) {
   CHECK_EQ(check(&h, HIST_MUTEX_LEASE, &rep), HIST_VIOLATION);
   size_t inside, outside;
   fh_violations_split(&rep, 0, 500 * 1000000LL, 30000 * 1000000LL, &inside, &outside);
-  CHECK_EQ(inside, 3); /* the holder overlapped by workers 1, 2 and 3 */
+  CHECK_EQ(inside, 3);  /* the holder overlapped by workers 1, 2 and 3 */
   CHECK_EQ(outside, 1); /* workers 2 and 3: excused by nothing */
   fh_violations_split(&rep, 0, 5000 * 1000000LL, 30000 * 1000000LL, &inside, &outside);
   CHECK_EQ(inside, 0); /* granted before the window */

@@ -41,9 +41,14 @@ static void kill_holder(const fh_deploy_t *dep, const fh_kind_t *kind) {
   /* hold_ms -1: a worker stays inside until told to leave, so the one we
    * kill is inside its critical section, holding the lock, however late the
    * kill comes on a loaded machine. */
-  fh_worker_spec_t s = {.url = dep->url(d), .kind = kind, .lock_name = name,
-                        .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = WATCHDOG_MS,
-                        .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = -1, .iterations = 0};
+  fh_worker_spec_t s = {.url = dep->url(d),
+                        .kind = kind,
+                        .lock_name = name,
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = WATCHDOG_MS,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = -1,
+                        .iterations = 0};
   for (int i = 0; i < 4; i++) fh_spawn(&p, &s);
   int64_t worst = 0;
   fh_event_t e = fh_await(&p, -1, HK_ENTER, 10000);
@@ -51,17 +56,15 @@ static void kill_holder(const fh_deploy_t *dep, const fh_kind_t *kind) {
     fh_kill9(&p, e.worker); /* inside its critical section, holding the lock */
     int64_t t_kill = hist_now_ns();
     CHECK_MSG(last_before_death(&p, e.worker) == HK_ENTER,
-              "worker %d was not inside its critical section when killed (last record: %s)",
-              e.worker, hist_kind_name(last_before_death(&p, e.worker)));
+              "worker %d was not inside its critical section when killed (last record: %s)", e.worker,
+              hist_kind_name(last_before_death(&p, e.worker)));
     fh_event_t n = fh_await_since(&p, -1, HK_ENTER, t_kill, WATCHDOG_MS + 3000);
     int64_t lat = (n.t_ns - t_kill) / 1000000;
-    printf("round %d: killed worker %d; worker %d entered %lld ms later\n", round, e.worker,
-           n.worker, (long long)lat);
+    printf("round %d: killed worker %d; worker %d entered %lld ms later\n", round, e.worker, n.worker, (long long)lat);
     CHECK(n.worker != e.worker);
     /* The lease left at the kill is at most one watchdog timeout; the
      * waiter retries at the end of the PTTL it was told. Bound: 2 leases. */
-    CHECK_MSG(lat <= 2 * WATCHDOG_MS, "the lock took %lld ms to free (watchdog %d)",
-              (long long)lat, WATCHDOG_MS);
+    CHECK_MSG(lat <= 2 * WATCHDOG_MS, "the lock took %lld ms to free (watchdog %d)", (long long)lat, WATCHDOG_MS);
     if (lat > worst) worst = lat;
     e = n;
   }
@@ -76,8 +79,8 @@ static void kill_holder(const fh_deploy_t *dep, const fh_kind_t *kind) {
   CHECK_EQ(fh_check(&p, HIST_MUTEX, &rep), HIST_OK);
   CHECK_EQ(rep.died, 3);
   char outcome[160];
-  snprintf(outcome, sizeof outcome, "lock freed <= %lld ms after kill (watchdog %d); %zu sections",
-           (long long)worst, WATCHDOG_MS, rep.sections);
+  snprintf(outcome, sizeof outcome, "lock freed <= %lld ms after kill (watchdog %d); %zu sections", (long long)worst,
+           WATCHDOG_MS, rep.sections);
   fh_result("kill-9-holder", dep->name, kind->name, outcome, rep.violations);
   hist_report_free(&rep);
   dep->stop(d);
@@ -89,9 +92,14 @@ static void stop_holder(const fh_deploy_t *dep, const fh_kind_t *kind, int64_t l
   snprintf(name, sizeof name, "stop:%s:%lld", kind->name, (long long)lease);
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = dep->url(d), .kind = kind, .lock_name = name, .lease_ms = lease,
-                        .watchdog_ms = WATCHDOG_MS, .wait_ms = RLOCK_WAIT_FOREVER,
-                        .hold_ms = -1, .iterations = 1};
+  fh_worker_spec_t s = {.url = dep->url(d),
+                        .kind = kind,
+                        .lock_name = name,
+                        .lease_ms = lease,
+                        .watchdog_ms = WATCHDOG_MS,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = -1,
+                        .iterations = 1};
   int a = fh_spawn(&p, &s);
   fh_await(&p, a, HK_ENTER, 10000);
   int b = fh_spawn(&p, &s);
@@ -133,8 +141,8 @@ static void stop_holder(const fh_deploy_t *dep, const fh_kind_t *kind, int64_t l
   hist_report_free(&rep);
   CHECK_EQ(fh_check(&p, HIST_MUTEX, &rep), HIST_VIOLATION); /* the overlap is real */
   hist_report_free(&rep);
-  fh_result(lease == RLOCK_LEASE_WATCHDOG ? "sigstop>lease(watchdog)" : "sigstop>lease(fixed)",
-            dep->name, kind->name, outcome, 0);
+  fh_result(lease == RLOCK_LEASE_WATCHDOG ? "sigstop>lease(watchdog)" : "sigstop>lease(fixed)", dep->name, kind->name,
+            outcome, 0);
   dep->stop(d);
 }
 

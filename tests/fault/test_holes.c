@@ -23,8 +23,7 @@ static fp_proxy_t *px;
 static char purl[64];
 static atomic_int lost_calls, last_reason;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)name, (void)len, (void)owner, (void)arg;
   atomic_store(&last_reason, (int)reason);
   atomic_fetch_add(&lost_calls, 1);
@@ -96,8 +95,7 @@ TEST(acquire_outlives_latch) {
   fp_blackhole(px, FP_DOWN);
   fh_latch_t got;
   fh_latch_init(&got);
-  CHECK_OK(rlock_lock_acquire_async(l, 9, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL,
-                                    fh_latch_cb, &got));
+  CHECK_OK(rlock_lock_acquire_async(l, 9, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL, fh_latch_cb, &got));
   hget_arg_t applied = {name, o, 1};
   CHECK_MSG(th_wait_until(hget_is, &applied, 5000), "the acquire did not reach the server");
   /* the server becomes unreachable; the reply is lost with the connection */
@@ -106,8 +104,7 @@ TEST(acquire_outlives_latch) {
   fp_blackhole(px, 0);
   int64_t t_down = rlock_now_ms();
   /* the outage lasts until the request's latch has expired on the server */
-  CHECK_MSG(th_wait_until(no_keys, "rlock_acquire_latch:{holes:latch}:*", 20000),
-            "the latch did not expire");
+  CHECK_MSG(th_wait_until(no_keys, "rlock_acquire_latch:{holes:latch}:*", 20000), "the latch did not expire");
   th_sleep_ms(500); /* the scenario: the outage outlasts the latch a little (the waiter's old id is
                       stale by now: its undo waits for the connection) */
   CHECK(!got.done);
@@ -118,8 +115,7 @@ TEST(acquire_outlives_latch) {
   long long count = th_hget_num(srv, name, o);
   CHECK_MSG(count == 1, "hold count %lld on the server after one acquire", count);
   CHECK_OK(rlock_lock_release(l, 9));
-  CHECK_MSG(th_cmd_int(srv, "EXISTS", name, NULL) == 0, "one unlock left count %lld",
-            th_hget_num(srv, name, o));
+  CHECK_MSG(th_cmd_int(srv, "EXISTS", name, NULL) == 0, "one unlock left count %lld", th_hget_num(srv, name, o));
   CHECK_EQ(stats(c).held, 0);
   fh_result("reply lost + outage > latch TTL, wait-forever acquire", "single", "reentrant",
             "count 1 after the outage; one unlock frees the lock", 0);
@@ -200,8 +196,8 @@ static void wake_passed_on(int cancel_a, const char *label) {
   fh_latch_init(&a);
   fh_latch_init(&b);
   stat_arg_t sa = {c, stats(c).acquire_attempts + 2};
-  CHECK_OK(rlock_lock_acquire_async(l, 1, cancel_a ? RLOCK_WAIT_FOREVER : 2500, 60000,
-                                    cancel_a ? cancel : NULL, fh_latch_cb, &a));
+  CHECK_OK(rlock_lock_acquire_async(l, 1, cancel_a ? RLOCK_WAIT_FOREVER : 2500, 60000, cancel_a ? cancel : NULL,
+                                    fh_latch_cb, &a));
   CHECK(th_wait_until(attempts_reach, &sa, 5000)); /* A: busy, subscribed, busy again: parked */
   sa.want += 2;
   CHECK_OK(rlock_lock_acquire_async(l, 2, RLOCK_WAIT_FOREVER, 60000, NULL, fh_latch_cb, &b));
@@ -223,8 +219,7 @@ static void wake_passed_on(int cancel_a, const char *label) {
   int64_t t0 = rlock_now_ms();
   CHECK_MSG(fh_latch_wait(&b, 8000), "B sleeps while the lock is free (the wake-up died with A)");
   CHECK_OK(b.status);
-  printf("%s: B took the lock %lld ms after the connection could come back\n", label,
-         (long long)(rlock_now_ms() - t0));
+  printf("%s: B took the lock %lld ms after the connection could come back\n", label, (long long)(rlock_now_ms() - t0));
   CHECK_OK(rlock_lock_release(l, 2));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
   fh_result(label, "single", "reentrant", "the next waiter of the process gets the wake-up", 0);
@@ -263,7 +258,7 @@ TEST(wake_token_while_trying) {
   stat_arg_t woken = {c, base + 1};
   CHECK_MSG(th_wait_until(attempts_reach, &woken, 5000), "the message did not wake the waiter");
   CHECK_EQ(th_cmd_int(srv, "PUBLISH", chan, "0", NULL), 1); /* arrives while that try is in flight */
-  ping(c); /* the try's answer (busy) has been handled */
+  ping(c);                                                  /* the try's answer (busy) has been handled */
   uint64_t tries = stats(c).acquire_attempts - base;
   fp_delay(px, 0);
   CHECK_MSG(tries == 2, "two messages, %llu tries: the one that came while the try was in flight was lost",
@@ -298,14 +293,14 @@ TEST(renewal_failed_reason) {
   fp_blackhole(px, 0);
   CHECK(th_wait_until(key_gone, "holes:part", 5000));
   CHECK_RC(rlock_lock_unlock(l), RLOCK_ENOTHELD);
-  fh_result("partition > watchdog lease", "single", "reentrant",
-            "lost callback with reason RLOCK_LOST_RENEWAL_FAILED", 0);
+  fh_result("partition > watchdog lease", "single", "reentrant", "lost callback with reason RLOCK_LOST_RENEWAL_FAILED",
+            0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
 
 /* test_holes [NAME]: all tests, or only NAME */
-#define RUN_IF(name)                                \
+#define RUN_IF(name) \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
 
 int main(int argc, char **argv) {

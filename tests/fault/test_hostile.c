@@ -31,12 +31,12 @@
 #define HANDSHAKE_SCRIPTS (0 RLOCK__SCRIPT_MAP(ONE_SCRIPT))
 
 typedef struct fake_cfg {
-  const char *first; /* reply to the first non-handshake command of a command connection */
-  size_t first_len;  /* 0: strlen */
-  const char *rest;  /* reply to the later ones (NULL: same as first) */
-  int close_after;   /* close the connection after sending `first` */
-  const char *setname;   /* reply to CLIENT SETNAME (NULL: +OK) */
-  const char *subscribe; /* reply to SUBSCRIBE (NULL: a proper confirmation) */
+  const char *first;       /* reply to the first non-handshake command of a command connection */
+  size_t first_len;        /* 0: strlen */
+  const char *rest;        /* reply to the later ones (NULL: same as first) */
+  int close_after;         /* close the connection after sending `first` */
+  const char *setname;     /* reply to CLIENT SETNAME (NULL: +OK) */
+  const char *subscribe;   /* reply to SUBSCRIBE (NULL: a proper confirmation) */
   const char *unsolicited; /* sent right after the handshake of a command connection */
   int silent;              /* never answer anything */
 } fake_cfg_t;
@@ -253,8 +253,8 @@ static void run_scenario(const scen_t *s) {
   int64_t took = rlock_now_ms() - t0;
   int accepted = s->ok0 && rc == 0;
   for (int i = 0; i < 4 && s->ok[i]; i++) accepted |= rc == s->ok[i];
-  printf("HOSTILE %-44s %-15s -> %-16s in %5lld ms (%s)\n", s->what, op_name(s->op),
-         rlock_err_name(rc), (long long)took, rc ? rlock_last_error() : "ok");
+  printf("HOSTILE %-44s %-15s -> %-16s in %5lld ms (%s)\n", s->what, op_name(s->op), rlock_err_name(rc),
+         (long long)took, rc ? rlock_last_error() : "ok");
   CHECK_MSG(accepted, "%s: unexpected %s (%s)", s->what, rlock_err_name(rc), rlock_last_error());
   CHECK_MSG(took < 5000, "%s: took %lld ms", s->what, (long long)took);
   rlock_lock_free(l);
@@ -269,8 +269,16 @@ static const scen_t scens[] = {
     {"malformed bulk length", {.first = "$abc\r\n"}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO}, 0},
     {"truncated bulk, connection kept", {.first = "$10\r\nabc"}, OP_ACQ, {RLOCK_ETIMEDOUT}, 0},
     {"truncated bulk, then closed", {.first = "$10\r\nabc", .close_after = 1}, OP_ACQ, {RLOCK_ECONNLOST}, 0},
-    {"array of 2e9 elements", {.first = "*2000000000\r\n"}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO, RLOCK_ETIMEDOUT}, 0},
-    {"bulk of 1e11 bytes announced", {.first = "$99999999999\r\nxxxxxxxx"}, OP_ACQ, {RLOCK_ETIMEDOUT, RLOCK_ECONNLOST, RLOCK_EPROTO}, 0},
+    {"array of 2e9 elements",
+     {.first = "*2000000000\r\n"},
+     OP_ACQ,
+     {RLOCK_ECONNLOST, RLOCK_EPROTO, RLOCK_ETIMEDOUT},
+     0},
+    {"bulk of 1e11 bytes announced",
+     {.first = "$99999999999\r\nxxxxxxxx"},
+     OP_ACQ,
+     {RLOCK_ETIMEDOUT, RLOCK_ECONNLOST, RLOCK_EPROTO},
+     0},
     {"negative array length -5", {.first = "*-5\r\n"}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO, RLOCK_ETIMEDOUT}, 0},
     {"nesting depth 10", {.first = NEST}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO}, 0},
     {"integer overflow", {.first = ":99999999999999999999\r\n"}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO}, 0},
@@ -289,14 +297,24 @@ static const scen_t scens[] = {
     {"hold count answered an integer", {.first = ":5\r\n"}, OP_COUNT, {RLOCK_EPROTO}, 0},
     {"hold count answered text", {.first = "$3\r\nabc\r\n"}, OP_COUNT, {RLOCK_EPROTO}, 0},
     {"hold count answered empty string", {.first = "$0\r\n\r\n"}, OP_COUNT, {RLOCK_EPROTO}, 0},
-    {"holders answered an odd array", {.first = "*3\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n"}, OP_HOLDERS, {RLOCK_EPROTO}, 0},
+    {"holders answered an odd array",
+     {.first = "*3\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n"},
+     OP_HOLDERS,
+     {RLOCK_EPROTO},
+     0},
     {"holders answered integers", {.first = "*2\r\n:1\r\n:2\r\n"}, OP_HOLDERS, {RLOCK_EPROTO}, 0},
     {"holders answered nil elements", {.first = "*2\r\n$-1\r\n$-1\r\n"}, OP_HOLDERS, {RLOCK_EPROTO}, 0},
     {"ttl answered a string", {.first = "$2\r\n10\r\n"}, OP_TTL, {RLOCK_EPROTO}, 0},
     {"reply without a request, then sane",
-     {.first = "$-1\r\n", .unsolicited = "+SURPRISE\r\n"}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO}, 1},
+     {.first = "$-1\r\n", .unsolicited = "+SURPRISE\r\n"},
+     OP_ACQ,
+     {RLOCK_ECONNLOST, RLOCK_EPROTO},
+     1},
     {"pub/sub message on the command connection",
-     {.first = "$-1\r\n", .unsolicited = "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n0\r\n"}, OP_ACQ, {RLOCK_ECONNLOST, RLOCK_EPROTO}, 1},
+     {.first = "$-1\r\n", .unsolicited = "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n0\r\n"},
+     OP_ACQ,
+     {RLOCK_ECONNLOST, RLOCK_EPROTO},
+     1},
     {"unlock reply split in pieces then silence", {.first = ":", .rest = ":"}, OP_UNLOCK, {RLOCK_ETIMEDOUT}, 0},
 };
 
@@ -321,11 +339,11 @@ TEST(fake_server_handshake) {
     int64_t t0 = rlock_now_ms();
     int rc = fake_client(f, &c, 0);
     int64_t took = rlock_now_ms() - t0;
-    printf("HOSTILE handshake: %-38s -> %-16s in %5lld ms (%s)\n", hs[i].what, rlock_err_name(rc),
-           (long long)took, rlock_last_error());
+    printf("HOSTILE handshake: %-38s -> %-16s in %5lld ms (%s)\n", hs[i].what, rlock_err_name(rc), (long long)took,
+           rlock_last_error());
     if (c) rlock_client_free(c);
-    CHECK_MSG(rc == hs[i].want[0] || rc == hs[i].want[1] || rc == hs[i].want[2], "%s: %s",
-              hs[i].what, rlock_err_name(rc));
+    CHECK_MSG(rc == hs[i].want[0] || rc == hs[i].want[1] || rc == hs[i].want[2], "%s: %s", hs[i].what,
+              rlock_err_name(rc));
     CHECK(took < 3000);
     fake_stop(f);
   }
@@ -334,15 +352,14 @@ TEST(fake_server_handshake) {
 /* Renewal replies of the wrong shape: the hold must end as lost (no crash, no
  * endless hold). */
 static atomic_int lost_n;
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)reason;
   atomic_fetch_add(&lost_n, 1);
 }
 
 TEST(fake_server_renewals) {
-  const char *rests[] = {"+OK\r\n", "*1\r\n:0\r\n", "*5\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n",
-                         "*1\r\n$1\r\n1\r\n", "-ERR no\r\n"};
+  const char *rests[] = {"+OK\r\n", "*1\r\n:0\r\n", "*5\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n", "*1\r\n$1\r\n1\r\n",
+                         "-ERR no\r\n"};
   for (size_t i = 0; i < sizeof rests / sizeof rests[0]; i++) {
     fake_cfg_t cfg = {.first = "$-1\r\n", .rest = rests[i]};
     fake_t *f = fake_start(&cfg);
@@ -354,8 +371,8 @@ TEST(fake_server_renewals) {
     CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* "$-1" = acquired */
     int64_t t0 = rlock_now_ms();
     while (atomic_load(&lost_n) == before && rlock_now_ms() - t0 < 3000) th_sleep_ms(10);
-    printf("HOSTILE renewal answered %-40.*s -> lost after %lld ms\n", (int)strcspn(rests[i], "\r"),
-           rests[i], (long long)(rlock_now_ms() - t0));
+    printf("HOSTILE renewal answered %-40.*s -> lost after %lld ms\n", (int)strcspn(rests[i], "\r"), rests[i],
+           (long long)(rlock_now_ms() - t0));
     CHECK_MSG(atomic_load(&lost_n) == before + 1, "renewal reply %zu: hold never reported lost", i);
     rlock_lock_free(l);
     rlock_client_free(c);

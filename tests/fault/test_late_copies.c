@@ -353,8 +353,10 @@ TEST(late_acquire_copy_fair) {
   /* free, and nobody waits: anybody's trylock(0) takes it */
   int rc = rlock_lock_trylock(j.lo, 0, 10000);
   if (rc == 0) CHECK_OK(rlock_lock_unlock(j.lo));
-  CHECK_MSG(queued == 0, "a late copy of a granted fair acquire queued its owner (%lld entries; nobody waits; "
-            "trylock(0) of the free lock: %s)", queued, rlock_err_name(rc));
+  CHECK_MSG(queued == 0,
+            "a late copy of a granted fair acquire queued its owner (%lld entries; nobody waits; "
+            "trylock(0) of the free lock: %s)",
+            queued, rlock_err_name(rc));
   CHECK_MSG(rc == 0, "a free fair lock nobody waits for refused a trylock(0): %s", rlock_err_name(rc));
   fh_result("fair acquire copy delivered after its grant, the lock held by another", "single", "fair",
             "answered busy by its latch: no queue entry, the free lock stays takeable", 0);
@@ -480,7 +482,7 @@ static int fast_port(void) {
 
 static void fast_warm(rlock_lock_t *l, rlock_client_t *c) {
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* through the I/O thread */
-  CHECK_OK(rlock_lock_unlock(l));                    /* the thread learns the count */
+  CHECK_OK(rlock_lock_unlock(l));                     /* the thread learns the count */
   uint64_t f0 = stats(c).fast_calls;
   CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: opens the fast connection */
   CHECK_OK(rlock_lock_unlock(l));
@@ -536,7 +538,8 @@ TEST(late_fast_acquire_copy_on_free_lock) {
   long long late = with_late_fast_copy(c, lock_then_unlock, l);
   CHECK_EQ(late, 1);
   CHECK_MSG(th_cmd_int(srv, "EXISTS", "late:fast-acquire-free", NULL) == 0,
-            "the late copy took the free lock (HLEN %lld, PTTL %lld)", th_cmd_int(srv, "HLEN", "late:fast-acquire-free", NULL),
+            "the late copy took the free lock (HLEN %lld, PTTL %lld)",
+            th_cmd_int(srv, "HLEN", "late:fast-acquire-free", NULL),
             th_cmd_int(srv, "PTTL", "late:fast-acquire-free", NULL));
   fh_result("fast-path first acquire copy delivered on a free lock after its undo", "single", "reentrant",
             "tombstone found: nothing written", 0);
@@ -612,8 +615,8 @@ TEST(late_fast_acquire_answer_lost) {
   CHECK_EQ(th_hget_num(srv, "late:fast-acquire-lost", o), 1);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:fast-acquire-lost", NULL), 0);
-  fh_result("fast-path acquire applied, its answer lost", "single", "reentrant",
-            "given back and taken again: count 1", 0);
+  fh_result("fast-path acquire applied, its answer lost", "single", "reentrant", "given back and taken again: count 1",
+            0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -711,7 +714,7 @@ TEST(late_fast_unlock_mismatch_answer_lost) {
   char o[128];
   th_owner_id(c, RLOCK_OWNER_THREAD | (uint64_t)th_gettid(), o, sizeof o);
   fast_warm(l, c);
-  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG)); /* fast: count 1 */
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));                               /* fast: count 1 */
   CHECK_EQ(th_cmd_int(srv, "HINCRBY", "late:fast-mismatch-lost", o, "1", NULL), 2); /* the ghost */
   unl_rc_t u = {l, 0};
   with_lost_fast_answer(c, unlock_rc, &u);
@@ -807,8 +810,10 @@ static void fast_unlock(rlock_client_t *c, rlock_lock_t *l, int want) {
 static void no_latch_after_drain(rlock_lock_t *l, const char *name) {
   int locked = 0;
   CHECK_OK(rlock_lock_is_locked(l, &locked));
-  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000), "%d unlock latch(es) of an answered fast unlock left "
-            "to their TTL", latches_of(name));
+  CHECK_MSG(th_wait_until(no_latch_left, (void *)name, 2000),
+            "%d unlock latch(es) of an answered fast unlock left "
+            "to their TTL",
+            latches_of(name));
 }
 
 /* A fast unlock that wakes another client's waiter (answer 2), answered at
@@ -1035,7 +1040,8 @@ int main(int argc, char **argv) {
   /* a known limitation (docs/internals/fast-path.md): by name only */
   if (only && strstr("late_fast_unlock_not_held_copy_late", only)) RUN(late_fast_unlock_not_held_copy_late);
   if (!only || strstr("late_fast_unlock_handoff_latch_dropped", only)) RUN(late_fast_unlock_handoff_latch_dropped);
-  if (!only || strstr("unlock_answer_lost_fixed_lease_not_reported", only)) RUN(unlock_answer_lost_fixed_lease_not_reported);
+  if (!only || strstr("unlock_answer_lost_fixed_lease_not_reported", only))
+    RUN(unlock_answer_lost_fixed_lease_not_reported);
   if (!only || strstr("unlock_answer_lost_watchdog_not_reported", only)) RUN(unlock_answer_lost_watchdog_not_reported);
   if (!only || strstr("late_fast_unlock_not_held_latch_dropped", only)) RUN(late_fast_unlock_not_held_latch_dropped);
   if (!only || strstr("late_fast_reentry_after_loss_ref", only)) RUN(late_fast_reentry_after_loss_ref);

@@ -127,8 +127,8 @@ TEST(ping_while_subscribed) {
   CHECK_OK(rlock_lock_unlock(lh));
   CHECK_MSG(fh_latch_wait(&got, 5000), "the unlock message did not wake the waiter");
   CHECK_OK(got.status);
-  printf("waiter granted %lld ms after the unlock, %lld PINGs seen by the server\n",
-         (long long)(rlock_now_ms() - t0), th_cmdstat(srv, "ping"));
+  printf("waiter granted %lld ms after the unlock, %lld PINGs seen by the server\n", (long long)(rlock_now_ms() - t0),
+         th_cmdstat(srv, "ping"));
   CHECK_EQ(stats(w).reconnects, 0);
   CHECK_OK(rlock_lock_release(lw, 7));
   fh_latch_destroy(&got);
@@ -165,7 +165,8 @@ TEST(subscriber_silently_dropped) {
   CHECK(stats(w).reconnects >= r0 + 1);
   CHECK_OK(rlock_lock_release(lw, 7));
   char outcome[160];
-  snprintf(outcome, sizeof outcome, "missed PING -> reconnect + resubscribe; waiter granted %lld ms after the unlock (PTTL 60 s)",
+  snprintf(outcome, sizeof outcome,
+           "missed PING -> reconnect + resubscribe; waiter granted %lld ms after the unlock (PTTL 60 s)",
            (long long)took);
   fh_result("proxy-drop-subscriber-silently", "single", "reentrant", outcome, 0);
   fh_latch_destroy(&got);
@@ -276,7 +277,8 @@ TEST(subscribe_timeout_resent) {
   CHECK(fh_latch_wait(&gx, 5000));
   CHECK_OK(gx.status);
   CHECK_OK(rlock_lock_release(wx, 1));
-  fh_result("proxy-swallow-subscribe", "single", "reentrant", "SUBSCRIBE re-sent after its timeout; waiter woken by the unlock", 0);
+  fh_result("proxy-swallow-subscribe", "single", "reentrant",
+            "SUBSCRIBE re-sent after its timeout; waiter woken by the unlock", 0);
   fh_latch_destroy(&gx), fh_latch_destroy(&gy);
   rlock_lock_free(hx), rlock_lock_free(hy), rlock_lock_free(wx), rlock_lock_free(wy);
   rlock_client_free(h), rlock_client_free(w);
@@ -342,8 +344,8 @@ static int selected(const char *name) {
   const char *only = getenv("ONLY");
   return !only || strstr(only, name) != NULL;
 }
-#define RUN_SELECTED(name) \
-  do {                     \
+#define RUN_SELECTED(name)          \
+  do {                              \
     if (selected(#name)) RUN(name); \
   } while (0)
 

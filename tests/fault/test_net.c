@@ -22,8 +22,7 @@ static fp_proxy_t *px;
 static char purl[64];
 static atomic_int lost_calls;
 
-static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason,
-                    void *arg) {
+static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_reason_t reason, void *arg) {
   (void)reason;
   atomic_fetch_add(&lost_calls, 1);
 }
@@ -67,8 +66,7 @@ TEST(cut_reconnect_resubscribe) {
   CHECK_OK(rlock_lock_lock(lh, RLOCK_LEASE_WATCHDOG));
   fh_latch_t got;
   fh_latch_init(&got);
-  CHECK_OK(rlock_lock_acquire_async(lw, 777, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL,
-                                    fh_latch_cb, &got));
+  CHECK_OK(rlock_lock_acquire_async(lw, 777, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL, fh_latch_cb, &got));
   numsub_arg_t ns = {"redisson_lock__channel:{net:cut}", 1};
   CHECK(th_wait_until(numsub_is, &ns, 5000));
   rlock_stats_t h0 = stats(h), w0 = stats(w);
@@ -183,8 +181,7 @@ TEST(refused_wait_forever_then_granted) {
   outage_end(2);
   /* back: reconnect (backoff <= 200 ms) + one try; generous for a loaded machine */
   CHECK_MSG(fh_latch_wait(&got, 10 * OUT_CMD_MS + 5000), "the waiter hangs after the outage ended");
-  CHECK_MSG(got.status == 0, "wait-forever waiter ended with %s: %s", rlock_err_name(got.status),
-            rlock_last_error());
+  CHECK_MSG(got.status == 0, "wait-forever waiter ended with %s: %s", rlock_err_name(got.status), rlock_last_error());
   char o[128];
   CHECK_EQ(th_hget_num(srv, "net:down", th_owner_id(w, 6, o, sizeof o)), 1);
   CHECK_EQ(th_cmd_int(srv, "HLEN", "net:down", NULL), 1);
@@ -223,8 +220,8 @@ static void bounded_wait_during_outage(int busy) {
   int64_t upper = wait_ms + 2 * OUT_CMD_MS + 2000; /* + margin for a loaded machine */
   CHECK_MSG(fh_latch_wait(&got, upper + 5000), "a bounded wait hangs during the outage");
   int64_t took = rlock_now_ms() - t0;
-  printf("bounded wait (%s, %lld ms) during an outage: %s after %lld ms\n", busy ? "busy" : "free",
-         (long long)wait_ms, rlock_err_name(got.status), (long long)took);
+  printf("bounded wait (%s, %lld ms) during an outage: %s after %lld ms\n", busy ? "busy" : "free", (long long)wait_ms,
+         rlock_err_name(got.status), (long long)took);
   CHECK_MSG(got.status == RLOCK_ECONNECT, "bounded wait ended with %s, want RLOCK_ECONNECT",
             rlock_err_name(got.status));
   CHECK_MSG(took >= wait_ms - 5 && took <= upper, "ended after %lld ms (bound %lld, command timeout %d)",
@@ -400,8 +397,8 @@ TEST(partition_longer_than_lease) {
   int64_t gone_at = rlock_now_ms();
   for (int i = 0; i < 300 && atomic_load(&lost_calls) == lost0; i++) th_sleep_ms(10);
   CHECK_MSG(atomic_load(&lost_calls) == lost0 + 1, "the holder was not told");
-  printf("key expired %lld ms after valid_until; holder told %lld ms after that\n",
-         (long long)(gone_at - vu), (long long)(rlock_now_ms() - gone_at));
+  printf("key expired %lld ms after valid_until; holder told %lld ms after that\n", (long long)(gone_at - vu),
+         (long long)(rlock_now_ms() - gone_at));
   CHECK(gone_at >= vu - 20); /* not freed before the holder's valid-until (poll granularity) */
   CHECK_RC(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu), RLOCK_ENOTHELD);
   fp_blackhole(px, 0);

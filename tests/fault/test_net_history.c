@@ -62,16 +62,14 @@ static struct {
 static void sample_server(void) {
   redisReply *r = th_cmd(R.raw, "HGETALL", LOCK, NULL);
   CHECK_MSG(r->type == REDIS_REPLY_ARRAY, "HGETALL %s: type %d", LOCK, r->type);
-  if (r->elements > 2)
-    th_fail(__FILE__, __LINE__, "%zu owners hold %s on the server at once", r->elements / 2, LOCK);
+  if (r->elements > 2) th_fail(__FILE__, __LINE__, "%zu owners hold %s on the server at once", r->elements / 2, LOCK);
   R.samples++;
   if (r->elements == 2) {
     long long n = strtoll(r->element[1]->str, NULL, 10);
     if (n > R.max_count) R.max_count = n;
     if (n > 1 && R.doubles++ == 0) {
       R.first_double_ms = rlock_now_ms();
-      printf("server: %s held with count %lld by %s (the workers never re-enter)\n", LOCK, n,
-             r->element[0]->str);
+      printf("server: %s held with count %lld by %s (the workers never re-enter)\n", LOCK, n, r->element[0]->str);
     }
     if (n > 1) R.last_double_ms = rlock_now_ms();
     if (n > 1 && R.phase2_ms) R.doubles_p2++;
@@ -127,12 +125,11 @@ static void unrefuse(void) {
 }
 
 static const cycle_t cycles[] = {
-    {"cut", 0, cut, await_reconnected},
-    {"delay 40 ms", 1500, delay_on, delay_off},
-    {"blackhole requests", 1500, bh_up, heal},   /* > command timeout: re-sends pile up */
-    {"blackhole replies", 1500, bh_down, heal},  /* applied, answers late */
-    {"partition", 2500, bh_both, heal},          /* > 2 command timeouts */
-    {"outage 2 s", 2000, refuse, unrefuse},      /* refused: tries wait for the connection */
+    {"cut", 0, cut, await_reconnected},         {"delay 40 ms", 1500, delay_on, delay_off},
+    {"blackhole requests", 1500, bh_up, heal},  /* > command timeout: re-sends pile up */
+    {"blackhole replies", 1500, bh_down, heal}, /* applied, answers late */
+    {"partition", 2500, bh_both, heal},         /* > 2 command timeouts */
+    {"outage 2 s", 2000, refuse, unrefuse},     /* refused: tries wait for the connection */
 };
 
 /* ------------------------------------------------------------ phase 2: outage > latch TTL */
@@ -204,8 +201,7 @@ static int lose_an_applied_acquire(char *latch, long long *latch_ttl) {
   }
   if (found < 0) {
     fp_blackhole(R.px, 0);
-    th_fail(__FILE__, __LINE__, "no acquire was applied during %d ms of blackholed replies",
-            LEASE_MS + 5000);
+    th_fail(__FILE__, __LINE__, "no acquire was applied during %d ms of blackholed replies", LEASE_MS + 5000);
   }
   fp_refuse(R.px, 1);
   fp_cut(R.px);
@@ -230,13 +226,14 @@ static void outage_longer_than_latch(void) {
   long long lock_ttl = th_cmd_int(R.raw, "PTTL", LOCK, NULL);
   int64_t outage = ttl + 1500; /* the latch is certainly gone when the server is back */
   CHECK_MSG(outage <= 30000, "latch TTL %lld ms: the outage would be too long for this test", ttl);
-  printf("phase 2: acquire applied, answer lost (latch %lld ms left, lock %lld ms left); "
-         "outage of %lld ms\n",
-         ttl, lock_ttl, (long long)outage);
+  printf(
+      "phase 2: acquire applied, answer lost (latch %lld ms left, lock %lld ms left); "
+      "outage of %lld ms\n",
+      ttl, lock_ttl, (long long)outage);
   run_for(outage);
   unrefuse();
-  printf("phase 2: back %lld ms into the run; the lock has %lld ms left\n",
-         (long long)(rlock_now_ms() - R.t0), th_cmd_int(R.raw, "PTTL", LOCK, NULL));
+  printf("phase 2: back %lld ms into the run; the lock has %lld ms left\n", (long long)(rlock_now_ms() - R.t0),
+         th_cmd_int(R.raw, "PTTL", LOCK, NULL));
 }
 
 /* ------------------------------------------------------------ phase 3: stop */
@@ -293,8 +290,7 @@ static void stop_workers(void) {
             "%d of %d workers still wait %d ms after being asked to stop, %lld ms after the "
             "last fault: the lock is held by %s (count %lld, %lld ms left); hold counts > 1 "
             "seen in %zu of %zu samples (first %lld ms into the run); %s",
-            left, NWORKERS, FINISH_MS, (long long)(rlock_now_ms() - R.last_fault_ms),
-            holders ? holders : "nobody",
+            left, NWORKERS, FINISH_MS, (long long)(rlock_now_ms() - R.last_fault_ms), holders ? holders : "nobody",
             count, th_cmd_int(R.raw, "PTTL", LOCK, NULL), R.doubles, R.samples,
             (long long)(R.doubles ? R.first_double_ms - R.t0 : -1), unlocks);
   }
@@ -320,10 +316,16 @@ static void net_faults(const fh_deploy_t *dep) {
   char url[64];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", fp_port(R.px));
   fh_pool_init(&R.pool);
-  fh_worker_spec_t s = {.url = url, .kind = &fh_kind_reentrant, .lock_name = LOCK,
-                        .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = LEASE_MS,
-                        .command_timeout_ms = CMD_MS, .reconnect_max_ms = 200,
-                        .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = HOLD_MS, .iterations = 0,
+  fh_worker_spec_t s = {.url = url,
+                        .kind = &fh_kind_reentrant,
+                        .lock_name = LOCK,
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = LEASE_MS,
+                        .command_timeout_ms = CMD_MS,
+                        .reconnect_max_ms = 200,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = HOLD_MS,
+                        .iterations = 0,
                         /* await_reconnected counts 2 connections a worker; a fast connection
                          * (opened at a worker's first fast call, again after each outage) made
                          * that count 9 of 8 in CI. The fast path under faults: fault_fast_path. */
@@ -341,8 +343,8 @@ static void net_faults(const fh_deploy_t *dep) {
     c->begin();
     run_for(c->fault_ms);
     c->end();
-    printf("phase 1: %s (%lld ms, ends %lld ms into the run)\n", c->name,
-           (long long)(rlock_now_ms() - t0), (long long)(rlock_now_ms() - R.t0));
+    printf("phase 1: %s (%lld ms, ends %lld ms into the run)\n", c->name, (long long)(rlock_now_ms() - t0),
+           (long long)(rlock_now_ms() - R.t0));
     run_for(RUN_MS);
   }
   outage_longer_than_latch();
@@ -350,21 +352,23 @@ static void net_faults(const fh_deploy_t *dep) {
   run_for(LEASE_MS + 2000); /* what a failed unlock may leave behind is gone by then */
   stop_workers();
   fh_pool_finish(&R.pool, 10000);
-  CHECK_MSG(th_cmd_int(R.raw, "EXISTS", LOCK, NULL) == 0,
-            "every worker stopped, yet %s is still held on the server", LOCK);
+  CHECK_MSG(th_cmd_int(R.raw, "EXISTS", LOCK, NULL) == 0, "every worker stopped, yet %s is still held on the server",
+            LOCK);
 
   hist_report_t rep;
   int verdict = fh_check(&R.pool, HIST_MUTEX_LEASE, &rep);
-  printf("server samples: %zu, highest hold count %lld, samples with a count > 1: %zu", R.samples,
-         R.max_count, R.doubles);
+  printf("server samples: %zu, highest hold count %lld, samples with a count > 1: %zu", R.samples, R.max_count,
+         R.doubles);
   if (R.doubles)
     printf(" (from %lld to %lld ms into the run)", (long long)(R.first_double_ms - R.t0),
            (long long)(R.last_double_ms - R.t0));
   printf("\n");
   CHECK_MSG(verdict == HIST_OK, "history verdict %d: %s", verdict, rep.msg);
   int mismatches = count_mismatches(0), mismatches_p2 = count_mismatches(R.phase2_ns);
-  printf("unlocks that found more holds than their worker took (RLOCK_LOST_COUNT_MISMATCH): %d, "
-         "%d of them from phase 2 on\n", mismatches, mismatches_p2);
+  printf(
+      "unlocks that found more holds than their worker took (RLOCK_LOST_COUNT_MISMATCH): %d, "
+      "%d of them from phase 2 on\n",
+      mismatches, mismatches_p2);
   CHECK_MSG(R.doubles_p2 == 0 && mismatches_p2 == 0,
             "an acquire counted twice in phase 2: %zu samples with a hold count > 1, %d unlocks found "
             "more holds than their worker took (RLOCK_LOST_COUNT_MISMATCH)",
@@ -375,8 +379,8 @@ static void net_faults(const fh_deploy_t *dep) {
            "HIST_MUTEX_LEASE clean: %zu sections, %zu permitted overlaps, %zu lost; all stopped "
            "%lld ms after the faults; lock free",
            rep.sections, rep.permitted, rep.lost, (long long)(rlock_now_ms() - R.last_fault_ms));
-  fh_result("proxy-cut/delay/blackhole/partition/outage>latch-ttl", dep->name,
-            fh_kind_reentrant.name, outcome, rep.violations);
+  fh_result("proxy-cut/delay/blackhole/partition/outage>latch-ttl", dep->name, fh_kind_reentrant.name, outcome,
+            rep.violations);
   hist_report_free(&rep);
   fp_stop(R.px);
   dep->stop(d);

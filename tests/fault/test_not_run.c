@@ -117,7 +117,6 @@ static int answers_busy(void *arg) {
   return busy;
 }
 
-
 /* A busy window of ms: call starts once the server answers BUSY. */
 static void start_busy(busy_t *b, pthread_t *t, int ms) {
   b->port = srv->port, b->ms = ms, b->ok = 0;
@@ -446,8 +445,13 @@ static void *during_load_main(void *p) {
  * an unlock sent meanwhile are answered LOADING, sent again, and succeed
  * once the data is back (the hold kept by the RDB is released). */
 TEST(loading_after_restart) {
-  static const char *const slow[] = {"--enable-debug-command", "yes", "--key-load-delay", "50",
-                                     "--loading-process-events-interval-bytes", "1024", NULL};
+  static const char *const slow[] = {"--enable-debug-command",
+                                     "yes",
+                                     "--key-load-delay",
+                                     "50",
+                                     "--loading-process-events-interval-bytes",
+                                     "1024",
+                                     NULL};
   th_server_t *x = loading_srv = th_server_start(&(th_server_opts_t){.extra_args = slow});
   rlock_client_t *c = fh_client(x->url, 30000, 3000, 3);
   rlock_lock_t *held = th_lock(c, "notrun:loading:held"), *fresh = th_lock(c, "notrun:loading:fresh");
@@ -462,9 +466,9 @@ TEST(loading_after_restart) {
   CHECK(pthread_join(d, NULL) == 0);
   CHECK_MSG(jr.at && jt.at, "the restarted server never answered LOADING");
   int64_t t0 = jr.t0;
-  printf("# during the load: unlock %s after %lld ms (%s); try %s after %lld ms (%s)\n",
-         rlock_err_name(jr.rc), (long long)(jr.at - t0), jr.rc ? jr.err : "", rlock_err_name(jt.rc),
-         (long long)(jt.at - t0), jt.rc ? jt.err : "");
+  printf("# during the load: unlock %s after %lld ms (%s); try %s after %lld ms (%s)\n", rlock_err_name(jr.rc),
+         (long long)(jr.at - t0), jr.rc ? jr.err : "", rlock_err_name(jt.rc), (long long)(jt.at - t0),
+         jt.rc ? jt.err : "");
   CHECK_MSG(jr.rc == 0, "an unlock during LOADING: %s: %s", rlock_err_name(jr.rc), jr.err);
   CHECK_MSG(jt.rc == 0, "a try during LOADING: %s: %s", rlock_err_name(jt.rc), jt.err);
   CHECK_EQ(th_cmd_int(x, "EXISTS", "notrun:loading:held", NULL), 0);
@@ -482,7 +486,7 @@ TEST(loading_after_restart) {
 }
 
 /* test_not_run [NAME]: all tests, or only NAME */
-#define RUN_IF(name)                                \
+#define RUN_IF(name) \
   if (argc < 2 || !strcmp(argv[1], #name)) RUN(name)
 
 /* Requests that carry a WAIT (a master with a replica, replica_sync one)

@@ -28,9 +28,7 @@ static int dial(int port) {
   return fd;
 }
 
-static void ping(int fd) {
-  CHECK(write(fd, "PING\r\n", 6) == 6);
-}
+static void ping(int fd) { CHECK(write(fd, "PING\r\n", 6) == 6); }
 
 static void pong(int fd) {
   char b[8];

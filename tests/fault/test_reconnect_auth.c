@@ -63,8 +63,7 @@ static void check_waiter_woken(th_server_t *s, rlock_client_t *h, rlock_client_t
   fh_latch_init(&got);
   CHECK_OK(rlock_lock_acquire_async(lw, 2, RLOCK_WAIT_FOREVER, 60000, NULL, fh_latch_cb, &got));
   numsub_srv = s;
-  CHECK_MSG(th_wait_until(subscribed, "redisson_lock__channel:{" LOCK "}", 5000),
-            "the waiter never subscribed");
+  CHECK_MSG(th_wait_until(subscribed, "redisson_lock__channel:{" LOCK "}", 5000), "the waiter never subscribed");
   CHECK_OK(rlock_lock_release(lh, 1));
   CHECK_MSG(fh_latch_wait(&got, 5000), "the waiter was not woken by the unlock message");
   CHECK_OK(got.status);
@@ -122,8 +121,8 @@ static void through_reconnects(th_server_t *s, fp_proxy_t *px, const char *url, 
   rlock_client_free(h), rlock_client_free(w);
 }
 
-static const char *acl_args[] = {"--user", "alice", "on", ">secret", "~*", "&*", "+@all",
-                                 "--user", "default", "off", NULL};
+static const char *acl_args[] = {"--user", "alice",  "on",      ">secret", "~*", "&*",
+                                 "+@all",  "--user", "default", "off",     NULL};
 
 TEST(password_db5_through_proxy) {
   const char *extra[] = {"--requirepass", "p@ss", NULL};
@@ -149,8 +148,7 @@ TEST(acl_user_db5_through_proxy) {
 }
 
 TEST(unix_socket_db5_acl_user) {
-  th_server_opts_t so = {.extra_args = acl_args, .unixsocket = 1, .raw_user = "alice",
-                         .raw_password = "secret"};
+  th_server_opts_t so = {.extra_args = acl_args, .unixsocket = 1, .raw_user = "alice", .raw_password = "secret"};
   th_server_t *s = th_server_start(&so);
   char url[400];
   snprintf(url, sizeof url, "unix://%s?db=%s&user=alice&password=secret", s->sock, DB);

@@ -54,8 +54,8 @@ TEST(late_reply_relock) {
    * ran after the count above was read (the re-lock waits for that unlock's
    * answer: lock.c order gate), so the re-lock is the only hold */
   long long relocked = th_hget_num(srv, "late", o);
-  CHECK_MSG(relocked == 1 || (left == 1 && relocked == 2), "re-lock count %lld (count at the reconnect %lld)",
-            relocked, left);
+  CHECK_MSG(relocked == 1 || (left == 1 && relocked == 2), "re-lock count %lld (count at the reconnect %lld)", relocked,
+            left);
   int lost0 = atomic_load(&lost_calls);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_MSG(atomic_load(&lost_calls) == lost0, "spurious lost: %s",

@@ -44,9 +44,14 @@ static void restart(const fh_deploy_t *dep, const fh_kind_t *kind, int aof) {
   snprintf(chan, sizeof chan, "%s:{%s}", kind->channel, name);
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = dep->url(d), .kind = kind, .lock_name = name,
-                        .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = WATCHDOG_MS,
-                        .reconnect_max_ms = 200, .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = -1,
+  fh_worker_spec_t s = {.url = dep->url(d),
+                        .kind = kind,
+                        .lock_name = name,
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = WATCHDOG_MS,
+                        .reconnect_max_ms = 200,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = -1,
                         .iterations = 1};
   int a = fh_spawn(&p, &s);
   fh_await(&p, a, HK_ENTER, 10000);
@@ -61,8 +66,7 @@ static void restart(const fh_deploy_t *dep, const fh_kind_t *kind, int aof) {
   int64_t t_up = rlock_now_ms();
   long long hlen = th_cmd_int(raw, "EXISTS", name, NULL); /* the hash, or the simple string */
   long long pttl = th_cmd_int(raw, "PTTL", name, NULL);
-  printf("restart took %lld ms; after it: EXISTS %lld, PTTL %lld\n", (long long)(t_up - t0), hlen,
-         pttl);
+  printf("restart took %lld ms; after it: EXISTS %lld, PTTL %lld\n", (long long)(t_up - t0), hlen, pttl);
   char outcome[220];
   hist_report_t rep;
   if (!aof) {
@@ -117,8 +121,8 @@ static void restart(const fh_deploy_t *dep, const fh_kind_t *kind, int aof) {
   }
   size_t viol = rep.violations;
   hist_report_free(&rep);
-  fh_result(aof ? "server-restart(aof-always)" : "server-restart(no-persistence)", dep->name,
-            kind->name, outcome, viol);
+  fh_result(aof ? "server-restart(aof-always)" : "server-restart(no-persistence)", dep->name, kind->name, outcome,
+            viol);
   dep->stop(d);
 }
 

@@ -17,9 +17,14 @@
 #define WATCHDOG_MS 1000
 
 static fh_worker_spec_t spec(const char *url, const fh_kind_t *kind, const char *name) {
-  fh_worker_spec_t s = {.url = url, .kind = kind, .lock_name = name,
-                        .lease_ms = RLOCK_LEASE_WATCHDOG, .watchdog_ms = WATCHDOG_MS,
-                        .wait_ms = RLOCK_WAIT_FOREVER, .hold_ms = -1, .iterations = 1};
+  fh_worker_spec_t s = {.url = url,
+                        .kind = kind,
+                        .lock_name = name,
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = WATCHDOG_MS,
+                        .wait_ms = RLOCK_WAIT_FOREVER,
+                        .hold_ms = -1,
+                        .iterations = 1};
   return s;
 }
 

@@ -44,7 +44,7 @@
 #define NWORKERS 4
 #define LOCK "fo:sentinel"
 #define WATCHDOG_MS 10000 /* longer than a failover (down-after 1 s + election) */
-#define STEP 20 /* critical sections awaited per phase */
+#define STEP 20           /* critical sections awaited per phase */
 
 static th_sentinels_t *dep;
 
@@ -69,8 +69,7 @@ static int progressed(void *arg) {
 }
 static void drive_progress(fh_pool_t *p, int64_t since_ns, const char *when) {
   progress_t g = {p, since_ns};
-  CHECK_MSG(fh_drive(p, -1, progressed, &g, 60000), "fewer than %d critical sections %s within 60 s",
-            STEP, when);
+  CHECK_MSG(fh_drive(p, -1, progressed, &g, 60000), "fewer than %d critical sections %s within 60 s", STEP, when);
 }
 
 /* Drives the workers until pred(arg) holds (fails after 60 s). */
@@ -128,14 +127,19 @@ static int stopped(void *pid) {
 static void failover_history(int stop) {
   th_server_t *old = current_master();
   /* every live replica online: any of them may be promoted */
-  CHECK_MSG(th_sentinels_wait_replicas(old, dep->nnodes - 1, 60000),
-            "the master's %d replicas are not all online", dep->nnodes - 1);
+  CHECK_MSG(th_sentinels_wait_replicas(old, dep->nnodes - 1, 60000), "the master's %d replicas are not all online",
+            dep->nnodes - 1);
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = dep->url, .kind = fh_kind_or_mutant(&fh_kind_reentrant),
-                        .lock_name = LOCK, .lease_ms = RLOCK_LEASE_WATCHDOG,
-                        .watchdog_ms = WATCHDOG_MS, .reconnect_max_ms = 500,
-                        .wait_ms = 30000, .hold_ms = -1, .iterations = 0};
+  fh_worker_spec_t s = {.url = dep->url,
+                        .kind = fh_kind_or_mutant(&fh_kind_reentrant),
+                        .lock_name = LOCK,
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = WATCHDOG_MS,
+                        .reconnect_max_ms = 500,
+                        .wait_ms = 30000,
+                        .hold_ms = -1,
+                        .iterations = 0};
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
 
@@ -154,9 +158,10 @@ static void failover_history(int stop) {
   drive_until(&p, holder, promoted, &pw, "a failover");
   long long owners = owners_on(pw.m); /* at once: before the workers' clients get there */
   int64_t t_promoted = hist_now_ns();
-  printf("# %s: sentinels agreed on port %d %lld ms after the fault; owners of %s on the promoted "
-         "master: %lld (worker %d is inside)\n", stop ? "SIGSTOP" : "SIGKILL", pw.m->port,
-         (long long)((t_promoted - t_fault) / 1000000), LOCK, owners, holder);
+  printf(
+      "# %s: sentinels agreed on port %d %lld ms after the fault; owners of %s on the promoted "
+      "master: %lld (worker %d is inside)\n",
+      stop ? "SIGSTOP" : "SIGKILL", pw.m->port, (long long)((t_promoted - t_fault) / 1000000), LOCK, owners, holder);
   /* the holder stays inside until its renewal reached the promoted master
    * (or it is told the hold is lost): the waiters meanwhile must not enter */
   int renewed = fh_hold_through(&p, holder, t_fault / 1000000 + WATCHDOG_MS, 60000);
@@ -186,15 +191,14 @@ static void failover_history(int stop) {
            "%s%zu sections, %zu failed acquires, %zu lost; failover %lld ms; the hold open at the fault %s "
            "(%lld owners on the promoted master at once); %zu permitted overlaps; violations: %zu in the "
            "failover window, %zu outside",
-           !renewed && inside ? "HAZARD (async replication: the promoted replica lacked the hold) " : "",
-           rep.sections, rep.fails, rep.lost, (long long)((t_promoted - t_fault) / 1000000),
-           renewed ? "renewed there" : "LOST there", owners, rep.permitted, inside, outside);
-  fh_result(stop ? "master-sigstop-past-failover-then-sigcont" : "master-sigkill", "sentinel",
-            s.kind->name, outcome, rep.violations);
+           !renewed && inside ? "HAZARD (async replication: the promoted replica lacked the hold) " : "", rep.sections,
+           rep.fails, rep.lost, (long long)((t_promoted - t_fault) / 1000000), renewed ? "renewed there" : "LOST there",
+           owners, rep.permitted, inside, outside);
+  fh_result(stop ? "master-sigstop-past-failover-then-sigcont" : "master-sigkill", "sentinel", s.kind->name, outcome,
+            rep.violations);
   CHECK_MSG(outside == 0, "%zu violations outside the failover window", outside);
   CHECK_MSG(inside == 0 || !renewed,
-            "%zu violations in the failover window although the hold was renewed on the promoted master",
-            inside);
+            "%zu violations in the failover window although the hold was renewed on the promoted master", inside);
   hist_report_free(&rep);
 }
 
@@ -232,10 +236,15 @@ TEST(acking_replica_lost_too) {
   CHECK_MSG(th_sentinels_wait_replicas(m, 2, 60000), "the master's 2 replicas are not all online");
   fh_pool_t p;
   fh_pool_init(&p);
-  fh_worker_spec_t s = {.url = dep->url, .kind = fh_kind_or_mutant(&fh_kind_reentrant),
-                        .lock_name = LOCK, .lease_ms = RLOCK_LEASE_WATCHDOG,
-                        .watchdog_ms = WATCHDOG_MS, .reconnect_max_ms = 500,
-                        .wait_ms = 30000, .hold_ms = -1, .iterations = 0};
+  fh_worker_spec_t s = {.url = dep->url,
+                        .kind = fh_kind_or_mutant(&fh_kind_reentrant),
+                        .lock_name = LOCK,
+                        .lease_ms = RLOCK_LEASE_WATCHDOG,
+                        .watchdog_ms = WATCHDOG_MS,
+                        .reconnect_max_ms = 500,
+                        .wait_ms = 30000,
+                        .hold_ms = -1,
+                        .iterations = 0};
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
 
@@ -285,11 +294,12 @@ TEST(acking_replica_lost_too) {
   fh_send(&p, second, FH_CMD_EXIT);
   int renewed = fh_hold_through(&p, holder, t_fault / 1000000 + WATCHDOG_MS, 60000);
   int64_t t_settled = hist_now_ns();
-  printf("# B promoted %lld ms after the fault with %lld owners of %s; worker %d entered %lld ms after that "
-         "while worker %d was inside; the holder was %s %lld ms after the promotion\n",
-         (long long)((t_promoted - t_fault) / 1000000), owners, LOCK, second,
-         (long long)((t_second - t_promoted) / 1000000), holder, renewed ? "RENEWED" : "told lost",
-         (long long)((t_settled - t_promoted) / 1000000));
+  printf(
+      "# B promoted %lld ms after the fault with %lld owners of %s; worker %d entered %lld ms after that "
+      "while worker %d was inside; the holder was %s %lld ms after the promotion\n",
+      (long long)((t_promoted - t_fault) / 1000000), owners, LOCK, second,
+      (long long)((t_second - t_promoted) / 1000000), holder, renewed ? "RENEWED" : "told lost",
+      (long long)((t_settled - t_promoted) / 1000000));
   drive_progress(&p, t_settled, "after the failover");
   fh_pool_finish(&p, 60000);
 
@@ -303,17 +313,15 @@ TEST(acking_replica_lost_too) {
            "%s%zu sections, %zu lost; B promoted %lld ms after the fault with %lld owners; a waiter entered "
            "%lld ms later while the holder was inside; the holder %s; violations: %zu in the failover "
            "window, %zu outside",
-           !renewed && inside ? "HAZARD (async replication: the promoted replica lacked the hold) " : "",
-           rep.sections, rep.lost, (long long)((t_promoted - t_fault) / 1000000), owners,
-           (long long)((t_second - t_promoted) / 1000000), renewed ? "was renewed" : "was told LOST",
-           inside, outside);
-  fh_result("master+acking-replica-sigkill(other-replica-cut-off)", "sentinel", s.kind->name, outcome,
-            rep.violations);
+           !renewed && inside ? "HAZARD (async replication: the promoted replica lacked the hold) " : "", rep.sections,
+           rep.lost, (long long)((t_promoted - t_fault) / 1000000), owners,
+           (long long)((t_second - t_promoted) / 1000000), renewed ? "was renewed" : "was told LOST", inside, outside);
+  fh_result("master+acking-replica-sigkill(other-replica-cut-off)", "sentinel", s.kind->name, outcome, rep.violations);
   CHECK_MSG(outside == 0, "%zu violations outside the failover window", outside);
   /* (owners is only reported: the waiters' clients, told by +switch-master,
    * may take the free lock on B before the test reads it) */
-  CHECK_MSG(!renewed && inside >= 1, "the hazard did not show as documented (renewed %d, %zu violations)",
-            renewed, inside);
+  CHECK_MSG(!renewed && inside >= 1, "the hazard did not show as documented (renewed %d, %zu violations)", renewed,
+            inside);
   hist_report_free(&rep);
 }
 

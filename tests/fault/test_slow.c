@@ -48,8 +48,7 @@ static int server_took(void *arg) {
   redisContext *rc = arg;
   int me = th_local_port(rc->fd);
   long tx = -1, rx = -1;
-  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 &&
-         th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
+  return th_tcp_queues(me, srv->port, &tx, NULL) && tx == 0 && th_tcp_queues(srv->port, me, NULL, &rx) && rx == 0;
 }
 
 /* The server stops answering for ms; until it is back, returns the context
@@ -118,8 +117,7 @@ static void scenario(slow_t how) {
   slow_end(rc);
   ping(c);
   long long sends = th_cmdstat(srv, "evalsha") - ev0;
-  printf("%s: %lld unlock sends applied, count now %lld\n", what, sends,
-         th_hget_num(srv, "slow:lock", o));
+  printf("%s: %lld unlock sends applied, count now %lld\n", what, sends, th_hget_num(srv, "slow:lock", o));
   /* 3 copies during the call, then the unlock goes on alone (same id) until
    * answered; copies queued on a connection the client dropped meanwhile
    * may be discarded by a paused server: what counts is "applied once" */

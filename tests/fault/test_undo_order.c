@@ -199,8 +199,8 @@ TEST(fast_lost_undo_behind_next_trylock) {
   check_single_holder(name, o);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
-  fh_result("fast acquire's answer lost, undo held on its way, bounded wait over, next trylock", "single",
-            "reentrant", "the next request waits for the undo's answer: one holder", 0);
+  fh_result("fast acquire's answer lost, undo held on its way, bounded wait over, next trylock", "single", "reentrant",
+            "the next request waits for the undo's answer: one holder", 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -219,7 +219,7 @@ TEST(noscript_undo_behind_next_try) {
   char o[128];
   const rlock_owner_t owner = 7;
   th_owner_id(a, owner, o, sizeof o);
-  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG)); /* another owner holds it */
+  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG));                    /* another owner holds it */
   CHECK_RC(rlock_lock_trylock(la, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EBUSY); /* a script on a's connection */
   int port = script_port(NNAME, 0);
 
@@ -341,7 +341,7 @@ static int held_unlock_setup(const char *client_name, const char *name, int64_t 
   opt.url = purl;
   opt.client_name = client_name;
   opt.command_timeout_ms = 300;
-  opt.retry_attempts = 2; /* copy 1 lost, copy 2 lost with the connection, copy 3 as the case says */
+  opt.retry_attempts = 2;      /* copy 1 lost, copy 2 lost with the connection, copy 3 as the case says */
   opt.dead_after_timeouts = 1; /* the first timeout replaces the connection */
   opt.ping_interval_ms = 0;
   opt.fast_path = 0;
@@ -393,8 +393,8 @@ TEST(unlock_unwritten_resend_behind_next_lock) {
   check_single_holder(name, o);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
-  fh_result("unlock's first copy held, its re-send never written (server unreachable), the owner locks again",
-            "single", "reentrant", "the unlock goes on alone until answered, the lock waits for it: one holder", 0);
+  fh_result("unlock's first copy held, its re-send never written (server unreachable), the owner locks again", "single",
+            "reentrant", "the unlock goes on alone until answered, the lock waits for it: one holder", 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -450,8 +450,8 @@ TEST(unlock_refused_resend_behind_next_lock) {
   check_single_holder(name, o);
   CHECK_OK(rlock_lock_unlock(l));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
-  fh_result("unlock's first copies held, its last re-send refused OOM, the owner locks again", "single",
-            "reentrant", "the unlock goes on alone until a copy runs, the lock waits for it: one holder", 0);
+  fh_result("unlock's first copies held, its last re-send refused OOM, the owner locks again", "single", "reentrant",
+            "the unlock goes on alone until a copy runs, the lock waits for it: one holder", 0);
   rlock_lock_free(l);
   rlock_client_free(c);
 }
@@ -489,7 +489,7 @@ TEST(undo_refused_behind_next_trylock) {
   char o[128];
   const rlock_owner_t owner = 9;
   th_owner_id(a, owner, o, sizeof o);
-  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG)); /* another owner holds it */
+  CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG));                                 /* another owner holds it */
   CHECK_RC(rlock_lock_acquire(la, owner, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY); /* a script on a's connection */
   int port = script_port(RNAME, 0);
 
@@ -527,8 +527,8 @@ TEST(undo_refused_behind_next_trylock) {
   check_single_holder(name, o);
   CHECK_OK(rlock_lock_release(la, owner));
   CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
-  fh_result("undo's first copy held, its re-send on a new connection refused OOM, the owner's next trylock",
-            "single", "reentrant", "the undo is sent again until a copy runs, the trylock waits for it: one holder", 0);
+  fh_result("undo's first copy held, its re-send on a new connection refused OOM, the owner's next trylock", "single",
+            "reentrant", "the undo is sent again until a copy runs, the trylock waits for it: one holder", 0);
   rlock_lock_free(la);
   rlock_lock_free(lb);
   rlock_client_free(a);

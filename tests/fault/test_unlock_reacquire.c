@@ -37,8 +37,7 @@ TEST(reacquire_after_failed_unlock) {
   fp_refuse(px, 1);
   fp_cut(px);
   int rc = rlock_lock_unlock(l);
-  CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST, "unlock: %s",
-            rlock_err_name(rc));
+  CHECK_MSG(rc == RLOCK_ECONNECT || rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST, "unlock: %s", rlock_err_name(rc));
   rlock_stats_t st;
   rlock_client_stats(c, &st);
   CHECK_EQ(st.held, 0); /* counted as done */

@@ -78,7 +78,8 @@ TEST(requests_past_the_socket_buffers) {
   CHECK_MSG(TH_STAT_REACHES(c, commands_sent, sent0 + NOPS / 2, 60000), "the tries were not all written");
   if (atomic_load(&done) != 0)
     for (int i = 0; i < NOPS / 2; i++)
-      if (status[i] != 1) printf("# answered: name %d status %s\n", i, status[i] <= 0 ? rlock_err_name(status[i]) : "?");
+      if (status[i] != 1)
+        printf("# answered: name %d status %s\n", i, status[i] <= 0 ? rlock_err_name(status[i]) : "?");
   CHECK_MSG(atomic_load(&done) == 0, "%d answered while the proxy read nothing", atomic_load(&done));
   CHECK_MSG(fp_bytes(px, FP_UP) - up0 < (uint64_t)NOPS / 2 * NAME_LEN, "the proxy forwarded them all: no backlog");
   fp_blackhole(px, 0);
@@ -91,11 +92,11 @@ TEST(requests_past_the_socket_buffers) {
   int wrong = 0, first = -1;
   for (int i = 0; i < NOPS; i++)
     if (status[i] != (i % 2 ? RLOCK_EBUSY : 0)) wrong++, first = first < 0 ? i : first;
-  CHECK_MSG(!wrong, "%d tries answered wrongly (first: %d, %s)", wrong, first, first < 0 ? "" : rlock_err_name(status[first]));
+  CHECK_MSG(!wrong, "%d tries answered wrongly (first: %d, %s)", wrong, first,
+            first < 0 ? "" : rlock_err_name(status[first]));
   /* releases: the even ones free their names; the odd ones are not held by 5 */
   atomic_store(&done, NOPS / 2);
-  for (int i = 0; i < NOPS; i += 2)
-    CHECK_OK(rlock_lock_release_async(l[i], (rlock_owner_t)5, cb, (void *)(intptr_t)i));
+  for (int i = 0; i < NOPS; i += 2) CHECK_OK(rlock_lock_release_async(l[i], (rlock_owner_t)5, cb, (void *)(intptr_t)i));
   CHECK_MSG(th_wait_until(all_done, NULL, 90000), "%d of %d releases answered", atomic_load(&done), NOPS);
   for (int i = 0; i < NOPS; i += 2) CHECK_MSG(status[i] == 0, "release %d: %s", i, rlock_err_name(status[i]));
   for (int i = 0; i < NOPS; i += 37) {

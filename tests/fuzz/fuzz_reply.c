@@ -20,8 +20,7 @@ static void walk(const rlock_reply_t *r, int depth) {
   case RLOCK_REPLY_ERROR:
     if (!r->str || r->str[r->len] != 0) abort();
     break;
-  default:
-    break;
+  default: break;
   }
 }
 

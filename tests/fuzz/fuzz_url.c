@@ -51,8 +51,7 @@ static void reference_mask(const char *s, size_t n, unsigned char *pw) {
   }
   for (const char *k = s; (k = strcasestr(k, "password=")) != NULL; k++) {
     const char *v = k + 9, *e = v;
-    while (*e && strncasecmp(e, "&db=", 4) && strncasecmp(e, "&user=", 6) && strncasecmp(e, "&password=", 10))
-      e++;
+    while (*e && strncasecmp(e, "&db=", 4) && strncasecmp(e, "&user=", 6) && strncasecmp(e, "&password=", 10)) e++;
     memset(pw + (v - s), 1, (size_t)(e - v));
   }
 }
@@ -78,7 +77,7 @@ static void check_redaction(const char *s, size_t n, const unsigned char *pw) {
     memset(got, 'Z', cap);
     rlock_url_redact(s, got, len);
     expected_redaction(s, n, pw, want, len);
-    if (strcmp(got, want) != 0) abort(); /* a password byte shown, or a public byte lost */
+    if (strcmp(got, want) != 0) abort();       /* a password byte shown, or a public byte lost */
     if (len < cap && got[len] != 'Z') abort(); /* overran the buffer */
   }
   free(want);

@@ -66,7 +66,7 @@ static struct {
   int64_t seconds;     /* per deployment */
   int64_t run_seconds; /* per run (one deployment lifetime) */
   uint64_t seed;
-  int fast;            /* 1 on, 0 off, -1 alternate per run */
+  int fast; /* 1 on, 0 off, -1 alternate per run */
   int clients, threads, names;
   int verbose;
 } opt = {.seconds = 180, .run_seconds = 20, .fast = -1, .clients = 2, .threads = 3, .names = 2};
@@ -79,12 +79,28 @@ static struct {
 /* ------------------------------------------------------------ shared state */
 
 /* The nemesis' actions (--faults takes these names). */
-enum { A_KILL, A_SLEEP, A_SIGSTOP, A_PAUSE, A_FLUSH, A_FLUSH_KILL, A_FLUSH_SLEEP, A_FLUSH_PAUSE, A_RESTART,
-       A_PROMOTE, A_FAILOVER, A_STALE, A_CFAILOVER, A_MIGRATE, A_MKILL, A_N };
-static const char *const action_names[A_N] = {
-    "client-kill",  "debug-sleep", "sigstop",        "pause-write",      "script-flush",
-    "flush+kill",   "flush+sleep", "flush+pause",    "restart",          "promote",
-    "failover",     "stale-sentinel", "cluster-failover", "slot-migrate", "master-kill"};
+enum {
+  A_KILL,
+  A_SLEEP,
+  A_SIGSTOP,
+  A_PAUSE,
+  A_FLUSH,
+  A_FLUSH_KILL,
+  A_FLUSH_SLEEP,
+  A_FLUSH_PAUSE,
+  A_RESTART,
+  A_PROMOTE,
+  A_FAILOVER,
+  A_STALE,
+  A_CFAILOVER,
+  A_MIGRATE,
+  A_MKILL,
+  A_N
+};
+static const char *const action_names[A_N] = {"client-kill",      "debug-sleep",  "sigstop",     "pause-write",
+                                              "script-flush",     "flush+kill",   "flush+sleep", "flush+pause",
+                                              "restart",          "promote",      "failover",    "stale-sentinel",
+                                              "cluster-failover", "slot-migrate", "master-kill"};
 static int allowed[A_N]; /* --faults */
 
 typedef struct shared {
@@ -219,7 +235,8 @@ static void *holder(void *arg) {
     hist_log(cp.hist_fd, HK_ENTER, w, nm, nl, 0, 0, 0);
     uint64_t other = atomic_exchange(&sh->word[n], (uint64_t)w + 1);
     if (other) {
-      if (atomic_fetch_add(&sh->raw_overlaps, 1) < 5) printf("  owner word: worker %d entered '%s' while worker %d was inside\n", w, nm, (int)other - 1);
+      if (atomic_fetch_add(&sh->raw_overlaps, 1) < 5)
+        printf("  owner word: worker %d entered '%s' while worker %d was inside\n", w, nm, (int)other - 1);
     }
     /* mostly short, sometimes long enough for a late undo to land inside */
     th_sleep_ms(TRND() % 10 == 0 ? 30 + (int64_t)(TRND() % 120) : 1 + (int64_t)(TRND() % 15));
@@ -240,13 +257,14 @@ static void *holder(void *arg) {
         if (atomic_fetch_add(&sh->silent, 1) < 5) {
           char node[300] = "?";
           rlock_lock_node(locks[n], node, sizeof node);
-          printf("  [%7.3f s] silent loss: worker %d's unlock of '%s' answered ENOTHELD and no lost callback came"
-                 " (lease %s%lld ms, wait %lld ms; unlock sent %lld ms after the grant and %lld ms before the"
-                 " valid-until, answered in %lld ms; node now %s)\n",
-                 (double)(unlock_at - run_t0) / 1000.0, w, nm, lease == RLOCK_LEASE_WATCHDOG ? "watchdog " : "",
-                 (long long)(lease == RLOCK_LEASE_WATCHDOG ? WATCHDOG_MS : lease), (long long)wait,
-                 (long long)(unlock_at - grant_at), (long long)(vu - (int64_t)rlock_now_ms() + (th_now_ms() - unlock_at)),
-                 (long long)(th_now_ms() - unlock_at), node);
+          printf(
+              "  [%7.3f s] silent loss: worker %d's unlock of '%s' answered ENOTHELD and no lost callback came"
+              " (lease %s%lld ms, wait %lld ms; unlock sent %lld ms after the grant and %lld ms before the"
+              " valid-until, answered in %lld ms; node now %s)\n",
+              (double)(unlock_at - run_t0) / 1000.0, w, nm, lease == RLOCK_LEASE_WATCHDOG ? "watchdog " : "",
+              (long long)(lease == RLOCK_LEASE_WATCHDOG ? WATCHDOG_MS : lease), (long long)wait,
+              (long long)(unlock_at - grant_at), (long long)(vu - (int64_t)rlock_now_ms() + (th_now_ms() - unlock_at)),
+              (long long)(th_now_ms() - unlock_at), node);
         }
       }
     }
@@ -437,7 +455,8 @@ static void stall_faults(int a, int port, pid_t pid, int sigstop, int64_t max_sl
 /* A stall allowed by --faults (sigstop: the node has no DEBUG SLEEP), or -1. */
 static int pick_stall(int sigstop) {
   int c[8], n = 0;
-  const int all[] = {A_KILL, sigstop ? A_SIGSTOP : A_SLEEP, A_PAUSE, A_FLUSH, A_FLUSH_KILL, A_FLUSH_SLEEP, A_FLUSH_PAUSE};
+  const int all[] = {A_KILL,       sigstop ? A_SIGSTOP : A_SLEEP, A_PAUSE, A_FLUSH, A_FLUSH_KILL, A_FLUSH_SLEEP,
+                     A_FLUSH_PAUSE};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (allowed[all[i]]) c[n++] = all[i];
   return n ? c[rnd() % (uint64_t)n] : -1;
@@ -765,8 +784,7 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
   rng_state = seed ? seed : 1;
   run_t0 = th_now_ms();
   run_ctx_t x = {.dep = dep, .res = res};
-  for (int i = 0; i < opt.names; i++)
-    snprintf(names[i], sizeof names[i], "soak-%d-%c", run, 'a' + i);
+  for (int i = 0; i < opt.names; i++) snprintf(names[i], sizeof names[i], "soak-%d-%c", run, 'a' + i);
   start_deployment(&x);
   res->setup_ok = 1;
   say("%s up (%lld ms)", dep_names[dep], (long long)(th_now_ms() - run_t0));
@@ -850,9 +868,13 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
     for (int j = 0; j < nat && at_ns[j] <= o->b.grant_ns; j++) k = j;
     if (k >= 0) res->after[at_a[k]]++;
     if (i >= 8) continue;
-    int told = 0, rc = release_of(recs, nrec, o->a.worker, o->a.name, o->a.name_len, o->a.grant_ns, o->a.exit_ns, &told);
+    int told = 0,
+        rc = release_of(recs, nrec, o->a.worker, o->a.name, o->a.name_len, o->a.grant_ns, o->a.exit_ns, &told);
     printf("  overlap %zu: A (worker %d) %s%s; B (worker %d) granted %.3f s after %s began (at %.3f s)\n", i + 1,
-           o->a.worker, rc == 1 ? "still inside at the end" : rc ? "then its unlock answered " : "then unlocked (OK)",
+           o->a.worker,
+           rc == 1 ? "still inside at the end"
+           : rc    ? "then its unlock answered "
+                   : "then unlocked (OK)",
            rc == 1 || rc == 0 ? "" : rlock_err_name(rc), o->b.worker,
            k >= 0 ? (double)(o->b.grant_ns - at_ns[k]) / 1e9 : 0.0, k >= 0 ? action_names[at_a[k]] : "(none)",
            k >= 0 ? (double)(at_ns[k] / 1000000 - run_t0) / 1000.0 : 0.0);
@@ -905,14 +927,19 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option lo[] = {
-      {"deployment", required_argument, NULL, 'd'}, {"seconds", required_argument, NULL, 's'},
-      {"minutes", required_argument, NULL, 'm'},    {"run-seconds", required_argument, NULL, 'r'},
-      {"seed", required_argument, NULL, 'S'},       {"fast", required_argument, NULL, 'f'},
-      {"clients", required_argument, NULL, 'c'},    {"threads", required_argument, NULL, 't'},
-      {"names", required_argument, NULL, 'n'},      {"verbose", no_argument, NULL, 'v'},
-      {"faults", required_argument, NULL, 'F'},     {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option lo[] = {{"deployment", required_argument, NULL, 'd'},
+                                     {"seconds", required_argument, NULL, 's'},
+                                     {"minutes", required_argument, NULL, 'm'},
+                                     {"run-seconds", required_argument, NULL, 'r'},
+                                     {"seed", required_argument, NULL, 'S'},
+                                     {"fast", required_argument, NULL, 'f'},
+                                     {"clients", required_argument, NULL, 'c'},
+                                     {"threads", required_argument, NULL, 't'},
+                                     {"names", required_argument, NULL, 'n'},
+                                     {"verbose", no_argument, NULL, 'v'},
+                                     {"faults", required_argument, NULL, 'F'},
+                                     {"help", no_argument, NULL, 'h'},
+                                     {NULL, 0, NULL, 0}};
   int ch, any_dep = 0, any_fault = 0;
   opt.seed = (uint64_t)time(NULL);
   while ((ch = getopt_long(argc, argv, "d:s:m:r:S:f:c:t:n:vh", lo, NULL)) != -1) {
@@ -984,10 +1011,13 @@ int main(int argc, char **argv) {
   signal(SIGINT, on_int);
   signal(SIGTERM, on_int);
   signal(SIGPIPE, SIG_IGN);
-  printf("soak: seed %" PRIu64 ", %lld s per deployment in runs of %lld s, %d clients x %d threads x %d names, "
+  printf("soak: seed %" PRIu64
+         ", %lld s per deployment in runs of %lld s, %d clients x %d threads x %d names, "
          "fast path %s\n",
          opt.seed, (long long)opt.seconds, (long long)opt.run_seconds, opt.clients, opt.threads, opt.names,
-         opt.fast < 0 ? "on/off alternating" : opt.fast ? "on" : "off");
+         opt.fast < 0 ? "on/off alternating"
+         : opt.fast   ? "on"
+                      : "off");
 
   total_t tot[D_N][2];
   memset(tot, 0, sizeof tot);
@@ -1043,7 +1073,8 @@ int main(int argc, char **argv) {
       int ok = got == (ssize_t)sizeof res && WIFEXITED(st) && WEXITSTATUS(st) == 0;
       total_t *t = &tot[d][fast];
       if (!ok) {
-        if (!interrupted) printf("  run failed (harness: exit %d)\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        if (!interrupted)
+          printf("  run failed (harness: exit %d)\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         t->failed_runs++;
         if (!interrupted && status == 0) status = 3;
         continue;
@@ -1090,8 +1121,8 @@ int main(int argc, char **argv) {
       if (dep_uses_watch(d)) snprintf(back, sizeof back, "%" PRIu64, t->backward);
       printf("%-9s %-4s %5d %8.1f %12" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64 " %7" PRIu64
              " %9s%s\n",
-             dep_names[d], f ? "on" : "off", t->runs, (double)t->ms / 60000.0, t->grants, t->violations,
-             t->permitted, t->raw, t->lost, t->silent, back, t->failed_runs ? " (some runs failed)" : "");
+             dep_names[d], f ? "on" : "off", t->runs, (double)t->ms / 60000.0, t->grants, t->violations, t->permitted,
+             t->raw, t->lost, t->silent, back, t->failed_runs ? " (some runs failed)" : "");
       int any = 0;
       for (int a = 0; a < A_N; a++) any |= t->after[a];
       if (any) {
