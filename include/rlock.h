@@ -610,6 +610,11 @@ RLOCK_EXPORT int rlock_permits_available_async(rlock_permits_t *sem, rlock_permi
 RLOCK_EXPORT int rlock_permits_set_async(rlock_permits_t *sem, int64_t permits, rlock_permits_cb cb, void *arg);
 RLOCK_EXPORT int rlock_permits_try_set_async(rlock_permits_t *sem, int64_t permits, rlock_permits_cb cb, void *arg);
 RLOCK_EXPORT int rlock_permits_add_async(rlock_permits_t *sem, int64_t delta, rlock_permits_cb cb, void *arg);
+/* The permit's valid-until (ms, rlock_now_ms's clock) as this client tracks
+ * it: its lease's end, moved by each watchdog renewal. RLOCK_ENOTHELD if this
+ * client holds no permit of that id (released, expired, lost, or another
+ * client's). */
+RLOCK_EXPORT int rlock_permits_valid_until(rlock_permits_t *sem, const char *id, int64_t *out);
 
 #ifdef __cplusplus
 }

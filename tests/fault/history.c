@@ -204,21 +204,84 @@ static cur_t *find_cur(cur_t **curs, size_t *n, size_t *cap, const hist_rec_t *r
   return c;
 }
 
+static int same_name(const hist_section_t *a, const hist_section_t *b) {
+  return a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0;
+}
+
+/* A's permit may be counted again once B was granted after A's lease ran out
+ * and A was told (as HIST_MUTEX_LEASE's permitted overlap). */
+static int stale_for(const hist_section_t *a, const hist_section_t *b) {
+  return a->valid_until_ns > 0 && b->grant_ns >= a->valid_until_ns && a->lost_ns > 0;
+}
+
+/* HIST_PERMITS on sections sorted by name, then entry: when section b
+ * enters, the sections of its name still inside (entered before, not left)
+ * hold permits; if they are `permits` or more, b's entry is an excess. It is
+ * permitted only if enough of them are stale for b (lease ran out before b's
+ * grant, holder told) to leave fewer than `permits` live ones; else it is a
+ * violation (a permit counted twice). One overlap is listed per excess: a
+ * is the latest live section inside (or a stale one if all are). */
+static int check_permits(hist_section_t *secs, size_t nsecs, int permits, hist_report_t *rep) {
+  size_t capo = 0;
+  for (size_t j = 0; j < nsecs; j++) {
+    const hist_section_t *b = &secs[j];
+    size_t first = j;
+    while (first > 0 && same_name(&secs[first - 1], b)) first--;
+    if (first == j) rep->locks++;
+    int inside = 0, stale = 0;
+    long live_a = -1, stale_a = -1;
+    int64_t to = INT64_MAX;
+    for (size_t i = first; i < j; i++) {
+      const hist_section_t *a = &secs[i];
+      if (a->exit_ns <= b->enter_ns || a->worker == b->worker) continue;
+      inside++;
+      if (stale_for(a, b)) stale++, stale_a = (long)i;
+      else live_a = (long)i;
+      if (a->exit_ns < to) to = a->exit_ns;
+    }
+    if (inside < permits) continue;
+    hist_overlap_t o;
+    memset(&o, 0, sizeof o);
+    o.a = secs[live_a >= 0 ? live_a : stale_a], o.b = *b;
+    o.from_ns = b->enter_ns;
+    o.to_ns = b->exit_ns < to ? b->exit_ns : to;
+    o.permitted = inside - stale < permits;
+    snprintf(o.why, sizeof o.why, "%s: %d holders inside when B entered (bound %d), %d of them stale and told",
+             o.permitted ? "permitted" : "VIOLATION: a permit counted twice", inside, permits, stale);
+    if (rep->nlist == capo) {
+      size_t nc = capo ? capo * 2 : 8;
+      hist_overlap_t *p = realloc(rep->list, nc * sizeof *p);
+      if (!p) return bad(rep, "out of memory");
+      rep->list = p, capo = nc;
+    }
+    rep->list[rep->nlist++] = o;
+    rep->overlaps++;
+    if (o.permitted) rep->permitted++;
+    else rep->violations++;
+  }
+  snprintf(rep->msg, sizeof rep->msg,
+           "%zu records, %zu workers, %zu semaphores, %zu holds, %zu grants, %zu failed acquires, %zu lost, "
+           "%zu died: %zu entries past the bound of %d (%zu permitted, %zu violations)",
+           rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails, rep->lost, rep->died,
+           rep->overlaps, permits, rep->permitted, rep->violations);
+  return rep->violations ? HIST_VIOLATION : HIST_OK;
+}
+
 int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hist_report_t *rep) {
   memset(rep, 0, sizeof *rep);
   rep->records = n;
   if (!opts) return bad(rep, "no options");
-  if (opts->mode == HIST_FIFO || opts->mode == HIST_PERMITS) {
+  if (opts->mode == HIST_FIFO) {
     snprintf(rep->msg, sizeof rep->msg,
-             "checker mode %d (%s) is not implemented yet: nothing was checked", (int)opts->mode,
-             opts->mode == HIST_FIFO ? "FIFO / fair lock"
-             : opts->mode == HIST_RW ? "read-write rules"
-                                     : "permit bound");
+             "checker mode %d (FIFO / fair lock) is not implemented yet: nothing was checked",
+             (int)opts->mode);
     rep->verdict = HIST_NOTYET;
     return rep->verdict;
   }
-  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW)
+  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW &&
+      opts->mode != HIST_PERMITS)
     return bad(rep, "unknown mode");
+  if (opts->mode == HIST_PERMITS && opts->permits < 1) return bad(rep, "HIST_PERMITS needs a bound of 1 or more");
 
   hist_rec_t *r = malloc((n ? n : 1) * sizeof *r);
   hist_section_t *secs = NULL;
@@ -326,7 +389,10 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   rep->workers = (size_t)(maxw + 1);
   rep->sections = nsecs;
 
-  if (verdict == HIST_OK) {
+  if (verdict == HIST_OK && opts->mode == HIST_PERMITS) {
+    qsort(secs, nsecs, sizeof *secs, by_enter);
+    verdict = check_permits(secs, nsecs, opts->permits, rep);
+  } else if (verdict == HIST_OK) {
     qsort(secs, nsecs, sizeof *secs, by_enter);
     size_t capo = 0;
     for (size_t i = 0; i < nsecs; i++) {
