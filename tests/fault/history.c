@@ -220,7 +220,7 @@ static int stale_for(const hist_section_t *a, const hist_section_t *b) {
  * permitted only if enough of them are stale for b (lease ran out before b's
  * grant, holder told) to leave fewer than `permits` live ones; else it is a
  * violation (a permit counted twice). One overlap is listed per excess: a
- * is the latest live section inside (or a stale one if all are). */
+ * is a stale section inside if it is permitted, else the latest live one. */
 static int check_permits(hist_section_t *secs, size_t nsecs, int permits, hist_report_t *rep) {
   size_t capo = 0;
   for (size_t j = 0; j < nsecs; j++) {
@@ -242,10 +242,10 @@ static int check_permits(hist_section_t *secs, size_t nsecs, int permits, hist_r
     if (inside < permits) continue;
     hist_overlap_t o;
     memset(&o, 0, sizeof o);
-    o.a = secs[live_a >= 0 ? live_a : stale_a], o.b = *b;
+    o.permitted = inside - stale < permits;
+    o.a = secs[o.permitted ? stale_a : live_a >= 0 ? live_a : stale_a], o.b = *b;
     o.from_ns = b->enter_ns;
     o.to_ns = b->exit_ns < to ? b->exit_ns : to;
-    o.permitted = inside - stale < permits;
     snprintf(o.why, sizeof o.why, "%s: %d holders inside when B entered (bound %d), %d of them stale and told",
              o.permitted ? "permitted" : "VIOLATION: a permit counted twice", inside, permits, stale);
     if (rep->nlist == capo) {
@@ -457,8 +457,8 @@ done:
   return verdict;
 }
 
-int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep) {
-  memset(rep, 0, sizeof *rep);
+/* Reads a history file into *out (malloc'd; *n records); 0, or a bad() verdict. */
+static int read_file(const char *path, hist_rec_t **out, size_t *nout, hist_report_t *rep) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return bad(rep, "cannot open the history file");
   struct stat st;
@@ -480,9 +480,68 @@ int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report
     free(recs);
     return bad(rep, "short read of the history file");
   }
-  int v = hist_check(recs, n, opts, rep);
+  *out = recs, *nout = n;
+  return 0;
+}
+
+int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep) {
+  memset(rep, 0, sizeof *rep);
+  hist_rec_t *recs = NULL;
+  size_t n = 0;
+  int v = read_file(path, &recs, &n, rep);
+  if (v) return v;
+  v = hist_check(recs, n, opts, rep);
   free(recs);
   return v;
+}
+
+static int named(const hist_rec_t *r, const char *name) {
+  return r->name_len == strlen(name) && memcmp(r->name, name, r->name_len) == 0;
+}
+
+int hist_check_latch(const char *path, const char *down, const char *opened, int count, hist_report_t *rep) {
+  hist_check_opts_t o = {HIST_MUTEX, 0};
+  hist_rec_t *recs = NULL;
+  size_t n = 0;
+  memset(rep, 0, sizeof *rep);
+  int v = read_file(path, &recs, &n, rep);
+  if (v) return v;
+  /* well formed (the mutex verdict itself is meaningless here: awaits overlap) */
+  if (hist_check(recs, n, &o, rep) == HIST_BADHIST) {
+    free(recs);
+    return HIST_BADHIST;
+  }
+  hist_report_free(rep);
+  memset(rep, 0, sizeof *rep);
+  rep->records = n;
+  qsort(recs, n, sizeof *recs, by_time);
+  size_t downs = 0, early = 0;
+  int64_t first_early = 0;
+  size_t at_first = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (named(&recs[i], down) && recs[i].kind == HK_ATTEMPT) downs++;
+    if (named(&recs[i], opened) && recs[i].kind == HK_GRANT) {
+      rep->grants++;
+      if (downs < (size_t)count) {
+        if (!early++) first_early = recs[i].t_ns, at_first = downs;
+      }
+    }
+    if (named(&recs[i], opened) && recs[i].kind == HK_FAIL) rep->fails++;
+  }
+  rep->sections = downs;
+  rep->violations = early;
+  if (early)
+    snprintf(rep->msg, sizeof rep->msg,
+             "%zu of %zu awaits returned open before %d count-downs had begun (the first at %.3f ms, after %zu)",
+             early, rep->grants, count, (double)first_early / 1e6, at_first);
+  else
+    snprintf(rep->msg, sizeof rep->msg,
+             "%zu records: %zu count-downs, %zu awaits returned open, none before %d count-downs had begun, %zu "
+             "awaits failed",
+             n, downs, rep->grants, count, rep->fails);
+  free(recs);
+  rep->verdict = early ? HIST_VIOLATION : HIST_OK;
+  return rep->verdict;
 }
 
 void hist_report_print(FILE *f, const hist_report_t *rep) {

@@ -149,6 +149,14 @@ int hist_check(const hist_rec_t *recs, size_t n, const hist_check_opts_t *opts,
                hist_report_t *rep);
 /* Reads and checks a history file. */
 int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep);
+/* The count-down latch (issue 25): it never opens early. Checks the history
+ * file (a well-formed history, as hist_check) where workers count the latch
+ * down under the name `down` (one attempt per count_down call) and await it
+ * under the name `opened` (a grant: await returned open). A violation: an
+ * await returned open before `count` count-down calls had begun (one
+ * count-down counted twice). rep: sections = count-down attempts, grants =
+ * opens, violations = early opens; rep->msg says the earliest. */
+int hist_check_latch(const char *path, const char *down, const char *opened, int count, hist_report_t *rep);
 void hist_report_print(FILE *f, const hist_report_t *rep);
 void hist_report_free(hist_report_t *rep);
 
