@@ -213,7 +213,8 @@ extern const fh_kind_t fh_kind_latch_await; /* rlock_latch_await */
 extern const fh_kind_t *const fh_kinds_family[];
 /* In the parent, before any fork (a short-lived client): sets the object of
  * kind k named name (a latch: the name before the last ':') to n permits or
- * a count of n; fails the test unless it was new. */
+ * a count of n; fails the test unless it was new or has that count
+ * already (left so by an earlier test). */
 void fh_family_set(const char *url, const fh_kind_t *k, const char *name, int64_t n);
 /* The same object's free permits (semaphore: available; permit-expirable:
  * available, and *taken (may be NULL) the permits held) or a latch's count. */

@@ -136,6 +136,7 @@ static void failover_history(int stop) {
                         .lock_name = LOCK, .lease_ms = RLOCK_LEASE_WATCHDOG,
                         .watchdog_ms = WATCHDOG_MS, .reconnect_max_ms = 500,
                         .wait_ms = 30000, .hold_ms = -1, .iterations = 0};
+  if (s.kind->mode == HIST_PERMITS) fh_family_set(dep->url, s.kind, LOCK, 1); /* FH_KIND=permit-expirable */
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
 
@@ -236,6 +237,7 @@ TEST(acking_replica_lost_too) {
                         .lock_name = LOCK, .lease_ms = RLOCK_LEASE_WATCHDOG,
                         .watchdog_ms = WATCHDOG_MS, .reconnect_max_ms = 500,
                         .wait_ms = 30000, .hold_ms = -1, .iterations = 0};
+  if (s.kind->mode == HIST_PERMITS) fh_family_set(dep->url, s.kind, LOCK, 1); /* FH_KIND=permit-expirable */
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
 
