@@ -24,9 +24,10 @@
  *            while a holder is inside (watchdog 3000 ms): the hold is kept
  *            (renewed after the reconnect, never told lost);
  *   proxy    through the fault proxy: cut, blackhole both ways, blackhole
- *            of replies, 30 ms delay, refuse + cut, one connection dropped,
- *            one connection held back and delivered late; progress after
- *            each; nobody told lost;
+ *            of replies, 30 ms delay, refuse + cut, a waiter's subscriber
+ *            connection and another connection dropped for good (the client
+ *            must replace them), one connection held back and delivered
+ *            late; progress after each; nobody told lost, no release failed;
  *   latch    a count-down latch of 12 counted down one step at a time by a
  *            worker through the proxy, each step under a fault (replies
  *            blackholed so the step is re-sent, cut, refuse, server restart
@@ -360,7 +361,6 @@ static void f_drop_sub(void) {
   fp_drop_conn(P.px, port, FP_BOTH);
 }
 static void f_drop_any(void) { fp_drop_conn(P.px, some_client_port(0), FP_BOTH); }
-static void f_hold(void);
 static void f_hold(void) {
   CHECK((held_port = some_client_port(0)) > 0);
   fp_hold_conn(P.px, held_port, FP_BOTH);
