@@ -516,7 +516,9 @@ RLOCK_EXPORT int rlock_semaphore_acquire(rlock_semaphore_t *sem, int64_t permits
                                          rlock_cancel_t *cancel);
 RLOCK_EXPORT int rlock_semaphore_try_acquire(rlock_semaphore_t *sem, int64_t permits);
 /* Gives permits back (1 to RLOCK_PERMITS_MAX); *available (may be NULL): the
- * count after it. A re-sent release counts once. */
+ * count after it. A re-sent release counts once; a lost answer is re-sent
+ * past retry_attempts while its request latch surely lives (11 s with the
+ * defaults), so a dead connection is replaced before it gives up. */
 RLOCK_EXPORT int rlock_semaphore_release(rlock_semaphore_t *sem, int64_t permits, int64_t *available);
 /* Sets the permits if the semaphore has none yet: *set (may be NULL) 1, else 0. */
 RLOCK_EXPORT int rlock_semaphore_try_set_permits(rlock_semaphore_t *sem, int64_t permits, int *set);
@@ -547,7 +549,7 @@ RLOCK_EXPORT void rlock_latch_free(rlock_latch_t *latch);
 /* Sets the count (1 to RLOCK_PERMITS_MAX) if the latch has none: *set 1, else 0. */
 RLOCK_EXPORT int rlock_latch_try_set_count(rlock_latch_t *latch, int64_t count, int *set);
 /* Counts down by one; *left (may be NULL): the count after it (0: open). A
- * re-sent count-down counts once. */
+ * re-sent count-down counts once (re-sent as a semaphore release). */
 RLOCK_EXPORT int rlock_latch_count_down(rlock_latch_t *latch, int64_t *left);
 /* The count (0 if the latch does not exist: open). */
 RLOCK_EXPORT int rlock_latch_get_count(rlock_latch_t *latch, int64_t *out);
@@ -610,6 +612,11 @@ RLOCK_EXPORT int rlock_permits_available_async(rlock_permits_t *sem, rlock_permi
 RLOCK_EXPORT int rlock_permits_set_async(rlock_permits_t *sem, int64_t permits, rlock_permits_cb cb, void *arg);
 RLOCK_EXPORT int rlock_permits_try_set_async(rlock_permits_t *sem, int64_t permits, rlock_permits_cb cb, void *arg);
 RLOCK_EXPORT int rlock_permits_add_async(rlock_permits_t *sem, int64_t delta, rlock_permits_cb cb, void *arg);
+/* The permit's valid-until (ms, rlock_now_ms's clock) as this client tracks
+ * it: its lease's end, moved by each watchdog renewal. RLOCK_ENOTHELD if this
+ * client holds no permit of that id (released, expired, lost, or another
+ * client's). */
+RLOCK_EXPORT int rlock_permits_valid_until(rlock_permits_t *sem, const char *id, int64_t *out);
 
 /* ---------------------------------------------------------------- waiting for a lock to be free */
 

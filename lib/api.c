@@ -1079,6 +1079,20 @@ RLOCK_API int rlock_permits_add_async(rlock_permits_t *s, int64_t delta, rlock_p
   if (!cb) return rlock__fail(RLOCK_EINVAL, "cb is NULL");
   return pes_call(s, RLOCK__PES_ADD, delta, cb, arg, NULL);
 }
+/* The permit's valid-until (rlock_now_ms clock) as this client tracks it:
+ * the lease's end, moved by each renewal; RLOCK_ENOTHELD if it tracks no
+ * permit of that id. */
+RLOCK_API int rlock_permits_valid_until(rlock_permits_t *s, const char *id, int64_t *out) {
+  int rc;
+  if ((rc = check_pes(s))) return rc;
+  if (!out) return rlock__fail(RLOCK_EINVAL, "out is NULL");
+  if (!permit_id_ok(id))
+    return rlock__fail(RLOCK_EINVAL, "permit id is not %d lowercase hex characters", RLOCK_PERMIT_ID_LEN);
+  op_t *op = op_new(pes_lock(s), OP_VALID_UNTIL, RLOCK_OWNER_SELF, &rc);
+  if (!op) return rc;
+  pes_owner(op, id);
+  return pes_run(op, NULL, NULL, out);
+}
 RLOCK_API int rlock_permits_delete(rlock_permits_t *s, int *deleted) {
   int rc;
   if ((rc = check_pes(s))) return rc;

@@ -391,7 +391,11 @@ static void failed(op_t *op, int status) {
   if (status == RLOCK_ECONNECT) /* not written: re-queued until the wait bound (calls: a retry each) */
     again = !op->cancelled &&
             (waits ? op->deadline < 0 || rlock_now_ms() < op->deadline : op->retries < cl->opt.retry_attempts);
-  else again = answer_lost(status) && !op->cancelled && op->retries < cl->opt.retry_attempts;
+  else /* a scripted call (release, count-down...) goes on past retry_attempts while its id's latch
+        * surely lives (id_stale, below): the dead connection it met is replaced meanwhile
+        * (dead_after_timeouts), and a lost release would lose its permits for good (no lease) */
+    again = answer_lost(status) && !op->cancelled &&
+            (op->retries < cl->opt.retry_attempts || (op->kind == OP_SEM_CALL && op->script && op->id_written));
   if (again && status != RLOCK_ECONNECT && id_stale(op)) {
     /* its latch may be gone when a copy lands: an acquire gives back and
      * tries with a fresh id; a call's outcome stays unknown */
@@ -405,6 +409,7 @@ static void failed(op_t *op, int status) {
   if (again) {
     /* same request id: counts once even if both arrive (a request never
      * written is no copy: a wait's does not use up the re-sends) */
+    RLOCK__ASSERT(op->retries < cl->opt.retry_attempts || status == RLOCK_ECONNECT || !id_stale(op));
     if (status != RLOCK_ECONNECT || !waits) op->retries++;
     send_req(op);
     return;

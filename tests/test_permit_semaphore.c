@@ -371,6 +371,42 @@ TEST(watchdog_renews) {
   rlock_client_free(d);
 }
 
+/* rlock_permits_valid_until: a fixed lease's end (send time + lease: never
+ * past the server's score), moved by the watchdog's renewals; ENOTHELD for
+ * an id this client does not hold; EINVAL for a malformed id or no out. */
+TEST(valid_until) {
+  rlock_client_t *c = th_client(srv->url, 600), *d = th_client(srv->url, 0);
+  rlock_permits_t *s = sem(c, "pes:vu"), *t = sem(d, "pes:vu");
+  CHECK_OK(rlock_permits_set(s, 2));
+  char id[RLOCK_PERMIT_ID_LEN + 1], wid[RLOCK_PERMIT_ID_LEN + 1];
+  int64_t before = rlock_now_ms(), vu = 0;
+  CHECK_OK(rlock_permits_acquire(s, 0, 5000, NULL, id));
+  int64_t after = rlock_now_ms();
+  CHECK_OK(rlock_permits_valid_until(s, id, &vu));
+  CHECK_MSG(vu >= before + 5000 && vu <= after + 5000, "valid-until %lld outside [%lld, %lld]", (long long)vu,
+            (long long)(before + 5000), (long long)(after + 5000));
+  CHECK_RC(rlock_permits_valid_until(t, id, &vu), RLOCK_ENOTHELD); /* another client's permit */
+  CHECK_RC(rlock_permits_valid_until(s, "nothex", &vu), RLOCK_EINVAL);
+  CHECK_RC(rlock_permits_valid_until(s, id, NULL), RLOCK_EINVAL);
+  CHECK_OK(rlock_permits_acquire(s, 0, RLOCK_LEASE_WATCHDOG, NULL, wid));
+  int64_t first = 0;
+  CHECK_OK(rlock_permits_valid_until(s, wid, &first));
+  int64_t until = rlock_now_ms() + 10000;
+  while (vu <= first + 400 && rlock_now_ms() < until) { /* no event announces a renewal */
+    th_sleep_ms(50);
+    CHECK_OK(rlock_permits_valid_until(s, wid, &vu));
+  }
+  CHECK_MSG(vu > first + 400, "valid-until not moved by the renewals: %lld, first %lld", (long long)vu,
+            (long long)first);
+  CHECK_OK(rlock_permits_release(s, id));
+  CHECK_OK(rlock_permits_release(s, wid));
+  CHECK_RC(rlock_permits_valid_until(s, id, &vu), RLOCK_ENOTHELD); /* released */
+  rlock_permits_free(s);
+  rlock_permits_free(t);
+  rlock_client_free(c);
+  rlock_client_free(d);
+}
+
 /* A watchdog permit taken away behind its holder's back (another client
  * deleted the semaphore) is reported lost by the renewal, named by the
  * semaphore's name; its release is then RLOCK_ENOTHELD. */
@@ -770,6 +806,7 @@ int main(int argc, char **argv) {
   RUN(wake_on_release);
   RUN(expiry_reclaim);
   RUN(watchdog_renews);
+  RUN(valid_until);
   RUN(lost_reported);
   RUN(lost_reply_undone);
   RUN(async);

@@ -625,10 +625,207 @@ const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
       printf("# FH_KIND=%s\n", kind);
       k = *o;
     }
+  for (const fh_kind_t *const *o = fh_kinds_family; kind && *o; o++) /* FH_KIND=pes */
+    if (strcmp((*o)->name, kind) == 0) {
+      printf("# FH_KIND=%s\n", kind);
+      k = *o;
+    }
   const char *m = getenv("FH_MUTATE");
   if (m && strcmp(m, "nolock") == 0) {
     printf("# MUTATION: FH_MUTATE=nolock: the workers take no lock (this run must fail)\n");
     return &fh_kind_nolock;
   }
   return k;
+}
+
+/* ------------------------------------------------------------ the family's other objects */
+
+/* A section that holds no lease (a plain semaphore permit, a latch step):
+ * never stale. */
+static int forever_valid(fh_worker_ctx_t *w, int64_t *out) {
+  (void)w;
+  *out = rlock_now_ms() + 3600 * 1000;
+  return 0;
+}
+static int no_release(fh_worker_ctx_t *w) {
+  (void)w;
+  return 0;
+}
+
+static int sem_open(fh_worker_ctx_t *w) {
+  rlock_semaphore_t *s = NULL;
+  int rc = rlock_semaphore_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &s);
+  w->extra = s;
+  return rc;
+}
+static int sem_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
+  (void)lease_ms;
+  *vu = 0, *token = 0;
+  return rlock_semaphore_acquire(w->extra, 1, wait_ms, NULL);
+}
+static int sem_release(fh_worker_ctx_t *w) { return rlock_semaphore_release(w->extra, 1, NULL); }
+static void sem_close(fh_worker_ctx_t *w) {
+  rlock_semaphore_free(w->extra);
+  w->extra = NULL;
+}
+const fh_kind_t fh_kind_semaphore = {"semaphore", HIST_PERMITS,  sem_open, sem_acquire, forever_valid, sem_release,
+                                     sem_close,   "redisson_sc", 0};
+
+typedef struct pes_w {
+  rlock_permits_t *s;
+  char id[RLOCK_PERMIT_ID_LEN + 1];
+} pes_w_t;
+static int pes_open(fh_worker_ctx_t *w) {
+  pes_w_t *p = calloc(1, sizeof *p);
+  if (!p) return RLOCK_ENOMEM;
+  w->extra = p;
+  return rlock_permits_new(w->client, w->spec->lock_name, strlen(w->spec->lock_name), &p->s);
+}
+static int pes_valid(fh_worker_ctx_t *w, int64_t *out) {
+  pes_w_t *p = w->extra;
+  return rlock_permits_valid_until(p->s, p->id, out);
+}
+static int pes_acquire(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
+  pes_w_t *p = w->extra;
+  *vu = 0, *token = 0;
+  int rc = rlock_permits_acquire(p->s, wait_ms, lease_ms, NULL, p->id);
+  if (rc == 0 && pes_valid(w, vu) != 0) *vu = 0;
+  return rc;
+}
+static int pes_release(fh_worker_ctx_t *w) {
+  pes_w_t *p = w->extra;
+  return rlock_permits_release(p->s, p->id);
+}
+static void pes_close(fh_worker_ctx_t *w) {
+  pes_w_t *p = w->extra;
+  rlock_permits_free(p->s);
+  free(p);
+  w->extra = NULL;
+}
+const fh_kind_t fh_kind_pes = {"permit-expirable", HIST_PERMITS,  pes_open, pes_acquire, pes_valid, pes_release,
+                               pes_close,          "redisson_sc", 0};
+
+/* The latch named by name up to its last ':'. */
+static size_t latch_len(const char *name) {
+  const char *c = strrchr(name, ':');
+  return c ? (size_t)(c - name) : strlen(name);
+}
+static int latch_open(fh_worker_ctx_t *w) {
+  rlock_latch_t *l = NULL;
+  int rc = rlock_latch_new(w->client, w->spec->lock_name, latch_len(w->spec->lock_name), &l);
+  w->extra = l;
+  return rc;
+}
+static int latch_down(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
+  (void)wait_ms, (void)lease_ms;
+  int64_t left = 0;
+  *vu = 0, *token = 0;
+  return rlock_latch_count_down(w->extra, &left);
+}
+static int latch_await(fh_worker_ctx_t *w, int64_t wait_ms, int64_t lease_ms, int64_t *vu, uint64_t *token) {
+  (void)lease_ms;
+  *vu = 0, *token = 0;
+  return rlock_latch_await(w->extra, wait_ms, NULL);
+}
+static void latch_close(fh_worker_ctx_t *w) {
+  rlock_latch_free(w->extra);
+  w->extra = NULL;
+}
+const fh_kind_t fh_kind_latch_down = {"latch-count-down",
+                                      HIST_PERMITS,
+                                      latch_open,
+                                      latch_down,
+                                      forever_valid,
+                                      no_release,
+                                      latch_close,
+                                      "redisson_countdownlatch__channel",
+                                      0};
+const fh_kind_t fh_kind_latch_await = {"latch-await",
+                                       HIST_PERMITS,
+                                       latch_open,
+                                       latch_await,
+                                       forever_valid,
+                                       no_release,
+                                       latch_close,
+                                       "redisson_countdownlatch__channel",
+                                       1};
+const fh_kind_t *const fh_kinds_family[] = {&fh_kind_semaphore, &fh_kind_pes, &fh_kind_latch_down, &fh_kind_latch_await,
+                                            NULL};
+
+void fh_family_set(const char *url, const fh_kind_t *k, const char *name, int64_t n) {
+  rlock_client_t *c = fh_client(url, 0, 0, -1);
+  int set = 0, rc;
+  if (k == &fh_kind_semaphore) {
+    rlock_semaphore_t *s;
+    CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
+    rc = rlock_semaphore_try_set_permits(s, n, &set);
+    rlock_semaphore_free(s);
+  } else if (k == &fh_kind_pes) {
+    rlock_permits_t *s;
+    CHECK_OK(rlock_permits_new(c, name, strlen(name), &s));
+    rc = rlock_permits_try_set(s, n, &set);
+    rlock_permits_free(s);
+  } else {
+    rlock_latch_t *l;
+    CHECK_OK(rlock_latch_new(c, name, latch_len(name), &l));
+    rc = rlock_latch_try_set_count(l, n, &set);
+    rlock_latch_free(l);
+  }
+  rlock_client_free(c);
+  CHECK_OK(rc);
+  if (!set) { /* there from an earlier test: every permit back, or the count as wanted */
+    int64_t now = fh_family_count(url, k, name, NULL);
+    CHECK_MSG(now == n, "%s %s existed already with %lld (want %lld)", k->name, name, (long long)now, (long long)n);
+  }
+}
+
+int64_t fh_family_count(const char *url, const fh_kind_t *k, const char *name, int64_t *taken) {
+  rlock_client_t *c = fh_client(url, 0, 0, -1);
+  int64_t v = -1;
+  int rc;
+  if (taken) *taken = 0;
+  if (k == &fh_kind_semaphore) {
+    rlock_semaphore_t *s;
+    CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
+    rc = rlock_semaphore_available(s, &v);
+    rlock_semaphore_free(s);
+  } else if (k == &fh_kind_pes) {
+    rlock_permits_t *s;
+    CHECK_OK(rlock_permits_new(c, name, strlen(name), &s));
+    rc = rlock_permits_available(s, &v);
+    if (!rc && taken) rc = rlock_permits_acquired(s, taken);
+    rlock_permits_free(s);
+  } else {
+    rlock_latch_t *l;
+    CHECK_OK(rlock_latch_new(c, name, latch_len(name), &l));
+    rc = rlock_latch_get_count(l, &v);
+    rlock_latch_free(l);
+  }
+  rlock_client_free(c);
+  CHECK_OK(rc);
+  return v;
+}
+
+int fh_check_permits(fh_pool_t *p, int permits, hist_report_t *rep) {
+  hist_check_opts_t o = {HIST_PERMITS, permits};
+  int v = hist_check_file(p->hist_path, &o, rep);
+  hist_report_print(stdout, rep);
+  return v;
+}
+
+typedef struct entries {
+  fh_pool_t *p;
+  size_t n;
+  int64_t since_ns;
+} entries_t;
+static int enough_entries(void *arg) {
+  entries_t *e = arg;
+  return fh_count_events(e->p, -1, HK_ENTER, e->since_ns) >= e->n;
+}
+
+void fh_drive_entries(fh_pool_t *p, int keep, size_t n, int64_t since_ns, int64_t timeout_ms, const char *when) {
+  entries_t e = {p, n, since_ns};
+  if (!fh_drive(p, keep, enough_entries, &e, timeout_ms))
+    th_fail(__FILE__, __LINE__, "%s: %zu of %zu entries within %lld ms", when,
+            fh_count_events(p, -1, HK_ENTER, since_ns), n, (long long)timeout_ms);
 }

@@ -89,6 +89,7 @@ typedef struct fh_worker_spec {
   int64_t hold_ms;            /* time inside; < 0: until the parent sends FH_CMD_EXIT */
   int iterations;             /* 0: until FH_CMD_QUIT */
   int no_fast_path;           /* 1: fast_path = 0 (each client keeps 2 connections: command, subscriber) */
+  int permits;                /* semaphores: the bound the parent set (fh_family_set); 0 for locks */
 } fh_worker_spec_t;
 
 /* A worker -> parent event (one atomic pipe write). */
@@ -195,6 +196,33 @@ extern const fh_kind_t fh_kind_nolock;
 /* fh_kind_nolock if $FH_MUTATE is "nolock", else the kind of fh_kinds[] named
  * $FH_KIND (e.g. fair), else k. */
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k);
+
+/* ------------------------------------------------------------ the family's other objects
+ * Semaphores and the count-down latch as worker kinds (issue 25). Their
+ * sections are permits (HIST_PERMITS, the bound in spec.permits); a latch
+ * worker's "section" is one count-down (fh_kind_latch_down) or one await
+ * that returned open (fh_kind_latch_await), its name "<latch>:<anything>"
+ * (the kind opens the latch named by what comes before the last ':'), so
+ * the history tells count-downs and opens apart (hist_check_latch). Not in
+ * fh_kinds[] (the mutex scenarios); fh_kind_or_mutant finds them by name. */
+extern const fh_kind_t fh_kind_semaphore;   /* rlock_semaphore_*: one permit per section */
+extern const fh_kind_t fh_kind_pes;         /* rlock_permits_*: one permit per section, with its lease */
+extern const fh_kind_t fh_kind_latch_down;  /* rlock_latch_count_down */
+extern const fh_kind_t fh_kind_latch_await; /* rlock_latch_await */
+extern const fh_kind_t *const fh_kinds_family[];
+/* In the parent, before any fork (a short-lived client): sets the object of
+ * kind k named name (a latch: the name before the last ':') to n permits or
+ * a count of n; fails the test unless it was new or has that count
+ * already (left so by an earlier test). */
+void fh_family_set(const char *url, const fh_kind_t *k, const char *name, int64_t n);
+/* The same object's free permits (semaphore: available; permit-expirable:
+ * available, and *taken (may be NULL) the permits held) or a latch's count. */
+int64_t fh_family_count(const char *url, const fh_kind_t *k, const char *name, int64_t *taken);
+/* Checks the pool's history in HIST_PERMITS with that bound; prints the report. */
+int fh_check_permits(fh_pool_t *p, int permits, hist_report_t *rep);
+/* fh_drive (keep as there) until n HK_ENTER events stamped after since_ns
+ * were read; fails the test after timeout_ms, naming when. */
+void fh_drive_entries(fh_pool_t *p, int keep, size_t n, int64_t since_ns, int64_t timeout_ms, const char *when);
 
 /* ------------------------------------------------------------ async completion */
 

@@ -202,21 +202,82 @@ static cur_t *find_cur(cur_t **curs, size_t *n, size_t *cap, const hist_rec_t *r
   return c;
 }
 
+static int same_name(const hist_section_t *a, const hist_section_t *b) {
+  return a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0;
+}
+
+/* A's permit may be counted again once B was granted after A's lease ran out
+ * and A was told (as HIST_MUTEX_LEASE's permitted overlap). */
+static int stale_for(const hist_section_t *a, const hist_section_t *b) {
+  return a->valid_until_ns > 0 && b->grant_ns >= a->valid_until_ns && a->lost_ns > 0;
+}
+
+/* HIST_PERMITS on sections sorted by name, then entry: when section b
+ * enters, the sections of its name still inside (entered before, not left)
+ * hold permits; if they are `permits` or more, b's entry is an excess. It is
+ * permitted only if enough of them are stale for b (lease ran out before b's
+ * grant, holder told) to leave fewer than `permits` live ones; else it is a
+ * violation (a permit counted twice). One overlap is listed per excess: a
+ * is a stale section inside if it is permitted, else the latest live one. */
+static int check_permits(hist_section_t *secs, size_t nsecs, int permits, hist_report_t *rep) {
+  size_t capo = 0;
+  for (size_t j = 0; j < nsecs; j++) {
+    const hist_section_t *b = &secs[j];
+    size_t first = j;
+    while (first > 0 && same_name(&secs[first - 1], b)) first--;
+    if (first == j) rep->locks++;
+    int inside = 0, stale = 0;
+    long live_a = -1, stale_a = -1;
+    int64_t to = INT64_MAX;
+    for (size_t i = first; i < j; i++) {
+      const hist_section_t *a = &secs[i];
+      if (a->exit_ns <= b->enter_ns || a->worker == b->worker) continue;
+      inside++;
+      if (stale_for(a, b)) stale++, stale_a = (long)i;
+      else live_a = (long)i;
+      if (a->exit_ns < to) to = a->exit_ns;
+    }
+    if (inside < permits) continue;
+    hist_overlap_t o;
+    memset(&o, 0, sizeof o);
+    o.permitted = inside - stale < permits;
+    o.a = secs[o.permitted ? stale_a : live_a >= 0 ? live_a : stale_a], o.b = *b;
+    o.from_ns = b->enter_ns;
+    o.to_ns = b->exit_ns < to ? b->exit_ns : to;
+    snprintf(o.why, sizeof o.why, "%s: %d holders inside when B entered (bound %d), %d of them stale and told",
+             o.permitted ? "permitted" : "VIOLATION: a permit counted twice", inside, permits, stale);
+    if (rep->nlist == capo) {
+      size_t nc = capo ? capo * 2 : 8;
+      hist_overlap_t *p = realloc(rep->list, nc * sizeof *p);
+      if (!p) return bad(rep, "out of memory");
+      rep->list = p, capo = nc;
+    }
+    rep->list[rep->nlist++] = o;
+    rep->overlaps++;
+    if (o.permitted) rep->permitted++;
+    else rep->violations++;
+  }
+  snprintf(rep->msg, sizeof rep->msg,
+           "%zu records, %zu workers, %zu semaphores, %zu holds, %zu grants, %zu failed acquires, %zu lost, "
+           "%zu died: %zu entries past the bound of %d (%zu permitted, %zu violations)",
+           rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails, rep->lost, rep->died,
+           rep->overlaps, permits, rep->permitted, rep->violations);
+  return rep->violations ? HIST_VIOLATION : HIST_OK;
+}
+
 int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hist_report_t *rep) {
   memset(rep, 0, sizeof *rep);
   rep->records = n;
   if (!opts) return bad(rep, "no options");
-  if (opts->mode == HIST_FIFO || opts->mode == HIST_PERMITS) {
-    snprintf(rep->msg, sizeof rep->msg, "checker mode %d (%s) is not implemented yet: nothing was checked",
-             (int)opts->mode,
-             opts->mode == HIST_FIFO ? "FIFO / fair lock"
-             : opts->mode == HIST_RW ? "read-write rules"
-                                     : "permit bound");
+  if (opts->mode == HIST_FIFO) {
+    snprintf(rep->msg, sizeof rep->msg,
+             "checker mode %d (FIFO / fair lock) is not implemented yet: nothing was checked", (int)opts->mode);
     rep->verdict = HIST_NOTYET;
     return rep->verdict;
   }
-  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW)
+  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW && opts->mode != HIST_PERMITS)
     return bad(rep, "unknown mode");
+  if (opts->mode == HIST_PERMITS && opts->permits < 1) return bad(rep, "HIST_PERMITS needs a bound of 1 or more");
 
   hist_rec_t *r = malloc((n ? n : 1) * sizeof *r);
   hist_section_t *secs = NULL;
@@ -320,7 +381,10 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   rep->workers = (size_t)(maxw + 1);
   rep->sections = nsecs;
 
-  if (verdict == HIST_OK) {
+  if (verdict == HIST_OK && opts->mode == HIST_PERMITS) {
+    qsort(secs, nsecs, sizeof *secs, by_enter);
+    verdict = check_permits(secs, nsecs, opts->permits, rep);
+  } else if (verdict == HIST_OK) {
     qsort(secs, nsecs, sizeof *secs, by_enter);
     size_t capo = 0;
     for (size_t i = 0; i < nsecs; i++) {
@@ -383,8 +447,8 @@ done:
   return verdict;
 }
 
-int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep) {
-  memset(rep, 0, sizeof *rep);
+/* Reads a history file into *out (malloc'd; *n records); 0, or a bad() verdict. */
+static int read_file(const char *path, hist_rec_t **out, size_t *nout, hist_report_t *rep) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return bad(rep, "cannot open the history file");
   struct stat st;
@@ -406,9 +470,68 @@ int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report
     free(recs);
     return bad(rep, "short read of the history file");
   }
-  int v = hist_check(recs, n, opts, rep);
+  *out = recs, *nout = n;
+  return 0;
+}
+
+int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep) {
+  memset(rep, 0, sizeof *rep);
+  hist_rec_t *recs = NULL;
+  size_t n = 0;
+  int v = read_file(path, &recs, &n, rep);
+  if (v) return v;
+  v = hist_check(recs, n, opts, rep);
   free(recs);
   return v;
+}
+
+static int named(const hist_rec_t *r, const char *name) {
+  return r->name_len == strlen(name) && memcmp(r->name, name, r->name_len) == 0;
+}
+
+int hist_check_latch(const char *path, const char *down, const char *opened, int count, hist_report_t *rep) {
+  hist_check_opts_t o = {HIST_MUTEX, 0};
+  hist_rec_t *recs = NULL;
+  size_t n = 0;
+  memset(rep, 0, sizeof *rep);
+  int v = read_file(path, &recs, &n, rep);
+  if (v) return v;
+  /* well formed (the mutex verdict itself is meaningless here: awaits overlap) */
+  if (hist_check(recs, n, &o, rep) == HIST_BADHIST) {
+    free(recs);
+    return HIST_BADHIST;
+  }
+  hist_report_free(rep);
+  memset(rep, 0, sizeof *rep);
+  rep->records = n;
+  qsort(recs, n, sizeof *recs, by_time);
+  size_t downs = 0, early = 0;
+  int64_t first_early = 0;
+  size_t at_first = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (named(&recs[i], down) && recs[i].kind == HK_ATTEMPT) downs++;
+    if (named(&recs[i], opened) && recs[i].kind == HK_GRANT) {
+      rep->grants++;
+      if (downs < (size_t)count) {
+        if (!early++) first_early = recs[i].t_ns, at_first = downs;
+      }
+    }
+    if (named(&recs[i], opened) && recs[i].kind == HK_FAIL) rep->fails++;
+  }
+  rep->sections = downs;
+  rep->violations = early;
+  if (early)
+    snprintf(rep->msg, sizeof rep->msg,
+             "%zu of %zu awaits returned open before %d count-downs had begun (the first at %.3f ms, after %zu)", early,
+             rep->grants, count, (double)first_early / 1e6, at_first);
+  else
+    snprintf(rep->msg, sizeof rep->msg,
+             "%zu records: %zu count-downs, %zu awaits returned open, none before %d count-downs had begun, %zu "
+             "awaits failed",
+             n, downs, rep->grants, count, rep->fails);
+  free(recs);
+  rep->verdict = early ? HIST_VIOLATION : HIST_OK;
+  return rep->verdict;
 }
 
 void hist_report_print(FILE *f, const hist_report_t *rep) {

@@ -17,11 +17,14 @@
  *   HIST_RW           read/write rules: as HIST_MUTEX_LEASE, except that two
  *                     shared sections (readers: HK_ENTER status 1) may
  *                     overlap; a writer's section overlaps nothing;
- *   HIST_FIFO, HIST_PERMITS
- *                     fair-lock order, semaphore bound:
- *                     NOT IMPLEMENTED YET (those lock types do not exist
- *                     yet); the checker answers HIST_NOTYET for them and
- *                     never pretends to have checked anything.
+ *   HIST_PERMITS      semaphores: every section holds one permit; when a
+ *                     section enters, fewer than opts.permits others may be
+ *                     inside, except sections whose lease ran out before the
+ *                     newcomer's grant and whose holder was told (as in
+ *                     HIST_MUTEX_LEASE): a permit is never counted twice;
+ *   HIST_FIFO         fair-lock order: NOT IMPLEMENTED YET; the checker
+ *                     answers HIST_NOTYET and never pretends to have
+ *                     checked anything.
  */
 #ifndef RLOCK_FAULT_HISTORY_H
 #define RLOCK_FAULT_HISTORY_H
@@ -82,7 +85,7 @@ typedef enum hist_mode {
   HIST_MUTEX_LEASE,
   HIST_FIFO,   /* not yet: fair lock */
   HIST_RW,     /* read-write lock: shared sections may overlap each other */
-  HIST_PERMITS /* not yet: semaphores (permit bound) */
+  HIST_PERMITS /* semaphores: at most opts.permits holders at once */
 } hist_mode_t;
 
 /* Checker verdicts. */
@@ -105,7 +108,7 @@ typedef enum hist_mode {
 
 typedef struct hist_check_opts {
   hist_mode_t mode;
-  int permits; /* HIST_PERMITS: the bound (unused until implemented) */
+  int permits; /* HIST_PERMITS: the bound (at least 1) */
 } hist_check_opts_t;
 
 /* One critical section: [enter, exit) of worker on a lock. exit_ns is the
@@ -145,6 +148,14 @@ typedef struct hist_report {
 int hist_check(const hist_rec_t *recs, size_t n, const hist_check_opts_t *opts, hist_report_t *rep);
 /* Reads and checks a history file. */
 int hist_check_file(const char *path, const hist_check_opts_t *opts, hist_report_t *rep);
+/* The count-down latch (issue 25): it never opens early. Checks the history
+ * file (a well-formed history, as hist_check) where workers count the latch
+ * down under the name `down` (one attempt per count_down call) and await it
+ * under the name `opened` (a grant: await returned open). A violation: an
+ * await returned open before `count` count-down calls had begun (one
+ * count-down counted twice). rep: sections = count-down attempts, grants =
+ * opens, violations = early opens; rep->msg says the earliest. */
+int hist_check_latch(const char *path, const char *down, const char *opened, int count, hist_report_t *rep);
 void hist_report_print(FILE *f, const hist_report_t *rep);
 void hist_report_free(hist_report_t *rep);
 

@@ -215,6 +215,7 @@ int main(int argc, char **argv) {
                                   .wait_ms = 30000,
                                   .hold_ms = -1,
                                   .iterations = 0};
+    if (kind->mode == HIST_PERMITS) fh_family_set(cl->url, kind, names[i], 1); /* FH_KIND=permit-expirable: 1 permit */
   }
   RUN(slot_migrated_while_held);
   RUN(slot_migrated_under_churn);

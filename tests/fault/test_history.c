@@ -190,7 +190,58 @@ TEST(synthetic_malformed_and_notyet) {
   h.r[1].magic = HIST_MAGIC;
   CHECK_EQ(check(&h, HIST_FIFO, &rep), HIST_NOTYET);
   CHECK(strstr(rep.msg, "not implemented yet") != NULL);
-  CHECK_EQ(check(&h, HIST_PERMITS, &rep), HIST_NOTYET);
+  hist_report_free(&rep);
+  CHECK_EQ(check(&h, HIST_PERMITS, &rep), HIST_BADHIST); /* a permit bound of 0 */
+}
+
+static int check_permits(hb_t *h, int permits, hist_report_t *rep) {
+  hist_check_opts_t o = {HIST_PERMITS, permits};
+  int v = hist_check(h->r, h->n, &o, rep);
+  hist_report_print(stdout, rep);
+  return v;
+}
+
+/* HIST_PERMITS: at most N holders at once; a stale, told holder's permit may
+ * be counted again once its lease ran out, never before. */
+TEST(synthetic_permits) {
+  hb_t h = {.n = 0};
+  section(&h, 0, 100, 300, 5000);
+  section(&h, 1, 150, 350, 5000);
+  section(&h, 2, 300, 500, 5000); /* enters as worker 0 leaves: 2 inside at most */
+  hist_report_t rep;
+  CHECK_EQ(check_permits(&h, 2, &rep), HIST_OK);
+  CHECK_EQ(rep.overlaps, 0);
+  hist_report_free(&rep);
+  CHECK_EQ(check_permits(&h, 1, &rep), HIST_VIOLATION); /* bound 1: two excess entries */
+  CHECK_EQ(rep.violations, 2);
+  hist_report_free(&rep);
+  section(&h, 3, 200, 250, 5000); /* a third holder beside 0 and 1 */
+  CHECK_EQ(check_permits(&h, 2, &rep), HIST_VIOLATION);
+  CHECK_EQ(rep.violations, 1);
+  CHECK_EQ(rep.list[0].b.worker, 3);
+  hist_report_free(&rep);
+  CHECK_EQ(check_permits(&h, 3, &rep), HIST_OK);
+  hist_report_free(&rep);
+  /* worker 4 (lease to 1000) told lost at 1200; worker 5 granted at 1100
+   * beside worker 6 with a bound of 2: permitted; granted at 900: not */
+  hb_t g = {.n = 0};
+  grant(&g, 800, 4, 1000);
+  add(&g, 800, HK_ENTER, 4, 0);
+  section(&g, 6, 850, 1500, 9000);
+  section(&g, 5, 1100, 1300, 9000);
+  add(&g, 1200, HK_LOST, 4, 0);
+  add(&g, 1400, HK_EXIT, 4, 0);
+  add(&g, 1401, HK_RELEASE, 4, 0);
+  CHECK_EQ(check_permits(&g, 2, &rep), HIST_OK);
+  CHECK_EQ(rep.permitted, 1);
+  hist_report_free(&rep);
+  g.r[g.n - 8].t_ns = 900 * 1000000LL; /* worker 5's attempt, grant and entry at 900 */
+  g.r[g.n - 7].t_ns = 900 * 1000000LL;
+  g.r[g.n - 6].t_ns = 900 * 1000000LL;
+  CHECK_EQ(g.r[g.n - 6].kind, HK_ENTER);
+  CHECK_EQ(check_permits(&g, 2, &rep), HIST_VIOLATION);
+  CHECK_EQ(rep.violations, 1);
+  hist_report_free(&rep);
 }
 
 /* A record of a synthetic sequence: time (ms), kind, worker, status, and a
@@ -411,6 +462,7 @@ int main(int argc, char **argv) {
   RUN(synthetic_killed_holder);
   RUN(synthetic_rw);
   RUN(synthetic_malformed_and_notyet);
+  RUN(synthetic_permits);
   RUN(synthetic_malformed_sequences);
   RUN(synthetic_failover_window_split);
   if (argc > 1 && strcmp(argv[1], "synthetic") == 0) return th_done(); /* no server */

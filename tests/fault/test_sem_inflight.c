@@ -13,7 +13,16 @@
  *                  holder's unlock publishes its one wake-up. The acquirer
  *                  must try again and take the lock: the free-waiter only
  *                  looks and never uses up the wake-up a waiter that may
- *                  take the lock needs. */
+ *                  take the lock needs.
+ *   release_on_dead_connection
+ *                  a permit held, then every connection of the client is
+ *                  dropped for good (a NAT forgot the flows: nothing comes
+ *                  back, no FIN) and the holder releases (command timeout
+ *                  500 ms, PING off): the release must land once the dead
+ *                  connection is replaced (dead_after_timeouts), within its
+ *                  request id's latch; the permit is never lost while its
+ *                  holder lives (a plain semaphore has no lease to bring
+ *                  it back). The same for a latch's count-down. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,17 +38,34 @@ static char purl[64];
 
 #define CNAME "seminflight"
 
-static rlock_client_t *client(void) {
+static rlock_client_t *client_timeout(int64_t command_timeout_ms) {
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = purl;
   o.client_name = CNAME;
-  o.command_timeout_ms = 20000; /* the held answers are late, not lost */
+  o.command_timeout_ms = command_timeout_ms;
   o.ping_interval_ms = 0;
   rlock_client_t *cl = NULL;
   int rc = rlock_client_new(&cl, &o);
   if (rc) th_fail(__FILE__, __LINE__, "client_new: %s: %s", rlock_err_name(rc), rlock_last_error());
   return cl;
+}
+static rlock_client_t *client(void) { return client_timeout(20000); /* the held answers are late, not lost */ }
+
+/* The server-side ports of every connection named CNAME; returns how many. */
+static int all_ports(int *ports, int max) {
+  redisReply *r = th_cmd(srv, "CLIENT", "LIST", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  int n = 0;
+  for (char *line = r->str, *end; line && *line && n < max; line = end ? end + 1 : NULL) {
+    end = strchr(line, '\n');
+    if (end) *end = 0;
+    char *a = strstr(line, " addr=");
+    char *colon = a ? strchr(a + 6, ':') : NULL;
+    if (strstr(line, " name=" CNAME " ") && colon) ports[n++] = atoi(colon + 1);
+  }
+  th_reply_free(r);
+  return n;
 }
 
 /* The server-side port of the client's command connection: the one named
@@ -197,6 +223,60 @@ TEST(free_waiter_beside_inflight_acquire) {
   rlock_client_free(h);
 }
 
+/* Drops every connection of the client for good; returns their number. */
+static int drop_all(int *ports) {
+  int n = all_ports(ports, 16);
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) fp_drop_conn(px, ports[i], FP_BOTH);
+  return n;
+}
+static void undrop(const int *ports, int n) {
+  for (int i = 0; i < n; i++) fp_drop_conn(px, ports[i], 0); /* (closed by now: nothing flows) */
+}
+
+TEST(release_on_dead_connection) {
+  const char *name = "seminflight:dead";
+  th_cmd_int(srv, "DEL", name, NULL);
+  rlock_client_t *c = client_timeout(500);
+  rlock_semaphore_t *s = NULL;
+  CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
+  int set = 0;
+  CHECK_OK(rlock_semaphore_try_set_permits(s, 1, &set));
+  CHECK_OK(rlock_semaphore_acquire(s, 1, 0, NULL));
+  int ports[16], n = drop_all(ports);
+  int64_t t0 = th_now_ms();
+  int rc = rlock_semaphore_release(s, 1, NULL);
+  int64_t took = th_now_ms() - t0;
+  char *v = th_cmd_str(srv, "GET", name, NULL);
+  printf("%d connections dropped; release: %s after %lld ms; available on the server: %s\n", n, rlock_err_name(rc),
+         (long long)took, v ? v : "(nil)");
+  CHECK_OK(rc);
+  CHECK_MSG(v && strcmp(v, "1") == 0, "the permit is lost: available %s", v ? v : "(nil)");
+  free(v);
+  undrop(ports, n);
+  /* the latch: a count-down on dead connections lands, once */
+  rlock_latch_t *l = NULL;
+  const char *lname = "seminflight:deadlatch";
+  th_cmd_int(srv, "DEL", lname, NULL);
+  CHECK_OK(rlock_latch_new(c, lname, strlen(lname), &l));
+  CHECK_OK(rlock_latch_try_set_count(l, 2, &set));
+  n = drop_all(ports);
+  t0 = th_now_ms();
+  int64_t left = -1;
+  rc = rlock_latch_count_down(l, &left);
+  took = th_now_ms() - t0;
+  v = th_cmd_str(srv, "GET", lname, NULL);
+  printf("%d connections dropped; count-down: %s after %lld ms; count on the server: %s\n", n, rlock_err_name(rc),
+         (long long)took, v ? v : "(nil)");
+  CHECK_OK(rc);
+  CHECK_MSG(v && strcmp(v, "1") == 0, "the count-down is lost (or counted twice): count %s", v ? v : "(nil)");
+  free(v);
+  undrop(ports, n);
+  rlock_latch_free(l);
+  rlock_semaphore_free(s);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 60);
   srv = th_server_start(NULL);
@@ -204,6 +284,7 @@ int main(int argc, char **argv) {
   snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", fp_port(px));
   RUN(two_in_flight);
   RUN(free_waiter_beside_inflight_acquire);
+  RUN(release_on_dead_connection);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();

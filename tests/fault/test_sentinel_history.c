@@ -140,6 +140,7 @@ static void failover_history(int stop) {
                         .wait_ms = 30000,
                         .hold_ms = -1,
                         .iterations = 0};
+  if (s.kind->mode == HIST_PERMITS) fh_family_set(dep->url, s.kind, LOCK, 1); /* FH_KIND=permit-expirable */
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
 
@@ -245,6 +246,7 @@ TEST(acking_replica_lost_too) {
                         .wait_ms = 30000,
                         .hold_ms = -1,
                         .iterations = 0};
+  if (s.kind->mode == HIST_PERMITS) fh_family_set(dep->url, s.kind, LOCK, 1); /* FH_KIND=permit-expirable */
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
 
