@@ -22,7 +22,18 @@
  *                  connection is replaced (dead_after_timeouts), within its
  *                  request id's latch; the permit is never lost while its
  *                  holder lives (a plain semaphore has no lease to bring
- *                  it back). The same for a latch's count-down. */
+ *                  it back). The same for a latch's count-down.
+ *   token_then_message  waiters X and Z for 1 permit on one client, count 0;
+ *                  the command connection's answers held back. A message
+ *                  wakes X (its try runs: too few). The subscriber
+ *                  connection is killed: its resubscription wakes everyone,
+ *                  X in flight gets a token, Z parked tries (too few). Then
+ *                  2 permits come and their message "2" while both tries are
+ *                  unanswered; then the answers. Both must take a permit.
+ *                  Before: X's token set the channel's wake count to 0 as it
+ *                  parked, so Z, whose try had run before the release,
+ *                  parked asleep beside a free permit (RLOCK_WAIT_FOREVER:
+ *                  for ever). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -223,6 +234,67 @@ TEST(free_waiter_beside_inflight_acquire) {
   rlock_client_free(h);
 }
 
+/* The server-side port of the client's subscriber connection. */
+static int sub_port(void) {
+  redisReply *r = th_cmd(srv, "CLIENT", "LIST", NULL);
+  CHECK(r->type == REDIS_REPLY_STRING);
+  int port = 0, n = 0;
+  for (char *line = r->str, *end; line && *line; line = end ? end + 1 : NULL) {
+    end = strchr(line, '\n');
+    if (end) *end = 0;
+    char *a = strstr(line, " addr=");
+    if (strstr(line, " name=" CNAME " ") && strstr(line, " sub=1 ") && a) {
+      char *colon = strchr(a + 6, ':');
+      if (colon) port = atoi(colon + 1), n++;
+    }
+  }
+  th_reply_free(r);
+  CHECK_MSG(n == 1, "%d subscriber connections named " CNAME " (1 expected)", n);
+  return port;
+}
+
+TEST(token_then_message) {
+  const char *name = "seminflight:token", *chan = "redisson_sc:{seminflight:token}";
+  th_cmd_int(srv, "DEL", name, NULL);
+  rlock_client_t *c = client();
+  rlock_semaphore_t *s = NULL;
+  CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
+  atomic_store(&done, 0), atomic_store(&ok, 0);
+  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, on_done, NULL)); /* X */
+  CHECK_MSG(th_wait_until(numsub_is_1, (void *)chan, 5000), "X did not subscribe");
+  CHECK_MSG(TH_STAT_REACHES(c, acquire_attempts, 2, 5000), "X did not try twice");
+  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, on_done, NULL)); /* Z */
+  CHECK_MSG(TH_STAT_REACHES(c, acquire_attempts, 4, 5000), "Z did not try twice");
+  int port = cmd_port(), sport = sub_port();
+  fp_hold_conn(px, port, FP_DOWN); /* answers held back; requests go on */
+  calls_t want = {script_calls() + 1};
+  th_reply_free(th_cmd(srv, "PUBLISH", chan, "1", NULL)); /* wakes X, the first parked */
+  CHECK_MSG(th_wait_until(calls_reach, &want, 5000), "X's try did not run");
+  /* the subscriber connection drops: its resubscription wakes everyone */
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", sport);
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "ADDR", addr, NULL));
+  want.want++;
+  CHECK_MSG(th_wait_until(calls_reach, &want, 10000), "Z's try did not run after the resubscription");
+  CHECK_MSG(th_wait_until(numsub_is_1, (void *)chan, 5000), "the channel was not subscribed again");
+  rlock_stats_t st;
+  rlock_client_stats(c, &st);
+  /* now the permits come, their message before the tries' answers */
+  CHECK_EQ(th_cmd_int(srv, "INCRBY", name, "2", NULL), 2);
+  th_reply_free(th_cmd(srv, "PUBLISH", chan, "2", NULL)); /* what release(2) publishes */
+  CHECK_MSG(TH_STAT_REACHES(c, messages, st.messages + 1, 5000), "the release's message did not come");
+  fp_hold_conn(px, port, 0);
+  int two = 2;
+  int all = th_wait_until(both_done, &two, 5000);
+  char *v = th_cmd_str(srv, "GET", name, NULL);
+  printf("waiters done %d, taken %d; available %s\n", atomic_load(&done), atomic_load(&ok), v ? v : "(nil)");
+  CHECK_MSG(all, "a waiter sleeps while %s permit(s) are available", v ? v : "(nil)");
+  free(v);
+  CHECK_EQ(atomic_load(&ok), 2);
+  rlock_semaphore_free(s);
+  rlock_client_free(c);
+}
+
 /* Drops every connection of the client for good; returns their number. */
 static int drop_all(int *ports) {
   int n = all_ports(ports, 16);
@@ -285,6 +357,7 @@ int main(int argc, char **argv) {
   RUN(two_in_flight);
   RUN(free_waiter_beside_inflight_acquire);
   RUN(release_on_dead_connection);
+  RUN(token_then_message);
   fp_stop(px);
   th_server_stop(srv);
   return th_done();
