@@ -63,6 +63,7 @@ local function retime()
       end
     end
   end
+  if max_remain == 0 then max_remain = 1 end -- (rlock) PTTL 0: a hold alive to the end of this ms, not gone
   if max_remain <= 0 then
     redis.call('del', KEYS[1])
     redis.call(ARGV[3], KEYS[2], '0')

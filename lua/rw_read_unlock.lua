@@ -68,6 +68,7 @@ if redis.call('hlen', KEYS[1]) > 1 then
       end
     end
   end
+  if max_remain == 0 then max_remain = 1 end -- (rlock) PTTL 0: a hold alive to the end of this ms, not gone
   -- (rlock) in write mode the write hold's TTL stands: a read hold may only
   -- lengthen it (Redisson's step sets it to the read holds', which can end
   -- the write lease early and let a second writer in)

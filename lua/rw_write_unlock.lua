@@ -62,6 +62,7 @@ local function read_remain()
       end
     end
   end
+  if max_remain == 0 then max_remain = 1 end -- (rlock) PTTL 0: a hold alive to the end of this ms, not gone
   return max_remain
 end
 
