@@ -931,14 +931,15 @@ static void acquired(op_t *op) {
     return;
   }
   if (rlock__watchdog_acquired(&op->cl->wd, l->name, l->len, op->owner, op->owner_id, rlock__op_lease_ms(op),
-                               op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at)) {
+                               op->lease_ms == RLOCK_LEASE_WATCHDOG, op->sent_at - l->kind->expiry_slack_ms)) {
     undo_attempt(op, false); /* cannot track it: do not keep it */
     acquire_fail(op, rlock__fail(RLOCK_ENOMEM, "out of memory"));
     return;
   }
   op->queued = false; /* a grant takes the owner out of the queue */
   if (l->kind->renew_script)
-    rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script);
+    rlock__watchdog_set_renew(&op->cl->wd, l->name, l->len, op->owner_id, l->kind->renew_script,
+                              l->kind->expiry_slack_ms);
   rlock__fast_bump(op->cl, l->name, l->len); /* a hold the calling thread's fast table does not know */
   drop_latch(op, ACQUIRE_LATCH);
   rlock__op_finish(op, 0, op->token, NULL, 0); /* the fenced lock's token, else 0 */

@@ -73,6 +73,7 @@ struct hold {
   uint32_t nlen;      /* the name's length (a spare hold: the room for one) */
   uint16_t pins;      /* renewal batches in flight that name it */
   uint8_t script;     /* its kind's renew script (0: SCRIPT_RENEW) */
+  uint8_t slack;      /* its kind's expiry_slack_ms: a renewal is valid from send + lease - slack */
   uint8_t at : 2;     /* where its expiry is kept */
   uint8_t dead : 1;   /* forgotten while pinned: the last batch frees it */
   char name[];
@@ -535,9 +536,10 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
   return 0;
 }
 
-void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script) {
+void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script,
+                               int slack_ms) {
   hold_t *h = find(wd, name, len, owner_id);
-  if (h) h->script = (uint8_t)script;
+  if (h) h->script = (uint8_t)script, h->slack = (uint8_t)slack_ms;
 }
 
 static int renew_script(const hold_t *h) { return h->script ? h->script : SCRIPT_RENEW; }
@@ -705,7 +707,7 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
       if (h->dead || (!renews(h) && !b->fixed)) continue; /* released since (a new hold is another hold_t) */
       if (b->fixed && reply->str[i] == '1') continue;     /* still held: its own lease stands */
       if (reply->str[i] == '1') {
-        h->w_lo = max64(h->w_lo, b->sent_at + lease);
+        h->w_lo = max64(h->w_lo, b->sent_at + lease - h->slack);
         h->w_hi = max64(h->w_hi, now + lease);
         rearm_at(h, now);
         renewed++;

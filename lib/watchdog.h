@@ -50,7 +50,8 @@ int rlock__watchdog_acquired(watchdog_t *wd, const char *name, size_t len, uint6
                              int64_t lease_ms, bool renew, int64_t sent_at);
 /* The script that renews the hold of (name, owner) (its kind's; default
  * SCRIPT_RENEW). Set after rlock__watchdog_acquired. */
-void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script);
+void rlock__watchdog_set_renew(watchdog_t *wd, const char *name, size_t len, const char *owner_id, int script,
+                               int slack_ms);
 /* Whether the hold of (name, owner) tracked here, if any, is of the kind
  * whose holds `script` renews (0: SCRIPT_RENEW's). A release through a handle
  * of another kind (the same name) must not touch the hold it cannot release. */

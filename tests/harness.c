@@ -314,9 +314,14 @@ th_server_t *th_server_start(const th_server_opts_t *opts) {
   snprintf(s->sock, sizeof s->sock, "%s/redis.sock", s->dir);
   servers[slot] = s;
   for (int attempt = 0;; attempt++) {
-    s->port = th_free_port();
+    s->port = s->opts.port ? s->opts.port : th_free_port();
     s->tls_port = s->opts.tls ? th_free_port() : 0;
     if (spawn(s) == 0) break;
+    if (s->opts.port) { /* the port asked for is taken */
+      servers[slot] = NULL;
+      free(s);
+      return NULL;
+    }
     if (attempt == 10) th_fail(__FILE__, __LINE__, "no free port for redis-server");
   }
   snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);

@@ -98,6 +98,7 @@ typedef struct th_server_opts {
   int appendonly;                /* appendonly yes + appendfsync always */
   const char *raw_user;          /* credentials of the raw client (AUTH) */
   const char *raw_password;
+  int port; /* nonzero: listen on this port; th_server_start returns NULL if it is taken */
 } th_server_opts_t;
 
 typedef struct th_server {

@@ -1279,18 +1279,30 @@ TEST(multilock_order_across_slot_move) {
   th_server_t *m[3] = {th_cluster_owner(cl, 0), th_cluster_owner(cl, 8192), th_cluster_owner(cl, 16383)};
   CHECK(m[0] && m[1] && m[2] && m[0] != m[1] && m[1] != m[2] && m[0] != m[2]);
   th_server_t *s = NULL, *lo = NULL, *hi = NULL;
-  char ks[64], km[64];
-  for (int tries = 0; !s && tries < 40; tries++) { /* a single server whose address sorts between two masters' */
-    th_server_t *c = th_server_start(NULL);
-    node_key(c->port, ks, sizeof ks);
-    lo = hi = NULL;
-    for (int i = 0; i < 3; i++) {
-      node_key(m[i]->port, km, sizeof km);
-      if (strcmp(km, ks) < 0) lo = m[i];
-      else hi = m[i];
+  char ks[64];
+  /* a single server on a port whose address sorts between two masters'
+   * (tried upward from the lower of two neighbours in port order) */
+  int order[3] = {0, 1, 2};
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      if (m[order[j]]->port < m[order[i]]->port) {
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+  for (int k = 0; !s && k < 2; k++) {
+    lo = m[order[k]];
+    hi = m[order[k + 1]];
+    char klo[64], khi[64];
+    node_key(lo->port, klo, sizeof klo);
+    node_key(hi->port, khi, sizeof khi);
+    for (int port = lo->port + 1, tried = 0; !s && port < hi->port && tried < 200; port++) {
+      node_key(port, ks, sizeof ks);
+      if (strcmp(klo, ks) >= 0 || strcmp(ks, khi) >= 0) continue;
+      th_server_opts_t so = {.port = port};
+      s = th_server_start(&so);
+      tried++;
     }
-    if (lo && hi) s = c;
-    else th_server_stop(c); /* on another random port next time */
   }
   CHECK_MSG(s != NULL, "no free port sorts between the masters'");
   char name[64];

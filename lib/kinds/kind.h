@@ -142,6 +142,10 @@ struct lock_kind {
   const char *owner_suffix;
   /* query_req answers "is locked" too (an integer 1/0), in place of EXISTS. */
   bool query_locked;
+  /* Expiry judged on whole ms of the clients' wall clocks (Redisson's PES: a
+   * score <= now is reclaimed): a hold can end up to this many ms before
+   * send + lease on the client's own clock. Its valid-until is that early. */
+  uint8_t expiry_slack_ms;
 };
 
 extern const lock_kind_t rlock__kind_reentrant;

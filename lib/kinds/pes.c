@@ -178,6 +178,7 @@ const lock_kind_t rlock__kind_pes = {
     .wake = wake,
     .force_req = force_req,
     .renew_script = SCRIPT_PES_RENEW,
+    .expiry_slack_ms = 1,
     .query_req = query_req,
     .granted = granted,
 };

@@ -383,10 +383,40 @@ void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms) {
   p->ev_rd = p->ev_wr = p->hist_fd = -1;
 }
 
+/* On a violation: every record from 3 ms before to 1 ms after the first
+ * two violating entries, and each worker's last valid-until before, so a CI log
+ * shows the interleaving (the history file goes with the temp dir). */
+static void dump_violations(const fh_pool_t *p, const hist_report_t *rep) {
+  int shown = 0;
+  for (size_t i = 0; i < rep->nlist && shown < 2; i++) {
+    if (rep->list[i].permitted) continue;
+    shown++;
+    int64_t at = rep->list[i].b.enter_ns, from = at - 3000000, to = at + 1000000;
+    printf("# records around violation %d (times in ms from B's entry):\n", shown);
+    FILE *f = fopen(p->hist_path, "rb");
+    hist_rec_t r, last[64];
+    memset(last, 0, sizeof last);
+    while (f && fread(&r, sizeof r, 1, f) == 1) {
+      if ((r.kind == HK_GRANT || r.kind == HK_VALID) && r.t_ns < from && r.worker < 64) last[r.worker] = r;
+      if (r.t_ns < from || r.t_ns > to) continue;
+      for (int w = 0; w < 64; w++) /* each worker's valid-until known before the window */
+        if (last[w].magic) {
+          printf("#   %+10.3f worker %d %-7s (last before) valid-until %+.3f\n", (double)(last[w].t_ns - at) / 1e6, w,
+                 hist_kind_name(last[w].kind), (double)(last[w].valid_until_ns - at) / 1e6);
+          last[w].magic = 0;
+        }
+      printf("#   %+10.3f worker %u %-7s status %d valid-until %+.3f\n", (double)(r.t_ns - at) / 1e6, r.worker,
+             hist_kind_name(r.kind), r.status, r.valid_until_ns ? (double)(r.valid_until_ns - at) / 1e6 : 0.0);
+    }
+    if (f) fclose(f);
+  }
+}
+
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep) {
   hist_check_opts_t o = {mode, 0};
   int v = hist_check_file(p->hist_path, &o, rep);
   hist_report_print(stdout, rep);
+  if (rep->violations) dump_violations(p, rep);
   return v;
 }
 
@@ -810,6 +840,7 @@ int fh_check_permits(fh_pool_t *p, int permits, hist_report_t *rep) {
   hist_check_opts_t o = {HIST_PERMITS, permits};
   int v = hist_check_file(p->hist_path, &o, rep);
   hist_report_print(stdout, rep);
+  if (rep->violations) dump_violations(p, rep);
   return v;
 }
 
