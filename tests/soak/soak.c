@@ -57,6 +57,11 @@
 enum { D_SINGLE, D_REPLICAS, D_SENTINEL, D_CLUSTER, D_N };
 static const char *const dep_names[D_N] = {"single", "replicas", "sentinel", "cluster"};
 
+/* The lock kind the holders take (--kind). rw: even threads read, odd
+ * threads write, checked as HIST_RW (readers together, a writer alone). */
+enum { K_REENTRANT, K_FAIR, K_FENCED, K_SPIN, K_NONREENTRANT, K_WRITE, K_RW, K_N };
+static const char *const kind_names[K_N] = {"reentrant", "fair", "fenced", "spin", "nonreentrant", "write", "rw"};
+
 #define MAX_CLIENTS 8
 #define MAX_THREADS 8
 #define MAX_NAMES 8
@@ -69,7 +74,8 @@ static struct {
   int fast; /* 1 on, 0 off, -1 alternate per run */
   int clients, threads, names;
   int verbose;
-} opt = {.seconds = 180, .run_seconds = 20, .fast = -1, .clients = 2, .threads = 3, .names = 2};
+  int kind;
+} opt = {.seconds = 180, .run_seconds = 20, .fast = -1, .clients = 2, .threads = 3, .names = 2, .kind = K_REENTRANT};
 
 /* Client-side settings: short command timeouts, so that a stalled server
  * (DEBUG SLEEP, CLIENT PAUSE) makes answers late and requests re-sent. */
@@ -104,7 +110,8 @@ static const char *const action_names[A_N] = {"client-kill",      "debug-sleep",
 static int allowed[A_N]; /* --faults */
 
 typedef struct shared {
-  _Atomic uint64_t word[MAX_NAMES]; /* the holder's worker id + 1, 0: free */
+  _Atomic uint64_t word[MAX_NAMES]; /* the holder's worker id + 1, 0: free (a reader leaves it 0) */
+  atomic_int readers[MAX_NAMES];    /* --kind rw: readers inside */
   atomic_int stop, ready;
   atomic_ullong grants, fails, raw_overlaps, lost, silent, unlock_enotheld, errors;
   /* Sentinel: the master every sentinel but the stale one agrees on (0 while
@@ -187,6 +194,26 @@ static void on_lost(const char *name, size_t len, uint64_t owner, rlock_lost_rea
     }
 }
 
+/* A handle on name of the kind --kind names (rw: the read or the write half). */
+static int open_lock(const char *name, int reader, rlock_lock_t **out) {
+  size_t len = strlen(name);
+  rlock_lock_t *rd = NULL, *wr = NULL;
+  int rc;
+  switch (opt.kind) {
+  case K_FAIR: return rlock_lock_new_fair(cp.cl, name, len, out);
+  case K_FENCED: return rlock_lock_new_fenced(cp.cl, name, len, out);
+  case K_SPIN: return rlock_lock_new_spin(cp.cl, name, len, NULL, out);
+  case K_NONREENTRANT: return rlock_lock_new_nonreentrant(cp.cl, name, len, out);
+  case K_WRITE:
+  case K_RW:
+    if ((rc = rlock_rwlock_new(cp.cl, name, len, &rd, &wr))) return rc;
+    *out = reader ? rd : wr;
+    rlock_lock_free(reader ? wr : rd);
+    return 0;
+  default: return rlock_lock_new(cp.cl, name, len, out);
+  }
+}
+
 typedef struct thread_arg {
   int t;
   uint64_t seed;
@@ -199,9 +226,14 @@ static void *holder(void *arg) {
 #define TRND() (st ^= st >> 12, st ^= st << 25, st ^= st >> 27, st * 2685821657736338717ULL)
   atomic_store(&cp.tid[t], (int64_t)th_gettid());
   rlock_lock_t *locks[MAX_NAMES];
+  int reader = opt.kind == K_RW && t % 2 == 0;
+  /* SOAK_MUTATE=allread (a mutation of the check: the run must fail): the
+   * writers of --kind rw take the read lock */
+  const char *mut = getenv("SOAK_MUTATE");
+  int take_read = reader || (opt.kind == K_RW && mut && !strcmp(mut, "allread"));
   for (int n = 0; n < opt.names; n++)
-    if (rlock_lock_new(cp.cl, names[n], strlen(names[n]), &locks[n])) {
-      fprintf(stderr, "soak: rlock_lock_new: %s\n", rlock_last_error());
+    if (open_lock(names[n], take_read, &locks[n])) {
+      fprintf(stderr, "soak: a %s lock: %s\n", kind_names[opt.kind], rlock_last_error());
       _exit(3);
     }
   int n = 0, retry_same = 0;
@@ -232,16 +264,26 @@ static void *holder(void *arg) {
     if (rlock_lock_valid_until(locks[n], RLOCK_OWNER_SELF, &vu)) vu = 0;
     hist_log(cp.hist_fd, HK_GRANT, w, nm, nl, 0, vu * 1000000, 0);
     atomic_fetch_add(&sh->grants, 1);
-    hist_log(cp.hist_fd, HK_ENTER, w, nm, nl, 0, 0, 0);
-    uint64_t other = atomic_exchange(&sh->word[n], (uint64_t)w + 1);
-    if (other) {
+    hist_log(cp.hist_fd, HK_ENTER, w, nm, nl, reader, 0, 0);
+    uint64_t other;
+    int readers_in = 0;
+    if (reader) { /* (seq_cst: a reader and a writer entering at once see each other) */
+      atomic_fetch_add(&sh->readers[n], 1);
+      other = atomic_load(&sh->word[n]);
+    } else {
+      other = atomic_exchange(&sh->word[n], (uint64_t)w + 1);
+      readers_in = atomic_load(&sh->readers[n]);
+    }
+    if (other || readers_in) {
       if (atomic_fetch_add(&sh->raw_overlaps, 1) < 5)
-        printf("  owner word: worker %d entered '%s' while worker %d was inside\n", w, nm, (int)other - 1);
+        printf("  owner word: worker %d (%s) entered '%s' while %s was inside\n", w, reader ? "reader" : "writer", nm,
+               other ? "a writer" : "a reader");
     }
     /* mostly short, sometimes long enough for a late undo to land inside */
     th_sleep_ms(TRND() % 10 == 0 ? 30 + (int64_t)(TRND() % 120) : 1 + (int64_t)(TRND() % 15));
     uint64_t mine = (uint64_t)w + 1;
-    atomic_compare_exchange_strong(&sh->word[n], &mine, 0);
+    if (reader) atomic_fetch_sub(&sh->readers[n], 1);
+    else atomic_compare_exchange_strong(&sh->word[n], &mine, 0);
     int64_t vnow = 0;
     int stale = rlock_lock_valid_until(locks[n], RLOCK_OWNER_SELF, &vnow) != 0 || rlock_now_ms() >= vnow;
     hist_log(cp.hist_fd, HK_EXIT, w, nm, nl, stale, 0, 0);
@@ -849,7 +891,7 @@ static void run_once(int dep, int run, int fast, uint64_t seed, result_t *res) {
   res->ms = th_now_ms() - t0;
   close(hfd);
 
-  hist_check_opts_t ho = {.mode = HIST_MUTEX_LEASE};
+  hist_check_opts_t ho = {.mode = opt.kind == K_RW ? HIST_RW : HIST_MUTEX_LEASE};
   hist_report_t rep;
   res->hist_verdict = hist_check_file(hist_path, &ho, &rep);
   res->hist_overlaps = rep.overlaps, res->hist_permitted = rep.permitted, res->hist_violations = rep.violations;
@@ -912,7 +954,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: soak [--deployment single|replicas|sentinel|cluster|all] [--seconds N | --minutes N]\n"
           "            [--run-seconds N] [--seed N] [--fast on|off|mix] [--clients N] [--threads N]\n"
-          "            [--names N] [--faults F1,F2,...] [--verbose]\n"
+          "            [--names N] [--faults F1,F2,...] [--kind K] [--verbose]\n"
+          "  --kind               the lock the holders take: reentrant (default), fair, fenced,\n"
+          "                       spin, nonreentrant, write, rw (even threads read, odd ones write)\n"
           "  --seconds/--minutes  time per deployment (default 180 s); runs of --run-seconds each\n"
           "                       (default 20) until it is used up (at least one run)\n"
           "  --fast               the client fast path: on, off, or mix (default: alternate per run)\n"
@@ -938,11 +982,12 @@ int main(int argc, char **argv) {
                                      {"names", required_argument, NULL, 'n'},
                                      {"verbose", no_argument, NULL, 'v'},
                                      {"faults", required_argument, NULL, 'F'},
+                                     {"kind", required_argument, NULL, 'k'},
                                      {"help", no_argument, NULL, 'h'},
                                      {NULL, 0, NULL, 0}};
   int ch, any_dep = 0, any_fault = 0;
   opt.seed = (uint64_t)time(NULL);
-  while ((ch = getopt_long(argc, argv, "d:s:m:r:S:f:c:t:n:vh", lo, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "d:s:m:r:S:f:c:t:n:k:vh", lo, NULL)) != -1) {
     switch (ch) {
     case 'd': {
       char *list = strdup(optarg), *save = NULL;
@@ -993,6 +1038,18 @@ int main(int argc, char **argv) {
       any_fault = 1;
       break;
     }
+    case 'k': {
+      int found = -1;
+      for (int k = 0; k < K_N; k++)
+        if (!strcmp(optarg, kind_names[k])) found = k;
+      if (found < 0) {
+        fprintf(stderr, "soak: unknown kind '%s'\n", optarg);
+        usage(stderr);
+        return 2;
+      }
+      opt.kind = found;
+      break;
+    }
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -1011,10 +1068,10 @@ int main(int argc, char **argv) {
   signal(SIGINT, on_int);
   signal(SIGTERM, on_int);
   signal(SIGPIPE, SIG_IGN);
-  printf("soak: seed %" PRIu64
+  printf("soak: %s lock, seed %" PRIu64
          ", %lld s per deployment in runs of %lld s, %d clients x %d threads x %d names, "
          "fast path %s\n",
-         opt.seed, (long long)opt.seconds, (long long)opt.run_seconds, opt.clients, opt.threads, opt.names,
+         kind_names[opt.kind], opt.seed, (long long)opt.seconds, (long long)opt.run_seconds, opt.clients, opt.threads, opt.names,
          opt.fast < 0 ? "on/off alternating"
          : opt.fast   ? "on"
                       : "off");
@@ -1110,7 +1167,7 @@ int main(int argc, char **argv) {
       if (res.hist_violations || res.silent || res.backward || res.hist_verdict == HIST_BADHIST) status = 1;
     }
   }
-  printf("\nsoak summary (seed %" PRIu64 "%s):\n", opt.seed, interrupted ? ", interrupted" : "");
+  printf("\nsoak summary (%s lock, seed %" PRIu64 "%s):\n", kind_names[opt.kind], opt.seed, interrupted ? ", interrupted" : "");
   printf("%-9s %-4s %5s %8s %12s %9s %10s %10s %6s %7s %9s\n", "deploy", "fast", "runs", "minutes", "acquisitions",
          "overlaps", "permitted", "ownerword", "lost", "silent", "backward");
   for (int d = 0; d < D_N; d++)
