@@ -45,10 +45,13 @@ int cmd_wait(cli_global_t *g, int argc, char **argv) {
   if ((ex = cli_connect(g, NULL, &client))) return ex;
   cli_found_t found;
   rlock_lock_t *lock = NULL;
+  /* The kind is found once, by the key's type. A key missing then is a free
+   * lock: it is said at once, with no wait behind it (a lock of another kind
+   * taken right after would be waited for on the wrong channel). */
   if (!(ex = cli_detect_kind(client, name, &found)) &&
       !(ex = cli_lock_kind(client, name, found.kind == CLI_KIND_READ ? CLI_KIND_WRITE : found.kind, &lock))) {
     int64_t t0 = rlock_now_ms();
-    int rc = rlock_lock_await_free(lock, wait, NULL);
+    int rc = found.exists ? rlock_lock_await_free(lock, wait, NULL) : 0;
     int64_t waited = rlock_now_ms() - t0;
     if (rc == 0 || rc == RLOCK_EBUSY) {
       if (json) {

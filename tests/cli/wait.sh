@@ -12,8 +12,13 @@ pttls() { redis-cli -p "$PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdst
 
 expect 64 "wait without NAME" R wait
 expect 64 "wait with a bad --wait" R wait --wait 1x w
+p0=$(pttls)
 expect 0 "wait on a free lock" R wait w
 contains "$T/out" "w: free" "free message"
+# free when its type was read: said at once, no wait behind it (a lock of
+# another kind taken meanwhile would be waited for on the wrong channel)
+p1=$(pttls)
+[ "${p1:-0}" = "${p0:-0}" ] && pass "a free lock: no PTTL, no wait" || fail "a free lock: $((p1 - p0)) PTTLs"
 expect 0 "wait --json on a free lock" R wait --json w
 contains "$T/out" '{"name":"w","free":true,"waited_ms":' "free JSON"
 
