@@ -93,6 +93,14 @@ local function tell_head()
   end
 end
 
+-- rlock's addition: a lock that goes free says so on its own channel too,
+-- where free-waiters listen (rlock_lock_await_free, rlock wait); Redisson's
+-- fair waiters listen on their own channels only. Only where this user may
+-- publish: without it a free-waiter wakes at the TTL.
+local function say_free(cmd, msg)
+  if not redis.acl_check_cmd or redis.acl_check_cmd(cmd, KEYS[4], msg) then redis.call(cmd, KEYS[4], msg) end
+end
+
 -- down to n holds of the owner (0: none); the head is told if the lock is free
 local function keep_only(n)
   if n > 0 then
@@ -100,6 +108,7 @@ local function keep_only(n)
     return
   end
   redis.call('hdel', KEYS[1], owner)
+  if redis.call('exists', KEYS[1]) == 0 then say_free(ARGV[3], ARGV[1]) end
   tell_head()
 end
 

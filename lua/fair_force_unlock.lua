@@ -10,7 +10,8 @@
 --        (nothing written) for a bad argument.
 -- Redisson's forceUnlock: stale heads evicted, DEL, publish '0' to the head's
 -- channel. The queue stays (its waiters keep their places). rlock refuses a
--- key that is not a lock, as reentrant_force_unlock.lua does.
+-- key that is not a lock, as reentrant_force_unlock.lua does, and says a
+-- deleted lock free on KEYS[4] itself (for free-waiters).
 local OWNER = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x:'
 local function is_lock(key, kind)
   if kind ~= 'hash' or redis.call('hlen', key) > 64 then return false end
@@ -86,8 +87,16 @@ while true do
     break
   end
 end
+-- rlock's addition: a lock that goes free says so on its own channel too,
+-- where free-waiters listen (rlock_lock_await_free, rlock wait); Redisson's
+-- fair waiters listen on their own channels only. Only where this user may
+-- publish: without it a free-waiter wakes at the TTL.
+local function say_free(cmd, msg)
+  if not redis.acl_check_cmd or redis.acl_check_cmd(cmd, KEYS[4], msg) then redis.call(cmd, KEYS[4], msg) end
+end
 if kind == 'none' then return 0 end
 redis.call('del', KEYS[1])
+say_free(ARGV[2], ARGV[1])
 local head = redis.call('lindex', KEYS[2], 0)
 if head then redis.call(ARGV[2], KEYS[4] .. ':' .. head, ARGV[1]) end
 if lock then return 1 end

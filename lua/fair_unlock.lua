@@ -18,7 +18,8 @@
 -- not mine -> nil, decrement (PEXPIRE) or DEL and publish '0' on
 -- KEYS[4] .. ':' .. head only. rlock's differences: a free lock answers nil
 -- (Redisson: 1, success), the count check of reentrant_unlock.lua, and the
--- latch keeps nil ('n') and -1 too.
+-- latch keeps nil ('n') and -1 too; a lock it frees is said free on KEYS[4]
+-- itself (for free-waiters).
 
 local lease, owner, ttl, now_s = ARGV[2], ARGV[3], ARGV[5], ARGV[8]
 local function count(s)
@@ -95,6 +96,13 @@ local function tell_head()
   local head = redis.call('lindex', KEYS[2], 0)
   if head then redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1]) end
 end
+-- rlock's addition: a lock that goes free says so on its own channel too,
+-- where free-waiters listen (rlock_lock_await_free, rlock wait); Redisson's
+-- fair waiters listen on their own channels only. Only where this user may
+-- publish: without it a free-waiter wakes at the TTL.
+local function say_free(cmd, msg)
+  if not redis.acl_check_cmd or redis.acl_check_cmd(cmd, KEYS[4], msg) then redis.call(cmd, KEYS[4], msg) end
+end
 
 local held = redis.call('hget', KEYS[1], owner)
 if held then
@@ -129,7 +137,10 @@ if out == 'n' then
 end
 if out == -1 then
   redis.call('hdel', KEYS[1], owner)
-  if redis.call('exists', KEYS[1]) == 0 then tell_head() end
+  if redis.call('exists', KEYS[1]) == 0 then
+    say_free(ARGV[4], ARGV[1])
+    tell_head()
+  end
   return -1
 end
 if out == 0 then
@@ -138,5 +149,6 @@ if out == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
+say_free(ARGV[4], ARGV[1])
 tell_head()
 return 1

@@ -22,6 +22,12 @@
  *   client_freed        rlock_client_free while it waits: RLOCK_ECLOSED
  *   ends_beside_acquirer  a free-waiter that ends at its bound leaves a
  *                       parked acquirer of the same client its wake-up
+ *   fair                a fair lock held with a 60 s lease, nobody queued: its
+ *                       unlock, a force unlock and an undone acquire each
+ *                       say "free" on the lock's own channel (rlock's
+ *                       addition: Redisson's fair unlock tells only the
+ *                       queue's head), so the waiter returns long before the
+ *                       TTL (before: at its 20 s bound, still held)
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -272,6 +278,86 @@ TEST(ends_beside_acquirer) {
   rlock_client_free(h);
 }
 
+/* fair_acquire_undo.lua (from the source tree) run as lib/kinds/fair.c
+ * sends it for a try whose answer was lost, the owner keeping 0 holds. */
+static void th_fair_undo(th_server_t *srv_, const char *name, const char *owner) {
+  char path[512], k2[128], k3[128], k4[128], k5[160];
+  snprintf(path, sizeof path, "%s/lua/fair_acquire_undo.lua", RLOCK_SOURCE_DIR);
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  char body[16384];
+  size_t n = fread(body, 1, sizeof body - 1, f);
+  fclose(f);
+  body[n] = 0;
+  snprintf(k2, sizeof k2, "redisson_lock_queue:{%s}", name);
+  snprintf(k3, sizeof k3, "redisson_lock_timeout:{%s}", name);
+  snprintf(k4, sizeof k4, "redisson_lock__channel:{%s}", name);
+  snprintf(k5, sizeof k5, "rlock_acquire_latch:{%s}:test-undo", name);
+  const char *argv[] = {"EVAL", body, "5", name, k2, k3, k4, k5, "0", owner, "publish", "10000", "0", "5000", "0"};
+  redisReply *r = th_cmdv(srv_, 15, argv, NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "undo: type %d, %lld, %s", r->type, r->integer,
+            r->str ? r->str : "");
+  th_reply_free(r);
+}
+
+/* One free-waiter on the fair lock name, woken by what frees it (free()),
+ * well before the lock's 60 s lease or the waiter's 20 s bound. */
+static void fair_freed_by(const char *name, void (*hold)(rlock_lock_t *),
+                          void (*free_it)(rlock_lock_t *, const char *)) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = NULL, *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(h, name, strlen(name), &hl));
+  CHECK_OK(rlock_lock_new_fair(c, name, strlen(name), &l));
+  hold(hl);
+  waiter_arg_t a = {.lock = l, .wait_ms = 20000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  char chan[128];
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+  numsub_want_t w = {chan, 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the lock's channel");
+  free_it(hl, name);
+  CHECK_MSG(th_wait_until(is_done, &a, 15000), "%s: freeing the fair lock did not wake the free-waiter", name);
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+static void hold_60s(rlock_lock_t *l) { CHECK_OK(rlock_lock_lock(l, 60000)); }
+static void by_unlock(rlock_lock_t *l, const char *name) {
+  (void)name;
+  CHECK_OK(rlock_lock_unlock(l));
+}
+static void by_force(rlock_lock_t *l, const char *name) {
+  (void)name;
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(l, &was));
+  CHECK_EQ(was, 1);
+}
+/* The holder's own second acquire, then the undo of it and of the first
+ * hold (fair_acquire_undo.lua keeping 0): the lock goes free by an undo. */
+static void hold_to_undo(rlock_lock_t *l) { CHECK_OK(rlock_lock_lock(l, 60000)); }
+static void by_undo(rlock_lock_t *l, const char *name) {
+  (void)l;
+  /* fair_acquire_undo.lua as lib/kinds/fair.c sends it for a hold the
+   * client may keep 0 of: the one field goes, the lock is free */
+  char *owner = NULL;
+  redisReply *r = th_cmd(srv, "HKEYS", name, NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  owner = strdup(r->element[0]->str);
+  th_reply_free(r);
+  th_fair_undo(srv, name, owner);
+  free(owner);
+}
+TEST(fair) {
+  fair_freed_by("af:fair:unlock", hold_60s, by_unlock);
+  fair_freed_by("af:fair:force", hold_60s, by_force);
+  fair_freed_by("af:fair:undo", hold_to_undo, by_undo);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -299,6 +385,7 @@ int main(int argc, char **argv) {
   RUN(client_freed);
   atomic_store(&acquired, 0);
   RUN(ends_beside_acquirer);
+  RUN(fair);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();

@@ -7,7 +7,9 @@
  * deadlines redisson_lock_timeout:{NAME} (a zset, owner id -> epoch ms after
  * which that waiter counts as gone). Each waiter listens on its own channel
  * redisson_lock__channel:{NAME}:<owner id>; an unlock publishes "0" on the
- * queue head's channel only. Nothing goes on redisson_lock__channel:{NAME}.
+ * queue head's channel. rlock's unlock, force unlock and undo that leave the
+ * lock free also say "0" on redisson_lock__channel:{NAME}, for free-waiters
+ * (Redisson publishes nothing there).
  *
  * A waiter's slot (Redisson's "wait": added to its deadline when it queues,
  * taken off every deadline when it acquires, off those behind it when it

@@ -1071,7 +1071,8 @@ int main(int argc, char **argv) {
   printf("soak: %s lock, seed %" PRIu64
          ", %lld s per deployment in runs of %lld s, %d clients x %d threads x %d names, "
          "fast path %s\n",
-         kind_names[opt.kind], opt.seed, (long long)opt.seconds, (long long)opt.run_seconds, opt.clients, opt.threads, opt.names,
+         kind_names[opt.kind], opt.seed, (long long)opt.seconds, (long long)opt.run_seconds, opt.clients, opt.threads,
+         opt.names,
          opt.fast < 0 ? "on/off alternating"
          : opt.fast   ? "on"
                       : "off");
@@ -1167,7 +1168,8 @@ int main(int argc, char **argv) {
       if (res.hist_violations || res.silent || res.backward || res.hist_verdict == HIST_BADHIST) status = 1;
     }
   }
-  printf("\nsoak summary (%s lock, seed %" PRIu64 "%s):\n", kind_names[opt.kind], opt.seed, interrupted ? ", interrupted" : "");
+  printf("\nsoak summary (%s lock, seed %" PRIu64 "%s):\n", kind_names[opt.kind], opt.seed,
+         interrupted ? ", interrupted" : "");
   printf("%-9s %-4s %5s %8s %12s %9s %10s %10s %6s %7s %9s\n", "deploy", "fast", "runs", "minutes", "acquisitions",
          "overlaps", "permitted", "ownerword", "lost", "silent", "backward");
   for (int d = 0; d < D_N; d++)
