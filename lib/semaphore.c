@@ -332,8 +332,11 @@ static void not_yet(op_t *op, int64_t ttl) {
    * acquirers try again (the kind's capped backoff), never later. */
   if (op->kind == OP_AWAIT_FREE && op->lock->kind->poll_ms && !op->lock->kind->no_pubsub)
     ttl = op->lock->kind->poll_ms(op, ttl);
-  if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) { /* no messages: its TTL */
-    arm_deadline_ttl(op, now, ttl > 0 ? ttl : op->cl->opt.watchdog_timeout_ms / 3);
+  /* A kind without messages (the spin lock): look again as its acquirers
+   * spin (its backoff, never past the TTL); without a backoff, at the TTL. */
+  if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) {
+    int64_t at = ttl > 0 ? ttl : op->cl->opt.watchdog_timeout_ms / 3;
+    arm_deadline_ttl(op, now, op->lock->kind->poll_ms ? op->lock->kind->poll_ms(op, at) : at);
     return;
   }
   if (!op->subscribed) {

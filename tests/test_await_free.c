@@ -28,6 +28,10 @@
  *                       addition: Redisson's fair unlock tells only the
  *                       queue's head), so the waiter returns long before the
  *                       TTL (before: at its 20 s bound, still held)
+ *   spin                a spin lock (no pub/sub) held with a 60 s lease: the
+ *                       waiter looks again as the spin lock's acquirers do
+ *                       (its backoff, up to 128 ms), so an unlock is seen
+ *                       long before the TTL (before: at its 20 s bound)
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -358,6 +362,30 @@ TEST(fair) {
   fair_freed_by("af:fair:undo", hold_to_undo, by_undo);
 }
 
+TEST(spin) {
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
+  rlock_lock_t *hl = NULL, *l = NULL;
+  CHECK_OK(rlock_lock_new_spin(h, "af:spin", 7, NULL, &hl));
+  CHECK_OK(rlock_lock_new_spin(c, "af:spin", 7, NULL, &l));
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  long long pttl0 = th_cmdstat(srv, "pttl");
+  waiter_arg_t a = {.lock = l, .wait_ms = 20000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  CHECK(!th_wait_until(is_done, &a, 300)); /* held: it waits (a bound, not a sync) */
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(th_wait_until(is_done, &a, 15000), "a spin lock's unlock was not seen by the free-waiter");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  long long pttls = th_cmdstat(srv, "pttl") - pttl0;
+  printf("# spin: %lld PTTLs while held about %lld ms\n", pttls, (long long)a.took_ms);
+  CHECK_EQ(th_numsub(srv, "redisson_lock__channel:{af:spin}"), 0); /* no pub/sub */
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -386,6 +414,7 @@ int main(int argc, char **argv) {
   atomic_store(&acquired, 0);
   RUN(ends_beside_acquirer);
   RUN(fair);
+  RUN(spin);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();
