@@ -186,3 +186,41 @@ void th_peer_stop(th_peer_t *p) {
   peer_free(p);
   if (rc != 0) th_fail(__FILE__, __LINE__, "Redisson peer exited with %d", rc);
 }
+
+/* ------------------------------------------------------------ the C side */
+
+static void *cwaiter_run(void *arg) {
+  th_cwaiter_t *w = arg;
+  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
+  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, w->wait_ms, w->lease_ms, NULL);
+  w->done_at = th_now_ms();
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+void th_cwaiter_start(th_cwaiter_t *w) {
+  atomic_store(&w->done, 0);
+  CHECK(pthread_create(&w->t, NULL, cwaiter_run, w) == 0);
+}
+
+int th_cwaiter_done(void *arg) { return atomic_load(&((th_cwaiter_t *)arg)->done); }
+
+static void res_set(void *arg, int status, int64_t value) {
+  th_res_t *r = arg;
+  r->status = status;
+  r->value = value;
+  atomic_store(&r->done, 1);
+}
+void th_res_sem(rlock_semaphore_t *s, int status, int64_t value, void *arg) {
+  (void)s;
+  res_set(arg, status, value);
+}
+void th_res_pes(rlock_permits_t *s, int status, int64_t value, void *arg) {
+  (void)s;
+  res_set(arg, status, value);
+}
+void th_res_latch(rlock_latch_t *l, int status, int64_t value, void *arg) {
+  (void)l;
+  res_set(arg, status, value);
+}
+int th_res_done(void *arg) { return atomic_load(&((th_res_t *)arg)->done); }

@@ -7,6 +7,8 @@
 #ifndef RLOCK_TEST_HARNESS_REDISSON_H
 #define RLOCK_TEST_HARNESS_REDISSON_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -56,5 +58,36 @@ void th_peer_wait_parked(th_peer_t *p, const char *worker);
 void th_peer_kill(th_peer_t *p);
 /* "quit", waits for the exit, frees p. */
 void th_peer_stop(th_peer_t *p);
+
+/* ------------------------------------------------------------ the C side */
+
+/* A C thread that acquires l as itself (owner RLOCK_OWNER_THREAD | its tid,
+ * set in owner) with wait_ms and lease_ms: the C side of a contention. */
+typedef struct th_cwaiter {
+  rlock_lock_t *l;
+  int64_t wait_ms, lease_ms;
+  pthread_t t;
+  rlock_owner_t owner;
+  int rc;
+  int64_t done_at; /* th_now_ms() when the acquire returned */
+  atomic_int done;
+} th_cwaiter_t;
+/* Starts the thread (w->l, w->wait_ms and w->lease_ms set). */
+void th_cwaiter_start(th_cwaiter_t *w);
+/* For th_wait_until: the acquire returned. */
+int th_cwaiter_done(void *arg);
+
+/* An async call's outcome: pass a th_res_t as the callback's arg. */
+typedef struct th_res {
+  atomic_int done;
+  int status;
+  int64_t value;
+  char id[RLOCK_PERMIT_ID_LEN + 1]; /* a permit acquire's id buffer */
+} th_res_t;
+void th_res_sem(rlock_semaphore_t *s, int status, int64_t value, void *arg);
+void th_res_pes(rlock_permits_t *s, int status, int64_t value, void *arg);
+void th_res_latch(rlock_latch_t *l, int status, int64_t value, void *arg);
+/* For th_wait_until: the callback ran. */
+int th_res_done(void *arg);
 
 #endif

@@ -43,29 +43,6 @@ static char peer_addr[64];
 #define WAKE_MS 5000     /* bound on a message wake-up (a loaded 2-core machine) */
 #define WATCHDOG 1500    /* short watchdog leases on both sides */
 
-/* A C waiter: a thread acquiring as itself; the test releases as that thread. */
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  int64_t wait_ms, lease_ms;
-  pthread_t t;
-  rlock_owner_t owner; /* RLOCK_OWNER_THREAD | its tid */
-  int rc;
-  int64_t done_at;
-  atomic_int done;
-} cwaiter_t;
-
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, w->wait_ms, w->lease_ms, NULL);
-  w->done_at = th_now_ms();
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-
-static void cwaiter_start(cwaiter_t *w) { CHECK(pthread_create(&w->t, NULL, cwaiter_run, w) == 0); }
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
 /* Redisson's channel: P:{NAME}, or P:NAME when NAME holds a '{'. */
 static void channel_of(const char *name, char *buf, size_t len) {
   if (strchr(name, '{')) snprintf(buf, len, "redisson_lock__channel:%s", name);
@@ -105,16 +82,16 @@ TEST(java_holds_c_waits) {
   rlock_client_t *c = th_client(srv->url, 0);
   th_peer_expect(j, "a", "ok", "getLock %s", name);
   th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
-  cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
   CHECK_RC(rlock_lock_trylock(w.l, 0, 1000), RLOCK_EBUSY);
-  cwaiter_start(&w);
+  th_cwaiter_start(&w);
   wait_subscribers(name, 1);
-  CHECK(!cwaiter_done(&w));
+  CHECK(!th_cwaiter_done(&w));
   rlock_stats_t s0;
   rlock_client_stats(c, &s0);
   int64_t t0 = th_now_ms();
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the C waiter was not woken by Java's unlock");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "the C waiter was not woken by Java's unlock");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   /* it heard Java's message (a try in flight since the subscription may be
@@ -248,12 +225,12 @@ TEST(force_unlock_wakes) {
   th_peer_expect(j, "a", "ok", "getLock %s", name);
   th_peer_expect(j, "b", "ok", "getLock %s", name);
   th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
-  cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_start(&w);
   wait_subscribers(name, 1);
   int64_t t0 = th_now_ms();
   th_peer_expect(j, "b", "true", "forceUnlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's forceUnlock did not wake the C waiter");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "Java's forceUnlock did not wake the C waiter");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   fprintf(stderr, "# Java forceUnlock -> C holds: %lld ms\n", (long long)(w.done_at - t0));
@@ -290,11 +267,11 @@ TEST(java_watchdog) {
   CHECK_RC(rlock_lock_trylock(l, 3 * WATCHDOG, 1000), RLOCK_EBUSY);
   th_peer_expect(j, "a", "1", "getHoldCount");
   /* the C waiter still gets it at Java's unlock */
-  cwaiter_t w = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = RLOCK_LEASE_WATCHDOG};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = RLOCK_LEASE_WATCHDOG};
+  th_cwaiter_start(&w);
   wait_subscribers(name, 1);
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the C waiter was not woken");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "the C waiter was not woken");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   /* rlock's watchdog renews the C hold: a Java wait of 3 leases ends false */
@@ -318,15 +295,15 @@ TEST(killed_java_holder) {
   rlock_client_t *c = th_client(srv->url, 0);
   th_peer_expect(j, "a", "ok", "getLock %s", name);
   th_peer_expect(j, "a", "ok", "lock");
-  cwaiter_t w = {.l = th_lock(c, name), .wait_ms = 30000, .lease_ms = LONG_LEASE};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = th_lock(c, name), .wait_ms = 30000, .lease_ms = LONG_LEASE};
+  th_cwaiter_start(&w);
   wait_subscribers(name, 1);
   /* renewed past its lease while alive */
   CHECK_RC(rlock_lock_trylock(w.l, 2 * WATCHDOG, 1000), RLOCK_EBUSY);
-  CHECK(!cwaiter_done(&w));
+  CHECK(!th_cwaiter_done(&w));
   int64_t t0 = th_now_ms();
   th_peer_kill(j);
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WATCHDOG + WAKE_MS), "the C waiter never got the dead holder's lock");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WATCHDOG + WAKE_MS), "the C waiter never got the dead holder's lock");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   fprintf(stderr, "# kill -9 -> C holds: %lld ms (lease %d ms)\n", (long long)(w.done_at - t0), WATCHDOG);
@@ -351,11 +328,11 @@ TEST(name_forms) {
   const char *tagged = "rs:{orders}:lock";
   th_peer_expect(j, "a", "ok", "getLock %s", tagged);
   th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
-  cwaiter_t w = {.l = th_lock(c, tagged), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = th_lock(c, tagged), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_start(&w);
   wait_subscribers(tagged, 1); /* on redisson_lock__channel:rs:{orders}:lock */
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "%s: Java's unlock did not wake the C waiter", tagged);
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "%s: Java's unlock did not wake the C waiter", tagged);
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   th_peer_send(j, "a", "lock");
@@ -372,17 +349,17 @@ TEST(name_forms) {
   const char *odd = "rs:a{b";
   th_peer_expect(j, "b", "ok", "getLock %s", odd);
   th_peer_expect(j, "b", "ok", "lock %d", WATCHDOG);
-  cwaiter_t v = {.l = th_lock(c, odd), .wait_ms = 30000, .lease_ms = LONG_LEASE};
+  th_cwaiter_t v = {.l = th_lock(c, odd), .wait_ms = 30000, .lease_ms = LONG_LEASE};
   CHECK_RC(rlock_lock_trylock(v.l, 0, 1000), RLOCK_EBUSY);
   int64_t t0 = th_now_ms();
-  cwaiter_start(&v);
+  th_cwaiter_start(&v);
   CHECK_MSG(th_wait_until(odd_subscribed, NULL, 20000), "the C waiter never subscribed");
   redisReply *r = th_cmd(srv, "PUBSUB", "CHANNELS", "redisson_lock__channel:*rs:a{b", NULL);
   CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
   CHECK(strcmp(r->element[0]->str, "redisson_lock__channel:rs:a{b") != 0);
   fprintf(stderr, "# %s: rlock's channel %s, Redisson's redisson_lock__channel:%s\n", odd, r->element[0]->str, odd);
   th_reply_free(r);
-  CHECK_MSG(th_wait_until(cwaiter_done, &v, WATCHDOG + WAKE_MS), "the C waiter never got %s", odd);
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &v, WATCHDOG + WAKE_MS), "the C waiter never got %s", odd);
   pthread_join(v.t, NULL);
   CHECK_OK(v.rc);
   CHECK(v.done_at - t0 >= WATCHDOG / 2); /* not before the Java hold's TTL ran out */

@@ -26,25 +26,6 @@ static char peer_addrs[TH_CLUSTER_MAX * 32];
 #define LONG_LEASE 60000
 #define WAKE_MS 5000
 
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  pthread_t t;
-  rlock_owner_t owner;
-  int rc;
-  int64_t done_at;
-  atomic_int done;
-} cwaiter_t;
-
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, LONG_LEASE, NULL);
-  w->done_at = th_now_ms();
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
 static void channel_of(const char *name, char *buf, size_t len) {
   if (strchr(name, '{')) snprintf(buf, len, "redisson_lock__channel:%s", name);
   else snprintf(buf, len, "redisson_lock__channel:{%s}", name);
@@ -82,13 +63,13 @@ static void both_ways(th_peer_t *j, rlock_client_t *c, const char *name) {
   /* Java holds, C waits, Java's unlock wakes it */
   th_peer_expect(j, "a", "ok", "getLock %s", name);
   th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
-  cwaiter_t w = {.l = th_lock(c, name)};
-  CHECK(pthread_create(&w.t, NULL, cwaiter_run, &w) == 0);
+  th_cwaiter_t w = {.l = th_lock(c, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_start(&w);
   wait_sharded_subscriber(owner, name);
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = th_cmdstat(owner, "publish");
   int64_t t0 = th_now_ms();
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "%s: Java's unlock did not wake the C waiter", name);
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "%s: Java's unlock did not wake the C waiter", name);
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   CHECK_EQ(th_cmdstat(owner, "spublish"), sp0 + 1); /* Redisson published with SPUBLISH */

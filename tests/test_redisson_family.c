@@ -27,25 +27,6 @@ static char peer_addr[64];
 #define LEASE 60000  /* ms: a grant long before it came from a message or an unlock */
 #define WAKE_MS 5000 /* bound on a message wake-up (a loaded 2-core machine) */
 
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  int64_t wait_ms;
-  pthread_t t;
-  rlock_owner_t owner;
-  int rc;
-  atomic_int done;
-} cwaiter_t;
-
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, w->wait_ms, LEASE, NULL);
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-static void cwaiter_start(cwaiter_t *w) { CHECK(pthread_create(&w->t, NULL, cwaiter_run, w) == 0); }
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
 typedef struct count_wait {
   const char *cmd, *key;
   long long n;
@@ -81,8 +62,8 @@ TEST(fair_fifo_across_languages) {
   th_peer_expect(j, "b", "ok", "getFairLock %s", name);
   th_peer_send(j, "a", "lock %d", LEASE);
   wait_queue(name, 1);
-  cwaiter_t w = {.l = wl, .wait_ms = RLOCK_WAIT_FOREVER};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = wl, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LEASE};
+  th_cwaiter_start(&w);
   wait_queue(name, 2);
   th_peer_send(j, "b", "lock %d", LEASE);
   wait_queue(name, 3);
@@ -92,11 +73,11 @@ TEST(fair_fifo_across_languages) {
   char *got = th_peer_answer(j, "a", WAKE_MS);
   CHECK_STREQ(got, "ok");
   free(got);
-  CHECK(!cwaiter_done(&w));
+  CHECK(!th_cwaiter_done(&w));
   CHECK_MSG(!th_peer_poll(j, "b", 0, &early), "b got the lock out of turn: %s", early);
   /* a unlocks: the C waiter gets it */
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's unlock did not grant the next (C) waiter");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "Java's unlock did not grant the next (C) waiter");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   CHECK_MSG(!th_peer_poll(j, "b", 0, &early), "b got the lock while C holds it: %s", early);
@@ -122,14 +103,14 @@ TEST(rw_across_languages) {
   th_peer_expect(j, "a", "ok", "getReadLock %s", name);
   th_peer_expect(j, "a", "ok", "lock %d", LEASE);
   CHECK_OK(rlock_lock_trylock(rd, 0, LEASE)); /* readers share, across languages */
-  cwaiter_t w = {.l = wr, .wait_ms = RLOCK_WAIT_FOREVER};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = wr, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LEASE};
+  th_cwaiter_start(&w);
   sub_wait_t sw = {"redisson_rwlock:{rf:rw}", 1};
   CHECK_MSG(th_wait_until(subs_reach, &sw, 20000), "the C writer never waited");
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK(!cwaiter_done(&w)); /* the C reader still holds */
+  CHECK(!th_cwaiter_done(&w)); /* the C reader still holds */
   CHECK_OK(rlock_lock_unlock(rd));
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the readers' unlocks did not wake the C writer");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "the readers' unlocks did not wake the C writer");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   /* a Java reader waits for the C writer, woken by its unlock */
@@ -217,10 +198,10 @@ TEST(spin_both_ways) {
   char *got = th_peer_answer(j, "a", WAKE_MS);
   CHECK_STREQ(got, "true");
   free(got);
-  cwaiter_t w = {.l = wl, .wait_ms = 20000};
-  cwaiter_start(&w);
+  th_cwaiter_t w = {.l = wl, .wait_ms = 20000, .lease_ms = LEASE};
+  th_cwaiter_start(&w);
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the C spin waiter did not get it after Java's unlock");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "the C spin waiter did not get it after Java's unlock");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   CHECK_OK(rlock_lock_release(wl, w.owner));

@@ -111,49 +111,6 @@ static void name_on(const char *prefix, int m, char *buf, size_t len, th_server_
   th_fail(__FILE__, __LINE__, "no name %s:N on master %d", prefix, m);
 }
 
-/* A C waiter on a lock (a thread: it releases as itself). */
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  pthread_t t;
-  rlock_owner_t owner;
-  int rc;
-  atomic_int done;
-} cwaiter_t;
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, LEASE, NULL);
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
-/* An async C call in flight (semaphore, permits, latch). */
-typedef struct res {
-  atomic_int done;
-  int status;
-  char id[RLOCK_PERMIT_ID_LEN + 1];
-} res_t;
-static void on_sem(rlock_semaphore_t *s, int status, int64_t value, void *arg) {
-  (void)s, (void)value;
-  res_t *r = arg;
-  r->status = status;
-  atomic_store(&r->done, 1);
-}
-static void on_pes(rlock_permits_t *s, int status, int64_t value, void *arg) {
-  (void)s, (void)value;
-  res_t *r = arg;
-  r->status = status;
-  atomic_store(&r->done, 1);
-}
-static void on_latch(rlock_latch_t *l, int status, int64_t value, void *arg) {
-  (void)l, (void)value;
-  res_t *r = arg;
-  r->status = status;
-  atomic_store(&r->done, 1);
-}
-static int res_done(void *arg) { return atomic_load(&((res_t *)arg)->done); }
-
 /* Checks a wake-up came by SPUBLISH on owner, never PUBLISH. */
 static void came_sharded(th_server_t *owner, long long sp0, long long p0, const char *what) {
   CHECK_MSG(th_cmdstat(owner, "spublish") > sp0, "%s: no SPUBLISH on the slot's master", what);
@@ -181,13 +138,13 @@ TEST(fair) {
   /* Java holds, C waits on its own channel */
   th_peer_expect(j, "a", "ok", "getFairLock %s", name);
   th_peer_expect(j, "a", "ok", "lock %d", LEASE);
-  cwaiter_t w = {.l = l};
-  CHECK(pthread_create(&w.t, NULL, cwaiter_run, &w) == 0);
+  th_cwaiter_t w = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LEASE};
+  th_cwaiter_start(&w);
   wait_sharded(owner, pat, 1);
   wait_queued(owner, q);
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = publishes();
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's fair unlock did not wake the C waiter");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "Java's fair unlock did not wake the C waiter");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   came_sharded(owner, sp0, p0, "fair, Java -> C");
@@ -221,12 +178,12 @@ TEST(rw) {
   /* a Java writer holds, a C reader waits */
   th_peer_expect(j, "w", "ok", "getWriteLock %s", name);
   th_peer_expect(j, "w", "ok", "lock %d", LEASE);
-  cwaiter_t w = {.l = rd};
-  CHECK(pthread_create(&w.t, NULL, cwaiter_run, &w) == 0);
+  th_cwaiter_t w = {.l = rd, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LEASE};
+  th_cwaiter_start(&w);
   wait_sharded(owner, ch, 1);
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = publishes();
   th_peer_expect(j, "w", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's write unlock did not wake the C reader");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "Java's write unlock did not wake the C reader");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   came_sharded(owner, sp0, p0, "rw, Java -> C");
@@ -264,13 +221,13 @@ TEST(semaphore) {
   th_peer_expect(j, "a", "true", "semTrySetPermits 1");
   /* Java holds the permit, C waits */
   th_peer_expect(j, "a", "ok", "semAcquire 1");
-  res_t w = {0};
-  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, on_sem, &w));
+  th_res_t w = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, th_res_sem, &w));
   wait_sharded(owner, ch, 1);
-  CHECK(!res_done(&w));
+  CHECK(!th_res_done(&w));
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = publishes();
   th_peer_expect(j, "a", "ok", "semRelease 1");
-  CHECK_MSG(th_wait_until(res_done, &w, WAKE_MS), "Java's release did not wake the C waiter");
+  CHECK_MSG(th_wait_until(th_res_done, &w, WAKE_MS), "Java's release did not wake the C waiter");
   CHECK_OK(w.status);
   came_sharded(owner, sp0, p0, "semaphore, Java -> C");
   /* C holds it, Java's acquire() (no timeout: only a message wakes it) waits */
@@ -307,14 +264,14 @@ TEST(permits) {
   th_peer_send(j, "a", "pesAcquire %d", LEASE);
   char *jid = th_peer_answer(j, "a", 10000);
   CHECK_MSG(strlen(jid) == RLOCK_PERMIT_ID_LEN, "Java's permit id: %s", jid);
-  res_t w = {0};
-  CHECK_OK(rlock_permits_acquire_async(s, RLOCK_WAIT_FOREVER, LEASE, NULL, w.id, on_pes, &w));
+  th_res_t w = {0};
+  CHECK_OK(rlock_permits_acquire_async(s, RLOCK_WAIT_FOREVER, LEASE, NULL, w.id, th_res_pes, &w));
   wait_sharded(owner, ch, 1);
-  CHECK(!res_done(&w));
+  CHECK(!th_res_done(&w));
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = publishes();
   th_peer_expect(j, "a", "ok", "pesRelease %s", jid);
   free(jid);
-  CHECK_MSG(th_wait_until(res_done, &w, WAKE_MS), "Java's release did not wake the C waiter");
+  CHECK_MSG(th_wait_until(th_res_done, &w, WAKE_MS), "Java's release did not wake the C waiter");
   CHECK_OK(w.status);
   came_sharded(owner, sp0, p0, "permits, Java -> C");
   /* C holds it, Java's acquire(lease) waits; C's release wakes it */
@@ -352,13 +309,13 @@ TEST(latch) {
   th_peer_expect(j, "b", "ok", "getLatch %s", name);
   /* C awaits, Java counts down */
   th_peer_expect(j, "a", "true", "latchTrySetCount 1");
-  res_t w = {0};
-  CHECK_OK(rlock_latch_await_async(l, RLOCK_WAIT_FOREVER, NULL, on_latch, &w));
+  th_res_t w = {0};
+  CHECK_OK(rlock_latch_await_async(l, RLOCK_WAIT_FOREVER, NULL, th_res_latch, &w));
   wait_sharded(owner, ch, 1);
-  CHECK(!res_done(&w));
+  CHECK(!th_res_done(&w));
   long long sp0 = th_cmdstat(owner, "spublish"), p0 = publishes();
   th_peer_expect(j, "a", "ok", "latchCountDown");
-  CHECK_MSG(th_wait_until(res_done, &w, WAKE_MS), "Java's count-down did not open the C awaiter");
+  CHECK_MSG(th_wait_until(th_res_done, &w, WAKE_MS), "Java's count-down did not open the C awaiter");
   CHECK_OK(w.status);
   came_sharded(owner, sp0, p0, "latch, Java -> C");
   /* Java awaits, C counts down */

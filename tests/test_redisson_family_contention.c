@@ -53,29 +53,6 @@ static rlock_lock_t *c_lock(rlock_client_t *c, kind_t k, const char *name) {
   return l;
 }
 
-/* A C waiter: a thread acquiring as itself; the test releases as that thread. */
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  int64_t wait_ms, lease_ms;
-  pthread_t t;
-  rlock_owner_t owner; /* RLOCK_OWNER_THREAD | its tid */
-  int rc;
-  int64_t done_at;
-  atomic_int done;
-} cwaiter_t;
-
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, w->wait_ms, w->lease_ms, NULL);
-  w->done_at = th_now_ms();
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-
-static void cwaiter_start(cwaiter_t *w) { CHECK(pthread_create(&w->t, NULL, cwaiter_run, w) == 0); }
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
 typedef struct park_wait {
   kind_t k;
   const char *name;
@@ -113,14 +90,14 @@ static void contention(kind_t k, const char *name) {
   /* Java holds, C waits */
   th_peer_expect(j, "a", "ok", "%s %s", java_getter[k], name);
   th_peer_expect(j, "a", "ok", "lock %d", LONG_LEASE);
-  cwaiter_t w = {.l = c_lock(c, k, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_t w = {.l = c_lock(c, k, name), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
   CHECK_RC(rlock_lock_trylock(w.l, 0, 1000), RLOCK_EBUSY);
-  cwaiter_start(&w);
+  th_cwaiter_start(&w);
   wait_parked(k, name, 1);
-  CHECK(!cwaiter_done(&w));
+  CHECK(!th_cwaiter_done(&w));
   int64_t t0 = th_now_ms();
   th_peer_expect(j, "a", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "the C waiter was not woken by Java's unlock");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "the C waiter was not woken by Java's unlock");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   fprintf(stderr, "# %s: Java unlock -> C holds: %lld ms\n", java_getter[k], (long long)(w.done_at - t0));
@@ -165,14 +142,14 @@ TEST(fair_fifo) {
   rlock_lock_t *l = c_lock(c, K_FAIR, name);
   CHECK_OK(rlock_lock_lock(l, LONG_LEASE)); /* the first holder: C */
   /* queue: C w1, Java b, C w2, Java d */
-  cwaiter_t w1 = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
-  cwaiter_t w2 = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
-  cwaiter_start(&w1);
+  th_cwaiter_t w1 = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_t w2 = {.l = l, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_start(&w1);
   wait_parked(K_FAIR, name, 1);
   th_peer_expect(j, "b", "ok", "getFairLock %s", name);
   th_peer_send(j, "b", "lock %d", LONG_LEASE);
   wait_parked(K_FAIR, name, 2);
-  cwaiter_start(&w2);
+  th_cwaiter_start(&w2);
   wait_parked(K_FAIR, name, 3);
   th_peer_expect(j, "d", "ok", "getFairLock %s", name);
   th_peer_send(j, "d", "lock %d", LONG_LEASE);
@@ -180,21 +157,21 @@ TEST(fair_fifo) {
   char *a = NULL;
   /* C w1 first */
   CHECK_OK(rlock_lock_unlock(l));
-  CHECK_MSG(th_wait_until(cwaiter_done, &w1, WAKE_MS), "the queue head (C) was not granted");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w1, WAKE_MS), "the queue head (C) was not granted");
   pthread_join(w1.t, NULL);
   CHECK_OK(w1.rc);
-  CHECK(!cwaiter_done(&w2));
+  CHECK(!th_cwaiter_done(&w2));
   CHECK(!th_peer_poll(j, "b", 0, &a) && !th_peer_poll(j, "d", 0, &a));
   /* Java b next */
   CHECK_OK(rlock_lock_release(l, w1.owner));
   a = th_peer_answer(j, "b", WAKE_MS);
   CHECK_STREQ(a, "ok");
   free(a);
-  CHECK(!cwaiter_done(&w2));
+  CHECK(!th_cwaiter_done(&w2));
   CHECK(!th_peer_poll(j, "d", 0, &a));
   /* C w2 next */
   th_peer_expect(j, "b", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &w2, WAKE_MS), "the C waiter after Java's was not granted");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w2, WAKE_MS), "the C waiter after Java's was not granted");
   pthread_join(w2.t, NULL);
   CHECK_OK(w2.rc);
   CHECK(!th_peer_poll(j, "d", 0, &a));
@@ -235,12 +212,12 @@ TEST(rw_share) {
   CHECK_STREQ(a, "ok");
   free(a);
   /* the Java writer excludes a C reader; its unlock wakes it */
-  cwaiter_t cr = {.l = r, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
-  cwaiter_start(&cr);
+  th_cwaiter_t cr = {.l = r, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = LONG_LEASE};
+  th_cwaiter_start(&cr);
   wait_parked(K_READ, name, 1);
-  CHECK(!cwaiter_done(&cr));
+  CHECK(!th_cwaiter_done(&cr));
   th_peer_expect(j, "w", "ok", "unlock");
-  CHECK_MSG(th_wait_until(cwaiter_done, &cr, WAKE_MS), "the C reader was not woken by Java's write unlock");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &cr, WAKE_MS), "the C reader was not woken by Java's write unlock");
   pthread_join(cr.t, NULL);
   CHECK_OK(cr.rc);
   /* a C writer excludes a Java reader; its unlock wakes it */

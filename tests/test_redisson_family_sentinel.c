@@ -35,34 +35,6 @@ static th_sentinels_t *dep;
 
 #define WAKE_MS 8000 /* Redisson may first need its 1 s sentinel scan and a retry */
 
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  pthread_t t;
-  rlock_owner_t owner;
-  int rc;
-  atomic_int done;
-} cwaiter_t;
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL);
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
-typedef struct res {
-  atomic_int done;
-  int status;
-} res_t;
-static void on_sem(rlock_semaphore_t *s, int status, int64_t value, void *arg) {
-  (void)s, (void)value;
-  res_t *r = arg;
-  r->status = status;
-  atomic_store(&r->done, 1);
-}
-static int res_done(void *arg) { return atomic_load(&((res_t *)arg)->done); }
-
 /* Subscribers of a channel (plain pub/sub) on a node, or on either of two. */
 typedef struct sub_wait {
   th_server_t *node[2];
@@ -91,11 +63,11 @@ static void wait_subscribed(th_server_t *a, th_server_t *b, const char *chan, co
 /* The C semaphore waiter subscribed again, or its acquire ended. */
 typedef struct sem_sub {
   sub_wait_t sub;
-  res_t *res;
+  th_res_t *res;
 } sem_sub_t;
 static int sem_subscribed_or_done(void *arg) {
   sem_sub_t *w = arg;
-  return res_done(w->res) || subscribed(&w->sub);
+  return th_res_done(w->res) || subscribed(&w->sub);
 }
 
 typedef struct fair_wait {
@@ -135,8 +107,8 @@ static void family_failover(bool kill) {
   CHECK_OK(rlock_lock_new_fair(c, fair, strlen(fair), &fl));
   th_peer_expect(j, "f", "ok", "getFairLock %s", fair);
   th_peer_expect(j, "f", "ok", "lock");
-  cwaiter_t fw = {.l = fl};
-  CHECK(pthread_create(&fw.t, NULL, cwaiter_run, &fw) == 0);
+  th_cwaiter_t fw = {.l = fl, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = RLOCK_LEASE_WATCHDOG};
+  th_cwaiter_start(&fw);
   fair_wait_t fq = {old, fairq};
   CHECK_MSG(th_wait_until(queued, &fq, 20000), "the C fair waiter never queued");
   /* rw: C writes, a Java reader waits */
@@ -152,8 +124,8 @@ static void family_failover(bool kill) {
   th_peer_expect(j, "s", "ok", "getSemaphore %s", sem);
   th_peer_expect(j, "s", "true", "semTrySetPermits 1");
   th_peer_expect(j, "s", "ok", "semAcquire 1");
-  res_t sw = {0};
-  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, on_sem, &sw));
+  th_res_t sw = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(s, 1, RLOCK_WAIT_FOREVER, NULL, th_res_sem, &sw));
   wait_subscribed(old, NULL, semch, "the C semaphore waiter");
   /* latch: count 1, Java awaits */
   rlock_latch_t *l = NULL;
@@ -197,8 +169,8 @@ static void family_failover(bool kill) {
   v = th_cmd_str(m, "GET", latch, NULL);
   CHECK_STREQ(v, "1");
   free(v);
-  CHECK(!cwaiter_done(&fw));
-  CHECK(!res_done(&sw));
+  CHECK(!th_cwaiter_done(&fw));
+  CHECK(!th_res_done(&sw));
   char *early = NULL;
   CHECK_MSG(!th_peer_poll(j, "r", 0, &early), "the Java reader got in beside the C writer: %s", early);
   CHECK_MSG(!th_peer_poll(j, "l", 0, &early), "Java's await ended on a closed latch: %s", early);
@@ -211,7 +183,7 @@ static void family_failover(bool kill) {
    * Redisson may first look for the new master. */
   th_peer_expect(j, "f", "ok", "unlock");
   int64_t t0 = th_now_ms();
-  CHECK_MSG(th_wait_until(cwaiter_done, &fw, WAKE_MS),
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &fw, WAKE_MS),
             "Java's fair unlock after the failover did not wake the C waiter");
   pthread_join(fw.t, NULL);
   CHECK_OK(fw.rc);
@@ -224,11 +196,11 @@ static void family_failover(bool kill) {
   /* semaphore: Java's release wakes the C acquire (subscribed again on the new master) */
   sem_sub_t ss = {{{m, NULL}, semch}, &sw};
   th_wait_until(sem_subscribed_or_done, &ss, 30000);
-  CHECK_MSG(!res_done(&sw), "the C semaphore acquire ended during the failover: %s", rlock_strerror(sw.status));
+  CHECK_MSG(!th_res_done(&sw), "the C semaphore acquire ended during the failover: %s", rlock_strerror(sw.status));
   wait_subscribed(m, NULL, semch, "the C semaphore waiter (again)");
   th_peer_expect(j, "s", "ok", "semRelease 1");
   t0 = th_now_ms();
-  CHECK_MSG(th_wait_until(res_done, &sw, WAKE_MS), "Java's release after the failover did not wake the C acquire");
+  CHECK_MSG(th_wait_until(th_res_done, &sw, WAKE_MS), "Java's release after the failover did not wake the C acquire");
   CHECK_OK(sw.status);
   fprintf(stderr, "# after the failover: Java release -> C acquires: %lld ms\n", (long long)(th_now_ms() - t0));
   v = th_cmd_str(m, "GET", sem, NULL);

@@ -32,24 +32,6 @@ static void wait_subscribers(const char *channel, long long n) {
   CHECK_MSG(th_wait_until(numsub_reaches, &w, 20000), "no waiter subscribed to %s", channel);
 }
 
-typedef struct res {
-  atomic_int done;
-  int status;
-} res_t;
-static void on_sem(rlock_semaphore_t *s, int status, int64_t value, void *arg) {
-  (void)s, (void)value;
-  res_t *r = arg;
-  r->status = status;
-  atomic_store(&r->done, 1);
-}
-static void on_latch(rlock_latch_t *l, int status, int64_t value, void *arg) {
-  (void)l, (void)value;
-  res_t *r = arg;
-  r->status = status;
-  atomic_store(&r->done, 1);
-}
-static int is_done(void *arg) { return atomic_load(&((res_t *)arg)->done); }
-
 static rlock_semaphore_t *sem(rlock_client_t *c, const char *name) {
   rlock_semaphore_t *s = NULL;
   CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
@@ -85,14 +67,14 @@ TEST(java_releases_c_waits) {
   th_peer_t *j = th_peer_start("single", peer_addr, 0, 0);
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_semaphore_t *s = sem(c, "rsem:jrel");
-  res_t w = {0};
-  CHECK_OK(rlock_semaphore_acquire_async(s, 2, RLOCK_WAIT_FOREVER, NULL, on_sem, &w));
+  th_res_t w = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(s, 2, RLOCK_WAIT_FOREVER, NULL, th_res_sem, &w));
   wait_subscribers("redisson_sc:{rsem:jrel}", 1);
   th_peer_expect(j, "a", "ok", "getSemaphore rsem:jrel");
   th_peer_expect(j, "a", "ok", "semRelease 1");
   CHECK_EQ(atomic_load(&w.done), 0); /* 1 of 2: it waits on */
   th_peer_expect(j, "a", "ok", "semRelease 1");
-  CHECK_MSG(th_wait_until(is_done, &w, 10000), "Java's release did not wake the C waiter");
+  CHECK_MSG(th_wait_until(th_res_done, &w, 10000), "Java's release did not wake the C waiter");
   CHECK_OK(w.status);
   CHECK_EQ(th_peer_num(j, "a", "semAvailable"), 0);
   rlock_semaphore_free(s);
@@ -143,11 +125,11 @@ TEST(latch_both_ways) {
   int64_t v = -1;
   CHECK_OK(rlock_latch_get_count(l, &v));
   CHECK_EQ(v, 1);
-  res_t w = {0};
-  CHECK_OK(rlock_latch_await_async(l, 20000, NULL, on_latch, &w));
+  th_res_t w = {0};
+  CHECK_OK(rlock_latch_await_async(l, 20000, NULL, th_res_latch, &w));
   wait_subscribers("redisson_countdownlatch__channel__{rlat:a}", 1);
   th_peer_expect(j, "b", "ok", "latchCountDown");
-  CHECK_MSG(th_wait_until(is_done, &w, 10000), "Java's count-down did not wake the C awaiter");
+  CHECK_MSG(th_wait_until(th_res_done, &w, 10000), "Java's count-down did not wake the C awaiter");
   CHECK_OK(w.status);
   rlock_latch_free(l);
   rlock_client_free(c);

@@ -29,25 +29,6 @@ static th_sentinels_t *dep;
 
 #define WAKE_MS 8000 /* Redisson may first need its 1 s sentinel scan and a retry */
 
-typedef struct cwaiter {
-  rlock_lock_t *l;
-  pthread_t t;
-  rlock_owner_t owner;
-  int rc;
-  int64_t done_at;
-  atomic_int done;
-} cwaiter_t;
-
-static void *cwaiter_run(void *arg) {
-  cwaiter_t *w = arg;
-  w->owner = RLOCK_OWNER_THREAD | (rlock_owner_t)th_gettid();
-  w->rc = rlock_lock_acquire(w->l, RLOCK_OWNER_SELF, RLOCK_WAIT_FOREVER, RLOCK_LEASE_WATCHDOG, NULL);
-  w->done_at = th_now_ms();
-  atomic_store(&w->done, 1);
-  return NULL;
-}
-static int cwaiter_done(void *arg) { return atomic_load(&((cwaiter_t *)arg)->done); }
-
 typedef struct sub_wait {
   th_server_t *node;
   const char *chan;
@@ -81,8 +62,8 @@ static void failover_both_ways(bool kill) {
 
   th_peer_expect(j, "a", "ok", "getLock %s", na);
   th_peer_expect(j, "a", "ok", "lock");
-  cwaiter_t w = {.l = th_lock(c, na)};
-  CHECK(pthread_create(&w.t, NULL, cwaiter_run, &w) == 0);
+  th_cwaiter_t w = {.l = th_lock(c, na), .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = RLOCK_LEASE_WATCHDOG};
+  th_cwaiter_start(&w);
   rlock_lock_t *lb = th_lock(c, nb);
   CHECK_OK(rlock_lock_lock(lb, RLOCK_LEASE_WATCHDOG));
   th_peer_expect(j, "b", "ok", "getLock %s", nb);
@@ -107,7 +88,7 @@ static void failover_both_ways(bool kill) {
   sa.node = m;
   CHECK_MSG(th_wait_until(subscribed, &sa, 30000), "the C waiter was not resubscribed on the new master");
   CHECK_MSG(th_sentinels_wait_replicas(m, 1, 60000), "the new master has no replica online");
-  CHECK(!cwaiter_done(&w));
+  CHECK(!th_cwaiter_done(&w));
   char *early = NULL;
   CHECK_MSG(!th_peer_poll(j, "b", 0, &early), "Java got the lock rlock holds: %s", early);
   CHECK_EQ(th_cmd_int(m, "EXISTS", na, NULL), 1);
@@ -119,7 +100,7 @@ static void failover_both_ways(bool kill) {
   int64_t t0 = th_now_ms();
   th_peer_expect(j, "a", "ok", "unlock");
   int64_t t1 = th_now_ms();
-  CHECK_MSG(th_wait_until(cwaiter_done, &w, WAKE_MS), "Java's unlock after the failover did not wake the C waiter");
+  CHECK_MSG(th_wait_until(th_cwaiter_done, &w, WAKE_MS), "Java's unlock after the failover did not wake the C waiter");
   pthread_join(w.t, NULL);
   CHECK_OK(w.rc);
   CHECK(w.done_at >= t0); /* never held twice */
