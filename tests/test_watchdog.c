@@ -349,7 +349,10 @@ static int churn_done(void *arg) {
 
 TEST(reconnects_during_rounds) {
   th_lost_t lost = TH_LOST_INIT;
-  rlock_client_t *c = th_client(srv->url, 1500); /* a round every 500 ms */
+  /* a round every 1000 ms; a lease of 3 s leaves room for a loaded machine
+   * (2 cores, 4 test jobs, sanitizers): 1.5 s lost 500-3000 holds at a load
+   * average of 10 while nothing was wrong */
+  rlock_client_t *c = th_client(srv->url, 3000);
   rlock_client_on_lost(c, th_lost_record, &lost);
   rlock_lock_t **ls = calloc(CHURN, sizeof *ls);
   CHECK(ls);
@@ -370,7 +373,7 @@ TEST(reconnects_during_rounds) {
   rlock_client_stats(c, &s0);
   for (int k = 0; k < 6; k++) {
     th_reply_free(th_cmd(srv, "CLIENT", "PAUSE", "2000", "WRITE", NULL));
-    th_sleep_ms(600); /* more than a round's period: a round is waiting */
+    th_sleep_ms(1100); /* more than a round's period: a round is waiting */
     th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL));
     th_reply_free(th_cmd(srv, "CLIENT", "UNPAUSE", NULL));
     th_sleep_ms(150);
