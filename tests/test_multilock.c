@@ -73,7 +73,16 @@
  *                         too (that member's server was unknown there)
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
- *                         I/O thread, waiting for its own answers) */
+ *                         I/O thread, waiting for its own answers)
+ *   read_relet_keeps_other_readers  a read lock in a MultiLock with a short
+ *                         lease, another client's reader holding the same
+ *                         read-write lock longer: the final step leaves NAME's
+ *                         TTL at least to that reader's valid-until, and no
+ *                         writer gets in before it (the exact lease cut NAME
+ *                         to the MultiLock's)
+ *   read_relet_keeps_write_lease  the writer's own read lock in a MultiLock
+ *                         with a short lease: NAME (the write hold's lease)
+ *                         lives until the write hold's valid-until */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -931,6 +940,67 @@ TEST(made_in_a_callback) {
   rlock_client_free(c1), rlock_client_free(c2);
 }
 
+/* The MultiLock's final step sets its read member's lease exactly: its own
+ * timeout keys, not NAME below another reader's hold. Reader A (c1) holds
+ * the read lock for 20 s; B's MultiLock (c2) takes the same read lock and
+ * another lock with a 500 ms lease. NAME must live until A's valid-until,
+ * and a writer (c3) must not get in while A's hold is valid. */
+TEST(read_relet_keeps_other_readers) {
+  rlock_client_t *c1 = th_client(s1->url, 0), *c2 = th_client(s1->url, 0), *c3 = th_client(s1->url, 0);
+  rlock_lock_t *ra = NULL, *wa = NULL, *rb = NULL, *wb = NULL, *rc_ = NULL, *wc = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:rw", 5, &ra, &wa));
+  CHECK_OK(rlock_rwlock_new(c2, "ml:rw", 5, &rb, &wb));
+  CHECK_OK(rlock_rwlock_new(c3, "ml:rw", 5, &rc_, &wc));
+  rlock_lock_t *x = th_lock(c2, "ml:rx");
+  CHECK_OK(rlock_lock_acquire(ra, 1, 0, 20000, NULL));
+  int64_t va = 0;
+  CHECK_OK(rlock_lock_valid_until(ra, 1, &va));
+  rlock_lock_t *members[2] = {rb, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 2, 0, 500, NULL));
+  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rw");
+  CHECK_MSG(now + left >= va, "NAME's PTTL %lld ends %lld ms before reader A's valid-until", (long long)left,
+            (long long)(va - now - left));
+  /* a writer waits up to 2 s: NAME must outlive the MultiLock's 500 ms */
+  int rc = rlock_lock_acquire(wc, 3, 2000, 10000, NULL);
+  int64_t at = rlock_now_ms();
+  CHECK_MSG(rc != 0 || at >= va, "a writer got in %lld ms before reader A's valid-until", (long long)(va - at));
+  if (rc == 0) CHECK_OK(rlock_lock_release(wc, 3));
+  else CHECK_RC(rc, RLOCK_EBUSY);
+  rlock_multilock_release(m, 2);
+  rlock_lock_release(ra, 1);
+  rlock_multilock_free(m);
+  rlock_lock_free(ra), rlock_lock_free(wa), rlock_lock_free(rb), rlock_lock_free(wb);
+  rlock_lock_free(rc_), rlock_lock_free(wc), rlock_lock_free(x);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
+}
+
+/* The same in write mode: the writer (owner 1, 20 s) takes its own read
+ * lock in a MultiLock with a 500 ms lease. NAME's TTL is the write hold's
+ * lease: the final step must not cut it. */
+TEST(read_relet_keeps_write_lease) {
+  rlock_client_t *c1 = th_client(s1->url, 0);
+  rlock_lock_t *r = NULL, *w = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:rwm", 6, &r, &w));
+  rlock_lock_t *x = th_lock(c1, "ml:rwx");
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 20000, NULL));
+  int64_t vw = 0;
+  CHECK_OK(rlock_lock_valid_until(w, 1, &vw));
+  rlock_lock_t *members[2] = {r, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
+  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwm");
+  CHECK_MSG(now + left >= vw, "NAME's PTTL %lld ends %lld ms before the write hold's valid-until", (long long)left,
+            (long long)(vw - now - left));
+  CHECK_OK(rlock_multilock_release(m, 1));
+  CHECK_OK(rlock_lock_release(w, 1));
+  rlock_multilock_free(m);
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
+  rlock_client_free(c1);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -957,6 +1027,8 @@ int main(int argc, char **argv) {
   RUN(canonical_order_any_spelling);
   RUN(unix_socket_any_spelling);
   RUN(made_in_a_callback);
+  RUN(read_relet_keeps_other_readers);
+  RUN(read_relet_keeps_write_lease);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
