@@ -82,7 +82,11 @@
  *                         to the MultiLock's)
  *   read_relet_keeps_write_lease  the writer's own read lock in a MultiLock
  *                         with a short lease: NAME (the write hold's lease)
- *                         lives until the write hold's valid-until */
+ *                         lives until the write hold's valid-until
+ *   write_relet_keeps_read_holds  the write lock in a MultiLock with a short
+ *                         lease while its owner holds a read lock inside it
+ *                         for longer: NAME lives until that read hold's
+ *                         valid-until */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -959,8 +963,9 @@ TEST(read_relet_keeps_other_readers) {
   rlock_multilock_t *m = NULL;
   CHECK_OK(rlock_multilock_new(&m, members, 2));
   CHECK_OK(rlock_multilock_acquire(m, 2, 0, 500, NULL));
+  /* (+ 1: the client's monotonic ms and the server's wall-clock ms have other phases) */
   int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rw");
-  CHECK_MSG(now + left >= va, "NAME's PTTL %lld ends %lld ms before reader A's valid-until", (long long)left,
+  CHECK_MSG(now + left + 1 >= va, "NAME's PTTL %lld ends %lld ms before reader A's valid-until", (long long)left,
             (long long)(va - now - left));
   /* a writer waits up to 2 s: NAME must outlive the MultiLock's 500 ms */
   int rc = rlock_lock_acquire(wc, 3, 2000, 10000, NULL);
@@ -992,10 +997,38 @@ TEST(read_relet_keeps_write_lease) {
   CHECK_OK(rlock_multilock_new(&m, members, 2));
   CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
   int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwm");
-  CHECK_MSG(now + left >= vw, "NAME's PTTL %lld ends %lld ms before the write hold's valid-until", (long long)left,
+  CHECK_MSG(now + left + 1 >= vw, "NAME's PTTL %lld ends %lld ms before the write hold's valid-until", (long long)left,
             (long long)(vw - now - left));
   CHECK_OK(rlock_multilock_release(m, 1));
   CHECK_OK(rlock_lock_release(w, 1));
+  rlock_multilock_free(m);
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
+  rlock_client_free(c1);
+}
+
+/* The write lock's final step (reentrant_renew.lua '=' on its ':write'
+ * field) in write mode: its owner's read holds inside (their timeout keys)
+ * keep NAME alive. Owner 1 holds the write lock for 1 s and a read lock
+ * for 20 s inside it, then a MultiLock over the write lock with 500 ms. */
+TEST(write_relet_keeps_read_holds) {
+  rlock_client_t *c1 = th_client(s1->url, 0);
+  rlock_lock_t *r = NULL, *w = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:rwr", 6, &r, &w));
+  rlock_lock_t *x = th_lock(c1, "ml:rwy");
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 1000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 20000, NULL));
+  int64_t vr = 0;
+  CHECK_OK(rlock_lock_valid_until(r, 1, &vr));
+  rlock_lock_t *members[2] = {w, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
+  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwr");
+  CHECK_MSG(now + left + 1 >= vr, "NAME's PTTL %lld ends %lld ms before the read hold's valid-until", (long long)left,
+            (long long)(vr - now - left));
+  CHECK_OK(rlock_multilock_release(m, 1));
+  CHECK_OK(rlock_lock_release(w, 1));
+  CHECK_OK(rlock_lock_release(r, 1));
   rlock_multilock_free(m);
   rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
   rlock_client_free(c1);
@@ -1029,6 +1062,7 @@ int main(int argc, char **argv) {
   RUN(made_in_a_callback);
   RUN(read_relet_keeps_other_readers);
   RUN(read_relet_keeps_write_lease);
+  RUN(write_relet_keeps_read_holds);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
