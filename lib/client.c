@@ -28,17 +28,17 @@
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
 void (*rlock__test_call_hook)(client_t *cl, int where);
-int64_t rlock__test_wall_offset_ms;
+int64_t rlock__test_wall_offset_us;
 #endif
 
 int64_t rlock__client_wall_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 #ifdef RLOCK_TEST_HOOKS
-  ms += rlock__test_wall_offset_ms;
+  us += rlock__test_wall_offset_us;
 #endif
-  return ms;
+  return us / 1000;
 }
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
