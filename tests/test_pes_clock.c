@@ -1,6 +1,6 @@
 /* test_pes_clock.c -- the permit-expirable semaphore's watchdog renewal when
  * the clients' wall clocks and the server's differ (internal: the seam
- * rlock__test_wall_offset_ms moves the clients' wall clock, hooks.h). A
+ * rlock__test_wall_offset_us moves the clients' wall clock, hooks.h). A
  * permit's expiry is a score on the clients' wall clocks (another client's
  * acquire reclaims a score <= its now, Redisson's rule), so a renewal must
  * move it on the same clock, not on the server's:
