@@ -86,7 +86,12 @@
  *   write_relet_keeps_read_holds  the write lock in a MultiLock with a short
  *                         lease while its owner holds a read lock inside it
  *                         for longer: NAME lives until that read hold's
- *                         valid-until */
+ *                         valid-until
+ *   relet_wakes_waiters   a waiter parked on a member's watchdog TTL (20 s)
+ *                         while a later member was awaited: the final step
+ *                         cuts the TTL to the 300 ms lease, which runs out
+ *                         unreleased; the waiter gets the lock soon after,
+ *                         not at the end of the TTL it parked on */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1034,6 +1039,69 @@ TEST(write_relet_keeps_read_holds) {
   rlock_client_free(c1);
 }
 
+typedef struct {
+  rlock_multilock_t *m;
+  int rc;
+} ml_run_t;
+
+static void *ml_acquire_thread(void *arg) {
+  ml_run_t *r = arg;
+  r->rc = rlock_multilock_acquire(r->m, 5, 20000, 300, NULL);
+  return NULL;
+}
+
+typedef struct {
+  atomic_int done;
+  int rc;
+  int64_t at;
+} waiter_t;
+
+static void waiter_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  waiter_t *w = arg;
+  w->rc = status;
+  w->at = rlock_now_ms();
+  atomic_store(&w->done, 1);
+}
+static int waiter_done(void *arg) { return atomic_load(&((waiter_t *)arg)->done); }
+static int wka_held(void *arg) { return exists(s1, (const char *)arg); }
+
+TEST(relet_wakes_waiters) {
+  rlock_client_t *c1 = th_client(s1->url, 20000), *c2 = th_client(s1->url, 0), *c3 = th_client(s1->url, 0);
+  rlock_lock_t *a1 = th_lock(c1, "ml:wka"), *b1 = th_lock(c1, "ml:wkb");
+  rlock_lock_t *a2 = th_lock(c2, "ml:wka"), *b3 = th_lock(c3, "ml:wkb");
+  CHECK_OK(rlock_lock_acquire(b3, 9, 0, 60000, NULL)); /* the later member, held elsewhere */
+  rlock_lock_t *members[2] = {a1, b1};
+  ml_run_t run = {NULL, -1};
+  CHECK_OK(rlock_multilock_new(&run.m, members, 2));
+  pthread_t t;
+  pthread_create(&t, NULL, ml_acquire_thread, &run);
+  CHECK(th_wait_until(wka_held, "ml:wka", 10000)); /* the first member, held with the 20 s watchdog lease */
+  /* a waiter on it: its try answered (a query behind it on the same
+   * connection answered), it parks on the 20 s TTL */
+  waiter_t w = {0};
+  CHECK_OK(rlock_lock_acquire_async(a2, 7, 15000, 5000, NULL, waiter_cb, &w));
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(a2, &locked));
+  CHECK(locked && !atomic_load(&w.done));
+  CHECK_OK(rlock_lock_release(b3, 9)); /* the MultiLock completes: both get 300 ms */
+  pthread_join(t, NULL);
+  CHECK_OK(run.rc);
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(run.m, 5, &vu));
+  /* never released: the lease runs out; the waiter must not sleep on */
+  CHECK(th_wait_until(waiter_done, &w, 16000));
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - vu < 5000,
+            "the waiter got the lock %lld ms after the MultiLock's lease ended (it slept on the TTL it parked on)",
+            (long long)(w.at - vu));
+  printf("# the waiter got it %lld ms after the lease's end\n", (long long)(w.at - vu));
+  CHECK_OK(rlock_lock_release(a2, 7));
+  rlock_multilock_free(run.m);
+  rlock_lock_free(a1), rlock_lock_free(b1), rlock_lock_free(a2), rlock_lock_free(b3);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -1063,6 +1131,7 @@ int main(int argc, char **argv) {
   RUN(read_relet_keeps_other_readers);
   RUN(read_relet_keeps_write_lease);
   RUN(write_relet_keeps_read_holds);
+  RUN(relet_wakes_waiters);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
