@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
@@ -27,7 +28,18 @@
 void (*rlock__test_pass_hook)(client_t *cl);
 void (*rlock__test_submit_hook)(client_t *cl);
 void (*rlock__test_call_hook)(client_t *cl, int where);
+int64_t rlock__test_wall_offset_us;
 #endif
+
+int64_t rlock__client_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+#ifdef RLOCK_TEST_HOOKS
+  us += rlock__test_wall_offset_us;
+#endif
+  return us / 1000;
+}
 
 RLOCK_API void rlock_options_init(rlock_options_t *o) {
   if (!o) return;

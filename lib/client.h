@@ -194,6 +194,9 @@ void rlock__client_pass_end(client_t *cl);
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
+/* The wall clock in epoch ms (CLOCK_REALTIME), as Redisson's permit scores
+ * are (kinds/pes.c, the watchdog's permit renewals). */
+int64_t rlock__client_wall_ms(void);
 int rlock__client_submit(client_t *cl, op_t *op); /* user thread -> I/O thread */
 /* A calling thread is about to touch the client (false: it is closing: touch
  * nothing); _leave when done. rlock_client_free waits for every _leave. */

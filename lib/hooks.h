@@ -28,6 +28,10 @@ extern void (*rlock__test_submit_hook)(client_t *cl);
 /* tests/test_free_races.c: called on a calling thread of a sync call at
  * `where` (RLOCK__AT_...), to widen a race with rlock_client_free. */
 extern void (*rlock__test_call_hook)(client_t *cl, int where);
+/* tests/test_pes_clock.c: added (in us) to the wall clock of
+ * rlock__client_wall_ms: the clients' wall clocks set apart from the
+ * server's, or at another phase of the ms from the monotonic clock. */
+extern int64_t rlock__test_wall_offset_us;
 #define RLOCK__TEST_HOOK(hook, ...) \
   do {                              \
     if (hook) hook(__VA_ARGS__);    \

@@ -1298,6 +1298,27 @@ static void start_simple(op_t *op) {
  * the kind's renew script ('=' lease), only where the owner still holds it.
  * The client's view changes before the request leaves (watchdog.c). Not
  * re-sent: a failure fails the MultiLock's acquire, which releases all. */
+static void relet_told(req_t *r, int status, rlock_reply_t *reply) {
+  (void)r, (void)status;
+  rlock_reply_free(reply);
+}
+
+/* The relet cut the TTL (the watchdog lease of a member taken while later
+ * ones were awaited, to the MultiLock's lease): waiters parked on the old
+ * TTL try again now (the kind's "0", as an unlock's), so none sleeps on
+ * once the lease runs out unreleased. Best effort: an ACL that refuses the
+ * channel leaves them their old TTL. Not for a kind whose waiters listen on
+ * channels of their own (fair) or on none (spin). */
+static void relet_tell(op_t *op) {
+  rlock_lock_t *l = op->lock;
+  if (l->kind->no_pubsub || l->kind->waiter_channel || !l->channel.p) return;
+  const char *pub = rlock__publish_cmd(op->cl);
+  const char *argv[3] = {pub, l->channel.p, "0"};
+  size_t lens[3] = {strlen(pub), l->channel.n, 1};
+  req_t *r = rlock__req_new(3, argv, lens, op->cl->opt.command_timeout_ms, relet_told, NULL);
+  if (r) rlock__client_send(op->cl, l->name, l->len, r);
+}
+
 static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
   op_t *op = r->ctx;
   if (orphan(op)) {
@@ -1316,6 +1337,7 @@ static void relet_done(req_t *r, int status, rlock_reply_t *reply) {
   else if (!synced) /* a lease the replicas may not have: fails like an acquire's grant */
     rc = rlock__client_sync_fail(op->cl, &op->sync_need, acked);
   rlock_reply_free(reply);
+  if (!rc) relet_tell(op);
   rlock__op_finish(op, rc, 0, NULL, 0);
 }
 

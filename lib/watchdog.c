@@ -735,9 +735,9 @@ static void renew_done(req_t *r, int status, rlock_reply_t *reply) {
 /* Sends b (its holds pinned) as one call of script; b is the request's now. */
 static void batch_send(watchdog_t *wd, int script, batch_t *b) {
   client_t *cl = wd->cl;
-  const char *keys[RENEW_BATCH], *args[RENEW_BATCH + 1];
-  size_t kl[RENEW_BATCH], al[RENEW_BATCH + 1], n = 0;
-  char lease[32];
+  const char *keys[RENEW_BATCH], *args[RENEW_BATCH + 2];
+  size_t kl[RENEW_BATCH], al[RENEW_BATCH + 2], n = 0;
+  char lease[32], wall[32];
   int64_t now = rlock_now_ms();
   for (size_t i = 0; i < b->n; i++) { /* forgotten while the call was filled */
     hold_t *h = b->holds[i];
@@ -765,8 +765,16 @@ static void batch_send(watchdog_t *wd, int script, batch_t *b) {
   }
   b->sent_at = rlock_now_ms();
   b->script = script;
-  req_t *r = rlock__script_req(script, (int)n, keys, kl, (int)n + 1, args, al, cl->opt.command_timeout_ms, renew_done,
-                               b);
+  /* A kind whose expiry the clients judge on their wall clocks (the permit
+   * semaphore): the renewal's time is this client's wall clock, read after
+   * sent_at (the score then ends no earlier than sent_at + lease on it), not
+   * the server's, which another client's reclaim never reads. */
+  int nargs = (int)n + 1;
+  if (b->holds[0]->slack) {
+    al[nargs] = rlock__i64toa(rlock__client_wall_ms(), wall);
+    args[nargs++] = wall;
+  }
+  req_t *r = rlock__script_req(script, (int)n, keys, kl, nargs, args, al, cl->opt.command_timeout_ms, renew_done, b);
   if (!r) {
     batch_free(b);
     return;

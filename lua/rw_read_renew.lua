@@ -8,7 +8,9 @@
 -- Reply: a string, one character per name: '1' where at least one of the
 -- owner's read holds is alive (its timeout keys "{NAME}:<owner>:rwlock_timeout:j",
 -- j = count..1, and NAME get the lease; a longer TTL of NAME is kept unless
--- '='), '0' where none is (the hold is lost); an error reply for a bad lease.
+-- '=': then in read mode NAME's TTL becomes the longest of every read hold's,
+-- never less than another reader's), '0' where none is (the hold is lost); an
+-- error reply for a bad lease.
 local ask = ARGV[1] == '?'
 local exact = string.sub(ARGV[1], 1, 1) == '='
 local lease = exact and string.sub(ARGV[1], 2) or ARGV[1]
@@ -32,7 +34,24 @@ for i = 1, #KEYS do
         end
       end
     end
-    if alive and not ask and (exact or redis.call('pttl', KEYS[i]) < lease_ms) then
+    if alive and not ask and exact and redis.call('hget', KEYS[i], 'mode') == 'read' then
+      -- (rlock) '=': NAME's TTL becomes the longest of the read holds' (this
+      -- owner's now the lease, another reader's may be longer): set to the
+      -- lease alone, NAME would end another reader's hold early and let a
+      -- writer in beside it. In write mode NAME is only lengthened (the
+      -- write lease stands)
+      local keep = lease_ms
+      local prefix = string.find(KEYS[i], '{', 1, true) and KEYS[i] or ('{' .. KEYS[i] .. '}')
+      for _, field in ipairs(redis.call('hkeys', KEYS[i])) do
+        local c = field ~= ARGV[i + 1] and tonumber(redis.call('hget', KEYS[i], field))
+        if c then
+          for j = c, 1, -1 do
+            keep = math.max(keep, redis.call('pttl', prefix .. ':' .. field .. ':rwlock_timeout:' .. j))
+          end
+        end
+      end
+      redis.call('pexpire', KEYS[i], keep)
+    elseif alive and not ask and redis.call('pttl', KEYS[i]) < lease_ms then
       redis.call('pexpire', KEYS[i], lease)
     end
   end

@@ -73,7 +73,25 @@
  *                         too (that member's server was unknown there)
  *   release_from_lost_cb  rlock_multilock_release from the lost callback:
  *                         RLOCK_EDEADLK at once (it hung the member client's
- *                         I/O thread, waiting for its own answers) */
+ *                         I/O thread, waiting for its own answers)
+ *   read_relet_keeps_other_readers  a read lock in a MultiLock with a short
+ *                         lease, another client's reader holding the same
+ *                         read-write lock longer: the final step leaves NAME's
+ *                         TTL at least to that reader's valid-until, and no
+ *                         writer gets in before it (the exact lease cut NAME
+ *                         to the MultiLock's)
+ *   read_relet_keeps_write_lease  the writer's own read lock in a MultiLock
+ *                         with a short lease: NAME (the write hold's lease)
+ *                         lives until the write hold's valid-until
+ *   write_relet_keeps_read_holds  the write lock in a MultiLock with a short
+ *                         lease while its owner holds a read lock inside it
+ *                         for longer: NAME lives until that read hold's
+ *                         valid-until
+ *   relet_wakes_waiters   a waiter parked on a member's watchdog TTL (20 s)
+ *                         while a later member was awaited: the final step
+ *                         cuts the TTL to the 300 ms lease, which runs out
+ *                         unreleased; the waiter gets the lock soon after,
+ *                         not at the end of the TTL it parked on */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -931,6 +949,159 @@ TEST(made_in_a_callback) {
   rlock_client_free(c1), rlock_client_free(c2);
 }
 
+/* The MultiLock's final step sets its read member's lease exactly: its own
+ * timeout keys, not NAME below another reader's hold. Reader A (c1) holds
+ * the read lock for 20 s; B's MultiLock (c2) takes the same read lock and
+ * another lock with a 500 ms lease. NAME must live until A's valid-until,
+ * and a writer (c3) must not get in while A's hold is valid. */
+TEST(read_relet_keeps_other_readers) {
+  rlock_client_t *c1 = th_client(s1->url, 0), *c2 = th_client(s1->url, 0), *c3 = th_client(s1->url, 0);
+  rlock_lock_t *ra = NULL, *wa = NULL, *rb = NULL, *wb = NULL, *rc_ = NULL, *wc = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:rw", 5, &ra, &wa));
+  CHECK_OK(rlock_rwlock_new(c2, "ml:rw", 5, &rb, &wb));
+  CHECK_OK(rlock_rwlock_new(c3, "ml:rw", 5, &rc_, &wc));
+  rlock_lock_t *x = th_lock(c2, "ml:rx");
+  CHECK_OK(rlock_lock_acquire(ra, 1, 0, 20000, NULL));
+  int64_t va = 0;
+  CHECK_OK(rlock_lock_valid_until(ra, 1, &va));
+  rlock_lock_t *members[2] = {rb, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 2, 0, 500, NULL));
+  /* (+ 1: the client's monotonic ms and the server's wall-clock ms have other phases) */
+  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rw");
+  CHECK_MSG(now + left + 1 >= va, "NAME's PTTL %lld ends %lld ms before reader A's valid-until", (long long)left,
+            (long long)(va - now - left));
+  /* a writer waits up to 2 s: NAME must outlive the MultiLock's 500 ms */
+  int rc = rlock_lock_acquire(wc, 3, 2000, 10000, NULL);
+  int64_t at = rlock_now_ms();
+  CHECK_MSG(rc != 0 || at >= va, "a writer got in %lld ms before reader A's valid-until", (long long)(va - at));
+  if (rc == 0) CHECK_OK(rlock_lock_release(wc, 3));
+  else CHECK_RC(rc, RLOCK_EBUSY);
+  rlock_multilock_release(m, 2);
+  rlock_lock_release(ra, 1);
+  rlock_multilock_free(m);
+  rlock_lock_free(ra), rlock_lock_free(wa), rlock_lock_free(rb), rlock_lock_free(wb);
+  rlock_lock_free(rc_), rlock_lock_free(wc), rlock_lock_free(x);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
+}
+
+/* The same in write mode: the writer (owner 1, 20 s) takes its own read
+ * lock in a MultiLock with a 500 ms lease. NAME's TTL is the write hold's
+ * lease: the final step must not cut it. */
+TEST(read_relet_keeps_write_lease) {
+  rlock_client_t *c1 = th_client(s1->url, 0);
+  rlock_lock_t *r = NULL, *w = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:rwm", 6, &r, &w));
+  rlock_lock_t *x = th_lock(c1, "ml:rwx");
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 20000, NULL));
+  int64_t vw = 0;
+  CHECK_OK(rlock_lock_valid_until(w, 1, &vw));
+  rlock_lock_t *members[2] = {r, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
+  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwm");
+  CHECK_MSG(now + left + 1 >= vw, "NAME's PTTL %lld ends %lld ms before the write hold's valid-until", (long long)left,
+            (long long)(vw - now - left));
+  CHECK_OK(rlock_multilock_release(m, 1));
+  CHECK_OK(rlock_lock_release(w, 1));
+  rlock_multilock_free(m);
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
+  rlock_client_free(c1);
+}
+
+/* The write lock's final step (reentrant_renew.lua '=' on its ':write'
+ * field) in write mode: its owner's read holds inside (their timeout keys)
+ * keep NAME alive. Owner 1 holds the write lock for 1 s and a read lock
+ * for 20 s inside it, then a MultiLock over the write lock with 500 ms. */
+TEST(write_relet_keeps_read_holds) {
+  rlock_client_t *c1 = th_client(s1->url, 0);
+  rlock_lock_t *r = NULL, *w = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:rwr", 6, &r, &w));
+  rlock_lock_t *x = th_lock(c1, "ml:rwy");
+  CHECK_OK(rlock_lock_acquire(w, 1, 0, 1000, NULL));
+  CHECK_OK(rlock_lock_acquire(r, 1, 0, 20000, NULL));
+  int64_t vr = 0;
+  CHECK_OK(rlock_lock_valid_until(r, 1, &vr));
+  rlock_lock_t *members[2] = {w, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
+  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwr");
+  CHECK_MSG(now + left + 1 >= vr, "NAME's PTTL %lld ends %lld ms before the read hold's valid-until", (long long)left,
+            (long long)(vr - now - left));
+  CHECK_OK(rlock_multilock_release(m, 1));
+  CHECK_OK(rlock_lock_release(w, 1));
+  CHECK_OK(rlock_lock_release(r, 1));
+  rlock_multilock_free(m);
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
+  rlock_client_free(c1);
+}
+
+typedef struct {
+  rlock_multilock_t *m;
+  int rc;
+} ml_run_t;
+
+static void *ml_acquire_thread(void *arg) {
+  ml_run_t *r = arg;
+  r->rc = rlock_multilock_acquire(r->m, 5, 20000, 300, NULL);
+  return NULL;
+}
+
+typedef struct {
+  atomic_int done;
+  int rc;
+  int64_t at;
+} waiter_t;
+
+static void waiter_cb(rlock_lock_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  waiter_t *w = arg;
+  w->rc = status;
+  w->at = rlock_now_ms();
+  atomic_store(&w->done, 1);
+}
+static int waiter_done(void *arg) { return atomic_load(&((waiter_t *)arg)->done); }
+static int wka_held(void *arg) { return exists(s1, (const char *)arg); }
+
+TEST(relet_wakes_waiters) {
+  rlock_client_t *c1 = th_client(s1->url, 20000), *c2 = th_client(s1->url, 0), *c3 = th_client(s1->url, 0);
+  rlock_lock_t *a1 = th_lock(c1, "ml:wka"), *b1 = th_lock(c1, "ml:wkb");
+  rlock_lock_t *a2 = th_lock(c2, "ml:wka"), *b3 = th_lock(c3, "ml:wkb");
+  CHECK_OK(rlock_lock_acquire(b3, 9, 0, 60000, NULL)); /* the later member, held elsewhere */
+  rlock_lock_t *members[2] = {a1, b1};
+  ml_run_t run = {NULL, -1};
+  CHECK_OK(rlock_multilock_new(&run.m, members, 2));
+  pthread_t t;
+  pthread_create(&t, NULL, ml_acquire_thread, &run);
+  CHECK(th_wait_until(wka_held, "ml:wka", 10000)); /* the first member, held with the 20 s watchdog lease */
+  /* a waiter on it: its try answered (a query behind it on the same
+   * connection answered), it parks on the 20 s TTL */
+  waiter_t w = {0};
+  CHECK_OK(rlock_lock_acquire_async(a2, 7, 15000, 5000, NULL, waiter_cb, &w));
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(a2, &locked));
+  CHECK(locked && !atomic_load(&w.done));
+  CHECK_OK(rlock_lock_release(b3, 9)); /* the MultiLock completes: both get 300 ms */
+  pthread_join(t, NULL);
+  CHECK_OK(run.rc);
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(run.m, 5, &vu));
+  /* never released: the lease runs out; the waiter must not sleep on */
+  CHECK(th_wait_until(waiter_done, &w, 16000));
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - vu < 5000,
+            "the waiter got the lock %lld ms after the MultiLock's lease ended (it slept on the TTL it parked on)",
+            (long long)(w.at - vu));
+  printf("# the waiter got it %lld ms after the lease's end\n", (long long)(w.at - vu));
+  CHECK_OK(rlock_lock_release(a2, 7));
+  rlock_multilock_free(run.m);
+  rlock_lock_free(a1), rlock_lock_free(b1), rlock_lock_free(a2), rlock_lock_free(b3);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -957,6 +1128,10 @@ int main(int argc, char **argv) {
   RUN(canonical_order_any_spelling);
   RUN(unix_socket_any_spelling);
   RUN(made_in_a_callback);
+  RUN(read_relet_keeps_other_readers);
+  RUN(read_relet_keeps_write_lease);
+  RUN(write_relet_keeps_read_holds);
+  RUN(relet_wakes_waiters);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();

@@ -14,18 +14,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define CHANNEL "redisson_sc"
 
 static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
 
 /* The wall clock in epoch ms, as Redisson's permit scores are. */
-static size_t now_epoch(char *buf) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return rlock__i64toa((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, buf);
-}
+static size_t now_epoch(char *buf) { return rlock__i64toa(rlock__client_wall_ms(), buf); }
 
 /* The zset "{NAME}:timeout" (Redisson's suffixName; malloc'd). */
 static int zset_key(const char *name, size_t len, bytes_t *out) {
