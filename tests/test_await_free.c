@@ -33,6 +33,8 @@
  *                       waiter looks again as the spin lock's acquirers do
  *                       (its backoff, up to 128 ms), so an unlock is seen
  *                       long before the TTL (before: at its 20 s bound)
+ *   last_ms             a look in the holder's last ms (PTTL 0): it looks
+ *                       again 1 ms later (before: no timer, asleep forever)
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -403,6 +405,37 @@ TEST(spin) {
   rlock_client_free(h);
 }
 
+/* A look in the holder's last ms: PTTL answers 0 (the key lives to the end
+ * of that ms). That is a TTL of 0 ms, not "no TTL": the waiter looks again
+ * at once. Here a simple lock of another program (SET PX 20, no message at
+ * its end) and 8 free-waiters polling it, 60 times: some look in its last ms
+ * (the count of 0 answers is not known to the test; each waiter must end
+ * within 5 s of the key's end all the same). Before: a look that got 0
+ * armed no timer (0 read as "none"), and the waiter slept on with the lock
+ * free, forever. */
+#define LAST_MS_WAITERS 8
+TEST(last_ms) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_simple(c, "af:lastms", 9, &l));
+  for (int trial = 0; trial < 60; trial++) {
+    th_reply_free(th_cmd(srv, "SET", "af:lastms", "other-program", "PX", "20", NULL));
+    waiter_arg_t a[LAST_MS_WAITERS];
+    pthread_t t[LAST_MS_WAITERS];
+    for (int i = 0; i < LAST_MS_WAITERS; i++) {
+      a[i] = (waiter_arg_t){.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+      CHECK(pthread_create(&t[i], NULL, waiter, &a[i]) == 0);
+    }
+    for (int i = 0; i < LAST_MS_WAITERS; i++) {
+      CHECK_MSG(th_wait_until(is_done, &a[i], 5000), "trial %d: waiter %d asleep with the lock free", trial, i);
+      pthread_join(t[i], NULL);
+      CHECK_OK(a[i].rc);
+    }
+  }
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -432,6 +465,7 @@ int main(int argc, char **argv) {
   RUN(ends_beside_acquirer);
   RUN(fair);
   RUN(spin);
+  RUN(last_ms);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();
