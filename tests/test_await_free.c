@@ -35,6 +35,9 @@
  *                       long before the TTL (before: at its 20 s bound)
  *   last_ms             a look in the holder's last ms (PTTL 0): it looks
  *                       again 1 ms later (before: no timer, asleep forever)
+ *   fair_no_ttl_java_unlock  a fair lock without a TTL freed by Redisson's
+ *                       unlock (no message where it listens): seen within a
+ *                       third of watchdog_timeout_ms (before: never)
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -436,6 +439,30 @@ TEST(last_ms) {
   rlock_client_free(c);
 }
 
+/* A fair lock held without a TTL (Redisson's clearExpire: PERSIST) and
+ * freed by Redisson's unlock: its DEL publishes on the queue head's channel
+ * only, nothing on the lock's own (nobody queued: nothing at all). No TTL,
+ * no message: the waiter looks again every third of watchdog_timeout_ms (as
+ * a spin lock's waiter without a TTL). Before: no timer at all, asleep
+ * beside the free lock forever. */
+TEST(fair_no_ttl_java_unlock) {
+  rlock_client_t *c = th_client(srv->url, 3000);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(c, "af:fair:nottl", 13, &l));
+  th_reply_free(th_cmd(srv, "HSET", "af:fair:nottl", "00000000-0000-4000-8000-000000000000:1", "1", NULL));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:fair:nottl}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the lock's channel");
+  th_reply_free(th_cmd(srv, "DEL", "af:fair:nottl", NULL)); /* Redisson's fair unlock, nobody queued */
+  CHECK_MSG(th_wait_until(is_done, &a, 15000), "a fair lock without a TTL freed by Java: the waiter slept on");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -466,6 +493,7 @@ int main(int argc, char **argv) {
   RUN(fair);
   RUN(spin);
   RUN(last_ms);
+  RUN(fair_no_ttl_java_unlock);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();
