@@ -315,6 +315,9 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
  * left: -1 none): wait, or end. */
 static void not_yet(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
+  /* a free-waiter's lock has a TTL (> 0) or none (-1): never 0, which
+   * arm_deadline_ttl reads as none (a semaphore's, a latch's) */
+  RLOCK__ASSERT(op->kind != OP_AWAIT_FREE || ttl != 0);
   if (op->cancelled) {
     rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
     return;
@@ -332,6 +335,11 @@ static void not_yet(op_t *op, int64_t ttl) {
    * acquirers try again (the kind's capped backoff), never later. */
   if (op->kind == OP_AWAIT_FREE && op->lock->kind->poll_ms && !op->lock->kind->no_pubsub)
     ttl = op->lock->kind->poll_ms(op, ttl);
+  /* A fair lock freed by Redisson says nothing on the lock's channel (its
+   * unlock tells the queue's head only): held without a TTL (clearExpire),
+   * it would give no wake-up at all. Look again every third of
+   * watchdog_timeout_ms then, as a spin lock's waiter without a TTL does. */
+  if (op->kind == OP_AWAIT_FREE && op->lock->kind->queues && ttl < 0) ttl = op->cl->opt.watchdog_timeout_ms / 3;
   /* A kind without messages (the spin lock): look again as its acquirers
    * spin (its backoff, never past the TTL); without a backoff, at the TTL. */
   if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) {
@@ -492,8 +500,11 @@ static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
     else not_yet(op, 0);
     return;
   case OP_AWAIT_FREE: /* PTTL: -2 no key (free), -1 no expiry, else ms left */
+    /* 0: the holder's last ms (the key lives to its end): look again in
+     * 1 ms. (not_yet's 0 is "no TTL", the semaphore's: it armed no timer,
+     * and the waiter slept on beside the free lock.) */
     if (v == -2) rlock__op_finish(op, 0, 0, NULL, 0);
-    else not_yet(op, v);
+    else not_yet(op, v == 0 ? 1 : v);
     return;
   default:
     if (!synced) stat_add(op->cl, ST_UNLOCK_SYNC_MISSES, 1); /* a write stands; counted */

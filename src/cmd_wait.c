@@ -1,7 +1,9 @@
 /* cmd_wait.c -- `rlock wait [--wait DUR] [--json] NAME`: wait until the lock
  * NAME is free (its key gone), without taking it (rlock_lock_await_free:
- * woken by the unlock message, never polling), and say so as text or JSON. */
+ * woken by the unlock message of the kind found, and looking again with a
+ * backoff for a release that says nothing there), and say so as text or JSON. */
 #include <getopt.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cli.h"
@@ -9,14 +11,65 @@
 static const char usage_text[] =
     "Usage: rlock wait [--wait DUR] [--json] NAME\n"
     "Waits until the lock NAME is free (no holder of any kind: its key is gone),\n"
-    "without taking it. Woken by the unlock message (pub/sub), or at the holder's\n"
-    "TTL (a lease that runs out publishes nothing); it never polls. The lock's kind\n"
-    "(a read-write lock listens on its own channel) is found by itself.\n\n"
+    "without taking it. Woken by the unlock message (pub/sub), and it looks again\n"
+    "with a backoff (up to 250-500 ms apart) for a release without a message\n"
+    "there: a spin lock's, Redisson's fair unlock, a lock of another kind taken\n"
+    "meanwhile. The lock's kind (a read-write lock listens on its own channel) is\n"
+    "found by itself.\n\n"
     "  --wait DUR     wait at most DUR (default: forever; 0: one look)\n"
     "  --json         print one JSON object: {\"name\":...,\"free\":BOOL,\"waited_ms\":N}\n"
     "  -u, --url URL ...    Redis URL and TLS options: see 'rlock --help'\n\n"
     "Exit codes: 0 free; 1 still held when --wait ran out; 64 usage; 65 NAME is\n"
     "not a lock; 69 Redis unavailable; 70 other errors.\n";
+
+/* A second free-waiter beside the one of the kind found: a spin lock's
+ * (PTTL looks with a backoff, no channel). The hash of a reentrant lock is a
+ * spin lock's too (rlock cannot tell them apart), and a spin unlock, a
+ * Java fair unlock (it tells only the queue's head) and the release of a lock
+ * of another kind taken while it waits (another channel) say nothing where
+ * the first waiter listens: without it, it slept on while the lock was free,
+ * to the TTL. Whichever sees the lock free first stops the other. */
+#define POLL_BACKOFF {4, 250, 2} /* 4 ms, doubling to 250 ms, + a jitter: then 250-500 ms */
+typedef struct poller {
+  rlock_lock_t *lock;
+  int64_t wait;
+  rlock_cancel_t *mine, *other;
+  int rc;
+} poller_t;
+
+static void *poll_free(void *arg) {
+  poller_t *p = arg;
+  p->rc = rlock_lock_await_free(p->lock, p->wait, p->mine);
+  if (p->rc == 0) rlock_cancel_trigger(p->other);
+  return NULL;
+}
+
+/* rlock_lock_await_free on lock, with the poller beside it (none for a
+ * simple lock, whose waiter looks again so already, or a single look). */
+static int await_free(rlock_client_t *client, const char *name, rlock_lock_t *lock, int kind, int64_t wait) {
+  if (kind == CLI_KIND_SIMPLE || wait == 0) return rlock_lock_await_free(lock, wait, NULL);
+  rlock_backoff_t b = POLL_BACKOFF;
+  poller_t p = {.wait = wait};
+  rlock_cancel_t *mine = NULL;
+  int rc = rlock_cancel_new(&mine);
+  if (!rc && !(rc = rlock_cancel_new(&p.mine))) rc = rlock_lock_new_spin(client, name, strlen(name), &b, &p.lock);
+  pthread_t t;
+  if (!rc) {
+    p.other = mine;
+    if (pthread_create(&t, NULL, poll_free, &p) == 0) {
+      rc = rlock_lock_await_free(lock, wait, mine);
+      rlock_cancel_trigger(p.mine);
+      pthread_join(t, NULL);
+      if (p.rc == 0 || rc == RLOCK_ECANCELED) rc = p.rc; /* cancelled only once the poller saw it free */
+    } else {
+      rc = rlock_lock_await_free(lock, wait, NULL);
+    }
+  }
+  rlock_lock_free(p.lock);
+  rlock_cancel_free(p.mine);
+  rlock_cancel_free(mine);
+  return rc;
+}
 
 int cmd_wait(cli_global_t *g, int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
@@ -51,7 +104,7 @@ int cmd_wait(cli_global_t *g, int argc, char **argv) {
   if (!(ex = cli_detect_kind(client, name, &found)) &&
       !(ex = cli_lock_kind(client, name, found.kind == CLI_KIND_READ ? CLI_KIND_WRITE : found.kind, &lock))) {
     int64_t t0 = rlock_now_ms();
-    int rc = found.exists ? rlock_lock_await_free(lock, wait, NULL) : 0;
+    int rc = found.exists ? await_free(client, name, lock, found.kind, wait) : 0;
     int64_t waited = rlock_now_ms() - t0;
     if (rc == 0 || rc == RLOCK_EBUSY) {
       if (json) {

@@ -13,7 +13,11 @@
  *   fair_waiters_refused_together  two fair waiters of the user: both leave
  *                     the queue (before: the first one's give-up, which
  *                     would tell the second one, was refused NOPERM: its
- *                     entry kept the free lock from a try for its slot). */
+ *                     entry kept the free lock from a try for its slot).
+ *   fair_free_without_base_channel  a user that may publish on a fair lock's
+ *                     waiter channels only: its unlock and force unlock
+ *                     succeed (the "free" message on the lock's own channel
+ *                     is left out where the ACL refuses it). */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -198,14 +202,64 @@ TEST(semaphore_and_latch_waiters_refused) {
   rlock_client_free(app);
 }
 
+/* A user that may publish on a fair lock's waiter channels
+ * (redisson_lock__channel:{NAME}:*) but not on the lock's own channel, where
+ * rlock's fair scripts also say "free" for free-waiters (only where the ACL
+ * allows): its unlock, with a waiter queued or not, and its force unlock
+ * free the lock and succeed, and the queued waiter is told. An unchecked
+ * PUBLISH there would fail the script after its DEL (NOPERM): the lock freed
+ * but the unlock reported failed. */
+static char heads_url[200];
+static atomic_int fb_rc = -1000;
+static void fb_cb(rlock_lock_t *l, int st, int64_t value, void *arg) {
+  (void)l, (void)value, (void)arg;
+  atomic_store(&fb_rc, st);
+}
+static int fb_done(void *arg) { return (void)arg, atomic_load(&fb_rc) != -1000; }
+static int fb_queued(void *arg) {
+  (void)arg;
+  return th_cmd_int(srv, "LLEN", "redisson_lock_queue:{acl:fb}", NULL) == 1;
+}
+TEST(fair_free_without_base_channel) {
+  rlock_client_t *admin = th_client(admin_url, 0), *heads = th_client(heads_url, 0);
+  rlock_lock_t *h, *w;
+  CHECK_OK(rlock_lock_new_fair(heads, "acl:fb", 6, &h));
+  CHECK_OK(rlock_lock_new_fair(admin, "acl:fb", 6, &w));
+  /* nobody queued */
+  CHECK_OK(rlock_lock_lock(h, 60000));
+  int rc = rlock_lock_unlock(h);
+  CHECK_MSG(rc == 0, "unlock, nobody queued: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "acl:fb", NULL), 0);
+  /* a waiter queued: told on its own channel */
+  CHECK_OK(rlock_lock_lock(h, 60000));
+  CHECK_OK(rlock_lock_acquire_async(w, 7, 30000, 60000, NULL, fb_cb, NULL));
+  CHECK_MSG(th_wait_until(fb_queued, NULL, 10000), "the waiter did not queue");
+  rc = rlock_lock_unlock(h);
+  CHECK_MSG(rc == 0, "unlock, a waiter queued: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(th_wait_until(fb_done, NULL, 20000), "the queued waiter was not told");
+  CHECK_OK(atomic_load(&fb_rc));
+  CHECK_OK(rlock_lock_release(w, 7));
+  /* force unlock */
+  CHECK_OK(rlock_lock_lock(h, 60000));
+  int was = 0;
+  rc = rlock_lock_force_unlock(h, &was);
+  CHECK_MSG(rc == 0 && was == 1, "force unlock: %s (%s), was %d", rlock_err_name(rc), rlock_last_error(), was);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "acl:fb", NULL), 0);
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(heads), rlock_client_free(admin);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   const char *extra[] = {"--user", "app", "on",  ">pw", "~*", "resetchannels", "+@all", "--user",
-                         "admin",  "on",  ">pw", "~*",  "&*", "+@all",         NULL};
+                         "admin",  "on",  ">pw", "~*",  "&*", "+@all",         "--user",
+                         "heads",  "on",  ">pw", "~*",  "resetchannels", "&redisson_lock__channel:{acl:fb}:*",
+                         "+@all",  NULL};
   th_server_opts_t so = {.extra_args = extra};
   srv = th_server_start(&so);
   snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);
   snprintf(admin_url, sizeof admin_url, "redis://admin:pw@127.0.0.1:%d", srv->port);
+  snprintf(heads_url, sizeof heads_url, "redis://heads:pw@127.0.0.1:%d", srv->port);
   RUN(waiter_refused_reentrant);
   RUN(waiter_refused_fair);
   RUN(waiter_refused_rw);
@@ -213,6 +267,7 @@ int main(int argc, char **argv) {
   RUN(waiters_refused_together);
   RUN(semaphore_and_latch_waiters_refused);
   RUN(fair_waiters_refused_together);
+  RUN(fair_free_without_base_channel);
   th_server_stop(srv);
   return th_done();
 }

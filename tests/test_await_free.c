@@ -27,11 +27,17 @@
  *                       say "free" on the lock's own channel (rlock's
  *                       addition: Redisson's fair unlock tells only the
  *                       queue's head), so the waiter returns long before the
- *                       TTL (before: at its 20 s bound, still held)
+ *                       TTL (before: at its 20 s bound, still held); and an
+ *                       unlock whose count check disagrees (the -1 path)
  *   spin                a spin lock (no pub/sub) held with a 60 s lease: the
  *                       waiter looks again as the spin lock's acquirers do
  *                       (its backoff, up to 128 ms), so an unlock is seen
  *                       long before the TTL (before: at its 20 s bound)
+ *   last_ms             a look in the holder's last ms (PTTL 0): it looks
+ *                       again 1 ms later (before: no timer, asleep forever)
+ *   fair_no_ttl_java_unlock  a fair lock without a TTL freed by Redisson's
+ *                       unlock (no message where it listens): seen within a
+ *                       third of watchdog_timeout_ms (before: never)
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -356,10 +362,26 @@ static void by_undo(rlock_lock_t *l, const char *name) {
   th_fair_undo(srv, name, owner);
   free(owner);
 }
+/* The unlock's count check disagrees (the server counts 2 holds, the client
+ * 1): fair_unlock.lua's -1 path removes the owner's field and the lock goes
+ * free; it says so as a plain unlock does. */
+static void by_mismatch(rlock_lock_t *l, const char *name) {
+  redisReply *r = th_cmd(srv, "HKEYS", name, NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  char *owner = strdup(r->element[0]->str);
+  th_reply_free(r);
+  th_reply_free(th_cmd(srv, "HSET", name, owner, "2", NULL));
+  free(owner);
+  int rc = rlock_lock_unlock(l);
+  CHECK_MSG(rc == 0 || rc == RLOCK_ENOTHELD, "unlock: %s (%s)", rlock_err_name(rc),
+            rlock_last_error());
+  printf("# mismatch unlock: %s\n", rc ? rlock_err_name(rc) : "0");
+}
 TEST(fair) {
   fair_freed_by("af:fair:unlock", hold_60s, by_unlock);
   fair_freed_by("af:fair:force", hold_60s, by_force);
   fair_freed_by("af:fair:undo", hold_to_undo, by_undo);
+  fair_freed_by("af:fair:mismatch", hold_60s, by_mismatch);
 }
 
 TEST(spin) {
@@ -384,6 +406,61 @@ TEST(spin) {
   rlock_lock_free(hl);
   rlock_client_free(c);
   rlock_client_free(h);
+}
+
+/* A look in the holder's last ms: PTTL answers 0 (the key lives to the end
+ * of that ms). That is a TTL of 0 ms, not "no TTL": the waiter looks again
+ * at once. Here a simple lock of another program (SET PX 20, no message at
+ * its end) and 8 free-waiters polling it, 60 times: some look in its last ms
+ * (the count of 0 answers is not known to the test; each waiter must end
+ * within 5 s of the key's end all the same). Before: a look that got 0
+ * armed no timer (0 read as "none"), and the waiter slept on with the lock
+ * free, forever. */
+#define LAST_MS_WAITERS 8
+TEST(last_ms) {
+  rlock_client_t *c = th_client(srv->url, 0);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_simple(c, "af:lastms", 9, &l));
+  for (int trial = 0; trial < 60; trial++) {
+    th_reply_free(th_cmd(srv, "SET", "af:lastms", "other-program", "PX", "20", NULL));
+    waiter_arg_t a[LAST_MS_WAITERS];
+    pthread_t t[LAST_MS_WAITERS];
+    for (int i = 0; i < LAST_MS_WAITERS; i++) {
+      a[i] = (waiter_arg_t){.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+      CHECK(pthread_create(&t[i], NULL, waiter, &a[i]) == 0);
+    }
+    for (int i = 0; i < LAST_MS_WAITERS; i++) {
+      CHECK_MSG(th_wait_until(is_done, &a[i], 5000), "trial %d: waiter %d asleep with the lock free", trial, i);
+      pthread_join(t[i], NULL);
+      CHECK_OK(a[i].rc);
+    }
+  }
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
+/* A fair lock held without a TTL (Redisson's clearExpire: PERSIST) and
+ * freed by Redisson's unlock: its DEL publishes on the queue head's channel
+ * only, nothing on the lock's own (nobody queued: nothing at all). No TTL,
+ * no message: the waiter looks again every third of watchdog_timeout_ms (as
+ * a spin lock's waiter without a TTL). Before: no timer at all, asleep
+ * beside the free lock forever. */
+TEST(fair_no_ttl_java_unlock) {
+  rlock_client_t *c = th_client(srv->url, 3000);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(c, "af:fair:nottl", 13, &l));
+  th_reply_free(th_cmd(srv, "HSET", "af:fair:nottl", "00000000-0000-4000-8000-000000000000:1", "1", NULL));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:fair:nottl}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the lock's channel");
+  th_reply_free(th_cmd(srv, "DEL", "af:fair:nottl", NULL)); /* Redisson's fair unlock, nobody queued */
+  CHECK_MSG(th_wait_until(is_done, &a, 15000), "a fair lock without a TTL freed by Java: the waiter slept on");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_client_free(c);
 }
 
 TEST(bad_input) {
@@ -415,6 +492,8 @@ int main(int argc, char **argv) {
   RUN(ends_beside_acquirer);
   RUN(fair);
   RUN(spin);
+  RUN(last_ms);
+  RUN(fair_no_ttl_java_unlock);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();

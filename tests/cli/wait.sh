@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/wait.sh -- `rlock wait NAME`: waits until the lock is free without
-# taking it, woken by the unlock message (no polling: a handful of PTTLs),
-# or at the holder's TTL; exit 0 free, 1 still held after --wait (as status's
+# taking it, woken by the unlock message, or by a look with a backoff (a spin
+# lock's unlock, a lock of another kind taken meanwhile: no message where it
+# listens), or at the holder's TTL; exit 0 free, 1 still held after --wait (as status's
 # 0/1), 65 not a lock, 64 usage; text and --json. A read-write lock is found
 # by itself and waited for on its own channel.
 . "$(dirname "$0")/common.sh"
@@ -29,7 +30,7 @@ contains "$T/out" "w: still held after" "still held message"
 expect 1 "wait --wait 0 --json" R wait --wait 0 --json w
 contains "$T/out" '"free":false' "still held JSON"
 
-# Woken by the release's message, not by polling; the lock is not taken.
+# Woken by the release's message (it listens on the lock's channel); the lock is not taken.
 p0=$(pttls)
 bg "$T/w1" "$RLOCK" -u "$URL" wait --json w
 w1=$BG
@@ -40,7 +41,7 @@ await "$w1" 30
 [ "$RC" = 0 ] && pass "waiter: free after the release" || fail "waiter exit $RC: $(cat "$T/w1.err")"
 contains "$T/w1.out" '"free":true' "waiter's JSON"
 p1=$(pttls)
-((p1 - p0 <= 4)) && pass "$((p1 - p0)) PTTLs: no polling" || fail "$((p1 - p0)) PTTLs while waiting"
+echo "# $((p1 - p0)) PTTLs (the message's look and the backoff's, 4 ms doubling to 250-500 ms)"
 [ "$(redis-cli -p "$PORT" EXISTS w)" = 0 ] && pass "the lock was not taken" || fail "wait took the lock"
 
 # A lease that runs out publishes nothing: the waiter wakes at the TTL.
@@ -70,6 +71,40 @@ redis-cli -p "$PORT" DEL py >/dev/null
 await "$w3" 10
 [ "$RC" = 0 ] && pass "simple-lock waiter: free after a release without a message" ||
   fail "simple-lock waiter exit $RC: $(cat "$T/w3.err")"
+
+# A spin lock (Redisson's getSpinLock, rlock --spin): the reentrant lock's
+# hash, and an unlock that publishes nothing (a DEL). Its layout is the
+# reentrant lock's, so rlock wait cannot tell them apart: it must look again
+# with a backoff, not sleep to the TTL (60 s; not seen within 20 s: fails).
+redis-cli -p "$PORT" HSET sp 00000000-0000-4000-8000-000000000000:1 1 >/dev/null
+redis-cli -p "$PORT" PEXPIRE sp 60000 >/dev/null
+bg "$T/w4" "$RLOCK" -u "$URL" wait sp
+w4=$BG
+until_true 30 numsub 'redisson_lock__channel:{sp}' && pass "spin waiter listens too" || fail "spin waiter not on the channel"
+redis-cli -p "$PORT" DEL sp >/dev/null
+await "$w4" 20
+[ "$RC" = 0 ] && pass "spin-lock waiter: free after an unlock without a message" ||
+  fail "spin-lock waiter exit $RC: $(cat "$T/w4.out" "$T/w4.err")"
+
+# The kind changes while it waits: a reentrant lock released (its message)
+# and a write lock taken at once, then released on its own channel
+# (redisson_rwlock:{kc}): the waiter must not sleep on to the TTL (60 s).
+redis-cli -p "$PORT" HSET kc 00000000-0000-4000-8000-000000000000:1 1 >/dev/null
+redis-cli -p "$PORT" PEXPIRE kc 60000 >/dev/null
+bg "$T/w5" "$RLOCK" -u "$URL" wait kc
+w5=$BG
+until_true 30 numsub 'redisson_lock__channel:{kc}' && pass "kind-change waiter subscribed" || fail "kind-change waiter never subscribed"
+pttls_gt() { (($(pttls) > $1)); }
+p0=$(pttls)
+redis-cli -p "$PORT" EVAL "redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1);
+  redis.call('pexpire', KEYS[1], 60000); redis.call('publish', KEYS[2], '0')" 2 kc 'redisson_lock__channel:{kc}' \
+  00000000-0000-4000-8000-000000000001:1:write >/dev/null
+# a look after the message (it finds the write lock), then the write lock's release
+until_true 30 pttls_gt "$p0" || fail "no look after the reentrant lock's message"
+redis-cli -p "$PORT" EVAL "redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], '0')" 2 kc 'redisson_rwlock:{kc}' >/dev/null
+await "$w5" 20
+[ "$RC" = 0 ] && pass "kind-change waiter: free after the write lock's release" ||
+  fail "kind-change waiter exit $RC: $(cat "$T/w5.out" "$T/w5.err")"
 
 # Not a lock.
 redis-cli -p "$PORT" RPUSH list-key a >/dev/null
