@@ -413,7 +413,7 @@ static void dump_violations(const fh_pool_t *p, const hist_report_t *rep) {
 }
 
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep) {
-  hist_check_opts_t o = {mode, 0};
+  hist_check_opts_t o = {.mode = mode};
   int v = hist_check_file(p->hist_path, &o, rep);
   hist_report_print(stdout, rep);
   if (rep->violations) dump_violations(p, rep);
@@ -837,7 +837,7 @@ int64_t fh_family_count(const char *url, const fh_kind_t *k, const char *name, i
 }
 
 int fh_check_permits(fh_pool_t *p, int permits, hist_report_t *rep) {
-  hist_check_opts_t o = {HIST_PERMITS, permits};
+  hist_check_opts_t o = {.mode = HIST_PERMITS, .permits = permits};
   int v = hist_check_file(p->hist_path, &o, rep);
   hist_report_print(stdout, rep);
   if (rep->violations) dump_violations(p, rep);
