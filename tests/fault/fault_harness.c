@@ -414,7 +414,11 @@ static void dump_violations(const fh_pool_t *p, const hist_report_t *rep) {
 
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep) {
   hist_check_opts_t o = {.mode = mode};
-  int v = hist_check_file(p->hist_path, &o, rep);
+  return fh_check_opts(p, &o, rep);
+}
+
+int fh_check_opts(fh_pool_t *p, const hist_check_opts_t *o, hist_report_t *rep) {
+  int v = hist_check_file(p->hist_path, o, rep);
   hist_report_print(stdout, rep);
   if (rep->violations) dump_violations(p, rep);
   return v;

@@ -153,6 +153,8 @@ void fh_cont(fh_pool_t *p, int id); /* SIGCONT */
 void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms);
 /* Checks the pool's history; prints the report; returns the verdict. */
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep);
+/* The same with every option (HIST_FIFO: its slack and excused windows). */
+int fh_check_opts(fh_pool_t *p, const hist_check_opts_t *o, hist_report_t *rep);
 
 /* ------------------------------------------------------------ failovers
  * What the Sentinel and Cluster history tests (test_sentinel_history.c,
