@@ -669,7 +669,16 @@ const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
     printf("# MUTATION: FH_MUTATE=nolock: the workers take no lock (this run must fail)\n");
     return &fh_kind_nolock;
   }
+  if (m && strcmp(m, "unfair") == 0 && k == &fh_kind_fair) {
+    printf("# MUTATION: FH_MUTATE=unfair: the fair row on the reentrant lock (its FIFO check must fail)\n");
+    return &fh_kind_reentrant;
+  }
   return k;
+}
+
+int fh_fifo_row(void) {
+  const char *kind = getenv("FH_KIND");
+  return kind && strcmp(kind, "fair") == 0;
 }
 
 /* ------------------------------------------------------------ the family's other objects */

@@ -196,8 +196,11 @@ void fh_violations_split(const hist_report_t *rep, int holder, int64_t from_ns, 
  * deployment fails when mutual exclusion is gone. */
 extern const fh_kind_t fh_kind_nolock;
 /* fh_kind_nolock if $FH_MUTATE is "nolock", else the kind of fh_kinds[] named
- * $FH_KIND (e.g. fair), else k. */
+ * $FH_KIND (e.g. fair), else k. FH_MUTATE=unfair with FH_KIND=fair: the
+ * reentrant lock (no queue), still checked as the fair row (fh_fifo_row). */
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k);
+/* 1 if $FH_KIND is "fair": the history is checked in HIST_FIFO too. */
+int fh_fifo_row(void);
 
 /* ------------------------------------------------------------ the family's other objects
  * Semaphores and the count-down latch as worker kinds (issue 25). Their
