@@ -215,6 +215,8 @@ extern const fh_kind_t fh_kind_pes;         /* rlock_permits_*: one permit per s
 extern const fh_kind_t fh_kind_latch_down;  /* rlock_latch_count_down */
 extern const fh_kind_t fh_kind_latch_await; /* rlock_latch_await */
 extern const fh_kind_t *const fh_kinds_family[];
+/* 1 if k is the plain semaphore (or its mutant: FH_MUTATE=release2). */
+int fh_kind_is_semaphore(const fh_kind_t *k);
 /* In the parent, before any fork (a short-lived client): sets the object of
  * kind k named name (a latch: the name before the last ':') to n permits or
  * a count of n; fails the test unless it was new or has that count
