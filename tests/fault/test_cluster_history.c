@@ -303,6 +303,9 @@ TEST(latch_master_killed) {
   fh_pool_t p;
   fh_pool_init(&p);
   for (int i = 0; i <= LATCH_AWAITERS; i++) fh_spawn(&p, &ls[i]);
+  /* every awaiter made its client and called await before the fault (a
+   * client made against a stopped master fails its handshake) */
+  for (int i = 1; i <= LATCH_AWAITERS; i++) fh_await(&p, i, HK_ATTEMPT, 20000);
   fh_event_t e = fh_await(&p, 0, HK_ENTER, 20000);
   int64_t t_kill = 0, t_promoted = 0, t_back = 0;
   int slot = th_cluster_keyslot(cl, base);
