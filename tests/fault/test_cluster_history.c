@@ -262,6 +262,41 @@ TEST(master_killed) {
 #define LATCH_COUNT 8
 #define LATCH_AWAITERS 3
 
+/* The master's first replica is online (past its initial sync). */
+static th_server_t *watched_master;
+static int replica_online(void *arg) {
+  (void)arg;
+  char *info = th_cmd_str(watched_master, "INFO", "replication", NULL);
+  int ok = info && strstr(info, "slave0:") && strstr(strstr(info, "slave0:"), "state=online");
+  free(info);
+  return ok;
+}
+
+/* The latch's count on node s (GET, READONLY on a replica), read on a fresh
+ * connection, as text ("nil" missing). */
+static const char *latch_count_on(th_server_t *s, const char *name) {
+  static char out[2][32];
+  static int k;
+  char *o = out[k++ & 1];
+  redisContext *raw = th_raw_connect(s);
+  if (raw) freeReplyObject(redisCommand(raw, "READONLY"));
+  redisReply *r = raw ? redisCommand(raw, "GET %s", name) : NULL;
+  snprintf(o, sizeof out[0], "%s", !r ? "?" : r->type == REDIS_REPLY_STRING ? r->str : r->type == REDIS_REPLY_NIL ? "nil" : r->type == REDIS_REPLY_ERROR ? r->str : "?");
+  if (r) freeReplyObject(r);
+  if (raw) redisFree(raw);
+  return o;
+}
+
+/* Every record of the latch's history, in ms from the fault. */
+static void latch_dump(const fh_pool_t *p, int64_t t0) {
+  FILE *f = fopen(p->hist_path, "rb");
+  hist_rec_t r;
+  while (f && fread(&r, sizeof r, 1, f) == 1)
+    printf("#   %+10.3f worker %u %-7s %.*s status %d\n", (double)(r.t_ns - t0) / 1e6, r.worker, hist_kind_name(r.kind),
+           (int)r.name_len, r.name, r.status);
+  if (f) fclose(f);
+}
+
 typedef struct latch_open {
   fh_pool_t *p;
   int awaiters;
@@ -280,6 +315,12 @@ TEST(latch_master_killed) {
       m = cl->node[i];
   CHECK(m != NULL);
   th_server_t *rep_node = th_cluster_replica_of(cl, m);
+  /* the replica past its initial sync (state=online on the master): before
+   * that the client counts no replica, sends no WAIT, and the writes stand
+   * on the master alone; Cluster may still promote that replica, empty
+   * (seen: awaits open at once there, the latch missing: docs/guarantees.md) */
+  watched_master = m;
+  CHECK_MSG(th_wait_until(replica_online, NULL, 30000), "the replica of port %d is not online", m->port);
   static char base[64], down[80], open[80];
   for (int k = 0;; k++) { /* the latch "fo:latch:<k>" on m's slots */
     snprintf(base, sizeof base, "fo:latch:%d", k);
@@ -311,6 +352,16 @@ TEST(latch_master_killed) {
   int slot = th_cluster_keyslot(cl, base);
   for (int step = 1; step < LATCH_COUNT; step++) {
     if (step == LATCH_COUNT / 2) {
+      printf("# before the kill: count %s on the master, %s on its replica\n", latch_count_on(m, base),
+             latch_count_on(rep_node, base));
+      for (const char *sec = "replication"; sec; sec = strcmp(sec, "replication") ? NULL : "commandstats") {
+        char *info = th_cmd_str(m, "INFO", sec, NULL); /* the replica's link and offset; the WAITs the master ran */
+        for (char *l = info ? strtok(info, "\r\n") : NULL; l; l = strtok(NULL, "\r\n"))
+          if (!strncmp(l, "slave0:", 7) || !strncmp(l, "master_repl_offset:", 19) || !strncmp(l, "cmdstat_wait:", 13) ||
+              !strncmp(l, "cmdstat_evalsha:", 16) || !strncmp(l, "connected_slaves:", 17))
+            printf("#   master %s\n", l);
+        free(info);
+      }
       th_server_kill(m);
       t_kill = hist_now_ns();
     }
@@ -326,11 +377,20 @@ TEST(latch_master_killed) {
   /* every awaiter opened (counted, not consumed: a drive above may have
    * consumed an early one's event) */
   latch_open_t lo = {&p, LATCH_AWAITERS};
-  CHECK_MSG(fh_drive(&p, 0, latch_all_open, &lo, 20000), "not every awaiter opened within 20 s");
+  if (!fh_drive(&p, 0, latch_all_open, &lo, 20000)) { /* where each one is, and the count */
+    latch_dump(&p, t_kill);
+    th_fail(__FILE__, __LINE__, "not every awaiter opened within 20 s (count now %lld)",
+            (long long)fh_family_count(cl->url, &fh_kind_latch_down, down, NULL));
+  }
   fh_pool_finish(&p, 20000);
   hist_report_t rep;
   int v = hist_check_latch(p.hist_path, down, open, LATCH_COUNT, &rep);
   printf("latch: %s\n", rep.msg);
+  if (v != HIST_OK) {
+    printf("# the latch's history (ms from the fault; promoted at %+.3f, the step back at %+.3f):\n",
+           (double)(t_promoted - t_kill) / 1e6, (double)(t_back - t_kill) / 1e6);
+    latch_dump(&p, t_kill);
+  }
   int64_t left = fh_family_count(cl->url, &fh_kind_latch_down, down, NULL);
   char what[300];
   snprintf(what, sizeof what,

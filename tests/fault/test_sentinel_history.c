@@ -464,6 +464,16 @@ TEST(acking_replica_lost_too) {
 #define LATCH_COUNT 8
 #define LATCH "fo:latch"
 
+/* Every record of the latch's history, in ms from the fault. */
+static void latch_dump(const fh_pool_t *p, int64_t t0) {
+  FILE *f = fopen(p->hist_path, "rb");
+  hist_rec_t r;
+  while (f && fread(&r, sizeof r, 1, f) == 1)
+    printf("#   %+10.3f worker %u %-7s %.*s status %d\n", (double)(r.t_ns - t0) / 1e6, r.worker, hist_kind_name(r.kind),
+           (int)r.name_len, r.name, r.status);
+  if (f) fclose(f);
+}
+
 typedef struct latch_open {
   fh_pool_t *p;
   int awaiters;
@@ -530,11 +540,20 @@ TEST(latch_master_stopped) {
   /* every awaiter opened (counted, not consumed: a drive above may have
    * consumed an early one's event) */
   latch_open_t lo = {&p, NWORKERS - 1};
-  CHECK_MSG(fh_drive(&p, 0, latch_all_open, &lo, 20000), "not every awaiter opened within 20 s");
+  if (!fh_drive(&p, 0, latch_all_open, &lo, 20000)) { /* where each one is, and the count */
+    latch_dump(&p, t_fault);
+    th_fail(__FILE__, __LINE__, "not every awaiter opened within 20 s (count now %lld)",
+            (long long)fh_family_count(dep->url, &fh_kind_latch_down, LATCH ":down", NULL));
+  }
   fh_pool_finish(&p, 20000);
   hist_report_t rep;
   int v = hist_check_latch(p.hist_path, LATCH ":down", LATCH ":open", LATCH_COUNT, &rep);
   printf("latch: %s\n", rep.msg);
+  if (v != HIST_OK) {
+    printf("# the latch's history (ms from the fault; promoted at %+.3f, the step back at %+.3f):\n",
+           (double)(t_promoted - t_fault) / 1e6, (double)(t_back - t_fault) / 1e6);
+    latch_dump(&p, t_fault);
+  }
   int64_t left = fh_family_count(dep->url, &fh_kind_latch_down, LATCH ":down", NULL);
   char what[300];
   snprintf(what, sizeof what,
