@@ -722,10 +722,15 @@ const fh_kind_t fh_kind_semaphore = {"semaphore", HIST_PERMITS,  sem_open, sem_a
 /* A broken semaphore (FH_MUTATE=release2, with FH_KIND=semaphore): each
  * release gives 2 permits back, so permits are counted twice. */
 static int sem_release2(fh_worker_ctx_t *w) { return rlock_semaphore_release(w->extra, 2, NULL); }
-static const fh_kind_t fh_kind_semaphore_release2 = {
-    "semaphore-mutant-release-twice", HIST_PERMITS, sem_open, sem_acquire, forever_valid, sem_release2, sem_close,
-    "redisson_sc",
-    0};
+static const fh_kind_t fh_kind_semaphore_release2 = {"semaphore-mutant-release-twice",
+                                                     HIST_PERMITS,
+                                                     sem_open,
+                                                     sem_acquire,
+                                                     forever_valid,
+                                                     sem_release2,
+                                                     sem_close,
+                                                     "redisson_sc",
+                                                     0};
 int fh_kind_is_semaphore(const fh_kind_t *k) { return k->open == sem_open; }
 
 typedef struct pes_w {

@@ -342,9 +342,11 @@ static void check_fifo(attempts_t *l, const hist_check_opts_t *opts, hist_report
         snprintf(rep->first_overtake, sizeof rep->first_overtake,
                  "on '%.*s': worker %d (attempt at %.3f ms) granted at %.3f ms while worker %d waited since "
                  "%.3f ms (%s at %.3f ms)",
-                 (int)b->name_len, b->name, b->worker, (double)b->begin_ns / 1e6, (double)b->end_ns / 1e6,
-                 a->worker, (double)a->begin_ns / 1e6,
-                 a->end_ns == INT64_MAX ? "still waiting" : a->granted ? "granted" : "gave up or died",
+                 (int)b->name_len, b->name, b->worker, (double)b->begin_ns / 1e6, (double)b->end_ns / 1e6, a->worker,
+                 (double)a->begin_ns / 1e6,
+                 a->end_ns == INT64_MAX ? "still waiting"
+                 : a->granted           ? "granted"
+                                        : "gave up or died",
                  a->end_ns == INT64_MAX ? -1.0 : (double)a->end_ns / 1e6);
     }
   }
@@ -474,7 +476,8 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   rep->workers = (size_t)(maxw + 1);
   rep->sections = nsecs;
   for (size_t k = 0; fifo && verdict == HIST_OK && k < ncurs; k++) /* still waiting at the end */
-    if (curs[k].state == ST_TRYING && attempt_add(&att, &curs[k], INT64_MAX, 0) != 0) verdict = bad(rep, "out of memory");
+    if (curs[k].state == ST_TRYING && attempt_add(&att, &curs[k], INT64_MAX, 0) != 0)
+      verdict = bad(rep, "out of memory");
 
   if (verdict == HIST_OK && opts->mode == HIST_PERMITS) {
     qsort(secs, nsecs, sizeof *secs, by_enter);
@@ -497,8 +500,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         o.a = *a, o.b = *b;
         o.from_ns = b->enter_ns;
         o.to_ns = a->exit_ns < b->exit_ns ? a->exit_ns : b->exit_ns;
-        if (opts->mode != HIST_MUTEX && a->valid_until_ns > 0 &&
-            b->grant_ns >= a->valid_until_ns && a->lost_ns > 0) {
+        if (opts->mode != HIST_MUTEX && a->valid_until_ns > 0 && b->grant_ns >= a->valid_until_ns && a->lost_ns > 0) {
           o.permitted = 1;
           snprintf(o.why, sizeof o.why,
                    "permitted: B was granted %.3f ms after A's lease ran out; A was told %.3f ms "

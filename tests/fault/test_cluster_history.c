@@ -238,7 +238,9 @@ TEST(master_killed) {
       "# master at port %d killed (worker %d inside); replica %d took the slot %lld ms later; the holder "
       "%s %lld ms after that\n",
       m->port, holder, rep->port, (long long)((t_promoted - t_kill) / 1000000),
-      plain() ? "(no lease) let out" : renewed ? "renewed on it" : "was told LOST",
+      plain()   ? "(no lease) let out"
+      : renewed ? "renewed on it"
+                : "was told LOST",
       (long long)((t_settled - t_promoted) / 1000000));
   CHECK_MSG(renewed, "the hold acknowledged by the only replica was lost in the failover");
   drive_progress(&p, -1, t_settled, "after the failover");
@@ -281,7 +283,12 @@ static const char *latch_count_on(th_server_t *s, const char *name) {
   redisContext *raw = th_raw_connect(s);
   if (raw) freeReplyObject(redisCommand(raw, "READONLY"));
   redisReply *r = raw ? redisCommand(raw, "GET %s", name) : NULL;
-  snprintf(o, sizeof out[0], "%s", !r ? "?" : r->type == REDIS_REPLY_STRING ? r->str : r->type == REDIS_REPLY_NIL ? "nil" : r->type == REDIS_REPLY_ERROR ? r->str : "?");
+  snprintf(o, sizeof out[0], "%s",
+           !r                              ? "?"
+           : r->type == REDIS_REPLY_STRING ? r->str
+           : r->type == REDIS_REPLY_NIL    ? "nil"
+           : r->type == REDIS_REPLY_ERROR  ? r->str
+                                           : "?");
   if (r) freeReplyObject(r);
   if (raw) redisFree(raw);
   return o;
@@ -433,11 +440,12 @@ int main(int argc, char **argv) {
                                   .wait_ms = 30000,
                                   .hold_ms = -1,
                                   .iterations = 0};
-    if (kind->mode == HIST_PERMITS) fh_family_set(cl->url, kind, names[i], 1); /* FH_KIND=(permit-expirable|semaphore) */
+    if (kind->mode == HIST_PERMITS)
+      fh_family_set(cl->url, kind, names[i], 1); /* FH_KIND=(permit-expirable|semaphore) */
   }
   if (wanted("slot_migrated_while_held")) RUN(slot_migrated_while_held);
   if (wanted("slot_migrated_under_churn")) RUN(slot_migrated_under_churn);
-  if (wanted("master_killed")) RUN(master_killed);               /* the cluster has one master fewer after it */
+  if (wanted("master_killed")) RUN(master_killed);             /* the cluster has one master fewer after it */
   if (wanted("latch_master_killed")) RUN(latch_master_killed); /* and one more */
   th_cluster_stop(cl);
   return th_done();

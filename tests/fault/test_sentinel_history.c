@@ -269,18 +269,18 @@ static void failover_history(int stop) {
     outside = 0;
   }
   char outcome[400];
-  snprintf(outcome, sizeof outcome,
-           "%s%zu sections, %zu failed acquires, %zu lost; failover %lld ms; the hold open at the fault %s "
-           "(%lld %s on the promoted master at once); %zu permitted overlaps; violations: %zu in the "
-           "failover window, %zu outside%s",
-           !renewed && (inside || plain(s.kind)) ? "HAZARD (async replication: the promoted replica lacked the hold) "
-                                                 : "",
-           rep.sections, rep.fails, rep.lost, (long long)((t_promoted - t_fault) / 1000000),
-           plain(s.kind) ? (renewed ? "kept there (1 of 1 free at the end)" : "LOST there (2 free at the end)")
-           : renewed     ? "renewed there"
-                         : "LOST there",
-           owners, plain(s.kind) ? "free permits" : "owners", rep.permitted, inside, outside,
-           plain(s.kind) && !renewed ? " against the 2 permits since" : "");
+  snprintf(
+      outcome, sizeof outcome,
+      "%s%zu sections, %zu failed acquires, %zu lost; failover %lld ms; the hold open at the fault %s "
+      "(%lld %s on the promoted master at once); %zu permitted overlaps; violations: %zu in the "
+      "failover window, %zu outside%s",
+      !renewed && (inside || plain(s.kind)) ? "HAZARD (async replication: the promoted replica lacked the hold) " : "",
+      rep.sections, rep.fails, rep.lost, (long long)((t_promoted - t_fault) / 1000000),
+      plain(s.kind) ? (renewed ? "kept there (1 of 1 free at the end)" : "LOST there (2 free at the end)")
+      : renewed     ? "renewed there"
+                    : "LOST there",
+      owners, plain(s.kind) ? "free permits" : "owners", rep.permitted, inside, outside,
+      plain(s.kind) && !renewed ? " against the 2 permits since" : "");
   if (ho.mode == HIST_FIFO) {
     size_t l = strlen(outcome);
     snprintf(outcome + l, sizeof outcome - l, "; FIFO: %zu overtakes, %zu excused%s", rep.overtakes,
@@ -358,8 +358,7 @@ TEST(acking_replica_lost_too) {
   th_replicas_caught_up(m, 2, 5000);
   if (plain(s.kind)) /* the permit free on B */
     CHECK_EQ(permits_on(b), 1);
-  else
-    CHECK_EQ(th_cmd_int(b, "EXISTS", LOCK, NULL), 0);
+  else CHECK_EQ(th_cmd_int(b, "EXISTS", LOCK, NULL), 0);
   char laddr[64];
   link_laddr(b, laddr, sizeof laddr);
   kill(b->pid, SIGSTOP);
@@ -395,7 +394,8 @@ TEST(acking_replica_lost_too) {
   else renewed = fh_hold_through(&p, holder, t_fault / 1000000 + WATCHDOG_MS, 60000);
   int64_t t_settled = hist_now_ns();
   printf(
-      "# B promoted %lld ms after the fault with %lld owners (plain: free permits) of %s; worker %d entered %lld ms after that "
+      "# B promoted %lld ms after the fault with %lld owners (plain: free permits) of %s; worker %d entered %lld ms "
+      "after that "
       "while worker %d was inside; the holder was %s %lld ms after the promotion\n",
       (long long)((t_promoted - t_fault) / 1000000), owners, LOCK, second,
       (long long)((t_second - t_promoted) / 1000000), holder,
@@ -531,10 +531,11 @@ TEST(latch_master_stopped) {
       kill(old->pid, SIGCONT);
       demoted_t d = {old};
       drive_until(&p, 0, is_replica, &d, "the old master turned into a replica");
-      printf("# the step under the fault returned %lld ms after the stop (promoted port %d after %lld ms); the old "
-             "master a replica %lld ms after SIGCONT\n",
-             (long long)((e.t_ns - t_fault) / 1000000), promoted_port, (long long)((t_promoted - t_fault) / 1000000),
-             (long long)((hist_now_ns() - t_cont) / 1000000));
+      printf(
+          "# the step under the fault returned %lld ms after the stop (promoted port %d after %lld ms); the old "
+          "master a replica %lld ms after SIGCONT\n",
+          (long long)((e.t_ns - t_fault) / 1000000), promoted_port, (long long)((t_promoted - t_fault) / 1000000),
+          (long long)((hist_now_ns() - t_cont) / 1000000));
     }
   }
   /* every awaiter opened (counted, not consumed: a drive above may have
@@ -588,7 +589,7 @@ int main(int argc, char **argv) {
   th_init(argc, argv, 290);
   if (wanted("master_stopped") || wanted("latch_master_stopped") || wanted("master_killed")) {
     dep = th_sentinels_start("fhmaster", 2, 3);
-    if (wanted("master_stopped")) RUN(master_stopped); /* first: every node is back afterwards */
+    if (wanted("master_stopped")) RUN(master_stopped);             /* first: every node is back afterwards */
     if (wanted("latch_master_stopped")) RUN(latch_master_stopped); /* the same */
     if (wanted("master_killed")) RUN(master_killed);
     th_sentinels_stop(dep);
