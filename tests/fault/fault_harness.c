@@ -413,8 +413,12 @@ static void dump_violations(const fh_pool_t *p, const hist_report_t *rep) {
 }
 
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep) {
-  hist_check_opts_t o = {mode, 0};
-  int v = hist_check_file(p->hist_path, &o, rep);
+  hist_check_opts_t o = {.mode = mode};
+  return fh_check_opts(p, &o, rep);
+}
+
+int fh_check_opts(fh_pool_t *p, const hist_check_opts_t *o, hist_report_t *rep) {
+  int v = hist_check_file(p->hist_path, o, rep);
   hist_report_print(stdout, rep);
   if (rep->violations) dump_violations(p, rep);
   return v;
@@ -648,6 +652,8 @@ const fh_kind_t fh_kind_nolock = {"broken-nolock",
                                   NULL,
                                   0};
 
+static const fh_kind_t fh_kind_semaphore_release2; /* below */
+
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
   const char *kind = getenv("FH_KIND"); /* another kind of fh_kinds[] by name (FH_KIND=fair) */
   for (const fh_kind_t *const *o = fh_kinds; kind && *o; o++)
@@ -665,7 +671,20 @@ const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k) {
     printf("# MUTATION: FH_MUTATE=nolock: the workers take no lock (this run must fail)\n");
     return &fh_kind_nolock;
   }
+  if (m && strcmp(m, "release2") == 0 && k == &fh_kind_semaphore) {
+    printf("# MUTATION: FH_MUTATE=release2: each release gives 2 permits back (this run must fail)\n");
+    return &fh_kind_semaphore_release2;
+  }
+  if (m && strcmp(m, "unfair") == 0 && k == &fh_kind_fair) {
+    printf("# MUTATION: FH_MUTATE=unfair: the fair row on the reentrant lock (its FIFO check must fail)\n");
+    return &fh_kind_reentrant;
+  }
   return k;
+}
+
+int fh_fifo_row(void) {
+  const char *kind = getenv("FH_KIND");
+  return kind && strcmp(kind, "fair") == 0;
 }
 
 /* ------------------------------------------------------------ the family's other objects */
@@ -700,6 +719,19 @@ static void sem_close(fh_worker_ctx_t *w) {
 }
 const fh_kind_t fh_kind_semaphore = {"semaphore", HIST_PERMITS,  sem_open, sem_acquire, forever_valid, sem_release,
                                      sem_close,   "redisson_sc", 0};
+/* A broken semaphore (FH_MUTATE=release2, with FH_KIND=semaphore): each
+ * release gives 2 permits back, so permits are counted twice. */
+static int sem_release2(fh_worker_ctx_t *w) { return rlock_semaphore_release(w->extra, 2, NULL); }
+static const fh_kind_t fh_kind_semaphore_release2 = {"semaphore-mutant-release-twice",
+                                                     HIST_PERMITS,
+                                                     sem_open,
+                                                     sem_acquire,
+                                                     forever_valid,
+                                                     sem_release2,
+                                                     sem_close,
+                                                     "redisson_sc",
+                                                     0};
+int fh_kind_is_semaphore(const fh_kind_t *k) { return k->open == sem_open; }
 
 typedef struct pes_w {
   rlock_permits_t *s;
@@ -785,7 +817,7 @@ const fh_kind_t *const fh_kinds_family[] = {&fh_kind_semaphore, &fh_kind_pes, &f
 void fh_family_set(const char *url, const fh_kind_t *k, const char *name, int64_t n) {
   rlock_client_t *c = fh_client(url, 0, 0, -1);
   int set = 0, rc;
-  if (k == &fh_kind_semaphore) {
+  if (fh_kind_is_semaphore(k)) {
     rlock_semaphore_t *s;
     CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
     rc = rlock_semaphore_try_set_permits(s, n, &set);
@@ -814,7 +846,7 @@ int64_t fh_family_count(const char *url, const fh_kind_t *k, const char *name, i
   int64_t v = -1;
   int rc;
   if (taken) *taken = 0;
-  if (k == &fh_kind_semaphore) {
+  if (fh_kind_is_semaphore(k)) {
     rlock_semaphore_t *s;
     CHECK_OK(rlock_semaphore_new(c, name, strlen(name), &s));
     rc = rlock_semaphore_available(s, &v);
@@ -837,7 +869,7 @@ int64_t fh_family_count(const char *url, const fh_kind_t *k, const char *name, i
 }
 
 int fh_check_permits(fh_pool_t *p, int permits, hist_report_t *rep) {
-  hist_check_opts_t o = {HIST_PERMITS, permits};
+  hist_check_opts_t o = {.mode = HIST_PERMITS, .permits = permits};
   int v = hist_check_file(p->hist_path, &o, rep);
   hist_report_print(stdout, rep);
   if (rep->violations) dump_violations(p, rep);

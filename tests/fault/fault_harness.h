@@ -153,6 +153,8 @@ void fh_cont(fh_pool_t *p, int id); /* SIGCONT */
 void fh_pool_finish(fh_pool_t *p, int64_t timeout_ms);
 /* Checks the pool's history; prints the report; returns the verdict. */
 int fh_check(fh_pool_t *p, hist_mode_t mode, hist_report_t *rep);
+/* The same with every option (HIST_FIFO: its slack and excused windows). */
+int fh_check_opts(fh_pool_t *p, const hist_check_opts_t *o, hist_report_t *rep);
 
 /* ------------------------------------------------------------ failovers
  * What the Sentinel and Cluster history tests (test_sentinel_history.c,
@@ -194,8 +196,11 @@ void fh_violations_split(const hist_report_t *rep, int holder, int64_t from_ns, 
  * deployment fails when mutual exclusion is gone. */
 extern const fh_kind_t fh_kind_nolock;
 /* fh_kind_nolock if $FH_MUTATE is "nolock", else the kind of fh_kinds[] named
- * $FH_KIND (e.g. fair), else k. */
+ * $FH_KIND (e.g. fair), else k. FH_MUTATE=unfair with FH_KIND=fair: the
+ * reentrant lock (no queue), still checked as the fair row (fh_fifo_row). */
 const fh_kind_t *fh_kind_or_mutant(const fh_kind_t *k);
+/* 1 if $FH_KIND is "fair": the history is checked in HIST_FIFO too. */
+int fh_fifo_row(void);
 
 /* ------------------------------------------------------------ the family's other objects
  * Semaphores and the count-down latch as worker kinds (issue 25). Their
@@ -210,6 +215,8 @@ extern const fh_kind_t fh_kind_pes;         /* rlock_permits_*: one permit per s
 extern const fh_kind_t fh_kind_latch_down;  /* rlock_latch_count_down */
 extern const fh_kind_t fh_kind_latch_await; /* rlock_latch_await */
 extern const fh_kind_t *const fh_kinds_family[];
+/* 1 if k is the plain semaphore (or its mutant: FH_MUTATE=release2). */
+int fh_kind_is_semaphore(const fh_kind_t *k);
 /* In the parent, before any fork (a short-lived client): sets the object of
  * kind k named name (a latch: the name before the last ':') to n permits or
  * a count of n; fails the test unless it was new or has that count

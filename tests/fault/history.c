@@ -176,7 +176,7 @@ typedef struct cur {
   char name[HIST_NAME_MAX];
   size_t name_len;
   hold_state_t state;
-  int64_t grant_ns, valid_until_ns;
+  int64_t grant_ns, valid_until_ns, attempt_ns;
   uint64_t token;
   long open; /* index of the open section, -1 none */
   long last; /* index of the last section of the current hold, -1 none */
@@ -265,18 +265,102 @@ static int check_permits(hist_section_t *secs, size_t nsecs, int permits, hist_r
   return rep->violations ? HIST_VIOLATION : HIST_OK;
 }
 
+/* ---- HIST_FIFO: one acquire attempt of a worker on a lock, from its
+ * HK_ATTEMPT to its grant, HK_FAIL or the worker's death (INT64_MAX: the
+ * history ends while it waits). */
+typedef struct attempt {
+  int worker;
+  char name[HIST_NAME_MAX];
+  size_t name_len;
+  int64_t begin_ns, end_ns;
+  int granted; /* ended by a grant (end_ns is the grant) */
+} attempt_t;
+
+typedef struct attempts {
+  attempt_t *a;
+  size_t n, cap;
+} attempts_t;
+
+static int attempt_add(attempts_t *l, const cur_t *c, int64_t end_ns, int granted) {
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 64;
+    attempt_t *p = realloc(l->a, nc * sizeof *p);
+    if (!p) return -1;
+    l->a = p, l->cap = nc;
+  }
+  attempt_t *a = &l->a[l->n++];
+  a->worker = c->worker;
+  memcpy(a->name, c->name, c->name_len);
+  a->name_len = c->name_len;
+  a->begin_ns = c->attempt_ns;
+  a->end_ns = end_ns;
+  a->granted = granted;
+  return 0;
+}
+
+/* Name, then worker, then begin: one worker's attempts on one lock are
+ * consecutive and disjoint. */
+static int by_lock_worker(const void *pa, const void *pb) {
+  const attempt_t *a = pa, *b = pb;
+  if (a->name_len != b->name_len) return a->name_len < b->name_len ? -1 : 1;
+  int c = memcmp(a->name, b->name, a->name_len);
+  if (c) return c;
+  if (a->worker != b->worker) return a->worker < b->worker ? -1 : 1;
+  return a->begin_ns < b->begin_ns ? -1 : a->begin_ns > b->begin_ns;
+}
+
+static int same_lock(const attempt_t *a, const attempt_t *b) {
+  return a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0;
+}
+
+/* For each grant B and each other worker of its lock: that worker's last
+ * attempt A begun at least `slack` before B's (an earlier one ended before
+ * it began); B overtook A if A was still waiting `slack` after B's grant. */
+static void check_fifo(attempts_t *l, const hist_check_opts_t *opts, hist_report_t *rep) {
+  int64_t slack = opts->fifo_slack_ns > 0 ? opts->fifo_slack_ns : HIST_FIFO_SLACK_NS;
+  qsort(l->a, l->n, sizeof *l->a, by_lock_worker);
+  for (size_t j = 0; j < l->n; j++) {
+    const attempt_t *b = &l->a[j];
+    if (!b->granted) continue;
+    size_t lo = j;
+    while (lo > 0 && same_lock(&l->a[lo - 1], b)) lo--;
+    for (size_t i = lo; i < l->n && same_lock(&l->a[i], b);) {
+      size_t end = i; /* [i, end): one worker's attempts */
+      while (end < l->n && same_lock(&l->a[end], b) && l->a[end].worker == l->a[i].worker) end++;
+      const attempt_t *a = NULL;
+      for (size_t k = i; k < end && l->a[k].begin_ns <= b->begin_ns - slack; k++) a = &l->a[k];
+      i = end;
+      if (!a || a->worker == b->worker || a->end_ns < b->end_ns + slack) continue;
+      int excused = 0;
+      for (size_t w = 0; w < opts->nexcuse; w++)
+        excused |= b->end_ns >= opts->excuse[2 * w] && b->end_ns <= opts->excuse[2 * w + 1];
+      if (excused) {
+        rep->overtakes_excused++;
+        continue;
+      }
+      if (!rep->overtakes++)
+        snprintf(rep->first_overtake, sizeof rep->first_overtake,
+                 "on '%.*s': worker %d (attempt at %.3f ms) granted at %.3f ms while worker %d waited since "
+                 "%.3f ms (%s at %.3f ms)",
+                 (int)b->name_len, b->name, b->worker, (double)b->begin_ns / 1e6, (double)b->end_ns / 1e6, a->worker,
+                 (double)a->begin_ns / 1e6,
+                 a->end_ns == INT64_MAX ? "still waiting"
+                 : a->granted           ? "granted"
+                                        : "gave up or died",
+                 a->end_ns == INT64_MAX ? -1.0 : (double)a->end_ns / 1e6);
+    }
+  }
+}
+
 int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hist_report_t *rep) {
   memset(rep, 0, sizeof *rep);
   rep->records = n;
   if (!opts) return bad(rep, "no options");
-  if (opts->mode == HIST_FIFO) {
-    snprintf(rep->msg, sizeof rep->msg,
-             "checker mode %d (FIFO / fair lock) is not implemented yet: nothing was checked", (int)opts->mode);
-    rep->verdict = HIST_NOTYET;
-    return rep->verdict;
-  }
-  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW && opts->mode != HIST_PERMITS)
+  if (opts->mode != HIST_MUTEX && opts->mode != HIST_MUTEX_LEASE && opts->mode != HIST_RW &&
+      opts->mode != HIST_PERMITS && opts->mode != HIST_FIFO)
     return bad(rep, "unknown mode");
+  int fifo = opts->mode == HIST_FIFO;
+  attempts_t att = {NULL, 0, 0};
   if (opts->mode == HIST_PERMITS && opts->permits < 1) return bad(rep, "HIST_PERMITS needs a bound of 1 or more");
 
   hist_rec_t *r = malloc((n ? n : 1) * sizeof *r);
@@ -305,6 +389,11 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
     if (e->kind == HK_DIED) { /* closes every open section of that worker */
       dead[e->worker / 8] |= (unsigned char)(1u << (e->worker % 8));
       rep->died++;
+      for (size_t k = 0; k < ncurs; k++) /* a waiter that dies leaves the queue */
+        if (fifo && curs[k].worker == e->worker && curs[k].state == ST_TRYING) {
+          if (attempt_add(&att, &curs[k], e->t_ns, 0) != 0) verdict = bad(rep, "out of memory");
+          curs[k].state = ST_IDLE; /* its attempt ended here */
+        }
       for (size_t k = 0; k < ncurs; k++)
         if (curs[k].worker == e->worker && curs[k].open >= 0) {
           secs[curs[k].open].exit_ns = e->t_ns;
@@ -323,7 +412,13 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
       verdict = bad_rec(rep, e, illegal);
       break;
     }
+    if (fifo && (e->kind == HK_GRANT || e->kind == HK_FAIL) &&
+        attempt_add(&att, c, e->t_ns, e->kind == HK_GRANT) != 0) {
+      verdict = bad(rep, "out of memory");
+      break;
+    }
     switch (e->kind) {
+    case HK_ATTEMPT: c->attempt_ns = e->t_ns; break;
     case HK_GRANT:
       rep->grants++;
       c->grant_ns = e->t_ns;
@@ -380,6 +475,9 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   }
   rep->workers = (size_t)(maxw + 1);
   rep->sections = nsecs;
+  for (size_t k = 0; fifo && verdict == HIST_OK && k < ncurs; k++) /* still waiting at the end */
+    if (curs[k].state == ST_TRYING && attempt_add(&att, &curs[k], INT64_MAX, 0) != 0)
+      verdict = bad(rep, "out of memory");
 
   if (verdict == HIST_OK && opts->mode == HIST_PERMITS) {
     qsort(secs, nsecs, sizeof *secs, by_enter);
@@ -402,8 +500,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         o.a = *a, o.b = *b;
         o.from_ns = b->enter_ns;
         o.to_ns = a->exit_ns < b->exit_ns ? a->exit_ns : b->exit_ns;
-        if ((opts->mode == HIST_MUTEX_LEASE || opts->mode == HIST_RW) && a->valid_until_ns > 0 &&
-            b->grant_ns >= a->valid_until_ns && a->lost_ns > 0) {
+        if (opts->mode != HIST_MUTEX && a->valid_until_ns > 0 && b->grant_ns >= a->valid_until_ns && a->lost_ns > 0) {
           o.permitted = 1;
           snprintf(o.why, sizeof o.why,
                    "permitted: B was granted %.3f ms after A's lease ran out; A was told %.3f ms "
@@ -432,15 +529,21 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
         else rep->violations++;
       }
     }
-    verdict = rep->violations ? HIST_VIOLATION : HIST_OK;
-    snprintf(rep->msg, sizeof rep->msg,
-             "%zu records, %zu workers, %zu locks, %zu critical sections, %zu grants, %zu "
-             "failed acquires, %zu lost, %zu died: %zu overlaps (%zu permitted, %zu violations)",
-             rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails, rep->lost, rep->died,
-             rep->overlaps, rep->permitted, rep->violations);
+    if (fifo) check_fifo(&att, opts, rep);
+    verdict = rep->violations || rep->overtakes ? HIST_VIOLATION : HIST_OK;
+    int m = snprintf(rep->msg, sizeof rep->msg,
+                     "%zu records, %zu workers, %zu locks, %zu critical sections, %zu grants, %zu "
+                     "failed acquires, %zu lost, %zu died: %zu overlaps (%zu permitted, %zu violations)",
+                     rep->records, rep->workers, rep->locks, rep->sections, rep->grants, rep->fails, rep->lost,
+                     rep->died, rep->overlaps, rep->permitted, rep->violations);
+    if (fifo && m > 0 && (size_t)m < sizeof rep->msg)
+      snprintf(rep->msg + m, sizeof rep->msg - (size_t)m, "; FIFO: %zu overtakes%s%s%s, %zu excused", rep->overtakes,
+               rep->overtakes ? " (VIOLATIONS: the first " : "", rep->first_overtake, rep->overtakes ? ")" : "",
+               rep->overtakes_excused);
   }
 done:
   rep->verdict = verdict;
+  free(att.a);
   free(r);
   free(secs);
   free(curs);
@@ -490,7 +593,7 @@ static int named(const hist_rec_t *r, const char *name) {
 }
 
 int hist_check_latch(const char *path, const char *down, const char *opened, int count, hist_report_t *rep) {
-  hist_check_opts_t o = {HIST_MUTEX, 0};
+  hist_check_opts_t o = {.mode = HIST_MUTEX};
   hist_rec_t *recs = NULL;
   size_t n = 0;
   memset(rep, 0, sizeof *rep);

@@ -22,9 +22,19 @@
  *                     inside, except sections whose lease ran out before the
  *                     newcomer's grant and whose holder was told (as in
  *                     HIST_MUTEX_LEASE): a permit is never counted twice;
- *   HIST_FIFO         fair-lock order: NOT IMPLEMENTED YET; the checker
- *                     answers HIST_NOTYET and never pretends to have
- *                     checked anything.
+ *   HIST_FIFO         fair locks: HIST_MUTEX_LEASE, and the order of grants.
+ *                     B overtook A when A's attempt began at least
+ *                     opts.fifo_slack_ns before B's and B was granted at
+ *                     least that long before A's attempt ended (A still
+ *                     waiting: not granted, not failed, not dead). The slack
+ *                     covers what the history cannot see: when an attempt's
+ *                     script reached the server and queued it, and when a
+ *                     give-up's undo left the queue before its HK_FAIL. A
+ *                     waiter that timed out (HK_FAIL) or died (HK_DIED)
+ *                     leaves the queue: its attempt ends there. Overtakes
+ *                     whose B was granted inside one of opts.excuse's
+ *                     windows (a fault the test names) are counted apart
+ *                     (rep->overtakes_excused), never as violations.
  */
 #ifndef RLOCK_FAULT_HISTORY_H
 #define RLOCK_FAULT_HISTORY_H
@@ -83,7 +93,7 @@ int hist_log_at(int fd, int64_t t_ns, int kind, int worker, const void *name, si
 typedef enum hist_mode {
   HIST_MUTEX = 1,
   HIST_MUTEX_LEASE,
-  HIST_FIFO,   /* not yet: fair lock */
+  HIST_FIFO,   /* fair lock: HIST_MUTEX_LEASE + the order of grants */
   HIST_RW,     /* read-write lock: shared sections may overlap each other */
   HIST_PERMITS /* semaphores: at most opts.permits holders at once */
 } hist_mode_t;
@@ -109,7 +119,13 @@ typedef enum hist_mode {
 typedef struct hist_check_opts {
   hist_mode_t mode;
   int permits; /* HIST_PERMITS: the bound (at least 1) */
+  /* HIST_FIFO: the slack (0: HIST_FIFO_SLACK_NS) and the excused windows,
+   * nexcuse pairs [from_ns, to_ns] in excuse[2 * i], excuse[2 * i + 1]. */
+  int64_t fifo_slack_ns;
+  const int64_t *excuse;
+  size_t nexcuse;
 } hist_check_opts_t;
+#define HIST_FIFO_SLACK_NS (100 * 1000000LL)
 
 /* One critical section: [enter, exit) of worker on a lock. exit_ns is the
  * HK_EXIT stamp, or the HK_DIED stamp of a killed worker, or INT64_MAX when
@@ -141,6 +157,10 @@ typedef struct hist_report {
   hist_overlap_t *list; /* every overlap found (permitted ones too) */
   size_t nlist;
   char msg[512]; /* human summary / first problem */
+  /* HIST_FIFO: grants that overtook a waiter (violations), those excused by
+   * a window (not violations), and the first overtake's description */
+  size_t overtakes, overtakes_excused;
+  char first_overtake[240];
 } hist_report_t;
 
 /* Checks an in-memory history (records in any order: they are sorted by

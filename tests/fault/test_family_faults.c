@@ -37,7 +37,9 @@
  * After each run: the history verdict, and the count on the server once
  * every worker ended: every permit back (never lost while its holder lived),
  * and never more than the bound held at once (never counted twice).
- * Mutation runs (FH_MUTATE=nolock: the workers take nothing) must fail. */
+ * The fair row is checked in HIST_FIFO (the order of grants too).
+ * Mutation runs (FH_MUTATE=nolock: the workers take nothing; FH_MUTATE=unfair:
+ * the fair row on the reentrant lock) must fail. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,9 +73,11 @@ static int skip(const obj_t *o) {
   return only && strcmp(only, o->name) != 0;
 }
 
-/* The kind of worker i, or the mutant (FH_MUTATE=nolock). */
+/* The kind of worker i, or the mutant (FH_MUTATE=nolock; FH_MUTATE=unfair:
+ * the fair row on the reentrant lock, still checked for FIFO). */
 static const fh_kind_t *kind_of(const obj_t *o, int i) {
   const char *m = getenv("FH_MUTATE");
+  if (m && strcmp(m, "unfair") == 0 && o->kinds[i] == &fh_kind_fair) return &fh_kind_reentrant;
   return m && strcmp(m, "nolock") == 0 ? &fh_kind_nolock : o->kinds[i];
 }
 
@@ -152,8 +156,14 @@ static void verdict(const obj_t *o, fh_pool_t *p, const char *url, const char *n
    * fewer, and readers checked as a mutex */
   int strict = getenv("FF_STRICT") != NULL;
   if (strict) printf("# MUTATION: FF_STRICT: the checker's bound is one permit fewer, readers a mutex\n");
-  int v = o->permits ? fh_check_permits(p, o->permits - strict, &rep)
-                     : fh_check(p, strict ? HIST_MUTEX_LEASE : o->kinds[0]->mode, &rep);
+  /* the fair lock: the order of grants too (HIST_FIFO). Its proxy faults
+   * keep every waiter's queue entry: a cut or a held connection leaves the
+   * entry on the server and the waiter's next try finds it; its deadline is
+   * a slot (10 s) ahead, longer than any fault here, so none expires.
+   * A waiter whose acquire fails (HK_FAIL) leaves the queue: the checker
+   * ends its attempt there. FH_MUTATE=unfair must fail here. */
+  hist_check_opts_t ho = {.mode = o == &o_fair ? HIST_FIFO : strict ? HIST_MUTEX_LEASE : o->kinds[0]->mode};
+  int v = o->permits ? fh_check_permits(p, o->permits - strict, &rep) : fh_check_opts(p, &ho, &rep);
   CHECK_EQ(v, HIST_OK);
   CHECK_EQ(rep.lost, want_lost);
   int64_t after = INT64_MAX; /* the earliest grant past the bound after a stale holder's valid-until */
@@ -165,6 +175,9 @@ static void verdict(const obj_t *o, fh_pool_t *p, const char *url, const char *n
     snprintf(firstg, sizeof firstg, " (the first granted %.0f ms after the stale valid-until)", (double)after / 1e6);
   int n = snprintf(outcome, sizeof outcome, "%s; %zu sections, %zu permitted overlaps%s, %zu lost", what, rep.sections,
                    rep.permitted, firstg, rep.lost);
+  if (ho.mode == HIST_FIFO && n > 0 && (size_t)n < sizeof outcome)
+    n += snprintf(outcome + n, sizeof outcome - (size_t)n, "; FIFO (slack %d ms): %zu overtakes",
+                  (int)(HIST_FIFO_SLACK_NS / 1000000), rep.overtakes);
   int first = 0;
   size_t nfr = failed_releases(p, &first);
   if (nfr) printf("# %zu releases failed, the first with %s\n", nfr, rlock_err_name(first));

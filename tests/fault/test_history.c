@@ -1,6 +1,6 @@
 /* test_history.c -- the history checker can fail: synthetic histories
  * (clean, overlapping, stale holder with and without the lost notification,
- * malformed records and record sequences, not-yet-implemented modes) and
+ * malformed records and record sequences, FIFO order) and
  * real worker processes running two deliberately broken locks (one that
  * skips locking, one built from a non-atomic GET then SET): the checker must
  * report their overlaps. */
@@ -45,7 +45,7 @@ static void section(hb_t *h, int w, int64_t t_grant, int64_t exit, int64_t vu) {
 }
 
 static int check(hb_t *h, hist_mode_t mode, hist_report_t *rep) {
-  hist_check_opts_t o = {mode, 0};
+  hist_check_opts_t o = {.mode = mode};
   int v = hist_check(h->r, h->n, &o, rep);
   hist_report_print(stdout, rep);
   return v;
@@ -176,7 +176,7 @@ TEST(synthetic_rw) {
   hist_report_free(&rep);
 }
 
-TEST(synthetic_malformed_and_notyet) {
+TEST(synthetic_malformed) {
   hb_t h = {.n = 0};
   add(&h, 100, HK_ENTER, 0, 0); /* no grant */
   hist_report_t rep;
@@ -188,14 +188,86 @@ TEST(synthetic_malformed_and_notyet) {
   CHECK_EQ(check(&h, HIST_MUTEX, &rep), HIST_BADHIST);
   hist_report_free(&rep);
   h.r[1].magic = HIST_MAGIC;
-  CHECK_EQ(check(&h, HIST_FIFO, &rep), HIST_NOTYET);
-  CHECK(strstr(rep.msg, "not implemented yet") != NULL);
-  hist_report_free(&rep);
   CHECK_EQ(check(&h, HIST_PERMITS, &rep), HIST_BADHIST); /* a permit bound of 0 */
 }
 
+/* worker w attempts at t (a waiter: granted later, or not at all) */
+static void attempt(hb_t *h, int64_t t, int w) { add(h, t, HK_ATTEMPT, w, 0); }
+/* worker w, waiting since its attempt, is granted at g and holds until exit */
+static void granted(hb_t *h, int w, int64_t g, int64_t exit) {
+  add(h, g, HK_GRANT, w, g + 10000);
+  add(h, g, HK_ENTER, w, 0);
+  add(h, exit, HK_EXIT, w, 0);
+  add(h, exit + 1, HK_RELEASE, w, 0);
+}
+
+static int check_fifo(hb_t *h, const int64_t *excuse, size_t nexcuse, hist_report_t *rep) {
+  hist_check_opts_t o = {.mode = HIST_FIFO, .fifo_slack_ns = 100 * 1000000LL, .excuse = excuse, .nexcuse = nexcuse};
+  int v = hist_check(h->r, h->n, &o, rep);
+  hist_report_print(stdout, rep);
+  return v;
+}
+
+/* HIST_FIFO (slack 100 ms): grants in the order of attempts; an attempt
+ * within the slack of another may go either way; a waiter that gave up or
+ * died leaves the queue; an excused window excuses; an overlap still counts. */
+TEST(synthetic_fifo) {
+  hb_t h = {.n = 0};
+  hist_report_t rep;
+  section(&h, 0, 0, 1000, 20000); /* 0 holds; 1, 2, 3 queue in that order */
+  attempt(&h, 100, 1), attempt(&h, 300, 2), attempt(&h, 500, 3);
+  granted(&h, 1, 1002, 1100);
+  granted(&h, 2, 1102, 1200);
+  granted(&h, 3, 1202, 1300);
+  CHECK_EQ(check_fifo(&h, NULL, 0, &rep), HIST_OK);
+  CHECK_EQ(rep.overtakes, 0);
+  hist_report_free(&rep);
+
+  h.n = 0; /* 3 granted before 2, which queued 200 ms earlier and still waits */
+  section(&h, 0, 0, 1000, 20000);
+  attempt(&h, 100, 1), attempt(&h, 300, 2), attempt(&h, 500, 3);
+  granted(&h, 1, 1002, 1100);
+  granted(&h, 3, 1102, 1200);
+  granted(&h, 2, 1202, 1300);
+  CHECK_EQ(check_fifo(&h, NULL, 0, &rep), HIST_VIOLATION);
+  CHECK_EQ(rep.overtakes, 1);
+  CHECK_EQ(rep.violations, 0); /* no overlap: the order alone */
+  CHECK(strstr(rep.first_overtake, "worker 3") != NULL && strstr(rep.first_overtake, "worker 2") != NULL);
+  hist_report_free(&rep);
+  int64_t window[2] = {1050 * 1000000LL, 1150 * 1000000LL}; /* 3's grant inside it: excused */
+  CHECK_EQ(check_fifo(&h, window, 1, &rep), HIST_OK);
+  CHECK_EQ(rep.overtakes_excused, 1);
+  hist_report_free(&rep);
+
+  h.n = 0; /* 2 and 3 attempt within the slack: either order */
+  section(&h, 0, 0, 1000, 20000);
+  attempt(&h, 300, 2), attempt(&h, 350, 3);
+  granted(&h, 3, 1002, 1100);
+  granted(&h, 2, 1102, 1200);
+  CHECK_EQ(check_fifo(&h, NULL, 0, &rep), HIST_OK);
+  hist_report_free(&rep);
+
+  h.n = 0; /* 2 gives up at 900, 1 dies at 950: 3 overtakes neither */
+  section(&h, 0, 0, 1000, 20000);
+  attempt(&h, 100, 1), attempt(&h, 300, 2), attempt(&h, 500, 3);
+  add(&h, 900, HK_FAIL, 2, 0);
+  h.r[h.n - 1].status = -1;
+  add(&h, 950, HK_DIED, 1, 0);
+  granted(&h, 3, 1002, 1100);
+  CHECK_EQ(check_fifo(&h, NULL, 0, &rep), HIST_OK);
+  hist_report_free(&rep);
+
+  h.n = 0; /* an overlap is still a violation in HIST_FIFO */
+  section(&h, 0, 100, 300, 5000);
+  section(&h, 1, 200, 400, 5000);
+  CHECK_EQ(check_fifo(&h, NULL, 0, &rep), HIST_VIOLATION);
+  CHECK_EQ(rep.violations, 1);
+  CHECK_EQ(rep.overtakes, 0);
+  hist_report_free(&rep);
+}
+
 static int check_permits(hb_t *h, int permits, hist_report_t *rep) {
-  hist_check_opts_t o = {HIST_PERMITS, permits};
+  hist_check_opts_t o = {.mode = HIST_PERMITS, .permits = permits};
   int v = hist_check(h->r, h->n, &o, rep);
   hist_report_print(stdout, rep);
   return v;
@@ -461,8 +533,9 @@ int main(int argc, char **argv) {
   RUN(synthetic_renewed_lease);
   RUN(synthetic_killed_holder);
   RUN(synthetic_rw);
-  RUN(synthetic_malformed_and_notyet);
+  RUN(synthetic_malformed);
   RUN(synthetic_permits);
+  RUN(synthetic_fifo);
   RUN(synthetic_malformed_sequences);
   RUN(synthetic_failover_window_split);
   if (argc > 1 && strcmp(argv[1], "synthetic") == 0) return th_done(); /* no server */
