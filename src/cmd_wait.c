@@ -29,7 +29,8 @@ static const char usage_text[] =
  * of another kind taken while it waits (another channel) say nothing where
  * the first waiter listens: without it, it slept on while the lock was free,
  * to the TTL. Whichever sees the lock free first stops the other. */
-#define POLL_BACKOFF {4, 250, 2} /* 4 ms, doubling to 250 ms, + a jitter: then 250-500 ms */
+#define POLL_BACKOFF \
+  { 4, 250, 2 } /* 4 ms, doubling to 250 ms, + a jitter: then 250-500 ms */
 typedef struct poller {
   rlock_lock_t *lock;
   int64_t wait;

@@ -251,10 +251,29 @@ TEST(fair_free_without_base_channel) {
 
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
-  const char *extra[] = {"--user", "app", "on",  ">pw", "~*", "resetchannels", "+@all", "--user",
-                         "admin",  "on",  ">pw", "~*",  "&*", "+@all",         "--user",
-                         "heads",  "on",  ">pw", "~*",  "resetchannels", "&redisson_lock__channel:{acl:fb}:*",
-                         "+@all",  NULL};
+  const char *extra[] = {"--user",
+                         "app",
+                         "on",
+                         ">pw",
+                         "~*",
+                         "resetchannels",
+                         "+@all",
+                         "--user",
+                         "admin",
+                         "on",
+                         ">pw",
+                         "~*",
+                         "&*",
+                         "+@all",
+                         "--user",
+                         "heads",
+                         "on",
+                         ">pw",
+                         "~*",
+                         "resetchannels",
+                         "&redisson_lock__channel:{acl:fb}:*",
+                         "+@all",
+                         NULL};
   th_server_opts_t so = {.extra_args = extra};
   srv = th_server_start(&so);
   snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);

@@ -373,8 +373,7 @@ static void by_mismatch(rlock_lock_t *l, const char *name) {
   th_reply_free(th_cmd(srv, "HSET", name, owner, "2", NULL));
   free(owner);
   int rc = rlock_lock_unlock(l);
-  CHECK_MSG(rc == 0 || rc == RLOCK_ENOTHELD, "unlock: %s (%s)", rlock_err_name(rc),
-            rlock_last_error());
+  CHECK_MSG(rc == 0 || rc == RLOCK_ENOTHELD, "unlock: %s (%s)", rlock_err_name(rc), rlock_last_error());
   printf("# mismatch unlock: %s\n", rc ? rlock_err_name(rc) : "0");
 }
 TEST(fair) {
