@@ -98,7 +98,11 @@ end
 -- fair waiters listen on their own channels only. Only where this user may
 -- publish: without it a free-waiter wakes at the TTL.
 local function say_free(cmd, msg)
-  if not redis.acl_check_cmd or redis.acl_check_cmd(cmd, KEYS[4], msg) then redis.call(cmd, KEYS[4], msg) end
+  if not redis.acl_check_cmd then -- (before 7.0: no check; a refusal must not fail the script after its writes)
+    redis.pcall(cmd, KEYS[4], msg)
+  elseif redis.acl_check_cmd(cmd, KEYS[4], msg) then
+    redis.call(cmd, KEYS[4], msg)
+  end
 end
 
 -- down to n holds of the owner (0: none); the head is told if the lock is free
