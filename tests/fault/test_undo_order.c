@@ -475,7 +475,10 @@ TEST(undo_refused_behind_next_trylock) {
   rlock_options_init(&opt);
   opt.url = purl;
   opt.client_name = RNAME;
-  opt.command_timeout_ms = 300;
+  /* 1 s: the undo's re-send (its timeout, then a reconnect) comes after the
+   * test's unlock and CONFIG SET below also on a loaded machine (with 300 ms
+   * it once came first, was applied, and no refusal followed) */
+  opt.command_timeout_ms = 1000;
   opt.retry_attempts = 0;      /* the try's timeout ends the call: its undo goes on alone */
   opt.dead_after_timeouts = 2; /* the undo's timeout (the second) replaces the connection */
   opt.ping_interval_ms = 0;
