@@ -4,7 +4,7 @@
  * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
  * use from a forked child refused, and the lock-lost callback. */
 #include "client.h"
-#include "lock.h"
+#include "op.h"
 #include "hooks.h"
 #include "replica_sync.h"
 #include "resolve.h"

@@ -53,7 +53,6 @@ typedef struct lock_up {
 } lock_up_t;
 /* A try's answer (lock_kind_t.try_reply, lock_up_t.fast_try_reply), else an RLOCK_E code (< 0). */
 enum { KIND_BUSY = 0, KIND_GRANTED = 1 };
-extern const lock_up_t rlock__lock_up; /* lock.c's */
 int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up);
 /* Fills cl->net from cl's options, URL, names, base and TLS context (once
  * they are made, before the first rlock__conn_init; tests' bare clients too). */

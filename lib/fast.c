@@ -64,7 +64,7 @@
  * undone (rlock__op_end_unstarted). */
 #include "client.h"
 #include "hooks.h"
-#include "lock.h"
+#include "op.h"
 #include "resp.h"
 
 #include <event2/bufferevent.h>

@@ -31,7 +31,7 @@
  * is not followed (the commands would run outside MULTI), EXEC's
  * EXECABORT comes back to the caller. */
 #include "client.h"
-#include "lock.h"
+#include "op.h"
 
 #include <stdio.h>
 #include <stdlib.h>
