@@ -4,7 +4,7 @@
  * write), clean shutdown (the last latch DELs are sent and awaited, briefly),
  * use from a forked child refused, and the lock-lost callback. */
 #include "client.h"
-#include "lock.h"
+#include "op.h"
 #include "hooks.h"
 #include "replica_sync.h"
 #include "resolve.h"
@@ -96,18 +96,61 @@ RLOCK_API void rlock_client_on_lost(rlock_client_t *cl, rlock_lost_cb cb, void *
 }
 
 /* What the client's connections call back (conn_up_t): conn.c knows the
- * client only through this table. */
+ * client only through this table, and the deployment's part of a
+ * connection's life only through the client. */
+static void up_pass_begin(conn_env_t *e) { rlock__client_pass_begin(rlock__client_of_env(e)); }
+static void up_pass_end(conn_env_t *e) { rlock__client_pass_end(rlock__client_of_env(e)); }
+static void up_flush(conn_env_t *e) { rlock__client_flush(rlock__client_of_env(e)); }
+static void up_write_batch(conn_env_t *e) { rlock__client_write_batch(rlock__client_of_env(e)); }
+static void up_cmd_ready(conn_env_t *e) { rlock__fast_cmd_ready(rlock__client_of_env(e)); }
+static int up_sync_decide(conn_env_t *e, const conn_t *c, req_t *r) {
+  return rlock__client_sync_decide(rlock__client_of_env(e), c, r);
+}
+static bool up_before_connect(conn_env_t *e, conn_t *c) {
+  client_t *cl = rlock__client_of_env(e);
+  return !cl->topo->before_connect || cl->topo->before_connect(cl, c);
+}
+static void up_handshake(const conn_env_t *e, const conn_t *c, hs_list_t *hs) {
+  client_t *cl = rlock__client_of_env(e);
+  if (cl->topo->handshake) cl->topo->handshake(cl, c, hs);
+}
+static int up_handshake_check(conn_env_t *e, const rlock_reply_t *reply, char *msg, size_t n) {
+  client_t *cl = rlock__client_of_env(e);
+  return cl->topo->handshake_check(cl, reply, msg, n);
+}
+static bool up_on_error_reply(conn_env_t *e, conn_t *c, req_t *r, const rlock_reply_t *err) {
+  client_t *cl = rlock__client_of_env(e);
+  return cl->topo->on_error_reply(cl, c, r, err);
+}
 const conn_up_t rlock__client_conn_up = {
-    .pass_begin = rlock__client_pass_begin,
-    .pass_end = rlock__client_pass_end,
-    .flush = rlock__client_flush,
-    .write_batch = rlock__client_write_batch,
-    .cmd_ready = rlock__fast_cmd_ready,
-    .sync_decide = rlock__client_sync_decide,
+    .pass_begin = up_pass_begin,
+    .pass_end = up_pass_end,
+    .flush = up_flush,
+    .write_batch = up_write_batch,
+    .cmd_ready = up_cmd_ready,
+    .sync_decide = up_sync_decide,
     .script_body = rlock__script_body,
     .script_sha = rlock__script_sha,
     .script_to_eval = rlock__script_to_eval,
+    .before_connect = up_before_connect,
+    .handshake = up_handshake,
+    .handshake_check = up_handshake_check,
+    .on_error_reply = up_on_error_reply,
 };
+
+void rlock__client_net_init(client_t *cl) {
+  conn_env_t *e = &cl->net;
+  e->up = &rlock__client_conn_up;
+  e->opt = &cl->opt;
+  e->url = &cl->url;
+  e->name = cl->s_name;
+  e->sni = cl->s_sni;
+  e->cert = cl->s_cert;
+  e->base = cl->base;
+  e->ssl_ctx = cl->ssl_ctx;
+  e->cmd = &cl->cmd;
+  e->st = cl->st;
+}
 
 /* ------------------------------------------------------------ routing */
 
@@ -132,7 +175,7 @@ void rlock__client_linger_check(client_t *cl) {
  * write (counted in the stats). */
 void rlock__client_write_batch(client_t *cl) {
   stat_add(cl, ST_WRITES, 1);
-  cl->batch_wrote = false;
+  cl->net.batch_wrote = false;
   rlock__conn_flush(&cl->cmd);
 }
 
@@ -141,7 +184,7 @@ void rlock__client_write_batch(client_t *cl) {
  * dead weight with a TTL, not worth a command (or a write) each. */
 void rlock__client_flush(client_t *cl) {
   if (cl->ndels >= RLOCK__DEL_BATCH) rlock__latch_send_dels(cl);
-  if (cl->batch_wrote) rlock__client_write_batch(cl);
+  if (cl->net.batch_wrote) rlock__client_write_batch(cl);
   if (cl->topo->flush) cl->topo->flush(cl);
   rlock__conn_flush(&cl->uc.conn);
 }
@@ -270,7 +313,7 @@ void rlock__client_wake(client_t *cl) {
  * writes the eventfd itself, so the rest is taken at the loop's next turn. */
 #define PASS_TAKES 4
 void rlock__client_pass_begin(client_t *cl) {
-  cl->in_pass = true;
+  cl->net.in_pass = true;
   atomic_store(&cl->awake, true);
 }
 
@@ -288,7 +331,7 @@ void rlock__client_pass_end(client_t *cl) {
   }
   rlock__fast_wake(cl); /* after awake is clear: fast calls' posts are applied within drain_ms */
   if (!cl->shut) rlock__client_flush(cl);
-  cl->in_pass = false;
+  cl->net.in_pass = false;
 }
 
 /* The eventfd is watched edge-triggered where the backend can (epoll): every
@@ -321,12 +364,12 @@ static void start_result(client_t *cl, int status, const char *msg) {
  * persistence, a failover to a replica that lacked it) is reported before a
  * queued re-entry of it could take the lock afresh and hide the loss. */
 static void cmd_before_pending(conn_t *c) {
-  client_t *cl = c->cl;
+  client_t *cl = rlock__client_of(c);
   c->hold_pending = !cl->topo->slots_matter && cl->wd.holds.count > 0 && !cl->draining;
 }
 
-static void cmd_ready(conn_t *c) {
-  client_t *cl = c->cl;
+static void cmd_on_ready(conn_t *c) {
+  client_t *cl = rlock__client_of(c);
   if (!c->hold_pending) rlock__fast_cmd_ready(cl); /* else once the holds were checked */
   start_result(cl, 0, NULL);
   if (c->hold_pending) rlock__watchdog_check_now(&cl->wd);         /* ends with rlock__client_checked */
@@ -339,7 +382,7 @@ void rlock__client_checked(client_t *cl) {
   if (cl->cmd.state == CS_READY) rlock__fast_cmd_ready(cl);
 }
 
-static void cmd_down(conn_t *c) { rlock__fast_cmd_down(c->cl); }
+static void cmd_down(conn_t *c) { rlock__fast_cmd_down(rlock__client_of(c)); }
 
 void rlock__client_start_note(client_t *cl, const char *msg) {
   if (cl->start_status == 1 && msg && msg[0]) snprintf(cl->start_last, sizeof cl->start_last, "%s", msg);
@@ -361,18 +404,18 @@ static void start_deadline_cb(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void cmd_error(conn_t *c, int err, const char *msg) {
-  rlock__client_start_note(c->cl, msg);
+  rlock__client_start_note(rlock__client_of(c), msg);
   /* the topology refused the node (Sentinel named one that is not a master
    * yet): mid-failover the promotion is on its way, so rlock_client_new asks again (the reconnect
    * asks Sentinel first) until its connect_timeout_ms has passed; the next
    * attempt (drop() arms it from backoff_ms after this call) comes no later
    * than that, so a long reconnect backoff does not put the answer off. */
-  int64_t left = c->cl->start_deadline - rlock_now_ms();
+  int64_t left = rlock__client_of(c)->start_deadline - rlock_now_ms();
   if (c->node_refused && left > 0) {
     if (!c->ever_ready && c->backoff_ms > left) c->backoff_ms = left;
     return;
   }
-  if (!c->ever_ready) start_result(c->cl, err, msg);
+  if (!c->ever_ready) start_result(rlock__client_of(c), err, msg);
 }
 
 static void *io_main(void *arg) {
@@ -380,7 +423,7 @@ static void *io_main(void *arg) {
   rlock__conn_start(&cl->cmd);
   rlock__conn_start(&cl->ps.conn);
   event_base_dispatch(cl->base);
-  rlock__resolve_close(cl);
+  rlock__resolve_close(&cl->net);
   return NULL;
 }
 
@@ -553,7 +596,6 @@ int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, cons
   rlock__script_init();
   client_t *cl = calloc(1, sizeof *cl);
   if (!cl) return rlock__fail(RLOCK_ENOMEM, "out of memory");
-  cl->conn_up = &rlock__client_conn_up;
   cl->lock_up = up;
   cl->wake_fd = -1;
   pthread_mutex_init(&cl->smu, NULL);
@@ -592,14 +634,15 @@ int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, cons
   }
   cl->wake_et = (event_base_get_features(cl->base) & EV_FEATURE_ET) != 0;
   cl->wake_ev = event_new(cl->base, cl->wake_fd, EV_READ | EV_PERSIST | (cl->wake_et ? EV_ET : 0), wake_cb, cl);
-  if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, cl, CONN_CMD) ||
+  rlock__client_net_init(cl);
+  if (!cl->wake_ev || event_add(cl->wake_ev, NULL) || rlock__conn_init(&cl->cmd, &cl->net, CONN_CMD) ||
       rlock__pubsub_init(&cl->ps, cl) || rlock__usercmd_init(&cl->uc, cl) || rlock__watchdog_init(&cl->wd, cl) ||
       rlock__fast_init(cl)) {
     client_destroy(cl); /* events belong to the base; freed with it */
     return rlock__fail(RLOCK_ENOMEM, "out of memory");
   }
   cl->del_timer = evtimer_new(cl->base, rlock__latch_timer_cb, cl);
-  cl->cmd.on_ready = cmd_ready;
+  cl->cmd.on_ready = cmd_on_ready;
   cl->cmd.before_pending = cmd_before_pending;
   cl->cmd.on_down = cmd_down;
   cl->cmd.on_error = cmd_error;

@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 #include <openssl/ssl.h>
+#include <stddef.h>
 
 typedef struct op op_t;
 
@@ -20,26 +21,7 @@ typedef struct op op_t;
  * calls under way, then for the last DELs and undos (rlock.h). */
 #define RLOCK__CLOSE_LINGER_MS 500
 
-/* Counters behind rlock_client_stats (index into client->st). */
-#define ST_ROW(name, field) ST_##name,
-enum { RLOCK_STATS_MAP(ST_ROW) ST_COUNT };
-#undef ST_ROW
-
-/* What a connection needs of the layer above: conn.c calls nothing of the
- * client, the fast path or the scripts directly, only this table, which the
- * client sets at creation (cl->conn_up, client.c). */
-typedef struct conn_up {
-  void (*pass_begin)(client_t *cl); /* a pass of the loop starts (a read, a timer) */
-  void (*pass_end)(client_t *cl);
-  void (*flush)(client_t *cl);       /* end of an I/O batch */
-  void (*write_batch)(client_t *cl); /* the command connection's counted writes, now */
-  void (*cmd_ready)(client_t *cl);   /* the command connection is ready (or its replicas changed) */
-  int (*sync_decide)(client_t *cl, const conn_t *c, req_t *r); /* a deferred WAIT, decided when written */
-  const char *(*script_body)(int script);                      /* for SCRIPT LOAD in the handshake */
-  const char *(*script_sha)(int script);                       /* for SCRIPT EXISTS in the handshake */
-  int (*script_to_eval)(req_t *r);                             /* NOSCRIPT: the request again as EVAL */
-} conn_up_t;
-extern const conn_up_t rlock__client_conn_up; /* the client's (client.c); tests' bare clients set it too */
+extern const conn_up_t rlock__client_conn_up; /* the client's connections' table (conn.h; client.c) */
 
 /* What the client needs of the lock layer above (op completions, clean-up,
  * the handoff marks): client.c, fast.c and usercmd.c call nothing of lock.c
@@ -71,24 +53,18 @@ typedef struct lock_up {
 } lock_up_t;
 /* A try's answer (lock_kind_t.try_reply, lock_up_t.fast_try_reply), else an RLOCK_E code (< 0). */
 enum { KIND_BUSY = 0, KIND_GRANTED = 1 };
-extern const lock_up_t rlock__lock_up; /* lock.c's */
 int rlock__client_create(rlock_client_t **out, const rlock_options_t *opts, const lock_up_t *up);
+/* Fills cl->net from cl's options, URL, names, base and TLS context (once
+ * they are made, before the first rlock__conn_init; tests' bare clients too). */
+void rlock__client_net_init(client_t *cl);
 
 struct rlock_client {
   rlock_options_t opt;
-  const conn_up_t *conn_up;                             /* what its connections call back (above) */
   const lock_up_t *lock_up;                             /* what it calls back in the lock layer (above) */
   char *s_url, *s_name, *s_ca, *s_cert, *s_key, *s_sni; /* owned copies */
   url_t url;
   char id[37];
   struct event_base *base;
-  /* The resolver of host names (libevent's evdns on base: /etc/hosts and
-   * /etc/resolv.conf, never blocking the loop), made on the first name that
-   * is not a numeric address (resolve.c), freed by the I/O thread
-   * once the resolutions it cancelled have called back. */
-  struct evdns_base *dns;
-  int dns_jobs;                 /* resolutions whose callback is still to come */
-  _Atomic uint64_t dns_lookups; /* names handed to evdns (tests read it) */
   pthread_t thread;
   SSL_CTX *ssl_ctx;
   /* submit queue: user threads -> I/O thread. A lock-free stack (push by CAS,
@@ -125,6 +101,7 @@ struct rlock_client {
   const topology_ops_t *topo; /* the deployment: picks the connection of every request */
   void *topo_state;           /* the deployment's own state (Sentinel: sentinel.c; Cluster: node table, slot map) */
   bool sharded_pubsub;        /* lock channels use SSUBSCRIBE/SPUBLISH (Cluster, when the server has them) */
+  conn_env_t net;             /* what its connections share (conn.h; rlock__client_net_init) */
   conn_t cmd;
   pubsub_t ps;
   usercmd_t uc;
@@ -156,11 +133,6 @@ struct rlock_client {
   uint64_t order_seq;
   bool draining, shut;  /* closing: waiting for the last DELs; engine shut down */
   struct event *linger; /* bounds the wait for the last DELs */
-  bool batch_wrote;
-  /* A pass is running (rlock__client_pass_begin/_end): it ends with
-   * rlock__client_flush, so a counted command-connection write in it needs no
-   * flush event (conn.c write_req). */
-  bool in_pass;
   /* freed ops kept for reuse (lock.c rlock__op_alloc): allocated on the
    * callers' threads, freed on the I/O thread. A lock-free stack: pushed one
    * at a time (compare-and-swap), taken whole (exchange), so no pop ever
@@ -175,6 +147,11 @@ struct rlock_client {
   /* stats (written on the I/O thread, read anywhere) */
   _Atomic uint64_t st[ST_COUNT];
 };
+/* The client of a connection's shared env, and of a connection. */
+static inline client_t *rlock__client_of_env(const conn_env_t *env) {
+  return (client_t *)((char *)env - offsetof(client_t, net));
+}
+static inline client_t *rlock__client_of(const conn_t *c) { return rlock__client_of_env(c->env); }
 static inline void stat_add(client_t *cl, int i, int64_t n) {
   atomic_fetch_add_explicit(&cl->st[i], (uint64_t)n, memory_order_relaxed);
 }

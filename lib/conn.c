@@ -20,9 +20,10 @@
  * so one silent for ping_interval_ms gets a PING, and a missed PING or
  * dead_after_timeouts timeouts in a row drop it (then it reconnects). Sockets
  * are close-on-exec, with TCP keepalive. */
-#include "client.h"
+#include "handshake.h"
 #include "resolve.h"
 #include "resp.h"
+#include "scripts.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -36,6 +37,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <openssl/err.h>
@@ -46,7 +48,12 @@
 #endif
 
 /* The layer above, through the table the client set (conn_up_t). */
-#define UP(cl) ((cl)->conn_up)
+#define UP(c) ((c)->env->up)
+
+/* One of the client's counters (rlock_client_stats). */
+static void count_stat(const conn_t *c, int i, int64_t n) {
+  atomic_fetch_add_explicit(&c->env->st[i], (uint64_t)n, memory_order_relaxed);
+}
 
 #define MAX_UNREAD (1024u * 1024u * 1024u) /* a reply larger than this is refused */
 
@@ -220,7 +227,7 @@ static void finish_err(req_t *r, int status) {
 
 /* TCP + TLS + handshake: the connection's own bound (the topology's), else the option. */
 static int64_t connect_timeout(const conn_t *c) {
-  return c->connect_timeout_ms ? c->connect_timeout_ms : c->cl->opt.connect_timeout_ms;
+  return c->connect_timeout_ms ? c->connect_timeout_ms : c->env->opt->connect_timeout_ms;
 }
 
 /* The error text of a refused handshake command for a message. A server
@@ -233,7 +240,7 @@ static void refusal_text(const conn_t *c, const char *str, char *out, size_t n) 
   snprintf(out, n, "%.*s", cut ? (int)(cut - str) : 200, str);
   for (size_t l = strlen(out); cut && l && (out[l - 1] == ' ' || out[l - 1] == ','); l--) out[l - 1] = 0;
   const char *secrets[2];
-  rlock__url_secrets(&c->cl->url, secrets);
+  rlock__url_secrets(c->env->url, secrets);
   for (int i = 0; i < 2; i++) {
     size_t sl = secrets[i] ? strlen(secrets[i]) : 0;
     for (char *p; sl && (p = strstr(out, secrets[i]));) {
@@ -268,7 +275,7 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   }
   char why[120];
   int refused = r->topo_check && status == 0 && c->state == CS_HANDSHAKE
-                    ? c->cl->topo->handshake_check(c->cl, reply, why, sizeof why)
+                    ? UP(c)->handshake_check(c->env, reply, why, sizeof why)
                     : 0;
   if (refused) {
     /* the topology refused the node (Sentinel: not a master): drop it; its
@@ -301,22 +308,22 @@ static void handshake_done(req_t *r, int status, rlock_reply_t *reply) {
   if (status != 0 || c->state != CS_HANDSHAKE) return; /* drop() reports */
   if (--c->handshake_left > 0) return;
   c->state = CS_READY;
-  c->backoff_ms = c->cl->opt.reconnect_min_ms;
-  if (c->ever_ready && !c->topo_own) stat_add(c->cl, ST_RECONNECTS, 1);
+  c->backoff_ms = c->env->opt->reconnect_min_ms;
+  if (c->ever_ready && !c->topo_own) count_stat(c, ST_RECONNECTS, 1);
   c->ever_ready = true;
   c->last_err = 0;
   c->last_read = rlock_now_ms();
   c->timeouts_in_row = 0;
   c->ping_missed = false;
-  if (c->cl->opt.ping_interval_ms > 0) {
+  if (c->env->opt->ping_interval_ms > 0) {
     struct timeval tv;
-    rlock__tv_from_ms(&tv, c->cl->opt.ping_interval_ms);
+    rlock__tv_from_ms(&tv, c->env->opt->ping_interval_ms);
     evtimer_add(c->ping, &tv);
   }
   if (c->before_pending) c->before_pending(c);
   write_pending(c);
   if (c->on_ready) c->on_ready(c);
-  UP(c->cl)->flush(c->cl);
+  UP(c)->flush(c->env);
 }
 
 /* The requests queued while c was not ready, in order; while c holds them
@@ -358,8 +365,7 @@ static void replicas_read(conn_t *c, int status, const rlock_reply_t *reply) {
   }
   c->replicas = online;
   if (online) c->had_replicas = true; /* WAITs may be queued on c from now on */
-  if (c == &c->cl->cmd && c->state == CS_READY && !c->hold_pending)
-    UP(c->cl)->cmd_ready(c->cl); /* WAIT needed or not */
+  if (c == c->env->cmd && c->state == CS_READY && !c->hold_pending) UP(c)->cmd_ready(c->env); /* WAIT needed or not */
 }
 
 /* INFO replication: the replicas the node reports online (the replica-sync
@@ -391,7 +397,7 @@ static void scripts_exist_done(req_t *r, int status, rlock_reply_t *reply) {
     for (int s = 1; s <= SCRIPT_N; s++) {
       const rlock_reply_t *e = known ? reply->element[s - 1] : NULL;
       if (e && e->type == RLOCK_REPLY_INTEGER && e->integer == 1) continue;
-      const char *a[3] = {"SCRIPT", "LOAD", UP(c->cl)->script_body(s)};
+      const char *a[3] = {"SCRIPT", "LOAD", UP(c)->script_body(s)};
       if (!handshake_cmd(c, 3, a, false)) break; /* dropped (out of memory) */
     }
   }
@@ -422,23 +428,22 @@ static req_t *handshake_cmd(conn_t *c, int argc, const char **argv, bool is_auth
 /* The handshake list (handshake.c), then on a command connection of the
  * client's INFO replication and the scripts. */
 static void start_handshake(conn_t *c) {
-  client_t *cl = c->cl;
   c->state = CS_HANDSHAKE;
   c->handshake_left = 1; /* held until every command below is queued */
   hs_list_t hs;
-  rlock__handshake_list(cl, c, &hs);
+  rlock__handshake_list(c->env, c, &hs);
   for (int i = 0; i < hs.n; i++) {
     req_t *r = handshake_cmd(c, hs.cmd[i].argc, hs.cmd[i].argv, hs.cmd[i].kind == HS_AUTH);
     if (r) r->topo_check = hs.cmd[i].kind == HS_CHECKED;
   }
   bool data = c->kind == CONN_CMD && !c->topo_own;
-  if (data && cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF) {
+  if (data && c->env->opt->replica_sync != RLOCK_REPLICA_SYNC_OFF) {
     const char *a[2] = {"INFO", "replication"};
     handshake_req(c, 2, a, false, replicas_done);
   }
   if (data) {
     const char *a[SCRIPT_N + 2] = {"SCRIPT", "EXISTS"};
-    for (int s = 1; s <= SCRIPT_N; s++) a[s + 1] = UP(cl)->script_sha(s);
+    for (int s = 1; s <= SCRIPT_N; s++) a[s + 1] = UP(c)->script_sha(s);
     handshake_req(c, SCRIPT_N + 2, a, false, scripts_exist_done);
   }
   if (c->state != CS_HANDSHAKE) return;
@@ -547,7 +552,7 @@ static void later_cb(evutil_socket_t fd, short what, void *arg) {
   expire_later(c, now);
   while (c->later.head && c->later.head->resend_at <= now) conn_send_now(c, q_pop(&c->later));
   later_arm(c);
-  UP(c->cl)->flush(c->cl);
+  UP(c)->flush(c->env);
 }
 
 /* r (answered, not completed) was refused before it ran: true if it is sent
@@ -583,15 +588,15 @@ static void answered(conn_t *c, req_t *r, rlock_reply_t *reply) {
   const rlock_reply_t *head = r->ncmds == 1 ? reply : reply->element[0];
   if (r->script && err == head && rlock__reply_is_error(head, "NOSCRIPT")) {
     rlock_reply_free(reply);
-    stat_add(c->cl, ST_NOSCRIPT, 1);
-    if (UP(c->cl)->script_to_eval(r) == 0) {
+    count_stat(c, ST_NOSCRIPT, 1);
+    if (UP(c)->script_to_eval(r) == 0) {
       write_req(c, r);
       return;
     }
     finish_err(r, RLOCK_ENOMEM);
     return;
   }
-  if (err && c->cl->topo->on_error_reply(c->cl, c, r, err)) {
+  if (err && UP(c)->on_error_reply(c->env, c, r, err)) {
     rlock_reply_free(reply); /* r belongs to the topology now */
     return;
   }
@@ -691,10 +696,9 @@ static void read_pass(struct bufferevent *bev, conn_t *c) {
  * threads submit meanwhile leaves with this pass's writes. */
 static void read_cb(struct bufferevent *bev, void *arg) {
   conn_t *c = arg;
-  client_t *cl = c->cl;
-  UP(cl)->pass_begin(cl);
+  UP(c)->pass_begin(c->env);
   read_pass(bev, c);
-  UP(cl)->pass_end(cl);
+  UP(c)->pass_end(c->env);
 }
 
 #define READ_CHUNK 65536
@@ -720,18 +724,17 @@ static void direct_read_pass(evutil_socket_t fd, conn_t *c) {
 
 static void direct_read_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
-  client_t *cl = c->cl;
-  UP(cl)->pass_begin(cl);
+  UP(c)->pass_begin(c->env);
   direct_read_pass(fd, c);
-  UP(cl)->pass_end(cl);
+  UP(c)->pass_end(c->env);
 }
 
 /* Connected on a plain socket: the connection reads and writes it itself
  * from now on (conn_t.direct). false: out of memory (c stays on the
  * bufferevent, which works as before). */
 static bool go_direct(conn_t *c) {
-  if (c->cl->url.kind == URL_TLS || !c->flush_ev) return false;
-  c->rev = event_new(c->cl->base, bufferevent_getfd(c->bev), EV_READ | EV_PERSIST, direct_read_cb, c);
+  if (c->env->url->kind == URL_TLS || !c->flush_ev) return false;
+  c->rev = event_new(c->env->base, bufferevent_getfd(c->bev), EV_READ | EV_PERSIST, direct_read_cb, c);
   if (!c->rev) return false;
   bufferevent_disable(c->bev, EV_READ);
   if (event_add(c->rev, NULL)) {
@@ -794,7 +797,7 @@ static void wbuf_add(conn_t *c, const char *p, size_t n) {
 
 /* r keeps its command: a redirect or NOSCRIPT may send it again. */
 static void write_req(conn_t *c, req_t *r) {
-  if (r->sync_defer && UP(c->cl)->sync_decide(c->cl, c, r)) {
+  if (r->sync_defer && UP(c)->sync_decide(c->env, c, r)) {
     rlock__fail(RLOCK_ENOMEM, "out of memory");
     finish_err(r, RLOCK_ENOMEM);
     return;
@@ -805,7 +808,7 @@ static void write_req(conn_t *c, req_t *r) {
     /* written at the pass's end at the latest: a counted write on the
      * client's command connection in a pass is flushed by the pass
      * (rlock__client_flush, batch_wrote); anything else activates flush_ev */
-    if (!(counted && c == &c->cl->cmd && c->cl->in_pass) && !c->flush_pending) {
+    if (!(counted && c == c->env->cmd && c->env->in_pass) && !c->flush_pending) {
       event_active(c->flush_ev, EV_WRITE, 0);
       c->flush_pending = true;
     }
@@ -816,10 +819,10 @@ static void write_req(conn_t *c, req_t *r) {
   q_push(&c->inflight, r);
   arm_at(c, r->deadline);
   if (!counted) return; /* liveness, replica recount, discovery: not counted, not a batch */
-  stat_add(c->cl, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
-  if (c->kind == CONN_CMD) c->cl->batch_wrote = true;
-  if (c->direct && c == &c->cl->cmd && c->cl->in_pass && c->wbuf_n >= EARLY_FLUSH)
-    UP(c->cl)->write_batch(c->cl); /* (EARLY_FLUSH) */
+  count_stat(c, c->kind == CONN_USER ? ST_USER_COMMANDS : ST_COMMANDS, r->ncmds);
+  if (c->kind == CONN_CMD) c->env->batch_wrote = true;
+  if (c->direct && c == c->env->cmd && c->env->in_pass && c->wbuf_n >= EARLY_FLUSH)
+    UP(c)->write_batch(c->env); /* (EARLY_FLUSH) */
 }
 
 /* End of a pass (and write_req, each EARLY_FLUSH bytes the pass gathered
@@ -836,7 +839,7 @@ static void write_req(conn_t *c, req_t *r) {
  * write callback drains it, unfreezing it meanwhile): evbuffer_write() on it
  * fails, so the front is unfrozen for the write, as libevent's callback does. */
 void rlock__conn_flush(conn_t *c) {
-  if (c->state != CS_READY || !c->bev || c->cl->url.kind == URL_TLS) return;
+  if (c->state != CS_READY || !c->bev || c->env->url->kind == URL_TLS) return;
   struct evbuffer *out = bufferevent_get_output(c->bev);
   if (c->direct && c->wbuf_n) {
     if (c->flush_pending) event_del(c->flush_ev); /* this pass writes it */
@@ -887,9 +890,9 @@ int rlock__conn_waits_written(const conn_t *c) { return waits_in(&c->inflight); 
  * allowance of its sends, never their sum: its deadline does not grow with
  * its re-sends. */
 static void behind_waits(conn_t *c, req_t *r) {
-  if (c->kind == CONN_CMD && c->cl->opt.replica_sync != RLOCK_REPLICA_SYNC_OFF &&
+  if (c->kind == CONN_CMD && c->env->opt->replica_sync != RLOCK_REPLICA_SYNC_OFF &&
       (c->replicas > 0 || c->had_replicas)) {
-    int64_t allow = rlock__conn_waits_ahead(c) * c->cl->opt.replica_sync_timeout_ms;
+    int64_t allow = rlock__conn_waits_ahead(c) * c->env->opt->replica_sync_timeout_ms;
     if (allow > r->waits_ms) r->deadline += allow - r->waits_ms, r->waits_ms = allow;
   }
 }
@@ -981,8 +984,8 @@ static int expire_inflight(conn_t *c, int64_t now) {
     if (r->completed || r->deadline > now) continue;
     r->completed = true;
     n++;
-    if (r->done != ping_done) stat_add(c->cl, ST_TIMEOUTS, 1);
-    rlock__fail(RLOCK_ETIMEDOUT, "Redis did not answer within %lld ms", (long long)c->cl->opt.command_timeout_ms);
+    if (r->done != ping_done) count_stat(c, ST_TIMEOUTS, 1);
+    rlock__fail(RLOCK_ETIMEDOUT, "Redis did not answer within %lld ms", (long long)c->env->opt->command_timeout_ms);
     if (r->done) r->done(r, RLOCK_ETIMEDOUT, NULL);
   }
   return n;
@@ -1010,9 +1013,10 @@ static void recount_done(req_t *r, int status, rlock_reply_t *reply) {
  * restart: the client reconnects before its replicas do) are waited for
  * from then on, not only after the next reconnect. */
 static void recount_replicas(conn_t *c) {
-  if (c->kind != CONN_CMD || c->topo_own || c->cl->opt.replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out) return;
+  if (c->kind != CONN_CMD || c->topo_own || c->env->opt->replica_sync == RLOCK_REPLICA_SYNC_OFF || c->recount_out)
+    return;
   const char *argv[2] = {"INFO", "replication"};
-  req_t *r = rlock__req_new(2, argv, NULL, c->cl->opt.command_timeout_ms, recount_done, c);
+  req_t *r = rlock__req_new(2, argv, NULL, c->env->opt->command_timeout_ms, recount_done, c);
   if (!r) return;
   r->reads_replicas = true;
   behind_waits(c, r);
@@ -1026,12 +1030,12 @@ static void recount_replicas(conn_t *c) {
 static void ping_cb(evutil_socket_t fd, short what, void *arg) {
   conn_t *c = arg;
   if (c->state == CS_READY) recount_replicas(c);
-  if (c->state != CS_READY || c->ping_out || rlock_now_ms() - c->last_read < c->cl->opt.ping_interval_ms) return;
+  if (c->state != CS_READY || c->ping_out || rlock_now_ms() - c->last_read < c->env->opt->ping_interval_ms) return;
   /* The user connection is silent by design while a blocking command runs
    * (BLPOP key 0 with its own timeout): its commands' deadlines watch it. */
   if (c->kind == CONN_USER && c->inflight.head) return;
   const char *argv[1] = {"PING"};
-  req_t *r = rlock__req_new(1, argv, NULL, c->cl->opt.command_timeout_ms, ping_done, c);
+  req_t *r = rlock__req_new(1, argv, NULL, c->env->opt->command_timeout_ms, ping_done, c);
   if (!r) return;
   behind_waits(c, r); /* a PING behind a WAIT is answered when the WAIT ends */
   c->ping_out = true;
@@ -1045,11 +1049,11 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg) {
  * timeouts' completions queued is written first: if the server is only slow,
  * it still gets those requests (an undo, a re-sent unlock) in order. */
 static void check_alive(conn_t *c) {
-  int n = c->cl->opt.dead_after_timeouts;
+  int n = c->env->opt->dead_after_timeouts;
   char msg[200];
   if (c->ping_missed)
     snprintf(msg, sizeof msg, "no answer to PING within %lld ms: connection presumed dead, reconnecting",
-             (long long)c->cl->opt.command_timeout_ms);
+             (long long)c->env->opt->command_timeout_ms);
   else if (n > 0 && c->timeouts_in_row >= n)
     snprintf(msg, sizeof msg, "%d command timeouts in a row: connection presumed dead, reconnecting",
              c->timeouts_in_row);
@@ -1066,7 +1070,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
     char peer[256], msg[400];
     long long ms = (long long)connect_timeout(c);
     describe_peer(c, peer, sizeof peer);
-    bool tls_silent = c->state == CS_CONNECTING && c->cl->url.kind == URL_TLS && tcp_connected(c);
+    bool tls_silent = c->state == CS_CONNECTING && c->env->url->kind == URL_TLS && tcp_connected(c);
     if (c->dns)
       snprintf(msg, sizeof msg, "cannot resolve %.200s: no answer within %lld ms (connect timeout)", node_host(c), ms);
     else if (tls_silent)
@@ -1083,14 +1087,14 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
   if (expire_inflight(c, now) > 0) c->timeouts_in_row++; /* requests timing out together count once */
   if (c->state == CS_READY) check_alive(c);
   arm_at(c, next_deadline(c));
-  UP(c->cl)->flush(c->cl);
+  UP(c)->flush(c->env);
 }
 
 /* ------------------------------------------------------------ connecting */
 
 /* The host and port c connects to: its node's, else the URL's. */
-static const char *node_host(const conn_t *c) { return c->host ? c->host : c->cl->url.host; }
-static int node_port(const conn_t *c) { return c->host ? c->port : c->cl->url.port; }
+static const char *node_host(const conn_t *c) { return c->host ? c->host : c->env->url->host; }
+static int node_port(const conn_t *c) { return c->host ? c->port : c->env->url->port; }
 
 int rlock__conn_set_node(conn_t *c, const char *host, int port) {
   char *h = strdup(host);
@@ -1123,7 +1127,7 @@ static void resolved(conn_t *c, int err, struct addrinfo *res) {
 static void resolve(conn_t *c) {
   if (c->addrs) evutil_freeaddrinfo(c->addrs);
   c->addrs = c->addr_next = NULL;
-  if (c->cl->url.kind == URL_UNIX) {
+  if (c->env->url->kind == URL_UNIX) {
     try_connect(c);
     return;
   }
@@ -1131,14 +1135,14 @@ static void resolve(conn_t *c) {
 }
 
 static SSL *new_ssl(conn_t *c) {
-  client_t *cl = c->cl;
-  SSL *ssl = SSL_new(cl->ssl_ctx);
+  const conn_env_t *env = c->env;
+  SSL *ssl = SSL_new(env->ssl_ctx);
   if (!ssl) return NULL;
-  const char *name = cl->s_sni ? cl->s_sni : node_host(c);
+  const char *name = env->sni ? env->sni : node_host(c);
   unsigned char buf[sizeof(struct in6_addr)];
   bool ip = inet_pton(AF_INET, name, buf) == 1 || inet_pton(AF_INET6, name, buf) == 1;
   if (!ip) SSL_set_tlsext_host_name(ssl, name);
-  if (cl->opt.tls_verify) {
+  if (env->opt->tls_verify) {
     X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
     if (ip) X509_VERIFY_PARAM_set1_ip_asc(p, name);
     else X509_VERIFY_PARAM_set1_host(p, name, 0);
@@ -1154,7 +1158,7 @@ static int new_socket(conn_t *c, int family) {
   if (fd < 0 || family == AF_UNIX) return fd;
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int64_t ka = c->cl->opt.tcp_keepalive_ms;
+  int64_t ka = c->env->opt->tcp_keepalive_ms;
   if (ka > 0) { /* probes after idle s, then every idle/3 s; dead after 3 unanswered */
     int idle = (int)((ka + 999) / 1000), intvl = (idle + 2) / 3, cnt = 3;
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -1166,22 +1170,22 @@ static int new_socket(conn_t *c, int family) {
 }
 
 static void try_connect(conn_t *c) {
-  client_t *cl = c->cl;
+  const conn_env_t *env = c->env;
   struct sockaddr_storage ss;
   socklen_t sl;
   char where[300];
-  if (cl->url.kind == URL_UNIX) {
+  if (env->url->kind == URL_UNIX) {
     struct sockaddr_un *un = (struct sockaddr_un *)&ss;
     memset(un, 0, sizeof *un);
     un->sun_family = AF_UNIX;
-    if (strlen(cl->url.path) >= sizeof un->sun_path) {
+    if (strlen(env->url->path) >= sizeof un->sun_path) {
       c->last_err = RLOCK_EURL;
       drop(c, RLOCK_ECONNECT, "unix socket path too long");
       return;
     }
-    strcpy(un->sun_path, cl->url.path);
+    strcpy(un->sun_path, env->url->path);
     sl = sizeof *un;
-    snprintf(where, sizeof where, "%.250s", cl->url.path);
+    snprintf(where, sizeof where, "%.250s", env->url->path);
   } else {
     if (!c->addr_next) {
       char msg[300];
@@ -1202,7 +1206,7 @@ static void try_connect(conn_t *c) {
     drop(c, RLOCK_ECONNECT, msg);
     return;
   }
-  if (cl->url.kind == URL_TLS) {
+  if (env->url->kind == URL_TLS) {
     SSL *ssl = new_ssl(c);
     if (!ssl) {
       close(fd);
@@ -1210,11 +1214,11 @@ static void try_connect(conn_t *c) {
       drop(c, RLOCK_ETLS, "SSL_new failed");
       return;
     }
-    c->bev = bufferevent_openssl_socket_new(cl->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = bufferevent_openssl_socket_new(env->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
     if (c->bev) bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
     else SSL_free(ssl);
   } else {
-    c->bev = bufferevent_socket_new(cl->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = bufferevent_socket_new(env->base, fd, BEV_OPT_CLOSE_ON_FREE);
   }
   if (!c->bev) {
     close(fd);
@@ -1242,7 +1246,7 @@ static bool tcp_connected(conn_t *c) {
 }
 
 static void describe_peer(conn_t *c, char *buf, size_t n) {
-  const url_t *u = &c->cl->url;
+  const url_t *u = c->env->url;
   if (u->kind == URL_UNIX) snprintf(buf, n, "%.200s", u->path);
   else snprintf(buf, n, "%.200s:%d", node_host(c), node_port(c));
 }
@@ -1251,7 +1255,7 @@ static void describe_peer(conn_t *c, char *buf, size_t n) {
  * certificate check's verdict, a server that closed the connection (it wants
  * a client certificate), a port that does not speak TLS. */
 static void tls_error_text(conn_t *c, struct bufferevent *bev, unsigned long ssl_err, char *e, size_t n) {
-  const char *name = c->cl->s_sni ? c->cl->s_sni : node_host(c);
+  const char *name = c->env->sni ? c->env->sni : node_host(c);
   SSL *ssl = bufferevent_openssl_get_ssl(bev);
   long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
   if (ERR_GET_REASON(ssl_err) == SSL_R_CERTIFICATE_VERIFY_FAILED && v != X509_V_OK) {
@@ -1275,9 +1279,9 @@ static void tls_error_text(conn_t *c, struct bufferevent *bev, unsigned long ssl
   }
   if (ERR_GET_LIB(ssl_err) == 0) { /* no OpenSSL error: the server closed the connection in the handshake */
     snprintf(e, n, "the server closed the connection during the TLS handshake%s",
-             c->cl->s_cert ? ""
-                           : " (does it require a client certificate? tls_cert_file and tls_key_file, "
-                             "--tls-cert and --tls-key)");
+             c->env->cert ? ""
+                          : " (does it require a client certificate? tls_cert_file and tls_key_file, "
+                            "--tls-cert and --tls-key)");
     return;
   }
   const char *reason = ERR_reason_error_string(ssl_err);
@@ -1299,7 +1303,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
   }
   char peer[256], msg[600];
   describe_peer(c, peer, sizeof peer);
-  unsigned long ssl_err = c->cl->url.kind == URL_TLS ? bufferevent_get_openssl_error(bev) : 0;
+  unsigned long ssl_err = c->env->url->kind == URL_TLS ? bufferevent_get_openssl_error(bev) : 0;
   int sock_err = EVUTIL_SOCKET_ERROR();
   if (ssl_err && ERR_GET_LIB(ssl_err) == 0 && c->state == CS_CONNECTING && !tcp_connected(c))
     ssl_err = 0; /* only libevent's SSL_ERROR_SYSCALL: the TCP connect itself failed */
@@ -1315,7 +1319,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
     return;
   }
   if (c->state == CS_CONNECTING) {
-    if (c->cl->url.kind == URL_TLS && !sock_err) {
+    if (c->env->url->kind == URL_TLS && !sock_err) {
       snprintf(msg, sizeof msg, "TLS handshake with %s failed (connection closed)", peer);
       c->last_err = RLOCK_ETLS;
       drop(c, RLOCK_ETLS, msg);
@@ -1335,7 +1339,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg) {
   }
   if (c->state == CS_HANDSHAKE) {
     snprintf(msg, sizeof msg, "connection to %s closed during the handshake%s", peer,
-             c->cl->url.kind == URL_TCP ? " (is it a TLS port? use rediss://)" : "");
+             c->env->url->kind == URL_TCP ? " (is it a TLS port? use rediss://)" : "");
     if (!c->last_err) c->last_err = RLOCK_ECONNECT;
     drop(c, RLOCK_ECONNLOST, msg);
     return;
@@ -1352,7 +1356,7 @@ void rlock__conn_start(conn_t *c) {
   if (c->state != CS_IDLE) return;
   /* the topology may first find c's node (Sentinel: ask for the master);
    * it starts c again once it knows it (topology.h) */
-  if (c->cl->topo->before_connect && !c->cl->topo->before_connect(c->cl, c)) return;
+  if (!UP(c)->before_connect(c->env, c)) return;
   c->state = CS_CONNECTING;
   c->node_refused = false;
   c->connect_deadline = rlock_now_ms() + connect_timeout(c);
@@ -1396,26 +1400,27 @@ static void drop(conn_t *c, int err, const char *msg) {
   struct timeval tv;
   rlock__tv_from_ms(&tv, c->backoff_ms);
   evtimer_add(c->retry, &tv);
-  c->backoff_ms = c->backoff_ms * 2 > c->cl->opt.reconnect_max_ms ? c->cl->opt.reconnect_max_ms : c->backoff_ms * 2;
+  c->backoff_ms = c->backoff_ms * 2 > c->env->opt->reconnect_max_ms ? c->env->opt->reconnect_max_ms : c->backoff_ms * 2;
 }
 
 void rlock__conn_reset(conn_t *c, const char *msg) { drop(c, RLOCK_ECONNLOST, msg); }
 
-int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind) {
+int rlock__conn_init(conn_t *c, conn_env_t *env, conn_kind_t kind) {
   memset(c, 0, sizeof *c);
-  c->cl = cl;
+  c->env = env;
   c->kind = kind;
   c->state = CS_IDLE;
-  c->backoff_ms = cl->opt.reconnect_min_ms;
-  c->timer = evtimer_new(cl->base, timer_cb, c);
+  c->backoff_ms = env->opt->reconnect_min_ms;
+  c->timer = evtimer_new(env->base, timer_cb, c);
   c->timer_at = INT64_MAX;
-  c->retry = evtimer_new(cl->base, retry_cb, c);
-  c->ping = event_new(cl->base, -1, EV_PERSIST, ping_cb, c);
-  c->later_ev = evtimer_new(cl->base, later_cb, c);
-  if (cl->url.kind != URL_TLS) {
-    c->flush_ev = event_new(cl->base, -1, 0, flush_cb, c);
+  c->retry = evtimer_new(env->base, retry_cb, c);
+  c->ping = event_new(env->base, -1, EV_PERSIST, ping_cb, c);
+  c->later_ev = evtimer_new(env->base, later_cb, c);
+  if (env->url->kind != URL_TLS) {
+    c->flush_ev = event_new(env->base, -1, 0, flush_cb, c);
   }
-  return c->timer && c->retry && c->ping && c->later_ev && (cl->url.kind == URL_TLS || c->flush_ev) ? 0 : RLOCK_ENOMEM;
+  return c->timer && c->retry && c->ping && c->later_ev && (env->url->kind == URL_TLS || c->flush_ev) ? 0
+                                                                                                      : RLOCK_ENOMEM;
 }
 
 void rlock__conn_close(conn_t *c) {

@@ -3,10 +3,15 @@
 #define RLOCK_CONN_H
 
 #include "reply.h"
+#include "url.h"
 
-typedef struct rlock_client client_t;
+#include <stdatomic.h>
+#include <openssl/ssl.h>
+
 typedef struct conn conn_t;
 typedef struct req req_t;
+typedef struct hs_list hs_list_t; /* handshake.h */
+typedef struct conn_env conn_env_t;
 #define RLOCK__TOPO_REQ_ROOM 4 /* req_t.topo: bytes a topology keeps per request */
 
 /* Completion of a request: status 0 with reply (owned by the callee, may be
@@ -79,13 +84,70 @@ struct req {
 
 typedef enum { CS_IDLE, CS_CONNECTING, CS_HANDSHAKE, CS_READY, CS_CLOSED } conn_state_t;
 
+/* Counters behind rlock_client_stats (index into conn_env_t.st). */
+#define ST_ROW(name, field) ST_##name,
+enum { RLOCK_STATS_MAP(ST_ROW) ST_COUNT };
+#undef ST_ROW
+
+/* What a connection needs of the layer above: conn.c calls nothing of the
+ * client, the topology, the fast path or the scripts directly, only this
+ * table, which the client sets at creation (client.c). Each entry gets the
+ * connections' shared conn_env_t back; the client finds itself from it. */
+typedef struct conn_up {
+  void (*pass_begin)(conn_env_t *env); /* a pass of the loop starts (a read, a timer) */
+  void (*pass_end)(conn_env_t *env);
+  void (*flush)(conn_env_t *env);       /* end of an I/O batch */
+  void (*write_batch)(conn_env_t *env); /* the command connection's counted writes, now */
+  void (*cmd_ready)(conn_env_t *env);   /* the command connection is ready (or its replicas changed) */
+  int (*sync_decide)(conn_env_t *env, const conn_t *c, req_t *r); /* a deferred WAIT, decided when written */
+  const char *(*script_body)(int script);                         /* for SCRIPT LOAD in the handshake */
+  const char *(*script_sha)(int script);                          /* for SCRIPT EXISTS in the handshake */
+  int (*script_to_eval)(req_t *r);                                /* NOSCRIPT: the request again as EVAL */
+  /* The deployment's part (topology.h has the meaning of each): before a
+   * connection attempt (false: not yet), the commands it adds to a handshake
+   * (c NULL: the fast path's), the check of their replies, and every error
+   * reply first (true: it took the request). */
+  bool (*before_connect)(conn_env_t *env, conn_t *c);
+  void (*handshake)(const conn_env_t *env, const conn_t *c, hs_list_t *hs);
+  int (*handshake_check)(conn_env_t *env, const rlock_reply_t *reply, char *msg, size_t n);
+  bool (*on_error_reply)(conn_env_t *env, conn_t *c, req_t *r, const rlock_reply_t *err);
+} conn_up_t;
+
+/* What the connections of one client share (conn.c, resolve.c, handshake.c):
+ * the client fills it at creation (rlock__client_net_init) and owns it. The
+ * options, URL and strings are the client's and outlive every connection. */
+struct conn_env {
+  const conn_up_t *up;
+  const rlock_options_t *opt;
+  const url_t *url;
+  const char *name; /* CLIENT SETNAME */
+  const char *sni;  /* TLS: the server name to check (NULL: the node's host) */
+  const char *cert; /* TLS: the client certificate file (for messages) */
+  struct event_base *base;
+  SSL_CTX *ssl_ctx;
+  conn_t *cmd;          /* the client's command connection */
+  _Atomic uint64_t *st; /* the client's counters (ST_*) */
+  /* A pass of the loop is running (the client's pass_begin/_end): it ends
+   * with the client's flush, so a counted command-connection write in it
+   * needs no flush event (conn.c write_req). */
+  bool in_pass;
+  bool batch_wrote; /* a counted command-connection write waits for the pass's write_batch */
+  /* The resolver of host names (libevent's evdns on base: /etc/hosts and
+   * /etc/resolv.conf, never blocking the loop), made on the first name that
+   * is not a numeric address (resolve.c), freed by the I/O thread once the
+   * resolutions it cancelled have called back. */
+  struct evdns_base *dns;
+  int dns_jobs;                 /* resolutions whose callback is still to come */
+  _Atomic uint64_t dns_lookups; /* names handed to evdns (tests read it) */
+};
+
 typedef struct req_queue {
   req_t *head, *tail;
   size_t n;
 } req_queue_t;
 
 struct conn {
-  client_t *cl;
+  conn_env_t *env; /* its client's (rlock__client_of finds the client from it) */
   conn_kind_t kind;
   conn_state_t state;
   /* The node this connection talks to (owned; set by the topology with
@@ -169,7 +231,7 @@ struct conn {
   void (*on_error)(conn_t *c, int err, const char *msg); /* a connection attempt failed */
 };
 
-int rlock__conn_init(conn_t *c, client_t *cl, conn_kind_t kind);
+int rlock__conn_init(conn_t *c, conn_env_t *env, conn_kind_t kind);
 void rlock__conn_start(conn_t *c); /* begin connecting (I/O thread) */
 void rlock__conn_close(conn_t *c); /* fail everything with ECLOSED, free resources */
 /* Points c at host:port (copied) from its next connection attempt on

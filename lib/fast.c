@@ -64,7 +64,7 @@
  * undone (rlock__op_end_unstarted). */
 #include "client.h"
 #include "hooks.h"
-#include "lock.h"
+#include "op.h"
 #include "resp.h"
 
 #include <event2/bufferevent.h>
@@ -590,7 +590,7 @@ static rlock_reply_t *read_reply(fast_t *f) {
  * topology's check refuses (Sentinel's ROLE: a master only). */
 static int handshake(client_t *cl, fast_t *f) {
   hs_list_t hs;
-  rlock__handshake_list(cl, NULL, &hs);
+  rlock__handshake_list(&cl->net, NULL, &hs);
   char *cmds[HS_MAX];
   size_t lens[HS_MAX];
   int n = 0, rc = 0;

@@ -6,7 +6,7 @@
  * (not on a subscriber connection), CLIENT SETNAME. A connection the
  * topology keeps for itself (c->topo_own: Sentinel's queries) takes the
  * topology's commands and CLIENT SETNAME only. */
-#include "client.h"
+#include "handshake.h"
 
 #include <stdio.h>
 
@@ -18,20 +18,20 @@ void rlock__hs_add(hs_list_t *hs, hs_kind_t kind, int argc, const char *const *a
   for (int i = 0; i < argc; i++) c->argv[i] = argv[i];
 }
 
-void rlock__handshake_list(client_t *cl, const conn_t *c, hs_list_t *hs) {
-  const url_t *u = &cl->url;
+void rlock__handshake_list(const conn_env_t *env, const conn_t *c, hs_list_t *hs) {
+  const url_t *u = env->url;
   bool own = c && c->topo_own;
   hs->n = 0;
   if (!own && u->password) {
     const char *a[3] = {"AUTH", u->user ? u->user : u->password, u->password};
     rlock__hs_add(hs, HS_AUTH, u->user ? 3 : 2, a);
   }
-  if (cl->topo->handshake) cl->topo->handshake(cl, c, hs);
+  env->up->handshake(env, c, hs);
   if (!own && (!c || c->kind != CONN_SUB) && u->db) {
     snprintf(hs->db, sizeof hs->db, "%d", u->db);
     const char *a[2] = {"SELECT", hs->db};
     rlock__hs_add(hs, HS_PLAIN, 2, a);
   }
-  const char *n[3] = {"CLIENT", "SETNAME", cl->s_name};
+  const char *n[3] = {"CLIENT", "SETNAME", env->name};
   rlock__hs_add(hs, HS_PLAIN, 3, n);
 }

@@ -26,7 +26,7 @@ typedef struct hs_list {
 } hs_list_t;
 /* The handshake of c (NULL: the fast path's connection, a command
  * connection of its own) into hs. */
-void rlock__handshake_list(client_t *cl, const conn_t *c, hs_list_t *hs);
+void rlock__handshake_list(const conn_env_t *env, const conn_t *c, hs_list_t *hs);
 void rlock__hs_add(hs_list_t *hs, hs_kind_t kind, int argc, const char *const *argv);
 
 #endif

@@ -4,6 +4,8 @@
 
 #include "conn.h"
 
+typedef struct rlock_client client_t;
+
 /* Test hooks: compiled only with RLOCK_TEST_HOOKS, which the tests' archive
  * (rlock_static_test) sets for the files of RLOCK_HOOKED_SOURCES
  * (lib/CMakeLists.txt); the shipped libraries have none (check_symbols.sh).

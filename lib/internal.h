@@ -1,7 +1,7 @@
 /* internal.h -- the engine's private headers, all of them: one per module
  * (util.h, map.h, names.h, url.h, resp.h, reply.h, conn.h, handshake.h,
  * topology/topology.h, script.h, pubsub.h, watchdog.h, usercmd.h, fast.h,
- * client.h, replica_sync.h, resolve.h, hooks.h, lock.h), in layer order. The
+ * client.h, replica_sync.h, resolve.h, hooks.h, op.h, lock.h), in layer order. The
  * lock layer's files include this one; the layers below include only the
  * headers they use.
  *
@@ -16,15 +16,18 @@
  *   pubsub    the subscriber connection: ref-counted channels, parked waiters
  *             woken as the lock kind says (one for the reentrant lock)
  *   watchdog  the hold registry: batched lease renewal, valid-until, lock-lost
- *   lock      the lock machinery: acquire state machine, release, queries,
- *             driven through each lock's kind table (kinds/kind.h: one file
- *             per lock kind, kinds/reentrant.c the reentrant lock)
  *   usercmd   the user's own commands: their own connection, the filter, transactions
  *   client    options, the I/O thread, the submit queue, sync-over-async
  *   fast      the fast path: a blocking lock/unlock on the calling thread over the
  *             client's fast connection; what the engine must know is posted to it
- * Everything below "client" runs on the client's I/O thread only, so it needs no
- * locks; user threads only touch the submit queue (client.c) and, on the fast
+ *   op        an op and the lock handle (op.h): read by the client, driven by lock
+ *   lock      the lock machinery: acquire state machine, release, queries,
+ *             driven through each lock's kind table (kinds/kind.h: one file
+ *             per lock kind, kinds/reentrant.c the reentrant lock)
+ * Calls go up only through tables: conn_up_t (conn.h, in the connections'
+ * conn_env_t) and lock_up_t (client.h).
+ * What the public calls (api.c) hand over runs on the client's I/O thread
+ * only, so it needs no locks; user threads only touch the submit queue (client.c) and, on the fast
  * path, the fast connection and the posts (fast.c).
  */
 #ifndef RLOCK_INTERNAL_H
@@ -59,6 +62,7 @@
 #include "replica_sync.h"
 #include "resolve.h"
 #include "hooks.h"
+#include "op.h"
 #include "lock.h"
 
 #endif

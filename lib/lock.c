@@ -58,7 +58,7 @@ void rlock__handoff_mark(client_t *cl, const char *name, size_t len) {
   if (added) atomic_fetch_add(&cl->fast.hand[rlock__fast_slot(name, len)], 1);
 }
 
-static void handoff_mark(client_t *cl, const rlock_lock_t *l) { rlock__handoff_mark(cl, l->name, l->len); }
+static void handoff_mark_lock(client_t *cl, const rlock_lock_t *l) { rlock__handoff_mark(cl, l->name, l->len); }
 
 /* ms left of this client's handoff window for l (0: none), consuming it. */
 static int64_t handoff_take(client_t *cl, const rlock_lock_t *l) {
@@ -959,7 +959,7 @@ static void sync_missed(op_t *op, int acked) {
 }
 
 /* Held by others for ttl ms more at most (-1: no bound): wait, or end. */
-static void busy(op_t *op, int64_t ttl) {
+static void try_busy(op_t *op, int64_t ttl) {
   int64_t now = rlock_now_ms();
   if (op->cancelled) {
     acquire_fail(op, cancelled_rc());
@@ -1024,7 +1024,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   if (rc == KIND_GRANTED && !synced) sync_missed(op, acked);
   else if (rc == KIND_GRANTED) acquired(op);
   else if (rc < 0) acquire_fail(op, rc);
-  else busy(op, ttl);
+  else try_busy(op, ttl);
 }
 
 static void start_acquire(op_t *op) {
@@ -1174,7 +1174,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
   } else {                        /* it applied: one hold released, the last one, or another count found */
     if (how == REL_ONE && op->unchecked) how = REL_ONE_UNCHECKED; /* the count was not compared */
     value = how != REL_ONE && how != REL_ONE_UNCHECKED;           /* REL_MISMATCH: the owner's field is gone too */
-    if (notified) handoff_mark(cl, l);
+    if (notified) handoff_mark_lock(cl, l);
     drop_latch(op, UNLOCK_LATCH);
     if (!synced) unlock_sync_missed(op);
   }
@@ -1411,18 +1411,18 @@ void rlock__op_start(op_t *op) {
 }
 
 /* The fast path's view of an op's kind (lock_up_t): the kind's own table. */
-static bool fast_fits(const rlock_lock_t *l) { return l->kind == &rlock__kind_reentrant; }
-static req_t *fast_try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
+static bool kind_fast_fits(const rlock_lock_t *l) { return l->kind == &rlock__kind_reentrant; }
+static req_t *kind_fast_try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   return op->lock->kind->try_req(op, latch, done);
 }
-static int fast_try_reply(const op_t *op, const rlock_reply_t *reply, int64_t *wait_ms) {
+static int kind_fast_try_reply(const op_t *op, const rlock_reply_t *reply, int64_t *wait_ms) {
   return op->lock->kind->try_reply(reply, wait_ms);
 }
-static req_t *fast_release_req(op_t *op, const bytes_t *latch, int64_t left, req_done_fn done) {
+static req_t *kind_fast_release_req(op_t *op, const bytes_t *latch, int64_t left, req_done_fn done) {
   kind_release_t rel = {.left = left, .unknown = 0, .lease_ms = op->lease_ms};
   return op->lock->kind->release_req(op, latch, &rel, done);
 }
-static int fast_release_reply(const op_t *op, const rlock_reply_t *reply, release_t *how, bool *notified) {
+static int kind_fast_release_reply(const op_t *op, const rlock_reply_t *reply, release_t *how, bool *notified) {
   return op->lock->kind->release_reply(reply, how, notified);
 }
 
@@ -1439,11 +1439,11 @@ const lock_up_t rlock__lock_up = {
     .op_recycle = rlock__op_recycle,
     .handoff_mark = rlock__handoff_mark,
     .handoff_clear = rlock__handoff_clear,
-    .fast_fits = fast_fits,
-    .fast_try_req = fast_try_req,
-    .fast_try_reply = fast_try_reply,
-    .fast_release_req = fast_release_req,
-    .fast_release_reply = fast_release_reply,
+    .fast_fits = kind_fast_fits,
+    .fast_try_req = kind_fast_try_req,
+    .fast_try_reply = kind_fast_try_reply,
+    .fast_release_req = kind_fast_release_req,
+    .fast_release_reply = kind_fast_release_reply,
 };
 
 /* The public call: the client, given this layer's table. */

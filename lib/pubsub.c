@@ -169,7 +169,7 @@ static bool is_sunsubscribe(const rlock_reply_t *r) {
  * dropped the subscription (the slot moved, the node became a replica). */
 static bool is_own_push(conn_t *c, const rlock_reply_t *reply) {
   if (!is_sunsubscribe(reply)) return false;
-  channel_t *ch = push_channel(&c->cl->ps, reply);
+  channel_t *ch = push_channel(&rlock__client_of(c)->ps, reply);
   return ch && ch->on == c && ch->state == CH_SUBSCRIBED;
 }
 
@@ -183,7 +183,7 @@ static void lost_subscription(pubsub_t *ps, channel_t *ch) {
 }
 
 static void on_push(conn_t *c, rlock_reply_t *msg) {
-  pubsub_t *ps = &c->cl->ps;
+  pubsub_t *ps = &rlock__client_of(c)->ps;
   channel_t *ch = push_channel(ps, msg);
   if (is_sunsubscribe(msg)) {
     if (ch) lost_subscription(ps, ch);
@@ -199,7 +199,7 @@ static void on_push(conn_t *c, rlock_reply_t *msg) {
  * again after a backoff wherever the slot map says, and their waiters try
  * at once; otherwise c's reconnect (on_ready) subscribes them again. */
 static void on_down(conn_t *c) {
-  pubsub_t *ps = &c->cl->ps;
+  pubsub_t *ps = &rlock__client_of(c)->ps;
   bool any = false;
   map_iter_t it;
   rlock__map_iter_init(&it, &ps->channels);
@@ -223,7 +223,7 @@ static void resubscribe(pubsub_t *ps) {
   }
 }
 
-static void on_ready(conn_t *c) { resubscribe(&c->cl->ps); }
+static void on_ready(conn_t *c) { resubscribe(&rlock__client_of(c)->ps); }
 
 /* The slot map changed: a channel subscribed on a connection that no longer
  * serves its slot (a replica promoted: Redis 7.0 keeps the subscription on
@@ -270,14 +270,14 @@ int rlock__pubsub_init(pubsub_t *ps, client_t *cl) {
   rlock__map_init(&ps->channels);
   ps->resub_ms = cl->opt.reconnect_min_ms;
   ps->resub = evtimer_new(cl->base, resub_cb, ps);
-  int rc = rlock__conn_init(&ps->conn, cl, CONN_SUB);
+  int rc = rlock__conn_init(&ps->conn, &cl->net, CONN_SUB);
   if (!ps->resub) rc = RLOCK_ENOMEM;
   rlock__pubsub_attach(ps, &ps->conn);
   return rc;
 }
 
 void rlock__pubsub_attach(pubsub_t *ps, conn_t *c) {
-  (void)ps; /* the callbacks find it through c->cl */
+  (void)ps; /* the callbacks find it through rlock__client_of(c) */
   c->on_push = on_push;
   c->on_down = on_down;
   c->on_ready = on_ready;

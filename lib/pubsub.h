@@ -5,6 +5,8 @@
 #include "conn.h"
 #include "map.h"
 
+typedef struct rlock_client client_t;
+
 typedef struct waiter waiter_t;
 typedef struct channel channel_t;
 /* A lock waiter parked on a channel. */

@@ -4,6 +4,8 @@
 
 #include "conn.h"
 
+typedef struct rlock_client client_t;
+
 /* The replica-sync check (rlock_options_t.replica_sync): WAIT after a
  * script, in the same compound request (client.c). */
 typedef struct sync_need {

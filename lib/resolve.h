@@ -8,7 +8,7 @@
  * a numeric address, else on a later pass). RLOCK_ENOMEM: nothing started. */
 typedef void (*rlock__resolved_fn)(conn_t *c, int err, struct addrinfo *res);
 int rlock__resolve_start(conn_t *c, const char *host, int port, rlock__resolved_fn done);
-void rlock__resolve_cancel(conn_t *c);   /* its callback will not run for c */
-void rlock__resolve_close(client_t *cl); /* after the engine shut down: the resolver goes */
+void rlock__resolve_cancel(conn_t *c);      /* its callback will not run for c */
+void rlock__resolve_close(conn_env_t *env); /* after the engine shut down: the resolver goes */
 
 #endif

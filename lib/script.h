@@ -5,12 +5,9 @@
 #include "conn.h"
 #include "scripts.h"
 
-/* The embedded scripts (lua/<name>.lua): the reentrant lock's
- * (kinds/reentrant.c) and the simple lock's (kinds/simple.c); the watchdog
- * renews each hold with its kind's renew script (SCRIPT_RENEW by default). */
-#define SCRIPT_ENUM_ROW(e, file) SCRIPT_##e,
-enum { SCRIPT__NONE, RLOCK__SCRIPT_MAP(SCRIPT_ENUM_ROW) SCRIPT__END, SCRIPT_N = SCRIPT__END - 1 };
-#undef SCRIPT_ENUM_ROW
+/* The embedded scripts (lua/<name>.lua, numbered by the SCRIPT_* enum of
+ * scripts.h): the lock kinds' (kinds/); the watchdog renews each hold with
+ * its kind's renew script (SCRIPT_RENEW by default). */
 void rlock__script_init(void); /* computes the SHA1s once (thread-safe) */
 const char *rlock__script_body(int script);
 const char *rlock__script_sha(int script); /* 40 hex digits */

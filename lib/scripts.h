@@ -1,5 +1,5 @@
 /* scripts.h -- the one list of embedded Lua scripts: X(<ENUM>, <file>), one row per
- * lua/<file>.lua. It makes the SCRIPT_* enum (script.h) and the bodies table
+ * lua/<file>.lua. It makes the SCRIPT_* enum (below) and the bodies table
  * (script.c); lib/CMakeLists.txt reads the same rows to embed each file, and
  * fails the configure step when a .lua file in lua/ has no row or a row no file.
  * Each row is written exactly "X(<ENUM>, <file>)" (one space). New rows go at the
@@ -46,5 +46,11 @@
   X(PES_RELEASE, pes_release)                       \
   X(PES_RENEW, pes_renew)                           \
   X(PES_CALL, pes_call)
+
+/* The scripts by number, 1 to SCRIPT_N (0: none). Here, not in script.h, so
+ * that conn.c (the handshake's SCRIPT EXISTS) needs no header above its own. */
+#define SCRIPT_ENUM_ROW(e, file) SCRIPT_##e,
+enum { SCRIPT__NONE, RLOCK__SCRIPT_MAP(SCRIPT_ENUM_ROW) SCRIPT__END, SCRIPT_N = SCRIPT__END - 1 };
+#undef SCRIPT_ENUM_ROW
 
 #endif

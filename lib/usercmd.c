@@ -31,7 +31,7 @@
  * is not followed (the commands would run outside MULTI), EXEC's
  * EXECABORT comes back to the caller. */
 #include "client.h"
-#include "lock.h"
+#include "op.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,7 +348,7 @@ int rlock__usercmd_init(usercmd_t *u, client_t *cl) {
   u->cl = cl;
   u->unstick = evtimer_new(cl->base, unstick_cb, u);
   if (!u->unstick) return RLOCK_ENOMEM;
-  return rlock__conn_init(&u->conn, cl, CONN_USER);
+  return rlock__conn_init(&u->conn, &cl->net, CONN_USER);
 }
 
 void rlock__usercmd_close(usercmd_t *u) {

@@ -4,6 +4,8 @@
 
 #include "conn.h"
 
+typedef struct rlock_client client_t;
+
 typedef struct op op_t;
 /* The user connection (rlock_client_command), opened on first use; on a
  * Cluster also one per master (cluster.c opens them, attached here). */

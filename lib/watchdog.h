@@ -7,6 +7,8 @@
 
 #include <pthread.h>
 
+typedef struct rlock_client client_t;
+
 typedef struct hold hold_t;
 typedef struct watchdog {
   client_t *cl;

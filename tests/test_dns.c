@@ -91,7 +91,7 @@ static int query_seen(int64_t timeout_ms) {
 
 static void default_resolver(void) { rlock__test_resolv_conf = NULL; }
 
-static uint64_t lookups(rlock_client_t *c) { return atomic_load(&c->dns_lookups); }
+static uint64_t lookups(rlock_client_t *c) { return atomic_load(&c->net.dns_lookups); }
 
 static rlock_client_t *client_with(const char *url, int64_t connect_timeout_ms) {
   rlock_options_t o;

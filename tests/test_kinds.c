@@ -370,11 +370,11 @@ TEST(wake_policy) {
   client_t *cl = calloc(1, sizeof *cl);
   rlock_options_init(&cl->opt);
   cl->s_name = strdup("rlock-kinds-test");
-  cl->conn_up = &rlock__client_conn_up;
   CHECK_OK(rlock__url_parse(&cl->url, srv->url));
   cl->base = base;
   cl->thread = pthread_self(); /* this thread runs its loop: its I/O thread (RLOCK__ASSERTs) */
   cl->topo = &rlock__topology_single;
+  rlock__client_net_init(cl);
   CHECK_OK(rlock__pubsub_init(&cl->ps, cl));
   rlock__conn_start(&cl->ps.conn);
 

@@ -106,14 +106,14 @@ static client_t *bare_new(struct event_base *base, const char *url, int64_t time
   client_t *cl = calloc(1, sizeof *cl);
   rlock_options_init(&cl->opt);
   cl->opt.command_timeout_ms = timeout_ms;
-  cl->conn_up = &rlock__client_conn_up;
   cl->s_name = strdup("rlock-seams-test");
   CHECK_OK(rlock__url_parse(&cl->url, url));
   cl->base = base;
   cl->thread = pthread_self(); /* this thread runs its loop: its I/O thread (RLOCK__ASSERTs) */
   cl->topo = topo;
   rlock__script_init();
-  CHECK_OK(rlock__conn_init(&cl->cmd, cl, CONN_CMD));
+  rlock__client_net_init(cl);
+  CHECK_OK(rlock__conn_init(&cl->cmd, &cl->net, CONN_CMD));
   rlock__conn_start(&cl->cmd);
   return cl;
 }

@@ -105,13 +105,13 @@ static cluster_t *state(client_t *cl) { return cl->topo_state; }
 /* ------------------------------------------------------------ node table */
 
 static void node_ready(conn_t *c) {
-  client_t *cl = c->cl;
+  client_t *cl = rlock__client_of(c);
   if (cl->wd.holds.count) rlock__watchdog_renew_now(&cl->wd); /* a shard back: renew its holds now */
 }
 
 static void schedule_refresh(cluster_t *k, int64_t delay_ms);
 
-static void node_down(conn_t *c) { schedule_refresh(state(c->cl), REFRESH_MIN_MS); }
+static void node_down(conn_t *c) { schedule_refresh(state(rlock__client_of(c)), REFRESH_MIN_MS); }
 
 /* The node host:port of the table, added (and connecting) if new; -1 when out of memory. */
 static int node_index(cluster_t *k, const char *host, size_t hlen, int port) {
@@ -126,7 +126,7 @@ static int node_index(cluster_t *k, const char *host, size_t hlen, int port) {
     k->nodes = n, k->cap = cap;
   }
   cnode_t *n = calloc(1, sizeof *n);
-  if (!n || !(n->host = rlock__strndup(host, hlen)) || rlock__conn_init(&n->cmd, k->cl, CONN_CMD) ||
+  if (!n || !(n->host = rlock__strndup(host, hlen)) || rlock__conn_init(&n->cmd, &k->cl->net, CONN_CMD) ||
       rlock__conn_set_node(&n->cmd, n->host, port)) {
     if (n) rlock__conn_close(&n->cmd);
     if (n) free(n->host);
@@ -144,7 +144,7 @@ static int node_index(cluster_t *k, const char *host, size_t hlen, int port) {
 /* The host a node answered about a peer: its own when it gave none. */
 static void peer_host(const conn_t *c, const char **host, size_t *hlen) {
   if (*hlen == 0 || (*hlen == 1 && **host == '?')) {
-    *host = c->host ? c->host : c->cl->url.host;
+    *host = c->host ? c->host : rlock__client_of(c)->url.host;
     *hlen = strlen(*host);
   }
 }
@@ -282,7 +282,7 @@ static void schedule_refresh(cluster_t *k, int64_t delay_ms) {
 /* Node n's subscriber connection, opened on first use; NULL when out of memory. */
 static conn_t *node_sub(cluster_t *k, cnode_t *n) {
   if (!n->has_sub) {
-    if (rlock__conn_init(&n->sub, k->cl, CONN_SUB) || rlock__conn_set_node(&n->sub, n->host, n->port)) {
+    if (rlock__conn_init(&n->sub, &k->cl->net, CONN_SUB) || rlock__conn_set_node(&n->sub, n->host, n->port)) {
       rlock__conn_close(&n->sub);
       return NULL;
     }
@@ -298,7 +298,7 @@ static conn_t *node_sub(cluster_t *k, cnode_t *n) {
  * user connections are closed (the client is closing). */
 static conn_t *node_user(cluster_t *k, cnode_t *n) {
   if (!n->has_user) {
-    if (rlock__conn_init(&n->user, k->cl, CONN_USER) || rlock__conn_set_node(&n->user, n->host, n->port) ||
+    if (rlock__conn_init(&n->user, &k->cl->net, CONN_USER) || rlock__conn_set_node(&n->user, n->host, n->port) ||
         rlock__usercmd_attach(&k->cl->uc, &n->user)) {
       rlock__conn_close(&n->user);
       return NULL;
@@ -479,7 +479,7 @@ static void probe_done(req_t *r, int status, rlock_reply_t *reply) {
 /* The control connection is ready: the client hears of it once the probe
  * has answered (the first time), at once afterwards (reconnects). */
 static void control_ready(conn_t *c) {
-  cluster_t *k = state(c->cl);
+  cluster_t *k = state(rlock__client_of(c));
   if (k->probed && k->cmd_on_ready) k->cmd_on_ready(c);
 }
 
@@ -498,7 +498,7 @@ static int send_probe(cluster_t *k) {
  * client hears of the failure (rlock_client_new's result) only when every
  * seed failed once. */
 static void control_error(conn_t *c, int err, const char *msg) {
-  cluster_t *k = state(c->cl);
+  cluster_t *k = state(rlock__client_of(c));
   if (k->next_seed < k->nseeds) {
     const char *s = k->seeds[k->next_seed++], *colon = strrchr(s, ':');
     char *host = rlock__strndup(s, (size_t)(colon - s));
@@ -525,7 +525,7 @@ static void control_error(conn_t *c, int err, const char *msg) {
 /* The subscriber connection could not reach its node: another master. */
 static void sub_error(conn_t *c, int err, const char *msg) {
   (void)err, (void)msg;
-  cluster_t *k = state(c->cl);
+  cluster_t *k = state(rlock__client_of(c));
   for (int i = 0; i < k->nnodes; i++)
     if (node_usable(k->nodes[i])) {
       rlock__conn_set_node(c, k->nodes[i]->host, k->nodes[i]->port);

@@ -463,7 +463,7 @@ static void q_error(conn_t *c, int err, const char *msg) {
   sentinel_failed(s, err, msg);
 }
 
-static void q_ready(conn_t *c) { of_q(c)->round_ms = c->cl->opt.reconnect_min_ms; }
+static void q_ready(conn_t *c) { of_q(c)->round_ms = rlock__client_of(c)->opt.reconnect_min_ms; }
 
 static void sub_error(conn_t *c, int err, const char *msg) {
   (void)err, (void)msg;
@@ -625,8 +625,8 @@ static int sentinel_init(client_t *cl) {
   s->poll = event_new(cl->base, -1, EV_PERSIST, poll_cb, s);
   s->kick = event_new(cl->base, -1, 0, kick_cb, s);
   s->again = evtimer_new(cl->base, again_cb, s);
-  if (!s->order || !s->votes || !s->poll || !s->kick || !s->again || rlock__conn_init(&s->q, cl, CONN_CMD) ||
-      rlock__conn_init(&s->sub, cl, CONN_SUB)) {
+  if (!s->order || !s->votes || !s->poll || !s->kick || !s->again || rlock__conn_init(&s->q, &cl->net, CONN_CMD) ||
+      rlock__conn_init(&s->sub, &cl->net, CONN_SUB)) {
     sentinel_close(cl);
     return RLOCK_ENOMEM;
   }

@@ -30,6 +30,8 @@
 #include "handshake.h"
 #include "url.h"
 
+typedef struct rlock_client client_t;
+
 typedef struct topology_ops {
   const char *name;
   bool slots_matter;
