@@ -1096,6 +1096,14 @@ static int one_waiter(void *arg) {
   rlock_fair_waiters_free(q, n);
   return n == 1;
 }
+/* The waiter's own channel is subscribed (its name holds "odd"). */
+static int odd_subscribed(void *arg) {
+  (void)arg;
+  redisReply *r = th_cmd(srv, "PUBSUB", "CHANNELS", "*odd*", NULL);
+  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1;
+  th_reply_free(r);
+  return yes;
+}
 TEST(odd_name) {
   const char *name = "fair{odd";
   rlock_client_t *c = fair_client(0);
@@ -1104,6 +1112,10 @@ TEST(odd_name) {
   waiter_t w = {.lock = l, .owner = 2, .wait_ms = 20000, .lease_ms = 30000};
   waiter_start(&w);
   CHECK(th_wait_until(one_waiter, l, 10000));
+  /* queued is not yet subscribed: a release before the subscription is
+   * confirmed reaches nobody, and the waiter then takes the lock by the try
+   * its confirmation makes, with no message to count */
+  CHECK(th_wait_until(odd_subscribed, NULL, 10000));
   rlock_fair_waiter_t *q = NULL;
   size_t n = 0;
   rlock_stats_t st0, st1;
