@@ -91,7 +91,13 @@
  *                         while a later member was awaited: the final step
  *                         cuts the TTL to the 300 ms lease, which runs out
  *                         unreleased; the waiter gets the lock soon after,
- *                         not at the end of the TTL it parked on */
+ *                         not at the end of the TTL it parked on
+ *   relet_write_says_1    the final step's message for a write member is
+ *                         the write unlock's "1" (Redisson's READ_UNLOCK:
+ *                         every Java waiter of a JVM tries again), not "0",
+ *                         which wakes one per JVM: the other readers parked
+ *                         on the old TTL slept on after the lease ran out
+ *                         beside a lock they could read */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1102,6 +1108,39 @@ TEST(relet_wakes_waiters) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
 }
 
+/* The next message on sub (NULL: none within its timeout). */
+static redisReply *next_message(redisContext *sub) {
+  redisReply *r = NULL;
+  if (redisGetReply(sub, (void **)&r) != REDIS_OK) return NULL;
+  return r;
+}
+
+TEST(relet_write_says_1) {
+  rlock_client_t *c1 = th_client(s1->url, 20000);
+  rlock_lock_t *r = NULL, *w = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:wmsg", 7, &r, &w));
+  rlock_lock_t *x = th_lock(c1, "ml:wmsx");
+  redisContext *sub = th_raw_connect(s1);
+  redisReply *rep = redisCommand(sub, "SUBSCRIBE %s", "redisson_rwlock:{ml:wmsg}");
+  CHECK(rep && rep->type == REDIS_REPLY_ARRAY);
+  freeReplyObject(rep);
+  rlock_lock_t *members[2] = {w, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
+  rep = next_message(sub); /* the relet's: nothing else publishes there before the release */
+  CHECK_MSG(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3, "no message on the write member's channel");
+  CHECK_MSG(strcmp(rep->element[2]->str, "1") == 0,
+            "the relet of a write member said '%s' (one Java waiter per JVM), not the write unlock's '1'",
+            rep->element[2]->str);
+  freeReplyObject(rep);
+  redisFree(sub);
+  CHECK_OK(rlock_multilock_release(m, 1));
+  rlock_multilock_free(m);
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
+  rlock_client_free(c1);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -1132,6 +1171,7 @@ int main(int argc, char **argv) {
   RUN(read_relet_keeps_write_lease);
   RUN(write_relet_keeps_read_holds);
   RUN(relet_wakes_waiters);
+  RUN(relet_write_says_1);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();
