@@ -1307,11 +1307,18 @@ static void relet_told(req_t *r, int status, rlock_reply_t *reply) {
  * ones were awaited, to the MultiLock's lease): waiters parked on the old
  * TTL try again now (the kind's unlock message), so none sleeps on
  * once the lease runs out unreleased. Best effort: an ACL that refuses the
- * channel leaves them their old TTL. Not for a kind whose waiters listen on
- * channels of their own (fair) or on none (spin). */
+ * channel leaves them their old TTL. A fair lock's queue head listens on a
+ * channel of its own: it is told there (fair_tell_head.lua); the spin lock's
+ * waiters listen on none. */
 static void relet_tell(op_t *op) {
   rlock_lock_t *l = op->lock;
-  if (l->kind->no_pubsub || l->kind->waiter_channel || !l->channel.p) return;
+  if (l->kind->no_pubsub || !l->channel.p) return;
+  if (l->kind->queues) { /* a fair lock: its queue's head, on its own channel */
+    req_t *r = rlock__fair_tell_head_req(op->cl, l, relet_told, NULL);
+    if (r) rlock__client_send(op->cl, l->name, l->len, r);
+    return;
+  }
+  if (l->kind->waiter_channel) return;
   /* a write lock's unlock message, "1" (Java's READ_UNLOCK): every Java
    * waiter of a JVM tries again, the readers among them too; "0" would wake
    * one per JVM and leave the others on the old TTL */

@@ -45,6 +45,7 @@
   X(PES_ACQUIRE_UNDO, pes_acquire_undo)             \
   X(PES_RELEASE, pes_release)                       \
   X(PES_RENEW, pes_renew)                           \
-  X(PES_CALL, pes_call)
+  X(PES_CALL, pes_call)                             \
+  X(FAIR_TELL_HEAD, fair_tell_head)
 
 #endif
