@@ -624,7 +624,9 @@ RLOCK_EXPORT int rlock_permits_valid_until(rlock_permits_t *sem, const char *id,
  * key is gone (no holder, whatever the kind), without taking it: woken by the
  * unlock message, or at the holder's TTL (a lock that expires, a kind that
  * publishes nothing), never polling faster; a simple lock (released by other
- * libraries without a message) is also looked at as its acquirers poll.
+ * libraries without a message) is also looked at as its acquirers poll, a
+ * fair lock (Redisson's unlock tells only its next waiter) at least every
+ * third of watchdog_timeout_ms.
  * 0 free; RLOCK_EBUSY still held at the bound; RLOCK_ECANCELED. Not for
  * semaphore, permit-semaphore or latch handles (RLOCK_EINVAL).
  * docs/api/lock.md. */

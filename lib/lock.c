@@ -1305,15 +1305,25 @@ static void relet_told(req_t *r, int status, rlock_reply_t *reply) {
 
 /* The relet cut the TTL (the watchdog lease of a member taken while later
  * ones were awaited, to the MultiLock's lease): waiters parked on the old
- * TTL try again now (the kind's "0", as an unlock's), so none sleeps on
+ * TTL try again now (the kind's unlock message), so none sleeps on
  * once the lease runs out unreleased. Best effort: an ACL that refuses the
- * channel leaves them their old TTL. Not for a kind whose waiters listen on
- * channels of their own (fair) or on none (spin). */
+ * channel leaves them their old TTL. A fair lock's queue head listens on a
+ * channel of its own: it is told there (fair_tell_head.lua); the spin lock's
+ * waiters listen on none. */
 static void relet_tell(op_t *op) {
   rlock_lock_t *l = op->lock;
-  if (l->kind->no_pubsub || l->kind->waiter_channel || !l->channel.p) return;
-  const char *pub = rlock__publish_cmd(op->cl);
-  const char *argv[3] = {pub, l->channel.p, "0"};
+  if (l->kind->no_pubsub || !l->channel.p) return;
+  if (l->kind->queues) { /* a fair lock: its queue's head, on its own channel */
+    req_t *r = rlock__fair_tell_head_req(op->cl, l, relet_told, NULL);
+    if (r) rlock__client_send(op->cl, l->name, l->len, r);
+    return;
+  }
+  if (l->kind->waiter_channel) return;
+  /* a write lock's unlock message, "1" (Java's READ_UNLOCK): every Java
+   * waiter of a JVM tries again, the readers among them too; "0" would wake
+   * one per JVM and leave the others on the old TTL */
+  const char *pub = rlock__publish_cmd(op->cl), *msg = l->kind == &rlock__kind_write ? "1" : "0";
+  const char *argv[3] = {pub, l->channel.p, msg};
   size_t lens[3] = {strlen(pub), l->channel.n, 1};
   req_t *r = rlock__req_new(3, argv, lens, op->cl->opt.command_timeout_ms, relet_told, NULL);
   if (r) rlock__client_send(op->cl, l->name, l->len, r);

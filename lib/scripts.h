@@ -45,7 +45,8 @@
   X(PES_ACQUIRE_UNDO, pes_acquire_undo)             \
   X(PES_RELEASE, pes_release)                       \
   X(PES_RENEW, pes_renew)                           \
-  X(PES_CALL, pes_call)
+  X(PES_CALL, pes_call)                             \
+  X(FAIR_TELL_HEAD, fair_tell_head)
 
 /* The scripts by number, 1 to SCRIPT_N (0: none). Here, not in script.h, so
  * that conn.c (the handshake's SCRIPT EXISTS) needs no header above its own. */

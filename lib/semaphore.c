@@ -337,9 +337,13 @@ static void not_yet(op_t *op, int64_t ttl) {
     ttl = op->lock->kind->poll_ms(op, ttl);
   /* A fair lock freed by Redisson says nothing on the lock's channel (its
    * unlock tells the queue's head only): held without a TTL (clearExpire),
-   * it would give no wake-up at all. Look again every third of
-   * watchdog_timeout_ms then, as a spin lock's waiter without a TTL does. */
-  if (op->kind == OP_AWAIT_FREE && op->lock->kind->queues && ttl < 0) ttl = op->cl->opt.watchdog_timeout_ms / 3;
+   * it would give no wake-up at all, and with a long fixed lease none before
+   * it runs out. Look again at least every third of watchdog_timeout_ms, as
+   * a spin lock's waiter without a TTL does. */
+  if (op->kind == OP_AWAIT_FREE && op->lock->kind->queues) {
+    int64_t every = op->cl->opt.watchdog_timeout_ms / 3;
+    if (ttl < 0 || ttl > every) ttl = every;
+  }
   /* A kind without messages (the spin lock): look again as its acquirers
    * spin (its backoff, never past the TTL); without a backoff, at the TTL. */
   if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) {

@@ -38,6 +38,9 @@
  *   fair_no_ttl_java_unlock  a fair lock without a TTL freed by Redisson's
  *                       unlock (no message where it listens): seen within a
  *                       third of watchdog_timeout_ms (before: never)
+ *   fair_long_ttl_java_unlock  the same with a TTL far longer than that
+ *                       (Redisson's fixed lease): seen within a third of
+ *                       watchdog_timeout_ms too (before: at the TTL)
  *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -462,6 +465,32 @@ TEST(fair_no_ttl_java_unlock) {
   rlock_client_free(c);
 }
 
+/* A fair lock held with a fixed lease far longer than watchdog_timeout_ms
+ * (Redisson's lock(60 s)), freed by Redisson's fair unlock: no message where
+ * the waiter listens, as above. Its TTL must not bound the wait: the waiter
+ * looks again every third of watchdog_timeout_ms. Before: it slept to the
+ * TTL (60 s) beside the free lock. */
+TEST(fair_long_ttl_java_unlock) {
+  rlock_client_t *c = th_client(srv->url, 3000);
+  rlock_lock_t *l = NULL;
+  CHECK_OK(rlock_lock_new_fair(c, "af:fair:ttl", 11, &l));
+  th_reply_free(th_cmd(srv, "HSET", "af:fair:ttl", "00000000-0000-4000-8000-000000000000:1", "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", "af:fair:ttl", "60000", NULL));
+  waiter_arg_t a = {.lock = l, .wait_ms = RLOCK_WAIT_FOREVER};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  numsub_want_t w = {"redisson_lock__channel:{af:fair:ttl}", 1};
+  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the waiter did not subscribe to the lock's channel");
+  th_reply_free(th_cmd(srv, "DEL", "af:fair:ttl", NULL)); /* Redisson's fair unlock, nobody queued */
+  int done = th_wait_until(is_done, &a, 15000);
+  if (!done) th_reply_free(th_cmd(srv, "PUBLISH", "redisson_lock__channel:{af:fair:ttl}", "0", NULL)); /* end it */
+  pthread_join(t, NULL);
+  CHECK_MSG(done, "a fair lock with a 60 s TTL freed by Java: the waiter slept on (to the TTL)");
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 TEST(bad_input) {
   rlock_client_t *c = th_client(srv->url, 0);
   rlock_lock_t *l = th_lock(c, "af:bad");
@@ -493,6 +522,7 @@ int main(int argc, char **argv) {
   RUN(spin);
   RUN(last_ms);
   RUN(fair_no_ttl_java_unlock);
+  RUN(fair_long_ttl_java_unlock);
   RUN(bad_input);
   th_server_stop(srv);
   return th_done();

@@ -91,7 +91,16 @@
  *                         while a later member was awaited: the final step
  *                         cuts the TTL to the 300 ms lease, which runs out
  *                         unreleased; the waiter gets the lock soon after,
- *                         not at the end of the TTL it parked on */
+ *                         not at the end of the TTL it parked on
+ *   relet_write_says_1    the final step's message for a write member is
+ *                         the write unlock's "1" (Redisson's READ_UNLOCK:
+ *                         every Java waiter of a JVM tries again), not "0",
+ *                         which wakes one per JVM: the other readers parked
+ *                         on the old TTL slept on after the lease ran out
+ *                         beside a lock they could read
+ *   relet_wakes_fair_waiter  the same for a fair member: its queue's head,
+ *                         on its own channel, is told (before: nothing was
+ *                         sent, it slept on the wait it parked on) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1102,6 +1111,75 @@ TEST(relet_wakes_waiters) {
   rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
 }
 
+/* relet_wakes_waiters for a fair member: its waiters listen on channels of
+ * their own (the queue's head on redisson_lock__channel:{NAME}:<id>). */
+TEST(relet_wakes_fair_waiter) {
+  rlock_client_t *c1 = th_client(s1->url, 20000), *c2 = th_client(s1->url, 0), *c3 = th_client(s1->url, 0);
+  rlock_lock_t *a1 = NULL, *a2 = NULL, *b1 = th_lock(c1, "ml:fwb"), *b3 = th_lock(c3, "ml:fwb");
+  CHECK_OK(rlock_lock_new_fair(c1, "ml:fwa", 6, &a1));
+  CHECK_OK(rlock_lock_new_fair(c2, "ml:fwa", 6, &a2));
+  CHECK_OK(rlock_lock_acquire(b3, 9, 0, 60000, NULL));
+  rlock_lock_t *members[2] = {a1, b1};
+  ml_run_t run = {NULL, -1};
+  CHECK_OK(rlock_multilock_new(&run.m, members, 2));
+  pthread_t t;
+  pthread_create(&t, NULL, ml_acquire_thread, &run);
+  CHECK(th_wait_until(wka_held, "ml:fwa", 10000));
+  waiter_t w = {0};
+  CHECK_OK(rlock_lock_acquire_async(a2, 7, 15000, 5000, NULL, waiter_cb, &w));
+  int locked = 0;
+  CHECK_OK(rlock_lock_is_locked(a2, &locked));
+  CHECK(locked && !atomic_load(&w.done));
+  CHECK_OK(rlock_lock_release(b3, 9));
+  pthread_join(t, NULL);
+  CHECK_OK(run.rc);
+  int64_t vu = 0;
+  CHECK_OK(rlock_multilock_valid_until(run.m, 5, &vu));
+  CHECK(th_wait_until(waiter_done, &w, 16000));
+  CHECK_OK(w.rc);
+  CHECK_MSG(w.at - vu < 2000,
+            "the fair waiter got the lock %lld ms after the MultiLock's lease ended (it slept on the TTL it parked on)",
+            (long long)(w.at - vu));
+  printf("# the fair waiter got it %lld ms after the lease's end\n", (long long)(w.at - vu));
+  CHECK_OK(rlock_lock_release(a2, 7));
+  rlock_multilock_free(run.m);
+  rlock_lock_free(a1), rlock_lock_free(b1), rlock_lock_free(a2), rlock_lock_free(b3);
+  rlock_client_free(c1), rlock_client_free(c2), rlock_client_free(c3);
+}
+
+/* The next message on sub (NULL: none within its timeout). */
+static redisReply *next_message(redisContext *sub) {
+  redisReply *r = NULL;
+  if (redisGetReply(sub, (void **)&r) != REDIS_OK) return NULL;
+  return r;
+}
+
+TEST(relet_write_says_1) {
+  rlock_client_t *c1 = th_client(s1->url, 20000);
+  rlock_lock_t *r = NULL, *w = NULL;
+  CHECK_OK(rlock_rwlock_new(c1, "ml:wmsg", 7, &r, &w));
+  rlock_lock_t *x = th_lock(c1, "ml:wmsx");
+  redisContext *sub = th_raw_connect(s1);
+  redisReply *rep = redisCommand(sub, "SUBSCRIBE %s", "redisson_rwlock:{ml:wmsg}");
+  CHECK(rep && rep->type == REDIS_REPLY_ARRAY);
+  freeReplyObject(rep);
+  rlock_lock_t *members[2] = {w, x};
+  rlock_multilock_t *m = NULL;
+  CHECK_OK(rlock_multilock_new(&m, members, 2));
+  CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
+  rep = next_message(sub); /* the relet's: nothing else publishes there before the release */
+  CHECK_MSG(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3, "no message on the write member's channel");
+  CHECK_MSG(strcmp(rep->element[2]->str, "1") == 0,
+            "the relet of a write member said '%s' (one Java waiter per JVM), not the write unlock's '1'",
+            rep->element[2]->str);
+  freeReplyObject(rep);
+  redisFree(sub);
+  CHECK_OK(rlock_multilock_release(m, 1));
+  rlock_multilock_free(m);
+  rlock_lock_free(r), rlock_lock_free(w), rlock_lock_free(x);
+  rlock_client_free(c1);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 170);
   s1 = th_server_start(NULL);
@@ -1132,6 +1210,8 @@ int main(int argc, char **argv) {
   RUN(read_relet_keeps_write_lease);
   RUN(write_relet_keeps_read_holds);
   RUN(relet_wakes_waiters);
+  RUN(relet_write_says_1);
+  RUN(relet_wakes_fair_waiter);
   th_server_stop(s1);
   th_server_stop(s2);
   return th_done();

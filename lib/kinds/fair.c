@@ -56,6 +56,17 @@ static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
   return 0;
 }
 
+req_t *rlock__fair_tell_head_req(client_t *cl, const rlock_lock_t *l, req_done_fn done, void *ctx) {
+  bytes_t q, z;
+  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  const char *keys[2] = {q.p, l->channel.p}, *args[1] = {rlock__publish_cmd(cl)};
+  size_t kl[2] = {q.n, l->channel.n}, al[1] = {rlock__publish_len(cl)};
+  req_t *r = rlock__script_req(SCRIPT_FAIR_TELL_HEAD, 2, keys, kl, 1, args, al, cl->opt.command_timeout_ms, done, ctx);
+  free(q.p);
+  free(z.p);
+  return r;
+}
+
 /* fair_acquire.lua: KEYS name, queue, deadlines, channel, latch; ARGV lease,
  * owner, slot, now, latch TTL, mode ('q' queue / 't' try only), not
  * reentrant, publish command. A try with no wait never queues. */

@@ -157,6 +157,9 @@ extern const lock_kind_t rlock__kind_fenced;            /* RLock's layout and a 
 extern const lock_kind_t rlock__kind_spin;              /* RLock's layout, no pub/sub, backoff (kinds/spin.c) */
 /* The fenced lock's token key redisson_lock_token:{NAME} (malloc'd): 0 or RLOCK_ENOMEM. */
 int rlock__fenced_token_key(const rlock_lock_t *l, bytes_t *out);
+/* fair_tell_head.lua for l (a fair lock): its queue's head tries again
+ * (the MultiLock's final step cut the TTL it parked on). NULL: no memory. */
+req_t *rlock__fair_tell_head_req(client_t *cl, const rlock_lock_t *l, req_done_fn done, void *ctx);
 extern const lock_kind_t rlock__kind_read; /* RReadWriteLock's two (kinds/rwlock.c) */
 extern const lock_kind_t rlock__kind_write;
 /* Redisson's RPermitExpirableSemaphore (kinds/pes.c): a hold is one permit,
