@@ -62,7 +62,18 @@ static void failover_both_ways(bool kill) {
   for (int i = 0; i < dep->nsent; i++)
     off += (size_t)snprintf(addrs + off, sizeof addrs - off, ",redis://127.0.0.1:%d", dep->sent[i].port);
   th_peer_t *j = th_peer_start("sentinel", addrs, 0, 0);
-  rlock_client_t *c = th_client(dep->url, 0);
+  /* the replica-sync check with room for a failover on a loaded machine:
+   * the waiter's grant came when the new master's only replica had not
+   * acknowledged within the default 1 s three times (RLOCK_ENOSYNC, a CI dry
+   * run); this test is about the wake-ups across languages */
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = dep->url;
+  o.command_timeout_ms = 8000; /* (a WAIT must end within it) */
+  o.replica_sync_timeout_ms = 4000;
+  o.retry_attempts = 6;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
 
   th_peer_expect(j, "a", "ok", "getLock %s", na);
   th_peer_expect(j, "a", "ok", "lock");
