@@ -330,25 +330,11 @@ static void not_yet(op_t *op, int64_t ttl) {
                      0, NULL, 0);
     return;
   }
-  /* A simple lock's other programs (redis-py, node-redlock, redsync) release
-   * without a message, and may hold it without a TTL: look again as its
-   * acquirers try again (the kind's capped backoff), never later. */
-  if (op->kind == OP_AWAIT_FREE && op->lock->kind->poll_ms && !op->lock->kind->no_pubsub)
-    ttl = op->lock->kind->poll_ms(op, ttl);
-  /* A fair lock freed by Redisson says nothing on the lock's channel (its
-   * unlock tells the queue's head only): held without a TTL (clearExpire),
-   * it would give no wake-up at all, and with a long fixed lease none before
-   * it runs out. Look again at least every third of watchdog_timeout_ms, as
-   * a spin lock's waiter without a TTL does. */
-  if (op->kind == OP_AWAIT_FREE && op->lock->kind->queues) {
-    int64_t every = op->cl->opt.watchdog_timeout_ms / 3;
-    if (ttl < 0 || ttl > every) ttl = every;
-  }
-  /* A kind without messages (the spin lock): look again as its acquirers
-   * spin (its backoff, never past the TTL); without a backoff, at the TTL. */
+  /* a kind whose releases may say nothing on the channel looks sooner */
+  if (op->kind == OP_AWAIT_FREE && op->lock->kind->look_ms) ttl = op->lock->kind->look_ms(op, ttl);
+  /* a kind without messages (the spin lock) only looks */
   if (op->kind == OP_AWAIT_FREE && op->lock->kind->no_pubsub) {
-    int64_t at = ttl > 0 ? ttl : op->cl->opt.watchdog_timeout_ms / 3;
-    arm_deadline_ttl(op, now, op->lock->kind->poll_ms ? op->lock->kind->poll_ms(op, at) : at);
+    arm_deadline_ttl(op, now, ttl);
     return;
   }
   if (!op->subscribed) {

@@ -200,6 +200,15 @@ static int waiter_channel(const op_t *op, bytes_t *out) {
   return 0;
 }
 
+/* A free-waiter: Redisson's unlock tells the queue's head only and says
+ * nothing on the lock's channel; held without a TTL (clearExpire) that
+ * gives no wake-up at all, and with a long fixed lease none before it runs
+ * out. It looks again at least every third of watchdog_timeout_ms. */
+static int64_t look_ms(op_t *op, int64_t ttl) {
+  int64_t every = op->cl->opt.watchdog_timeout_ms / 3;
+  return ttl < 0 || ttl > every ? every : ttl;
+}
+
 const lock_kind_t rlock__kind_fair = {
     .name = "fair",
     .init = init,
@@ -213,6 +222,7 @@ const lock_kind_t rlock__kind_fair = {
     .force_req = force_req,
     .waiter_channel = waiter_channel,
     .queues = true,
+    .look_ms = look_ms,
 };
 
 const lock_kind_t rlock__kind_fair_nonreentrant = {
@@ -228,4 +238,5 @@ const lock_kind_t rlock__kind_fair_nonreentrant = {
     .force_req = force_req,
     .waiter_channel = waiter_channel,
     .queues = true,
+    .look_ms = look_ms,
 };

@@ -146,6 +146,11 @@ struct lock_kind {
    * score <= now is reclaimed): a hold can end up to this many ms before
    * send + lease on the client's own clock. Its valid-until is that early. */
   uint8_t expiry_slack_ms;
+  /* Optional (NULL: at the TTL). How long a free-waiter of op
+   * (rlock_lock_await_free) may sleep before it looks again, given the
+   * lock's TTL (ms; -1: none): a kind whose releases may come without a
+   * message on l->channel looks sooner. */
+  int64_t (*look_ms)(op_t *op, int64_t ttl);
 };
 
 extern const lock_kind_t rlock__kind_reentrant;

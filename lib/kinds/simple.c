@@ -95,6 +95,11 @@ static int64_t poll_ms(op_t *op, int64_t ttl) {
   return ttl >= 0 && ttl < delay ? ttl : delay;
 }
 
+/* A free-waiter: the other programs (redis-py, node-redlock, redsync)
+ * release without a message, and may hold it without a TTL: it looks again
+ * as the acquirers try again (the capped backoff), never later. */
+static int64_t look_ms(op_t *op, int64_t ttl) { return poll_ms(op, ttl); }
+
 /* simple_query.lua: KEYS name; ARGV which query, token. */
 static req_t *query_req(op_t *op, req_done_fn done) {
   const char *what = op->kind == OP_IS_HELD ? "held" : op->kind == OP_COUNT ? "count" : "holders";
@@ -116,6 +121,7 @@ const lock_kind_t rlock__kind_simple = {
     .wake = rlock__kind_wake_one, /* an unlock frees the lock for one owner */
     .force_req = force_req,
     .poll_ms = poll_ms,
+    .look_ms = look_ms,
     .renew_script = SCRIPT_SIMPLE_RENEW,
     .query_req = query_req,
 };

@@ -74,6 +74,13 @@ static int64_t poll_ms(op_t *op, int64_t ttl) {
   return ttl >= 0 && ttl < delay ? ttl : delay;
 }
 
+/* A free-waiter has no message to wait for: it looks again as the
+ * acquirers spin (the backoff, never past the TTL), at least every third
+ * of watchdog_timeout_ms when the lock has no TTL. */
+static int64_t look_ms(op_t *op, int64_t ttl) {
+  return poll_ms(op, ttl > 0 ? ttl : op->cl->opt.watchdog_timeout_ms / 3);
+}
+
 const lock_kind_t rlock__kind_spin = {
     .name = "spin",
     .init = init,
@@ -86,5 +93,6 @@ const lock_kind_t rlock__kind_spin = {
     .wake = rlock__kind_wake_one, /* (never called: no channel) */
     .force_req = force_req,
     .poll_ms = poll_ms,
+    .look_ms = look_ms,
     .no_pubsub = true,
 };
