@@ -90,7 +90,7 @@ static int64_t poll_ms(op_t *op, int64_t ttl) {
   int shift = op->polls < 7 ? op->polls : 7;
   int64_t cap = (int64_t)POLL_MIN_MS << shift;
   if (cap > POLL_MAX_MS) cap = POLL_MAX_MS;
-  op->polls++;
+  if (op->polls < INT_MAX) op->polls++;
   int64_t delay = cap / 2 + (int64_t)(rlock__prng_next(&op->cl->prng) % (uint64_t)(cap / 2 + 1));
   return ttl >= 0 && ttl < delay ? ttl : delay;
 }
