@@ -52,7 +52,8 @@ static rlock_client_t *client_named(const char *name, int fast) {
 static rlock_client_t *client(void) { return client_named(NAME, 0); }
 
 /* The server-side port (CLIENT LIST addr=) of the client's command
- * connection: the connection named NAME whose last command was a script. */
+ * connection: the connection named NAME whose last command was a script,
+ * or the DEL of the latches a script's answer left (sent 20 ms after it). */
 static int cmd_port(void) {
   redisReply *r = th_cmd(srv, "CLIENT", "LIST", NULL);
   CHECK(r->type == REDIS_REPLY_STRING);
@@ -61,7 +62,7 @@ static int cmd_port(void) {
     end = strchr(line, '\n');
     if (end) *end = 0;
     char *a = strstr(line, " addr=");
-    if (strstr(line, " name=" NAME " ") && strstr(line, " cmd=evalsha") && a) {
+    if (strstr(line, " name=" NAME " ") && (strstr(line, " cmd=evalsha ") || strstr(line, " cmd=del ")) && a) {
       char *colon = strchr(a + 6, ':');
       if (colon) port = atoi(colon + 1), n++;
     }
@@ -264,9 +265,27 @@ typedef struct busy_job {
   rlock_lock_t *l, *lo;
 } busy_job_t;
 
+/* An acquire latch of NAME holds a tombstone (the undo ran: 'x', or 'undone'). */
+static int tombstone_planted(void *name) {
+  char pattern[128];
+  snprintf(pattern, sizeof pattern, "rlock_acquire_latch:{%s}:*", (const char *)name);
+  redisReply *r = th_cmd(srv, "KEYS", pattern, NULL);
+  int found = 0;
+  for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && !found; i++) {
+    char *v = th_cmd_str(srv, "GET", r->element[i]->str, NULL);
+    found = v && (!strcmp(v, "x") || !strcmp(v, "undone"));
+    free(v);
+  }
+  th_reply_free(r);
+  return found;
+}
+
 static void trylock_busy_then_free(void *arg) {
   busy_job_t *j = arg;
   CHECK_EQ(rlock_lock_trylock(j->l, 0, RLOCK_LEASE_WATCHDOG), RLOCK_EBUSY);
+  /* the refused re-send's undo goes on alone after the call returns: its
+   * tombstone comes before the late copies here (see permit_busy_then_free) */
+  CHECK_MSG(th_wait_until(tombstone_planted, (void *)"late:busy", 5000), "the refused try's undo planted no tombstone");
   CHECK_OK(rlock_lock_unlock(j->lo)); /* the other owner lets go: the lock is free */
 }
 
@@ -987,6 +1006,11 @@ TEST(late_release_copy_permit) {
 static void permit_busy_then_free(void *arg) {
   permit_job_t *j = arg;
   CHECK_RC(rlock_permits_try_acquire(j->s, RLOCK_LEASE_WATCHDOG, j->id), RLOCK_EBUSY);
+  /* the refused re-send's undo goes on alone after the call returns: its
+   * tombstone is what this test puts before the late copies (a loaded run
+   * let them through first once; the undo then gave the permit back) */
+  CHECK_MSG(th_wait_until(tombstone_planted, (void *)"late:pesbusy", 5000),
+            "the refused try's undo planted no tombstone");
   CHECK_OK(rlock_permits_release(j->so, j->ido)); /* the other holder lets go: a permit is free */
 }
 
