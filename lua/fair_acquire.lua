@@ -31,7 +31,9 @@
 -- (the gaps Redisson's arithmetic keeps are kept); when
 -- a head is evicted or takes the lock, the next head is told on its channel
 -- (on a grant also every waiter whose deadline it brings within a slot of now);
--- the busy reply is a wait bound, not Redisson's PTTL.
+-- the busy reply is a wait bound, not Redisson's PTTL. Every read comes
+-- first (the queue and the PTTL once each), then the ACL check, then the
+-- writes in Redisson's order.
 
 local lease, owner, slot_s, now_s, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local function ms(s) return #s <= 15 and string.find(s, '^[1-9]%d*$') end
@@ -47,47 +49,18 @@ if ARGV[8] ~= 'publish' and ARGV[8] ~= 'spublish' then
 end
 local slot, now = tonumber(slot_s), tonumber(now_s)
 
--- ACL (Redis 7): the waiter channels this script may publish to are checked
--- before its first write; a user that may not publish to one of them gets
--- NOPERM and nothing is written (redis.acl_check_cmd: Redis 7.0 on; without
--- it nothing is checked). Each channel is checked as it is: an ACL channel
--- pattern may allow one waiter's channel and not another's.
-local function refused(cmd, waiters, msg)
+-- ACL (Redis 7): the waiter channel this script may publish to is checked
+-- before its first write; a user that may not publish to it gets NOPERM and
+-- nothing is written (redis.acl_check_cmd: Redis 7.0 on; without it nothing
+-- is checked). The channel is checked as it is: an ACL channel pattern may
+-- allow one waiter's channel and not another's.
+local function refused(cmd, w, msg)
   if not redis.acl_check_cmd then return nil end
-  for _, w in ipairs(waiters) do
-    local ch = KEYS[4] .. ':' .. w
-    if not redis.acl_check_cmd(cmd, ch, msg) then
-      return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
-        ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
-    end
+  local ch = KEYS[4] .. ':' .. w
+  if not redis.acl_check_cmd(cmd, ch, msg) then
+    return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
+      ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
   end
-end
--- the queue as the stale-head eviction below will leave it, found by reads
--- only: the list and the index of its head then (skip: never evicted)
-local function live_queue(now, skip)
-  local q, i, gone = redis.call('lrange', KEYS[2], 0, -1), 1, {}
-  while q[i] and q[i] ~= skip do
-    local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
-    if not (t and tonumber(t) <= now) then break end
-    gone[q[i]] = true
-    i = i + 1
-  end
-  return q, i
-end
-
--- the waiters this try may tell, as the steps below will find them: the next
--- head when it takes the lock (step 2), else the new head after an eviction
--- (a re-entry tells nobody)
-do
-  local q, i = live_queue(now, owner)
-  local head, free, tellw = q[i], redis.call('pttl', KEYS[1]) == -2, {}
-  if free and (not head or head == owner) then
-    if head and q[i + 1] then tellw[1] = q[i + 1] end
-  elseif i > 1 and head and not (not free and redis.call('hget', KEYS[1], owner)) then
-    tellw[1] = head
-  end
-  local e = refused(ARGV[8], tellw, '0')
-  if e then return e end
 end
 
 -- the first write: the latch, the check that this request is new. true, or
@@ -104,39 +77,62 @@ local function tell(head) -- a waiter's channel: try again now
   redis.call(ARGV[8], KEYS[4] .. ':' .. head, '0')
 end
 
--- 1. stale heads (never the caller: it is alive)
-local evicted = false
-local head
-while true do
-  head = redis.call('lindex', KEYS[2], 0)
-  if not head or head == owner then break end
-  local t = redis.call('zscore', KEYS[3], head)
-  if t and tonumber(t) <= now then
-    redis.call('zrem', KEYS[3], head)
-    redis.call('lpop', KEYS[2])
-    evicted = true
-  else
+-- The reads, once: the queue, the stale heads step 1 evicts (from the head,
+-- each waiter whose deadline passed; never the caller: it is alive), the
+-- lock's PTTL and the caller's hold count. q[i] is the head after the
+-- eviction; hs its deadline as read (nil when it is the caller).
+local q = redis.call('lrange', KEYS[2], 0, -1)
+local i, gone, hs = 1, {}, nil
+while q[i] and q[i] ~= owner do
+  local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
+  if not (t and tonumber(t) <= now) then
+    hs = t or nil
     break
   end
+  gone[q[i]] = true -- (a name listed twice has no deadline after its eviction)
+  i = i + 1
+end
+local head, evicted = q[i], i > 1
+local held_for = redis.call('pttl', KEYS[1]) -- -2 free, -1 no TTL
+local mine = held_for ~= -2 and redis.call('hget', KEYS[1], owner)
+local grant = held_for == -2 and (not head or head == owner)
+
+-- the waiter this try tells, checked before the first write: the next head
+-- when the caller takes the lock (step 2), else the new head after an
+-- eviction (a re-entry tells nobody)
+local told
+if grant then
+  told = q[i + 1]
+elseif evicted and not mine then
+  told = head
+end
+if told then
+  local e = refused(ARGV[8], told, '0')
+  if e then return e end
 end
 
-local held_for = redis.call('pttl', KEYS[1]) -- -2 free, -1 no TTL
+-- 1. stale heads
+for j = 1, i - 1 do
+  redis.call('zrem', KEYS[3], q[j])
+  redis.call('lpop', KEYS[2])
+end
+
 -- 2. free and my turn
-if held_for == -2 and (not head or head == owner) then
+if grant then
   local ok, out = latch_new()
   if not ok then return out end
-  redis.call('lpop', KEYS[2])
+  if head then redis.call('lpop', KEYS[2]) end -- (no head: the queue is empty)
   redis.call('zrem', KEYS[3], owner)
-  local nxt = redis.call('lindex', KEYS[2], 0)
+  local nxt = q[i + 1]
   -- every deadline moves down by my slot (Redisson's); a waiter whose
   -- deadline that brings within my slot of now is told as well: a client
   -- with a shorter slot counted on a drop of its own slot per waiter ahead,
   -- and would go stale before its next try (evicted while alive)
   local near = {}
   local all = redis.call('zrange', KEYS[3], 0, -1)
-  for i = 1, #all do
-    local d = tonumber(redis.call('zincrby', KEYS[3], -slot, all[i]))
-    if all[i] ~= nxt and d < now + slot then near[#near + 1] = all[i] end
+  for k = 1, #all do
+    local d = tonumber(redis.call('zincrby', KEYS[3], -slot, all[k]))
+    if all[k] ~= nxt and d < now + slot then near[#near + 1] = all[k] end
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
@@ -148,7 +144,6 @@ if held_for == -2 and (not head or head == owner) then
 end
 
 -- 3. re-entry
-local mine = held_for ~= -2 and redis.call('hget', KEYS[1], owner)
 if mine then
   local seen = redis.call('get', KEYS[5])
   if seen == '1' then return nil elseif seen then return -3 end
@@ -175,16 +170,15 @@ if seen and seen ~= '1' then return -3 end -- undone: a late copy never queues
 -- more (queuing it would leave an entry nobody waits behind)
 if seen == '1' then return held_for > 0 and held_for or 1 end
 
+-- my deadline; a new waiter's comes from Redisson's arithmetic, written at
+-- step 5 below (after the refresh, which may move it)
 local mys = redis.call('zscore', KEYS[3], owner)
+local queued = mys
 if not mys then
-  -- 5. queue at the tail (Redisson's arithmetic)
-  local last = redis.call('lindex', KEYS[2], -1)
+  local last = #q >= i and q[#q] -- the tail after the eviction
   local ls = last and last ~= owner and redis.call('zscore', KEYS[3], last)
   local base = ls and tonumber(ls) - now or held_for
   mys = base + slot + now
-  if redis.call('zadd', KEYS[3], mys, owner) == 1 then
-    redis.call('rpush', KEYS[2], owner)
-  end
 else
   mys = tonumber(mys)
 end
@@ -198,19 +192,31 @@ end
 -- least 3/4 of a slot ahead of now, the head's (eff is its deadline) exactly
 -- one slot ahead, so that it stops blocking the queue one slot after it
 -- died. Those behind me move by the same amount (Redisson's gaps kept).
-local q = redis.call('lrange', KEYS[2], 0, -1)
+-- ahead: the waiters before my entry (a new waiter: the whole queue).
 local ahead = 0
-while q[ahead + 1] and q[ahead + 1] ~= owner do ahead = ahead + 1 end
+while q[i + ahead] and q[i + ahead] ~= owner do ahead = ahead + 1 end
 local eff = mys - ahead * slot
 local target = now + slot
+local moved = false
 if eff < now + slot * 3 / 4 or (eff > target and ahead == 0) then
   local delta = target - eff
-  for i = ahead + 2, #q do
-    if q[i] ~= owner and redis.call('zscore', KEYS[3], q[i]) then redis.call('zincrby', KEYS[3], delta, q[i]) end
+  for j = i + ahead + 1, #q do
+    local w = q[j]
+    if w ~= owner and redis.call('zscore', KEYS[3], w) then
+      local d = redis.call('zincrby', KEYS[3], delta, w)
+      if w == head then hs = d end -- (a name listed twice)
+    end
   end
   mys = mys + delta
-  redis.call('zadd', KEYS[3], mys, owner)
   eff = target
+  moved = true
+end
+if not queued then
+  -- 5. queue at the tail, with my deadline as just found
+  redis.call('zadd', KEYS[3], mys, owner)
+  redis.call('rpush', KEYS[2], owner)
+elseif moved then
+  redis.call('zadd', KEYS[3], mys, owner)
 end
 
 -- how long to wait at most: until my next refresh is due (eff half a slot
@@ -221,7 +227,6 @@ end
 local bound = eff - now - slot / 2
 if held_for >= 0 and held_for < bound then bound = held_for end
 if head and head ~= owner and (held_for == -2 or ahead == 1) then
-  local hs = redis.call('zscore', KEYS[3], head)
   if hs and tonumber(hs) - now < bound then bound = tonumber(hs) - now end
 end
 bound = math.floor(bound)

@@ -19,7 +19,8 @@
 -- KEYS[4] .. ':' .. head only. rlock's differences: a free lock answers nil
 -- (Redisson: 1, success), the count check of reentrant_unlock.lua, and the
 -- latch keeps nil ('n') and -1 too; a lock it frees is said free on KEYS[4]
--- itself (for free-waiters).
+-- itself (for free-waiters). The queue is read first (its head once), then
+-- the ACL checked, then the writes made.
 
 local lease, owner, ttl, now_s = ARGV[2], ARGV[3], ARGV[5], ARGV[8]
 local function count(s)
@@ -40,60 +41,48 @@ if not (now_s and #now_s <= 15 and string.find(now_s, '^[1-9]%d*$')) then
 end
 local now = tonumber(now_s)
 
--- ACL (Redis 7): the waiter channels this script may publish to are checked
--- before its first write; a user that may not publish to one of them gets
--- NOPERM and nothing is written (redis.acl_check_cmd: Redis 7.0 on; without
--- it nothing is checked). Each channel is checked as it is: an ACL channel
--- pattern may allow one waiter's channel and not another's.
-local function refused(cmd, waiters, msg)
+-- ACL (Redis 7): the waiter channel this script may publish to is checked
+-- before its first write; a user that may not publish to it gets NOPERM and
+-- nothing is written (redis.acl_check_cmd: Redis 7.0 on; without it nothing
+-- is checked). The channel is checked as it is: an ACL channel pattern may
+-- allow one waiter's channel and not another's.
+local function refused(cmd, w, msg)
   if not redis.acl_check_cmd then return nil end
-  for _, w in ipairs(waiters) do
-    local ch = KEYS[4] .. ':' .. w
-    if not redis.acl_check_cmd(cmd, ch, msg) then
-      return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
-        ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
-    end
+  local ch = KEYS[4] .. ':' .. w
+  if not redis.acl_check_cmd(cmd, ch, msg) then
+    return redis.error_reply('NOPERM rlock: this user may not ' .. cmd .. ' to the channel ' .. ch ..
+      ' (its ACL needs &' .. ch .. ' or a channel pattern matching it)')
   end
-end
--- the queue as the stale-head eviction below will leave it, found by reads
--- only: the list and the index of its head then (skip: never evicted)
-local function live_queue(now, skip)
-  local q, i, gone = redis.call('lrange', KEYS[2], 0, -1), 1, {}
-  while q[i] and q[i] ~= skip do
-    local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
-    if not (t and tonumber(t) <= now) then break end
-    gone[q[i]] = true
-    i = i + 1
-  end
-  return q, i
 end
 
 local seen = redis.call('get', KEYS[5])
 if seen then return tonumber(seen) end -- a re-send: the first answer ('n': nil)
 
--- the head (after the eviction) is the only waiter this unlock may tell; it
--- is checked whatever the count, as reentrant_unlock.lua does
-do
-  local q, i = live_queue(now)
-  local e = q[i] and refused(ARGV[4], {q[i]}, ARGV[1])
+-- The reads, once: the stale heads Redisson's loop evicts below (from the
+-- head, each waiter whose deadline passed) and the head after them, the only
+-- waiter this unlock may tell. It is checked whatever the count, as
+-- reentrant_unlock.lua does.
+local stale, gone, head = {}, {}, nil
+while true do
+  head = redis.call('lindex', KEYS[2], #stale)
+  if not head then break end
+  local t = not gone[head] and redis.call('zscore', KEYS[3], head)
+  if not (t and tonumber(t) <= now) then break end
+  gone[head] = true -- (a name listed twice has no deadline after its eviction)
+  stale[#stale + 1] = head
+end
+if head then
+  local e = refused(ARGV[4], head, ARGV[1])
   if e then return e end
 end
 
 -- stale heads (Redisson's loop)
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head then break end
-  local t = redis.call('zscore', KEYS[3], head)
-  if t and tonumber(t) <= now then
-    redis.call('zrem', KEYS[3], head)
-    redis.call('lpop', KEYS[2])
-  else
-    break
-  end
+for _, w in ipairs(stale) do
+  redis.call('zrem', KEYS[3], w)
+  redis.call('lpop', KEYS[2])
 end
 
 local function tell_head()
-  local head = redis.call('lindex', KEYS[2], 0)
   if head then redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1]) end
 end
 -- rlock's addition: a lock that goes free says so on its own channel too,

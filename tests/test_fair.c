@@ -654,6 +654,14 @@ TEST(redisson_acquire_failed_drift) {
   rlock_client_free(c);
 }
 
+/* 1 once CHAN (a char *) has a subscriber (PUBSUB NUMSUB). */
+static int has_subscriber(void *chan) {
+  redisReply *r = th_cmd(srv, "PUBSUB", "NUMSUB", (const char *)chan, NULL);
+  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 1;
+  th_reply_free(r);
+  return yes;
+}
+
 /* rlock's own unlock wakes only the head, on its channel; force unlock wakes
  * the head too. Each also says "0" once on redisson_lock__channel:{NAME}
  * when the lock goes free (for free-waiters, who listen there), and
@@ -678,6 +686,13 @@ TEST(unlock_wakes_head_only) {
   atomic_store(&acquired_n, 0);
   waiter_start(&w);
   wait_queue_len(&k, 1);
+  /* the entry is written by the waiter's first try, before it subscribes to
+   * its channel: a message sent before the subscription is lost, and the
+   * waiter's next try then takes the lock without one */
+  char o2[128], chan2[400];
+  th_owner_id(c, 2, o2, sizeof o2);
+  snprintf(chan2, sizeof chan2, "%s:%s", k.chan, o2);
+  CHECK_MSG(th_wait_until(has_subscriber, chan2, 10000), "the waiter never subscribed to %s", chan2);
   rlock_stats_t st0, st1;
   rlock_client_stats(c, &st0);
   int was = 0;
