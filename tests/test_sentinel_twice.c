@@ -16,7 +16,10 @@
  *   handshake  A paused (CLIENT PAUSE ALL) as soon as the sentinels name
  *              it, so the clients' connections to A hang in their handshake
  *              (ROLE unanswered), and the second failover starts while they
- *              do.
+ *              do;
+ *   killed     the master SIGKILLed (the CI run's fault), then the second
+ *              failover as soon as the sentinels name A; the killed node
+ *              comes back as a replica afterwards.
  * TH_TWICE_RUNS=n repeats the cases n times (by hand: CI runs them once). */
 #include <stdbool.h>
 #include <stdio.h>
@@ -215,12 +218,12 @@ static int settled(void *arg) {
   return th_now_ms() - w->since >= 1500;
 }
 
-typedef enum { SETTLED, AT_ONCE, HANDSHAKE } when_t;
+typedef enum { SETTLED, AT_ONCE, HANDSHAKE, KILLED } when_t;
 
 static int64_t worst_ms; /* the longest wait for the placement, over the runs */
 
 static void twice(when_t when, int run) {
-  static const char *what[] = {"settled", "at_once", "handshake"};
+  static const char *what[] = {"settled", "at_once", "handshake", "killed"};
   char lock[64], wname[32], hname[32];
   snprintf(lock, sizeof lock, "tw:%s:%d", what[when], run);
   snprintf(wname, sizeof wname, "tw-w-%s-%d", what[when], run);
@@ -246,10 +249,11 @@ static void twice(when_t when, int run) {
   snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", lock);
   CHECK_MSG(th_numsub(old, chan) >= 1, "the waiter is not subscribed");
 
-  /* the first failover: A */
-  CHECK_MSG(failover_accepted(NULL), "the first SENTINEL FAILOVER was refused");
+  /* the first failover: A (killed: the master SIGKILLed, as in the CI run) */
+  if (when == KILLED) th_server_kill(old);
+  else CHECK_MSG(failover_accepted(NULL), "the first SENTINEL FAILOVER was refused");
   named_t nm = {old->port, 0};
-  CHECK_MSG(th_wait_until(sentinel_moved, &nm, 30000), "the first failover named no new master");
+  CHECK_MSG(th_wait_until(sentinel_moved, &nm, 60000), "the first failover named no new master");
   th_server_t *a = th_sentinels_node(dep, nm.port);
   CHECK(a);
   if (when == HANDSHAKE) { /* the clients' connections to A hang in their handshake */
@@ -301,6 +305,14 @@ static void twice(when_t when, int run) {
   fprintf(stderr, "# %s run %d: all on the master %lld ms after it settled; waiter granted %lld ms after the unlock\n",
           what[when], run, (long long)placed_ms, (long long)(wt.done_at - unlocked_at));
   th_waiter_join(&wt);
+  if (when == KILLED) { /* back as a replica of the master, for the next run */
+    static char port[16];
+    static const char *args[4];
+    snprintf(port, sizeof port, "%d", m->port);
+    args[0] = "--replicaof", args[1] = "127.0.0.1", args[2] = port, args[3] = NULL;
+    old->opts.extra_args = args;
+    th_server_restart(old);
+  }
   rlock_lock_free(hl);
   rlock_lock_free(wt.lock);
   rlock_client_free(h);
@@ -308,6 +320,16 @@ static void twice(when_t when, int run) {
 }
 
 static int runs = 1;
+
+/* TH_TWICE_CASES=a,b runs those cases (default: all). */
+static int chosen(const char *name) {
+  const char *list = getenv("TH_TWICE_CASES");
+  if (!list || !*list) return 1;
+  size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)); p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
+  return 0;
+}
 
 TEST(settled) {
   for (int i = 0; i < runs; i++) twice(SETTLED, i);
@@ -318,15 +340,19 @@ TEST(at_once) {
 TEST(handshake) {
   for (int i = 0; i < runs; i++) twice(HANDSHAKE, i);
 }
+TEST(killed) {
+  for (int i = 0; i < runs; i++) twice(KILLED, i);
+}
 
 int main(int argc, char **argv) {
   const char *n = getenv("TH_TWICE_RUNS");
   if (n && atoi(n) > 0) runs = atoi(n);
-  th_init(argc, argv, 120 * runs + 60);
+  th_init(argc, argv, 150 * runs + 60);
   dep = th_sentinels_start("tw", 2, 3);
-  RUN(settled);
-  RUN(at_once);
-  RUN(handshake);
+  if (chosen("settled")) RUN(settled);
+  if (chosen("at_once")) RUN(at_once);
+  if (chosen("handshake")) RUN(handshake);
+  if (chosen("killed")) RUN(killed);
   fprintf(stderr, "# the longest wait for the placement after the deployment settled: %lld ms\n", (long long)worst_ms);
   th_sentinels_stop(dep);
   return th_done();
