@@ -805,6 +805,14 @@ TEST(paused_try_leaves_no_entry) {
   rlock_client_free(h);
 }
 
+/* 1 once CHAN (a char *) has a sharded subscriber (PUBSUB SHARDNUMSUB on srv). */
+static int has_shard_subscriber(void *chan) {
+  redisReply *r = th_cmd(srv, "PUBSUB", "SHARDNUMSUB", (const char *)chan, NULL);
+  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 1;
+  th_reply_free(r);
+  return yes;
+}
+
 /* Redis Cluster with sharded pub/sub: the hash, queue, deadlines and every
  * waiter's channel in NAME's slot; rlock and Redisson (SPUBLISH) waiters in
  * one queue on the slot's master, each woken on its own sharded channel. */
@@ -829,13 +837,12 @@ TEST(cluster_sharded) {
   char o1[128], chan[400];
   th_owner_id(c[0], 1, o1, sizeof o1);
   snprintf(chan, sizeof chan, "%s:%s", k.chan, o1);
-  redisReply *r = th_cmd(srv, "PUBSUB", "SHARDNUMSUB", chan, NULL);
-  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 1);
-  th_reply_free(r);
+  /* w1's entry came with its first try, its subscription after it */
+  CHECK_MSG(th_wait_until(has_shard_subscriber, chan, 10000), "w1 never subscribed to %s (SSUBSCRIBE)", chan);
   char jchan[400];
   snprintf(jchan, sizeof jchan, "%s:" JAVA ":2", k.chan);
   redisContext *sub = th_raw_connect(srv);
-  r = redisCommand(sub, "SSUBSCRIBE %s", jchan);
+  redisReply *r = redisCommand(sub, "SSUBSCRIBE %s", jchan);
   CHECK(r && r->type == REDIS_REPLY_ARRAY);
   th_reply_free(r);
   CHECK_OK(rlock_lock_release(l[0], 100)); /* SPUBLISH to w1; w1 takes and releases: SPUBLISH to Java 2 */
