@@ -179,26 +179,6 @@ static int got_it(void *p) {
   return atomic_load(&acquired);
 }
 
-/* Returns once c sends nothing more of its own accord: a round trip on its
- * command connection (a lock query) is answered after every request sent
- * before it, and each of those answers has parked its waiter or sent another
- * request (a try counts when sent, before its answer is in). */
-static void settled(rlock_client_t *c) {
-  rlock_lock_t *b = th_lock(c, "af:barrier");
-  for (int i = 0; i < 100; i++) {
-    rlock_stats_t x, y;
-    int on = -1;
-    rlock_client_stats(c, &x);
-    CHECK_OK(rlock_lock_is_locked(b, &on));
-    rlock_client_stats(c, &y);
-    if (y.commands_sent == x.commands_sent + 1) {
-      rlock_lock_free(b);
-      return;
-    }
-  }
-  CHECK_MSG(0, "the client kept sending");
-}
-
 TEST(shares_channel) {
   rlock_client_t *h = th_client(srv->url, 0), *c = th_client(srv->url, 0);
   rlock_lock_t *hl = th_lock(h, "af:share"), *l = th_lock(c, "af:share");
@@ -216,7 +196,7 @@ TEST(shares_channel) {
    * at all: the case then passed with the free-waiter taking the wake-up, 2
    * of 6 runs.) */
   CHECK(TH_STAT_REACHES(c, acquire_attempts, 2, 5000));
-  settled(c);
+  th_settled(c);
   CHECK_OK(rlock_lock_unlock(hl));
   /* the unlock's one wake-up: the free-waiter looks and hands it on */
   CHECK_MSG(th_wait_until(got_it, NULL, 5000), "the parked acquirer was not woken by the unlock");

@@ -103,24 +103,6 @@ static int cmdstat_reach(void *a) {
   return th_cmdstat(srv, c->cmd) >= c->want;
 }
 
-/* Returns once c sends nothing more of its own accord: a round trip on its
- * command connection (a lock query) is answered after every request sent
- * before it, and each of those answers has parked its waiter or sent another
- * request (counted when sent: a try counts before its answer is in). */
-static void settled(rlock_client_t *c) {
-  rlock_lock_t *b = th_lock(c, "live:barrier");
-  for (int i = 0; i < 100; i++) {
-    uint64_t before = stats(c).commands_sent;
-    int on = -1;
-    CHECK_OK(rlock_lock_is_locked(b, &on));
-    if (stats(c).commands_sent == before + 1) {
-      rlock_lock_free(b);
-      return;
-    }
-  }
-  CHECK_MSG(0, "the client kept sending");
-}
-
 /* Item 4 (PING on a subscribed connection): the reply is ["pong",""], an
  * array; it must be matched to the PING, not taken for a message. Many PINGs
  * on a subscribed connection: no reconnect, and the unlock message still
@@ -175,7 +157,7 @@ TEST(subscriber_silently_dropped) {
    * the unlock and took the lock: no reconnect, nothing shown; seen with the
    * proxy's thread 3 ms late after each poll, as under valgrind.) */
   CHECK(TH_STAT_REACHES(w, acquire_attempts, 2, 5000));
-  settled(w);
+  th_settled(w);
   int port = 0;
   CHECK_EQ(conn_ports("live-sub", "pubsub", &port, 1), 1);
   uint64_t r0 = stats(w).reconnects;
