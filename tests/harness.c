@@ -698,3 +698,20 @@ char th_multilock_first_taken(const char *url_a, const char *name_a, const char 
   rlock_client_free(ca), rlock_client_free(cb);
   return which;
 }
+
+void th_settled(rlock_client_t *c) {
+  rlock_lock_t *b = th_lock(c, "th:settled");
+  for (int i = 0; i < 100; i++) {
+    rlock_stats_t x, y;
+    int on = -1;
+    rlock_client_stats(c, &x);
+    int rc = rlock_lock_is_locked(b, &on);
+    if (rc) th_fail(__FILE__, __LINE__, "th_settled: %s: %s", rlock_err_name(rc), rlock_last_error());
+    rlock_client_stats(c, &y);
+    if (y.commands_sent == x.commands_sent + 1) {
+      rlock_lock_free(b);
+      return;
+    }
+  }
+  th_fail(__FILE__, __LINE__, "th_settled: the client kept sending");
+}

@@ -200,4 +200,15 @@ typedef struct th_tls_certs {
  * 127.0.0.1 and localhost with the openssl CLI into a temp dir. */
 const th_tls_certs_t *th_tls_certs(void);
 
+/* ------------------------------------------------------------ settled */
+
+/* Returns once c (one server) sends nothing more of its own accord: a lock
+ * query on its command connection is answered after every request sent
+ * before it, and each of those answers has parked its waiter or sent
+ * another request. A try counts (acquire_attempts, commands_sent) when it
+ * is sent, before its answer is in: wait for the count, then for this,
+ * before a step that needs the waiters parked. Fails the test if c keeps
+ * sending. */
+void th_settled(rlock_client_t *c);
+
 #endif

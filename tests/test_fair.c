@@ -1091,7 +1091,7 @@ static void close_case(bool parked) {
     snprintf(chan, sizeof chan, "%s:%s", k.chan, o2);
     CHECK(TH_STAT_REACHES(c, acquire_attempts, 2, 10000));
     CHECK_EQ(th_numsub(srv, chan), 1);
-    th_sleep_ms(200); /* the scenario: the answer reaches the client, which parks */
+    th_settled(c); /* the scenario: the answer reaches the client, which parks */
   }
   rlock_client_free(c);
   pthread_join(w.t, NULL);

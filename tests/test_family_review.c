@@ -103,6 +103,9 @@ TEST(sem_and_pes_share_channel) {
   CHECK_OK(rlock_permits_acquire_async(pa, 30000, RLOCK_LEASE_WATCHDOG, NULL, id, on_pes, &one));
   parked.n += 2; /* on the channel already: it tries twice too, then parks */
   CHECK_MSG(th_wait_until(attempts_reach, &parked, 5000), "the permit waiter did not try twice");
+  /* both parked (every try answered): else the permit waiter's try may run
+   * after the release and take the permit with no pass at all */
+  th_settled(a);
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL)); /* message 1: wakes the first, the waiter for 2 */
   CHECK_MSG(th_wait_until(done_one, &one, 5000), "the permit waiter was not woken (1 available)");
   CHECK_OK(atomic_load(&one.status));

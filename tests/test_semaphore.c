@@ -305,6 +305,9 @@ TEST(wake_passes_to_smaller) {
   CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &small));
   parked.n += 2; /* the second: on the channel already, it tries twice too, then parks */
   CHECK_MSG(th_wait_until(attempts_reach, &parked, 5000), "the second waiter did not try twice");
+  /* both parked (every try answered): else the small one's try may run after
+   * the release and take the permit with no pass at all */
+  th_settled(a);
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(done_reaches_1, &small, 5000), "the waiter for 1 permit was not woken (1 available)");
   CHECK_OK(atomic_load(&small.status[0]));

@@ -164,6 +164,16 @@ static void migration_step(void *arg, int phase) {
   fh_drive(m->p, m->holder, time_is_up, m, MIGRATION_STEP_MS + 1000);
 }
 
+/* Every worker made its client (it logged an attempt): a worker process
+ * that starts late would make it during the fault, against a stopped or
+ * killed master, and fail its handshake (as the latch rows' awaiters did). */
+static int all_started(void *pool) {
+  fh_pool_t *p = pool;
+  for (int i = 0; i < p->nworkers; i++)
+    if (fh_count_events(p, i, HK_ATTEMPT, 0) == 0) return 0;
+  return 1;
+}
+
 /* The workers of name i, as a mask for fh_drive_until_enter. */
 static uint32_t workers_of(int i) { return ((1u << WORKERS_PER_NAME) - 1) << (i * WORKERS_PER_NAME); }
 
@@ -172,6 +182,7 @@ static void start_workers(fh_pool_t *p) {
   for (int i = 0; i < NNAMES; i++)
     for (int k = 0; k < WORKERS_PER_NAME; k++) fh_spawn(p, &specs[i]);
   drive_progress(p, -1, 0, "before the fault");
+  CHECK_MSG(fh_drive(p, -1, all_started, p, 60000), "a worker never made its client");
 }
 
 /* Moves the slot of names[1] to master `to` under load; keep: a holder of

@@ -310,6 +310,10 @@ static void restart_aof(const obj_t *o) {
   fh_pool_init(&p);
   for (int i = 0; i < NW; i++) fh_spawn(&p, &specs[i]);
   fh_drive_entries(&p, -1, 8, 0, 20000, "before the restart");
+  /* every worker made its client (it entered): a worker process started
+   * late made it during the restart once (the handshake's connection was
+   * closed: the worker failed) */
+  drive_all(&p, -1, 0, 0, "before the restart, every worker");
   int a = fh_drive_until_enter(&p, ~0u, 10000);
   th_server_restart(srv);
   int64_t t_up = rlock_now_ms();
@@ -432,6 +436,7 @@ static void proxy(const obj_t *o) {
   fh_pool_t p;
   proxy_start(&p, o, name, purl, sizeof purl, NW, NULL);
   fh_drive_entries(&p, -1, 8, 0, 20000, "before the faults");
+  drive_all(&p, -1, 0, 0, "before the faults, every worker"); /* each made its client (as before the restart) */
   int64_t worst = 0;
   for (size_t i = 0; i < NPFAULTS; i++) {
     const pfault_t *f = &pfaults[i];

@@ -81,6 +81,16 @@ static void drive_progress(fh_pool_t *p, int64_t since_ns, const char *when) {
   CHECK_MSG(fh_drive(p, -1, progressed, &g, 60000), "fewer than %d critical sections %s within 60 s", STEP, when);
 }
 
+/* Every worker made its client (it logged an attempt): a worker process
+ * that starts late would make it during the fault, against a stopped or
+ * killed master, and fail its handshake (as the latch rows' awaiters did). */
+static int all_started(void *pool) {
+  fh_pool_t *p = pool;
+  for (int i = 0; i < p->nworkers; i++)
+    if (fh_count_events(p, i, HK_ATTEMPT, 0) == 0) return 0;
+  return 1;
+}
+
 /* Drives the workers until pred(arg) holds (fails after 60 s). */
 static void drive_until(fh_pool_t *p, int keep, int (*pred)(void *), void *arg, const char *what) {
   CHECK_MSG(fh_drive(p, keep, pred, arg, 60000), "%s: not within 60 s", what);
@@ -201,6 +211,7 @@ static void failover_history(int stop) {
   if (s.kind->mode == HIST_PERMITS) fh_family_set(dep->url, s.kind, LOCK, 1); /* FH_KIND=permit-expirable */
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
+  drive_until(&p, -1, all_started, &p, "every worker made its client");
 
   /* the next holder stays inside across the fault: its grant was
    * acknowledged by a replica (replica sync `one`) before the fault */
@@ -342,6 +353,7 @@ TEST(acking_replica_lost_too) {
   if (s.kind->mode == HIST_PERMITS) fh_family_set(dep->url, s.kind, LOCK, 1); /* FH_KIND=permit-expirable */
   for (int i = 0; i < NWORKERS; i++) fh_spawn(&p, &s);
   drive_progress(&p, 0, "before the fault");
+  drive_until(&p, -1, all_started, &p, "every worker made its client");
 
   /* the lock free on every node before B is cut off (else B keeps a stale
    * hold, maybe of the holder-to-be's own owner id): worker x leaves the

@@ -475,10 +475,7 @@ TEST(undo_refused_behind_next_trylock) {
   rlock_options_init(&opt);
   opt.url = purl;
   opt.client_name = RNAME;
-  /* 1 s: the undo's re-send (its timeout, then a reconnect) comes after the
-   * test's unlock and CONFIG SET below also on a loaded machine (with 300 ms
-   * it once came first, was applied, and no refusal followed) */
-  opt.command_timeout_ms = 1000;
+  opt.command_timeout_ms = 300;
   opt.retry_attempts = 0;      /* the try's timeout ends the call: its undo goes on alone */
   opt.dead_after_timeouts = 2; /* the undo's timeout (the second) replaces the connection */
   opt.ping_interval_ms = 0;
@@ -496,6 +493,11 @@ TEST(undo_refused_behind_next_trylock) {
   CHECK_RC(rlock_lock_acquire(la, owner, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY); /* a script on a's connection */
   int port = script_port(RNAME, 0);
 
+  /* no new connection until the test says so: the undo's re-send on the
+   * connection that replaces the held one comes after the unlock and CONFIG
+   * SET below, whatever the machine's load (with 300 ms it once came first,
+   * was applied, and no refusal followed) */
+  fp_refuse(px, 1);
   /* the try runs (refused), its answer held; then the connection holds
    * both ways: the undo sent at the try's timeout stays on its way */
   fp_hold_conn(px, port, FP_DOWN);
@@ -514,6 +516,7 @@ TEST(undo_refused_behind_next_trylock) {
   CHECK_OK(rlock_lock_unlock(lb));
   long long oom0 = oom_refusals();
   th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "1", NULL));
+  fp_refuse(px, 0); /* the connection is replaced now */
   oom_arg_t refused = {oom0 + 1};
   CHECK_MSG(th_wait_until(oom_reach, &refused, 5000), "the undo was not sent again on a new connection");
   th_reply_free(th_cmd(srv, "CONFIG", "SET", "maxmemory", "0", NULL));
@@ -580,6 +583,7 @@ TEST(undo_noperm_behind_next_trylock) {
   CHECK_RC(rlock_lock_acquire(la, owner, 0, RLOCK_LEASE_WATCHDOG, NULL), RLOCK_EBUSY);
   int port = script_port(PNAME, 0);
 
+  fp_refuse(px, 1); /* no new connection until the ACL below (as undo_refused_behind_next_trylock) */
   fp_hold_conn(px, port, FP_DOWN);
   cmdstat_arg_t ran = {"evalsha", th_cmdstat(srv, "evalsha") + 1};
   try_job_t j = {la, owner, 0, -1};
@@ -596,6 +600,7 @@ TEST(undo_noperm_behind_next_trylock) {
   CHECK_OK(rlock_lock_unlock(lb));
   long long np0 = noperm_refusals();
   th_reply_free(th_cmd(srv, "ACL", "SETUSER", "default", "-evalsha", "-eval", NULL));
+  fp_refuse(px, 0); /* the connection is replaced now */
   oom_arg_t refused = {np0 + 1};
   int got = th_wait_until(noperm_reach, &refused, 5000);
   th_reply_free(th_cmd(srv, "ACL", "SETUSER", "default", "+@all", NULL));
