@@ -1392,6 +1392,151 @@ TEST(mixed_slots_live_waiter_keeps_place) {
   rlock_client_free(ca), rlock_client_free(cb), rlock_client_free(cc), rlock_client_free(ch);
 }
 
+/* The scripts' edge states, run as EVAL on a user whose ACL allows only the
+ * waiter channels ...:ok* (fair_acquire.lua and fair_unlock.lua read first,
+ * check the channel they will publish to, then write). A refusal
+ * (NOPERM) writes nothing: no eviction, no latch, no hold. A re-entry tells
+ * nobody, so an evicted head's refused channel does not refuse it. A name
+ * listed twice is evicted once (Redisson's loop stops at the copy left
+ * without a deadline). */
+static redisReply *eval_as(redisContext *c, const keys_t *k, const char *script, const char *latch, int n,
+                           const char **args) {
+  const char *argv[20] = {"EVAL", script, "5", k->name, k->queue, k->zset, k->chan, latch};
+  for (int i = 0; i < n; i++) argv[8 + i] = args[i];
+  redisReply *r = redisCommandArgv(c, 8 + n, argv, NULL);
+  CHECK_MSG(r != NULL, "EVAL: no reply");
+  return r;
+}
+static void queue_is(const keys_t *k, const char *want) { /* want: the entries, space-separated */
+  redisReply *r = th_cmd(srv, "LRANGE", k->queue, "0", "-1", NULL);
+  char got[512] = "";
+  for (size_t i = 0; i < r->elements; i++) {
+    if (i) strcat(got, " ");
+    strncat(got, r->element[i]->str, sizeof got - strlen(got) - 2);
+  }
+  th_reply_free(r);
+  CHECK_MSG(!strcmp(got, want), "queue [%s], expected [%s]", got, want);
+}
+static void is_noperm(const char *what, redisReply *r, const char *chan_tail) {
+  CHECK_MSG(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM rlock:", 13) && strstr(r->str, chan_tail),
+            "%s: expected NOPERM for %s, got type %d %s (%lld)", what, chan_tail, r->type, r->str ? r->str : "",
+            r->integer);
+  th_reply_free(r);
+}
+TEST(scripts_check_channel_before_writes) {
+  keys_t k = keys_of("fair:aclpre");
+  char *acq = lua_file("fair_acquire.lua"), *unl = lua_file("fair_unlock.lua");
+  th_reply_free(th_cmd(srv, "ACL", "SETUSER", "fairpre", "on", ">fairpre-pw", "~*", "+@all", "resetchannels",
+                       "&redisson_lock__channel:{fair:aclpre}:ok*", NULL));
+  redisContext *c = th_raw_connect(srv);
+  redisReply *a = redisCommand(c, "AUTH fairpre fairpre-pw");
+  CHECK_MSG(a && a->type == REDIS_REPLY_STATUS, "AUTH fairpre: %s", a && a->str ? a->str : "no reply");
+  freeReplyObject(a);
+  const char *latch = "rlock_acquire_latch:{fair:aclpre}:r1", *ulatch = "redisson_unlock_latch:{fair:aclpre}:r1";
+  char now[24], stale[24], live[24];
+  int64_t t = epoch_ms();
+  snprintf(now, sizeof now, "%lld", (long long)t);
+  snprintf(stale, sizeof stale, "%lld", (long long)(t - 1000));
+  snprintf(live, sizeof live, "%lld", (long long)(t + 60000));
+  const char *try_ok[] = {"30000", "ok-c", "5000", now, "15000", "q", "0", "publish"};
+#define SETUP(HOLDER, ...)                                                                           \
+  do {                                                                                               \
+    th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, latch, ulatch, NULL));                 \
+    if (HOLDER) {                                                                                    \
+      th_reply_free(th_cmd(srv, "HSET", k.name, (const char *)(HOLDER), "1", NULL));                 \
+      th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));                                  \
+    }                                                                                                \
+    th_reply_free(th_cmd(srv, "RPUSH", k.queue, __VA_ARGS__, NULL));                                 \
+  } while (0)
+#define DL(W, AT) th_reply_free(th_cmd(srv, "ZADD", k.zset, AT, W, NULL))
+
+  /* 1. held by another; the eviction makes no-1 the head, which must be
+   * told: refused, and the stale head is still there */
+  SETUP(JAVA ":1", "stale", "no-1");
+  DL("stale", stale), DL("no-1", live);
+  is_noperm("held, head evicted", eval_as(c, &k, acq, latch, 8, try_ok), ":no-1");
+  queue_is(&k, "stale no-1");
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", k.zset, NULL), 2);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", latch, NULL), 0);
+  /* the same as a tryLock() (mode 't'): it tells the new head too */
+  const char *trylock_ok[] = {"30000", "ok-c", "5000", now, "15000", "t", "0", "publish"};
+  is_noperm("tryLock, head evicted", eval_as(c, &k, acq, latch, 8, trylock_ok), ":no-1");
+  queue_is(&k, "stale no-1");
+
+  /* 2. a re-entry tells nobody: the same queue, the caller holds it */
+  SETUP("ok-c", "stale", "no-1");
+  DL("stale", stale), DL("no-1", live);
+  redisReply *r = eval_as(c, &k, acq, latch, 8, try_ok);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL, "re-entry: type %d %s", r->type, r->str ? r->str : "");
+  th_reply_free(r);
+  CHECK_EQ(th_hget_num(srv, k.name, "ok-c"), 2);
+  queue_is(&k, "no-1"); /* (the stale head evicted, as Redisson's loop does) */
+  /* non-reentrant: -5, no NOPERM either */
+  SETUP("ok-c", "stale", "no-1");
+  DL("stale", stale), DL("no-1", live);
+  const char *once_ok[] = {"30000", "ok-c", "5000", now, "15000", "q", "1", "publish"};
+  r = eval_as(c, &k, acq, latch, 8, once_ok);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == -5, "non-reentrant: type %d %s %lld", r->type,
+            r->str ? r->str : "", r->integer);
+  th_reply_free(r);
+  CHECK_EQ(th_hget_num(srv, k.name, "ok-c"), 1);
+
+  /* 3. free; the caller is the head behind a stale one: its grant tells
+   * the next head no-1: refused, nothing taken, nothing evicted */
+  SETUP(NULL, "stale", "ok-c", "no-1");
+  DL("stale", stale), DL("ok-c", live), DL("no-1", live);
+  is_noperm("grant", eval_as(c, &k, acq, latch, 8, try_ok), ":no-1");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  queue_is(&k, "stale ok-c no-1");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", latch, NULL), 0);
+  /* with ok-n next instead it is granted; no-2, brought within a slot of
+   * now, is not told (a courtesy, only where this user may publish) */
+  char near[24];
+  snprintf(near, sizeof near, "%lld", (long long)(t + 6000));
+  SETUP(NULL, "stale", "ok-c", "ok-n", "no-2");
+  DL("stale", stale), DL("ok-c", live), DL("ok-n", live), DL("no-2", near);
+  r = eval_as(c, &k, acq, latch, 8, try_ok);
+  CHECK_MSG(r->type == REDIS_REPLY_NIL, "grant: type %d %s", r->type, r->str ? r->str : "");
+  th_reply_free(r);
+  CHECK_EQ(th_hget_num(srv, k.name, "ok-c"), 1);
+  queue_is(&k, "ok-n no-2");
+
+  /* 4. a name listed twice (its copy without a deadline): evicted once,
+   * the copy is the head (told), the caller queues behind no-1 */
+  SETUP(JAVA ":1", "ok-d", "ok-d", "no-1");
+  DL("ok-d", stale), DL("no-1", live);
+  r = eval_as(c, &k, acq, latch, 8, try_ok);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer > 0, "busy: type %d %s", r->type, r->str ? r->str : "");
+  th_reply_free(r);
+  queue_is(&k, "ok-d no-1 ok-c");
+  CHECK_EQ(zscore(&k, "ok-d"), -1);
+
+  /* 5. unlock: the head after the eviction (no-1) is told: refused,
+   * nothing released, nothing evicted, no latch */
+  SETUP("ok-c", "stale", "no-1");
+  DL("stale", stale), DL("no-1", live);
+  const char *unlock_ok[] = {"0", "30000", "ok-c", "publish", "15000", "-1", "0", now};
+  is_noperm("unlock", eval_as(c, &k, unl, ulatch, 8, unlock_ok), ":no-1");
+  CHECK_EQ(th_hget_num(srv, k.name, "ok-c"), 1);
+  queue_is(&k, "stale no-1");
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
+  /* a name listed twice: evicted once, its copy is the head, told */
+  SETUP("ok-c", "ok-d", "ok-d", "no-1");
+  DL("ok-d", stale), DL("no-1", live);
+  r = eval_as(c, &k, unl, ulatch, 8, unlock_ok);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "unlock: type %d %s %lld", r->type,
+            r->str ? r->str : "", r->integer);
+  th_reply_free(r);
+  queue_is(&k, "ok-d no-1");
+#undef SETUP
+#undef DL
+  redisFree(c);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, latch, ulatch, NULL));
+  th_reply_free(th_cmd(srv, "ACL", "DELUSER", "fairpre", NULL));
+  free(acq);
+  free(unl);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1428,6 +1573,7 @@ int main(int argc, char **argv) {
   RUN_ONE(replica_sync_fair);
   RUN_ONE(cluster_sharded);
   RUN_ONE(sentinel_fifo);
+  RUN_ONE(scripts_check_channel_before_writes);
   th_server_stop(srv);
   return th_done();
 }
