@@ -1439,14 +1439,14 @@ TEST(scripts_check_channel_before_writes) {
   snprintf(stale, sizeof stale, "%lld", (long long)(t - 1000));
   snprintf(live, sizeof live, "%lld", (long long)(t + 60000));
   const char *try_ok[] = {"30000", "ok-c", "5000", now, "15000", "q", "0", "publish"};
-#define SETUP(HOLDER, ...)                                                                           \
-  do {                                                                                               \
-    th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, latch, ulatch, NULL));                 \
-    if (HOLDER) {                                                                                    \
-      th_reply_free(th_cmd(srv, "HSET", k.name, (const char *)(HOLDER), "1", NULL));                 \
-      th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));                                  \
-    }                                                                                                \
-    th_reply_free(th_cmd(srv, "RPUSH", k.queue, __VA_ARGS__, NULL));                                 \
+#define SETUP(HOLDER, ...)                                                           \
+  do {                                                                               \
+    th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, latch, ulatch, NULL)); \
+    if (HOLDER) {                                                                    \
+      th_reply_free(th_cmd(srv, "HSET", k.name, (const char *)(HOLDER), "1", NULL)); \
+      th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));                  \
+    }                                                                                \
+    th_reply_free(th_cmd(srv, "RPUSH", k.queue, __VA_ARGS__, NULL));                 \
   } while (0)
 #define DL(W, AT) th_reply_free(th_cmd(srv, "ZADD", k.zset, AT, W, NULL))
 
@@ -1524,8 +1524,8 @@ TEST(scripts_check_channel_before_writes) {
   SETUP("ok-c", "ok-d", "ok-d", "no-1");
   DL("ok-d", stale), DL("no-1", live);
   r = eval_as(c, &k, unl, ulatch, 8, unlock_ok);
-  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "unlock: type %d %s %lld", r->type,
-            r->str ? r->str : "", r->integer);
+  CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "unlock: type %d %s %lld", r->type, r->str ? r->str : "",
+            r->integer);
   th_reply_free(r);
   queue_is(&k, "ok-d no-1");
 #undef SETUP
