@@ -136,12 +136,23 @@ static int64_t drive_all(fh_pool_t *p, int skip, int64_t since_ns, int64_t not_b
 
 /* The releases that returned an error, in the pool's history (the first's
  * status in *first). */
-static size_t failed_releases(const fh_pool_t *p, int *first) {
+/* Releases that failed; *lost_ok: how many of them lost every answer
+ * (RLOCK_ETIMEDOUT, RLOCK_ECONNLOST, RLOCK_ECONNECT). rlock.h allows those
+ * for a lock kind's release (an unlock, a permit's release): it counts as
+ * done, goes on alone until answered, and the lease frees the rest; the
+ * count on the server at the end shows nothing was lost. A plain
+ * semaphore's release never gives up while its latch lives (no lease would
+ * bring the permit back). */
+static size_t failed_releases(const fh_pool_t *p, int *first, size_t *lost_ok) {
   FILE *f = fopen(p->hist_path, "rb");
   hist_rec_t r;
   size_t n = 0;
-  while (f && fread(&r, sizeof r, 1, f) == 1)
-    if (r.kind == HK_RELEASE && r.status != 0 && r.status != RLOCK_ENOTHELD && !n++) *first = r.status;
+  *lost_ok = 0;
+  while (f && fread(&r, sizeof r, 1, f) == 1) {
+    if (r.kind != HK_RELEASE || r.status == 0 || r.status == RLOCK_ENOTHELD) continue;
+    if (r.status == RLOCK_ETIMEDOUT || r.status == RLOCK_ECONNLOST || r.status == RLOCK_ECONNECT) (*lost_ok)++;
+    if (!n++) *first = r.status;
+  }
   if (f) fclose(f);
   return n;
 }
@@ -179,9 +190,13 @@ static void verdict(const obj_t *o, fh_pool_t *p, const char *url, const char *n
     n += snprintf(outcome + n, sizeof outcome - (size_t)n, "; FIFO (slack %d ms): %zu overtakes",
                   (int)(HIST_FIFO_SLACK_NS / 1000000), rep.overtakes);
   int first = 0;
-  size_t nfr = failed_releases(p, &first);
+  size_t lost_ok = 0, nfr = failed_releases(p, &first, &lost_ok);
   if (nfr) printf("# %zu releases failed, the first with %s\n", nfr, rlock_err_name(first));
-  CHECK_MSG(nfr == 0, "%zu releases failed (the first: %s)", nfr, rlock_err_name(first));
+  /* a lock kind's release may fail with every answer lost (see failed_releases) */
+  size_t allowed = o->kinds[0] == &fh_kind_semaphore ? 0 : lost_ok;
+  CHECK_MSG(nfr == allowed, "%zu releases failed (the first: %s)", nfr, rlock_err_name(first));
+  if (nfr && n > 0 && (size_t)n < sizeof outcome)
+    n += snprintf(outcome + n, sizeof outcome - (size_t)n, "; %zu releases lost every answer (went on alone)", nfr);
   if (o->permits) {
     int64_t taken = 0, free_now = fh_family_count(url, o->kinds[0], name, &taken);
     snprintf(outcome + n, sizeof outcome - (size_t)n, "; at the end %lld of %d free, %lld taken", (long long)free_now,
