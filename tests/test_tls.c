@@ -148,18 +148,23 @@ static void sni_seen(sni_server_t *s, const char *server_name, int verify, char 
   pthread_mutex_unlock(&s->mu);
 }
 
-TEST(sni_sent) {
+/* A server of its own for each case: a client's later connection (its
+ * ClientHello may come after the call failed) once answered the next case's
+ * question under valgrind ("sni.example.test" seen where none was sent). */
+static void sni_case(const char *server_name, int verify, const char *want) {
   sni_server_t s;
   sni_start(&s);
   char seen[256];
-  sni_seen(&s, "localhost", 1, seen, sizeof seen); /* the certificate's name: verified */
-  CHECK_STREQ(seen, "localhost");
-  sni_seen(&s, "sni.example.test", 0, seen, sizeof seen);
-  CHECK_STREQ(seen, "sni.example.test");
-  sni_seen(&s, NULL, 1, seen, sizeof seen); /* the URL's host is an IP address: no SNI */
-  CHECK_STREQ(seen, "");
+  sni_seen(&s, server_name, verify, seen, sizeof seen);
+  CHECK_STREQ(seen, want);
   printf("%d ClientHellos seen\n", hellos(&s));
   sni_stop(&s);
+}
+
+TEST(sni_sent) {
+  sni_case("localhost", 1, "localhost"); /* the certificate's name: verified */
+  sni_case("sni.example.test", 0, "sni.example.test");
+  sni_case(NULL, 1, ""); /* the URL's host is an IP address: no SNI */
 }
 
 /* ------------------------------------------------------------ TLS reconnect */
