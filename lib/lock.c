@@ -298,8 +298,8 @@ void rlock__op_undo_on_close(client_t *cl) {
     if (op->kind == OP_ACQUIRE && !op->finished &&
         ((op->in_flight && (!op->held || op->id_written)) || (op->queued && !op->in_flight)))
       undo_attempt(op, false); /* (a parked waiter of a queueing kind: out of the queue) */
-    else if (op->kind == OP_SEM_ACQUIRE && !op->finished && op->in_flight)
-      rlock__sem_undo_on_close(op); /* its permits back (semaphore.c) */
+    else if (op->kind == OP_SEM_ACQUIRE && !op->finished && (op->in_flight || op->queued))
+      rlock__sem_undo_on_close(op); /* its permits back, out of the queue (semaphore.c) */
 }
 
 /* Closing: an op submitted and never started ends (RLOCK_ECLOSED). An

@@ -124,6 +124,11 @@ struct op {
   int script;
   rlock_semaphore_cb sem_cb;
   rlock_latch_cb latch_cb;
+  /* OP_SEM_ACQUIRE: its entry in rlock's queue of the semaphore, "<id>:<permits>"
+   * (semaphore_acquire.lua), and its place there from the last busy answer
+   * (0: none known) */
+  char waiter[40];
+  int64_t place;
   /* OP_KIND_CALL: which of the kind's calls, its argument, and whether a
    * lost answer may be re-sent (a call that is not idempotent: no) */
   int call;

@@ -29,6 +29,9 @@
 #define SEM_CHANNEL "redisson_sc"
 #define LATCH_CHANNEL "redisson_countdownlatch__channel__{"
 #define SEM_LATCH "rlock_semaphore_latch"
+#define SEM_QUEUE "rlock_semaphore_queue"
+#define SEM_TIMEOUT "rlock_semaphore_timeout"
+#define WAITER_ID_LEN 16 /* hex chars of a waiter's id in the queue */
 #define LATCH_LATCH "rlock_countdown_latch"
 #define LATCH_MARGIN_MS 1000 /* an id is re-sent only if it lands this long before its latch expires */
 
@@ -89,7 +92,43 @@ static int latch_key(const op_t *op, const char *reqid, bytes_t *out) {
              : 0;
 }
 
+/* A queued waiter's slot (0: the default, options made without rlock_options_init). */
+static int64_t slot_ms(const client_t *cl) {
+  return cl->opt.fair_waiter_timeout_ms > 0 ? cl->opt.fair_waiter_timeout_ms : 10000;
+}
+
+/* NAME's queue and deadline keys (malloc'd): 0 or RLOCK_ENOMEM. */
+static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
+  q->p = z->p = NULL;
+  if (rlock__names_prefixed(q, SEM_QUEUE, name, len) || rlock__names_prefixed(z, SEM_TIMEOUT, name, len)) {
+    free(q->p);
+    free(z->p);
+    q->p = z->p = NULL;
+    return RLOCK_ENOMEM;
+  }
+  return 0;
+}
+
 static void done_cb(req_t *r, int status, rlock_reply_t *reply);
+
+/* semaphore_acquire.lua: KEYS name, latch, queue, deadlines; ARGV permits,
+ * latch TTL, waiter id, slot, mode ('q' queue when short; 't' one try). */
+static req_t *acquire_req(op_t *op, const bytes_t *latch, const char *pbuf, size_t pn, const char *tbuf, size_t tn) {
+  rlock_lock_t *l = op->lock;
+  bytes_t q, z;
+  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  char slot[24];
+  size_t slotn = rlock__i64toa(slot_ms(op->cl), slot);
+  const char *keys[4] = {l->name, latch->p, q.p, z.p};
+  size_t kl[4] = {l->len, latch->n, q.n, z.n};
+  const char *args[5] = {pbuf, tbuf, op->waiter, slot, op->wait_ms == 0 ? "t" : "q"};
+  size_t al[5] = {pn, tn, WAITER_ID_LEN, slotn, 1};
+  req_t *r = rlock__script_req(SCRIPT_SEMAPHORE_ACQUIRE, 4, keys, kl, 5, args, al, op->cl->opt.command_timeout_ms,
+                               done_cb, op);
+  free(q.p);
+  free(z.p);
+  return r;
+}
 
 /* The request of op's current id: its script with keys and arguments. */
 static req_t *build(op_t *op) {
@@ -111,11 +150,7 @@ static req_t *build(op_t *op) {
   int script = op->kind == OP_SEM_ACQUIRE ? SCRIPT_SEMAPHORE_ACQUIRE : op->script;
   req_t *r = NULL;
   if (script == SCRIPT_SEMAPHORE_ACQUIRE) {
-    const char *keys[2] = {l->name, latch.p};
-    size_t kl[2] = {l->len, latch.n};
-    const char *args[2] = {pbuf, tbuf};
-    size_t al[2] = {pn, tn};
-    r = rlock__script_req(script, 2, keys, kl, 2, args, al, t, done_cb, op);
+    r = acquire_req(op, &latch, pbuf, pn, tbuf, tn);
   } else if (script == SCRIPT_SEMAPHORE_DRAIN) {
     const char *keys[2] = {l->name, latch.p};
     size_t kl[2] = {l->len, latch.n};
@@ -151,6 +186,7 @@ static void send_req(op_t *op) {
   }
   op->in_flight = true;
   if (op->kind == OP_SEM_ACQUIRE) stat_add(op->cl, ST_ATTEMPTS, 1);
+  if (op->kind == OP_SEM_ACQUIRE && op->wait_ms != 0) op->queued = true; /* it may queue */
   if (is_read(op)) {
     rlock__client_send(op->cl, op->lock->name, op->lock->len, r); /* a read: no WAIT */
     return;
@@ -192,7 +228,9 @@ static void drop_latch(op_t *op) {
 
 typedef struct sem_undo {
   client_t *cl;
-  bytes_t name, channel, latch;
+  bytes_t name, channel, latch, queue, timeout;
+  char waiter[40]; /* its queue entry ("<id>:<permits>"; empty: none) */
+  bool leave;      /* the entry leaves the queue (the wait ended) */
   int64_t permits;
   int tries;
 } sem_undo_t;
@@ -203,6 +241,8 @@ static void undo_free(sem_undo_t *u) {
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
+  free(u->queue.p);
+  free(u->timeout.p);
   free(u);
 }
 
@@ -221,11 +261,11 @@ static void undo_send(sem_undo_t *u) {
   client_t *cl = u->cl;
   char pbuf[24], tbuf[24];
   size_t pn = rlock__i64toa(u->permits, pbuf), tn = rlock__i64toa(rlock__client_latch_ttl(cl), tbuf);
-  const char *keys[3] = {u->name.p, u->channel.p, u->latch.p};
-  size_t kl[3] = {u->name.n, u->channel.n, u->latch.n};
-  const char *args[3] = {pbuf, rlock__publish_cmd(cl), tbuf};
-  size_t al[3] = {pn, rlock__publish_len(cl), tn};
-  req_t *r = rlock__script_req(SCRIPT_SEMAPHORE_ACQUIRE_UNDO, 3, keys, kl, 3, args, al, cl->opt.command_timeout_ms,
+  const char *keys[5] = {u->name.p, u->channel.p, u->latch.p, u->queue.p, u->timeout.p};
+  size_t kl[5] = {u->name.n, u->channel.n, u->latch.n, u->queue.n, u->timeout.n};
+  const char *args[5] = {pbuf, rlock__publish_cmd(cl), tbuf, u->waiter, u->leave ? "1" : "0"};
+  size_t al[5] = {pn, rlock__publish_len(cl), tn, strlen(u->waiter), 1};
+  req_t *r = rlock__script_req(SCRIPT_SEMAPHORE_ACQUIRE_UNDO, 5, keys, kl, 5, args, al, cl->opt.command_timeout_ms,
                                undo_done, u);
   if (!r) {
     undo_free(u);
@@ -241,22 +281,39 @@ static bytes_t dup_bytes(const char *p, size_t n) {
   return b;
 }
 
-/* Give back what op's current try may have taken, and stop its copies. */
-static void undo(op_t *op) {
+/* Give back what op's current try may have taken, and stop its copies;
+ * leave: op's wait ends, its queue entry goes too (a waiter that tries
+ * again keeps its place). */
+static void undo_leave(op_t *op, bool leave) {
   sem_undo_t *u = calloc(1, sizeof *u);
   if (!u) return;
   u->cl = op->cl;
   u->permits = op->permits;
+  u->leave = leave;
+  if (op->queued) memcpy(u->waiter, op->waiter, sizeof u->waiter);
+  if (leave) op->queued = false;
   u->name = dup_bytes(op->lock->name, op->lock->len);
   u->channel = dup_bytes(op->lock->channel.p, op->lock->channel.n);
-  if (!u->name.p || !u->channel.p || latch_key(op, op->reqid, &u->latch)) {
+  if (!u->name.p || !u->channel.p || latch_key(op, op->reqid, &u->latch) ||
+      queue_keys(op->lock->name, op->lock->len, &u->queue, &u->timeout)) {
     undo_free(u);
     return;
   }
   undo_send(u);
 }
 
-void rlock__sem_undo_on_close(op_t *op) { undo(op); }
+static void undo(op_t *op) { undo_leave(op, false); }
+
+/* An acquire's wait ended without its permits: its queue entry (if its tries
+ * may have made one) leaves, and those behind it are told if permits are
+ * there (semaphore_acquire_undo.lua, which also stops a copy of the last
+ * try). The only way out of the queue besides taking; a dead process's entry
+ * goes at its deadline instead. */
+static void leave(op_t *op) {
+  if (op->kind == OP_SEM_ACQUIRE && op->queued) undo_leave(op, true);
+}
+
+void rlock__sem_undo_on_close(op_t *op) { undo_leave(op, true); }
 
 /* ------------------------------------------------------------ waiting */
 
@@ -275,6 +332,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg) {
 static void arm_deadline_ttl(op_t *op, int64_t now, int64_t ttl) {
   if (op->deadline < 0 && ttl <= 0) return;
   if (!op->timer && !(op->timer = evtimer_new(op->cl->base, timer_cb, op))) {
+    leave(op);
     rlock__op_finish(op, rlock__fail(RLOCK_ENOMEM, "out of memory"), 0, NULL, 0);
     return;
   }
@@ -289,6 +347,7 @@ static void arm_deadline_ttl(op_t *op, int64_t now, int64_t ttl) {
  * come, and a semaphore or latch has no TTL to wake on: the wait ends now. */
 static bool wait_refused(op_t *op) {
   if (!op->w.refused) return false;
+  leave(op);
   rlock__op_finish(op, rlock__fail(op->w.refused, "cannot wait: %s", rlock__pubsub_refused(&op->w)), 0, NULL, 0);
   return true;
 }
@@ -307,7 +366,10 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
   op_t *op = arg;
   op->cancelled = true;
   event_del(op->cancel_ev);
-  if (!op->in_flight) rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
+  if (!op->in_flight) {
+    leave(op);
+    rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
+  }
   /* else: the reply of the try in flight decides (and gives permits back) */
 }
 
@@ -319,10 +381,12 @@ static void not_yet(op_t *op, int64_t ttl) {
    * arm_deadline_ttl reads as none (a semaphore's, a latch's) */
   RLOCK__ASSERT(op->kind != OP_AWAIT_FREE || ttl != 0);
   if (op->cancelled) {
+    leave(op);
     rlock__op_finish(op, cancelled_rc(), 0, NULL, 0);
     return;
   }
   if (op->wait_ms == 0 || (op->deadline >= 0 && now >= op->deadline)) {
+    leave(op);
     rlock__op_finish(op,
                      rlock__fail(RLOCK_EBUSY, op->kind == OP_AWAIT_FREE ? "the lock is still held"
                                               : is_latch(op)            ? "timed out waiting for the latch to open"
@@ -343,9 +407,11 @@ static void not_yet(op_t *op, int64_t ttl) {
     op->w.wake = op->lock->kind->wake;
     op->w.observer = op->kind == OP_AWAIT_FREE; /* takes no waiter's wake-up */
     int rc = rlock__pubsub_join(&op->cl->ps, &op->w, op->lock->channel.p, op->lock->channel.n);
-    if (rc < 0) rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
-    else if (rc == 1) attempt(op, true); /* subscribed already: a release may have come before it */
-    else arm_deadline_ttl(op, now, ttl); /* on_wake once the subscription is confirmed */
+    if (rc < 0) {
+      leave(op);
+      rlock__op_finish(op, rlock__fail(rc, "cannot subscribe"), 0, NULL, 0);
+    } else if (rc == 1) attempt(op, true); /* subscribed already: a release may have come before it */
+    else arm_deadline_ttl(op, now, ttl);   /* on_wake once the subscription is confirmed */
     return;
   }
   if (wait_refused(op)) return;
@@ -358,21 +424,23 @@ static void not_yet(op_t *op, int64_t ttl) {
   arm_deadline_ttl(op, now, ttl);
 }
 
-/* A waiter woken by a message found too few permits: the wake-up it used
- * goes on to the first parked waiter of the channel that asks fewer (it may
- * fit). Each pass goes to a smaller count, so a chain of passes ends. The
- * channel redisson_sc:{NAME} is the permit-expirable semaphore's too (one
- * NAME may be both, as in Redisson): its waiters (lock ops) ask one permit
- * and do not pass a wake-up on. */
-static void pass_to_smaller(op_t *op) {
+/* A waiter woken by a message could not take: a waiter of this client ahead
+ * of it in the queue (a smaller place) may take what the message announced,
+ * and the client may have woken this one instead (it wakes its waiters in
+ * the order they joined the channel, and a waiter whose entry was taken out
+ * as gone comes back at the tail): the wake-up it used goes on to the first
+ * parked one ahead. Each pass goes to a smaller place, so a chain of passes
+ * ends. The channel redisson_sc:{NAME} is the permit-expirable semaphore's
+ * too (one NAME may be both, as in Redisson): its waiters (lock ops) have
+ * no place and are passed over. */
+static void pass_ahead(op_t *op) {
   waiter_t *o = &op->w;
   while (o->prev) o = o->prev;
   for (; o; o = o->next) {
     if (o == &op->w || !o->parked) continue;
     op_t *x = (op_t *)((char *)o - offsetof(op_t, w));
     RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE || x->lock->kind == &rlock__kind_pes);
-    int64_t want = x->kind == OP_SEM_ACQUIRE ? x->permits : 1;
-    if (want < op->permits) {
+    if (x->kind == OP_SEM_ACQUIRE && x->place > 0 && x->place < op->place) {
       o->parked = false;
       o->on_wake(o);
       return;
@@ -415,7 +483,8 @@ static void failed(op_t *op, int status) {
     send_req(op);
     return;
   }
-  if (op->kind == OP_SEM_ACQUIRE && op->id_written) undo(op);
+  if (op->kind == OP_SEM_ACQUIRE && op->id_written) undo_leave(op, true);
+  else leave(op);
   rlock__op_finish(op, op->cancelled ? cancelled_rc() : rlock__fail_keep(status), 0, NULL, 0);
 }
 
@@ -453,20 +522,32 @@ static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
   bool read = is_read(op);
   int acked = 0;
   bool synced = read ? true : rlock__client_sync_split(&op->sync_need, &reply, &acked);
-  int64_t v = 0;
+  int64_t v = 0, wait = 0;
   int rc = 0;
-  if (reply->type == RLOCK_REPLY_ERROR)
+  if (op->kind == OP_SEM_ACQUIRE && reply->type == RLOCK_REPLY_ARRAY) { /* queued: {0, ms, place} */
+    if (reply->elements != 3 || reply->element[0]->type != RLOCK_REPLY_INTEGER ||
+        reply->element[1]->type != RLOCK_REPLY_INTEGER || reply->element[2]->type != RLOCK_REPLY_INTEGER ||
+        reply->element[0]->integer != 0 || reply->element[1]->integer < 1 || reply->element[2]->integer < 1)
+      rc = rlock__fail(RLOCK_EPROTO, "semaphore: unexpected reply (not a queue place)");
+    else {
+      v = 2; /* queued */
+      wait = reply->element[1]->integer;
+      op->place = reply->element[2]->integer;
+    }
+  } else if (reply->type == RLOCK_REPLY_ERROR)
     rc = rlock__fail(rlock__reply_error_code(reply), "%s: %.200s", op->lock->kind->name, reply->str);
   else if (!parse_int(reply, &v))
     rc = rlock__fail(RLOCK_EPROTO, "%s: unexpected reply (not an integer)", op->lock->kind->name);
   rlock_reply_free(reply);
   if (rc) {
-    if (op->kind == OP_SEM_ACQUIRE && op->retries > 0) undo(op); /* a copy may still land */
+    if (op->kind == OP_SEM_ACQUIRE && op->retries > 0) undo_leave(op, true); /* a copy may still land */
+    else leave(op);
     rlock__op_finish(op, rc, 0, NULL, 0);
     return;
   }
   switch (op->kind) {
   case OP_SEM_ACQUIRE:
+    if (v == 1) op->queued = false;             /* the grant took the entry out */
     if (v == 1 && (op->cancelled || !synced)) { /* taken, but not wanted any more: given back */
       undo(op);
       if (!synced) stat_add(op->cl, ST_ACQUIRE_SYNC_MISSES, 1);
@@ -476,11 +557,11 @@ static void done_cb(req_t *r, int status, rlock_reply_t *reply) {
       drop_latch(op);
       rlock__op_finish(op, 0, 0, NULL, 0);
     } else if (v == -3) {
-      attempt(op, true); /* that id was undone (id_stale): a fresh one */
-    } else if (v == 0) {
+      attempt(op, true);             /* that id was undone (id_stale): a fresh one */
+    } else if (v == 0 || v == 2) {   /* could not take (a try only), or queued */
       if (op->retries > 0) undo(op); /* refused: plant the tombstone against an earlier copy */
-      if (op->woken && op->w.ch) pass_to_smaller(op);
-      not_yet(op, 0);
+      if (v == 2 && op->woken && op->w.ch) pass_ahead(op);
+      not_yet(op, wait); /* queued: try again within wait ms (its entry's keep-alive) */
     } else {
       rlock__op_finish(op, rlock__fail(RLOCK_EPROTO, "semaphore: unexpected reply %lld", (long long)v), 0, NULL, 0);
     }
@@ -515,6 +596,13 @@ void rlock__sem_start(op_t *op) {
       if (op->cancel_ev) event_add(op->cancel_ev, NULL);
     }
     op->deadline = op->wait_ms < 0 ? -1 : rlock_now_ms() + op->wait_ms;
+  }
+  if (op->kind == OP_SEM_ACQUIRE) { /* its queue entry: "<id>:<permits>" */
+    char hex[33];
+    rlock__prng_hex(&cl->prng, hex);
+    memcpy(op->waiter, hex, WAITER_ID_LEN);
+    op->waiter[WAITER_ID_LEN] = ':';
+    rlock__i64toa(op->permits, op->waiter + WAITER_ID_LEN + 1);
   }
   attempt(op, true);
 }

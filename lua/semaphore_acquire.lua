@@ -1,14 +1,30 @@
 -- semaphore_acquire.lua -- take permits of a semaphore (Redisson's RSemaphore
--- tryAcquire(p): the value is the available count, DECRBY p when it is >= p).
+-- tryAcquire(p): the value is the available count, DECRBY p when it is >= p),
+-- in the order rlock's waiters came (rlock's queue; Redisson has none).
 -- KEYS[1]  NAME: a string integer, the available permits (may be negative;
 --          missing = 0)
 -- KEYS[2]  request latch "rlock_semaphore_latch:{NAME}:<request id>"
+-- KEYS[3]  the queue "rlock_semaphore_queue:{NAME}": a zset, waiter -> its
+--          place (1, 2, ...: the order the waiters came)
+-- KEYS[4]  the deadlines "rlock_semaphore_timeout:{NAME}": a zset, waiter ->
+--          the server ms after which it counts as gone
+-- A waiter is "<id>:<permits it asks>".
 -- ARGV[1]  permits (1 to 10^15)   ARGV[2] latch TTL (ms)
--- Reply: 1 taken; 0 too few available (nothing written); -3 this request
--- was undone (semaphore_acquire_undo.lua): it never applies; an error reply
--- (nothing written) for a bad argument or a NAME that is not an integer.
--- Redisson's step is the DECRBY alone; the latch (rlock's) makes a re-sent
--- request (its answer was lost) take its permits once.
+-- ARGV[3]  the waiter id (1 to 64 bytes of [0-9a-z])
+-- ARGV[4]  the waiter's slot (ms): a queued waiter that does not try again
+--          within it counts as gone
+-- ARGV[5]  'q': queue when it cannot take; 't': a try only (never queues)
+-- Reply: 1 taken; 0 cannot take (a try only: nothing written); -3 this
+-- request was undone (semaphore_acquire_undo.lua): it never applies;
+-- {0, ms, place}: queued (or still queued) at that place, try again within
+-- ms at most or when a release's message comes; an error reply (nothing
+-- written) for a bad argument or a NAME that is not an integer.
+-- The rule: a caller takes when the permits left after every waiter ahead of
+-- it took what it asks still cover its own (Java's fair Semaphore). Waiters
+-- whose deadline passed are taken out first (never the caller: it is
+-- asking). Redisson's clients do not read the queue: they take whenever the
+-- count covers them. The latch (rlock's) makes a re-sent request take its
+-- permits once.
 
 local function num(s)
   return #s <= 15 and string.find(s, '^[1-9]%d*$') and tonumber(s)
@@ -16,6 +32,14 @@ end
 local p = num(ARGV[1] or '')
 if not p then return redis.error_reply('ERR rlock: invalid permits: ' .. tostring(ARGV[1])) end
 if not num(ARGV[2] or '') then return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. tostring(ARGV[2])) end
+local id = ARGV[3] or ''
+if #id < 1 or #id > 64 or string.find(id, '[^0-9a-z]') then
+  return redis.error_reply('ERR rlock: invalid waiter id: ' .. id)
+end
+local slot = num(ARGV[4] or '')
+if not slot then return redis.error_reply('ERR rlock: invalid waiter slot (ms): ' .. tostring(ARGV[4])) end
+local mode = ARGV[5]
+if mode ~= 'q' and mode ~= 't' then return redis.error_reply('ERR rlock: invalid mode: ' .. tostring(mode)) end
 
 local latch = redis.call('get', KEYS[2])
 if latch == '1' then
@@ -31,9 +55,75 @@ if v then
     return redis.error_reply('ERR rlock: the semaphore does not hold an integer: ' .. v)
   end
 end
-if n >= p then
+
+local me = id .. ':' .. ARGV[1]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Waiters gone (deadline passed) leave the queue; the caller never does.
+local gone = redis.call('zrangebyscore', KEYS[4], '-inf', '(' .. now, 'limit', 0, 100)
+for i = #gone, 1, -1 do
+  if gone[i] == me then table.remove(gone, i) end
+end
+if #gone > 0 then
+  redis.call('zrem', KEYS[3], unpack(gone))
+  redis.call('zrem', KEYS[4], unpack(gone))
+end
+
+-- What the waiters ahead of the caller ask, as far as it matters: it takes
+-- when n - ahead >= p.
+local place = redis.call('zscore', KEYS[3], me)
+local fits = n >= p
+if fits then
+  local top = place and '(' .. place or '+inf'
+  local ahead, from = 0, 0
+  while fits do
+    local w = redis.call('zrangebyscore', KEYS[3], '-inf', top, 'limit', from, 100)
+    for _, m in ipairs(w) do
+      ahead = ahead + (tonumber(string.match(m, ':(%d+)$')) or 1)
+      if n - ahead < p then
+        fits = false
+        break
+      end
+    end
+    if #w < 100 then break end
+    from = from + 100
+  end
+end
+
+if fits then
   redis.call('decrby', KEYS[1], p)
   redis.call('set', KEYS[2], '1', 'px', ARGV[2])
+  if place then
+    redis.call('zrem', KEYS[3], me)
+    redis.call('zrem', KEYS[4], me)
+  end
   return 1
 end
-return 0
+if mode == 't' then return 0 end
+
+-- Queued: at the tail if new, its deadline moved to now + slot.
+if not place then
+  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
+  place = (tonumber(last[2]) or 0) + 1
+  redis.call('zadd', KEYS[3], place, me)
+end
+redis.call('zadd', KEYS[4], now + slot, me)
+redis.call('pexpire', KEYS[3], 2 * slot)
+redis.call('pexpire', KEYS[4], 2 * slot)
+-- Try again within half a slot (its deadline stays ahead); sooner when the
+-- permits are there but a waiter ahead holds them back: when the first
+-- other deadline passes (a dead waiter's place is freed then).
+local wait = math.floor(slot / 2)
+if n >= p then
+  local first = redis.call('zrange', KEYS[4], 0, 1, 'withscores')
+  for i = 1, #first, 2 do
+    if first[i] ~= me then
+      local d = tonumber(first[i + 1]) - now + 1
+      if d < wait then wait = d end
+      break
+    end
+  end
+end
+if wait < 1 then wait = 1 end
+return {0, wait, tonumber(place)}

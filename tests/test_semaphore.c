@@ -26,8 +26,7 @@
  *                    server runs every copy, a release adds its permits once,
  *                    an acquire takes them once, and an acquire that gave up
  *                    takes none (undone)
- *   wake_passes_to_smaller  a waiter for 3 woken by a release of 1 passes the
- *                    wake-up to a waiter for 1 parked behind it
+ *   (the order of waiters: test_semaphore_queue.c)
  *   cancel_in_flight_gives_back  a cancel while the try is held back on the
  *                    server: RLOCK_ECANCELED, and the permit the try took is
  *                    given back */
@@ -277,51 +276,6 @@ TEST(release_n_wakes_n) {
   rlock_client_free(b);
 }
 
-typedef struct stat_want {
-  rlock_client_t *c;
-  uint64_t n;
-} stat_want_t;
-static int attempts_reach(void *arg) {
-  stat_want_t *w = arg;
-  rlock_stats_t st;
-  rlock_client_stats(w->c, &st);
-  return st.acquire_attempts >= w->n;
-}
-
-/* A waiter for 3 parked first, one for 1 behind it; a release of 1 (the
- * message 1 wakes one waiter, the first): the waiter for 3 finds too few
- * and passes the wake-up on to the one asking fewer, which takes the permit. */
-TEST(wake_passes_to_smaller) {
-  rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
-  rlock_semaphore_t *sa = sem(a, "sem:pass"), *sb = sem(b, "sem:pass");
-  done_t big = {0}, small = {0};
-  rlock_stats_t st;
-  rlock_client_stats(a, &st);
-  CHECK_OK(rlock_semaphore_acquire_async(sa, 3, 30000, NULL, on_done, &big));
-  numsub_want_t w = {"redisson_sc:{sem:pass}", 1};
-  CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the first waiter did not subscribe");
-  stat_want_t parked = {a, st.acquire_attempts + 2}; /* its first try, its try once subscribed */
-  CHECK_MSG(th_wait_until(attempts_reach, &parked, 5000), "the first waiter did not try twice");
-  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &small));
-  parked.n += 2; /* the second: on the channel already, it tries twice too, then parks */
-  CHECK_MSG(th_wait_until(attempts_reach, &parked, 5000), "the second waiter did not try twice");
-  /* both parked (every try answered): else the small one's try may run after
-   * the release and take the permit with no pass at all */
-  th_settled(a);
-  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
-  CHECK_MSG(th_wait_until(done_reaches_1, &small, 5000), "the waiter for 1 permit was not woken (1 available)");
-  CHECK_OK(atomic_load(&small.status[0]));
-  CHECK_EQ(atomic_load(&big.n), 0);
-  CHECK_OK(rlock_semaphore_release(sb, 3, NULL));
-  CHECK_MSG(th_wait_until(done_reaches_1, &big, 5000), "the waiter for 3 was not woken");
-  CHECK_OK(atomic_load(&big.status[0]));
-  CHECK_EQ(get_num("sem:pass"), 0);
-  rlock_semaphore_free(sa);
-  rlock_semaphore_free(sb);
-  rlock_client_free(a);
-  rlock_client_free(b);
-}
-
 TEST(multi_permits) {
   rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
   rlock_semaphore_t *sa = sem(a, "sem:multi"), *sb = sem(b, "sem:multi");
@@ -556,7 +510,6 @@ int main(int argc, char **argv) {
   RUN(wake_on_release);
   RUN(release_n_wakes_n);
   RUN(multi_permits);
-  RUN(wake_passes_to_smaller);
   RUN(cancel);
   RUN(contention);
   RUN(release_resent_counts_once);
