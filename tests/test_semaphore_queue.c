@@ -98,10 +98,15 @@ TEST(no_barging) {
   done_t d = {0};
   CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &d));
   wait_queued(a, "rlock_semaphore_queue:{semq:barge}", 1);
-  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
-  /* b's try goes out right behind its release, before a's woken try: it
+  /* b's try goes out right behind its release, on the same connection, and
+   * reaches the server before a's try (woken by the release's message): it
    * would win the permit without the queue */
-  CHECK_RC(rlock_semaphore_try_acquire(sb, 1), RLOCK_EBUSY);
+  done_t rel = {0}, try_b = {0};
+  CHECK_OK(rlock_semaphore_release_async(sb, 1, on_done, &rel));
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 0, NULL, on_done, &try_b));
+  CHECK_MSG(th_wait_until(is_done, &try_b, 5000), "b's try did not end");
+  CHECK_OK(atomic_load(&rel.status));
+  CHECK_RC(atomic_load(&try_b.status), RLOCK_EBUSY);
   CHECK_MSG(th_wait_until(is_done, &d, 5000), "the queued waiter did not take the permit");
   CHECK_OK(atomic_load(&d.status));
   CHECK_EQ(get_num("semq:barge"), 0);
@@ -152,8 +157,13 @@ TEST(big_head_blocks_small) {
   rlock_stats_t st;
   rlock_client_stats(a, &st);
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
-  /* the message 1 wakes one waiter; let its try run out */
+  /* the message 1 wakes one waiter; then the subscription is cut, and each
+   * waiter tries again once it is back: the small one too, and it must not
+   * take the permit */
   CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 1, 5000), "no waiter tried after the release");
+  th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "pubsub", NULL));
+  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 3, 5000),
+            "the waiters did not try again after the resubscription");
   th_settled(a);
   CHECK_EQ(atomic_load(&small.n), 0);
   CHECK_EQ(atomic_load(&big.n), 0);
