@@ -132,7 +132,10 @@ typedef struct rlock_options {
     const char *client_id;
     int64_t reserved_client_id_;
   };
-  int64_t reserved_[14];
+  int64_t semaphore_fair_after_ms; /* semaphores: a waiter that has waited this long is
+                                    served in order (FIFO); before, tries compete;
+                                    default 2; 0: in order at once (docs/api/semaphore.md) */
+  int64_t reserved_[13];
 } rlock_options_t;
 
 /* Fills opts with the defaults. */

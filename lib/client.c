@@ -59,6 +59,7 @@ RLOCK_API void rlock_options_init(rlock_options_t *o) {
   o->replica_sync_timeout_ms = 0; /* 1000 ms, or half the command timeout if shorter */
   o->fast_path = 1;
   o->fair_waiter_timeout_ms = 10000;
+  o->semaphore_fair_after_ms = 2;
 }
 
 int64_t rlock__client_latch_ttl(const client_t *cl) {
@@ -491,7 +492,8 @@ static int validate(const rlock_options_t *o) {
       check_ms("command_timeout_ms", o->command_timeout_ms, 1) ||
       check_ms("watchdog_timeout_ms", o->watchdog_timeout_ms, 3) ||
       check_ms("reconnect_min_ms", o->reconnect_min_ms, 1) || check_ms("reconnect_max_ms", o->reconnect_max_ms, 1) ||
-      (o->fair_waiter_timeout_ms && check_ms("fair_waiter_timeout_ms", o->fair_waiter_timeout_ms, 100)))
+      (o->fair_waiter_timeout_ms && check_ms("fair_waiter_timeout_ms", o->fair_waiter_timeout_ms, 100)) ||
+      check_ms("semaphore_fair_after_ms", o->semaphore_fair_after_ms, 0))
     return RLOCK_EINVAL;
   if (o->reconnect_max_ms < o->reconnect_min_ms)
     return rlock__fail(RLOCK_EINVAL, "reconnect_min_ms must be <= reconnect_max_ms");

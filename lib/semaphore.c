@@ -112,18 +112,20 @@ static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
 static void done_cb(req_t *r, int status, rlock_reply_t *reply);
 
 /* semaphore_acquire.lua: KEYS name, latch, queue, deadlines; ARGV permits,
- * latch TTL, waiter id, slot, mode ('q' queue when short; 't' one try). */
+ * latch TTL, waiter id, slot, mode ('q' queue when short; 't' one try),
+ * fair after (ms). */
 static req_t *acquire_req(op_t *op, const bytes_t *latch, const char *pbuf, size_t pn, const char *tbuf, size_t tn) {
   rlock_lock_t *l = op->lock;
   bytes_t q, z;
   if (queue_keys(l->name, l->len, &q, &z)) return NULL;
-  char slot[24];
+  char slot[24], after[24];
   size_t slotn = rlock__i64toa(slot_ms(op->cl), slot);
+  size_t aftern = rlock__i64toa(op->cl->opt.semaphore_fair_after_ms, after);
   const char *keys[4] = {l->name, latch->p, q.p, z.p};
   size_t kl[4] = {l->len, latch->n, q.n, z.n};
-  const char *args[5] = {pbuf, tbuf, op->waiter, slot, op->wait_ms == 0 ? "t" : "q"};
-  size_t al[5] = {pn, tn, WAITER_ID_LEN, slotn, 1};
-  req_t *r = rlock__script_req(SCRIPT_SEMAPHORE_ACQUIRE, 4, keys, kl, 5, args, al, op->cl->opt.command_timeout_ms,
+  const char *args[6] = {pbuf, tbuf, op->waiter, slot, op->wait_ms == 0 ? "t" : "q", after};
+  size_t al[6] = {pn, tn, WAITER_ID_LEN, slotn, 1, aftern};
+  req_t *r = rlock__script_req(SCRIPT_SEMAPHORE_ACQUIRE, 4, keys, kl, 6, args, al, op->cl->opt.command_timeout_ms,
                                done_cb, op);
   free(q.p);
   free(z.p);

@@ -5,7 +5,7 @@
 --          missing = 0)
 -- KEYS[2]  request latch "rlock_semaphore_latch:{NAME}:<request id>"
 -- KEYS[3]  the queue "rlock_semaphore_queue:{NAME}": a zset, waiter -> its
---          place (1, 2, ...: the order the waiters came)
+--          place: the server's time when it came (µs; each above the last)
 -- KEYS[4]  the deadlines "rlock_semaphore_timeout:{NAME}": a zset, waiter ->
 --          the server ms after which it counts as gone
 -- A waiter is "<id>:<permits it asks>".
@@ -14,13 +14,18 @@
 -- ARGV[4]  the waiter's slot (ms): a queued waiter that does not try again
 --          within it counts as gone
 -- ARGV[5]  'q': queue when it cannot take; 't': a try only (never queues)
+-- ARGV[6]  fair after (ms, >= 0): a waiter that came this long ago holds
+--          its permits against every try behind it
 -- Reply: 1 taken; 0 cannot take (a try only: nothing written); -3 this
 -- request was undone (semaphore_acquire_undo.lua): it never applies;
 -- {0, ms, place}: queued (or still queued) at that place, try again within
 -- ms at most or when a release's message comes; an error reply (nothing
 -- written) for a bad argument or a NAME that is not an integer.
 -- The rule: a caller takes when the permits left after every waiter ahead of
--- it took what it asks still cover its own (Java's fair Semaphore). Waiters
+-- it that came at least "fair after" ago took what it asks still cover its
+-- own: waiters served in order once they waited that long (with 0, Java's
+-- fair Semaphore); before, tries compete (Go's sync.Mutex: its starvation
+-- mode after 1 ms). Waiters
 -- whose deadline passed are taken out first (never the caller: it is
 -- asking). Redisson's clients do not read the queue: they take whenever the
 -- count covers them. The latch (rlock's) makes a re-sent request take its
@@ -40,6 +45,8 @@ local slot = num(ARGV[4] or '')
 if not slot then return redis.error_reply('ERR rlock: invalid waiter slot (ms): ' .. tostring(ARGV[4])) end
 local mode = ARGV[5]
 if mode ~= 'q' and mode ~= 't' then return redis.error_reply('ERR rlock: invalid mode: ' .. tostring(mode)) end
+local after = ARGV[6] == '0' and 0 or num(ARGV[6] or '')
+if not after then return redis.error_reply('ERR rlock: invalid fair-after (ms): ' .. tostring(ARGV[6])) end
 
 local latch = redis.call('get', KEYS[2])
 if latch == '1' then
@@ -58,7 +65,8 @@ end
 
 local me = id .. ':' .. ARGV[1]
 local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
 
 -- Waiters gone (deadline passed) leave the queue; the caller never does.
 local gone = redis.call('zrangebyscore', KEYS[4], '-inf', '(' .. now, 'limit', 0, 100)
@@ -70,12 +78,13 @@ if #gone > 0 then
   redis.call('zrem', KEYS[4], unpack(gone))
 end
 
--- What the waiters ahead of the caller ask, as far as it matters: it takes
--- when n - ahead >= p.
+-- What the waiters ahead of the caller that waited long enough ask, as far
+-- as it matters: it takes when n - ahead >= p.
 local place = redis.call('zscore', KEYS[3], me)
 local fits = n >= p
 if fits then
-  local top = place and '(' .. place or '+inf'
+  local top = string.format('%d', now_us - after * 1000) -- (never '%.14g': µs need 16 digits)
+  if place and tonumber(place) <= tonumber(top) then top = '(' .. place end
   local ahead, from = 0, 0
   while fits do
     local w = redis.call('zrangebyscore', KEYS[3], '-inf', top, 'limit', from, 100)
@@ -104,11 +113,11 @@ if mode == 't' then return 0 end
 
 -- Queued: at the tail if new, its deadline moved to now + slot.
 if not place then
-  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
-  place = (tonumber(last[2]) or 0) + 1
+  local last = tonumber(redis.call('zrange', KEYS[3], -1, -1, 'withscores')[2] or '0')
+  place = string.format('%d', now_us > last and now_us or last + 1)
   redis.call('zadd', KEYS[3], place, me)
 end
-redis.call('zadd', KEYS[4], now + slot, me)
+redis.call('zadd', KEYS[4], string.format('%d', now + slot), me)
 redis.call('pexpire', KEYS[3], 2 * slot)
 redis.call('pexpire', KEYS[4], 2 * slot)
 -- Try again within half a slot (its deadline stays ahead); sooner when the

@@ -1,9 +1,13 @@
 /* test_semaphore_queue.c -- rlock's queue of semaphore waiters
  * (rlock_semaphore_queue:{NAME}, rlock_semaphore_timeout:{NAME};
- * lua/semaphore_acquire.lua) against a real redis-server:
+ * lua/semaphore_acquire.lua) against a real redis-server. The clients serve
+ * waiters in order at once (semaphore_fair_after_ms 0) unless a case says:
  *   no_barging        a waiter is queued; another client releases a permit
  *                     and at once tries to take one: the try is refused (the
  *                     permit is the waiter's), and the waiter takes it
+ *   young_waiter_competes  the same with semaphore_fair_after_ms 60 s: the
+ *                     queued waiter has not waited that long, and the try
+ *                     takes the permit (tries compete until then)
  *   fifo_order        four waiters of four clients, queued in turn, take one
  *                     released permit each in the order they came
  *   big_head_blocks_small  a waiter for 3 is ahead of a waiter for 1: a
@@ -35,11 +39,14 @@
 
 static th_server_t *srv;
 
+/* A client whose semaphore waiters are served in order at once (fair after
+ * 0 ms), with this waiter slot. */
 static rlock_client_t *client_slot(int64_t slot_ms) {
   rlock_options_t o;
   rlock_options_init(&o);
   o.url = srv->url;
   o.fair_waiter_timeout_ms = slot_ms;
+  o.semaphore_fair_after_ms = 0;
   rlock_client_t *c = NULL;
   CHECK_OK(rlock_client_new(&c, &o));
   return c;
@@ -93,7 +100,7 @@ static void wait_queued(rlock_client_t *c, const char *qkey, long long n) {
 }
 
 TEST(no_barging) {
-  rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
+  rlock_client_t *a = client_slot(10000), *b = client_slot(10000);
   rlock_semaphore_t *sa = sem(a, "semq:barge"), *sb = sem(b, "semq:barge");
   done_t d = {0};
   CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &d));
@@ -118,15 +125,43 @@ TEST(no_barging) {
   rlock_client_free(b);
 }
 
+/* The same with fair after 60 s: the queued waiter is young, and the try
+ * behind the release takes the permit (tries compete until a waiter waited
+ * that long); the waiter takes the next one. */
+TEST(young_waiter_competes) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.semaphore_fair_after_ms = 60000;
+  rlock_client_t *a = client_slot(10000), *b = NULL;
+  CHECK_OK(rlock_client_new(&b, &o));
+  rlock_semaphore_t *sa = sem(a, "semq:young"), *sb = sem(b, "semq:young");
+  done_t d = {0}, rel = {0}, try_b = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &d));
+  wait_queued(a, "rlock_semaphore_queue:{semq:young}", 1);
+  CHECK_OK(rlock_semaphore_release_async(sb, 1, on_done, &rel));
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 0, NULL, on_done, &try_b));
+  CHECK_MSG(th_wait_until(is_done, &try_b, 5000), "b's try did not end");
+  CHECK_OK(atomic_load(&try_b.status));
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
+  CHECK_MSG(th_wait_until(is_done, &d, 5000), "the queued waiter did not take the next permit");
+  CHECK_OK(atomic_load(&d.status));
+  CHECK_EQ(get_num("semq:young"), 0);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 TEST(fifo_order) {
   enum { N = 4 };
-  rlock_client_t *c[N], *r = th_client(srv->url, 0);
+  rlock_client_t *c[N], *r = client_slot(10000);
   rlock_semaphore_t *s[N], *sr = sem(r, "semq:fifo");
   done_t d[N];
   memset(d, 0, sizeof d);
   atomic_store(&completions, 0);
   for (int i = 0; i < N; i++) {
-    c[i] = th_client(srv->url, 0);
+    c[i] = client_slot(10000);
     s[i] = sem(c[i], "semq:fifo");
     CHECK_OK(rlock_semaphore_acquire_async(s[i], 1, 30000, NULL, on_done, &d[i]));
     wait_queued(c[i], "rlock_semaphore_queue:{semq:fifo}", i + 1);
@@ -147,7 +182,7 @@ TEST(fifo_order) {
 }
 
 TEST(big_head_blocks_small) {
-  rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
+  rlock_client_t *a = client_slot(10000), *b = client_slot(10000);
   rlock_semaphore_t *sa = sem(a, "semq:big"), *sb = sem(b, "semq:big");
   done_t big = {0}, small = {0};
   CHECK_OK(rlock_semaphore_acquire_async(sa, 3, 30000, NULL, on_done, &big));
@@ -188,13 +223,14 @@ TEST(dead_waiter_gone) {
    * process runs yet (no client: fork with one thread) */
   pid_t pid = fork();
   CHECK(pid >= 0);
-  if (pid == 0) { /* no CHECK here: a failing child must not run the harness's exit */
+  if (pid == 0) {                     /* no CHECK here: a failing child must not run the harness's exit */
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
     alarm(60);
     rlock_options_t o;
     rlock_options_init(&o);
     o.url = srv->url;
     o.fair_waiter_timeout_ms = 600;
+    o.semaphore_fair_after_ms = 0;
     rlock_client_t *c = NULL;
     rlock_semaphore_t *s = NULL;
     if (rlock_client_new(&c, &o) || rlock_semaphore_new(c, "semq:dead", 9, &s)) _exit(2);
@@ -207,7 +243,7 @@ TEST(dead_waiter_gone) {
   int st = 0;
   waitpid(pid, &st, 0);
   CHECK(WIFSIGNALED(st));
-  rlock_client_t *a = client_slot(30000), *b = th_client(srv->url, 0);
+  rlock_client_t *a = client_slot(30000), *b = client_slot(10000);
   rlock_semaphore_t *sa = sem(a, "semq:dead"), *sb = sem(b, "semq:dead");
   done_t d = {0};
   CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_done, &d));
@@ -272,8 +308,9 @@ TEST(woken_passes_ahead) {
   rlock_options_init(&o);
   o.url = srv->url;
   o.fair_waiter_timeout_ms = 30000;
+  o.semaphore_fair_after_ms = 0;
   o.client_name = "semq-ahead";
-  rlock_client_t *a = NULL, *b = th_client(srv->url, 0);
+  rlock_client_t *a = NULL, *b = client_slot(10000);
   CHECK_OK(rlock_client_new(&a, &o));
   rlock_semaphore_t *sa = sem(a, "semq:ahead"), *sb = sem(b, "semq:ahead");
   done_t first = {0}, second = {0};
@@ -307,7 +344,7 @@ TEST(woken_passes_ahead) {
 }
 
 TEST(cancel_and_close_leave) {
-  rlock_client_t *a = th_client(srv->url, 0), *b = th_client(srv->url, 0);
+  rlock_client_t *a = client_slot(10000), *b = client_slot(10000);
   rlock_semaphore_t *sa = sem(a, "semq:gone"), *sb = sem(b, "semq:gone");
   rlock_cancel_t *cn = NULL;
   CHECK_OK(rlock_cancel_new(&cn));
@@ -336,6 +373,7 @@ int main(int argc, char **argv) {
   srv = th_server_start(NULL);
   RUN(dead_waiter_gone); /* first: it forks while no client thread runs */
   RUN(no_barging);
+  RUN(young_waiter_competes);
   RUN(fifo_order);
   RUN(big_head_blocks_small);
   RUN(leave_wakes_next);
