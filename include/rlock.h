@@ -511,7 +511,9 @@ RLOCK_EXPORT int rlock_semaphore_new(rlock_client_t *client, const void *name, s
                                      rlock_semaphore_t **out);
 RLOCK_EXPORT void rlock_semaphore_free(rlock_semaphore_t *sem);
 /* Takes permits (1 to RLOCK_PERMITS_MAX), waiting at most wait_ms (0: one
- * try; RLOCK_WAIT_FOREVER) for a release's message, never polling. 0 taken;
+ * try; RLOCK_WAIT_FOREVER) for a release's message, never polling; rlock's
+ * waiters are served in order once they waited semaphore_fair_after_ms
+ * (Java's barge: docs/api/semaphore.md). 0 taken;
  * RLOCK_EBUSY not within wait_ms; RLOCK_ECANCELED. A lost answer is re-sent
  * and takes the permits once. */
 #define RLOCK_PERMITS_MAX ((int64_t)999999999999999)

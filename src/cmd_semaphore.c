@@ -82,6 +82,22 @@ static int count_arg(const char *cmd, const char *what, const char *s, long min,
   return cli_count(cmd, what, s, min, 999999999999999L, out);
 }
 
+/* How many rlock waiters queue for NAME (ZCARD of rlock_semaphore_queue:{NAME}):
+ * 0 or an exit code. */
+static int queue_length(rlock_client_t *client, const char *name, int64_t *out) {
+  char *q = cli_prefixed("rlock_semaphore_queue", name, strlen(name));
+  *out = 0;
+  if (!q) return 0; /* a NAME with odd braces: the key is not Redisson's form (none shown) */
+  const char *argv[2] = {"ZCARD", q};
+  rlock_reply_t *r = NULL;
+  int rc = rlock_client_command(client, 2, argv, NULL, &r);
+  free(q);
+  if (!rc && r->type != RLOCK_REPLY_INTEGER) rc = RLOCK_EPROTO;
+  if (!rc) *out = r->integer;
+  rlock_reply_free(r);
+  return rc ? cli_fail(rc, "cannot read the queue") : 0;
+}
+
 int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
   int json = 0, pos = 0, ex;
   int64_t wait_ms = -1;
@@ -141,8 +157,14 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     else if (json) json_head("semaphore", name), printf(",\"released\":%ld,\"available\":%lld}\n", n, (long long)avail);
     else printf("%s: released %ld permit%s (%lld available)\n", name, n, n == 1 ? "" : "s", (long long)avail);
   } else {
+    int64_t queued = 0;
     if ((rc = rlock_semaphore_available(s, &avail))) ex = cli_fail(rc, "cannot read the semaphore");
-    else if (json) json_head("semaphore", name), printf(",\"available\":%lld}\n", (long long)avail);
+    else if ((ex = queue_length(client, name, &queued))) (void)0;
+    else if (json)
+      json_head("semaphore", name), printf(",\"available\":%lld,\"queued\":%lld}\n", (long long)avail, (long long)queued);
+    else if (queued)
+      printf("%s: %lld permit%s available, %lld rlock waiter%s queued\n", name, (long long)avail, avail == 1 ? "" : "s",
+             (long long)queued, queued == 1 ? "" : "s");
     else printf("%s: %lld permit%s available\n", name, (long long)avail, avail == 1 ? "" : "s");
   }
   rlock_semaphore_free(s);

@@ -31,13 +31,19 @@ bg "$T/w" "$RLOCK" -u "$URL" semaphore jobs acquire 2 --wait 30s --json
 w=$BG
 subscribed() { [ "$(rc PUBSUB NUMSUB 'redisson_sc:{jobs}' | tail -1)" = 1 ]; }
 until_true 20 subscribed || fail "the waiter did not subscribe"
+queued() { [ "$(rc ZCARD 'rlock_semaphore_queue:{jobs}')" = "$1" ]; }
+until_true 20 queued 1 || fail "the waiter did not queue"
+expect 0 "semaphore status with a waiter" R semaphore jobs status
+contains "$T/out" "jobs: 0 permits available, 1 rlock waiter queued" "status shows the queue"
+expect 0 "semaphore status --json with a waiter" R semaphore --json jobs status
+contains "$T/out" '"available":0,"queued":1}' "status JSON shows the queue"
 expect 0 "semaphore release 2" R semaphore jobs release 2
 contains "$T/out" "jobs: released 2 permits" "release message"
 await "$w"
 [ "$RC" = 0 ] && pass "the waiter got its permits" || fail "waiter exit $RC: $(cat "$T/w.err")"
 contains "$T/w.out" '"acquired":2,"available":0' "waiter JSON"
 expect 0 "semaphore status --json" R semaphore --json jobs status
-contains "$T/out" '{"name":"jobs","kind":"semaphore","available":0}' "status JSON"
+contains "$T/out" '{"name":"jobs","kind":"semaphore","available":0,"queued":0}' "status JSON"
 # SIGTERM while waiting (a background job ignores SIGINT): the wait is
 # cancelled, exit 143, nothing taken
 bg "$T/i" "$RLOCK" -u "$URL" semaphore jobs acquire
@@ -48,6 +54,8 @@ await "$i"
 [ "$RC" = 143 ] && pass "SIGTERM: exit 143" || fail "SIGTERM: exit $RC: $(cat "$T/i.err")"
 contains "$T/i.err" "interrupted by signal 15" "SIGTERM message"
 [ "$(rc GET jobs)" = 0 ] && pass "nothing taken" || fail "GET jobs: $(rc GET jobs)"
+[ "$(rc EXISTS 'rlock_semaphore_queue:{jobs}')" = 0 ] && pass "the cancelled waiter left the queue" ||
+  fail "queue left: $(rc ZRANGE 'rlock_semaphore_queue:{jobs}' 0 -1)"
 # bad input
 expect 64 "acquire 0" R semaphore jobs acquire 0
 expect 64 "release -1" R semaphore jobs release -1
