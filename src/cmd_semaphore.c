@@ -161,7 +161,8 @@ int cmd_semaphore(cli_global_t *g, int argc, char **argv) {
     if ((rc = rlock_semaphore_available(s, &avail))) ex = cli_fail(rc, "cannot read the semaphore");
     else if ((ex = queue_length(client, name, &queued))) (void)0;
     else if (json)
-      json_head("semaphore", name), printf(",\"available\":%lld,\"queued\":%lld}\n", (long long)avail, (long long)queued);
+      json_head("semaphore", name),
+          printf(",\"available\":%lld,\"queued\":%lld}\n", (long long)avail, (long long)queued);
     else if (queued)
       printf("%s: %lld permit%s available, %lld rlock waiter%s queued\n", name, (long long)avail, avail == 1 ? "" : "s",
              (long long)queued, queued == 1 ? "" : "s");
