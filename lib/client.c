@@ -67,6 +67,10 @@ int64_t rlock__client_latch_ttl(const client_t *cl) {
   return t < 10000 ? 10000 : t;
 }
 
+int64_t rlock__client_waiter_slot(const client_t *cl) {
+  return cl->opt.fair_waiter_timeout_ms > 0 ? cl->opt.fair_waiter_timeout_ms : 10000;
+}
+
 /* Threads keep Redisson's "<client id>:<thread id>"; explicit owners get
  * "<client id>:owner-<n>", so owner 1234 and thread 1234 never mix. */
 size_t rlock__client_owner_id(const client_t *cl, uint64_t owner, char *buf) {

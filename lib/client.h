@@ -171,6 +171,10 @@ void rlock__client_pass_end(client_t *cl);
 /* Closing: ends the linger once no DEL and no undo is waiting for its answer. */
 void rlock__client_linger_check(client_t *cl);
 int64_t rlock__client_latch_ttl(const client_t *cl);
+/* A queued waiter's slot (fair_waiter_timeout_ms; 0, options made without
+ * rlock_options_init: the default 10000): the fair lock's and the semaphore
+ * queue's. */
+int64_t rlock__client_waiter_slot(const client_t *cl);
 /* The wall clock in epoch ms (CLOCK_REALTIME), as Redisson's permit scores
  * are (kinds/pes.c, the watchdog's permit renewals). */
 int64_t rlock__client_wall_ms(void);

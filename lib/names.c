@@ -175,6 +175,17 @@ int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, si
   return build(out, NULL, 0, prefix, len_of(prefix), name, len, NULL, 0);
 }
 
+int rlock__names_prefixed2(bytes_t *a, const char *pa, bytes_t *b, const char *pb, const char *name, size_t len) {
+  a->p = b->p = NULL;
+  if (rlock__names_prefixed(a, pa, name, len) || rlock__names_prefixed(b, pb, name, len)) {
+    free(a->p);
+    free(b->p);
+    a->p = b->p = NULL;
+    return RLOCK_ENOMEM;
+  }
+  return 0;
+}
+
 int rlock__names_suffixed(bytes_t *out, const char *name, size_t len, const char *suffix) {
   return build(out, NULL, 0, NULL, 0, name, len, suffix, len_of(suffix));
 }

@@ -13,6 +13,9 @@ typedef struct bytes {
  * Redisson's form when it lands there, else the slot-tag form (names.c).
  * Prefix form: "P:{NAME}" ("P:NAME" when NAME holds '{'), else "P:{T}NAME". */
 int rlock__names_prefixed(bytes_t *out, const char *prefix, const char *name, size_t len);
+/* Two prefix forms of NAME (pa, pb) into a and b, both or neither: 0 or
+ * RLOCK_ENOMEM (a queue and its deadlines). */
+int rlock__names_prefixed2(bytes_t *a, const char *pa, bytes_t *b, const char *pb, const char *name, size_t len);
 /* prefix form plus ":" suffix: "P:{NAME}:S" (else "P:NAME:S", "P:{T}NAME:S"). */
 int rlock__names_prefixed_suffix(bytes_t *out, const char *prefix, const char *name, size_t len, const char *suffix);
 /* The same in buf when it fits (cap bytes, its NUL included: out->p == buf),

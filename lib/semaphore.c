@@ -92,21 +92,9 @@ static int latch_key(const op_t *op, const char *reqid, bytes_t *out) {
              : 0;
 }
 
-/* A queued waiter's slot (0: the default, options made without rlock_options_init). */
-static int64_t slot_ms(const client_t *cl) {
-  return cl->opt.fair_waiter_timeout_ms > 0 ? cl->opt.fair_waiter_timeout_ms : 10000;
-}
-
 /* NAME's queue and deadline keys (malloc'd): 0 or RLOCK_ENOMEM. */
 static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
-  q->p = z->p = NULL;
-  if (rlock__names_prefixed(q, SEM_QUEUE, name, len) || rlock__names_prefixed(z, SEM_TIMEOUT, name, len)) {
-    free(q->p);
-    free(z->p);
-    q->p = z->p = NULL;
-    return RLOCK_ENOMEM;
-  }
-  return 0;
+  return rlock__names_prefixed2(q, SEM_QUEUE, z, SEM_TIMEOUT, name, len);
 }
 
 static void done_cb(req_t *r, int status, rlock_reply_t *reply);
@@ -119,7 +107,7 @@ static req_t *acquire_req(op_t *op, const bytes_t *latch, const char *pbuf, size
   bytes_t q, z;
   if (queue_keys(l->name, l->len, &q, &z)) return NULL;
   char slot[24], after[24];
-  size_t slotn = rlock__i64toa(slot_ms(op->cl), slot);
+  size_t slotn = rlock__i64toa(rlock__client_waiter_slot(op->cl), slot);
   size_t aftern = rlock__i64toa(op->cl->opt.semaphore_fair_after_ms, after);
   const char *keys[4] = {l->name, latch->p, q.p, z.p};
   size_t kl[4] = {l->len, latch->n, q.n, z.n};

@@ -465,6 +465,14 @@ char *th_cmd_str(th_server_t *s, const char *arg0, ...) {
   return v;
 }
 
+long long th_get_num(th_server_t *s, const char *key) {
+  char *v = th_cmd_str(s, "GET", key, NULL);
+  if (!v) return -1000;
+  long long n = strtoll(v, NULL, 10);
+  free(v);
+  return n;
+}
+
 long long th_hget_num(th_server_t *s, const char *key, const char *field) {
   char *v = th_cmd_str(s, "HGET", key, field, NULL);
   long long n = v ? strtoll(v, NULL, 10) : -1000;

@@ -147,6 +147,8 @@ long long th_scripts_run(th_server_t *s);
 
 /* A string reply as a malloc'd copy (NULL for nil); free() it. */
 char *th_cmd_str(th_server_t *s, const char *arg0, ...);
+/* GET key as a number (a semaphore's or latch's count); -1000 when absent. */
+long long th_get_num(th_server_t *s, const char *key);
 /* HGET key field as a number; -1000 when the field or key is absent. */
 long long th_hget_num(th_server_t *s, const char *key, const char *field);
 

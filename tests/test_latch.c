@@ -31,14 +31,6 @@ static rlock_latch_t *latch(rlock_client_t *c, const char *name) {
   return l;
 }
 
-static long long get_num(const char *key) {
-  char *v = th_cmd_str(srv, "GET", key, NULL);
-  if (!v) return -1000;
-  long long n = strtoll(v, NULL, 10);
-  free(v);
-  return n;
-}
-
 static redisContext *sub_open(const char *chan) {
   redisContext *rc = th_raw_connect(srv);
   struct timeval tv = {5, 0};
@@ -68,11 +60,11 @@ TEST(layout) {
   want_msg(sub, "1");
   CHECK_OK(rlock_latch_try_set_count(l, 5, &set));
   CHECK_EQ(set, 0);
-  CHECK_EQ(get_num("latch:layout"), 2);
+  CHECK_EQ(th_get_num(srv, "latch:layout"), 2);
   CHECK_EQ(th_cmd_int(srv, "PTTL", "latch:layout", NULL), -1);
   CHECK_OK(rlock_latch_count_down(l, &v));
   CHECK_EQ(v, 1);
-  CHECK_EQ(get_num("latch:layout"), 1);
+  CHECK_EQ(th_get_num(srv, "latch:layout"), 1);
   CHECK_OK(rlock_latch_count_down(l, &v));
   CHECK_EQ(v, 0);
   want_msg(sub, "0"); /* nothing was published between: the next message is the 0 */
@@ -166,7 +158,7 @@ TEST(await_timeout) {
   CHECK_OK(rlock_latch_try_set_count(l, 1, NULL));
   CHECK_RC(rlock_latch_await(l, 200, NULL), RLOCK_EBUSY);
   CHECK_RC(rlock_latch_await(l, 0, NULL), RLOCK_EBUSY);
-  CHECK_EQ(get_num("latch:timeout"), 1);
+  CHECK_EQ(th_get_num(srv, "latch:timeout"), 1);
   rlock_latch_free(l);
   rlock_client_free(c);
 }
@@ -233,7 +225,7 @@ TEST(count_down_resent_counts_once) {
   CHECK_MSG(s1.scripts_sent - s0.scripts_sent >= 2, "the count-down was not re-sent");
   CHECK_OK(rc);
   CHECK_EQ(left, 3);
-  CHECK_EQ(get_num("latch:resend"), 3); /* counted once */
+  CHECK_EQ(th_get_num(srv, "latch:resend"), 3); /* counted once */
   rlock_latch_free(l);
   rlock_client_free(c);
 }

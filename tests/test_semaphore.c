@@ -47,14 +47,6 @@ static rlock_semaphore_t *sem(rlock_client_t *c, const char *name) {
   return s;
 }
 
-static long long get_num(const char *key) {
-  char *v = th_cmd_str(srv, "GET", key, NULL);
-  if (!v) return -1000;
-  long long n = strtoll(v, NULL, 10);
-  free(v);
-  return n;
-}
-
 /* A raw subscriber of one channel: the next message's payload (malloc'd). */
 static redisContext *sub_open(const char *chan) {
   redisContext *rc = th_raw_connect(srv);
@@ -102,11 +94,11 @@ TEST(layout) {
   char *type = th_cmd_str(srv, "TYPE", "sem:layout", NULL);
   (void)type;
   free(type);
-  CHECK_EQ(get_num("sem:layout"), 3);
+  CHECK_EQ(th_get_num(srv, "sem:layout"), 3);
   CHECK_OK(rlock_semaphore_try_acquire(s, 2));
-  CHECK_EQ(get_num("sem:layout"), 1);
+  CHECK_EQ(th_get_num(srv, "sem:layout"), 1);
   CHECK_RC(rlock_semaphore_try_acquire(s, 2), RLOCK_EBUSY);
-  CHECK_EQ(get_num("sem:layout"), 1);
+  CHECK_EQ(th_get_num(srv, "sem:layout"), 1);
   CHECK_OK(rlock_semaphore_available(s, &v));
   CHECK_EQ(v, 1);
   CHECK_OK(rlock_semaphore_release(s, 2, &v));
@@ -115,7 +107,7 @@ TEST(layout) {
   /* Redisson's testReducePermits: add(-5) on 0 gives -5; release(10) gives 5 */
   CHECK_OK(rlock_semaphore_drain(s, &v));
   CHECK_EQ(v, 3);
-  CHECK_EQ(get_num("sem:layout"), 0);
+  CHECK_EQ(th_get_num(srv, "sem:layout"), 0);
   th_reply_free(th_cmd(srv, "PEXPIRE", "sem:layout", "100000", NULL));
   CHECK_OK(rlock_semaphore_add_permits(s, -5, &v));
   CHECK_EQ(v, -5);
@@ -151,7 +143,7 @@ TEST(zero_and_missing) {
   CHECK_EQ(v, 1);
   CHECK_OK(rlock_semaphore_release(s, 1, NULL));
   CHECK_OK(rlock_semaphore_acquire(s, 2, RLOCK_WAIT_FOREVER, NULL));
-  CHECK_EQ(get_num("sem:missing"), 0);
+  CHECK_EQ(th_get_num(srv, "sem:missing"), 0);
   rlock_semaphore_free(s);
   rlock_client_free(c);
 }
@@ -199,7 +191,7 @@ TEST(wait_timeout) {
   rlock_semaphore_t *s = sem(c, "sem:timeout");
   CHECK_OK(rlock_semaphore_try_set_permits(s, 1, NULL));
   CHECK_RC(rlock_semaphore_acquire(s, 2, 200, NULL), RLOCK_EBUSY);
-  CHECK_EQ(get_num("sem:timeout"), 1);
+  CHECK_EQ(th_get_num(srv, "sem:timeout"), 1);
   rlock_semaphore_free(s);
   rlock_client_free(c);
 }
@@ -245,7 +237,7 @@ TEST(wake_on_release) {
   rlock_client_stats(a, &s1);
   CHECK(s1.messages > s0.messages); /* woken by the message */
   CHECK(s1.acquire_attempts - s0.acquire_attempts <= 2);
-  CHECK_EQ(get_num("sem:wake"), 0);
+  CHECK_EQ(th_get_num(srv, "sem:wake"), 0);
   w.n = 0;
   CHECK_MSG(th_wait_until(numsub_is, &w, 5000), "the channel stayed subscribed");
   rlock_semaphore_free(sa);
@@ -265,11 +257,11 @@ TEST(release_n_wakes_n) {
   CHECK_MSG(th_wait_until(done_reaches_2, &d, 5000), "release(2) did not wake two waiters");
   CHECK_OK(atomic_load(&d.status[0]));
   CHECK_OK(atomic_load(&d.status[1]));
-  CHECK_EQ(get_num("sem:n"), 0);
+  CHECK_EQ(th_get_num(srv, "sem:n"), 0);
   CHECK(atomic_load(&d.n) == 2); /* no permit left for the third */
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(done_reaches_3, &d, 5000), "the third waiter was not woken");
-  CHECK_EQ(get_num("sem:n"), 0);
+  CHECK_EQ(th_get_num(srv, "sem:n"), 0);
   rlock_semaphore_free(sa);
   rlock_semaphore_free(sb);
   rlock_client_free(a);
@@ -288,7 +280,7 @@ TEST(multi_permits) {
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(done_reaches_1, &d, 10000), "acquire(4) did not complete");
   CHECK_OK(atomic_load(&d.status[0]));
-  CHECK_EQ(get_num("sem:multi"), 0);
+  CHECK_EQ(th_get_num(srv, "sem:multi"), 0);
   rlock_semaphore_free(sa);
   rlock_semaphore_free(sb);
   rlock_client_free(a);
@@ -342,7 +334,7 @@ TEST(contention) {
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
   CHECK_EQ(atomic_load(&rounds_done), 160);
   CHECK(atomic_load(&most) <= 2);
-  CHECK_EQ(get_num("sem:contend"), 2);
+  CHECK_EQ(th_get_num(srv, "sem:contend"), 2);
   rlock_semaphore_free(s);
   rlock_client_free(shared_c);
   rlock_client_free(c2);
@@ -408,7 +400,7 @@ TEST(release_resent_counts_once) {
   CHECK_MSG(s1.scripts_sent - s0.scripts_sent >= 2, "the release was not re-sent");
   CHECK_OK(rc);
   CHECK_EQ(v, 3);
-  CHECK_EQ(get_num("sem:resend:rel"), 3); /* 1 + 2, once */
+  CHECK_EQ(th_get_num(srv, "sem:resend:rel"), 3); /* 1 + 2, once */
   rlock_semaphore_free(s);
   rlock_client_free(c);
 }
@@ -429,7 +421,7 @@ TEST(acquire_resent_counts_once) {
   CHECK_MSG(th_wait_until(ran, &m, 10000), "the server did not run every copy");
   CHECK_MSG(s1.scripts_sent - s0.scripts_sent >= 2, "the acquire was not re-sent");
   CHECK_OK(rc);
-  CHECK_EQ(get_num("sem:resend:acq"), 3); /* 6 - 1 - 2: taken once */
+  CHECK_EQ(th_get_num(srv, "sem:resend:acq"), 3); /* 6 - 1 - 2: taken once */
   rlock_semaphore_free(s);
   rlock_client_free(c);
 }
@@ -460,12 +452,12 @@ TEST(acquire_gives_up_and_undoes) {
   /* the copies ran, then the undo gave their permits back (its tombstone
    * 'u' marks the id): 5 again */
   CHECK_MSG(th_wait_until(undo_marked, "rlock_semaphore_latch:{sem:resend:undo}:*", 10000), "no undo ran");
-  CHECK_EQ(get_num("sem:resend:undo"), 5);
+  CHECK_EQ(th_get_num(srv, "sem:resend:undo"), 5);
   rlock_semaphore_free(s);
   rlock_client_free(c);
 }
 
-static int available_is_2(void *arg) { return get_num((const char *)arg) == 2; }
+static int available_is_2(void *arg) { return th_get_num(srv, (const char *)arg) == 2; }
 static int blocked(void *name) { return th_client_blocked(srv, (const char *)name); }
 
 /* A cancel that comes while the try is held back on the server (CLIENT PAUSE
@@ -494,7 +486,7 @@ TEST(cancel_in_flight_gives_back) {
   CHECK_EQ(atomic_load(&d.status[0]), RLOCK_ECANCELED);
   wait_pause_over();
   CHECK_MSG(th_wait_until(available_is_2, "sem:cancelfl", 5000), "the permit was not given back: %lld available",
-            get_num("sem:cancelfl"));
+            th_get_num(srv, "sem:cancelfl"));
   rlock_cancel_free(cn);
   rlock_semaphore_free(s);
   rlock_client_free(c);

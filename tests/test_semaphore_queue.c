@@ -58,14 +58,6 @@ static rlock_semaphore_t *sem(rlock_client_t *c, const char *name) {
   return s;
 }
 
-static long long get_num(const char *key) {
-  char *v = th_cmd_str(srv, "GET", key, NULL);
-  if (!v) return -1000;
-  long long n = strtoll(v, NULL, 10);
-  free(v);
-  return n;
-}
-
 typedef struct done {
   atomic_int n;
   atomic_int status;
@@ -116,7 +108,7 @@ TEST(no_barging) {
   CHECK_RC(atomic_load(&try_b.status), RLOCK_EBUSY);
   CHECK_MSG(th_wait_until(is_done, &d, 5000), "the queued waiter did not take the permit");
   CHECK_OK(atomic_load(&d.status));
-  CHECK_EQ(get_num("semq:barge"), 0);
+  CHECK_EQ(th_get_num(srv, "semq:barge"), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_queue:{semq:barge}", NULL), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_timeout:{semq:barge}", NULL), 0);
   rlock_semaphore_free(sa);
@@ -146,7 +138,7 @@ TEST(young_waiter_competes) {
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(is_done, &d, 5000), "the queued waiter did not take the next permit");
   CHECK_OK(atomic_load(&d.status));
-  CHECK_EQ(get_num("semq:young"), 0);
+  CHECK_EQ(th_get_num(srv, "semq:young"), 0);
   rlock_semaphore_free(sa);
   rlock_semaphore_free(sb);
   rlock_client_free(a);
@@ -172,7 +164,7 @@ TEST(fifo_order) {
     CHECK_OK(atomic_load(&d[i].status));
     CHECK_EQ(atomic_load(&d[i].order), i + 1);
   }
-  CHECK_EQ(get_num("semq:fifo"), 0);
+  CHECK_EQ(th_get_num(srv, "semq:fifo"), 0);
   for (int i = 0; i < N; i++) {
     rlock_semaphore_free(s[i]);
     rlock_client_free(c[i]);
@@ -202,7 +194,7 @@ TEST(big_head_blocks_small) {
   th_settled(a);
   CHECK_EQ(atomic_load(&small.n), 0);
   CHECK_EQ(atomic_load(&big.n), 0);
-  CHECK_EQ(get_num("semq:big"), 1);
+  CHECK_EQ(th_get_num(srv, "semq:big"), 1);
   CHECK_OK(rlock_semaphore_release(sb, 2, NULL));
   CHECK_MSG(th_wait_until(is_done, &big, 5000), "the waiter for 3 was not woken (3 available)");
   CHECK_OK(atomic_load(&big.status));
@@ -211,7 +203,7 @@ TEST(big_head_blocks_small) {
   CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(is_done, &small, 5000), "the waiter for 1 was not woken");
   CHECK_OK(atomic_load(&small.status));
-  CHECK_EQ(get_num("semq:big"), 0);
+  CHECK_EQ(th_get_num(srv, "semq:big"), 0);
   rlock_semaphore_free(sa);
   rlock_semaphore_free(sb);
   rlock_client_free(a);
@@ -252,7 +244,7 @@ TEST(dead_waiter_gone) {
    * a's own keep-alive would come only after 15 s */
   CHECK_MSG(th_wait_until(is_done, &d, 5000), "the live waiter behind a dead one did not take the permit");
   CHECK_OK(atomic_load(&d.status));
-  CHECK_EQ(get_num("semq:dead"), 0);
+  CHECK_EQ(th_get_num(srv, "semq:dead"), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_queue:{semq:dead}", NULL), 0);
   rlock_semaphore_free(sa);
   rlock_semaphore_free(sb);
@@ -275,7 +267,7 @@ TEST(leave_wakes_next) {
   /* no release comes; b's keep-alive would come only after 15 s */
   CHECK_MSG(th_wait_until(is_done, &small, 5000), "the waiter behind the head that left was not woken");
   CHECK_OK(atomic_load(&small.status));
-  CHECK_EQ(get_num("semq:leave"), 0);
+  CHECK_EQ(th_get_num(srv, "semq:leave"), 0);
   rlock_semaphore_free(sa);
   rlock_semaphore_free(sb);
   rlock_client_free(a);

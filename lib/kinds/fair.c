@@ -39,21 +39,9 @@ static size_t now_epoch(char *buf) {
   return rlock__i64toa((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, buf);
 }
 
-/* A waiter's slot (0: the default, options made without rlock_options_init). */
-static int64_t slot_ms(const client_t *cl) {
-  return cl->opt.fair_waiter_timeout_ms > 0 ? cl->opt.fair_waiter_timeout_ms : 10000;
-}
-
 /* The queue and deadline keys of NAME (malloc'd). */
 static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
-  q->p = z->p = NULL;
-  if (rlock__names_prefixed(q, QUEUE, name, len) || rlock__names_prefixed(z, TIMEOUT, name, len)) {
-    free(q->p);
-    free(z->p);
-    q->p = z->p = NULL;
-    return RLOCK_ENOMEM;
-  }
-  return 0;
+  return rlock__names_prefixed2(q, QUEUE, z, TIMEOUT, name, len);
 }
 
 req_t *rlock__fair_tell_head_req(client_t *cl, const rlock_lock_t *l, req_done_fn done, void *ctx) {
@@ -78,7 +66,7 @@ static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   size_t leasen, ttln;
   const char *lease = rlock__dec(&op->cl->dec_lease, rlock__op_lease_ms(op), lbuf, &leasen);
   const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
-  size_t slotn = rlock__i64toa(slot_ms(op->cl), slot);
+  size_t slotn = rlock__i64toa(rlock__client_waiter_slot(op->cl), slot);
   size_t nown = now_epoch(now);
   const char *keys[5] = {l->name, q.p, z.p, l->channel.p, latch->p};
   size_t kl[5] = {l->len, q.n, z.n, l->channel.n, latch->n};
@@ -118,7 +106,7 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
   char ttl[32], keep[32], slot[32];
   size_t ttln = rlock__i64toa(rlock__client_latch_ttl(u->cl), ttl);
   size_t keepn = rlock__i64toa(u->keep, keep);
-  size_t slotn = rlock__i64toa(slot_ms(u->cl), slot);
+  size_t slotn = rlock__i64toa(rlock__client_waiter_slot(u->cl), slot);
   const char *keys[5] = {u->name, q.p, z.p, u->channel->p, u->latch->p};
   size_t kl[5] = {u->len, q.n, z.n, u->channel->n, u->latch->n};
   const char *pub = rlock__publish_cmd(u->cl);
