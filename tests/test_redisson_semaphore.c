@@ -4,7 +4,9 @@
  *   shared_counter      Java's trySetPermits is C's count; C's acquire is
  *                       Java's availablePermits; each side refused when too few
  *   java_releases_c_waits  a C waiter parked on redisson_sc:{NAME} takes the
- *                       permits when Java releases them (Java's message)
+ *                       permits when Java releases them (Java's message);
+ *                       Java's tryAcquire takes a permit that rlock's queue
+ *                       holds back from rlock's tries (it does not read it)
  *   c_releases_java_waits  a Java acquire() blocked (no timeout: it depends on
  *                       the message alone) completes when C releases
  *   latch_both_ways     Java's await() opens on C's count-down to zero, C's
@@ -31,6 +33,8 @@ static void wait_subscribers(const char *channel, long long n) {
   numsub_wait_t w = {channel, n};
   CHECK_MSG(th_wait_until(numsub_reaches, &w, 20000), "no waiter subscribed to %s", channel);
 }
+
+static int queued_1(void *key) { return th_cmd_int(srv, "ZCARD", (const char *)key, NULL) == 1; }
 
 static rlock_semaphore_t *sem(rlock_client_t *c, const char *name) {
   rlock_semaphore_t *s = NULL;
@@ -70,13 +74,27 @@ TEST(java_releases_c_waits) {
   th_res_t w = {0};
   CHECK_OK(rlock_semaphore_acquire_async(s, 2, RLOCK_WAIT_FOREVER, NULL, th_res_sem, &w));
   wait_subscribers("redisson_sc:{rsem:jrel}", 1);
+  CHECK_MSG(th_wait_until(queued_1, "rlock_semaphore_queue:{rsem:jrel}", 10000), "the C waiter did not queue");
   th_peer_expect(j, "a", "ok", "getSemaphore rsem:jrel");
   th_peer_expect(j, "a", "ok", "semRelease 1");
   CHECK_EQ(atomic_load(&w.done), 0); /* 1 of 2: it waits on */
-  th_peer_expect(j, "a", "ok", "semRelease 1");
+  /* rlock's queue holds the permit back from rlock's tries (the waiter asks
+   * 2), not from Java's: Java's tryAcquire does not read it */
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.semaphore_fair_after_ms = 0;
+  rlock_client_t *c2 = NULL;
+  CHECK_OK(rlock_client_new(&c2, &o));
+  rlock_semaphore_t *s2 = sem(c2, "rsem:jrel");
+  CHECK_RC(rlock_semaphore_try_acquire(s2, 1), RLOCK_EBUSY);
+  th_peer_expect(j, "a", "true", "semTryAcquire 1 0");
+  th_peer_expect(j, "a", "ok", "semRelease 2");
   CHECK_MSG(th_wait_until(th_res_done, &w, 10000), "Java's release did not wake the C waiter");
   CHECK_OK(w.status);
   CHECK_EQ(th_peer_num(j, "a", "semAvailable"), 0);
+  rlock_semaphore_free(s2);
+  rlock_client_free(c2);
   rlock_semaphore_free(s);
   rlock_client_free(c);
   th_peer_stop(j);
