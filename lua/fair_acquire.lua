@@ -140,17 +140,18 @@ if grant then
     -- well: a client with a shorter slot counted on a drop of its own slot
     -- per waiter ahead, and would go stale before its next try (evicted
     -- while alive)
+    local down = '-' .. slot_s -- (a string: a Lua number argument costs the server a printf)
     for k = 1, #all do
       local w = all[k]
       if w == owner then
         redis.call('zrem', KEYS[3], owner)
       else
-        local d = tonumber(redis.call('zincrby', KEYS[3], -slot, w))
+        local d = tonumber(redis.call('zincrby', KEYS[3], down, w))
         if w ~= nxt and d < now + slot then near[#near + 1] = w end
       end
     end
   end
-  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('hset', KEYS[1], owner, '1')
   redis.call('pexpire', KEYS[1], lease)
   if nxt then tell(nxt) end -- the next head: it keeps its deadline alive from now on
   for _, w in ipairs(near) do -- (only those this user may publish to: a courtesy, not a need)

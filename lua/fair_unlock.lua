@@ -121,7 +121,8 @@ end
 if out == 0 and not (#lease <= 15 and string.find(lease, '^[1-9]%d*$')) then
   return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
 end
-local first = redis.pcall('set', KEYS[5], out, 'px', ttl)
+-- (the value as a string: a Lua number argument costs the server a printf)
+local first = redis.pcall('set', KEYS[5], out == 1 and '1' or out == 0 and '0' or out == -1 and '-1' or out, 'px', ttl)
 if first.err then return first end -- nothing written (READONLY, OOM, ...)
 
 if out == 'n' then
