@@ -85,7 +85,7 @@ end
 -- each waiter whose deadline passed; never the caller: it is alive), the
 -- lock's PTTL and the caller's hold count. q[i] is the head after the
 -- eviction; hs its deadline as read (nil when it is the caller).
-local q = redis.call('lrange', KEYS[2], 0, -1)
+local q = redis.call('lrange', KEYS[2], '0', '-1') -- (strings: see the grant's HSET)
 local i, gone, hs = 1, {}, nil
 while q[i] and q[i] ~= owner do
   local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
@@ -127,7 +127,7 @@ if grant then
   if not ok then return out end
   local nxt = q[i + 1]
   -- every deadline left after step 1, mine among them (in score order)
-  local all = redis.call('zrange', KEYS[3], 0, -1)
+  local all = redis.call('zrange', KEYS[3], '0', '-1')
   local near = {}
   if not nxt and (not all[1] or all[1] == owner and not all[2]) then
     -- nobody else waits: Redisson's LPOP and ZREM empty the queue and the
@@ -170,7 +170,7 @@ if mine then
   end
   local ok, out = latch_new()
   if not ok then return out end
-  redis.call('hincrby', KEYS[1], owner, 1)
+  redis.call('hincrby', KEYS[1], owner, '1')
   if held_for < tonumber(lease) then redis.call('pexpire', KEYS[1], lease) end
   return nil
 end

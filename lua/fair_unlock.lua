@@ -64,7 +64,7 @@ if seen then return tonumber(seen) end -- a re-send: the first answer ('n': nil)
 -- reentrant_unlock.lua does.
 local stale, gone, head = {}, {}, nil
 while true do
-  head = redis.call('lindex', KEYS[2], #stale)
+  head = redis.call('lindex', KEYS[2], #stale == 0 and '0' or #stale) -- ('0': a Lua number costs the server a printf)
   if not head then break end
   local t = not gone[head] and redis.call('zscore', KEYS[3], head)
   if not (t and tonumber(t) <= now) then break end
