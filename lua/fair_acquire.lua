@@ -37,6 +37,8 @@
 -- writes in Redisson's order.
 
 local lease, owner, slot_s, now_s, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+-- the four numbers (1 to 15 digits, no leading zero) in one match; one by
+-- one only to say which is wrong
 if not (#lease <= 15 and #slot_s <= 15 and #now_s <= 15 and #ttl <= 15 and
         string.find(lease .. ',' .. slot_s .. ',' .. now_s .. ',' .. ttl, '^[1-9]%d*,[1-9]%d*,[1-9]%d*,[1-9]%d*$')) then
   local function ms(s) return #s <= 15 and string.find(s, '^[1-9]%d*$') end
@@ -85,7 +87,7 @@ end
 -- each waiter whose deadline passed; never the caller: it is alive), the
 -- lock's PTTL and the caller's hold count. q[i] is the head after the
 -- eviction; hs its deadline as read (nil when it is the caller).
-local q = redis.call('lrange', KEYS[2], '0', '-1') -- (strings: see the grant's HSET)
+local q = redis.call('lrange', KEYS[2], '0', '-1') -- (strings: a Lua number argument costs the server a printf)
 local i, gone, hs = 1, {}, nil
 while q[i] and q[i] ~= owner do
   local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
