@@ -21,7 +21,8 @@
 -- argument, or the server's refusal of the first write (READONLY, OOM) as it is.
 -- Redisson's steps, in its order: stale heads evicted (only heads whose
 -- deadline passed); free and (no queue or the head is me): pop me, every
--- deadline moves down by my slot, HSET, PEXPIRE; my field: re-entry; else
+-- deadline moves down by my slot, HSET, PEXPIRE (nobody else waiting: one
+-- DEL of the queue and the deadlines, the same end state); my field: re-entry; else
 -- ('q') already queued, or queued at the tail with deadline = (the last
 -- waiter's deadline - now, or the PTTL) + slot + now. rlock's additions: the
 -- latch (a re-sent request counts once); a caller is never evicted as stale
@@ -36,11 +37,16 @@
 -- writes in Redisson's order.
 
 local lease, owner, slot_s, now_s, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local function ms(s) return #s <= 15 and string.find(s, '^[1-9]%d*$') end
-if not ms(lease) then return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease) end
-if not ms(slot_s) then return redis.error_reply('ERR rlock: invalid waiter slot (ms): ' .. slot_s) end
-if not ms(now_s) then return redis.error_reply('ERR rlock: invalid time (epoch ms): ' .. now_s) end
-if not ms(ttl) then return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl) end
+-- the four numbers (1 to 15 digits, no leading zero) in one match; one by
+-- one only to say which is wrong
+if not (#lease <= 15 and #slot_s <= 15 and #now_s <= 15 and #ttl <= 15 and
+        string.find(lease .. ',' .. slot_s .. ',' .. now_s .. ',' .. ttl, '^[1-9]%d*,[1-9]%d*,[1-9]%d*,[1-9]%d*$')) then
+  local function ms(s) return #s <= 15 and string.find(s, '^[1-9]%d*$') end
+  if not ms(lease) then return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease) end
+  if not ms(slot_s) then return redis.error_reply('ERR rlock: invalid waiter slot (ms): ' .. slot_s) end
+  if not ms(now_s) then return redis.error_reply('ERR rlock: invalid time (epoch ms): ' .. now_s) end
+  return redis.error_reply('ERR rlock: invalid latch TTL (ms): ' .. ttl)
+end
 if owner == '' then return redis.error_reply('ERR rlock: empty owner id') end
 local mode, once = ARGV[6], ARGV[7] == '1'
 if mode ~= 'q' and mode ~= 't' then return redis.error_reply('ERR rlock: invalid mode: ' .. tostring(mode)) end
@@ -81,7 +87,7 @@ end
 -- each waiter whose deadline passed; never the caller: it is alive), the
 -- lock's PTTL and the caller's hold count. q[i] is the head after the
 -- eviction; hs its deadline as read (nil when it is the caller).
-local q = redis.call('lrange', KEYS[2], 0, -1)
+local q = redis.call('lrange', KEYS[2], '0', '-1') -- (strings: a Lua number argument costs the server a printf)
 local i, gone, hs = 1, {}, nil
 while q[i] and q[i] ~= owner do
   local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
@@ -121,20 +127,33 @@ end
 if grant then
   local ok, out = latch_new()
   if not ok then return out end
-  if head then redis.call('lpop', KEYS[2]) end -- (no head: the queue is empty)
-  redis.call('zrem', KEYS[3], owner)
   local nxt = q[i + 1]
-  -- every deadline moves down by my slot (Redisson's); a waiter whose
-  -- deadline that brings within my slot of now is told as well: a client
-  -- with a shorter slot counted on a drop of its own slot per waiter ahead,
-  -- and would go stale before its next try (evicted while alive)
+  -- every deadline left after step 1, mine among them (in score order)
+  local all = redis.call('zrange', KEYS[3], '0', '-1')
   local near = {}
-  local all = redis.call('zrange', KEYS[3], 0, -1)
-  for k = 1, #all do
-    local d = tonumber(redis.call('zincrby', KEYS[3], -slot, all[k]))
-    if all[k] ~= nxt and d < now + slot then near[#near + 1] = all[k] end
+  if not nxt and (not all[1] or all[1] == owner and not all[2]) then
+    -- nobody else waits: Redisson's LPOP and ZREM empty the queue and the
+    -- deadlines, one DEL does the same (the grant of a handoff, a free lock)
+    if head or all[1] then redis.call('del', KEYS[2], KEYS[3]) end
+  else
+    if head then redis.call('lpop', KEYS[2]) end -- (no head: the queue is empty)
+    -- my deadline goes, every other moves down by my slot (Redisson's); a
+    -- waiter whose deadline that brings within my slot of now is told as
+    -- well: a client with a shorter slot counted on a drop of its own slot
+    -- per waiter ahead, and would go stale before its next try (evicted
+    -- while alive)
+    local down = '-' .. slot_s -- (a string: a Lua number argument costs the server a printf)
+    for k = 1, #all do
+      local w = all[k]
+      if w == owner then
+        redis.call('zrem', KEYS[3], owner)
+      else
+        local d = tonumber(redis.call('zincrby', KEYS[3], down, w))
+        if w ~= nxt and d < now + slot then near[#near + 1] = w end
+      end
+    end
   end
-  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('hset', KEYS[1], owner, '1')
   redis.call('pexpire', KEYS[1], lease)
   if nxt then tell(nxt) end -- the next head: it keeps its deadline alive from now on
   for _, w in ipairs(near) do -- (only those this user may publish to: a courtesy, not a need)
@@ -153,7 +172,7 @@ if mine then
   end
   local ok, out = latch_new()
   if not ok then return out end
-  redis.call('hincrby', KEYS[1], owner, 1)
+  redis.call('hincrby', KEYS[1], owner, '1')
   if held_for < tonumber(lease) then redis.call('pexpire', KEYS[1], lease) end
   return nil
 end

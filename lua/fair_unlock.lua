@@ -64,7 +64,7 @@ if seen then return tonumber(seen) end -- a re-send: the first answer ('n': nil)
 -- reentrant_unlock.lua does.
 local stale, gone, head = {}, {}, nil
 while true do
-  head = redis.call('lindex', KEYS[2], #stale)
+  head = redis.call('lindex', KEYS[2], #stale == 0 and '0' or #stale) -- ('0': a Lua number costs the server a printf)
   if not head then break end
   local t = not gone[head] and redis.call('zscore', KEYS[3], head)
   if not (t and tonumber(t) <= now) then break end
@@ -121,7 +121,8 @@ end
 if out == 0 and not (#lease <= 15 and string.find(lease, '^[1-9]%d*$')) then
   return redis.error_reply('ERR rlock: invalid lease (ms): ' .. lease)
 end
-local first = redis.pcall('set', KEYS[5], out, 'px', ttl)
+-- (the value as a string: a Lua number argument costs the server a printf)
+local first = redis.pcall('set', KEYS[5], out == 1 and '1' or out == 0 and '0' or out == -1 and '-1' or out, 'px', ttl)
 if first.err then return first end -- nothing written (READONLY, OOM, ...)
 
 if out == 'n' then
