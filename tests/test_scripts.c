@@ -868,6 +868,9 @@ static void want_err(redisReply *r, const char *want) {
 
 /* The semaphore's scripts: Redisson's steps, the request latches (a re-send
  * answers the first answer and changes nothing), the undo, bad arguments. */
+#define SEM_Q "rlock_semaphore_queue:{S}"
+#define SEM_D "rlock_semaphore_timeout:{S}"
+
 TEST(semaphore_scripts) {
   flush();
   const char *l1 = "rlock_semaphore_latch:{S}:a1", *l2 = "rlock_semaphore_latch:{S}:a2";
@@ -878,22 +881,34 @@ TEST(semaphore_scripts) {
   CHECK_EQ(get_num("GET", "S", NULL), 3);
   /* acquire: 2 of 3, then a re-send of that id takes nothing more */
   const char *a = "rlock_semaphore_latch:{S}:b1";
-  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", a, "2", "60000", NULL)), 1);
-  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", a, "2", "60000", NULL)), 1);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_D, "2", "60000", "w1", "10000", "t", "0", NULL)),
+           1);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_D, "2", "60000", "w1", "10000", "t", "0", NULL)),
+           1);
   CHECK_EQ(get_num("GET", "S", NULL), 1);
   /* too few: 0, nothing written, no latch */
-  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:b2", "2", "60000", NULL)), 0);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:b2", SEM_Q, SEM_D, "2", "60000", "w1",
+                         "10000", "t", "0", NULL)),
+           0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_latch:{S}:b2", NULL), 0);
   /* the undo of the applied try gives its 2 back once */
-  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 3, "S", SEM_CHAN, a, "2", "publish", "60000", NULL)), 1);
-  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 3, "S", SEM_CHAN, a, "2", "publish", "60000", NULL)), 2);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, a, SEM_Q, SEM_D, "2", "publish", "60000", "", "0",
+                         NULL)),
+           1);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, a, SEM_Q, SEM_D, "2", "publish", "60000", "", "0",
+                         NULL)),
+           2);
   CHECK_EQ(get_num("GET", "S", NULL), 3);
-  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", a, "2", "60000", NULL)), -3); /* a late copy */
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_D, "2", "60000", "w1", "10000", "t", "0", NULL)),
+           -3); /* a late copy */
   CHECK_EQ(get_num("GET", "S", NULL), 3);
   /* the undo of a try that never applied: a tombstone, then the copy never applies */
   const char *t = "rlock_semaphore_latch:{S}:b3";
-  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 3, "S", SEM_CHAN, t, "1", "publish", "60000", NULL)), 0);
-  CHECK_EQ(want_int(eval("semaphore_acquire", 2, "S", t, "1", "60000", NULL)), -3);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, t, SEM_Q, SEM_D, "1", "publish", "60000", "", "0",
+                         NULL)),
+           0);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", t, SEM_Q, SEM_D, "1", "60000", "w1", "10000", "t", "0", NULL)),
+           -3);
   CHECK_EQ(get_num("GET", "S", NULL), 3);
   /* release: INCRBY and the new count; a re-send counts once */
   const char *r = "rlock_semaphore_latch:{S}:c1";
@@ -913,10 +928,64 @@ TEST(semaphore_scripts) {
   CHECK_EQ(get_num("GET", "S", NULL), 0);
   CHECK_EQ(want_int(eval("semaphore_drain", 2, "M", "rlock_semaphore_latch:{M}:e2", "60000", NULL)), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "M", NULL), 0);
+  /* the queue ('q'): a waiter that cannot take queues ({0, ms, place}); a
+   * second behind it; when permits come, the one behind cannot take before
+   * the first (fair after 0); the first takes and leaves the queue */
+  flush();
+  redisReply *q1 = eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:q1", SEM_Q, SEM_D, "1", "60000", "aa",
+                        "10000", "q", "0", NULL);
+  CHECK(q1->type == REDIS_REPLY_ARRAY && q1->elements == 3 && q1->element[0]->integer == 0);
+  CHECK(q1->element[1]->integer >= 1 && q1->element[1]->integer <= 5000 && q1->element[2]->integer > 0);
+  long long place1 = q1->element[2]->integer;
+  th_reply_free(q1);
+  redisReply *q2 = eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:q2", SEM_Q, SEM_D, "1", "60000", "bb",
+                        "10000", "q", "0", NULL);
+  CHECK(q2->type == REDIS_REPLY_ARRAY && q2->elements == 3 && q2->element[2]->integer > place1);
+  th_reply_free(q2);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", SEM_Q, NULL), 2);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", SEM_D, NULL), 2);
+  CHECK(th_cmd_int(srv, "PTTL", SEM_Q, NULL) > 0); /* 2 slots */
+  th_reply_free(th_cmd(srv, "SET", "S", "1", NULL));
+  redisReply *q3 = eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:q3", SEM_Q, SEM_D, "1", "60000", "bb",
+                        "10000", "q", "0", NULL);
+  CHECK(q3->type == REDIS_REPLY_ARRAY); /* bb is behind aa */
+  th_reply_free(q3);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:q4", SEM_Q, SEM_D, "1", "60000", "cc",
+                         "10000", "t", "0", NULL)),
+           0); /* a try only: refused, nothing queued */
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", SEM_Q, NULL), 2);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:q5", SEM_Q, SEM_D, "1", "60000", "aa",
+                         "10000", "q", "0", NULL)),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", SEM_Q, NULL), 1);
+  CHECK(th_cmd_str(srv, "ZSCORE", SEM_Q, "aa:1", NULL) == NULL); /* it left the queue */
+  /* bb leaves (the undo with leave 1) while a permit is there and nobody
+   * else queues: the queue is gone, nothing published is needed */
+  th_reply_free(th_cmd(srv, "SET", "S", "1", NULL));
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:q3", SEM_Q, SEM_D, "1",
+                         "publish", "60000", "bb:1", "1", NULL)),
+           0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", SEM_Q, NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", SEM_D, NULL), 0);
+  th_reply_free(th_cmd(srv, "SET", "S", "0", NULL));
   /* bad arguments: an error, nothing written */
-  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "0", "60000", NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "1", "60000", "A!",
+                   "10000", "q", "0", NULL),
+           "invalid waiter id");
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "1", "60000", "w1",
+                   "0", "q", "0", NULL),
+           "invalid waiter slot");
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "1", "60000", "w1",
+                   "10000", "x", "0", NULL),
+           "invalid mode");
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "1", "60000", "w1",
+                   "10000", "q", "-2", NULL),
+           "invalid fair-after");
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "0", "60000", "w1",
+                   "10000", "t", "0", NULL),
            "invalid permits");
-  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "-1", "60000", NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "-1", "60000", "w1",
+                   "10000", "t", "0", NULL),
            "invalid permits");
   want_err(
       eval_on(srv, "semaphore_release", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1", "post", "60000", NULL),
@@ -925,7 +994,8 @@ TEST(semaphore_scripts) {
       eval_on(srv, "semaphore_add", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1.5", "publish", "60000", NULL),
       "invalid permits");
   th_reply_free(th_cmd(srv, "SET", "S", "abc", NULL));
-  want_err(eval_on(srv, "semaphore_acquire", 2, "S", "rlock_semaphore_latch:{S}:x", "1", "60000", NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_D, "1", "60000", "w1",
+                   "10000", "t", "0", NULL),
            "does not hold an integer");
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_latch:{S}:x", NULL), 0);
 }
