@@ -421,20 +421,28 @@ static void not_yet(op_t *op, int64_t ttl) {
  * as gone comes back at the tail): the wake-up it used goes on to the first
  * parked one ahead. Each pass goes to a smaller place, so a chain of passes
  * ends. The channel redisson_sc:{NAME} is the permit-expirable semaphore's
- * too (one NAME may be both, as in Redisson): its waiters (lock ops) have
- * no place and are passed over. */
+ * too (one NAME may be both, as in Redisson): its waiters (lock ops, one
+ * permit each) do not read rlock's queue and may take what this one could
+ * not: with no semaphore waiter ahead, the first parked one is passed the
+ * wake-up (it passes on no further, so the chain still ends). */
 static void pass_ahead(op_t *op) {
-  waiter_t *o = &op->w;
-  while (o->prev) o = o->prev;
-  for (; o; o = o->next) {
+  waiter_t *first = &op->w, *pes = NULL;
+  while (first->prev) first = first->prev;
+  for (waiter_t *o = first; o; o = o->next) {
     if (o == &op->w || !o->parked) continue;
     op_t *x = (op_t *)((char *)o - offsetof(op_t, w));
     RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE || x->lock->kind == &rlock__kind_pes);
-    if (x->kind == OP_SEM_ACQUIRE && x->place > 0 && x->place < op->place) {
+    if (x->kind != OP_SEM_ACQUIRE) {
+      if (!pes) pes = o;
+    } else if (x->place > 0 && x->place < op->place) {
       o->parked = false;
       o->on_wake(o);
       return;
     }
+  }
+  if (pes) { /* none ahead: a permit waiter, which may take what this one could not */
+    pes->parked = false;
+    pes->on_wake(pes);
   }
 }
 
