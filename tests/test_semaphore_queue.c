@@ -357,8 +357,8 @@ TEST(cancel_and_close_leave) {
   CHECK_MSG(th_wait_until(is_done, &d, 5000), "the cancel did not end the wait");
   CHECK_EQ(atomic_load(&d.status), RLOCK_ECANCELED);
   wait_queued(a, "rlock_semaphore_queue:{semq:gone}", 1);
-  rlock_semaphore_free(sb);
   rlock_client_free(b); /* its parked waiter ends (RLOCK_ECLOSED) and leaves */
+  rlock_semaphore_free(sb); /* after: the close path's leave reads the handle */
   CHECK_EQ(atomic_load(&e.status), RLOCK_ECLOSED);
   queued_want_t w = {"rlock_semaphore_queue:{semq:gone}", 0};
   CHECK_MSG(th_wait_until(queued_is, &w, 5000), "the closed client's waiter stayed queued");
