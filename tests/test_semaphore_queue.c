@@ -25,7 +25,11 @@
  *                     reaches it first, and it passes the wake-up to the
  *                     client's waiter ahead of it, which takes the permit
  *   cancel_and_close_leave  a cancelled waiter and a parked waiter of a
- *                     client being freed leave no entry behind */
+ *                     client being freed leave no entry behind
+ *   short_slot_keeps_long  a client with a 200 ms slot queues behind one with
+ *                     30 s: the queue's keys still live to the long waiter's
+ *                     deadline (its entry and place are not lost to the
+ *                     short client's PEXPIRE) */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -368,6 +372,65 @@ TEST(cancel_and_close_leave) {
   rlock_client_free(a);
 }
 
+/* The server's clock (ms). */
+static long long server_ms(void) {
+  redisReply *r = th_cmd(srv, "TIME", NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  long long ms = strtoll(r->element[0]->str, NULL, 10) * 1000 + strtoll(r->element[1]->str, NULL, 10) / 1000;
+  th_reply_free(r);
+  return ms;
+}
+
+/* Both keys of semq:ttl live at least to the deadline of member m. */
+static void keys_outlive(const char *m, const char *when) {
+  char *v = th_cmd_str(srv, "ZSCORE", "rlock_semaphore_timeout:{semq:ttl}", m, NULL);
+  CHECK_MSG(v, "%s: the 30 s waiter has no deadline", when);
+  long long dl = strtoll(v, NULL, 10);
+  free(v);
+  long long now = server_ms(); /* before the PTTLs: now + PTTL is at most the expiry */
+  long long q = th_cmd_int(srv, "PTTL", "rlock_semaphore_queue:{semq:ttl}", NULL);
+  long long z = th_cmd_int(srv, "PTTL", "rlock_semaphore_timeout:{semq:ttl}", NULL);
+  CHECK_MSG(q >= dl - now && z >= dl - now,
+            "%s: the queue's keys expire in %lld and %lld ms, the 30 s waiter's deadline is in %lld ms", when, q, z,
+            dl - now);
+}
+
+TEST(short_slot_keeps_long) {
+  rlock_client_t *a = client_slot(30000), *b = client_slot(200);
+  rlock_semaphore_t *sa = sem(a, "semq:ttl"), *sb = sem(b, "semq:ttl");
+  rlock_cancel_t *cn = NULL;
+  CHECK_OK(rlock_cancel_new(&cn));
+  done_t d = {0}, e = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 60000, NULL, on_done, &d));
+  wait_queued(a, "rlock_semaphore_queue:{semq:ttl}", 1);
+  redisReply *r = th_cmd(srv, "ZRANGE", "rlock_semaphore_queue:{semq:ttl}", "0", "0", NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  char *m = strdup(r->element[0]->str);
+  th_reply_free(r);
+  keys_outlive(m, "a alone");
+  rlock_stats_t st;
+  rlock_client_stats(b, &st);
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, RLOCK_WAIT_FOREVER, cn, on_done, &e));
+  wait_queued(b, "rlock_semaphore_queue:{semq:ttl}", 2);
+  /* b's keep-alives (every 100 ms) write its TTL again each time */
+  CHECK_MSG(TH_STAT_REACHES(b, acquire_attempts, st.acquire_attempts + 3, 5000), "b's waiter did not try again");
+  keys_outlive(m, "b queued behind a");
+  rlock_cancel_trigger(cn);
+  CHECK_MSG(th_wait_until(is_done, &e, 5000), "the cancel did not end b's wait");
+  CHECK_EQ(atomic_load(&e.status), RLOCK_ECANCELED);
+  wait_queued(b, "rlock_semaphore_queue:{semq:ttl}", 1);
+  keys_outlive(m, "b left");
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
+  CHECK_MSG(th_wait_until(is_done, &d, 5000), "a did not take the released permit");
+  CHECK_OK(atomic_load(&d.status));
+  free(m);
+  rlock_cancel_free(cn);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -379,6 +442,7 @@ int main(int argc, char **argv) {
   RUN(leave_wakes_next);
   RUN(woken_passes_ahead);
   RUN(cancel_and_close_leave);
+  RUN(short_slot_keeps_long);
   th_server_stop(srv);
   return th_done();
 }
