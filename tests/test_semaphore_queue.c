@@ -11,9 +11,10 @@
  *   fifo_order        four waiters of four clients, queued in turn, take one
  *                     released permit each in the order they came
  *   big_head_blocks_small  a waiter for 3 is ahead of a waiter for 1: a
- *                     release of 1 lets neither take (the small one waits its
- *                     turn: the big one never starves); 2 more let the big one
- *                     take, the next 1 the small one
+ *                     release of 2 lets neither take (the small one waits its
+ *                     turn: the big one never starves; the head counts for
+ *                     the 3 it asks, not 1); 1 more lets the big one take,
+ *                     the next 1 the small one
  *   dead_waiter_gone  a process queued and was killed (SIGKILL): its entry
  *                     holds the permit back only until its deadline (its
  *                     slot), then the live waiter behind it takes it
@@ -195,19 +196,19 @@ TEST(big_head_blocks_small) {
   wait_queued(a, "rlock_semaphore_queue:{semq:big}", 2);
   rlock_stats_t st;
   rlock_client_stats(a, &st);
-  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
-  /* the message 1 wakes one waiter; then the subscription is cut, and each
+  CHECK_OK(rlock_semaphore_release(sb, 2, NULL));
+  /* the message 2 wakes both waiters; then the subscription is cut, and each
    * waiter tries again once it is back: the small one too, and it must not
    * take the permit */
-  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 1, 5000), "no waiter tried after the release");
+  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 2, 5000), "the waiters did not try after the release");
   th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "pubsub", NULL));
-  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 3, 5000),
+  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 4, 5000),
             "the waiters did not try again after the resubscription");
   th_settled(a);
   CHECK_EQ(atomic_load(&small.n), 0);
   CHECK_EQ(atomic_load(&big.n), 0);
-  CHECK_EQ(get_num("semq:big"), 1);
-  CHECK_OK(rlock_semaphore_release(sb, 2, NULL));
+  CHECK_EQ(get_num("semq:big"), 2);
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(is_done, &big, 5000), "the waiter for 3 was not woken (3 available)");
   CHECK_OK(atomic_load(&big.status));
   th_settled(a);
