@@ -10,7 +10,11 @@
  *             try-set, acquire, release or count-down returned, the replica
  *             has what it wrote
  *   sentinel  redis+sentinel:// (a master, a replica, 3 sentinels): set,
- *             acquire, busy, release, latch set, count down, await */
+ *             acquire, busy, release, latch set, count down, await
+ *   replicas_refused_grant  a queued waiter (replica sync one) is granted
+ *             the permit while the replica is paused: RLOCK_ENOSYNC, the
+ *             permit given back, and the undo's message wakes the waiter of
+ *             another client queued behind, which takes it; no entry left */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -168,6 +172,59 @@ TEST(sentinel) {
   th_sentinels_stop(t);
 }
 
+static long long zcard(th_server_t *s, const char *key) { return th_cmd_int(s, "ZCARD", key, NULL); }
+typedef struct zc_want {
+  th_server_t *s;
+  long long n;
+} zc_want_t;
+static int zc_is(void *arg) {
+  zc_want_t *w = arg;
+  return zcard(w->s, "rlock_semaphore_queue:{rep:semq}") == w->n;
+}
+
+TEST(replicas_refused_grant) {
+  th_server_t *m = th_server_start(NULL);
+  th_server_t *r = th_replica_start(m);
+  th_replicas_wait(m, 1, 20000);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = m->url;
+  o.replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o.replica_sync_timeout_ms = 300;
+  o.fair_waiter_timeout_ms = 30000; /* keep-alives every 15 s: none in this test */
+  o.semaphore_fair_after_ms = 0;
+  rlock_client_t *a = NULL, *b = NULL;
+  CHECK_OK(rlock_client_new(&a, &o));
+  o.replica_sync = RLOCK_REPLICA_SYNC_OFF;
+  CHECK_OK(rlock_client_new(&b, &o));
+  rlock_semaphore_t *sa = NULL, *sb = NULL;
+  CHECK_OK(rlock_semaphore_new(a, "rep:semq", 8, &sa));
+  CHECK_OK(rlock_semaphore_new(b, "rep:semq", 8, &sb));
+  res_t wa = {0}, wb = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_sem, &wa));
+  zc_want_t w1 = {m, 1}, w2 = {m, 2}, w0 = {m, 0};
+  CHECK_MSG(th_wait_until(zc_is, &w1, 5000), "a's waiter did not queue");
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 30000, NULL, on_sem, &wb));
+  CHECK_MSG(th_wait_until(zc_is, &w2, 5000), "b's waiter did not queue");
+  th_server_pause(r);
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
+  CHECK_MSG(th_wait_until(is_done, &wa, 5000), "a's waiter did not end");
+  CHECK_RC(wa.status, RLOCK_ENOSYNC);
+  CHECK_MSG(th_wait_until(is_done, &wb, 5000), "b's waiter was not woken by the given-back permit");
+  CHECK_OK(wb.status);
+  char *v = th_cmd_str(m, "GET", "rep:semq", NULL);
+  CHECK_STREQ(v, "0");
+  free(v);
+  CHECK_MSG(th_wait_until(zc_is, &w0, 5000), "an entry stayed queued");
+  th_server_resume(r);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+  th_server_stop(r);
+  th_server_stop(m);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 280);
   cl = th_cluster_start(3, 0, 2000);
@@ -175,5 +232,6 @@ int main(int argc, char **argv) {
   th_cluster_stop(cl);
   RUN(replicas);
   RUN(sentinel);
+  RUN(replicas_refused_grant);
   return th_done();
 }
