@@ -30,10 +30,18 @@
  *   short_slot_keeps_long  a client with a 200 ms slot queues behind one with
  *                     30 s: the queue's keys still live to the long waiter's
  *                     deadline (its entry and place are not lost to the
- *                     short client's PEXPIRE) */
+ *                     short client's PEXPIRE)
+ *   churn             12 threads of 3 clients take 1 to 3 of 3 permits with
+ *                     waits of 5-65 ms, a quarter with a cancel (half of
+ *                     those triggered before): never more than 3 inside, 3
+ *                     available at the end and no entry left */
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -432,6 +440,53 @@ TEST(short_slot_keeps_long) {
   rlock_client_free(b);
 }
 
+static rlock_client_t *churn_c[3];
+static atomic_int inside, max_inside, ok_n, busy_n, cancel_n;
+static void *churn_worker(void *arg) {
+  int i = (int)(intptr_t)arg;
+  rlock_semaphore_t *s = sem(churn_c[i % 3], "semq:churn");
+  unsigned seed = (unsigned)i * 7919u + 1;
+  for (int r = 0; r < 60; r++) {
+    int p = 1 + (int)(rand_r(&seed) % 3);
+    int64_t w = 5 + rand_r(&seed) % 60;
+    rlock_cancel_t *cn = NULL;
+    bool use_cancel = rand_r(&seed) % 4 == 0;
+    if (use_cancel) CHECK_OK(rlock_cancel_new(&cn));
+    if (use_cancel && rand_r(&seed) % 2) rlock_cancel_trigger(cn);
+    int rc = rlock_semaphore_acquire(s, p, w, cn);
+    if (rc == 0) {
+      int in = atomic_fetch_add(&inside, p) + p;
+      int m = atomic_load(&max_inside);
+      while (in > m && !atomic_compare_exchange_weak(&max_inside, &m, in)) {}
+      atomic_fetch_add(&ok_n, 1);
+      th_sleep_ms(1 + rand_r(&seed) % 4); /* holds the permits a while (load, not a wait) */
+      atomic_fetch_sub(&inside, p);
+      CHECK_OK(rlock_semaphore_release(s, p, NULL));
+    } else if (rc == RLOCK_EBUSY) atomic_fetch_add(&busy_n, 1);
+    else if (rc == RLOCK_ECANCELED) atomic_fetch_add(&cancel_n, 1);
+    else CHECK_OK(rc);
+    if (cn) rlock_cancel_free(cn);
+  }
+  rlock_semaphore_free(s);
+  return NULL;
+}
+TEST(churn) {
+  for (int i = 0; i < 3; i++) churn_c[i] = client_slot(400);
+  rlock_semaphore_t *s0 = sem(churn_c[0], "semq:churn");
+  CHECK_OK(rlock_semaphore_try_set_permits(s0, 3, NULL));
+  pthread_t t[12];
+  for (int i = 0; i < 12; i++) pthread_create(&t[i], NULL, churn_worker, (void *)(intptr_t)i);
+  for (int i = 0; i < 12; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 3; i++) th_settled(churn_c[i]);
+  fprintf(stderr, "# ok %d busy %d cancel %d max inside %d\n", ok_n, busy_n, cancel_n, max_inside);
+  CHECK(atomic_load(&max_inside) <= 3);
+  CHECK_EQ(get_num("semq:churn"), 3);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "rlock_semaphore_queue:{semq:churn}", NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "rlock_semaphore_timeout:{semq:churn}", NULL), 0);
+  rlock_semaphore_free(s0);
+  for (int i = 0; i < 3; i++) rlock_client_free(churn_c[i]);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -444,6 +499,7 @@ int main(int argc, char **argv) {
   RUN(woken_passes_ahead);
   RUN(cancel_and_close_leave);
   RUN(short_slot_keeps_long);
+  RUN(churn);
   th_server_stop(srv);
   return th_done();
 }
