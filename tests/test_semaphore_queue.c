@@ -34,7 +34,12 @@
  *   churn             12 threads of 3 clients take 1 to 3 of 3 permits with
  *                     waits of 5-65 ms, a quarter with a cancel (half of
  *                     those triggered before): never more than 3 inside, 3
- *                     available at the end and no entry left */
+ *                     available at the end and no entry left
+ *   lost_answer_leaves  a queued waiter's last try (at its wait bound) is
+ *                     held back by CLIENT PAUSE WRITE past its command timeout
+ *                     and its one re-send: RLOCK_ETIMEDOUT; once the copies
+ *                     ran, its entry is gone (the undo leaves the queue), and
+ *                     the waiter behind it takes the next permit */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <signal.h>
@@ -487,6 +492,42 @@ TEST(churn) {
   for (int i = 0; i < 3; i++) rlock_client_free(churn_c[i]);
 }
 
+TEST(lost_answer_leaves) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.fair_waiter_timeout_ms = 30000;
+  o.semaphore_fair_after_ms = 0;
+  o.command_timeout_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *a = NULL, *b = client_slot(30000);
+  CHECK_OK(rlock_client_new(&a, &o));
+  rlock_semaphore_t *sa = sem(a, "semq:lost"), *sb = sem(b, "semq:lost");
+  done_t w = {0}, v = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 1500, NULL, on_done, &w));
+  wait_queued(a, "rlock_semaphore_queue:{semq:lost}", 1);
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 30000, NULL, on_done, &v));
+  wait_queued(b, "rlock_semaphore_queue:{semq:lost}", 2);
+  /* a's try at its wait bound (1.5 s) comes during the pause */
+  redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "3000", "WRITE", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
+  th_reply_free(r);
+  CHECK_MSG(th_wait_until(is_done, &w, 5000), "a's wait did not end");
+  CHECK_RC(atomic_load(&w.status), RLOCK_ETIMEDOUT);
+  th_reply_free(th_cmd(srv, "EVAL", "return 1", "0", NULL)); /* the pause is over */
+  queued_want_t q = {"rlock_semaphore_queue:{semq:lost}", 1};
+  CHECK_MSG(th_wait_until(queued_is, &q, 5000), "the waiter whose answer was lost stayed queued (%lld entries)",
+            th_cmd_int(srv, "ZCARD", "rlock_semaphore_queue:{semq:lost}", NULL));
+  CHECK_OK(rlock_semaphore_release(sa, 1, NULL));
+  CHECK_MSG(th_wait_until(is_done, &v, 5000), "the waiter behind did not take the permit");
+  CHECK_OK(atomic_load(&v.status));
+  CHECK_EQ(get_num("semq:lost"), 0);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -500,6 +541,7 @@ int main(int argc, char **argv) {
   RUN(cancel_and_close_leave);
   RUN(short_slot_keeps_long);
   RUN(churn);
+  RUN(lost_answer_leaves);
   th_server_stop(srv);
   return th_done();
 }
