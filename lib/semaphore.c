@@ -240,12 +240,16 @@ typedef struct sem_undo {
 static void undo_send(sem_undo_t *u);
 
 static void undo_free(sem_undo_t *u) {
+  client_t *cl = u->cl;
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
   free(u->queue.p);
   free(u->timeout.p);
   free(u);
+  RLOCK__ASSERT(cl->undos_inflight > 0);
+  cl->undos_inflight--;
+  rlock__client_linger_check(cl); /* closing: this may be the last answer it waits for */
 }
 
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -290,6 +294,10 @@ static void undo_leave(op_t *op, bool leave) {
   sem_undo_t *u = calloc(1, sizeof *u);
   if (!u) return;
   u->cl = op->cl;
+  /* a close waits for its answer (client.c's linger): written behind a
+   * try's WAIT, it runs only once that WAIT ends, and a connection closed
+   * before drops it (the permits the try took would be lost: no lease) */
+  op->cl->undos_inflight++;
   u->permits = op->permits;
   u->leave = leave;
   if (op->queued) memcpy(u->waiter, op->waiter, sizeof u->waiter);

@@ -14,7 +14,11 @@
  *   replicas_refused_grant  a queued waiter (replica sync one) is granted
  *             the permit while the replica is paused: RLOCK_ENOSYNC, the
  *             permit given back, and the undo's message wakes the waiter of
- *             another client queued behind, which takes it; no entry left */
+ *             another client queued behind, which takes it; no entry left
+ *   replicas_close_in_flight  a client (replica sync one) takes the only
+ *             permit while the replica is paused: its try ran and its WAIT
+ *             waits; the client is freed meanwhile: the undo written behind
+ *             the WAIT runs (the close lingers for it) and the permit is back */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -225,6 +229,52 @@ TEST(replicas_refused_grant) {
   th_server_stop(m);
 }
 
+static int get_is_1(void *arg) {
+  char *v = th_cmd_str((th_server_t *)arg, "GET", "rep:close", NULL);
+  int ok = v && !strcmp(v, "1");
+  free(v);
+  return ok;
+}
+static int get_is_0(void *arg) {
+  char *v = th_cmd_str((th_server_t *)arg, "GET", "rep:close", NULL);
+  int ok = v && !strcmp(v, "0");
+  free(v);
+  return ok;
+}
+
+TEST(replicas_close_in_flight) {
+  th_server_t *m = th_server_start(NULL);
+  th_server_t *r = th_replica_start(m);
+  th_replicas_wait(m, 1, 20000);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = m->url;
+  o.replica_sync = RLOCK_REPLICA_SYNC_ONE;
+  o.command_timeout_ms = 4000;
+  o.replica_sync_timeout_ms = 1500;
+  rlock_client_t *a = NULL;
+  CHECK_OK(rlock_client_new(&a, &o));
+  rlock_semaphore_t *sa = NULL;
+  CHECK_OK(rlock_semaphore_new(a, "rep:close", 9, &sa));
+  /* set by hand: no latch of the client's own waits for deletion (a DEL
+   * in flight would hold the close back by itself) */
+  th_reply_free(th_cmd(m, "SET", "rep:close", "1", NULL));
+  th_replicas_caught_up(m, 1, 5000);
+  th_server_pause(r);
+  res_t w = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_sem, &w));
+  CHECK_MSG(th_wait_until(get_is_0, m, 5000), "the try did not run");
+  CHECK_EQ(atomic_load(&w.done), 0); /* its WAIT waits for the paused replica */
+  rlock_client_free(a); /* lingers for the undo (behind the WAIT: up to 1.5 s) */
+  CHECK_EQ(atomic_load(&w.done), 1);
+  CHECK_RC(w.status, RLOCK_ECLOSED);
+  rlock_semaphore_free(sa);
+  CHECK_MSG(th_wait_until(get_is_1, m, 5000), "the permit the try in flight took was not given back");
+  th_server_resume(r);
+  th_server_stop(r);
+  th_server_stop(m);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 280);
   cl = th_cluster_start(3, 0, 2000);
@@ -233,5 +283,6 @@ int main(int argc, char **argv) {
   RUN(replicas);
   RUN(sentinel);
   RUN(replicas_refused_grant);
+  RUN(replicas_close_in_flight);
   return th_done();
 }
