@@ -3,8 +3,9 @@
  * three ops the public calls make (api.c):
  *   OP_SEM_ACQUIRE  try semaphore_acquire.lua; too few permits: join
  *                   redisson_sc:{NAME}, park until a release's message (the
- *                   new count N wakes up to N parked waiters) or the wait
- *                   bound, try again; never polls
+ *                   new count N wakes up to N parked waiters), the wait
+ *                   bound or the keep-alive of its queue entry (within half
+ *                   a slot, fair_waiter_timeout_ms), try again
  *   OP_SEM_CALL     one script (release, try-set, add, drain, the latch's
  *                   try-set and count-down) or a GET (available, count)
  *   OP_LATCH_AWAIT  GET the count; above 0: join the latch's channel, park
