@@ -283,7 +283,9 @@ TEST(leave_wakes_next) {
   rlock_semaphore_t *sa = sem(a, "semq:leave"), *sb = sem(b, "semq:leave");
   CHECK_OK(rlock_semaphore_try_set_permits(sa, 1, NULL));
   done_t big = {0}, small = {0};
-  CHECK_OK(rlock_semaphore_acquire_async(sa, 2, 400, NULL, on_done, &big));
+  /* 1.5 s: the waiter behind must be queued before it ends (400 ms was too
+   * short on a loaded machine: the head left first and small took at once) */
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 2, 1500, NULL, on_done, &big));
   wait_queued(a, "rlock_semaphore_queue:{semq:leave}", 1);
   CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 30000, NULL, on_done, &small));
   wait_queued(b, "rlock_semaphore_queue:{semq:leave}", 2);
