@@ -442,20 +442,31 @@ static void not_yet(op_t *op, int64_t ttl) {
  * as gone comes back at the tail): the wake-up it used goes on to the first
  * parked one ahead. Each pass goes to a smaller place, so a chain of passes
  * ends. The channel redisson_sc:{NAME} is the permit-expirable semaphore's
- * too (one NAME may be both, as in Redisson): its waiters (lock ops) have
- * no place and are passed over. */
+ * too (one NAME may be both, as in Redisson): its waiters (lock ops) ask one
+ * permit and do not read the queue; with no semaphore waiter ahead, a
+ * waiter that asked more than one passes the wake-up to the first parked
+ * one of them (it may fit in what this one could not take), which passes
+ * nothing on. */
 static void pass_ahead(op_t *op) {
-  waiter_t *o = &op->w;
+  waiter_t *o = &op->w, *pes = NULL;
   while (o->prev) o = o->prev;
   for (; o; o = o->next) {
     if (o == &op->w || !o->parked) continue;
     op_t *x = (op_t *)((char *)o - offsetof(op_t, w));
     RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE || x->lock->kind == &rlock__kind_pes);
-    if (x->kind == OP_SEM_ACQUIRE && x->place > 0 && x->place < op->place) {
+    if (x->kind != OP_SEM_ACQUIRE) {
+      if (!pes && !o->observer) pes = o;
+      continue;
+    }
+    if (x->place > 0 && x->place < op->place) {
       o->parked = false;
       o->on_wake(o);
       return;
     }
+  }
+  if (pes && op->permits > 1) {
+    pes->parked = false;
+    pes->on_wake(pes);
   }
 }
 

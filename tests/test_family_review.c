@@ -213,9 +213,10 @@ TEST(acl_no_channel_writes_nothing) {
   /* the semaphore's undo: the permits back without the message */
   th_reply_free(th_cmd(srv, "SET", "rev:acl:undo", "0", NULL));
   th_reply_free(th_cmd(srv, "SET", "rlock_semaphore_latch:{rev:acl:undo}:x", "1", NULL));
-  const char *uk[] = {"rev:acl:undo", "redisson_sc:{rev:acl:undo}", "rlock_semaphore_latch:{rev:acl:undo}:x"};
-  const char *ua[] = {"2", "publish", "10000"};
-  redisReply *r = app_eval("semaphore_acquire_undo", 3, uk, 3, ua);
+  const char *uk[] = {"rev:acl:undo", "redisson_sc:{rev:acl:undo}", "rlock_semaphore_latch:{rev:acl:undo}:x",
+                      "rlock_semaphore_queue:{rev:acl:undo}", "rlock_semaphore_timeout:{rev:acl:undo}"};
+  const char *ua[] = {"2", "publish", "10000", "", "0"};
+  redisReply *r = app_eval("semaphore_acquire_undo", 5, uk, 5, ua);
   CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "semaphore undo: type %d %s", r->type,
             r->type == REDIS_REPLY_ERROR ? r->str : "");
   freeReplyObject(r);
