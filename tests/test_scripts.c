@@ -880,22 +880,34 @@ TEST(semaphore_scripts) {
   CHECK_EQ(get_num("GET", "S", NULL), 3);
   /* acquire: 2 of 3, then a re-send of that id takes nothing more */
   const char *a = "rlock_semaphore_latch:{S}:b1";
-  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)), 1);
-  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)), 1);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)),
+           1);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)),
+           1);
   CHECK_EQ(get_num("GET", "S", NULL), 1);
   /* too few: 0, nothing written, no latch */
-  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:b2", SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)), 0);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:b2", SEM_Q, SEM_T, "2", "60000", "w1",
+                         "10000", "t", "0", NULL)),
+           0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_latch:{S}:b2", NULL), 0);
   /* the undo of the applied try gives its 2 back once */
-  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, a, SEM_Q, SEM_T, "2", "publish", "60000", "", "0", NULL)), 1);
-  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, a, SEM_Q, SEM_T, "2", "publish", "60000", "", "0", NULL)), 2);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, a, SEM_Q, SEM_T, "2", "publish", "60000", "", "0",
+                         NULL)),
+           1);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, a, SEM_Q, SEM_T, "2", "publish", "60000", "", "0",
+                         NULL)),
+           2);
   CHECK_EQ(get_num("GET", "S", NULL), 3);
-  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)), -3); /* a late copy */
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", a, SEM_Q, SEM_T, "2", "60000", "w1", "10000", "t", "0", NULL)),
+           -3); /* a late copy */
   CHECK_EQ(get_num("GET", "S", NULL), 3);
   /* the undo of a try that never applied: a tombstone, then the copy never applies */
   const char *t = "rlock_semaphore_latch:{S}:b3";
-  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, t, SEM_Q, SEM_T, "1", "publish", "60000", "", "0", NULL)), 0);
-  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", t, SEM_Q, SEM_T, "1", "60000", "w1", "10000", "t", "0", NULL)), -3);
+  CHECK_EQ(want_int(eval("semaphore_acquire_undo", 5, "S", SEM_CHAN, t, SEM_Q, SEM_T, "1", "publish", "60000", "", "0",
+                         NULL)),
+           0);
+  CHECK_EQ(want_int(eval("semaphore_acquire", 4, "S", t, SEM_Q, SEM_T, "1", "60000", "w1", "10000", "t", "0", NULL)),
+           -3);
   CHECK_EQ(get_num("GET", "S", NULL), 3);
   /* release: INCRBY and the new count; a re-send counts once */
   const char *r = "rlock_semaphore_latch:{S}:c1";
@@ -916,9 +928,11 @@ TEST(semaphore_scripts) {
   CHECK_EQ(want_int(eval("semaphore_drain", 2, "M", "rlock_semaphore_latch:{M}:e2", "60000", NULL)), 0);
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "M", NULL), 0);
   /* bad arguments: an error, nothing written */
-  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_T, "0", "60000", "w1", "10000", "t", "0", NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_T, "0", "60000", "w1",
+                   "10000", "t", "0", NULL),
            "invalid permits");
-  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_T, "-1", "60000", "w1", "10000", "t", "0", NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_T, "-1", "60000", "w1",
+                   "10000", "t", "0", NULL),
            "invalid permits");
   want_err(
       eval_on(srv, "semaphore_release", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1", "post", "60000", NULL),
@@ -927,7 +941,8 @@ TEST(semaphore_scripts) {
       eval_on(srv, "semaphore_add", 3, "S", SEM_CHAN, "rlock_semaphore_latch:{S}:x", "1.5", "publish", "60000", NULL),
       "invalid permits");
   th_reply_free(th_cmd(srv, "SET", "S", "abc", NULL));
-  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_T, "1", "60000", "w1", "10000", "t", "0", NULL),
+  want_err(eval_on(srv, "semaphore_acquire", 4, "S", "rlock_semaphore_latch:{S}:x", SEM_Q, SEM_T, "1", "60000", "w1",
+                   "10000", "t", "0", NULL),
            "does not hold an integer");
   CHECK_EQ(th_cmd_int(srv, "EXISTS", "rlock_semaphore_latch:{S}:x", NULL), 0);
 }
