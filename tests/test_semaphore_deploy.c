@@ -5,7 +5,9 @@
  *             release from another client (SPUBLISH); a latch awaiter likewise
  *             on redisson_countdownlatch__channel__{NAME}; the keys and the
  *             request latches live on that master (names with and without
- *             braces for the semaphore)
+ *             braces for the semaphore); a waiter whose wait ends at
+ *             the head of rlock's queue wakes the one behind it (its leave
+ *             runs in NAME's slot and SPUBLISHes)
  *   replicas  a master with a replica and the replica-sync WAIT: once a
  *             try-set, acquire, release or count-down returned, the replica
  *             has what it wrote
@@ -64,6 +66,16 @@ static int subscribed(void *arg) {
   return shard_numsub(a->owner, a->chan) > 0;
 }
 
+typedef struct zq_want {
+  th_server_t *s;
+  const char *key;
+  long long n;
+} zq_want_t;
+static int zq_is(void *arg) {
+  zq_want_t *w = arg;
+  return th_cmd_int(w->s, "ZCARD", w->key, NULL) == w->n;
+}
+
 static void sem_hand_over(rlock_client_t *a, rlock_client_t *b, const char *name, const char *chan) {
   rlock_semaphore_t *sa = NULL, *sb = NULL;
   CHECK_OK(rlock_semaphore_new(a, name, strlen(name), &sa));
@@ -87,10 +99,47 @@ static void sem_hand_over(rlock_client_t *a, rlock_client_t *b, const char *name
   rlock_semaphore_free(sb);
 }
 
+/* A waiter for 2 at the head of the queue, a waiter for 1 of another client
+ * behind it, 1 permit: the head's wait ends and its leave (the undo script,
+ * its keys and SPUBLISH in NAME's slot) wakes the one behind, which takes it. */
+static void sem_leave_wakes(const char *name, const char *qkey) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = cl->url;
+  o.fair_waiter_timeout_ms = 30000; /* no keep-alive within the test */
+  o.semaphore_fair_after_ms = 0;
+  rlock_client_t *a = NULL, *b = NULL;
+  CHECK_OK(rlock_client_new(&a, &o));
+  CHECK_OK(rlock_client_new(&b, &o));
+  rlock_semaphore_t *sa = NULL, *sb = NULL;
+  CHECK_OK(rlock_semaphore_new(a, name, strlen(name), &sa));
+  CHECK_OK(rlock_semaphore_new(b, name, strlen(name), &sb));
+  CHECK_OK(rlock_semaphore_add_permits(sb, 1, NULL));
+  th_server_t *owner = th_cluster_owner(cl, th_cluster_keyslot(cl, name));
+  CHECK(owner != NULL);
+  res_t big = {0}, small = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 2, 1500, NULL, on_sem, &big));
+  zq_want_t w1 = {owner, qkey, 1}, w2 = {owner, qkey, 2}, w0 = {owner, qkey, 0};
+  CHECK_MSG(th_wait_until(zq_is, &w1, 20000), "%s: the waiter for 2 did not queue", name);
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 30000, NULL, on_sem, &small));
+  CHECK_MSG(th_wait_until(zq_is, &w2, 20000), "%s: the waiter for 1 did not queue", name);
+  CHECK_MSG(th_wait_until(is_done, &big, 20000), "%s: the head's wait did not end", name);
+  CHECK_RC(big.status, RLOCK_EBUSY);
+  CHECK_MSG(th_wait_until(is_done, &small, 5000), "%s: the leave did not wake the waiter behind", name);
+  CHECK_OK(small.status);
+  CHECK_MSG(th_wait_until(zq_is, &w0, 5000), "%s: an entry stayed queued", name);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
 TEST(cluster) {
   rlock_client_t *a = th_client(cl->url, 0), *b = th_client(cl->url, 0);
   sem_hand_over(a, b, "sd:sem", "redisson_sc:{sd:sem}");
   sem_hand_over(a, b, "{sd}:sem", "redisson_sc:{sd}:sem");
+  sem_leave_wakes("sd:leave", "rlock_semaphore_queue:{sd:leave}");
+  sem_leave_wakes("{sd}:leave", "rlock_semaphore_queue:{sd}:leave");
   rlock_latch_t *la = NULL, *lb = NULL;
   CHECK_OK(rlock_latch_new(a, "sd:latch", 8, &la));
   CHECK_OK(rlock_latch_new(b, "sd:latch", 8, &lb));
