@@ -314,7 +314,7 @@ TEST(replicas_close_in_flight) {
   CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 30000, NULL, on_sem, &w));
   CHECK_MSG(th_wait_until(get_is_0, m, 5000), "the try did not run");
   CHECK_EQ(atomic_load(&w.done), 0); /* its WAIT waits for the paused replica */
-  rlock_client_free(a); /* lingers for the undo (behind the WAIT: up to 1.5 s) */
+  rlock_client_free(a);              /* lingers for the undo (behind the WAIT: up to 1.5 s) */
   CHECK_EQ(atomic_load(&w.done), 1);
   CHECK_RC(w.status, RLOCK_ECLOSED);
   rlock_semaphore_free(sa);

@@ -213,7 +213,8 @@ TEST(big_head_blocks_small) {
   /* the message 2 wakes both waiters; then the subscription is cut, and each
    * waiter tries again once it is back: the small one too, and it must not
    * take the permit */
-  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 2, 5000), "the waiters did not try after the release");
+  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 2, 5000),
+            "the waiters did not try after the release");
   th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "pubsub", NULL));
   CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 4, 5000),
             "the waiters did not try again after the resubscription");
@@ -463,8 +464,8 @@ static void *churn_worker(void *arg) {
     int rc = rlock_semaphore_acquire(s, p, w, cn);
     if (rc == 0) {
       int in = atomic_fetch_add(&inside, p) + p;
-      int m = atomic_load(&max_inside);
-      while (in > m && !atomic_compare_exchange_weak(&max_inside, &m, in)) {}
+      for (int m = atomic_load(&max_inside); in > m;)
+        if (atomic_compare_exchange_weak(&max_inside, &m, in)) break;
       atomic_fetch_add(&ok_n, 1);
       th_sleep_ms(1 + rand_r(&seed) % 4); /* holds the permits a while (load, not a wait) */
       atomic_fetch_sub(&inside, p);
