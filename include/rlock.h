@@ -121,8 +121,8 @@ typedef struct rlock_options {
                                       thread (docs/internals/fast-path.md); 0: never */
   /* Room for new options without a change of size (ABI): left 0 by
    * rlock_options_init. A new field takes slots from here. */
-  int64_t fair_waiter_timeout_ms; /* fair locks: a dead waiter's slot; default 10000
-                                   (docs/api/fair.md) */
+  int64_t fair_waiter_timeout_ms; /* fair locks and semaphore waiters: a dead waiter's
+                                   slot; default 10000 (docs/api/fair.md) */
   /* Act as an earlier client: its id (rlock_client_id, 36 characters of an
    * RFC 4122 UUID) instead of a random one, so that this client's owner n is
    * that client's owner n (e.g. `rlock release NAME TOKEN`). NULL: random.

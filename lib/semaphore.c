@@ -3,8 +3,9 @@
  * three ops the public calls make (api.c):
  *   OP_SEM_ACQUIRE  try semaphore_acquire.lua; too few permits: join
  *                   redisson_sc:{NAME}, park until a release's message (the
- *                   new count N wakes up to N parked waiters) or the wait
- *                   bound, try again; never polls
+ *                   new count N wakes up to N parked waiters), the wait
+ *                   bound or the keep-alive of its queue entry (within half
+ *                   a slot, fair_waiter_timeout_ms), try again
  *   OP_SEM_CALL     one script (release, try-set, add, drain, the latch's
  *                   try-set and count-down) or a GET (available, count)
  *   OP_LATCH_AWAIT  GET the count; above 0: join the latch's channel, park
@@ -228,12 +229,16 @@ typedef struct sem_undo {
 static void undo_send(sem_undo_t *u);
 
 static void undo_free(sem_undo_t *u) {
+  client_t *cl = u->cl;
   free(u->name.p);
   free(u->channel.p);
   free(u->latch.p);
   free(u->queue.p);
   free(u->timeout.p);
   free(u);
+  RLOCK__ASSERT(cl->undos_inflight > 0);
+  cl->undos_inflight--;
+  rlock__client_linger_check(cl); /* closing: this may be the last answer it waits for */
 }
 
 static void undo_done(req_t *r, int status, rlock_reply_t *reply) {
@@ -278,6 +283,10 @@ static void undo_leave(op_t *op, bool leave) {
   sem_undo_t *u = calloc(1, sizeof *u);
   if (!u) return;
   u->cl = op->cl;
+  /* a close waits for its answer (client.c's linger): written behind a
+   * try's WAIT, it runs only once that WAIT ends, and a connection closed
+   * before drops it (the permits the try took would be lost: no lease) */
+  op->cl->undos_inflight++;
   u->permits = op->permits;
   u->leave = leave;
   if (op->queued) memcpy(u->waiter, op->waiter, sizeof u->waiter);
@@ -423,8 +432,9 @@ static void not_yet(op_t *op, int64_t ttl) {
  * ends. The channel redisson_sc:{NAME} is the permit-expirable semaphore's
  * too (one NAME may be both, as in Redisson): its waiters (lock ops, one
  * permit each) do not read rlock's queue and may take what this one could
- * not: with no semaphore waiter ahead, the first parked one is passed the
- * wake-up (it passes on no further, so the chain still ends). */
+ * not: with no semaphore waiter ahead, the first parked one (not an
+ * observer) is passed the wake-up (it passes on no further, so the chain
+ * still ends). */
 static void pass_ahead(op_t *op) {
   waiter_t *first = &op->w, *pes = NULL;
   while (first->prev) first = first->prev;
@@ -433,7 +443,7 @@ static void pass_ahead(op_t *op) {
     op_t *x = (op_t *)((char *)o - offsetof(op_t, w));
     RLOCK__ASSERT(x->kind == OP_SEM_ACQUIRE || x->lock->kind == &rlock__kind_pes);
     if (x->kind != OP_SEM_ACQUIRE) {
-      if (!pes) pes = o;
+      if (!pes && !o->observer) pes = o;
     } else if (x->place > 0 && x->place < op->place) {
       o->parked = false;
       o->on_wake(o);

@@ -118,8 +118,12 @@ if not place then
   redis.call('zadd', KEYS[3], place, me)
 end
 redis.call('zadd', KEYS[4], string.format('%d', now + slot), me)
-redis.call('pexpire', KEYS[3], 2 * slot)
-redis.call('pexpire', KEYS[4], 2 * slot)
+-- The keys live 2 slots past the last try, the longest slot's: never
+-- shortened by a client with a shorter slot (they would expire before the
+-- deadline of a waiter with a longer one, its place lost).
+for k = 3, 4 do
+  if redis.call('pttl', KEYS[k]) < 2 * slot then redis.call('pexpire', KEYS[k], 2 * slot) end
+end
 -- Try again within half a slot (its deadline stays ahead); sooner when the
 -- permits are there but a waiter ahead holds them back: when the first
 -- other deadline passes (a dead waiter's place is freed then).

@@ -11,9 +11,10 @@
  *   fifo_order        four waiters of four clients, queued in turn, take one
  *                     released permit each in the order they came
  *   big_head_blocks_small  a waiter for 3 is ahead of a waiter for 1: a
- *                     release of 1 lets neither take (the small one waits its
- *                     turn: the big one never starves); 2 more let the big one
- *                     take, the next 1 the small one
+ *                     release of 2 lets neither take (the small one waits its
+ *                     turn: the big one never starves; the head counts for
+ *                     the 3 it asks, not 1); 1 more lets the big one take,
+ *                     the next 1 the small one
  *   dead_waiter_gone  a process queued and was killed (SIGKILL): its entry
  *                     holds the permit back only until its deadline (its
  *                     slot), then the live waiter behind it takes it
@@ -25,10 +26,27 @@
  *                     reaches it first, and it passes the wake-up to the
  *                     client's waiter ahead of it, which takes the permit
  *   cancel_and_close_leave  a cancelled waiter and a parked waiter of a
- *                     client being freed leave no entry behind */
+ *                     client being freed leave no entry behind
+ *   short_slot_keeps_long  a client with a 200 ms slot queues behind one with
+ *                     30 s: the queue's keys still live to the long waiter's
+ *                     deadline (its entry and place are not lost to the
+ *                     short client's PEXPIRE)
+ *   churn             12 threads of 3 clients take 1 to 3 of 3 permits with
+ *                     waits of 5-65 ms, a quarter with a cancel (half of
+ *                     those triggered before): never more than 3 inside, 3
+ *                     available at the end and no entry left
+ *   lost_answer_leaves  a queued waiter's last try (at its wait bound) is
+ *                     held back by CLIENT PAUSE WRITE past its command timeout
+ *                     and its one re-send: RLOCK_ETIMEDOUT; once the copies
+ *                     ran, its entry is gone (the undo leaves the queue), and
+ *                     the waiter behind it takes the next permit */
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -183,19 +201,20 @@ TEST(big_head_blocks_small) {
   wait_queued(a, "rlock_semaphore_queue:{semq:big}", 2);
   rlock_stats_t st;
   rlock_client_stats(a, &st);
-  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
-  /* the message 1 wakes one waiter; then the subscription is cut, and each
+  CHECK_OK(rlock_semaphore_release(sb, 2, NULL));
+  /* the message 2 wakes both waiters; then the subscription is cut, and each
    * waiter tries again once it is back: the small one too, and it must not
    * take the permit */
-  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 1, 5000), "no waiter tried after the release");
+  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 2, 5000),
+            "the waiters did not try after the release");
   th_reply_free(th_cmd(srv, "CLIENT", "KILL", "TYPE", "pubsub", NULL));
-  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 3, 5000),
+  CHECK_MSG(TH_STAT_REACHES(a, acquire_attempts, st.acquire_attempts + 4, 5000),
             "the waiters did not try again after the resubscription");
   th_settled(a);
   CHECK_EQ(atomic_load(&small.n), 0);
   CHECK_EQ(atomic_load(&big.n), 0);
-  CHECK_EQ(th_get_num(srv, "semq:big"), 1);
-  CHECK_OK(rlock_semaphore_release(sb, 2, NULL));
+  CHECK_EQ(th_get_num(srv, "semq:big"), 2);
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
   CHECK_MSG(th_wait_until(is_done, &big, 5000), "the waiter for 3 was not woken (3 available)");
   CHECK_OK(atomic_load(&big.status));
   th_settled(a);
@@ -257,7 +276,9 @@ TEST(leave_wakes_next) {
   rlock_semaphore_t *sa = sem(a, "semq:leave"), *sb = sem(b, "semq:leave");
   CHECK_OK(rlock_semaphore_try_set_permits(sa, 1, NULL));
   done_t big = {0}, small = {0};
-  CHECK_OK(rlock_semaphore_acquire_async(sa, 2, 400, NULL, on_done, &big));
+  /* 1.5 s: the waiter behind must be queued before it ends (400 ms was too
+   * short on a loaded machine: the head left first and small took at once) */
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 2, 1500, NULL, on_done, &big));
   wait_queued(a, "rlock_semaphore_queue:{semq:leave}", 1);
   CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 30000, NULL, on_done, &small));
   wait_queued(b, "rlock_semaphore_queue:{semq:leave}", 2);
@@ -350,7 +371,7 @@ TEST(cancel_and_close_leave) {
   CHECK_EQ(atomic_load(&d.status), RLOCK_ECANCELED);
   wait_queued(a, "rlock_semaphore_queue:{semq:gone}", 1);
   rlock_client_free(b);     /* its parked waiter ends (RLOCK_ECLOSED) and leaves */
-  rlock_semaphore_free(sb); /* (after: its call was under way) */
+  rlock_semaphore_free(sb); /* after: the close path's leave reads the handle */
   CHECK_EQ(atomic_load(&e.status), RLOCK_ECLOSED);
   queued_want_t w = {"rlock_semaphore_queue:{semq:gone}", 0};
   CHECK_MSG(th_wait_until(queued_is, &w, 5000), "the closed client's waiter stayed queued");
@@ -358,6 +379,148 @@ TEST(cancel_and_close_leave) {
   rlock_cancel_free(cn);
   rlock_semaphore_free(sa);
   rlock_client_free(a);
+}
+
+/* The server's clock (ms). */
+static long long server_ms(void) {
+  redisReply *r = th_cmd(srv, "TIME", NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  long long ms = strtoll(r->element[0]->str, NULL, 10) * 1000 + strtoll(r->element[1]->str, NULL, 10) / 1000;
+  th_reply_free(r);
+  return ms;
+}
+
+/* Both keys of semq:ttl live at least to the deadline of member m. */
+static void keys_outlive(const char *m, const char *when) {
+  char *v = th_cmd_str(srv, "ZSCORE", "rlock_semaphore_timeout:{semq:ttl}", m, NULL);
+  CHECK_MSG(v, "%s: the 30 s waiter has no deadline", when);
+  long long dl = strtoll(v, NULL, 10);
+  free(v);
+  long long now = server_ms(); /* before the PTTLs: now + PTTL is at most the expiry */
+  long long q = th_cmd_int(srv, "PTTL", "rlock_semaphore_queue:{semq:ttl}", NULL);
+  long long z = th_cmd_int(srv, "PTTL", "rlock_semaphore_timeout:{semq:ttl}", NULL);
+  CHECK_MSG(q >= dl - now && z >= dl - now,
+            "%s: the queue's keys expire in %lld and %lld ms, the 30 s waiter's deadline is in %lld ms", when, q, z,
+            dl - now);
+}
+
+TEST(short_slot_keeps_long) {
+  rlock_client_t *a = client_slot(30000), *b = client_slot(200);
+  rlock_semaphore_t *sa = sem(a, "semq:ttl"), *sb = sem(b, "semq:ttl");
+  rlock_cancel_t *cn = NULL;
+  CHECK_OK(rlock_cancel_new(&cn));
+  done_t d = {0}, e = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 60000, NULL, on_done, &d));
+  wait_queued(a, "rlock_semaphore_queue:{semq:ttl}", 1);
+  redisReply *r = th_cmd(srv, "ZRANGE", "rlock_semaphore_queue:{semq:ttl}", "0", "0", NULL);
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  char *m = strdup(r->element[0]->str);
+  th_reply_free(r);
+  keys_outlive(m, "a alone");
+  rlock_stats_t st;
+  rlock_client_stats(b, &st);
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, RLOCK_WAIT_FOREVER, cn, on_done, &e));
+  wait_queued(b, "rlock_semaphore_queue:{semq:ttl}", 2);
+  /* b's keep-alives (every 100 ms) write its TTL again each time */
+  CHECK_MSG(TH_STAT_REACHES(b, acquire_attempts, st.acquire_attempts + 3, 5000), "b's waiter did not try again");
+  keys_outlive(m, "b queued behind a");
+  rlock_cancel_trigger(cn);
+  CHECK_MSG(th_wait_until(is_done, &e, 5000), "the cancel did not end b's wait");
+  CHECK_EQ(atomic_load(&e.status), RLOCK_ECANCELED);
+  wait_queued(b, "rlock_semaphore_queue:{semq:ttl}", 1);
+  keys_outlive(m, "b left");
+  CHECK_OK(rlock_semaphore_release(sb, 1, NULL));
+  CHECK_MSG(th_wait_until(is_done, &d, 5000), "a did not take the released permit");
+  CHECK_OK(atomic_load(&d.status));
+  free(m);
+  rlock_cancel_free(cn);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
+static rlock_client_t *churn_c[3];
+static atomic_int inside, max_inside, ok_n, busy_n, cancel_n;
+static void *churn_worker(void *arg) {
+  int i = (int)(intptr_t)arg;
+  rlock_semaphore_t *s = sem(churn_c[i % 3], "semq:churn");
+  unsigned seed = (unsigned)i * 7919u + 1;
+  for (int r = 0; r < 60; r++) {
+    int p = 1 + (int)(rand_r(&seed) % 3);
+    int64_t w = 5 + rand_r(&seed) % 60;
+    rlock_cancel_t *cn = NULL;
+    bool use_cancel = rand_r(&seed) % 4 == 0;
+    if (use_cancel) CHECK_OK(rlock_cancel_new(&cn));
+    if (use_cancel && rand_r(&seed) % 2) rlock_cancel_trigger(cn);
+    int rc = rlock_semaphore_acquire(s, p, w, cn);
+    if (rc == 0) {
+      int in = atomic_fetch_add(&inside, p) + p;
+      for (int m = atomic_load(&max_inside); in > m;)
+        if (atomic_compare_exchange_weak(&max_inside, &m, in)) break;
+      atomic_fetch_add(&ok_n, 1);
+      th_sleep_ms(1 + rand_r(&seed) % 4); /* holds the permits a while (load, not a wait) */
+      atomic_fetch_sub(&inside, p);
+      CHECK_OK(rlock_semaphore_release(s, p, NULL));
+    } else if (rc == RLOCK_EBUSY) atomic_fetch_add(&busy_n, 1);
+    else if (rc == RLOCK_ECANCELED) atomic_fetch_add(&cancel_n, 1);
+    else CHECK_OK(rc);
+    if (cn) rlock_cancel_free(cn);
+  }
+  rlock_semaphore_free(s);
+  return NULL;
+}
+TEST(churn) {
+  for (int i = 0; i < 3; i++) churn_c[i] = client_slot(400);
+  rlock_semaphore_t *s0 = sem(churn_c[0], "semq:churn");
+  CHECK_OK(rlock_semaphore_try_set_permits(s0, 3, NULL));
+  pthread_t t[12];
+  for (int i = 0; i < 12; i++) pthread_create(&t[i], NULL, churn_worker, (void *)(intptr_t)i);
+  for (int i = 0; i < 12; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 3; i++) th_settled(churn_c[i]);
+  fprintf(stderr, "# ok %d busy %d cancel %d max inside %d\n", ok_n, busy_n, cancel_n, max_inside);
+  CHECK(atomic_load(&max_inside) <= 3);
+  CHECK_EQ(th_get_num(srv, "semq:churn"), 3);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "rlock_semaphore_queue:{semq:churn}", NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "ZCARD", "rlock_semaphore_timeout:{semq:churn}", NULL), 0);
+  rlock_semaphore_free(s0);
+  for (int i = 0; i < 3; i++) rlock_client_free(churn_c[i]);
+}
+
+TEST(lost_answer_leaves) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.fair_waiter_timeout_ms = 30000;
+  o.semaphore_fair_after_ms = 0;
+  o.command_timeout_ms = 200;
+  o.retry_attempts = 1;
+  rlock_client_t *a = NULL, *b = client_slot(30000);
+  CHECK_OK(rlock_client_new(&a, &o));
+  rlock_semaphore_t *sa = sem(a, "semq:lost"), *sb = sem(b, "semq:lost");
+  done_t w = {0}, v = {0};
+  CHECK_OK(rlock_semaphore_acquire_async(sa, 1, 1500, NULL, on_done, &w));
+  wait_queued(a, "rlock_semaphore_queue:{semq:lost}", 1);
+  CHECK_OK(rlock_semaphore_acquire_async(sb, 1, 30000, NULL, on_done, &v));
+  wait_queued(b, "rlock_semaphore_queue:{semq:lost}", 2);
+  /* a's try at its wait bound (1.5 s) comes during the pause */
+  redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "3000", "WRITE", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
+  th_reply_free(r);
+  CHECK_MSG(th_wait_until(is_done, &w, 5000), "a's wait did not end");
+  CHECK_RC(atomic_load(&w.status), RLOCK_ETIMEDOUT);
+  th_reply_free(th_cmd(srv, "EVAL", "return 1", "0", NULL)); /* the pause is over */
+  queued_want_t q = {"rlock_semaphore_queue:{semq:lost}", 1};
+  CHECK_MSG(th_wait_until(queued_is, &q, 5000), "the waiter whose answer was lost stayed queued (%lld entries)",
+            th_cmd_int(srv, "ZCARD", "rlock_semaphore_queue:{semq:lost}", NULL));
+  CHECK_OK(rlock_semaphore_release(sa, 1, NULL));
+  CHECK_MSG(th_wait_until(is_done, &v, 5000), "the waiter behind did not take the permit");
+  CHECK_OK(atomic_load(&v.status));
+  CHECK_EQ(th_get_num(srv, "semq:lost"), 0);
+  rlock_semaphore_free(sa);
+  rlock_semaphore_free(sb);
+  rlock_client_free(a);
+  rlock_client_free(b);
 }
 
 int main(int argc, char **argv) {
@@ -371,6 +534,9 @@ int main(int argc, char **argv) {
   RUN(leave_wakes_next);
   RUN(woken_passes_ahead);
   RUN(cancel_and_close_leave);
+  RUN(short_slot_keeps_long);
+  RUN(churn);
+  RUN(lost_answer_leaves);
   th_server_stop(srv);
   return th_done();
 }
