@@ -1707,10 +1707,10 @@ def goals_family(R, cfg, rt_unit):
         ok = r9["max_med"] * 4 <= lx9["max_med"]
         why = ""
         if not ok:
-            why = (" Why: RSemaphore's format has no queue: a release publishes the new count, every process "
-                   "with a waiter gets the message and its waiter tries again, one of them (or the releasing "
-                   "process's own next acquire, which often reaches the server first) takes the permit, so an "
-                   "unlucky waiter can lose many rounds in a row; the wait's p99 is %s." % fmt_ms(r9["p99_med"]))
+            why = (" Why: rlock's waiters are served in order only once they waited semaphore_fair_after_ms "
+                   "(2 ms); before that a release's permit goes to whichever try reaches the server first, and "
+                   "8 processes on 2 cores wait for a core besides: the wait's p99 is %s (docs/benchmarks.md, "
+                   "the semaphore's queue)." % fmt_ms(r9["p99_med"]))
         goals.append(("issue 25, semaphore (scenario 9): max wait <= 1/4 of the smallest peer's (every peer row "
                       "that did not stall)", ok,
                       "rlock %s vs %s %s: ratio %.2f (goal <= 0.25).%s" %
