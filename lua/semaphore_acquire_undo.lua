@@ -35,8 +35,11 @@ local function tell(v)
   end
 end
 
-local left = ARGV[5] == '1' and (ARGV[4] or '') ~= '' and redis.call('zrem', KEYS[4], ARGV[4]) == 1
-if ARGV[5] == '1' and (ARGV[4] or '') ~= '' then redis.call('zrem', KEYS[5], ARGV[4]) end
+local left = false -- the waiter was in the queue and left it
+if ARGV[5] == '1' and (ARGV[4] or '') ~= '' then
+  left = redis.call('zrem', KEYS[4], ARGV[4]) == 1
+  redis.call('zrem', KEYS[5], ARGV[4])
+end
 local latch = redis.call('get', KEYS[3])
 local r = 0
 if latch == 'u' then
