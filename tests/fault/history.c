@@ -6,6 +6,8 @@
 #endif
 #include "history.h"
 
+#include "rlock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -274,6 +276,7 @@ typedef struct attempt {
   size_t name_len;
   int64_t begin_ns, end_ns;
   int granted; /* ended by a grant (end_ns is the grant) */
+  int status;  /* ended by HK_FAIL: its status (the acquire's rc) */
 } attempt_t;
 
 typedef struct attempts {
@@ -281,7 +284,7 @@ typedef struct attempts {
   size_t n, cap;
 } attempts_t;
 
-static int attempt_add(attempts_t *l, const cur_t *c, int64_t end_ns, int granted) {
+static int attempt_add(attempts_t *l, const cur_t *c, int64_t end_ns, int granted, int status) {
   if (l->n == l->cap) {
     size_t nc = l->cap ? l->cap * 2 : 64;
     attempt_t *p = realloc(l->a, nc * sizeof *p);
@@ -295,6 +298,7 @@ static int attempt_add(attempts_t *l, const cur_t *c, int64_t end_ns, int grante
   a->begin_ns = c->attempt_ns;
   a->end_ns = end_ns;
   a->granted = granted;
+  a->status = status;
   return 0;
 }
 
@@ -331,7 +335,11 @@ static void check_fifo(attempts_t *l, const hist_check_opts_t *opts, hist_report
       for (size_t k = i; k < end && l->a[k].begin_ns <= b->begin_ns - slack; k++) a = &l->a[k];
       i = end;
       if (!a || a->worker == b->worker || a->end_ns < b->end_ns + slack) continue;
-      int excused = 0;
+      /* A failed with every try's answer lost: its tries may never have
+       * reached the server (a connection dropped for good), so it may never
+       * have been queued. Counted apart, as a fault the history excuses. */
+      int excused = !a->granted && a->end_ns != INT64_MAX &&
+                    (a->status == RLOCK_ETIMEDOUT || a->status == RLOCK_ECONNLOST || a->status == RLOCK_ECONNECT);
       for (size_t w = 0; w < opts->nexcuse; w++)
         excused |= b->end_ns >= opts->excuse[2 * w] && b->end_ns <= opts->excuse[2 * w + 1];
       if (excused) {
@@ -391,7 +399,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
       rep->died++;
       for (size_t k = 0; k < ncurs; k++) /* a waiter that dies leaves the queue */
         if (fifo && curs[k].worker == e->worker && curs[k].state == ST_TRYING) {
-          if (attempt_add(&att, &curs[k], e->t_ns, 0) != 0) verdict = bad(rep, "out of memory");
+          if (attempt_add(&att, &curs[k], e->t_ns, 0, 0) != 0) verdict = bad(rep, "out of memory");
           curs[k].state = ST_IDLE; /* its attempt ended here */
         }
       for (size_t k = 0; k < ncurs; k++)
@@ -413,7 +421,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
       break;
     }
     if (fifo && (e->kind == HK_GRANT || e->kind == HK_FAIL) &&
-        attempt_add(&att, c, e->t_ns, e->kind == HK_GRANT) != 0) {
+        attempt_add(&att, c, e->t_ns, e->kind == HK_GRANT, e->kind == HK_FAIL ? e->status : 0) != 0) {
       verdict = bad(rep, "out of memory");
       break;
     }
@@ -476,7 +484,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
   rep->workers = (size_t)(maxw + 1);
   rep->sections = nsecs;
   for (size_t k = 0; fifo && verdict == HIST_OK && k < ncurs; k++) /* still waiting at the end */
-    if (curs[k].state == ST_TRYING && attempt_add(&att, &curs[k], INT64_MAX, 0) != 0)
+    if (curs[k].state == ST_TRYING && attempt_add(&att, &curs[k], INT64_MAX, 0, 0) != 0)
       verdict = bad(rep, "out of memory");
 
   if (verdict == HIST_OK && opts->mode == HIST_PERMITS) {

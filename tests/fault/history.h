@@ -33,8 +33,12 @@
  *                     waiter that timed out (HK_FAIL) or died (HK_DIED)
  *                     leaves the queue: its attempt ends there. Overtakes
  *                     whose B was granted inside one of opts.excuse's
- *                     windows (a fault the test names) are counted apart
- *                     (rep->overtakes_excused), never as violations.
+ *                     windows (a fault the test names), and those of an A
+ *                     that failed with every answer lost (RLOCK_ETIMEDOUT,
+ *                     ECONNLOST, ECONNECT: its tries may never have reached
+ *                     the server, so it may never have been queued), are
+ *                     counted apart (rep->overtakes_excused), never as
+ *                     violations.
  */
 #ifndef RLOCK_FAULT_HISTORY_H
 #define RLOCK_FAULT_HISTORY_H

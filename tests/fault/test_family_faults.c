@@ -157,6 +157,34 @@ static size_t failed_releases(const fh_pool_t *p, int *first, size_t *lost_ok) {
   return n;
 }
 
+/* Every lock-lost record of the pool's history, with the worker's records
+ * just before it (what it was doing): a run told lost where no fault allows
+ * it says which worker, why (rlock_lost_reason_t) and when. */
+static void print_lost(const fh_pool_t *p) {
+  FILE *f = fopen(p->hist_path, "rb");
+  hist_rec_t r, last[64][3];
+  memset(last, 0, sizeof last);
+  int64_t t0 = 0;
+  while (f && fread(&r, sizeof r, 1, f) == 1) {
+    if (!t0) t0 = r.t_ns;
+    if (r.kind == HK_LOST) {
+      printf("# lost: worker %d reason %d at +%lld ms; before it:", r.worker, r.status,
+             (long long)((r.t_ns - t0) / 1000000));
+      for (int k = 0; k < 3 && r.worker < 64; k++)
+        if (last[r.worker][k].magic)
+          printf(" %s(%d) at +%lld ms", hist_kind_name(last[r.worker][k].kind), last[r.worker][k].status,
+                 (long long)((last[r.worker][k].t_ns - t0) / 1000000));
+      printf("\n");
+    }
+    if (r.worker < 64) {
+      last[r.worker][0] = last[r.worker][1];
+      last[r.worker][1] = last[r.worker][2];
+      last[r.worker][2] = r;
+    }
+  }
+  if (f) fclose(f);
+}
+
 /* Checks the history in the object's mode; the count on the server once
  * every worker ended: free permits `free_want` and (permit-expirable) none
  * taken. Prints the RESULT line. */
@@ -176,6 +204,7 @@ static void verdict(const obj_t *o, fh_pool_t *p, const char *url, const char *n
   hist_check_opts_t ho = {.mode = o == &o_fair ? HIST_FIFO : strict ? HIST_MUTEX_LEASE : o->kinds[0]->mode};
   int v = o->permits ? fh_check_permits(p, o->permits - strict, &rep) : fh_check_opts(p, &ho, &rep);
   CHECK_EQ(v, HIST_OK);
+  if (rep.lost != want_lost) print_lost(p);
   CHECK_EQ(rep.lost, want_lost);
   int64_t after = INT64_MAX; /* the earliest grant past the bound after a stale holder's valid-until */
   for (size_t i = 0; i < rep.nlist; i++)

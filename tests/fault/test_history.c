@@ -257,6 +257,25 @@ TEST(synthetic_fifo) {
   CHECK_EQ(check_fifo(&h, NULL, 0, &rep), HIST_OK);
   hist_report_free(&rep);
 
+  /* 2 fails after 3 is granted: with every answer lost (its tries may
+   * never have reached the queue) the overtake is excused; failed any other
+   * way (a refusal: it was queued) it is a violation */
+  int fails[] = {RLOCK_ETIMEDOUT, RLOCK_ECONNLOST, RLOCK_ECONNECT, RLOCK_EINVAL};
+  for (int i = 0; i < 4; i++) {
+    h.n = 0;
+    section(&h, 0, 0, 1000, 20000);
+    attempt(&h, 100, 1), attempt(&h, 300, 2), attempt(&h, 500, 3);
+    granted(&h, 1, 1002, 1100);
+    granted(&h, 3, 1102, 1200);
+    add(&h, 1500, HK_FAIL, 2, 0);
+    h.r[h.n - 1].status = fails[i];
+    int v = check_fifo(&h, NULL, 0, &rep);
+    CHECK_EQ(v, i < 3 ? HIST_OK : HIST_VIOLATION);
+    CHECK_EQ(rep.overtakes, i < 3 ? 0 : 1);
+    CHECK_EQ(rep.overtakes_excused, i < 3 ? 1 : 0);
+    hist_report_free(&rep);
+  }
+
   h.n = 0; /* an overlap is still a violation in HIST_FIFO */
   section(&h, 0, 100, 300, 5000);
   section(&h, 1, 200, 400, 5000);
