@@ -282,15 +282,18 @@ static void expiry_drop(watchdog_t *wd, hold_t *h) {
   h->at = AT_NONE;
 }
 
-/* The expiry at the latest moment the server's lease can still run. */
-static void rearm_at(hold_t *h, int64_t now) {
+/* The expiry at hi: in the queue when hi is the hold's valid-until and a
+ * watchdog lease from now (the queue's order), else on its own timer.
+ * false: out of memory for a timer when hi is not the valid-until (nothing
+ * changed). */
+static bool rearm_until(hold_t *h, int64_t hi, bool valid_until, int64_t now) {
   watchdog_t *wd = h->o->wd;
-  int64_t hi = valid_hi(h), left = hi - now;
-  if (left == wd->cl->opt.watchdog_timeout_ms) { /* in the queue's order */
+  int64_t left = hi - now;
+  if (valid_until && left == wd->cl->opt.watchdog_timeout_ms) { /* in the queue's order */
     expiry_drop(wd, h);
     q_append(wd, h);
     arm(wd, hi, now);
-    return;
+    return true;
   }
   if (h->at != AT_TIMER) {
     struct event *ev = wd->spare_ev;
@@ -298,13 +301,14 @@ static void rearm_at(hold_t *h, int64_t now) {
       wd->spare_ev = NULL;
       event_assign(ev, wd->cl->base, -1, 0, expire_cb, h);
     } else if (!(ev = event_new(wd->cl->base, -1, 0, expire_cb, h))) {
+      if (!valid_until) return false;
       /* out of memory: the queue, out of its order; its loss is reported
        * once the hold reaches the head and its lease has run out, never
        * early (another loss behind it may be reported late) */
       expiry_drop(wd, h);
       q_append(wd, h);
       arm(wd, hi, now);
-      return;
+      return true;
     }
     if (h->at == AT_QUEUE) q_unlink(wd, h);
     h->t.ev = ev;
@@ -313,7 +317,11 @@ static void rearm_at(hold_t *h, int64_t now) {
   struct timeval tv;
   rlock__tv_from_ms(&tv, left > 0 ? left : 0);
   evtimer_add(h->t.ev, &tv);
+  return true;
 }
+
+/* The expiry at the latest moment the server's lease can still run. */
+static void rearm_at(hold_t *h, int64_t now) { (void)rearm_until(h, valid_hi(h), true, now); }
 
 static void rearm(hold_t *h) { rearm_at(h, rlock_now_ms()); }
 
@@ -474,8 +482,24 @@ static void lost(hold_t *h, rlock_lost_reason_t reason) {
   hold_free(h);
 }
 
+/* The owner's unlock of the hold's last level is in flight, an answer of it
+ * lost (fast.c's releasing mark: a copy may have applied). */
+static bool unlock_pending(hold_t *h) {
+  size_t hl;
+  const char *hn = hold_name(h, &hl);
+  return h->depth == 1 && rlock__fast_releasing(h->o->wd->cl, hn, hl, h->o->id, h->o->len);
+}
+
+#define RECHECK_MS 50 /* a lease run out under a pending unlock: looked at again */
+
+/* The lease ran out: the hold is lost (it ended without an unlock by its
+ * owner), unless its owner's unlock of it is pending: that unlock's outcome
+ * says (applied, or every answer lost: counted as done, not a loss; not
+ * held: the unlock reports the loss), so the expiry looks again soon (out of
+ * memory for that timer: lost now). */
 static bool lease_over(hold_t *h, int64_t now) {
   if (now < valid_hi(h)) return false;
+  if (unlock_pending(h) && rearm_until(h, now + RECHECK_MS, false, now)) return true;
   lost(h, renews(h) ? RLOCK_LOST_RENEWAL_FAILED : RLOCK_LOST_EXPIRED);
   return true;
 }

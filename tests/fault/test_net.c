@@ -382,6 +382,40 @@ static void blackhole_unlock(int dirs, const char *label) {
 TEST(blackhole_both_unlock) { blackhole_unlock(FP_BOTH, "proxy-blackhole-both-unlock"); }
 TEST(blackhole_replies_unlock) { blackhole_unlock(FP_DOWN, "proxy-blackhole-replies-unlock"); }
 
+/* An unlock whose answers are lost past the hold's lease (the connection
+ * blackholed while the owner releases: its re-sends time out while no
+ * renewal gets through). The hold ends by its owner's own unlock (the call
+ * says ETIMEDOUT: counted as done, rlock.h), whatever the lease did
+ * meanwhile: the lock-lost callback must not run, before the call returns
+ * or after. Watchdog 1000 ms, command timeout 500 ms, 3 re-sends: the
+ * unlock's 2 s span the lease's end. */
+TEST(unlock_pending_past_lease) {
+  rlock_client_t *c = fh_client(purl, 1000, 500, 3);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "net:upl");
+  CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
+  int lost0 = atomic_load(&lost_calls);
+  int64_t vu = 0;
+  CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu));
+  fp_blackhole(px, FP_BOTH);
+  int64_t t0 = rlock_now_ms();
+  int rc = rlock_lock_unlock(l);
+  int64_t took = rlock_now_ms() - t0;
+  CHECK_MSG(rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ECONNECT, "unlock: %s", rlock_err_name(rc));
+  printf("# unlock returned %s after %lld ms, %lld ms past the valid-until\n", rlock_err_name(rc), (long long)took,
+         (long long)(rlock_now_ms() - vu));
+  CHECK_MSG(rlock_now_ms() > vu, "the unlock ended before the lease: the test did not span it");
+  fp_blackhole(px, 0);
+  ping(c);
+  CHECK(th_wait_until(key_gone, "net:upl", 5000));
+  ping(c);
+  int lost = atomic_load(&lost_calls) - lost0;
+  CHECK_MSG(lost == 0, "the lock-lost callback ran %d time(s) for a hold its owner was releasing", lost);
+  CHECK_EQ(stats(c).held, 0);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* A partition longer than the watchdog lease: the holder is told; the server
  * frees the lock (no renewal reached it). */
 TEST(partition_longer_than_lease) {
@@ -510,6 +544,7 @@ int main(int argc, char **argv) {
   RUN(blackhole_replies_acquire);
   RUN(blackhole_both_unlock);
   RUN(blackhole_replies_unlock);
+  RUN(unlock_pending_past_lease);
   RUN(partition_longer_than_lease);
   RUN(delay);
   RUN(refused_backoff_capped);
