@@ -26,7 +26,8 @@
 -- ('q') already queued, or queued at the tail with deadline = (the last
 -- waiter's deadline - now, or the PTTL) + slot + now. rlock's additions: the
 -- latch (a re-sent request counts once); a caller is never evicted as stale
--- (it is alive: it is asking); a queued caller whose deadline is less than
+-- (it is alive: it is asking); a head without a deadline is evicted (below);
+-- a queued caller whose deadline is less than
 -- 3/4 of its slot away, or the head whose deadline is more than a slot away,
 -- moves it to now + slot and moves every waiter behind it by the same amount
 -- (the gaps Redisson's arithmetic keeps are kept); when
@@ -86,13 +87,17 @@ end
 -- The reads, once: the queue, the stale heads step 1 evicts (from the head,
 -- each waiter whose deadline passed; never the caller: it is alive), the
 -- lock's PTTL and the caller's hold count. q[i] is the head after the
--- eviction; hs its deadline as read (nil when it is the caller).
+-- eviction; hs its deadline as read (nil when it is the caller). rlock's
+-- addition: a head without a deadline is stale too. Every live waiter has
+-- one (Redisson's and rlock's scripts write it with the entry, and a waiter
+-- that finds its own gone writes it again), so nobody keeps such an entry
+-- alive; Redisson's loop stops at it, and the queue behind it waits for good.
 local q = redis.call('lrange', KEYS[2], '0', '-1') -- (strings: a Lua number argument costs the server a printf)
 local i, gone, hs = 1, {}, nil
 while q[i] and q[i] ~= owner do
   local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
-  if not (t and tonumber(t) <= now) then
-    hs = t or nil
+  if t and tonumber(t) > now then
+    hs = t
     break
   end
   gone[q[i]] = true -- (a name listed twice has no deadline after its eviction)
@@ -189,17 +194,29 @@ if seen and seen ~= '1' then return -3 end -- undone: a late copy never queues
 -- more (queuing it would leave an entry nobody waits behind)
 if seen == '1' then return held_for > 0 and held_for or 1 end
 
+-- ahead: the waiters before my entry (a new waiter: the whole queue)
+local ahead = 0
+while q[i + ahead] and q[i + ahead] ~= owner do ahead = ahead + 1 end
+local listed = q[i + ahead] == owner
+
 -- my deadline; a new waiter's comes from Redisson's arithmetic, written at
--- step 5 below (after the refresh, which may move it)
-local mys = redis.call('zscore', KEYS[3], owner)
-local queued = mys
-if not mys then
+-- step 5 below (after the refresh, which may move it). rlock's additions:
+-- my entry without a deadline (a name listed twice whose other copy was
+-- evicted or granted, a key lost) gets one, a slot per waiter ahead of now,
+-- and no second entry; a deadline without an entry queues at the tail anew
+-- (Redisson's script would never list it: the waiter would wait until the
+-- queue is empty).
+local mys = listed and redis.call('zscore', KEYS[3], owner)
+local written = mys -- my deadline as the server has it
+if mys then
+  mys = tonumber(mys)
+elseif listed then
+  mys = now + (ahead + 1) * slot
+else
   local last = #q >= i and q[#q] -- the tail after the eviction
-  local ls = last and last ~= owner and redis.call('zscore', KEYS[3], last)
+  local ls = last and redis.call('zscore', KEYS[3], last)
   local base = ls and tonumber(ls) - now or held_for
   mys = base + slot + now
-else
-  mys = tonumber(mys)
 end
 
 -- keep my entry alive. Every acquire ahead of me moves my deadline down a
@@ -211,9 +228,6 @@ end
 -- least 3/4 of a slot ahead of now, the head's (eff is its deadline) exactly
 -- one slot ahead, so that it stops blocking the queue one slot after it
 -- died. Those behind me move by the same amount (Redisson's gaps kept).
--- ahead: the waiters before my entry (a new waiter: the whole queue).
-local ahead = 0
-while q[i + ahead] and q[i + ahead] ~= owner do ahead = ahead + 1 end
 local eff = mys - ahead * slot
 local target = now + slot
 local moved = false
@@ -230,11 +244,11 @@ if eff < now + slot * 3 / 4 or (eff > target and ahead == 0) then
   eff = target
   moved = true
 end
-if not queued then
+if not listed then
   -- 5. queue at the tail, with my deadline as just found
   redis.call('zadd', KEYS[3], mys, owner)
   redis.call('rpush', KEYS[2], owner)
-elseif moved then
+elseif moved or not written then
   redis.call('zadd', KEYS[3], mys, owner)
 end
 

@@ -58,7 +58,7 @@ local function live_queue(now, skip)
   local q, i, gone = redis.call('lrange', KEYS[2], 0, -1), 1, {}
   while q[i] and q[i] ~= skip do
     local t = not gone[q[i]] and redis.call('zscore', KEYS[3], q[i])
-    if not (t and tonumber(t) <= now) then break end
+    if t and tonumber(t) > now then break end -- (rlock's addition: a head without a deadline is stale, fair_acquire.lua)
     gone[q[i]] = true
     i = i + 1
   end
@@ -80,12 +80,9 @@ while true do
   local head = redis.call('lindex', KEYS[2], 0)
   if not head then break end
   local t = redis.call('zscore', KEYS[3], head)
-  if t and tonumber(t) <= now then
-    redis.call('zrem', KEYS[3], head)
-    redis.call('lpop', KEYS[2])
-  else
-    break
-  end
+  if t and tonumber(t) > now then break end
+  if t then redis.call('zrem', KEYS[3], head) end
+  redis.call('lpop', KEYS[2])
 end
 -- rlock's addition: a lock that goes free says so on its own channel too,
 -- where free-waiters listen (rlock_lock_await_free, rlock wait); Redisson's

@@ -67,7 +67,7 @@ while true do
   head = redis.call('lindex', KEYS[2], #stale == 0 and '0' or #stale) -- ('0': a Lua number costs the server a printf)
   if not head then break end
   local t = not gone[head] and redis.call('zscore', KEYS[3], head)
-  if not (t and tonumber(t) <= now) then break end
+  if t and tonumber(t) > now then break end -- (rlock's addition: a head without a deadline is stale, fair_acquire.lua)
   gone[head] = true -- (a name listed twice has no deadline after its eviction)
   stale[#stale + 1] = head
 end

@@ -1286,6 +1286,137 @@ TEST(dead_head_blocks_until_its_deadline) {
   rlock_client_free(c);
 }
 
+/* Queue entries and deadlines that do not match (another client's
+ * partial write, a user's edit, a key lost to maxmemory eviction, a name
+ * listed twice whose first copy was evicted or granted). Redisson's scripts
+ * stop their eviction at a head without a deadline, so the queue behind it
+ * waited for good, and the lock stayed free for nobody; rlock's scripts
+ * evict such a head. A waiter that finds its own entry without a deadline
+ * gets one and no second entry (a copy left behind would be that head
+ * later); a waiter with a deadline and no entry is listed at the tail (it
+ * was never head, so it waited until the queue emptied). Lock held, fixed
+ * lease 60 s, slot 2000 ms. */
+static void queue_is(const keys_t *k, const char *want);
+typedef struct zs_arg {
+  const keys_t *k;
+  const char *member;
+} zs_arg_t;
+static int has_deadline(void *arg) {
+  zs_arg_t *a = arg;
+  return zscore(a->k, a->member) > 0;
+}
+static rlock_client_t *gc;
+static rlock_lock_t *gl;
+static void ghost_setup(const keys_t *k) {
+  gc = fair_client(2000);
+  gl = fair(gc, k->name);
+  th_reply_free(th_cmd(srv, "DEL", k->name, k->queue, k->zset, NULL));
+  CHECK_OK(rlock_lock_acquire(gl, 100, 0, 60000, NULL));
+}
+static void ghost_end(const keys_t *k) {
+  nothing_queued(k);
+  rlock_lock_free(gl);
+  rlock_client_free(gc);
+}
+
+/* A head without a deadline: a waiter's first try evicts it and queues as
+ * the head; one that appears ahead of the queued waiter later is evicted by
+ * the unlock, which tells the waiter (Redisson's unlock tells the ghost, and
+ * the waiter's tries found it at the head for good). */
+TEST(ghost_head_evicted) {
+  keys_t k = keys_of("fair:ghost1");
+  ghost_setup(&k);
+  char me[128];
+  th_owner_id(gc, 2, me, sizeof me);
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, JAVA ":77", NULL));
+  waiter_t w = {.lock = gl, .owner = 2, .wait_ms = 8000, .lease_ms = 30000};
+  waiter_start(&w);
+  zs_arg_t z = {&k, me};
+  CHECK_MSG(th_wait_until(has_deadline, &z, 10000), "the waiter never queued");
+  queue_is(&k, me);
+  freeReplyObject(th_cmd(srv, "LPUSH", k.queue, JAVA ":78", NULL));
+  CHECK_OK(rlock_lock_release(gl, 100));
+  pthread_join(w.t, NULL);
+  CHECK_MSG(w.rc == 0, "the waiter behind a head without a deadline: %s (the queue: %lld entries)",
+            rlock_err_name(w.rc), llen(&k));
+  ghost_end(&k);
+}
+
+/* The same ahead of a Java waiter (Redisson's script stops at the ghost):
+ * rlock's unlock evicts it and tells the Java waiter, whose next try takes
+ * the lock. */
+TEST(ghost_head_before_java) {
+  keys_t k = keys_of("fair:ghost2");
+  ghost_setup(&k);
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, JAVA ":77", NULL));
+  CHECK(java_acquire(&k, 1, 30000, 5000) > 0);
+  CHECK_EQ(llen(&k), 2);
+  CHECK_OK(rlock_lock_release(gl, 100));
+  CHECK_EQ(java_acquire(&k, 1, 30000, 5000), -1000);
+  CHECK_EQ(java_unlock(&k, 1), 1);
+  nothing_queued(&k);
+  /* a force-unlock evicts it as well */
+  CHECK_OK(rlock_lock_acquire(gl, 100, 0, 60000, NULL));
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, JAVA ":77", NULL));
+  CHECK(java_acquire(&k, 1, 30000, 5000) > 0);
+  int was = 0;
+  CHECK_OK(rlock_lock_force_unlock(gl, &was));
+  CHECK_EQ(was, 1);
+  queue_is(&k, JAVA ":1");
+  CHECK_EQ(java_acquire(&k, 1, 30000, 5000), -1000);
+  CHECK_EQ(java_unlock(&k, 1), 1);
+  ghost_end(&k);
+}
+
+/* The caller's own entry without a deadline: its try gives it one and no
+ * second entry (granted, the copy would be left as a ghost head). */
+TEST(own_entry_without_deadline) {
+  keys_t k = keys_of("fair:ghost3");
+  ghost_setup(&k);
+  char me[128];
+  th_owner_id(gc, 3, me, sizeof me);
+  freeReplyObject(th_cmd(srv, "RPUSH", k.queue, me, NULL));
+  waiter_t w = {.lock = gl, .owner = 3, .wait_ms = 8000, .lease_ms = 30000};
+  waiter_start(&w);
+  zs_arg_t z = {&k, me};
+  CHECK_MSG(th_wait_until(has_deadline, &z, 10000), "the waiter's entry got no deadline");
+  queue_is(&k, me); /* no second entry */
+  CHECK_OK(rlock_lock_release(gl, 100));
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  ghost_end(&k);
+}
+
+/* A deadline without an entry, then another waiter: the first is listed at
+ * its first try (Redisson's script never lists it: it is never the head),
+ * and granted first. */
+TEST(deadline_without_entry) {
+  keys_t k = keys_of("fair:ghost4");
+  ghost_setup(&k);
+  char me[128], dl[24];
+  th_owner_id(gc, 4, me, sizeof me);
+  snprintf(dl, sizeof dl, "%lld", (long long)epoch_ms() + 60000);
+  freeReplyObject(th_cmd(srv, "ZADD", k.zset, dl, me, NULL));
+  atomic_store(&acquired_n, 0);
+  waiter_t a = {.lock = gl, .owner = 4, .wait_ms = 8000, .lease_ms = 30000};
+  waiter_start(&a);
+  wait_queue_len(&k, 1);
+  waiter_t b = {.lock = gl, .owner = 5, .wait_ms = 8000, .lease_ms = 30000};
+  waiter_start(&b);
+  wait_queue_len(&k, 2);
+  char *head = qat(&k, 0);
+  CHECK_MSG(head && !strcmp(head, me), "the head is %s, not the waiter with the deadline", head ? head : "(none)");
+  free(head);
+  CHECK_OK(rlock_lock_release(gl, 100));
+  pthread_join(a.t, NULL);
+  pthread_join(b.t, NULL);
+  CHECK_OK(a.rc);
+  CHECK_OK(b.rc);
+  CHECK_EQ(a.order, 0);
+  CHECK_EQ(b.order, 1);
+  ghost_end(&k);
+}
+
 /* Two dead entries in a row (Java waiters that queued, then never tried
  * again) between a live head and a live rlock waiter, and a live waiter
  * behind that one; slot 1000 ms, the lock held (fixed lease 60 s). The
@@ -1501,15 +1632,22 @@ TEST(scripts_check_channel_before_writes) {
   CHECK_EQ(th_hget_num(srv, k.name, "ok-c"), 1);
   queue_is(&k, "ok-n no-2");
 
-  /* 4. a name listed twice (its copy without a deadline): evicted once,
-   * the copy is the head (told), the caller queues behind no-1 */
-  SETUP(JAVA ":1", "ok-d", "ok-d", "no-1");
-  DL("ok-d", stale), DL("no-1", live);
+  /* 4. a name listed twice: evicted once, its copy (now without a
+   * deadline) is evicted too; the head after them, ok-e, is told and the
+   * caller queues behind it */
+  SETUP(JAVA ":1", "ok-d", "ok-d", "ok-e");
+  DL("ok-d", stale), DL("ok-e", live);
   r = eval_as(c, &k, acq, latch, 8, try_ok);
   CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer > 0, "busy: type %d %s", r->type, r->str ? r->str : "");
   th_reply_free(r);
-  queue_is(&k, "ok-d no-1 ok-c");
+  queue_is(&k, "ok-e ok-c");
   CHECK_EQ(zscore(&k, "ok-d"), -1);
+  /* ... and with no-1 behind the copy: no-1 would be told, refused, nothing
+   * evicted */
+  SETUP(JAVA ":1", "ok-d", "ok-d", "no-1");
+  DL("ok-d", stale), DL("no-1", live);
+  is_noperm("head after a name listed twice", eval_as(c, &k, acq, latch, 8, try_ok), ":no-1");
+  queue_is(&k, "ok-d ok-d no-1");
 
   /* 5. unlock: the head after the eviction (no-1) is told: refused,
    * nothing released, nothing evicted, no latch */
@@ -1520,14 +1658,15 @@ TEST(scripts_check_channel_before_writes) {
   CHECK_EQ(th_hget_num(srv, k.name, "ok-c"), 1);
   queue_is(&k, "stale no-1");
   CHECK_EQ(th_cmd_int(srv, "EXISTS", ulatch, NULL), 0);
-  /* a name listed twice: evicted once, its copy is the head, told */
-  SETUP("ok-c", "ok-d", "ok-d", "no-1");
-  DL("ok-d", stale), DL("no-1", live);
+  /* a name listed twice: evicted once, its copy (without a deadline) too;
+   * the head after them is told */
+  SETUP("ok-c", "ok-d", "ok-d", "ok-e", "no-1");
+  DL("ok-d", stale), DL("ok-e", live), DL("no-1", live);
   r = eval_as(c, &k, unl, ulatch, 8, unlock_ok);
   CHECK_MSG(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "unlock: type %d %s %lld", r->type, r->str ? r->str : "",
             r->integer);
   th_reply_free(r);
-  queue_is(&k, "ok-d no-1");
+  queue_is(&k, "ok-e no-1");
 #undef SETUP
 #undef DL
   redisFree(c);
@@ -1565,6 +1704,10 @@ int main(int argc, char **argv) {
   RUN_ONE(head_gives_up_next_keeps_place);
   RUN_ONE(mid_queue_leave_behind_dead_head);
   RUN_ONE(dead_head_blocks_until_its_deadline);
+  RUN_ONE(ghost_head_evicted);
+  RUN_ONE(ghost_head_before_java);
+  RUN_ONE(own_entry_without_deadline);
+  RUN_ONE(deadline_without_entry);
   RUN_ONE(dead_pair_ahead_live_keeps_place);
   RUN_ONE(mixed_slots_live_waiter_keeps_place);
   RUN_ONE(many_waiters_exclusive);
