@@ -393,14 +393,18 @@ static void releasing_add(client_t *cl, const char *name, size_t len, const char
   if (key != buf) free(key);
 }
 
-bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
-  if (!cl->fast.releasing.count) return false;
+int64_t rlock__fast_releasing_n(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
+  if (!cl->fast.releasing.count) return 0;
   char buf[REL_ROOM];
   size_t k;
   char *key = rel_key(buf, name, len, owner_id, olen, &k);
-  bool found = key && rlock__map_get(&cl->fast.releasing, key, k);
+  void *n = key ? rlock__map_get(&cl->fast.releasing, key, k) : NULL;
   if (key != buf) free(key);
-  return found;
+  return (int64_t)(intptr_t)n;
+}
+
+bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {
+  return rlock__fast_releasing_n(cl, name, len, owner_id, olen) > 0;
 }
 
 void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen) {

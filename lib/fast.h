@@ -83,6 +83,8 @@ void rlock__fast_cmd_ready(client_t *cl); /* the command connection is ready (or
 void rlock__fast_cmd_down(client_t *cl);
 /* A renewal found (name, owner) gone: whether a fast unlock of it is in flight. */
 bool rlock__fast_releasing(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
+/* I/O thread: how many of those unlocks are in flight (0: none). */
+int64_t rlock__fast_releasing_n(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
 /* I/O thread: an op that carried a fast unlock's re-send ended (op->fast_releasing). */
 void rlock__fast_release_ended(client_t *cl, const char *name, size_t len, const char *owner_id, size_t olen);
 /* I/O thread: an unlock of (name, owner) whose answer was lost may have freed

@@ -482,12 +482,13 @@ static void lost(hold_t *h, rlock_lost_reason_t reason) {
   hold_free(h);
 }
 
-/* The owner's unlock of the hold's last level is in flight, an answer of it
- * lost (fast.c's releasing mark: a copy may have applied). */
+/* The owner's unlocks of every level of the hold are in flight, an answer
+ * of each lost (fast.c's releasing marks, one per unlock: a copy may have
+ * applied). Fewer unlocks than levels: a level no unlock ends is lost. */
 static bool unlock_pending(hold_t *h) {
   size_t hl;
   const char *hn = hold_name(h, &hl);
-  return h->depth == 1 && rlock__fast_releasing(h->o->wd->cl, hn, hl, h->o->id, h->o->len);
+  return h->depth >= 1 && rlock__fast_releasing_n(h->o->wd->cl, hn, hl, h->o->id, h->o->len) >= (int64_t)h->depth;
 }
 
 #define RECHECK_MS 50 /* a lease run out under a pending unlock: looked at again */

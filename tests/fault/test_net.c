@@ -416,6 +416,44 @@ TEST(unlock_pending_past_lease) {
   rlock_client_free(c);
 }
 
+/* The same with a hold of depth 2 and two unlocks of it in flight (async,
+ * one owner), both past the lease: the hold ends by its owner's own
+ * unlocks (both counted as done), not a loss. The expiry must wait for
+ * both, not only for an unlock of a hold of depth 1. */
+TEST(two_unlocks_pending_past_lease) {
+  rlock_client_t *c = fh_client(purl, 1000, 500, 3);
+  rlock_client_on_lost(c, on_lost, NULL);
+  rlock_lock_t *l = th_lock(c, "net:upl2");
+  CHECK_OK(rlock_lock_acquire(l, 6, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  CHECK_OK(rlock_lock_acquire(l, 6, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  int lost0 = atomic_load(&lost_calls);
+  int64_t vu = 0;
+  CHECK_OK(rlock_lock_valid_until(l, 6, &vu));
+  fp_blackhole(px, FP_BOTH);
+  fh_latch_t d1, d2;
+  fh_latch_init(&d1);
+  fh_latch_init(&d2);
+  CHECK_OK(rlock_lock_release_async(l, 6, fh_latch_cb, &d1));
+  CHECK_OK(rlock_lock_release_async(l, 6, fh_latch_cb, &d2));
+  CHECK(fh_latch_wait(&d1, 10000));
+  CHECK(fh_latch_wait(&d2, 10000));
+  printf("# unlocks returned %s, %s; %lld ms past the valid-until\n", rlock_err_name(d1.status),
+         rlock_err_name(d2.status), (long long)(rlock_now_ms() - vu));
+  CHECK_MSG(rlock_now_ms() > vu, "the unlocks ended before the lease: the test did not span it");
+  fp_blackhole(px, 0);
+  ping(c);
+  CHECK(th_wait_until(key_gone, "net:upl2", 5000));
+  ping(c);
+  int lost = atomic_load(&lost_calls) - lost0;
+  CHECK_MSG(lost == 0, "the lock-lost callback ran %d time(s) for a hold of depth 2 its owner was releasing twice",
+            lost);
+  CHECK_EQ(stats(c).held, 0);
+  fh_latch_destroy(&d1);
+  fh_latch_destroy(&d2);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
+
 /* A partition longer than the watchdog lease: the holder is told; the server
  * frees the lock (no renewal reached it). */
 TEST(partition_longer_than_lease) {
@@ -545,6 +583,7 @@ int main(int argc, char **argv) {
   RUN(blackhole_both_unlock);
   RUN(blackhole_replies_unlock);
   RUN(unlock_pending_past_lease);
+  RUN(two_unlocks_pending_past_lease);
   RUN(partition_longer_than_lease);
   RUN(delay);
   RUN(refused_backoff_capped);
