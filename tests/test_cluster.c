@@ -528,18 +528,13 @@ static int attempted(void *arg) {
   attempts_arg_t *a = arg;
   return attempts(a->c) > a->base;
 }
-/* The client counted a pub/sub message past a->base. A waiter may be
- * granted (its retry after subscribing ran after the unlock) before its
- * subscriber connection's message is read: wait for the count, never read
- * it once. */
+/* A waiter may be granted (its retry after subscribing ran after the
+ * unlock) before its subscriber connection's message is read: the message
+ * count is waited for (TH_STAT_REACHES), never read once. */
 static uint64_t messages(rlock_client_t *c) {
   rlock_stats_t st;
   rlock_client_stats(c, &st);
   return st.messages;
-}
-static int messages_above(void *arg) {
-  attempts_arg_t *a = arg;
-  return messages(a->c) > a->base;
 }
 typedef struct sub_on {
   th_server_t *s;
@@ -581,8 +576,7 @@ TEST(slot_moved_under_waiter) {
   CHECK_OK(w.rc);
   CHECK_MSG(w.at - unlocked_at < lease / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
   printf("# waiter granted %lld ms after the unlock\n", (long long)(w.at - unlocked_at));
-  attempts_arg_t m = {wc, 0};
-  CHECK_MSG(th_wait_until(messages_above, &m, 10000), "the unlock's message never reached the waiter");
+  CHECK_MSG(TH_STAT_REACHES(wc, messages, 1, 10000), "the unlock's message never reached the waiter");
   CHECK(pthread_join(t, NULL) == 0);
   CHECK_OK(rlock_lock_release(lw, 7));
   CHECK_EQ(th_cmd_int(to, "EXISTS", name, NULL), 0);
@@ -695,11 +689,12 @@ TEST(simple_lock_on_cluster) {
     chan_on_t co = {th_cluster_owner(cl, th_cluster_keyslot(cl, names[i])), chan.p};
     CHECK_MSG(th_wait_until(chan_subscribed, &co, 20000), "%s: the waiter never subscribed", names[i]);
     free(chan.p);
-    attempts_arg_t m = {b, messages(b)};
+    uint64_t m0 = messages(b);
     int64_t unlocked_at = th_now_ms();
     CHECK_OK(rlock_lock_unlock(la));
     CHECK_MSG(th_wait_until(simple_done, &w, 20000), "%s: the waiter never ended", names[i]);
-    CHECK_MSG(th_wait_until(messages_above, &m, 10000), "%s: the unlock's SPUBLISH did not reach the waiter", names[i]);
+    CHECK_MSG(TH_STAT_REACHES(b, messages, m0 + 1, 10000), "%s: the unlock's SPUBLISH did not reach the waiter",
+              names[i]);
     CHECK(pthread_join(t, NULL) == 0);
     CHECK_OK(w.rc);
     CHECK_MSG(w.at - unlocked_at < 2000, "%s: granted %lld ms after the unlock", names[i],
@@ -955,8 +950,7 @@ static void across_failover(th_server_t *m, const char *prefix, int64_t watchdog
   CHECK_OK(w.rc);
   /* woken by the unlock message (the subscription followed the cluster),
    * not by its lease-long park: the waiter re-tries at most every 2/3 lease */
-  attempts_arg_t msg = {wc, 0};
-  CHECK_MSG(th_wait_until(messages_above, &msg, 10000), "the unlock's message never reached the waiter");
+  CHECK_MSG(TH_STAT_REACHES(wc, messages, 1, 10000), "the unlock's message never reached the waiter");
   CHECK_MSG(w.at - unlocked_at < watchdog_ms / 2, "granted %lld ms after the unlock", (long long)(w.at - unlocked_at));
   printf("# slot owner changed %lld ms after the failover began; waiter granted %lld ms after the unlock\n",
          (long long)(owner_at - failover_at), (long long)(w.at - unlocked_at));
