@@ -206,7 +206,8 @@ RLOCK_EXPORT void rlock_client_on_lost(rlock_client_t *client, rlock_lost_cb cb,
   X(ACQUIRE_SYNC_MISSES, acquire_sync_misses) /* acquires undone: too few replicas acked */                   \
   X(UNLOCK_SYNC_MISSES, unlock_sync_misses)   /* unlocks too few replicas acknowledged */                     \
   X(RENEWAL_SYNC_MISSES, renewal_sync_misses) /* renewals too few replicas acknowledged */                    \
-  X(FAST, fast_calls)                         /* blocking calls completed on the calling thread */
+  X(FAST, fast_calls)                         /* blocking calls completed on the calling thread */            \
+  X(HANDOFFS, handoffs_heard)                 /* fair-lock grants made by an unlock, taken from its message */
 
 /* A client's counters (rlock_client_stats): one uint64_t per RLOCK_STATS_MAP row,
  * then room for new ones (ABI: the size stays 32 counters; a new row at the end

@@ -708,6 +708,15 @@ static int latch_key_n(op_t *op, const char *prefix, size_t plen, bytes_t *out) 
 }
 #define latch_key(op, prefix, out) latch_key_n(op, prefix, sizeof prefix - 1, out)
 
+int rlock__op_reg_latch(op_t *op, char *buf, size_t cap, bytes_t *out) {
+  const char *id = op->reg_reqid[0] ? op->reg_reqid : op->reqid;
+  rlock_lock_t *l = op->lock;
+  return lock_plain(l) ? rlock__names_plain_in(out, buf, cap, ACQUIRE_LATCH, sizeof ACQUIRE_LATCH - 1, l->name, l->len,
+                                               id, sizeof op->reqid - 1)
+                       : rlock__names_prefixed_suffix_in(out, buf, cap, ACQUIRE_LATCH, sizeof ACQUIRE_LATCH - 1,
+                                                         l->name, l->len, id, sizeof op->reqid - 1);
+}
+
 static void latch_done(const op_t *op, bytes_t *latch) {
   if (latch->p != op->latch) free(latch->p);
 }
@@ -716,6 +725,7 @@ static void latch_done(const op_t *op, bytes_t *latch) {
 static void new_reqid(op_t *op) {
   rlock__prng_hex(&op->cl->prng, op->reqid);
   op->latch_n = 0; /* the key of the old id */
+  op->grant_heard = false;
 }
 
 /* Sends op's request r (built by the kind; NULL: out of memory), with the
@@ -861,6 +871,33 @@ static void park(op_t *op, int64_t ttl, int64_t now) {
   if (wait >= 0) arm_wait(op, wait);
 }
 
+static void acquired(op_t *op);
+
+/* The unlock granted the lock to the owner's try of id (fair_unlock.lua's
+ * handoff: that try's latch is '1' on the server, as if it had been
+ * granted). Taken here only for the current id when every copy of it is
+ * accounted for (one send: no tombstone of it can be on its way) and its
+ * grant needs no WAIT; answered busy already: the hold is op's now; in
+ * flight: its busy answer is read as granted. For the id before it, the try
+ * in flight takes the hold over (fair_acquire.lua, KEYS[7]). Otherwise the
+ * message wakes like any other, and the next try learns from the latch. */
+static bool on_grant(waiter_t *w, const char *id, size_t n) {
+  op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
+  if (op->finished || n != sizeof op->reqid - 1) return false;
+  if (memcmp(id, op->reqid, n) != 0) return op->in_flight && op->reg_reqid[0] && !memcmp(id, op->reg_reqid, n);
+  if (op->retries > 0 || op->sync_need.need > 0 || !op->lock->kind->handoff) return false;
+  stat_add(op->cl, ST_HANDOFFS, 1);
+  if (op->in_flight) {
+    op->grant_heard = true;
+    return true;
+  }
+  if (op->timer) evtimer_del(op->timer);
+  w->parked = false;
+  if (op->cancel && atomic_load(&op->cancel->triggered)) op->cancelled = true;
+  acquired(op); /* (cancelled: given back, like any grant) */
+  return true;
+}
+
 static void on_wake(waiter_t *w) {
   op_t *op = (op_t *)((char *)w - offsetof(op_t, w));
   if (op->in_flight || op->finished) return;
@@ -890,6 +927,7 @@ static void cancel_cb(evutil_socket_t fd, short what, void *arg) {
 static int join_channel(op_t *op) {
   op->subscribed = true;
   op->w.on_wake = on_wake;
+  op->w.on_grant = op->lock->kind->handoff ? on_grant : NULL;
   op->w.wake = op->lock->kind->wake; /* whom a message wakes: the kind says */
   int rc;
   if (op->lock->kind->waiter_channel) { /* a channel of the owner's own (the fair lock) */
@@ -922,7 +960,7 @@ static void acquire_failed(op_t *op, int status) {
   acquire_fail(op, op->cancelled ? cancelled_rc() : rlock__fail_keep(status));
 }
 
-/* The try was applied: the hold is ours. */
+/* The try was applied (or the unlock granted it: on_grant): the hold is ours. */
 static void acquired(op_t *op) {
   rlock_lock_t *l = op->lock;
   if (op->cancelled) {
@@ -1013,6 +1051,13 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
                                             : op->lock->kind->try_reply(reply, &ttl);
   if (rc == KIND_GRANTED && op->lock->kind->granted) op->lock->kind->granted(op, reply); /* the token */
   rlock_reply_free(reply);
+  if (rc == KIND_BUSY && op->grant_heard && op->retries == 0) {
+    /* the unlock granted this try after it ran (on_grant): its latch is '1' */
+    RLOCK__ASSERT(op->sync_need.need == 0);
+    rc = KIND_GRANTED;
+  } else if (rc == KIND_BUSY && op->lock->kind->handoff) {
+    memcpy(op->reg_reqid, op->reqid, sizeof op->reqid); /* the server registered this id */
+  }
   /* Refused (busy, an error reply, the simple lock's holder acquiring again)
    * after this id went out more than once: an earlier copy may still be on its
    * way (a connection given up keeps sending what it wrote) and land once the

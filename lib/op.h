@@ -117,6 +117,12 @@ struct op {
    * the owner was written and no undo has taken the entry out since */
   bool queued;
   int64_t token; /* acquire: what a granted try returns besides the hold (the fenced lock's token; 0: none) */
+  /* acquire of a kind with a handoff (the fair lock, fair_unlock.lua): the
+   * request id of its last try answered busy, which the server registered
+   * ("": none), and whether the unlock's message granting the current id
+   * came while that id's try was in flight */
+  char reg_reqid[33];
+  bool grant_heard;
   /* semaphore.c: the permits (or delta, or count) of a semaphore or latch
    * call, its script (OP_SEM_CALL; 0: a GET), and the caller's callback
    * (one of them; they get op->lock as their handle) */

@@ -182,6 +182,15 @@ static void lost_subscription(pubsub_t *ps, channel_t *ch) {
   wake_some(ch, INT_MAX);
 }
 
+/* A handoff message "g:<id>" to the waiter whose try it names: true when
+ * one took it. */
+static bool grant_some(channel_t *ch, const rlock_reply_t *m) {
+  if (m->type != RLOCK_REPLY_STRING || m->len < 3 || m->str[0] != 'g' || m->str[1] != ':') return false;
+  for (waiter_t *w = ch->head; w; w = w->next)
+    if (!w->observer && w->on_grant && w->on_grant(w, m->str + 2, m->len - 2)) return true;
+  return false;
+}
+
 static void on_push(conn_t *c, rlock_reply_t *msg) {
   pubsub_t *ps = &rlock__client_of(c)->ps;
   channel_t *ch = push_channel(ps, msg);
@@ -189,7 +198,8 @@ static void on_push(conn_t *c, rlock_reply_t *msg) {
     if (ch) lost_subscription(ps, ch);
   } else {
     stat_add(ps->cl, ST_MESSAGES, 1);
-    if (ch) wake_some(ch, ch->wake ? ch->wake(msg->element[msg->elements - 1]) : 1);
+    const rlock_reply_t *m = msg->element[msg->elements - 1];
+    if (ch && !grant_some(ch, m)) wake_some(ch, ch->wake ? ch->wake(m) : 1);
   }
   rlock_reply_free(msg);
 }

@@ -26,6 +26,10 @@ struct waiter {
   /* How many parked waiters a message (its payload) wakes: the lock kind's
    * policy, taken by the channel from its first waiter. NULL: one. */
   int (*wake)(const rlock_reply_t *msg);
+  /* Optional: a handoff message "g:<id>" (the fair lock: the unlock granted
+   * the lock to the owner's try of that id). true: it was this waiter's.
+   * When no waiter of the channel takes it, it wakes one like any message. */
+  bool (*on_grant)(waiter_t *w, const char *id, size_t n);
 };
 typedef struct pubsub {
   client_t *cl;

@@ -14,7 +14,16 @@
 --          't': never queue (Redisson's tryLock() script)
 -- ARGV[7]  '1': not reentrant (the holder's second acquire is refused, -5)
 -- ARGV[8]  publish command (publish / spublish)
--- Reply: nil when acquired; an integer >= 1: busy, try again within that many
+-- rlock's handoff (optional; without KEYS[6] none of it):
+-- KEYS[6]  the handoff registry "rlock_fair_handoff:{NAME}": a hash, owner id
+--          -> "<lease>,<slot>,<latch TTL>,<request id>,<latch key>" of a
+--          waiter that fair_unlock.lua may grant the lock to directly
+-- KEYS[7]  the latch of the owner's last try that was answered busy (its
+--          registered request; KEYS[5] itself when there is none)
+-- ARGV[9]  this request's id when the owner may be granted directly (a
+--          watchdog lease), '' when not (its registration is removed)
+-- Reply: nil when acquired (also: the unlock granted the owner's registered
+-- request KEYS[7] directly, and this try takes that hold over); an integer >= 1: busy, try again within that many
 -- ms at most (or when a message comes on the owner's channel); -3 this request
 -- was undone (fair_acquire_undo.lua); -5 the owner holds this non-reentrant
 -- lock already (nothing written); an error reply (nothing written) for a bad
@@ -55,6 +64,13 @@ if ARGV[8] ~= 'publish' and ARGV[8] ~= 'spublish' then
   return redis.error_reply('ERR rlock: invalid publish command: ' .. tostring(ARGV[8]))
 end
 local slot, now = tonumber(slot_s), tonumber(now_s)
+local reg_id = ARGV[9] or ''
+if reg_id ~= '' and not string.find(reg_id, '^%x+$') then
+  return redis.error_reply('ERR rlock: invalid request id: ' .. reg_id)
+end
+-- the registry only where this user may write it (ACL): else no handoff
+local reg = KEYS[6]
+if reg and redis.acl_check_cmd and not redis.acl_check_cmd('hset', reg, owner, 'x') then reg = nil end
 
 -- ACL (Redis 7): the waiter channel this script may publish to is checked
 -- before its first write; a user that may not publish to it gets NOPERM and
@@ -107,6 +123,9 @@ local head, evicted = q[i], i > 1
 local held_for = redis.call('pttl', KEYS[1]) -- -2 free, -1 no TTL
 local mine = held_for ~= -2 and redis.call('hget', KEYS[1], owner)
 local grant = held_for == -2 and (not head or head == owner)
+-- the unlock granted my registered request (fair_unlock.lua's handoff)
+-- and I did not hear its message: this try takes that hold over
+local handed = mine and KEYS[7] and KEYS[7] ~= KEYS[5] and redis.call('get', KEYS[7]) == '1'
 
 -- the waiter this try tells, checked before the first write: the next head
 -- when the caller takes the lock (step 2), else the new head after an
@@ -126,6 +145,7 @@ end
 for j = 1, i - 1 do
   redis.call('zrem', KEYS[3], q[j])
   redis.call('lpop', KEYS[2])
+  if reg then redis.call('hdel', reg, q[j]) end
 end
 
 -- 2. free and my turn
@@ -160,6 +180,7 @@ if grant then
   end
   redis.call('hset', KEYS[1], owner, '1')
   redis.call('pexpire', KEYS[1], lease)
+  if reg then redis.call('hdel', reg, owner) end
   if nxt then tell(nxt) end -- the next head: it keeps its deadline alive from now on
   for _, w in ipairs(near) do -- (only those this user may publish to: a courtesy, not a need)
     if not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[8], KEYS[4] .. ':' .. w, '0') then tell(w) end
@@ -171,6 +192,12 @@ end
 if mine then
   local seen = redis.call('get', KEYS[5])
   if seen == '1' then return nil elseif seen then return -3 end
+  if handed then -- the handoff's hold is this request's: no second level
+    local ok, out = latch_new()
+    if not ok then return out end
+    if held_for < tonumber(lease) then redis.call('pexpire', KEYS[1], lease) end
+    return nil
+  end
   if once then return -5 end
   if not (string.find(mine, '^[1-9]%d*$') and (#mine < 19 or #mine == 19 and mine < '9223372036854775807')) then
     return redis.error_reply('ERR rlock: hold count cannot be raised (a whole number from 1 to 2^63-2 expected): ' .. mine)
@@ -250,6 +277,15 @@ if not listed then
   redis.call('rpush', KEYS[2], owner)
 elseif moved or not written then
   redis.call('zadd', KEYS[3], mys, owner)
+end
+-- rlock's handoff: what fair_unlock.lua needs to grant me the lock directly
+-- (this request, my lease, my slot), or nothing; the registry lives two
+-- slots past the last registration (never shortened)
+if reg and reg_id ~= '' then
+  redis.call('hset', reg, owner, lease .. ',' .. slot_s .. ',' .. ttl .. ',' .. reg_id .. ',' .. KEYS[5])
+  if redis.call('pttl', reg) < 2 * slot then redis.call('pexpire', reg, string.format('%.0f', 2 * slot)) end
+elseif reg then
+  redis.call('hdel', reg, owner)
 end
 
 -- how long to wait at most: until my next refresh is due (eff half a slot

@@ -11,6 +11,10 @@
 -- ARGV[6]  the owner's slot (ms) as its tries sent it
 -- ARGV[7]  '1': the owner goes on waiting (keep its queue entry: only the
 --          tombstone); '0': it leaves the queue
+-- KEYS[6]  optional: rlock's handoff registry "rlock_fair_handoff:{NAME}":
+--          an owner that leaves the queue leaves it too. A try the unlock
+--          granted directly (fair_unlock.lua) has its latch '1': given back
+--          here like any applied try.
 -- Reply: 1 the try had been applied: one hold given back (or a count above
 --        ARGV[5] brought down); 0 nothing to give back; 2 already undone (a
 --        late copy of this undo: nothing written); an error reply (nothing
@@ -116,8 +120,12 @@ local function keep_only(n)
   tell_head()
 end
 
+local reg = KEYS[6]
+if reg and redis.acl_check_cmd and not redis.acl_check_cmd('hdel', reg, owner) then reg = nil end
+
 -- Redisson's acquireFailed
 local function leave()
+  if reg then redis.call('hdel', reg, owner) end
   local q = redis.call('lrange', KEYS[2], 0, -1)
   local i = 1
   while i <= #q and q[i] ~= owner do i = i + 1 end

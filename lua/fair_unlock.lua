@@ -8,6 +8,8 @@
 -- ARGV[7]  how many more the server may count (unlocks whose outcome the
 --          client never saw)
 -- ARGV[8]  now (epoch ms)
+-- KEYS[6]  optional: rlock's handoff registry "rlock_fair_handoff:{NAME}"
+--          (fair_acquire.lua)
 -- Reply: the latch's value if it exists (a re-send: nil for 'n'); 0 still
 --        held; 1 released (the queue's head told on its own channel); nil
 --        this owner does not hold it (if nobody does, the head is told all
@@ -21,6 +23,16 @@
 -- latch keeps nil ('n') and -1 too; a lock it frees is said free on KEYS[4]
 -- itself (for free-waiters). The queue is read first (its head once), then
 -- the ACL checked, then the writes made.
+-- rlock's handoff: when this unlock frees the lock and the head is an rlock
+-- waiter that registered its last try (KEYS[6]) and is subscribed to its
+-- channel now, the head is granted the lock here, with the steps its own
+-- try would take (fair_acquire.lua's grant: popped, every other deadline
+-- down by its slot, HSET, PEXPIRE its lease, the next head told) and its
+-- registered try's latch set to '1' as if that try had been granted; the
+-- message on its channel is "g:<request id>" instead of '0'. A re-send of
+-- that try, the owner's next try (KEYS[7] there) and its undo all read that
+-- latch. Nobody subscribed, a tombstone on that latch, or a channel or key
+-- this user may not write: the head is told '0' as Redisson's unlock does.
 
 local lease, owner, ttl, now_s = ARGV[2], ARGV[3], ARGV[5], ARGV[8]
 local function count(s)
@@ -74,6 +86,24 @@ end
 if head then
   local e = refused(ARGV[4], head, ARGV[1])
   if e then return e end
+end
+
+-- rlock's handoff to the head (above): read and checked here, done below
+local hand
+if head and KEYS[6] then
+  local function may(...) return not redis.acl_check_cmd or redis.acl_check_cmd(...) end
+  local r = may('hget', KEYS[6], head) and redis.call('hget', KEYS[6], head)
+  local l, s, t, id, lk
+  if r then l, s, t, id, lk = string.match(r, '^([1-9]%d*),([1-9]%d*),([1-9]%d*),(%x+),(.+)$') end
+  if l and #l <= 15 and #s <= 15 and #t <= 15 and may('set', lk, '1', 'px', t) and may('hdel', KEYS[6], head) then
+    local nxt = redis.call('lindex', KEYS[2], tostring(#stale + 1))
+    local how, ch = ARGV[4] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[4] .. ':' .. head
+    local sub = may('pubsub', how, ch) and redis.pcall('pubsub', how, ch)
+    if type(sub) == 'table' and tonumber(sub[2] or 0) > 0 and may('exists', lk) and redis.call('exists', lk) == 0 and
+        (not nxt or not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[4], KEYS[4] .. ':' .. nxt, '0')) then
+      hand = {lease = l, slot = s, ttl = t, id = id, latch = lk, nxt = nxt}
+    end
+  end
 end
 
 -- stale heads (Redisson's loop)
@@ -143,6 +173,37 @@ if out == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
+if hand then
+  -- the head's grant, as fair_acquire.lua's step 2 makes it for its owner
+  local all, slot, near = redis.call('zrange', KEYS[3], '0', '-1'), tonumber(hand.slot), {}
+  if not hand.nxt and (not all[1] or all[1] == head and not all[2]) then
+    redis.call('del', KEYS[2], KEYS[3])
+  else
+    redis.call('lpop', KEYS[2])
+    local down = '-' .. hand.slot
+    for k = 1, #all do
+      local w = all[k]
+      if w == head then
+        redis.call('zrem', KEYS[3], head)
+      else
+        local d = tonumber(redis.call('zincrby', KEYS[3], down, w))
+        if w ~= hand.nxt and d < now + slot then near[#near + 1] = w end
+      end
+    end
+  end
+  redis.call('hset', KEYS[1], head, '1')
+  redis.call('pexpire', KEYS[1], hand.lease)
+  redis.call('set', hand.latch, '1', 'px', hand.ttl)
+  redis.call('hdel', KEYS[6], head)
+  redis.call(ARGV[4], KEYS[4] .. ':' .. head, 'g:' .. hand.id)
+  if hand.nxt then redis.call(ARGV[4], KEYS[4] .. ':' .. hand.nxt, ARGV[1]) end
+  for _, w in ipairs(near) do
+    if not redis.acl_check_cmd or redis.acl_check_cmd(ARGV[4], KEYS[4] .. ':' .. w, ARGV[1]) then
+      redis.call(ARGV[4], KEYS[4] .. ':' .. w, ARGV[1])
+    end
+  end
+  return 1
+end
 say_free(ARGV[4], ARGV[1])
 tell_head()
 return 1

@@ -1674,6 +1674,201 @@ TEST(scripts_check_channel_before_writes) {
   free(unl);
 }
 
+/* ---------------------------------------------------------------- rlock's handoff */
+
+/* What a message on CHAN says (malloc'd). */
+static char *next_message(redisContext *sub, const char *chan) {
+  void *m = NULL;
+  CHECK_MSG(redisGetReply(sub, &m) == REDIS_OK, "no message on %s: %s", chan, sub->errstr);
+  redisReply *r = m;
+  CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  CHECK_STREQ(r->element[1]->str, chan);
+  char *v = strdup(r->element[2]->str);
+  th_reply_free(r);
+  return v;
+}
+
+typedef struct field_is {
+  const char *key, *field, *want;
+} field_is_t;
+static int hget_is(void *arg) {
+  field_is_t *f = arg;
+  char *v = th_cmd_str(srv, "HGET", f->key, f->field, NULL);
+  int yes = v && !strcmp(v, f->want);
+  free(v);
+  return yes;
+}
+
+/* An rlock waiter with a watchdog lease, queued and subscribed, is granted
+ * the lock by the holder's unlock itself (fair_unlock.lua): it returns on
+ * the unlock's message, with no try after it; the queue and the registry
+ * are empty, and the hold has the watchdog's lease. */
+TEST(handoff_by_message) {
+  keys_t k = keys_of("fair:handoff");
+  char reg[160], ob[128], chanb[400];
+  snprintf(reg, sizeof reg, "rlock_fair_handoff:{%s}", k.name);
+  rlock_client_t *a = fair_client(0), *b = fair_client(0);
+  rlock_lock_t *la = fair(a, k.name), *lb = fair(b, k.name);
+  th_owner_id(b, 1, ob, sizeof ob);
+  snprintf(chanb, sizeof chanb, "%s:%s", k.chan, ob);
+  CHECK_OK(rlock_lock_acquire(la, 1, 0, RLOCK_LEASE_WATCHDOG, NULL));
+  waiter_t w = {.lock = lb, .owner = 1, .wait_ms = 20000, .lease_ms = RLOCK_LEASE_WATCHDOG, .hold_ms = 300};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  CHECK_MSG(th_wait_until(has_subscriber, chanb, 10000), "the waiter never subscribed to %s", chanb);
+  char *r = th_cmd_str(srv, "HGET", reg, ob, NULL);
+  CHECK_MSG(r != NULL, "the waiter did not register in %s", reg);
+  free(r);
+  rlock_stats_t st0, st1;
+  rlock_client_stats(b, &st0);
+  CHECK_OK(rlock_lock_release(la, 1));
+  field_is_t f = {k.name, ob, "1"};
+  CHECK_MSG(th_wait_until(hget_is, &f, 10000), "the waiter does not hold the lock after the unlock");
+  CHECK(TH_STAT_REACHES(b, handoffs_heard, st0.handoffs_heard + 1, 10000));
+  rlock_client_stats(b, &st1);
+  CHECK_MSG(st1.acquire_attempts == st0.acquire_attempts, "the waiter tried %llu time(s) after the unlock",
+            (unsigned long long)(st1.acquire_attempts - st0.acquire_attempts));
+  nothing_queued(&k);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, ob, NULL), 0);
+  CHECK(th_cmd_int(srv, "PTTL", k.name, NULL) > 20000); /* the watchdog's lease (30 s) */
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc); /* acquired, then released: its count was 1 */
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  rlock_lock_free(la);
+  rlock_lock_free(lb);
+  rlock_client_free(a);
+  rlock_client_free(b);
+}
+
+/* The handoff's scripts on their own: no grant when nobody listens on the
+ * head's channel or its registered try has a tombstone; a grant sets that
+ * try's latch to '1' and says "g:<id>"; the owner's next try (its message
+ * lost) takes the hold over without a second level, while a try without
+ * that latch re-enters; an undo of the granted try gives it back; a try
+ * that may not be granted directly removes its registration. */
+#define EVAL_V(...) \
+  eval_int((int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__}, &nil)
+TEST(handoff_scripts) {
+  keys_t k = keys_of("fair:hs");
+  char *acq = lua_file("fair_acquire.lua");
+  char *acq_s = strdup(acq);
+  char *unl = strdup(lua_file("fair_unlock.lua")), *undo = strdup(lua_file("fair_acquire_undo.lua"));
+  char reg[160], wchan[400], now[24], lx[200], ly[200], lz[200], lx2[200], lx3[200], ul[200];
+  const char *holder = "0d0d0d0d-0000-4000-8000-000000000001:h", *w = "0d0d0d0d-0000-4000-8000-000000000002:w";
+  const char *X = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", *Y = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2",
+             *Z = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3", *X2 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa4",
+             *X3 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa5";
+  snprintf(reg, sizeof reg, "rlock_fair_handoff:{%s}", k.name);
+  snprintf(wchan, sizeof wchan, "%s:%s", k.chan, w);
+  snprintf(lx, sizeof lx, "rlock_acquire_latch:{%s}:%s", k.name, X);
+  snprintf(ly, sizeof ly, "rlock_acquire_latch:{%s}:%s", k.name, Y);
+  snprintf(lz, sizeof lz, "rlock_acquire_latch:{%s}:%s", k.name, Z);
+  snprintf(lx2, sizeof lx2, "rlock_acquire_latch:{%s}:%s", k.name, X2);
+  snprintf(lx3, sizeof lx3, "rlock_acquire_latch:{%s}:%s", k.name, X3);
+  snprintf(ul, sizeof ul, "redisson_unlock_latch:{%s}:u", k.name);
+  int nil = 0;
+#define TRY(latch, prev, id)                                                                                       \
+  (snprintf(now, sizeof now, "%lld", (long long)epoch_ms()),                                                       \
+   EVAL_V("EVAL", acq_s, "7", k.name, k.queue, k.zset, k.chan, latch, reg, prev, "30000", w, "5000", now, "15000", \
+          "q", "0", "publish", id))
+#define UNLOCK()                                                                                                      \
+  (th_reply_free(th_cmd(srv, "DEL", ul, NULL)), snprintf(now, sizeof now, "%lld", (long long)epoch_ms()),             \
+   EVAL_V("EVAL", unl, "6", k.name, k.queue, k.zset, k.chan, ul, reg, "0", "30000", holder, "publish", "15000", "-1", \
+          "0", now))
+#define HOLDER()                                                  \
+  (th_reply_free(th_cmd(srv, "HSET", k.name, holder, "1", NULL)), \
+   th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL)))
+  HOLDER();
+  /* a try that may not be granted directly: no registration */
+  CHECK(TRY(lx, lx, "") > 0 && !nil);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, w, NULL), 0);
+  /* registered; nobody listens on its channel: the unlock just frees */
+  CHECK(TRY(lx, lx, X) > 0 && !nil);
+  char *v = th_cmd_str(srv, "HGET", reg, w, NULL);
+  char want[400];
+  snprintf(want, sizeof want, "30000,5000,15000,%s,%s", X, lx);
+  CHECK_STREQ(v, want);
+  free(v);
+  CHECK_EQ(UNLOCK(), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  CHECK_EQ(llen(&k), 1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", lx, NULL), 0);
+  /* listening: granted by the unlock, its latch '1', "g:<id>" */
+  HOLDER();
+  redisContext *sub = subscribe(wchan);
+  CHECK_EQ(UNLOCK(), 1);
+  v = next_message(sub, wchan);
+  snprintf(want, sizeof want, "g:%s", X);
+  CHECK_STREQ(v, want);
+  free(v);
+  v = th_cmd_str(srv, "HGET", k.name, w, NULL);
+  CHECK_STREQ(v, "1");
+  free(v);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", k.name, holder, NULL), 0);
+  CHECK(th_cmd_int(srv, "PTTL", k.name, NULL) > 25000);
+  v = th_cmd_str(srv, "GET", lx, NULL);
+  CHECK_STREQ(v, "1");
+  free(v);
+  nothing_queued(&k);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, w, NULL), 0);
+  /* the message lost: the next try (X registered before it) takes the hold
+   * over, one level; a re-send of X says granted; a try without it re-enters */
+  CHECK_EQ(TRY(ly, lx, Y), 0);
+  CHECK(nil);
+  v = th_cmd_str(srv, "HGET", k.name, w, NULL);
+  CHECK_STREQ(v, "1");
+  free(v);
+  CHECK_EQ(TRY(lx, lx, X), 0);
+  CHECK(nil);
+  CHECK_EQ(TRY(lz, lz, Z), 0);
+  CHECK(nil);
+  v = th_cmd_str(srv, "HGET", k.name, w, NULL);
+  CHECK_STREQ(v, "2");
+  free(v);
+  th_reply_free(th_cmd(srv, "DEL", k.name, lx, ly, lz, NULL));
+  /* a granted try the owner gave up on: its undo gives the hold back */
+  HOLDER();
+  CHECK(TRY(lx2, lx2, X2) > 0 && !nil);
+  CHECK_EQ(UNLOCK(), 1);
+  v = next_message(sub, wchan);
+  snprintf(want, sizeof want, "g:%s", X2);
+  CHECK_STREQ(v, want);
+  free(v);
+  CHECK_EQ(EVAL_V("EVAL", undo, "6", k.name, k.queue, k.zset, k.chan, lx2, reg, "0", w, "publish", "15000", "0", "5000",
+                  "0"),
+           1);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  /* a tombstone on the registered try (an undo that kept the entry): no
+   * grant, the head is told '0' */
+  HOLDER();
+  CHECK(TRY(lx3, lx3, X3) > 0 && !nil);
+  CHECK_EQ(EVAL_V("EVAL", undo, "6", k.name, k.queue, k.zset, k.chan, lx3, reg, "0", w, "publish", "15000", "0", "5000",
+                  "1"),
+           0);
+  CHECK_EQ(UNLOCK(), 1);
+  v = next_message(sub, wchan);
+  CHECK_STREQ(v, "0");
+  free(v);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  CHECK_EQ(llen(&k), 1);
+  CHECK_EQ(TRY(lx3, lx3, X3), -3); /* a late copy of the tombstoned try */
+  /* leaving takes the registration out too */
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, w, NULL), 1);
+  CHECK_EQ(EVAL_V("EVAL", undo, "6", k.name, k.queue, k.zset, k.chan, lx3, reg, "0", w, "publish", "15000", "0", "5000",
+                  "0"),
+           0);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, w, NULL), 0);
+  nothing_queued(&k);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, reg, lx, lx2, lx3, ul, NULL));
+#undef TRY
+#undef UNLOCK
+#undef HOLDER
+  redisFree(sub);
+  free(acq_s);
+  free(unl);
+  free(undo);
+}
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1715,6 +1910,8 @@ int main(int argc, char **argv) {
   RUN_ONE(cluster_sharded);
   RUN_ONE(sentinel_fifo);
   RUN_ONE(scripts_check_channel_before_writes);
+  RUN_ONE(handoff_by_message);
+  RUN_ONE(handoff_scripts);
   th_server_stop(srv);
   return th_done();
 }

@@ -27,6 +27,7 @@
 #define CHANNEL "redisson_lock__channel"
 #define QUEUE "redisson_lock_queue"
 #define TIMEOUT "redisson_lock_timeout"
+#define HANDOFF "rlock_fair_handoff"
 #define MESSAGE "0"
 
 static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
@@ -44,6 +45,21 @@ static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
   return rlock__names_prefixed2(q, QUEUE, z, TIMEOUT, name, len);
 }
 
+/* ... and rlock's handoff registry (fair_acquire.lua), all three or none. */
+static int queue_keys3(const char *name, size_t len, bytes_t *q, bytes_t *z, bytes_t *h) {
+  if (queue_keys(name, len, q, z)) return RLOCK_ENOMEM;
+  if (!rlock__names_prefixed(h, HANDOFF, name, len)) return 0;
+  free(q->p);
+  free(z->p);
+  return RLOCK_ENOMEM;
+}
+
+static void free3(bytes_t *q, bytes_t *z, bytes_t *h) {
+  free(q->p);
+  free(z->p);
+  free(h->p);
+}
+
 req_t *rlock__fair_tell_head_req(client_t *cl, const rlock_lock_t *l, req_done_fn done, void *ctx) {
   bytes_t q, z;
   if (queue_keys(l->name, l->len, &q, &z)) return NULL;
@@ -55,33 +71,43 @@ req_t *rlock__fair_tell_head_req(client_t *cl, const rlock_lock_t *l, req_done_f
   return r;
 }
 
-/* fair_acquire.lua: KEYS name, queue, deadlines, channel, latch; ARGV lease,
- * owner, slot, now, latch TTL, mode ('q' queue / 't' try only), not
- * reentrant, publish command. A try with no wait never queues. */
+/* fair_acquire.lua: KEYS name, queue, deadlines, channel, latch, handoff
+ * registry, the latch of the registered try; ARGV lease, owner, slot, now,
+ * latch TTL, mode ('q' queue / 't' try only), not reentrant, publish
+ * command, this request's id when the unlock may grant it directly (a
+ * waiting watchdog hold; else ""). A try with no wait never queues. */
 static req_t *try_req(op_t *op, const bytes_t *latch, req_done_fn done) {
   rlock_lock_t *l = op->lock;
-  bytes_t q, z;
-  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  bytes_t q, z, h, prev;
+  char pbuf[OP_LATCH_ROOM];
+  if (queue_keys3(l->name, l->len, &q, &z, &h)) return NULL;
+  if (rlock__op_reg_latch(op, pbuf, sizeof pbuf, &prev)) {
+    free3(&q, &z, &h);
+    return NULL;
+  }
+  bool direct = op->wait_ms != 0 && op->lease_ms == RLOCK_LEASE_WATCHDOG;
   char lbuf[24], tbuf[24], slot[24], now[24];
   size_t leasen, ttln;
   const char *lease = rlock__dec(&op->cl->dec_lease, rlock__op_lease_ms(op), lbuf, &leasen);
   const char *ttl = rlock__dec(&op->cl->dec_latch_ttl, rlock__client_latch_ttl(op->cl), tbuf, &ttln);
   size_t slotn = rlock__i64toa(rlock__client_waiter_slot(op->cl), slot);
   size_t nown = now_epoch(now);
-  const char *keys[5] = {l->name, q.p, z.p, l->channel.p, latch->p};
-  size_t kl[5] = {l->len, q.n, z.n, l->channel.n, latch->n};
-  const char *args[8] = {lease,
+  const char *keys[7] = {l->name, q.p, z.p, l->channel.p, latch->p, h.p, prev.p};
+  size_t kl[7] = {l->len, q.n, z.n, l->channel.n, latch->n, h.n, prev.n};
+  const char *args[9] = {lease,
                          op->owner_id,
                          slot,
                          now,
                          ttl,
                          op->wait_ms == 0 ? "t" : "q",
                          l->kind == &rlock__kind_fair_nonreentrant ? "1" : "0",
-                         rlock__publish_cmd(op->cl)};
-  size_t al[8] = {leasen, op->owner_len, slotn, nown, ttln, 1, 1, rlock__publish_len(op->cl)};
-  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE, 5, keys, kl, 8, args, al, op->cl->opt.command_timeout_ms, done, op);
-  free(q.p);
-  free(z.p);
+                         rlock__publish_cmd(op->cl),
+                         direct ? op->reqid : ""};
+  size_t al[9] = {
+      leasen, op->owner_len, slotn, nown, ttln, 1, 1, rlock__publish_len(op->cl), direct ? sizeof op->reqid - 1 : 0};
+  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE, 7, keys, kl, 9, args, al, op->cl->opt.command_timeout_ms, done, op);
+  free3(&q, &z, &h);
+  if (prev.p != pbuf) free(prev.p);
   return r;
 }
 
@@ -101,21 +127,20 @@ static int try_reply(const rlock_reply_t *reply, int64_t *wait_ms) {
 /* fair_acquire_undo.lua: KEYS name, queue, deadlines, channel, latch; ARGV
  * message, owner, publish command, latch TTL, keep, slot, stay. */
 static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
-  bytes_t q, z;
-  if (queue_keys(u->name, u->len, &q, &z)) return NULL;
+  bytes_t q, z, h;
+  if (queue_keys3(u->name, u->len, &q, &z, &h)) return NULL;
   char ttl[32], keep[32], slot[32];
   size_t ttln = rlock__i64toa(rlock__client_latch_ttl(u->cl), ttl);
   size_t keepn = rlock__i64toa(u->keep, keep);
   size_t slotn = rlock__i64toa(rlock__client_waiter_slot(u->cl), slot);
-  const char *keys[5] = {u->name, q.p, z.p, u->channel->p, u->latch->p};
-  size_t kl[5] = {u->len, q.n, z.n, u->channel->n, u->latch->n};
+  const char *keys[6] = {u->name, q.p, z.p, u->channel->p, u->latch->p, h.p};
+  size_t kl[6] = {u->len, q.n, z.n, u->channel->n, u->latch->n, h.n};
   const char *pub = rlock__publish_cmd(u->cl);
   const char *args[7] = {MESSAGE, u->owner_id, pub, ttl, keep, slot, u->stay ? "1" : "0"};
   size_t al[7] = {1, strlen(u->owner_id), strlen(pub), ttln, keepn, slotn, 1};
-  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE_UNDO, 5, keys, kl, 7, args, al, u->cl->opt.command_timeout_ms, done,
+  req_t *r = rlock__script_req(SCRIPT_FAIR_ACQUIRE_UNDO, 6, keys, kl, 7, args, al, u->cl->opt.command_timeout_ms, done,
                                ctx);
-  free(q.p);
-  free(z.p);
+  free3(&q, &z, &h);
   return r;
 }
 
@@ -124,8 +149,8 @@ static req_t *undo_req(const kind_undo_t *u, req_done_fn done, void *ctx) {
  * count the client expects to be left, how many more the server may count, now. */
 static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *rel, req_done_fn done) {
   rlock_lock_t *l = op->lock;
-  bytes_t q, z;
-  if (queue_keys(l->name, l->len, &q, &z)) return NULL;
+  bytes_t q, z, h;
+  if (queue_keys3(l->name, l->len, &q, &z, &h)) return NULL;
   char left[32], extra[32], lbuf[24], tbuf[24], now[24];
   size_t leasen, ttln;
   const char *lease = rlock__dec(&op->cl->dec_lease, rel->lease_ms, lbuf, &leasen);
@@ -133,13 +158,12 @@ static req_t *release_req(op_t *op, const bytes_t *latch, const kind_release_t *
   size_t leftn = rlock__i64toa(rel->left, left);
   size_t extran = rlock__i64toa(rel->unknown, extra);
   size_t nown = now_epoch(now);
-  const char *keys[5] = {l->name, q.p, z.p, l->channel.p, latch->p};
-  size_t kl[5] = {l->len, q.n, z.n, l->channel.n, latch->n};
+  const char *keys[6] = {l->name, q.p, z.p, l->channel.p, latch->p, h.p};
+  size_t kl[6] = {l->len, q.n, z.n, l->channel.n, latch->n, h.n};
   const char *args[8] = {MESSAGE, lease, op->owner_id, rlock__publish_cmd(op->cl), ttl, left, extra, now};
   size_t al[8] = {1, leasen, op->owner_len, rlock__publish_len(op->cl), ttln, leftn, extran, nown};
-  req_t *r = rlock__script_req(SCRIPT_FAIR_UNLOCK, 5, keys, kl, 8, args, al, op->cl->opt.command_timeout_ms, done, op);
-  free(q.p);
-  free(z.p);
+  req_t *r = rlock__script_req(SCRIPT_FAIR_UNLOCK, 6, keys, kl, 8, args, al, op->cl->opt.command_timeout_ms, done, op);
+  free3(&q, &z, &h);
   return r;
 }
 
@@ -209,6 +233,7 @@ const lock_kind_t rlock__kind_fair = {
     .wake = rlock__kind_wake_one, /* one waiter listens on each channel */
     .force_req = force_req,
     .waiter_channel = waiter_channel,
+    .handoff = true,
     .queues = true,
     .look_ms = look_ms,
 };
@@ -225,6 +250,7 @@ const lock_kind_t rlock__kind_fair_nonreentrant = {
     .wake = rlock__kind_wake_one,
     .force_req = force_req,
     .waiter_channel = waiter_channel,
+    .handoff = true,
     .queues = true,
     .look_ms = look_ms,
 };

@@ -126,6 +126,12 @@ struct lock_kind {
    * waiter listens on (malloc'd into *out; 0 or RLOCK_ENOMEM): the fair
    * lock's per-owner channel, on which its unlock wakes the queue's head. */
   int (*waiter_channel)(const op_t *op, bytes_t *out);
+  /* The kind's unlock may grant the lock to a waiting owner directly (the
+   * fair lock, fair_unlock.lua): a message "g:<id>" on the owner's channel
+   * says its try of that id was granted (lock.c on_grant); a busy try
+   * registers its id, and passes the one registered before as well
+   * (rlock__op_reg_latch). */
+  bool handoff;
   /* A refused try may leave state behind (the fair lock's queue entry):
    * an acquire that ends without the lock after a try that may have queued
    * sends the undo (stay false), in the order gate like any undo. */
@@ -196,5 +202,8 @@ int rlock__kind_wake_one(const rlock_reply_t *msg);
 int rlock__lock_new_kind(client_t *cl, const lock_kind_t *kind, const void *name, size_t len, rlock_lock_t **out);
 /* The lease a try asks for (watchdog_timeout_ms for RLOCK_LEASE_WATCHDOG). */
 int64_t rlock__op_lease_ms(const op_t *op);
+/* The latch key of op's registered try (op->reg_reqid; none: its current
+ * id's), in buf when it fits (cap bytes), else malloc'd. 0 or RLOCK_ENOMEM. */
+int rlock__op_reg_latch(op_t *op, char *buf, size_t cap, bytes_t *out);
 
 #endif
