@@ -17,7 +17,14 @@
  *   fair_free_without_base_channel  a user that may publish on a fair lock's
  *                     waiter channels only: its unlock and force unlock
  *                     succeed (the "free" message on the lock's own channel
- *                     is left out where the ACL refuses it). */
+ *                     is left out where the ACL refuses it).
+ *   fair_documented_keys  a user with the keys docs/cli.md lists for the
+ *                     fair lock (the reentrant lock's, the queue and the
+ *                     deadlines) and its waiter channels: a holder and a
+ *                     watchdog waiter of that user lock, hand over and
+ *                     unlock (before: every fair script was refused NOPERM
+ *                     for the handoff registry, a declared key outside
+ *                     those patterns). */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -249,6 +256,43 @@ TEST(fair_free_without_base_channel) {
   rlock_client_free(heads), rlock_client_free(admin);
 }
 
+/* The fair lock with exactly the keys docs/cli.md's ACL table lists for it
+ * (and docs/api/fair.md: "a user without the registry key still locks"). */
+static char fk_url[200];
+static atomic_int fk_rc = -1000;
+static void fk_cb(rlock_lock_t *l, int st, int64_t value, void *arg) {
+  (void)l, (void)value, (void)arg;
+  atomic_store(&fk_rc, st);
+}
+static int fk_done(void *arg) { return (void)arg, atomic_load(&fk_rc) != -1000; }
+static int fk_queued(void *arg) {
+  (void)arg;
+  return th_cmd_int(srv, "LLEN", "redisson_lock_queue:{acl:fk}", NULL) == 1;
+}
+TEST(fair_documented_keys) {
+  rlock_client_t *c1 = th_client(fk_url, 0), *c2 = th_client(fk_url, 0);
+  rlock_lock_t *h, *w;
+  CHECK_OK(rlock_lock_new_fair(c1, "acl:fk", 6, &h));
+  CHECK_OK(rlock_lock_new_fair(c2, "acl:fk", 6, &w));
+  int rc = rlock_lock_acquire(h, 1, 0, RLOCK_LEASE_WATCHDOG, NULL);
+  CHECK_MSG(rc == 0, "a free fair lock: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  if (rc == 0) {
+    CHECK_OK(rlock_lock_acquire_async(w, 2, 20000, RLOCK_LEASE_WATCHDOG, NULL, fk_cb, NULL));
+    CHECK_MSG(th_wait_until(fk_queued, NULL, 10000), "the waiter did not queue (rc %d: %s)", atomic_load(&fk_rc),
+              rlock_err_name(atomic_load(&fk_rc)));
+    rc = rlock_lock_release(h, 1);
+    CHECK_MSG(rc == 0, "unlock with a waiter queued: %s (%s)", rlock_err_name(rc), rlock_last_error());
+    CHECK_MSG(th_wait_until(fk_done, NULL, 20000), "the waiter did not get the lock");
+    CHECK_OK(atomic_load(&fk_rc));
+    rc = rlock_lock_release(w, 2);
+    CHECK_MSG(rc == 0, "the waiter's unlock: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  }
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "acl:fk", NULL), 0);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "redisson_lock_queue:{acl:fk}", NULL), 0);
+  rlock_lock_free(h), rlock_lock_free(w);
+  rlock_client_free(c1), rlock_client_free(c2);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   const char *extra[] = {"--user",
@@ -273,12 +317,27 @@ int main(int argc, char **argv) {
                          "resetchannels",
                          "&redisson_lock__channel:{acl:fb}:*",
                          "+@all",
+                         "--user",
+                         "fk",
+                         "on",
+                         ">pw",
+                         "~acl:fk",
+                         "~redisson_lock__channel:{acl:fk}",
+                         "~rlock_acquire_latch:{acl:fk}:*",
+                         "~redisson_unlock_latch:{acl:fk}:*",
+                         "~redisson_lock_queue:{acl:fk}",
+                         "~redisson_lock_timeout:{acl:fk}",
+                         "resetchannels",
+                         "&redisson_lock__channel:{acl:fk}",
+                         "&redisson_lock__channel:{acl:fk}:*",
+                         "+@all",
                          NULL};
   th_server_opts_t so = {.extra_args = extra};
   srv = th_server_start(&so);
   snprintf(app_url, sizeof app_url, "redis://app:pw@127.0.0.1:%d", srv->port);
   snprintf(admin_url, sizeof admin_url, "redis://admin:pw@127.0.0.1:%d", srv->port);
   snprintf(heads_url, sizeof heads_url, "redis://heads:pw@127.0.0.1:%d", srv->port);
+  snprintf(fk_url, sizeof fk_url, "redis://fk:pw@127.0.0.1:%d", srv->port);
   RUN(waiter_refused_reentrant);
   RUN(waiter_refused_fair);
   RUN(waiter_refused_rw);
@@ -287,6 +346,7 @@ int main(int argc, char **argv) {
   RUN(semaphore_and_latch_waiters_refused);
   RUN(fair_waiters_refused_together);
   RUN(fair_free_without_base_channel);
+  RUN(fair_documented_keys);
   th_server_stop(srv);
   return th_done();
 }
