@@ -15,7 +15,7 @@
 -- ARGV[7]  '1': not reentrant (the holder's second acquire is refused, -5)
 -- ARGV[8]  publish command (publish / spublish)
 -- rlock's handoff (optional; without KEYS[6] none of it):
--- KEYS[6]  the handoff registry "rlock_fair_handoff:{NAME}": a hash, owner id
+-- KEYS[6]  the handoff registry "rlock_acquire_latch:{NAME}:handoff": a hash, owner id
 --          -> "<lease>,<slot>,<latch TTL>,<request id>,<latch key>" of a
 --          waiter that fair_unlock.lua may grant the lock to directly
 -- KEYS[7]  the latch of the owner's last try that was answered busy (its

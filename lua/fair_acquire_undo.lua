@@ -11,7 +11,7 @@
 -- ARGV[6]  the owner's slot (ms) as its tries sent it
 -- ARGV[7]  '1': the owner goes on waiting (keep its queue entry: only the
 --          tombstone); '0': it leaves the queue
--- KEYS[6]  optional: rlock's handoff registry "rlock_fair_handoff:{NAME}":
+-- KEYS[6]  optional: rlock's handoff registry "rlock_acquire_latch:{NAME}:handoff":
 --          an owner that leaves the queue leaves it too. A try the unlock
 --          granted directly (fair_unlock.lua) has its latch '1': given back
 --          here like any applied try.

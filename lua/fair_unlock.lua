@@ -8,7 +8,7 @@
 -- ARGV[7]  how many more the server may count (unlocks whose outcome the
 --          client never saw)
 -- ARGV[8]  now (epoch ms)
--- KEYS[6]  optional: rlock's handoff registry "rlock_fair_handoff:{NAME}"
+-- KEYS[6]  optional: rlock's handoff registry "rlock_acquire_latch:{NAME}:handoff"
 --          (fair_acquire.lua)
 -- Reply: the latch's value if it exists (a re-send: nil for 'n'); 0 still
 --        held; 1 released (the queue's head told on its own channel); nil

@@ -73,9 +73,9 @@ static int is_lock(const rlock_reply_t *h, const char **mode) {
 /* The keys an object keeps beside NAME: never listed as objects. */
 static int companion(const char *k, size_t n) {
   static const char *const prefixes[] = {
-      "redisson_lock_queue:",     "redisson_lock_timeout:", "redisson_lock_token:",   "rlock_acquire_latch:",
-      "redisson_unlock_latch:",   "rlock_semaphore_latch:", "rlock_countdown_latch:", "rlock_semaphore_queue:",
-      "rlock_semaphore_timeout:", "rlock_fair_handoff:"};
+      "redisson_lock_queue:",   "redisson_lock_timeout:", "redisson_lock_token:",
+      "rlock_acquire_latch:",   "redisson_unlock_latch:", "rlock_semaphore_latch:",
+      "rlock_countdown_latch:", "rlock_semaphore_queue:", "rlock_semaphore_timeout:"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
     if (n >= strlen(prefixes[i]) && !memcmp(k, prefixes[i], strlen(prefixes[i]))) return 1;
   return memmem(k, n, ":rwlock_timeout", 15) != NULL; /* a reader's hold keys */

@@ -1706,7 +1706,7 @@ static int hget_is(void *arg) {
 TEST(handoff_by_message) {
   keys_t k = keys_of("fair:handoff");
   char reg[160], ob[128], chanb[400];
-  snprintf(reg, sizeof reg, "rlock_fair_handoff:{%s}", k.name);
+  snprintf(reg, sizeof reg, "rlock_acquire_latch:{%s}:handoff", k.name);
   rlock_client_t *a = fair_client(0), *b = fair_client(0);
   rlock_lock_t *la = fair(a, k.name), *lb = fair(b, k.name);
   th_owner_id(b, 1, ob, sizeof ob);
@@ -1758,7 +1758,7 @@ TEST(handoff_scripts) {
   const char *X = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", *Y = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2",
              *Z = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3", *X2 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa4",
              *X3 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa5";
-  snprintf(reg, sizeof reg, "rlock_fair_handoff:{%s}", k.name);
+  snprintf(reg, sizeof reg, "rlock_acquire_latch:{%s}:handoff", k.name);
   snprintf(wchan, sizeof wchan, "%s:%s", k.chan, w);
   snprintf(lx, sizeof lx, "rlock_acquire_latch:{%s}:%s", k.name, X);
   snprintf(ly, sizeof ly, "rlock_acquire_latch:{%s}:%s", k.name, Y);

@@ -27,7 +27,12 @@
 #define CHANNEL "redisson_lock__channel"
 #define QUEUE "redisson_lock_queue"
 #define TIMEOUT "redisson_lock_timeout"
-#define HANDOFF "rlock_fair_handoff"
+/* rlock's handoff registry: "rlock_acquire_latch:{NAME}:handoff", among the
+ * acquire latches (not a request id: those are hex), so the keys an ACL
+ * gives the fair lock (docs/cli.md) cover it: a key outside them, declared
+ * to EVAL, would have every fair script refused NOPERM */
+#define LATCHES "rlock_acquire_latch"
+#define HANDOFF "handoff"
 #define MESSAGE "0"
 
 static int init(rlock_lock_t *l) { return rlock__kind_init_channel(l, CHANNEL); }
@@ -48,7 +53,7 @@ static int queue_keys(const char *name, size_t len, bytes_t *q, bytes_t *z) {
 /* ... and rlock's handoff registry (fair_acquire.lua), all three or none. */
 static int queue_keys3(const char *name, size_t len, bytes_t *q, bytes_t *z, bytes_t *h) {
   if (queue_keys(name, len, q, z)) return RLOCK_ENOMEM;
-  if (!rlock__names_prefixed(h, HANDOFF, name, len)) return 0;
+  if (!rlock__names_prefixed_suffix(h, LATCHES, name, len, HANDOFF)) return 0;
   free(q->p);
   free(z->p);
   return RLOCK_ENOMEM;
