@@ -1869,6 +1869,60 @@ TEST(handoff_scripts) {
   free(undo);
 }
 
+/* The handoff's latch outlives the hold it marks. The waiter's next try
+ * after a lost "g:<id>" comes within its wait bound (half its slot, or the
+ * holder's PTTL): with a 30 s slot and a watchdog holder that is up to 15 s,
+ * while the latch lived only the latch TTL (10 s at least) from the unlock.
+ * A try finding the handoff's hold (30 s lease) but no latch re-entered:
+ * count 2 on the server, 1 in the client (the unlock then finds a count
+ * mismatch, or with the check off the lock stays held until its lease runs
+ * out). Here the latch TTL is 200 ms and the next try comes after it. */
+TEST(handoff_latch_outlives_hold) {
+  keys_t k = keys_of("fair:hl");
+  char *acq = strdup(lua_file("fair_acquire.lua")), *unl = strdup(lua_file("fair_unlock.lua"));
+  char reg[160], wchan[400], now[24], lx[200], ly[200], ul[200];
+  const char *holder = "0d0d0d0d-0000-4000-8000-000000000001:h", *w = "0d0d0d0d-0000-4000-8000-000000000002:w";
+  const char *X = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb1", *Y = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
+  snprintf(reg, sizeof reg, "rlock_acquire_latch:{%s}:handoff", k.name);
+  snprintf(wchan, sizeof wchan, "%s:%s", k.chan, w);
+  snprintf(lx, sizeof lx, "rlock_acquire_latch:{%s}:%s", k.name, X);
+  snprintf(ly, sizeof ly, "rlock_acquire_latch:{%s}:%s", k.name, Y);
+  snprintf(ul, sizeof ul, "redisson_unlock_latch:{%s}:u", k.name);
+  int nil = 0;
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, reg, lx, ly, ul, NULL));
+  th_reply_free(th_cmd(srv, "HSET", k.name, holder, "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));
+  redisContext *sub = subscribe(wchan);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  CHECK(EVAL_V("EVAL", acq, "7", k.name, k.queue, k.zset, k.chan, lx, reg, lx, "30000", w, "30000", now, "200", "q",
+               "0", "publish", X) > 0 &&
+        !nil);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  CHECK_EQ(EVAL_V("EVAL", unl, "6", k.name, k.queue, k.zset, k.chan, ul, reg, "0", "30000", holder, "publish", "15000",
+                  "-1", "0", now),
+           1);
+  char *v = next_message(sub, wchan), want[200];
+  snprintf(want, sizeof want, "g:%s", X);
+  CHECK_STREQ(v, want); /* granted; the waiter does not hear it (lost) */
+  free(v);
+  th_sleep_ms(300);                                     /* past the latch TTL the registration carried (200 ms) */
+  CHECK(th_cmd_int(srv, "PTTL", k.name, NULL) > 25000); /* the handoff's hold stands */
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  CHECK_EQ(EVAL_V("EVAL", acq, "7", k.name, k.queue, k.zset, k.chan, ly, reg, lx, "30000", w, "30000", now, "200", "q",
+                  "0", "publish", Y),
+           0);
+  CHECK(nil);
+  v = th_cmd_str(srv, "HGET", k.name, w, NULL);
+  CHECK_MSG(v && !strcmp(v, "1"), "the owner's count after its next try took the handoff's hold over: %s (want 1)",
+            v ? v : "(none)");
+  free(v);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, reg, lx, ly, ul, NULL));
+  redisFree(sub);
+  free(acq);
+  free(unl);
+}
+#undef EVAL_V
+
 /* argv[1]: run only the test of that name. */
 static const char *only;
 #define RUN_ONE(n) \
@@ -1912,6 +1966,7 @@ int main(int argc, char **argv) {
   RUN_ONE(scripts_check_channel_before_writes);
   RUN_ONE(handoff_by_message);
   RUN_ONE(handoff_scripts);
+  RUN_ONE(handoff_latch_outlives_hold);
   th_server_stop(srv);
   return th_done();
 }
