@@ -193,7 +193,13 @@ if hand then
   end
   redis.call('hset', KEYS[1], head, '1')
   redis.call('pexpire', KEYS[1], hand.lease)
-  redis.call('set', hand.latch, '1', 'px', hand.ttl)
+  -- the latch lives as long as the hold can without its owner knowing (its
+  -- lease, nobody renews it), at least the latch TTL: the owner's next try
+  -- after a lost message, due within its wait bound (up to half its slot,
+  -- which may be longer than the latch TTL), must find it, or it would
+  -- re-enter (a second level the client never counts)
+  local lt = tonumber(hand.ttl) < tonumber(hand.lease) and hand.lease or hand.ttl
+  redis.call('set', hand.latch, '1', 'px', lt)
   redis.call('hdel', KEYS[6], head)
   redis.call(ARGV[4], KEYS[4] .. ':' .. head, 'g:' .. hand.id)
   if hand.nxt then redis.call(ARGV[4], KEYS[4] .. ':' .. hand.nxt, ARGV[1]) end
