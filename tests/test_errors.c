@@ -64,7 +64,7 @@ TEST(stats_layout) {
       PIN(locks_lost),         PIN(held),
       PIN(user_commands),      PIN(acquire_sync_misses),
       PIN(unlock_sync_misses), PIN(renewal_sync_misses),
-      PIN(fast_calls),
+      PIN(fast_calls),         PIN(handoffs_heard),
 #undef PIN
   };
   for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)

@@ -226,6 +226,20 @@ static int64_t look_ms(op_t *op, int64_t ttl) {
   return ttl < 0 || ttl > every ? every : ttl;
 }
 
+/* A waiter the unlock may grant the lock to directly (a watchdog lease)
+ * tries again at least every half lease: if the grant's message is lost
+ * (a subscriber connection the server still counts, dead on the client's
+ * side), its next try takes the hold over (fair_acquire.lua, KEYS[7])
+ * before the lease the unlock gave it runs out; later, the hold would have
+ * expired and the waiter, taken out of the queue by the grant, would queue
+ * again at the tail. */
+static int64_t poll_ms(op_t *op, int64_t ttl) {
+  if (op->wait_ms == 0 || op->lease_ms != RLOCK_LEASE_WATCHDOG) return ttl;
+  int64_t half = rlock__op_lease_ms(op) / 2;
+  if (half < 1) half = 1;
+  return ttl < 0 || ttl > half ? half : ttl;
+}
+
 const lock_kind_t rlock__kind_fair = {
     .name = "fair",
     .init = init,
@@ -241,6 +255,7 @@ const lock_kind_t rlock__kind_fair = {
     .handoff = true,
     .queues = true,
     .look_ms = look_ms,
+    .poll_ms = poll_ms,
 };
 
 const lock_kind_t rlock__kind_fair_nonreentrant = {
@@ -258,4 +273,5 @@ const lock_kind_t rlock__kind_fair_nonreentrant = {
     .handoff = true,
     .queues = true,
     .look_ms = look_ms,
+    .poll_ms = poll_ms,
 };
