@@ -95,6 +95,12 @@ if head and KEYS[6] then
   local r = may('hget', KEYS[6], head) and redis.call('hget', KEYS[6], head)
   local l, s, t, id, lk
   if r then l, s, t, id, lk = string.match(r, '^([1-9]%d*),([1-9]%d*),([1-9]%d*),(%x+),(.+)$') end
+  -- the latch is that try's own, the registry's sibling "...:<id>" (never a
+  -- key the entry names otherwise: this script writes it with its caller's
+  -- rights, and any user of the lock may write the registry). (A NAME with
+  -- a '{' and no tag may, about once in 8192, have the two in different
+  -- forms (names.c): no handoff for it, the head is told '0'.)
+  if lk and not (string.sub(KEYS[6], -8) == ':handoff' and lk == string.sub(KEYS[6], 1, -8) .. id) then l = nil end
   if l and #l <= 15 and #s <= 15 and #t <= 15 and may('set', lk, '1', 'px', t) and may('hdel', KEYS[6], head) then
     local nxt = redis.call('lindex', KEYS[2], tostring(#stale + 1))
     local how, ch = ARGV[4] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[4] .. ':' .. head

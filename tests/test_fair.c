@@ -1921,6 +1921,53 @@ TEST(handoff_latch_outlives_hold) {
   free(acq);
   free(unl);
 }
+
+/* The registry's latch is the registered try's own: the unlock writes only
+ * rlock_acquire_latch:{NAME}:<id> of the id it grants. On HEAD it wrote
+ * whatever key the registry entry named (SET key 1 PX ...), with the
+ * unlocker's rights (only one that did not exist): a user that may write
+ * the registry (any user of the fair lock, docs/cli.md) had another user's
+ * unlock create a key outside its own ACL (another lock's NAME as a string:
+ * WRONGTYPE for that lock until the TTL) (and on a Cluster, a key of another slot failed the unlock
+ * after its writes). Such an entry is not a handoff: the head is told '0'. */
+TEST(handoff_latch_is_the_tries_own) {
+  keys_t k = keys_of("fair:hk");
+  char *acq = strdup(lua_file("fair_acquire.lua")), *unl = strdup(lua_file("fair_unlock.lua"));
+  char reg[160], wchan[400], now[24], lx[200], ul[200], forged[600];
+  const char *holder = "0d0d0d0d-0000-4000-8000-000000000001:h", *w = "0d0d0d0d-0000-4000-8000-000000000002:w";
+  const char *X = "ccccccccccccccccccccccccccccccc1", *victim = "fair:hk:someone-elses-key";
+  snprintf(reg, sizeof reg, "rlock_acquire_latch:{%s}:handoff", k.name);
+  snprintf(wchan, sizeof wchan, "%s:%s", k.chan, w);
+  snprintf(lx, sizeof lx, "rlock_acquire_latch:{%s}:%s", k.name, X);
+  snprintf(ul, sizeof ul, "redisson_unlock_latch:{%s}:u", k.name);
+  int nil = 0;
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, reg, lx, ul, victim, NULL));
+  th_reply_free(th_cmd(srv, "HSET", k.name, holder, "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));
+  redisContext *sub = subscribe(wchan);
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  CHECK(EVAL_V("EVAL", acq, "7", k.name, k.queue, k.zset, k.chan, lx, reg, lx, "30000", w, "5000", now, "15000", "q",
+               "0", "publish", X) > 0 &&
+        !nil);
+  /* the entry as a user of the lock may write it: another key as the latch */
+  snprintf(forged, sizeof forged, "30000,5000,15000,%s,%s", X, victim);
+  th_reply_free(th_cmd(srv, "HSET", reg, w, forged, NULL));
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  CHECK_EQ(EVAL_V("EVAL", unl, "6", k.name, k.queue, k.zset, k.chan, ul, reg, "0", "30000", holder, "publish", "15000",
+                  "-1", "0", now),
+           1);
+  char *v = th_cmd_str(srv, "GET", victim, NULL);
+  CHECK_MSG(!v, "the unlock wrote the key the registry named: %s = %s (want none)", victim, v ? v : "(none)");
+  free(v);
+  v = next_message(sub, wchan);
+  CHECK_STREQ(v, "0"); /* told, not granted */
+  free(v);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", k.name, NULL), 0);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, reg, lx, ul, victim, NULL));
+  redisFree(sub);
+  free(acq);
+  free(unl);
+}
 #undef EVAL_V
 
 /* argv[1]: run only the test of that name. */
@@ -1967,6 +2014,7 @@ int main(int argc, char **argv) {
   RUN_ONE(handoff_by_message);
   RUN_ONE(handoff_scripts);
   RUN_ONE(handoff_latch_outlives_hold);
+  RUN_ONE(handoff_latch_is_the_tries_own);
   th_server_stop(srv);
   return th_done();
 }
