@@ -1968,6 +1968,69 @@ TEST(handoff_latch_is_the_tries_own) {
   free(acq);
   free(unl);
 }
+
+/* A handed waiter that never hears g:<id> (the unlock's message goes to a
+ * decoy channel another connection listens on, as a subscriber connection
+ * the server still counts but the client lost would): its next try, due
+ * within half its lease (watchdog 600 ms), takes the hold over before that
+ * lease ends, so the Java waiter queued behind it is not granted first.
+ * Without the half-lease bound it slept to half its slot (5 s), the hold
+ * expired at 600 ms and Java took the lock out of turn. */
+TEST(handoff_unheard_taken_over_within_lease) {
+  keys_t k = keys_of("fair:unheard");
+  char reg[160], ob[128], decoy[400], ul[200], now[24];
+  const char *holder = "0e0e0e0e-0000-4000-8000-000000000001:h";
+  snprintf(reg, sizeof reg, "rlock_acquire_latch:{%s}:handoff", k.name);
+  snprintf(ul, sizeof ul, "redisson_unlock_latch:{%s}:u", k.name);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.watchdog_timeout_ms = 600;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *l = fair(c, k.name);
+  th_owner_id(c, 1, ob, sizeof ob);
+  snprintf(decoy, sizeof decoy, "decoy:%s", ob);
+  th_reply_free(th_cmd(srv, "HSET", k.name, holder, "1", NULL));
+  th_reply_free(th_cmd(srv, "PEXPIRE", k.name, "30000", NULL));
+  atomic_store(&acquired_n, 0);
+  waiter_t w = {.lock = l, .owner = 1, .wait_ms = 20000, .lease_ms = RLOCK_LEASE_WATCHDOG, .hold_ms = 700};
+  waiter_start(&w);
+  wait_queue_len(&k, 1);
+  CHECK(java_acquire(&k, 7, 30000, 300000) > 0); /* Java queues behind it */
+  CHECK_EQ(llen(&k), 2);
+  CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, ob, NULL), 1);
+  redisContext *sub = subscribe(decoy);
+  char *unl = strdup(lua_file("fair_unlock.lua"));
+  snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
+  int nil = 0;
+  CHECK_EQ(EVAL_V("EVAL", unl, "6", k.name, k.queue, k.zset, "decoy", ul, reg, "0", "30000", holder, "publish", "15000",
+                  "-1", "0", now),
+           1);
+  char *v = th_cmd_str(srv, "HGET", k.name, ob, NULL);
+  CHECK_STREQ(v, "1"); /* handed to the waiter, which heard nothing */
+  free(v);
+  /* Java tries until granted; the waiter must have got the lock first */
+  int64_t t0 = th_now_ms();
+  int c_first = -1;
+  while (th_now_ms() - t0 < 10000) {
+    if (java_acquire(&k, 7, 30000, 300000) == -1000) {
+      c_first = atomic_load(&acquired_n);
+      break;
+    }
+    th_sleep_ms(20);
+  }
+  CHECK_MSG(c_first >= 0, "Java was never granted");
+  CHECK_MSG(c_first == 1, "Java was granted before the handed waiter took its hold over");
+  pthread_join(w.t, NULL);
+  CHECK_OK(w.rc);
+  CHECK_EQ(java_unlock(&k, 7), 1);
+  th_reply_free(th_cmd(srv, "DEL", k.name, k.queue, k.zset, reg, ul, NULL));
+  redisFree(sub);
+  free(unl);
+  rlock_lock_free(l);
+  rlock_client_free(c);
+}
 #undef EVAL_V
 
 /* argv[1]: run only the test of that name. */
@@ -2015,6 +2078,7 @@ int main(int argc, char **argv) {
   RUN_ONE(handoff_scripts);
   RUN_ONE(handoff_latch_outlives_hold);
   RUN_ONE(handoff_latch_is_the_tries_own);
+  RUN_ONE(handoff_unheard_taken_over_within_lease);
   th_server_stop(srv);
   return th_done();
 }
