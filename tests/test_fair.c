@@ -1751,8 +1751,7 @@ TEST(handoff_by_message) {
 TEST(handoff_scripts) {
   keys_t k = keys_of("fair:hs");
   char *acq = lua_file("fair_acquire.lua");
-  char *acq_s = strdup(acq);
-  char *unl = strdup(lua_file("fair_unlock.lua")), *undo = strdup(lua_file("fair_acquire_undo.lua"));
+  char *unl = lua_file("fair_unlock.lua"), *undo = lua_file("fair_acquire_undo.lua");
   char reg[160], wchan[400], now[24], lx[200], ly[200], lz[200], lx2[200], lx3[200], ul[200];
   const char *holder = "0d0d0d0d-0000-4000-8000-000000000001:h", *w = "0d0d0d0d-0000-4000-8000-000000000002:w";
   const char *X = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", *Y = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2",
@@ -1767,10 +1766,10 @@ TEST(handoff_scripts) {
   snprintf(lx3, sizeof lx3, "rlock_acquire_latch:{%s}:%s", k.name, X3);
   snprintf(ul, sizeof ul, "redisson_unlock_latch:{%s}:u", k.name);
   int nil = 0;
-#define TRY(latch, prev, id)                                                                                       \
-  (snprintf(now, sizeof now, "%lld", (long long)epoch_ms()),                                                       \
-   EVAL_V("EVAL", acq_s, "7", k.name, k.queue, k.zset, k.chan, latch, reg, prev, "30000", w, "5000", now, "15000", \
-          "q", "0", "publish", id))
+#define TRY(latch, prev, id)                                                                                          \
+  (snprintf(now, sizeof now, "%lld", (long long)epoch_ms()),                                                          \
+   EVAL_V("EVAL", acq, "7", k.name, k.queue, k.zset, k.chan, latch, reg, prev, "30000", w, "5000", now, "15000", "q", \
+          "0", "publish", id))
 #define UNLOCK()                                                                                                      \
   (th_reply_free(th_cmd(srv, "DEL", ul, NULL)), snprintf(now, sizeof now, "%lld", (long long)epoch_ms()),             \
    EVAL_V("EVAL", unl, "6", k.name, k.queue, k.zset, k.chan, ul, reg, "0", "30000", holder, "publish", "15000", "-1", \
@@ -1864,7 +1863,7 @@ TEST(handoff_scripts) {
 #undef UNLOCK
 #undef HOLDER
   redisFree(sub);
-  free(acq_s);
+  free(acq);
   free(unl);
   free(undo);
 }
@@ -1879,7 +1878,7 @@ TEST(handoff_scripts) {
  * out). Here the latch TTL is 200 ms and the next try comes after it. */
 TEST(handoff_latch_outlives_hold) {
   keys_t k = keys_of("fair:hl");
-  char *acq = strdup(lua_file("fair_acquire.lua")), *unl = strdup(lua_file("fair_unlock.lua"));
+  char *acq = lua_file("fair_acquire.lua"), *unl = lua_file("fair_unlock.lua");
   char reg[160], wchan[400], now[24], lx[200], ly[200], ul[200];
   const char *holder = "0d0d0d0d-0000-4000-8000-000000000001:h", *w = "0d0d0d0d-0000-4000-8000-000000000002:w";
   const char *X = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb1", *Y = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
@@ -1932,7 +1931,7 @@ TEST(handoff_latch_outlives_hold) {
  * after its writes). Such an entry is not a handoff: the head is told '0'. */
 TEST(handoff_latch_is_the_tries_own) {
   keys_t k = keys_of("fair:hk");
-  char *acq = strdup(lua_file("fair_acquire.lua")), *unl = strdup(lua_file("fair_unlock.lua"));
+  char *acq = lua_file("fair_acquire.lua"), *unl = lua_file("fair_unlock.lua");
   char reg[160], wchan[400], now[24], lx[200], ul[200], forged[600];
   const char *holder = "0d0d0d0d-0000-4000-8000-000000000001:h", *w = "0d0d0d0d-0000-4000-8000-000000000002:w";
   const char *X = "ccccccccccccccccccccccccccccccc1", *victim = "fair:hk:someone-elses-key";
@@ -2001,7 +2000,7 @@ TEST(handoff_unheard_taken_over_within_lease) {
   CHECK_EQ(llen(&k), 2);
   CHECK_EQ(th_cmd_int(srv, "HEXISTS", reg, ob, NULL), 1);
   redisContext *sub = subscribe(decoy);
-  char *unl = strdup(lua_file("fair_unlock.lua"));
+  char *unl = lua_file("fair_unlock.lua");
   snprintf(now, sizeof now, "%lld", (long long)epoch_ms());
   int nil = 0;
   CHECK_EQ(EVAL_V("EVAL", unl, "6", k.name, k.queue, k.zset, "decoy", ul, reg, "0", "30000", holder, "publish", "15000",
