@@ -1185,10 +1185,7 @@ static void release_done(req_t *r, int status, rlock_reply_t *reply) {
    * that finds the hold gone before its re-send is answered saw this
    * unlock, not a loss (the releasing mark, as for a fast unlock; the
    * unlock's own answer decides). */
-  if (answer_lost(status) && !op->fast_releasing) {
-    op->fast_releasing = true;
-    rlock__fast_release_began(cl, l->name, l->len, op->owner_id, op->owner_len);
-  }
+  RLOCK__ASSERT(op->fast_releasing); /* marked at its first send (rlock__op_start) */
   if (status != 0 && (answer_lost(status) || status == RLOCK_ECONNECT) && op->retries < cl->opt.retry_attempts) {
     op->retries++;
     send_release(op);
@@ -1440,6 +1437,14 @@ void rlock__op_start(op_t *op) {
     op->sent_at = rlock_now_ms() - (op->fast_lost ? cl->opt.command_timeout_ms : 0);
     op->id_written = op->fast_lost;                            /* release_done: a copy whose answer was lost */
     if (op->fast_lost) op->retries = 1, op->fast_lost = false; /* a re-send of the fast connection's (fast.c) */
+    /* from its first send the unlock may free the hold: a renewal that finds
+     * it gone, or its lease ending, is this unlock's doing until its answer
+     * says otherwise (the releasing mark, watchdog.c; a fast unlock's re-send
+     * carries the fast path's own) */
+    if (!op->fast_releasing) {
+      op->fast_releasing = true;
+      rlock__fast_release_began(cl, op->lock->name, op->lock->len, op->owner_id, op->owner_len);
+    }
     send_release(op);
     break;
   case OP_COMMAND:

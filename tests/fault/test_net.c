@@ -392,8 +392,8 @@ TEST(blackhole_replies_unlock) { blackhole_unlock(FP_DOWN, "proxy-blackhole-repl
  * unlock (sync, the fast path); depth 2: a hold taken twice, two unlocks in
  * flight together (async): the expiry waits for both. */
 static int answer_lost_rc(int rc) { return rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECONNLOST || rc == RLOCK_ECONNECT; }
-static void unlocks_pending_past_lease(const char *name, int depth) {
-  rlock_client_t *c = fh_client(purl, 1000, 500, 3);
+static void unlocks_pending_past_lease(const char *name, int depth, int64_t timeout_ms, int async) {
+  rlock_client_t *c = fh_client(purl, 1000, timeout_ms, timeout_ms > 1000 ? 1 : 3);
   rlock_client_on_lost(c, on_lost, NULL);
   rlock_lock_t *l = th_lock(c, name);
   for (int i = 0; i < depth; i++) CHECK_OK(rlock_lock_lock(l, RLOCK_LEASE_WATCHDOG));
@@ -402,16 +402,16 @@ static void unlocks_pending_past_lease(const char *name, int depth) {
   CHECK_OK(rlock_lock_valid_until(l, RLOCK_OWNER_SELF, &vu));
   fp_blackhole(px, FP_BOTH);
   int64_t t0 = rlock_now_ms();
-  if (depth == 1) {
+  if (!async) {
     int rc = rlock_lock_unlock(l);
     CHECK_MSG(answer_lost_rc(rc), "unlock: %s", rlock_err_name(rc));
   } else {
     fh_latch_t d[2];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < depth; i++) {
       fh_latch_init(&d[i]);
       CHECK_OK(rlock_lock_release_async(l, RLOCK_OWNER_SELF, fh_latch_cb, &d[i]));
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < depth; i++) {
       CHECK(fh_latch_wait(&d[i], 10000));
       CHECK_MSG(answer_lost_rc(d[i].status), "unlock %d: %s", i + 1, rlock_err_name(d[i].status));
       fh_latch_destroy(&d[i]);
@@ -431,8 +431,12 @@ static void unlocks_pending_past_lease(const char *name, int depth) {
   rlock_lock_free(l);
   rlock_client_free(c);
 }
-TEST(unlock_pending_past_lease) { unlocks_pending_past_lease("net:upl", 1); }
-TEST(two_unlocks_pending_past_lease) { unlocks_pending_past_lease("net:upl2", 2); }
+TEST(unlock_pending_past_lease) { unlocks_pending_past_lease("net:upl", 1, 500, 0); }
+TEST(two_unlocks_pending_past_lease) { unlocks_pending_past_lease("net:upl2", 2, 500, 1); }
+/* The first copy of an unlock (the I/O thread's: async) still unanswered
+ * when the lease ends: a command timeout of 1500 ms against the 1000 ms
+ * watchdog lease (1 re-send), so no answer is lost before then. */
+TEST(unlock_first_copy_past_lease) { unlocks_pending_past_lease("net:upl1", 1, 1500, 1); }
 
 /* A partition longer than the watchdog lease: the holder is told; the server
  * frees the lock (no renewal reached it). */
@@ -564,6 +568,7 @@ int main(int argc, char **argv) {
   RUN(blackhole_replies_unlock);
   RUN(unlock_pending_past_lease);
   RUN(two_unlocks_pending_past_lease);
+  RUN(unlock_first_copy_past_lease);
   RUN(partition_longer_than_lease);
   RUN(delay);
   RUN(refused_backoff_capped);
