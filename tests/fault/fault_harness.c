@@ -181,13 +181,19 @@ static void worker_main(fh_worker_ctx_t *w) {
     emit(w, HK_ATTEMPT, 0, 0);
     int64_t vu = 0;
     uint64_t token = 0;
+    rlock_stats_t st0, st1;
+    rlock_client_stats(w->client, &st0);
     rc = s->kind->acquire(w, s->wait_ms, s->lease_ms, &vu, &token);
     if (rc != 0) {
       wlog(w, HK_FAIL, rc, 0, 0);
       emit(w, HK_FAIL, rc, 0);
       continue;
     }
-    wlog(w, HK_GRANT, 0, vu, token);
+    /* status 1: a request of this client timed out or a connection was
+     * replaced meanwhile: this acquire's tries may have reached the server
+     * late or never (history.h: HIST_FIFO excuses its overtakes) */
+    rlock_client_stats(w->client, &st1);
+    wlog(w, HK_GRANT, st1.timeouts != st0.timeouts || st1.reconnects != st0.reconnects, vu, token);
     wlog(w, HK_ENTER, s->kind->shared, 0, 0);
     emit(w, HK_ENTER, 0, vu);
     /* inside the critical section */

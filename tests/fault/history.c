@@ -276,7 +276,7 @@ typedef struct attempt {
   size_t name_len;
   int64_t begin_ns, end_ns;
   int granted; /* ended by a grant (end_ns is the grant) */
-  int status;  /* ended by HK_FAIL: its status (the acquire's rc) */
+  int status;  /* ended by HK_FAIL: its status (the acquire's rc); by HK_GRANT: the grant's status */
 } attempt_t;
 
 typedef struct attempts {
@@ -340,6 +340,11 @@ static void check_fifo(attempts_t *l, const hist_check_opts_t *opts, hist_report
        * have been queued. Counted apart, as a fault the history excuses. */
       int excused = !a->granted && a->end_ns != INT64_MAX &&
                     (a->status == RLOCK_ETIMEDOUT || a->status == RLOCK_ECONNLOST || a->status == RLOCK_ECONNECT);
+      /* A granted in the end, but its client had a request time out or a
+       * connection replaced meanwhile (HK_GRANT status 1): a try lost on a
+       * connection dropped for good reached the server only when re-sent,
+       * and queued from then on. */
+      excused |= a->granted && a->status == 1;
       for (size_t w = 0; w < opts->nexcuse; w++)
         excused |= b->end_ns >= opts->excuse[2 * w] && b->end_ns <= opts->excuse[2 * w + 1];
       if (excused) {
@@ -421,7 +426,7 @@ int hist_check(const hist_rec_t *in, size_t n, const hist_check_opts_t *opts, hi
       break;
     }
     if (fifo && (e->kind == HK_GRANT || e->kind == HK_FAIL) &&
-        attempt_add(&att, c, e->t_ns, e->kind == HK_GRANT, e->kind == HK_FAIL ? e->status : 0) != 0) {
+        attempt_add(&att, c, e->t_ns, e->kind == HK_GRANT, e->status) != 0) {
       verdict = bad(rep, "out of memory");
       break;
     }

@@ -49,7 +49,9 @@
 
 typedef enum hist_kind {
   HK_ATTEMPT = 1, /* about to call acquire */
-  HK_GRANT,       /* acquire returned 0: valid_until_ns, token */
+  HK_GRANT,       /* acquire returned 0: valid_until_ns, token; status 1: its client had a
+                     request time out or a connection replaced meanwhile (HIST_FIFO excuses
+                     overtakes of such an attempt: its tries may have reached the server late) */
   HK_ENTER,       /* critical section entered (status 1: a shared one, a reader's) */
   HK_EXIT,        /* critical section left (status 1: the holder knew its hold was stale) */
   HK_RELEASE,     /* release returned (status = its rc) */
