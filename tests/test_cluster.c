@@ -5,7 +5,9 @@
  * migrated live (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE) while its lock is
  * held, renewed and waited for; a replica promoted with CLUSTER FAILOVER under
  * a held and waited-for lock; a waiter that leaves after a failover learnt by
- * MOVED only unsubscribes where its subscription is. Internal test: it names slots with the
+ * MOVED only unsubscribes where its subscription is; a latch await on a
+ * master that died before the client's connection to it was ever ready
+ * follows its promoted replica. Internal test: it names slots with the
  * library's own tags (rlock__names_tag). */
 #include "harness.h"
 #include "harness_cluster.h"
@@ -1393,6 +1395,91 @@ TEST(multilock_order_across_slot_move) {
  * failover (node timeout 2 s + election). */
 TEST(master_killed) { across_failover(cl->node[0], "killed-master", 15000, kill_master); }
 
+/* A master that dies while the client's connection to it has never been
+ * ready: the client learnt the slot map naming it (from a live seed) and its
+ * first connection to it was still coming up, as for the fault test
+ * latch_master_killed's third awaiter (its await began 7.7 ms before the
+ * kill, its client just made). Such a connection never goes down (it was
+ * never up), and before the fix nothing else asked for a refresh: the map
+ * named the dead master for ever, the await's GET went on to its connection
+ * (re-queued there each command timeout), the await never subscribed on the
+ * promoted replica and slept with the latch open. Here the master is killed
+ * before the client is made (the same path: its first connection is
+ * refused), the replica takes the slot by CLUSTER FAILOVER TAKEOVER at once,
+ * and the latch is opened there (DEL and SPUBLISH 0, as a count-down to 0).
+ * Fails before the fix ('the await did not open ...'), after: about a second. */
+typedef struct await_done {
+  atomic_int done;
+  int status;
+  int64_t at;
+} await_done_t;
+static void on_await(rlock_latch_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value;
+  await_done_t *d = arg;
+  d->status = status;
+  d->at = th_now_ms();
+  atomic_store(&d->done, 1);
+}
+static int await_done(void *arg) { return atomic_load(&((await_done_t *)arg)->done); }
+
+TEST(master_dead_before_connected) {
+  th_server_t *m = NULL, *rep = NULL;
+  for (int s = 0; s < 16384 && !m; s += 256) { /* a live master with a live replica */
+    th_server_t *o = th_cluster_owner(cl, s);
+    if (o && (rep = th_cluster_replica_of(cl, o))) m = o;
+  }
+  CHECK_MSG(m != NULL, "no master with a replica left");
+  th_server_t *other = other_master(m);
+  char name[64], warm[64], url[64], chan[128];
+  name_on(m, "never-ready", name, sizeof name);
+  name_on(other, "never-ready-warm", warm, sizeof warm);
+  int slot = th_cluster_keyslot(cl, name);
+  snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", other->port); /* a live seed only */
+  snprintf(chan, sizeof chan, "redisson_countdownlatch__channel__{%s}", name);
+  /* the latch closed (count 1), on the replica too */
+  th_reply_free(th_cmd(m, "SET", name, "1", NULL));
+  replica_has_t rh = {rep, name};
+  CHECK(th_wait_until(replica_has_key, &rh, 20000));
+  th_server_kill(m);
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.reconnect_max_ms = 500;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  /* an await on the seed's own slots: answered on the connection that asked
+   * CLUSTER SLOTS, or on a node's once the map is known: either way after
+   * the map's answer (one connection answers in order), so the map, naming
+   * the dead master, is known before the await below is sent */
+  rlock_latch_t *lw = NULL, *l = NULL;
+  CHECK_OK(rlock_latch_new(c, warm, strlen(warm), &lw));
+  CHECK_OK(rlock_latch_await(lw, 5000, NULL));
+  CHECK_OK(rlock_latch_new(c, name, strlen(name), &l));
+  static await_done_t d;
+  atomic_store(&d.done, 0);
+  CHECK_OK(rlock_latch_await_async(l, 20000, NULL, on_await, &d));
+  redisReply *r = th_cmd(rep, "CLUSTER", "FAILOVER", "TAKEOVER", NULL);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  th_reply_free(r);
+  owner_is_t ow = {slot, rep};
+  CHECK_MSG(th_wait_until(owner_is, &ow, 20000), "the replica did not take the slot");
+  int64_t promoted_at = th_now_ms();
+  CHECK(!await_done(&d)); /* its count is 1 */
+  /* the count-down to 0, on the promoted replica */
+  th_reply_free(th_cmd(rep, "DEL", name, NULL));
+  th_reply_free(th_cmd(rep, "SPUBLISH", chan, "0", NULL));
+  int opened = th_wait_until(await_done, &d, 8000);
+  printf("# await %s %lld ms after the promotion\n", opened ? "opened" : "still asleep",
+         (long long)(th_now_ms() - promoted_at));
+  CHECK_MSG(opened,
+            "the await did not open within 8 s of the promotion (its client's slot map still names the "
+            "dead master: no refresh)");
+  CHECK_OK(d.status);
+  rlock_latch_free(lw);
+  rlock_latch_free(l);
+  rlock_client_free(c);
+}
+
 /* TEST_ONLY=name runs that test alone (the cluster is started either way). */
 #define RUN_SOME(name)                              \
   do {                                              \
@@ -1425,7 +1512,8 @@ int main(int argc, char **argv) {
   RUN_SOME(failover_under_an_idle_waiter);
   RUN_SOME(replica_promoted_by_cluster_failover);
   RUN_SOME(leave_after_failover_learnt_by_moved); /* after the tests that fail node[1], node[2] over */
-  RUN_SOME(master_killed);                        /* last: the cluster has one master fewer after it */
+  RUN_SOME(master_killed);                        /* the cluster has one master fewer after it */
+  RUN_SOME(master_dead_before_connected);         /* last: kills another master (its replica takes over) */
   th_cluster_stop(cl);
   return th_done();
 }

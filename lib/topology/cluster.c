@@ -21,9 +21,11 @@
  *                    holds of one slot, `splittable`) answered TRYAGAIN has
  *                    its keys on two nodes: it completes so at once, `split`
  *                    set, and the watchdog renews its holds one by one
- * A node connection that goes down, or a refresh that finds a node not
- * reachable, asks for another refresh a second later, until the map names
- * only reachable masters (a failover: the promoted replica takes the slots).
+ * A node connection that goes down, or fails to connect while the map gives
+ * its node slots (it may never have been ready), or a refresh that finds a
+ * node not reachable, asks for another refresh a second later, until the map
+ * names only reachable masters (a failover: the promoted replica takes the
+ * slots).
  * Requests still queued (never written) on a node that lost its slots move
  * to the new owner at once.
  *
@@ -113,6 +115,31 @@ static void schedule_refresh(cluster_t *k, int64_t delay_ms);
 
 static void node_down(conn_t *c) { schedule_refresh(state(rlock__client_of(c)), REFRESH_MIN_MS); }
 
+/* Whether the slot map gives the node of command connection c a slot. */
+static bool node_named(const cluster_t *k, const conn_t *c) {
+  int idx = -1;
+  for (int i = 0; i < k->nnodes && idx < 0; i++)
+    if (&k->nodes[i]->cmd == c) idx = i;
+  for (int s = 0; idx >= 0 && s < NSLOTS; s++)
+    if (k->owner[s] == idx) return true;
+  return false;
+}
+
+/* A node's connection attempt failed (refused, or cut or timed out before it
+ * was ready). A connection that never was ready never goes down (node_down
+ * is not called): a master that died while the client's first connection to
+ * it was still coming up (the map just learnt), or whose reconnect was under
+ * way when a refresh answered (apply_slots counts a node connecting as
+ * coming up), asked for no refresh, and the map named the dead master for
+ * ever: every request of its slots waited on its connection until its own
+ * bound, a waiter's SSUBSCRIBE too, after the promoted replica took the
+ * slots. While the map gives the node slots, look again a second later. */
+static void node_error(conn_t *c, int err, const char *msg) {
+  (void)err, (void)msg;
+  cluster_t *k = state(rlock__client_of(c));
+  if (k && node_named(k, c)) schedule_refresh(k, REFRESH_MIN_MS);
+}
+
 /* The node host:port of the table, added (and connecting) if new; -1 when out of memory. */
 static int node_index(cluster_t *k, const char *host, size_t hlen, int port) {
   for (int i = 0; i < k->nnodes; i++)
@@ -136,6 +163,7 @@ static int node_index(cluster_t *k, const char *host, size_t hlen, int port) {
   n->port = port;
   n->cmd.on_ready = node_ready;
   n->cmd.on_down = node_down;
+  n->cmd.on_error = node_error;
   k->nodes[k->nnodes] = n;
   rlock__conn_start(&n->cmd);
   return k->nnodes++;
