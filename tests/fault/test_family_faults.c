@@ -27,7 +27,9 @@
  *            of replies, 30 ms delay, refuse + cut, a waiter's subscriber
  *            connection and another connection dropped for good (the client
  *            must replace them), one connection held back and delivered
- *            late; progress after each; nobody told lost, no release failed;
+ *            late; progress after each; nobody told lost while inside (an
+ *            unlock stuck past the lease reports the loss it finds: counted
+ *            apart), no release failed;
  *   latch    a count-down latch of 12 counted down one step at a time by a
  *            worker through the proxy, each step under a fault (replies
  *            blackholed so the step is re-sent, cut, refuse, server restart
@@ -183,6 +185,25 @@ static void print_lost(const fh_pool_t *p) {
     }
   }
   if (f) fclose(f);
+}
+
+/* Lock-lost reports that came after the worker left its section and before
+ * its release returned: its unlock was under way (on a connection dropped
+ * for good, re-sent only once the client replaced it) and found the hold
+ * expired. A loss while inside is never counted here. */
+static size_t losses_while_releasing(const fh_pool_t *p) {
+  FILE *f = fopen(p->hist_path, "rb");
+  hist_rec_t r;
+  unsigned char releasing[64] = {0};
+  size_t n = 0;
+  while (f && fread(&r, sizeof r, 1, f) == 1) {
+    if (r.worker >= 64) continue;
+    if (r.kind == HK_EXIT) releasing[r.worker] = 1;
+    else if (r.kind == HK_RELEASE || r.kind == HK_ATTEMPT) releasing[r.worker] = 0;
+    else if (r.kind == HK_LOST && releasing[r.worker]) n++;
+  }
+  if (f) fclose(f);
+  return n;
 }
 
 /* Checks the history in the object's mode; the count on the server once
@@ -499,7 +520,13 @@ static void proxy(const obj_t *o) {
            "cut, blackholes, delay, refuse, a subscriber and another connection dropped for "
            "good, one held: every worker entered again within %lld ms of each heal",
            (long long)worst);
-  verdict(o, &p, P.srv->url, name, o->permits, "proxy(cut,blackhole,delay,refuse,drop,hold)", "single", what, 0);
+  /* an unlock stuck on a connection dropped for good until the client
+   * replaces it (2.6-4.7 s) can find the hold's 3 s lease run out: the
+   * unlock reports that loss (REL_NOTHELD); none while inside a section */
+  size_t releasing = losses_while_releasing(&p);
+  if (releasing) printf("# %zu lock-lost report(s) from an unlock that found the lease run out\n", releasing);
+  verdict(o, &p, P.srv->url, name, o->permits, "proxy(cut,blackhole,delay,refuse,drop,hold)", "single", what,
+          releasing);
   proxy_stop();
 }
 
