@@ -361,16 +361,22 @@ TEST(acking_replica_lost_too) {
   int x = fh_drive_until_enter(&p, ~0u, 60000);
   for (int i = 0; i < NWORKERS; i++)
     if (i != x) fh_stop(&p, i);
+  int64_t t_quit = hist_now_ns();
   fh_send(&p, x, FH_CMD_QUIT);
   fh_send(&p, x, FH_CMD_EXIT);
-  CHECK_OK(fh_await(&p, x, HK_RELEASE, 10000).rc);
+  /* this release's event (x's earlier ones are still unread) */
+  fh_event_t rel = fh_await_since(&p, x, HK_RELEASE, t_quit, 10000);
+  CHECK_MSG(rel.rc == 0, "worker %d's release: %s", x, rlock_err_name(rel.rc));
   fh_await(&p, x, HK_MAX, 10000);
   /* a write and WAIT on one connection (a raw WAIT alone answers at once:
    * its connection wrote nothing) */
   th_replicas_caught_up(m, 2, 5000);
-  if (plain(s.kind)) /* the permit free on B */
-    CHECK_EQ(permits_on(b), 1);
-  else CHECK_EQ(th_cmd_int(b, "EXISTS", LOCK, NULL), 0);
+  if (plain(s.kind)) { /* the permit free on B */
+    long long on_b = permits_on(b), on_m = permits_on(m);
+    CHECK_MSG(on_b == 1, "free permits after worker %d's release: %lld on B, %lld on the master", x, on_b, on_m);
+  } else {
+    CHECK_EQ(th_cmd_int(b, "EXISTS", LOCK, NULL), 0);
+  }
   char laddr[64];
   link_laddr(b, laddr, sizeof laddr);
   kill(b->pid, SIGSTOP);
