@@ -200,7 +200,7 @@ static void attempt(op_t *op, bool fresh) {
 /* The current id may have reached the server, and a copy sent now might land
  * after its latch expired there: it must not be sent again. */
 static bool id_stale(const op_t *op) {
-  if (!op->id_written) return false;
+  if (!op->id_written || is_read(op)) return false; /* a read has no id: a copy of it changes nothing */
   int64_t ends = op->sent_at + rlock__client_latch_ttl(op->cl);
   return rlock_now_ms() + op->cl->opt.command_timeout_ms + LATCH_MARGIN_MS >= ends;
 }
@@ -468,6 +468,8 @@ static void failed(op_t *op, int status) {
   if (status == RLOCK_ECONNECT) /* not written: re-queued until the wait bound (calls: a retry each) */
     again = !op->cancelled &&
             (waits ? op->deadline < 0 || rlock_now_ms() < op->deadline : op->retries < cl->opt.retry_attempts);
+  else if (waits && is_read(op)) /* an await's read: no id, nothing written; sent again until the wait bound */
+    again = answer_lost(status) && !op->cancelled && (op->deadline < 0 || rlock_now_ms() < op->deadline);
   else /* a scripted call (release, count-down...) goes on past retry_attempts while its id's latch
         * surely lives (id_stale, below): the dead connection it met is replaced meanwhile
         * (dead_after_timeouts), and a lost release would lose its permits for good (no lease) */

@@ -41,7 +41,11 @@
  *   fair_long_ttl_java_unlock  the same with a TTL far longer than that
  *                       (Redisson's fixed lease): seen within a third of
  *                       watchdog_timeout_ms too (before: at the TTL)
- *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL */
+ *   bad_input           a semaphore handle, a bad wait: RLOCK_EINVAL
+ *   rides_out_lost_answers  CLIENT PAUSE ALL longer than (1 + retry_attempts)
+ *                       command timeouts while its PTTL is out: the look is
+ *                       sent again until the wait bound, and the unlock after
+ *                       the pause wakes it (before: RLOCK_ETIMEDOUT) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -510,6 +514,43 @@ TEST(bad_input) {
   rlock_client_free(c);
 }
 
+TEST(rides_out_lost_answers) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 3;
+  o.dead_after_timeouts = 0;
+  rlock_client_t *h = th_client(srv->url, 0), *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_lock_t *hl = th_lock(h, "af:ride"), *l = th_lock(c, "af:ride");
+  CHECK_OK(rlock_lock_lock(hl, 60000));
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  /* 2000 ms: more than 4 sends of 300 ms each */
+  redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "2000", "ALL", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
+  th_reply_free(r);
+  waiter_arg_t a = {.lock = l, .wait_ms = 20000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, waiter, &a) == 0);
+  th_reply_free(th_cmd(srv, "PING", NULL)); /* answered once the pause is over */
+  rlock_client_stats(c, &s1);
+  CHECK_MSG(s1.timeouts - s0.timeouts >= 4, "%llu timeouts: the pause did not bite",
+            (unsigned long long)(s1.timeouts - s0.timeouts));
+  numsub_want_t w = {"redisson_lock__channel:{af:ride}", 1};
+  th_wait_until(numsub_is, &w, 5000);
+  CHECK_MSG(!is_done(&a), "the waiter ended %s during the pause", rlock_err_name(a.rc));
+  CHECK_OK(rlock_lock_unlock(hl));
+  CHECK_MSG(th_wait_until(is_done, &a, 10000), "the unlock did not wake the waiter");
+  pthread_join(t, NULL);
+  CHECK_OK(a.rc);
+  rlock_lock_free(l);
+  rlock_lock_free(hl);
+  rlock_client_free(c);
+  rlock_client_free(h);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -527,6 +568,7 @@ int main(int argc, char **argv) {
   RUN(fair);
   RUN(spin);
   RUN(last_ms);
+  RUN(rides_out_lost_answers);
   RUN(fair_no_ttl_java_unlock);
   RUN(fair_long_ttl_java_unlock);
   RUN(bad_input);

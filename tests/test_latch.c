@@ -14,7 +14,12 @@
  *                     RLOCK_EINVAL, nothing sent
  *   count_down_resent_counts_once
  *                     CLIENT PAUSE WRITE longer than the command timeout: the
- *                     count-down is re-sent with one request id and counts once */
+ *                     count-down is re-sent with one request id and counts once
+ *   await_rides_out_lost_answers
+ *                     CLIENT PAUSE ALL longer than (1 + retry_attempts) command
+ *                     timeouts while an await's GET is out: the GET is sent
+ *                     again until the wait bound, and the count-down after the
+ *                     pause opens the await (it used to end RLOCK_ETIMEDOUT) */
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -230,6 +235,54 @@ TEST(count_down_resent_counts_once) {
   rlock_client_free(c);
 }
 
+/* A read has no request id: a wait re-sends it until its bound, however
+ * many answers were lost (lib/semaphore.c failed()). */
+static atomic_int ride_status = -1000;
+static void on_ride(rlock_latch_t *l, int status, int64_t value, void *arg) {
+  (void)l, (void)value, (void)arg;
+  atomic_store(&ride_status, status);
+}
+static int ride_ended(void *arg) {
+  (void)arg;
+  return atomic_load(&ride_status) != -1000;
+}
+TEST(await_rides_out_lost_answers) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 3;
+  o.dead_after_timeouts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_latch_t *l = latch(c, "latch:ride");
+  CHECK_OK(rlock_latch_try_set_count(l, 1, NULL));
+  rlock_stats_t s0, s1;
+  rlock_client_stats(c, &s0);
+  /* 2000 ms: more than 4 sends of 300 ms each */
+  redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "2000", "ALL", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
+  th_reply_free(r);
+  CHECK_OK(rlock_latch_await_async(l, 20000, NULL, on_ride, NULL));
+  th_reply_free(th_cmd(srv, "PING", NULL)); /* answered once the pause is over */
+  rlock_client_stats(c, &s1);
+  CHECK_MSG(s1.timeouts - s0.timeouts >= 4, "%llu timeouts: the pause did not bite",
+            (unsigned long long)(s1.timeouts - s0.timeouts));
+  numsub_want_t w = {"redisson_countdownlatch__channel__{latch:ride}", 1};
+  th_wait_until(numsub_is, &w, 5000);
+  CHECK_MSG(atomic_load(&ride_status) == -1000, "the await ended %s during the pause",
+            rlock_err_name(atomic_load(&ride_status)));
+  rlock_client_t *d = th_client(srv->url, 0);
+  rlock_latch_t *ld = latch(d, "latch:ride");
+  CHECK_OK(rlock_latch_count_down(ld, NULL));
+  CHECK_MSG(th_wait_until(ride_ended, NULL, 10000), "the await did not open after the count-down");
+  CHECK_OK(atomic_load(&ride_status));
+  rlock_latch_free(ld);
+  rlock_client_free(d);
+  rlock_latch_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -241,6 +294,7 @@ int main(int argc, char **argv) {
   RUN(await_timeout);
   RUN(bad_input);
   RUN(count_down_resent_counts_once);
+  RUN(await_rides_out_lost_answers);
   th_server_stop(srv);
   return th_done();
 }
