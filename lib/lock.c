@@ -886,11 +886,11 @@ static bool on_grant(waiter_t *w, const char *id, size_t n) {
   if (op->finished || n != sizeof op->reqid - 1) return false;
   if (memcmp(id, op->reqid, n) != 0) return op->in_flight && op->reg_reqid[0] && !memcmp(id, op->reg_reqid, n);
   if (op->retries > 0 || op->sync_need.need > 0 || !op->lock->kind->handoff) return false;
-  stat_add(op->cl, ST_HANDOFFS, 1);
   if (op->in_flight) {
-    op->grant_heard = true;
+    op->grant_heard = true; /* counted if its answer is read as the grant (acquire_done) */
     return true;
   }
+  stat_add(op->cl, ST_HANDOFFS, 1);
   if (op->timer) evtimer_del(op->timer);
   w->parked = false;
   if (op->cancel && atomic_load(&op->cancel->triggered)) op->cancelled = true;
@@ -1054,6 +1054,7 @@ static void acquire_done(req_t *r, int status, rlock_reply_t *reply) {
   if (rc == KIND_BUSY && op->grant_heard && op->retries == 0) {
     /* the unlock granted this try after it ran (on_grant): its latch is '1' */
     RLOCK__ASSERT(op->sync_need.need == 0);
+    stat_add(op->cl, ST_HANDOFFS, 1);
     rc = KIND_GRANTED;
   } else if (rc == KIND_BUSY && op->lock->kind->handoff) {
     memcpy(op->reg_reqid, op->reqid, sizeof op->reqid); /* the server registered this id */

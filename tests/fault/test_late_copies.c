@@ -398,6 +398,79 @@ TEST(late_acquire_copy_fair) {
   rlock_client_free(other);
 }
 
+/* The unlock's handoff (g:<id>) heard while the registered try is in flight,
+ * whose answer is then lost: the re-send's answer (the latch: granted) gives
+ * the hold, not the message. handoffs_heard counts grants taken from the
+ * message: 0 here. Before, on_grant counted the message itself: 1. */
+typedef struct handoff_job {
+  rlock_lock_t *l;
+  int rc;
+} handoff_job_t;
+static void *handoff_waiter(void *arg) {
+  handoff_job_t *j = arg;
+  j->rc = rlock_lock_acquire(j->l, 1, 20000, RLOCK_LEASE_WATCHDOG, NULL);
+  if (!j->rc) j->rc = rlock_lock_release(j->l, 1);
+  return NULL;
+}
+typedef struct reg_changed {
+  const char *reg, *owner;
+  char *was;
+} reg_changed_t;
+static int reg_differs(void *arg) {
+  reg_changed_t *g = arg;
+  char *v = th_cmd_str(srv, "HGET", g->reg, g->owner, NULL);
+  int yes = v && (!g->was || strcmp(v, g->was) != 0);
+  free(v);
+  return yes;
+}
+static int subscribed_to(void *chan) { return th_numsub(srv, chan) == 1; }
+
+TEST(late_fair_handoff_answer_lost) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = fair_lock(c, "late:handoff"), *lo = fair_lock(other, "late:handoff");
+  const char *reg = "rlock_acquire_latch:{late:handoff}:handoff";
+  char ob[128], chan[256];
+  th_owner_id(c, 1, ob, sizeof ob);
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{late:handoff}:%s", ob);
+  CHECK_OK(rlock_lock_lock(lo, RLOCK_LEASE_WATCHDOG));
+  rlock_stats_t s0 = stats(c);
+  handoff_job_t j = {l, -1000};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, handoff_waiter, &j) == 0);
+  /* queued, registered, subscribed, and the try the subscription starts answered */
+  CHECK_MSG(th_wait_until(subscribed_to, chan, 10000), "the waiter never subscribed to %s", chan);
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, s0.acquire_attempts + 2, 10000));
+  reg_changed_t g = {reg, ob, NULL};
+  CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the waiter did not register");
+  g.was = th_cmd_str(srv, "HGET", reg, ob, NULL);
+  int port = cmd_port();
+  fp_drop_conn(px, port, FP_DOWN);                        /* the next try runs and registers, its answer never comes */
+  th_reply_free(th_cmd(srv, "PUBLISH", chan, "0", NULL)); /* wakes the waiter: that try */
+  CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the woken try did not register");
+  rlock_stats_t s1 = stats(c);
+  CHECK_OK(rlock_lock_unlock(lo)); /* hands the lock to the try in flight: g:<its id> */
+  pthread_join(th, NULL);
+  fp_drop_conn(px, port, 0);
+  rlock_stats_t s2 = stats(c);
+  printf("  the waiter: %s; timeouts %llu, tries %llu after the unlock, handoffs_heard %llu\n", rlock_err_name(j.rc),
+         (unsigned long long)(s2.timeouts - s1.timeouts),
+         (unsigned long long)(s2.acquire_attempts - s1.acquire_attempts),
+         (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
+  CHECK_OK(j.rc); /* acquired with count 1, released */
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:handoff", NULL), 0);
+  CHECK_MSG(s2.timeouts > s1.timeouts, "the try's answer was not lost");
+  CHECK_MSG(s2.handoffs_heard == s0.handoffs_heard,
+            "handoffs_heard counted %llu grant(s) taken from a message; the hold came from the re-send's answer",
+            (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
+  fh_result("fair handoff heard while the try was in flight, its answer lost", "single", "fair",
+            "the re-send's answer gives the hold (count 1); handoffs_heard not counted", 0);
+  free(g.was);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 /* ------------------------------------------------------------ the simple lock
  * Its token is the owner id, the same for every hold of that owner: only the
  * latch tells a late copy from a new request. */
@@ -1062,6 +1135,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_acquire_copy_after_busy_close", only)) RUN(late_acquire_copy_after_busy_close);
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
   if (!only || strstr("late_acquire_copy_fair", only)) RUN(late_acquire_copy_fair);
+  if (!only || strstr("late_fair_handoff_answer_lost", only)) RUN(late_fair_handoff_answer_lost);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
   if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
