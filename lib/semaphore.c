@@ -468,8 +468,11 @@ static void failed(op_t *op, int status) {
   if (status == RLOCK_ECONNECT) /* not written: re-queued until the wait bound (calls: a retry each) */
     again = !op->cancelled &&
             (waits ? op->deadline < 0 || rlock_now_ms() < op->deadline : op->retries < cl->opt.retry_attempts);
-  else if (waits && is_read(op)) /* an await's read: no id, nothing written; sent again until the wait bound */
-    again = answer_lost(status) && !op->cancelled && (op->deadline < 0 || rlock_now_ms() < op->deadline);
+  else if (waits && is_read(op)) /* an await's read: no id, nothing written; sent again until the wait bound,
+                                  * and up to retry_attempts times past it (the bound is about the wait, not
+                                  * the transport: a one-look await is re-sent as before, as a lock try is) */
+    again = answer_lost(status) && !op->cancelled &&
+            (op->retries < cl->opt.retry_attempts || op->deadline < 0 || rlock_now_ms() < op->deadline);
   else /* a scripted call (release, count-down...) goes on past retry_attempts while its id's latch
         * surely lives (id_stale, below): the dead connection it met is replaced meanwhile
         * (dead_after_timeouts), and a lost release would lose its permits for good (no lease) */

@@ -283,6 +283,39 @@ TEST(await_rides_out_lost_answers) {
   rlock_client_free(c);
 }
 
+/* A short wait (0: one look; or shorter than one command timeout) whose read
+ * lost its answer: the read is still re-sent up to retry_attempts times, as
+ * before (and as a lock try is: lib/lock.c acquire_failed, "the wait bound is
+ * about waiting for the lock, not about the transport"). The bound ends the
+ * wait, not the transport's re-sends. */
+TEST(short_await_rides_out_lost_answer) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = srv->url;
+  o.command_timeout_ms = 300;
+  o.retry_attempts = 3;
+  o.dead_after_timeouts = 0;
+  rlock_client_t *c = NULL;
+  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_latch_t *l = latch(c, "latch:short"); /* never set: open */
+  CHECK_OK(rlock_latch_await(l, 0, NULL));    /* connected, answered */
+  /* 500 ms: the first GET and its first re-send time out, the second re-send is answered */
+  redisReply *r = th_cmd(srv, "CLIENT", "PAUSE", "500", "ALL", NULL);
+  CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
+  th_reply_free(r);
+  int rc = rlock_latch_await(l, 0, NULL);
+  CHECK_MSG(rc == 0, "one look at an open latch during a 500 ms pause: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  th_reply_free(th_cmd(srv, "PING", NULL)); /* the pause is over */
+  r = th_cmd(srv, "CLIENT", "PAUSE", "500", "ALL", NULL);
+  th_reply_free(r);
+  rc = rlock_latch_await(l, 100, NULL);
+  CHECK_MSG(rc == 0, "a 100 ms await of an open latch during a 500 ms pause: %s (%s)", rlock_err_name(rc),
+            rlock_last_error());
+  th_reply_free(th_cmd(srv, "PING", NULL));
+  rlock_latch_free(l);
+  rlock_client_free(c);
+}
+
 int main(int argc, char **argv) {
   th_init(argc, argv, 120);
   srv = th_server_start(NULL);
@@ -295,6 +328,7 @@ int main(int argc, char **argv) {
   RUN(bad_input);
   RUN(count_down_resent_counts_once);
   RUN(await_rides_out_lost_answers);
+  RUN(short_await_rides_out_lost_answer);
   th_server_stop(srv);
   return th_done();
 }

@@ -471,6 +471,53 @@ TEST(late_fair_handoff_answer_lost) {
   rlock_client_free(other);
 }
 
+/* The same grant heard while the try is in flight, its busy answer only held
+ * back (not lost): the answer, read as the grant (acquire_done), is a grant
+ * taken from the message: handoffs_heard counts it, once. */
+TEST(late_fair_handoff_answer_held) {
+  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
+  rlock_lock_t *l = fair_lock(c, "late:handoffh"), *lo = fair_lock(other, "late:handoffh");
+  const char *reg = "rlock_acquire_latch:{late:handoffh}:handoff";
+  char ob[128], chan[256];
+  th_owner_id(c, 1, ob, sizeof ob);
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{late:handoffh}:%s", ob);
+  CHECK_OK(rlock_lock_lock(lo, RLOCK_LEASE_WATCHDOG));
+  rlock_stats_t s0 = stats(c);
+  handoff_job_t j = {l, -1000};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, handoff_waiter, &j) == 0);
+  CHECK_MSG(th_wait_until(subscribed_to, chan, 10000), "the waiter never subscribed to %s", chan);
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, s0.acquire_attempts + 2, 10000));
+  reg_changed_t g = {reg, ob, NULL};
+  CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the waiter did not register");
+  g.was = th_cmd_str(srv, "HGET", reg, ob, NULL);
+  int port = cmd_port();
+  fp_hold_conn(px, port, FP_DOWN);                        /* the next try's answer is held back */
+  th_reply_free(th_cmd(srv, "PUBLISH", chan, "0", NULL)); /* wakes the waiter: that try */
+  CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the woken try did not register");
+  rlock_stats_t s1 = stats(c);
+  CHECK_OK(rlock_lock_unlock(lo)); /* hands the lock to the try in flight: g:<its id> */
+  th_sleep_ms(100);                /* the message is heard (pub/sub connection), the answer still held */
+  fp_hold_conn(px, port, 0);       /* within the command timeout (300 ms) */
+  pthread_join(th, NULL);
+  rlock_stats_t s2 = stats(c);
+  printf("  the waiter: %s; timeouts %llu, tries %llu after the unlock, handoffs_heard %llu\n", rlock_err_name(j.rc),
+         (unsigned long long)(s2.timeouts - s1.timeouts),
+         (unsigned long long)(s2.acquire_attempts - s1.acquire_attempts),
+         (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
+  CHECK_OK(j.rc);
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:handoffh", NULL), 0);
+  CHECK_MSG(s2.timeouts == s1.timeouts, "the held answer timed out: the case did not happen");
+  CHECK_MSG(s2.acquire_attempts == s1.acquire_attempts, "a try after the unlock: the grant was not taken");
+  CHECK_MSG(s2.handoffs_heard == s0.handoffs_heard + 1, "handoffs_heard counted %llu; the in-flight try took 1",
+            (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
+  free(g.was);
+  rlock_lock_free(l);
+  rlock_lock_free(lo);
+  rlock_client_free(c);
+  rlock_client_free(other);
+}
+
 /* ------------------------------------------------------------ the simple lock
  * Its token is the owner id, the same for every hold of that owner: only the
  * latch tells a late copy from a new request. */
@@ -1136,6 +1183,7 @@ int main(int argc, char **argv) {
   if (!only || strstr("late_unlock_copy_simple", only)) RUN(late_unlock_copy_simple);
   if (!only || strstr("late_acquire_copy_fair", only)) RUN(late_acquire_copy_fair);
   if (!only || strstr("late_fair_handoff_answer_lost", only)) RUN(late_fair_handoff_answer_lost);
+  if (!only || strstr("late_fair_handoff_answer_held", only)) RUN(late_fair_handoff_answer_held);
   if (!only || strstr("late_acquire_copy_simple", only)) RUN(late_acquire_copy_simple);
   if (!only || strstr("late_acquire_copy_simple_own", only)) RUN(late_acquire_copy_simple_own);
   if (!only || strstr("late_fast_acquire_copy", only)) RUN(late_fast_acquire_copy);
