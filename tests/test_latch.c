@@ -304,7 +304,8 @@ TEST(short_await_rides_out_lost_answer) {
   CHECK_MSG(r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", r->str);
   th_reply_free(r);
   int rc = rlock_latch_await(l, 0, NULL);
-  CHECK_MSG(rc == 0, "one look at an open latch during a 500 ms pause: %s (%s)", rlock_err_name(rc), rlock_last_error());
+  CHECK_MSG(rc == 0, "one look at an open latch during a 500 ms pause: %s (%s)", rlock_err_name(rc),
+            rlock_last_error());
   th_reply_free(th_cmd(srv, "PING", NULL)); /* the pause is over */
   r = th_cmd(srv, "CLIENT", "PAUSE", "500", "ALL", NULL);
   th_reply_free(r);
