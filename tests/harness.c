@@ -520,6 +520,19 @@ rlock_client_t *th_client(const char *url, int64_t watchdog_ms) {
   return c;
 }
 
+rlock_client_t *th_client_timeouts(const char *url, int64_t command_timeout_ms, int retry_attempts) {
+  rlock_options_t o;
+  rlock_options_init(&o);
+  o.url = url;
+  o.command_timeout_ms = command_timeout_ms;
+  o.retry_attempts = retry_attempts;
+  o.dead_after_timeouts = 0;
+  rlock_client_t *c = NULL;
+  int rc = rlock_client_new(&c, &o);
+  if (rc != 0) th_fail(__FILE__, __LINE__, "rlock_client_new(%s): %s: %s", url, rlock_err_name(rc), rlock_last_error());
+  return c;
+}
+
 rlock_lock_t *th_lock(rlock_client_t *c, const char *name) {
   rlock_lock_t *l = NULL;
   int rc = rlock_lock_new(c, name, strlen(name), &l);

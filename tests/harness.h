@@ -166,6 +166,10 @@ int th_local_port(int fd);
 
 /* A client on url (watchdog_ms 0: the default), failing the test on error. */
 rlock_client_t *th_client(const char *url, int64_t watchdog_ms);
+/* A client on url whose requests time out after command_timeout_ms, re-sent
+ * up to retry_attempts times, and whose connection is never given up for
+ * timeouts (dead_after_timeouts 0): for a pause longer than the timeout. */
+rlock_client_t *th_client_timeouts(const char *url, int64_t command_timeout_ms, int retry_attempts);
 /* A lock handle on a NUL-terminated name. */
 rlock_lock_t *th_lock(rlock_client_t *c, const char *name);
 /* Waits until the uint64_t field of c's rlock_stats_t reaches at_least:

@@ -515,14 +515,7 @@ TEST(bad_input) {
 }
 
 TEST(rides_out_lost_answers) {
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = srv->url;
-  o.command_timeout_ms = 300;
-  o.retry_attempts = 3;
-  o.dead_after_timeouts = 0;
-  rlock_client_t *h = th_client(srv->url, 0), *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *h = th_client(srv->url, 0), *c = th_client_timeouts(srv->url, 300, 3);
   rlock_lock_t *hl = th_lock(h, "af:ride"), *l = th_lock(c, "af:ride");
   CHECK_OK(rlock_lock_lock(hl, 60000));
   rlock_stats_t s0, s1;

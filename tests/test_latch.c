@@ -206,14 +206,7 @@ static int ran(void *arg) {
 }
 
 TEST(count_down_resent_counts_once) {
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = srv->url;
-  o.command_timeout_ms = 400;
-  o.retry_attempts = 3;
-  o.dead_after_timeouts = 0;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = th_client_timeouts(srv->url, 400, 3);
   rlock_latch_t *l = latch(c, "latch:resend");
   CHECK_OK(rlock_latch_try_set_count(l, 5, NULL));
   CHECK_OK(rlock_latch_count_down(l, NULL)); /* cached: EVALSHA from now on */
@@ -247,14 +240,7 @@ static int ride_ended(void *arg) {
   return atomic_load(&ride_status) != -1000;
 }
 TEST(await_rides_out_lost_answers) {
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = srv->url;
-  o.command_timeout_ms = 300;
-  o.retry_attempts = 3;
-  o.dead_after_timeouts = 0;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = th_client_timeouts(srv->url, 300, 3);
   rlock_latch_t *l = latch(c, "latch:ride");
   CHECK_OK(rlock_latch_try_set_count(l, 1, NULL));
   rlock_stats_t s0, s1;
@@ -289,14 +275,7 @@ TEST(await_rides_out_lost_answers) {
  * about waiting for the lock, not about the transport"). The bound ends the
  * wait, not the transport's re-sends. */
 TEST(short_await_rides_out_lost_answer) {
-  rlock_options_t o;
-  rlock_options_init(&o);
-  o.url = srv->url;
-  o.command_timeout_ms = 300;
-  o.retry_attempts = 3;
-  o.dead_after_timeouts = 0;
-  rlock_client_t *c = NULL;
-  CHECK_OK(rlock_client_new(&c, &o));
+  rlock_client_t *c = th_client_timeouts(srv->url, 300, 3);
   rlock_latch_t *l = latch(c, "latch:short"); /* never set: open */
   CHECK_OK(rlock_latch_await(l, 0, NULL));    /* connected, answered */
   /* 500 ms: the first GET and its first re-send time out, the second re-send is answered */

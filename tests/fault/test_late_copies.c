@@ -425,97 +425,83 @@ static int reg_differs(void *arg) {
 }
 static int subscribed_to(void *chan) { return th_numsub(srv, chan) == 1; }
 
-TEST(late_fair_handoff_answer_lost) {
+/* A waiter of lock NAME queued behind another client's hold, with its next
+ * try in flight when the holder's unlock grants it (g:<that try's id>): the
+ * try's answer dropped (lost: the re-send's answer gives the hold) or held
+ * back until the message was heard (read as the grant). Returns the stats
+ * the checks need: before the waiter, at the unlock, after. */
+typedef struct inflight_grant {
+  rlock_stats_t s0, s1, s2;
+  int rc;
+} inflight_grant_t;
+static inflight_grant_t handoff_in_flight(const char *name, int lose) {
   rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
-  rlock_lock_t *l = fair_lock(c, "late:handoff"), *lo = fair_lock(other, "late:handoff");
-  const char *reg = "rlock_acquire_latch:{late:handoff}:handoff";
-  char ob[128], chan[256];
+  rlock_lock_t *l = fair_lock(c, name), *lo = fair_lock(other, name);
+  char reg[128], ob[128], chan[256];
+  snprintf(reg, sizeof reg, "rlock_acquire_latch:{%s}:handoff", name);
   th_owner_id(c, 1, ob, sizeof ob);
-  snprintf(chan, sizeof chan, "redisson_lock__channel:{late:handoff}:%s", ob);
+  snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}:%s", name, ob);
   CHECK_OK(rlock_lock_lock(lo, RLOCK_LEASE_WATCHDOG));
-  rlock_stats_t s0 = stats(c);
+  inflight_grant_t out = {.s0 = stats(c)};
   handoff_job_t j = {l, -1000};
   pthread_t th;
   CHECK(pthread_create(&th, NULL, handoff_waiter, &j) == 0);
   /* queued, registered, subscribed, and the try the subscription starts answered */
   CHECK_MSG(th_wait_until(subscribed_to, chan, 10000), "the waiter never subscribed to %s", chan);
-  CHECK(TH_STAT_REACHES(c, acquire_attempts, s0.acquire_attempts + 2, 10000));
+  CHECK(TH_STAT_REACHES(c, acquire_attempts, out.s0.acquire_attempts + 2, 10000));
   reg_changed_t g = {reg, ob, NULL};
   CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the waiter did not register");
   g.was = th_cmd_str(srv, "HGET", reg, ob, NULL);
   int port = cmd_port();
-  fp_drop_conn(px, port, FP_DOWN);                        /* the next try runs and registers, its answer never comes */
+  /* the next try runs and registers; its answer never comes, or waits */
+  if (lose) fp_drop_conn(px, port, FP_DOWN);
+  else fp_hold_conn(px, port, FP_DOWN);
   th_reply_free(th_cmd(srv, "PUBLISH", chan, "0", NULL)); /* wakes the waiter: that try */
   CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the woken try did not register");
-  rlock_stats_t s1 = stats(c);
+  out.s1 = stats(c);
   CHECK_OK(rlock_lock_unlock(lo)); /* hands the lock to the try in flight: g:<its id> */
+  if (!lose) { /* the message heard (pub/sub connection), then the answer, within the 300 ms timeout */
+    CHECK(TH_STAT_REACHES(c, messages, out.s1.messages + 1, 10000));
+    fp_hold_conn(px, port, 0);
+  }
   pthread_join(th, NULL);
-  fp_drop_conn(px, port, 0);
-  rlock_stats_t s2 = stats(c);
+  if (lose) fp_drop_conn(px, port, 0);
+  out.s2 = stats(c);
+  out.rc = j.rc;
   printf("  the waiter: %s; timeouts %llu, tries %llu after the unlock, handoffs_heard %llu\n", rlock_err_name(j.rc),
-         (unsigned long long)(s2.timeouts - s1.timeouts),
-         (unsigned long long)(s2.acquire_attempts - s1.acquire_attempts),
-         (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
-  CHECK_OK(j.rc); /* acquired with count 1, released */
-  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:handoff", NULL), 0);
-  CHECK_MSG(s2.timeouts > s1.timeouts, "the try's answer was not lost");
-  CHECK_MSG(s2.handoffs_heard == s0.handoffs_heard,
-            "handoffs_heard counted %llu grant(s) taken from a message; the hold came from the re-send's answer",
-            (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
-  fh_result("fair handoff heard while the try was in flight, its answer lost", "single", "fair",
-            "the re-send's answer gives the hold (count 1); handoffs_heard not counted", 0);
+         (unsigned long long)(out.s2.timeouts - out.s1.timeouts),
+         (unsigned long long)(out.s2.acquire_attempts - out.s1.acquire_attempts),
+         (unsigned long long)(out.s2.handoffs_heard - out.s0.handoffs_heard));
+  CHECK_EQ(th_cmd_int(srv, "EXISTS", name, NULL), 0);
   free(g.was);
   rlock_lock_free(l);
   rlock_lock_free(lo);
   rlock_client_free(c);
   rlock_client_free(other);
+  return out;
+}
+
+TEST(late_fair_handoff_answer_lost) {
+  inflight_grant_t r = handoff_in_flight("late:handoff", 1);
+  CHECK_OK(r.rc); /* acquired with count 1, released */
+  CHECK_MSG(r.s2.timeouts > r.s1.timeouts, "the try's answer was not lost");
+  CHECK_MSG(r.s2.handoffs_heard == r.s0.handoffs_heard,
+            "handoffs_heard counted %llu grant(s) taken from a message; the hold came from the re-send's answer",
+            (unsigned long long)(r.s2.handoffs_heard - r.s0.handoffs_heard));
+  fh_result("fair handoff heard while the try was in flight, its answer lost", "single", "fair",
+            "the re-send's answer gives the hold (count 1); handoffs_heard not counted", 0);
 }
 
 /* The same grant heard while the try is in flight, its busy answer only held
  * back (not lost): the answer, read as the grant (acquire_done), is a grant
  * taken from the message: handoffs_heard counts it, once. */
 TEST(late_fair_handoff_answer_held) {
-  rlock_client_t *c = client(), *other = fh_client(srv->url, 0, 0, 0);
-  rlock_lock_t *l = fair_lock(c, "late:handoffh"), *lo = fair_lock(other, "late:handoffh");
-  const char *reg = "rlock_acquire_latch:{late:handoffh}:handoff";
-  char ob[128], chan[256];
-  th_owner_id(c, 1, ob, sizeof ob);
-  snprintf(chan, sizeof chan, "redisson_lock__channel:{late:handoffh}:%s", ob);
-  CHECK_OK(rlock_lock_lock(lo, RLOCK_LEASE_WATCHDOG));
-  rlock_stats_t s0 = stats(c);
-  handoff_job_t j = {l, -1000};
-  pthread_t th;
-  CHECK(pthread_create(&th, NULL, handoff_waiter, &j) == 0);
-  CHECK_MSG(th_wait_until(subscribed_to, chan, 10000), "the waiter never subscribed to %s", chan);
-  CHECK(TH_STAT_REACHES(c, acquire_attempts, s0.acquire_attempts + 2, 10000));
-  reg_changed_t g = {reg, ob, NULL};
-  CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the waiter did not register");
-  g.was = th_cmd_str(srv, "HGET", reg, ob, NULL);
-  int port = cmd_port();
-  fp_hold_conn(px, port, FP_DOWN);                        /* the next try's answer is held back */
-  th_reply_free(th_cmd(srv, "PUBLISH", chan, "0", NULL)); /* wakes the waiter: that try */
-  CHECK_MSG(th_wait_until(reg_differs, &g, 10000), "the woken try did not register");
-  rlock_stats_t s1 = stats(c);
-  CHECK_OK(rlock_lock_unlock(lo)); /* hands the lock to the try in flight: g:<its id> */
-  th_sleep_ms(100);                /* the message is heard (pub/sub connection), the answer still held */
-  fp_hold_conn(px, port, 0);       /* within the command timeout (300 ms) */
-  pthread_join(th, NULL);
-  rlock_stats_t s2 = stats(c);
-  printf("  the waiter: %s; timeouts %llu, tries %llu after the unlock, handoffs_heard %llu\n", rlock_err_name(j.rc),
-         (unsigned long long)(s2.timeouts - s1.timeouts),
-         (unsigned long long)(s2.acquire_attempts - s1.acquire_attempts),
-         (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
-  CHECK_OK(j.rc);
-  CHECK_EQ(th_cmd_int(srv, "EXISTS", "late:handoffh", NULL), 0);
-  CHECK_MSG(s2.timeouts == s1.timeouts, "the held answer timed out: the case did not happen");
-  CHECK_MSG(s2.acquire_attempts == s1.acquire_attempts, "a try after the unlock: the grant was not taken");
-  CHECK_MSG(s2.handoffs_heard == s0.handoffs_heard + 1, "handoffs_heard counted %llu; the in-flight try took 1",
-            (unsigned long long)(s2.handoffs_heard - s0.handoffs_heard));
-  free(g.was);
-  rlock_lock_free(l);
-  rlock_lock_free(lo);
-  rlock_client_free(c);
-  rlock_client_free(other);
+  inflight_grant_t r = handoff_in_flight("late:handoffh", 0);
+  CHECK_OK(r.rc);
+  CHECK_MSG(r.s2.timeouts == r.s1.timeouts, "the held answer timed out: the case did not happen");
+  CHECK_MSG(r.s2.acquire_attempts == r.s1.acquire_attempts, "a try after the unlock: the grant was not taken");
+  CHECK_MSG(r.s2.handoffs_heard == r.s0.handoffs_heard + 1, "handoffs_heard counted %llu; the in-flight try took 1",
+            (unsigned long long)(r.s2.handoffs_heard - r.s0.handoffs_heard));
 }
 
 /* ------------------------------------------------------------ the simple lock
