@@ -977,8 +977,12 @@ TEST(read_relet_keeps_other_readers) {
   rlock_multilock_t *m = NULL;
   CHECK_OK(rlock_multilock_new(&m, members, 2));
   CHECK_OK(rlock_multilock_acquire(m, 2, 0, 500, NULL));
-  /* (+ 1: the client's monotonic ms and the server's wall-clock ms have other phases) */
-  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rw");
+  /* now is read after PTTL's answer: the key ends by now + left at the
+   * latest, so a slow answer cannot make it look short (a CI run: "ends 4 ms
+   * before"); (+ 1: the client's monotonic ms and the server's wall-clock ms
+   * have other phases) */
+  int64_t left = pttl(s1, "ml:rw");
+  int64_t now = rlock_now_ms();
   CHECK_MSG(now + left + 1 >= va, "NAME's PTTL %lld ends %lld ms before reader A's valid-until", (long long)left,
             (long long)(va - now - left));
   /* a writer waits up to 2 s: NAME must outlive the MultiLock's 500 ms */
@@ -1010,7 +1014,8 @@ TEST(read_relet_keeps_write_lease) {
   rlock_multilock_t *m = NULL;
   CHECK_OK(rlock_multilock_new(&m, members, 2));
   CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
-  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwm");
+  int64_t left = pttl(s1, "ml:rwm");
+  int64_t now = rlock_now_ms(); /* after the answer (read_relet_keeps_other_readers) */
   CHECK_MSG(now + left + 1 >= vw, "NAME's PTTL %lld ends %lld ms before the write hold's valid-until", (long long)left,
             (long long)(vw - now - left));
   CHECK_OK(rlock_multilock_release(m, 1));
@@ -1037,7 +1042,8 @@ TEST(write_relet_keeps_read_holds) {
   rlock_multilock_t *m = NULL;
   CHECK_OK(rlock_multilock_new(&m, members, 2));
   CHECK_OK(rlock_multilock_acquire(m, 1, 0, 500, NULL));
-  int64_t now = rlock_now_ms(), left = pttl(s1, "ml:rwr");
+  int64_t left = pttl(s1, "ml:rwr");
+  int64_t now = rlock_now_ms(); /* after the answer (read_relet_keeps_other_readers) */
   CHECK_MSG(now + left + 1 >= vr, "NAME's PTTL %lld ends %lld ms before the read hold's valid-until", (long long)left,
             (long long)(vr - now - left));
   CHECK_OK(rlock_multilock_release(m, 1));
